@@ -1,0 +1,560 @@
+//! Conversions between protobuf messages and domain types. Every check of
+//! caller input that does not need the store happens here; a failed
+//! conversion is an INVALID_ARGUMENT error and nothing is written.
+
+use crate::core::error::{StoreError, StoreResult};
+use crate::core::ids;
+use crate::core::model::{
+    self as m, AttemptStatus, Json, RolloutMode, RolloutStatus, Timestamp, WorkerStatus,
+};
+use crate::core::query::{FilterLogic, Page, Paged};
+use crate::proto as pb;
+
+/// Converts a domain timestamp to protobuf.
+pub fn timestamp_to_proto(t: Timestamp) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: t.0.div_euclid(1_000_000_000),
+        nanos: t.0.rem_euclid(1_000_000_000) as i32,
+    }
+}
+
+fn opt_time(t: Option<Timestamp>) -> Option<prost_types::Timestamp> {
+    t.map(timestamp_to_proto)
+}
+
+/// Converts a protobuf timestamp to the domain, rejecting invalid ones.
+pub fn timestamp_from_proto(field: &str, t: &prost_types::Timestamp) -> StoreResult<Timestamp> {
+    if !(0..1_000_000_000).contains(&t.nanos) {
+        return Err(StoreError::invalid(format!("{field} has invalid nanos")));
+    }
+    t.seconds
+        .checked_mul(1_000_000_000)
+        .and_then(|s| s.checked_add(i64::from(t.nanos)))
+        .map(Timestamp)
+        .ok_or_else(|| StoreError::invalid(format!("{field} is out of range")))
+}
+
+/// Converts a protobuf duration to std, rejecting negative ones.
+pub fn duration_from_proto(
+    field: &str,
+    d: Option<&prost_types::Duration>,
+) -> StoreResult<Option<std::time::Duration>> {
+    let Some(d) = d else { return Ok(None) };
+    std::time::Duration::try_from(*d)
+        .map(Some)
+        .map_err(|_| StoreError::invalid(format!("{field} must be a non-negative duration")))
+}
+
+/// Parses JSON text; an empty string yields `empty`.
+pub fn json_from_text(field: &str, text: &str, empty: Json) -> StoreResult<Json> {
+    if text.is_empty() {
+        return Ok(empty);
+    }
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::invalid(format!("{field} is not valid JSON: {e}")))
+}
+
+/// Renders JSON text.
+pub fn json_to_text(value: &Json) -> String {
+    value.to_string()
+}
+
+/// Checks a caller-supplied id.
+pub fn id(field: &str, value: &str) -> StoreResult<String> {
+    ids::validate_id(field, value)?;
+    Ok(value.to_owned())
+}
+
+/// Checks an optional caller-supplied id.
+pub fn opt_id(field: &str, value: Option<&String>) -> StoreResult<Option<String>> {
+    value.map(|v| id(field, v)).transpose()
+}
+
+macro_rules! enum_conversions {
+    ($domain:ident, $proto:path, $field:literal, { $($variant:ident),+ $(,)? }) => {
+        impl From<$domain> for $proto {
+            fn from(value: $domain) -> Self {
+                match value { $($domain::$variant => <$proto>::$variant),+ }
+            }
+        }
+
+        impl $domain {
+            /// Converts the protobuf value, rejecting UNSPECIFIED and unknown numbers.
+            pub fn from_proto(value: i32) -> StoreResult<Self> {
+                match <$proto>::try_from(value) {
+                    $(Ok(<$proto>::$variant) => Ok($domain::$variant),)+
+                    _ => Err(StoreError::invalid(format!(concat!("invalid ", $field, ": {}"), value))),
+                }
+            }
+        }
+    };
+}
+
+enum_conversions!(RolloutStatus, pb::RolloutStatus, "rollout status", {
+    Queuing, Preparing, Running, Failed, Succeeded, Cancelled, Requeuing
+});
+enum_conversions!(AttemptStatus, pb::AttemptStatus, "attempt status", {
+    Preparing, Running, Failed, Succeeded, Unresponsive, Timeout
+});
+enum_conversions!(WorkerStatus, pb::WorkerStatus, "worker status", { Idle, Busy, Unknown });
+
+/// Converts a mode; UNSPECIFIED means none.
+pub fn mode_from_proto(value: i32) -> StoreResult<Option<RolloutMode>> {
+    match pb::RolloutMode::try_from(value) {
+        Ok(pb::RolloutMode::Unspecified) => Ok(None),
+        Ok(pb::RolloutMode::Train) => Ok(Some(RolloutMode::Train)),
+        Ok(pb::RolloutMode::Val) => Ok(Some(RolloutMode::Val)),
+        Ok(pb::RolloutMode::Test) => Ok(Some(RolloutMode::Test)),
+        Err(_) => Err(StoreError::invalid(format!(
+            "invalid rollout mode: {value}"
+        ))),
+    }
+}
+
+fn mode_to_proto(mode: Option<RolloutMode>) -> pb::RolloutMode {
+    match mode {
+        None => pb::RolloutMode::Unspecified,
+        Some(RolloutMode::Train) => pb::RolloutMode::Train,
+        Some(RolloutMode::Val) => pb::RolloutMode::Val,
+        Some(RolloutMode::Test) => pb::RolloutMode::Test,
+    }
+}
+
+/// Converts a filter logic.
+pub fn filter_logic_from_proto(value: i32) -> StoreResult<FilterLogic> {
+    match pb::FilterLogic::try_from(value) {
+        Ok(pb::FilterLogic::Unspecified | pb::FilterLogic::And) => Ok(FilterLogic::And),
+        Ok(pb::FilterLogic::Or) => Ok(FilterLogic::Or),
+        Err(_) => Err(StoreError::invalid(format!(
+            "invalid filter_logic: {value}"
+        ))),
+    }
+}
+
+/// Converts a page request; absent means defaults.
+pub fn page_from_proto(page: Option<&pb::PageRequest>) -> StoreResult<Page> {
+    let Some(page) = page else {
+        return Ok(Page::default());
+    };
+    let descending = match pb::SortOrder::try_from(page.sort_order) {
+        Ok(pb::SortOrder::Unspecified | pb::SortOrder::Asc) => false,
+        Ok(pb::SortOrder::Desc) => true,
+        Err(_) => {
+            return Err(StoreError::invalid(format!(
+                "invalid sort_order: {}",
+                page.sort_order
+            )));
+        }
+    };
+    let limit = match page.limit {
+        None | Some(-1) => None,
+        Some(n) if n > 0 => Some(n as usize),
+        Some(n) => {
+            return Err(StoreError::invalid(format!(
+                "limit must be -1 or greater than 0, got {n}"
+            )));
+        }
+    };
+    if page.offset < 0 {
+        return Err(StoreError::invalid(format!(
+            "offset must be >= 0, got {}",
+            page.offset
+        )));
+    }
+    Ok(Page {
+        sort_by: (!page.sort_by.is_empty()).then(|| page.sort_by.clone()),
+        descending,
+        limit,
+        offset: page.offset as usize,
+    })
+}
+
+/// Returns (limit, offset, total) of a page for a response.
+pub fn page_bounds<T>(page: &Paged<T>) -> (i32, i32, i64) {
+    (
+        page.limit.map_or(-1, |l| l as i32),
+        page.offset as i32,
+        page.total as i64,
+    )
+}
+
+/// Converts a rollout configuration; absent means the defaults.
+pub fn config_from_proto(config: Option<&pb::RolloutConfig>) -> StoreResult<m::RolloutConfig> {
+    let Some(config) = config else {
+        return Ok(m::RolloutConfig::default());
+    };
+    let seconds = |field: &str, value: Option<f64>| match value {
+        Some(s) if !(s.is_finite() && s >= 0.0) => Err(StoreError::invalid(format!(
+            "config.{field} must be a finite number >= 0"
+        ))),
+        other => Ok(other),
+    };
+    let max_attempts = config.max_attempts.unwrap_or(1);
+    if max_attempts < 1 {
+        return Err(StoreError::invalid(format!(
+            "config.max_attempts must be >= 1, got {max_attempts}"
+        )));
+    }
+    Ok(m::RolloutConfig {
+        timeout_seconds: seconds("timeout_seconds", config.timeout_seconds)?,
+        unresponsive_seconds: seconds("unresponsive_seconds", config.unresponsive_seconds)?,
+        max_attempts: max_attempts as u32,
+        retry_condition: config
+            .retry_condition
+            .iter()
+            .map(|&s| AttemptStatus::from_proto(s))
+            .collect::<StoreResult<_>>()?,
+    })
+}
+
+fn config_to_proto(config: &m::RolloutConfig) -> pb::RolloutConfig {
+    pb::RolloutConfig {
+        timeout_seconds: config.timeout_seconds,
+        unresponsive_seconds: config.unresponsive_seconds,
+        max_attempts: Some(config.max_attempts as i32),
+        retry_condition: config
+            .retry_condition
+            .iter()
+            .map(|&s| pb::AttemptStatus::from(s) as i32)
+            .collect(),
+    }
+}
+
+/// Converts a rollout specification.
+pub fn spec_from_proto(spec: Option<&pb::RolloutSpec>) -> StoreResult<m::RolloutSpec> {
+    let default = pb::RolloutSpec::default();
+    let spec = spec.unwrap_or(&default);
+    Ok(m::RolloutSpec {
+        input: json_from_text("input_json", &spec.input_json, Json::Null)?,
+        mode: mode_from_proto(spec.mode)?,
+        resources_id: opt_id("resources_id", spec.resources_id.as_ref())?,
+        config: config_from_proto(spec.config.as_ref())?,
+        metadata: json_from_text(
+            "metadata_json",
+            &spec.metadata_json,
+            Json::Object(Default::default()),
+        )?,
+    })
+}
+
+/// Converts a rollout without its attempt.
+pub fn rollout_to_proto(r: &m::Rollout) -> pb::Rollout {
+    pb::Rollout {
+        rollout_id: r.rollout_id.clone(),
+        input_json: json_to_text(&r.input),
+        start_time: Some(timestamp_to_proto(r.start_time)),
+        end_time: opt_time(r.end_time),
+        mode: mode_to_proto(r.mode) as i32,
+        resources_id: r.resources_id.clone(),
+        status: pb::RolloutStatus::from(r.status) as i32,
+        config: Some(config_to_proto(&r.config)),
+        metadata_json: json_to_text(&r.metadata),
+        attempt: None,
+    }
+}
+
+/// Converts a rollout with its latest attempt.
+pub fn view_to_proto(view: &m::RolloutView) -> pb::Rollout {
+    pb::Rollout {
+        attempt: view.attempt.as_ref().map(attempt_to_proto),
+        ..rollout_to_proto(&view.rollout)
+    }
+}
+
+/// Converts an attempt.
+pub fn attempt_to_proto(a: &m::Attempt) -> pb::Attempt {
+    pb::Attempt {
+        rollout_id: a.rollout_id.clone(),
+        attempt_id: a.attempt_id.clone(),
+        sequence_id: a.sequence_id as i32,
+        start_time: Some(timestamp_to_proto(a.start_time)),
+        end_time: opt_time(a.end_time),
+        status: pb::AttemptStatus::from(a.status) as i32,
+        worker_id: a.worker_id.clone(),
+        last_heartbeat_time: opt_time(a.last_heartbeat_time),
+        metadata_json: json_to_text(&a.metadata),
+    }
+}
+
+/// Converts a worker.
+pub fn worker_to_proto(w: &m::Worker) -> pb::Worker {
+    pb::Worker {
+        worker_id: w.worker_id.clone(),
+        status: pb::WorkerStatus::from(w.status) as i32,
+        heartbeat_stats_json: json_to_text(&w.heartbeat_stats),
+        last_heartbeat_time: opt_time(w.last_heartbeat_time),
+        last_dequeue_time: opt_time(w.last_dequeue_time),
+        last_busy_time: opt_time(w.last_busy_time),
+        last_idle_time: opt_time(w.last_idle_time),
+        current_rollout_id: w.current_rollout_id.clone(),
+        current_attempt_id: w.current_attempt_id.clone(),
+    }
+}
+
+/// Converts a resources snapshot.
+pub fn resources_to_proto(r: &m::ResourcesUpdate) -> pb::ResourcesUpdate {
+    pb::ResourcesUpdate {
+        resources_id: r.resources_id.clone(),
+        create_time: Some(timestamp_to_proto(r.create_time)),
+        update_time: Some(timestamp_to_proto(r.update_time)),
+        version: r.version,
+        resources_json: json_to_text(&r.resources),
+    }
+}
+
+/// Parses a resources payload: a JSON object of named resources.
+pub fn resources_from_text(text: &str) -> StoreResult<Json> {
+    let value = json_from_text("resources_json", text, Json::Null)?;
+    if !value.is_object() {
+        return Err(StoreError::invalid(
+            "resources_json must be a JSON object mapping names to resources",
+        ));
+    }
+    Ok(value)
+}
+
+fn value_to_proto(value: &m::AttributeValue) -> pb::AttributeValue {
+    use pb::attribute_value::Value;
+    let value = match value {
+        m::AttributeValue::Empty => None,
+        m::AttributeValue::String(s) => Some(Value::StringValue(s.clone())),
+        m::AttributeValue::Bool(b) => Some(Value::BoolValue(*b)),
+        m::AttributeValue::Int(i) => Some(Value::IntValue(*i)),
+        m::AttributeValue::Double(d) => Some(Value::DoubleValue(*d)),
+        m::AttributeValue::Bytes(b) => Some(Value::BytesValue(b.clone())),
+        m::AttributeValue::Array(items) => Some(Value::ArrayValue(pb::ArrayValue {
+            values: items.iter().map(value_to_proto).collect(),
+        })),
+        m::AttributeValue::Map(entries) => Some(Value::KvlistValue(pb::KeyValueList {
+            values: attributes_to_proto(entries),
+        })),
+    };
+    pb::AttributeValue { value }
+}
+
+fn value_from_proto(value: pb::AttributeValue) -> m::AttributeValue {
+    use pb::attribute_value::Value;
+    match value.value {
+        None => m::AttributeValue::Empty,
+        Some(Value::StringValue(s)) => m::AttributeValue::String(s),
+        Some(Value::BoolValue(b)) => m::AttributeValue::Bool(b),
+        Some(Value::IntValue(i)) => m::AttributeValue::Int(i),
+        Some(Value::DoubleValue(d)) => m::AttributeValue::Double(d),
+        Some(Value::BytesValue(b)) => m::AttributeValue::Bytes(b),
+        Some(Value::ArrayValue(a)) => {
+            m::AttributeValue::Array(a.values.into_iter().map(value_from_proto).collect())
+        }
+        Some(Value::KvlistValue(kv)) => m::AttributeValue::Map(attributes_from_proto(kv.values)),
+    }
+}
+
+fn attributes_to_proto(attributes: &[m::KeyValue]) -> Vec<pb::KeyValue> {
+    attributes
+        .iter()
+        .map(|kv| pb::KeyValue {
+            key: kv.key.clone(),
+            value: Some(value_to_proto(&kv.value)),
+        })
+        .collect()
+}
+
+fn attributes_from_proto(attributes: Vec<pb::KeyValue>) -> Vec<m::KeyValue> {
+    attributes
+        .into_iter()
+        .map(|kv| m::KeyValue {
+            key: kv.key,
+            value: kv.value.map_or(m::AttributeValue::Empty, value_from_proto),
+        })
+        .collect()
+}
+
+fn context_to_proto(c: &m::SpanContext) -> pb::SpanContext {
+    pb::SpanContext {
+        trace_id: c.trace_id.clone(),
+        span_id: c.span_id.clone(),
+        is_remote: c.is_remote,
+        trace_state: c.trace_state.clone(),
+    }
+}
+
+fn context_from_proto(field: &str, c: pb::SpanContext) -> StoreResult<m::SpanContext> {
+    Ok(m::SpanContext {
+        trace_id: ids::normalize_hex_id(&format!("{field}.trace_id"), &c.trace_id, 32)?,
+        span_id: ids::normalize_hex_id(&format!("{field}.span_id"), &c.span_id, 16)?,
+        is_remote: c.is_remote,
+        trace_state: c.trace_state,
+    })
+}
+
+fn span_kind_to_proto(kind: m::SpanKind) -> pb::SpanKind {
+    match kind {
+        m::SpanKind::Unspecified => pb::SpanKind::Unspecified,
+        m::SpanKind::Internal => pb::SpanKind::Internal,
+        m::SpanKind::Server => pb::SpanKind::Server,
+        m::SpanKind::Client => pb::SpanKind::Client,
+        m::SpanKind::Producer => pb::SpanKind::Producer,
+        m::SpanKind::Consumer => pb::SpanKind::Consumer,
+    }
+}
+
+fn span_kind_from_proto(value: i32) -> StoreResult<m::SpanKind> {
+    Ok(match pb::SpanKind::try_from(value) {
+        Ok(pb::SpanKind::Unspecified) => m::SpanKind::Unspecified,
+        Ok(pb::SpanKind::Internal) => m::SpanKind::Internal,
+        Ok(pb::SpanKind::Server) => m::SpanKind::Server,
+        Ok(pb::SpanKind::Client) => m::SpanKind::Client,
+        Ok(pb::SpanKind::Producer) => m::SpanKind::Producer,
+        Ok(pb::SpanKind::Consumer) => m::SpanKind::Consumer,
+        Err(_) => return Err(StoreError::invalid(format!("invalid span kind: {value}"))),
+    })
+}
+
+fn status_code_from_proto(value: i32) -> StoreResult<m::SpanStatusCode> {
+    Ok(match pb::SpanStatusCode::try_from(value) {
+        Ok(pb::SpanStatusCode::Unspecified) => m::SpanStatusCode::Unset,
+        Ok(pb::SpanStatusCode::Ok) => m::SpanStatusCode::Ok,
+        Ok(pb::SpanStatusCode::Error) => m::SpanStatusCode::Error,
+        Err(_) => {
+            return Err(StoreError::invalid(format!(
+                "invalid span status code: {value}"
+            )));
+        }
+    })
+}
+
+fn status_code_to_proto(code: m::SpanStatusCode) -> pb::SpanStatusCode {
+    match code {
+        m::SpanStatusCode::Unset => pb::SpanStatusCode::Unspecified,
+        m::SpanStatusCode::Ok => pb::SpanStatusCode::Ok,
+        m::SpanStatusCode::Error => pb::SpanStatusCode::Error,
+    }
+}
+
+/// Converts a span.
+pub fn span_to_proto(s: &m::Span) -> pb::Span {
+    pb::Span {
+        rollout_id: s.rollout_id.clone(),
+        attempt_id: s.attempt_id.clone(),
+        sequence_id: Some(s.sequence_id),
+        trace_id: s.trace_id.clone(),
+        span_id: s.span_id.clone(),
+        parent_id: s.parent_id.clone(),
+        name: s.name.clone(),
+        status: Some(pb::SpanStatus {
+            code: status_code_to_proto(s.status.code) as i32,
+            description: s.status.description.clone(),
+        }),
+        attributes: attributes_to_proto(&s.attributes),
+        events: s
+            .events
+            .iter()
+            .map(|e| pb::SpanEvent {
+                name: e.name.clone(),
+                attributes: attributes_to_proto(&e.attributes),
+                time: opt_time(e.time),
+            })
+            .collect(),
+        links: s
+            .links
+            .iter()
+            .map(|l| pb::SpanLink {
+                context: Some(context_to_proto(&l.context)),
+                attributes: attributes_to_proto(&l.attributes),
+            })
+            .collect(),
+        start_time: opt_time(s.start_time),
+        end_time: opt_time(s.end_time),
+        context: s.context.as_ref().map(context_to_proto),
+        parent: s.parent.as_ref().map(context_to_proto),
+        resource: s.resource.as_ref().map(|r| pb::SpanResource {
+            attributes: attributes_to_proto(&r.attributes),
+            schema_url: r.schema_url.clone(),
+        }),
+        kind: span_kind_to_proto(s.kind) as i32,
+        scope: s.scope.as_ref().map(|sc| pb::InstrumentationScope {
+            name: sc.name.clone(),
+            version: sc.version.clone(),
+            attributes: attributes_to_proto(&sc.attributes),
+        }),
+    }
+}
+
+/// Converts and checks a span submitted by a client.
+pub fn span_from_proto(s: pb::Span) -> StoreResult<m::NewSpan> {
+    if let Some(sequence_id) = s.sequence_id
+        && sequence_id < 0
+    {
+        return Err(StoreError::invalid(format!(
+            "sequence_id must be >= 0, got {sequence_id}"
+        )));
+    }
+    let time = |field: &str, t: Option<prost_types::Timestamp>| {
+        t.map(|t| timestamp_from_proto(field, &t)).transpose()
+    };
+    let status = s.status.unwrap_or_default();
+    let span = m::Span {
+        rollout_id: id("span.rollout_id", &s.rollout_id)?,
+        attempt_id: id("span.attempt_id", &s.attempt_id)?,
+        sequence_id: s.sequence_id.unwrap_or_default(),
+        trace_id: ids::normalize_hex_id("span.trace_id", &s.trace_id, 32)?,
+        span_id: ids::normalize_hex_id("span.span_id", &s.span_id, 16)?,
+        parent_id: s
+            .parent_id
+            .map(|p| ids::normalize_hex_id("span.parent_id", &p, 16))
+            .transpose()?,
+        name: s.name,
+        status: m::SpanStatus {
+            code: status_code_from_proto(status.code)?,
+            description: status.description,
+        },
+        attributes: attributes_from_proto(s.attributes),
+        events: s
+            .events
+            .into_iter()
+            .map(|e| {
+                Ok(m::SpanEvent {
+                    name: e.name,
+                    attributes: attributes_from_proto(e.attributes),
+                    time: time("span.events.time", e.time)?,
+                })
+            })
+            .collect::<StoreResult<_>>()?,
+        links: s
+            .links
+            .into_iter()
+            .map(|l| {
+                Ok(m::SpanLink {
+                    context: context_from_proto(
+                        "span.links.context",
+                        l.context.unwrap_or_default(),
+                    )?,
+                    attributes: attributes_from_proto(l.attributes),
+                })
+            })
+            .collect::<StoreResult<_>>()?,
+        start_time: time("span.start_time", s.start_time)?,
+        end_time: time("span.end_time", s.end_time)?,
+        context: s
+            .context
+            .map(|c| context_from_proto("span.context", c))
+            .transpose()?,
+        parent: s
+            .parent
+            .map(|c| context_from_proto("span.parent", c))
+            .transpose()?,
+        resource: s.resource.map(|r| m::SpanResource {
+            attributes: attributes_from_proto(r.attributes),
+            schema_url: r.schema_url,
+        }),
+        kind: span_kind_from_proto(s.kind)?,
+        scope: s.scope.map(|sc| m::InstrumentationScope {
+            name: sc.name,
+            version: sc.version,
+            attributes: attributes_from_proto(sc.attributes),
+        }),
+    };
+    Ok(m::NewSpan {
+        sequence_id: s.sequence_id,
+        span,
+    })
+}

@@ -1,0 +1,6 @@
+//! The gRPC adapter layer: protobuf stops here. Handlers validate and
+//! convert, call [`crate::core::engine::Engine`], and convert back.
+
+pub mod convert;
+pub mod service;
+pub mod status;

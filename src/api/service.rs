@@ -1,0 +1,594 @@
+//! The `LightningStoreService` gRPC adapter: each handler validates and
+//! converts its request, calls the engine, and converts the result back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tonic::{Request, Response, Status};
+
+use super::convert::{self as c, id, opt_id};
+use crate::core::engine::{AttemptPatch, Engine, RolloutPatch};
+use crate::core::error::StoreError;
+use crate::core::ids;
+use crate::core::model::{AttemptStatus, Json, RolloutStatus, WorkerStatus};
+use crate::core::query::{
+    AttemptSelector, ResourcesFilter, RolloutFilter, SpanFilter, TextMatch, WorkerFilter,
+};
+use crate::proto as pb;
+use crate::proto::lightning_store_service_server::LightningStoreService;
+
+/// Largest `limit` of one DequeueRollouts call.
+pub const MAX_DEQUEUE_BATCH: i32 = 10_000;
+
+/// The gRPC face of the engine.
+#[derive(Clone)]
+pub struct StoreService {
+    engine: Arc<Engine>,
+}
+
+impl StoreService {
+    /// Returns the service over `engine`.
+    pub fn new(engine: Arc<Engine>) -> Self {
+        Self { engine }
+    }
+}
+
+type RpcResult<T> = Result<Response<T>, Status>;
+
+fn ok<T>(message: T) -> RpcResult<T> {
+    Ok(Response::new(message))
+}
+
+/// Returns the field mask's paths, rejecting any not in `allowed`.
+fn mask_paths<'a>(
+    mask: Option<&'a prost_types::FieldMask>,
+    allowed: &[&str],
+) -> Result<Vec<&'a str>, StoreError> {
+    let paths: Vec<&str> = mask
+        .map(|m| m.paths.iter().map(String::as_str).collect())
+        .unwrap_or_default();
+    if let Some(bad) = paths.iter().find(|p| !allowed.contains(p)) {
+        return Err(StoreError::invalid(format!(
+            "update_mask path {bad:?} is not one of: {}",
+            allowed.join(", ")
+        )));
+    }
+    Ok(paths)
+}
+
+fn text_match(exact: Option<String>, contains: Option<String>) -> TextMatch {
+    TextMatch { exact, contains }
+}
+
+fn enum_list<T>(
+    values: &[i32],
+    convert: impl Fn(i32) -> Result<T, StoreError>,
+) -> Result<Option<Vec<T>>, StoreError> {
+    if values.is_empty() {
+        return Ok(None);
+    }
+    values
+        .iter()
+        .map(|&v| convert(v))
+        .collect::<Result<_, _>>()
+        .map(Some)
+}
+
+#[tonic::async_trait]
+impl LightningStoreService for StoreService {
+    async fn get_capabilities(
+        &self,
+        _request: Request<pb::GetCapabilitiesRequest>,
+    ) -> RpcResult<pb::GetCapabilitiesResponse> {
+        ok(pb::GetCapabilitiesResponse {
+            thread_safe: true,
+            async_safe: true,
+            zero_copy: true,
+            otlp_traces: true,
+        })
+    }
+
+    async fn get_statistics(
+        &self,
+        _request: Request<pb::GetStatisticsRequest>,
+    ) -> RpcResult<pb::GetStatisticsResponse> {
+        let stats = self.engine.statistics().await?;
+        ok(pb::GetStatisticsResponse {
+            name: stats.name,
+            total_rollouts: stats.counts.rollouts as i64,
+            total_attempts: stats.counts.attempts as i64,
+            total_spans: stats.counts.spans as i64,
+            total_resources: stats.counts.resources as i64,
+            total_workers: stats.counts.workers as i64,
+            uptime_seconds: stats.uptime_seconds,
+            queued_rollouts: stats.counts.queued as i64,
+        })
+    }
+
+    async fn start_rollout(
+        &self,
+        request: Request<pb::StartRolloutRequest>,
+    ) -> RpcResult<pb::StartRolloutResponse> {
+        let request = request.into_inner();
+        let spec = c::spec_from_proto(request.rollout.as_ref())?;
+        let worker_id = opt_id("worker_id", request.worker_id.as_ref())?;
+        let view = self.engine.start_rollout(spec, worker_id).await?;
+        ok(pb::StartRolloutResponse {
+            rollout: Some(c::view_to_proto(&view)),
+        })
+    }
+
+    async fn enqueue_rollout(
+        &self,
+        request: Request<pb::EnqueueRolloutRequest>,
+    ) -> RpcResult<pb::EnqueueRolloutResponse> {
+        let spec = c::spec_from_proto(request.get_ref().rollout.as_ref())?;
+        let created = self.engine.enqueue_rollouts(vec![spec]).await?;
+        ok(pb::EnqueueRolloutResponse {
+            rollout: created.first().map(c::rollout_to_proto),
+        })
+    }
+
+    async fn enqueue_rollouts(
+        &self,
+        request: Request<pb::EnqueueRolloutsRequest>,
+    ) -> RpcResult<pb::EnqueueRolloutsResponse> {
+        let specs = request
+            .get_ref()
+            .rollouts
+            .iter()
+            .map(|spec| c::spec_from_proto(Some(spec)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let created = self.engine.enqueue_rollouts(specs).await?;
+        ok(pb::EnqueueRolloutsResponse {
+            rollouts: created.iter().map(c::rollout_to_proto).collect(),
+        })
+    }
+
+    async fn dequeue_rollout(
+        &self,
+        request: Request<pb::DequeueRolloutRequest>,
+    ) -> RpcResult<pb::DequeueRolloutResponse> {
+        let request = request.into_inner();
+        let worker_id = opt_id("worker_id", request.worker_id.as_ref())?;
+        let wait = c::duration_from_proto("wait", request.wait.as_ref())?.unwrap_or_default();
+        let claimed = self.engine.dequeue(1, worker_id, wait).await?;
+        ok(pb::DequeueRolloutResponse {
+            rollout: claimed.first().map(c::view_to_proto),
+        })
+    }
+
+    async fn dequeue_rollouts(
+        &self,
+        request: Request<pb::DequeueRolloutsRequest>,
+    ) -> RpcResult<pb::DequeueRolloutsResponse> {
+        let request = request.into_inner();
+        let limit = match request.limit {
+            0 => 1,
+            n @ 1..=MAX_DEQUEUE_BATCH => n as usize,
+            n => {
+                return Err(StoreError::invalid(format!(
+                    "limit must be between 1 and {MAX_DEQUEUE_BATCH}, got {n}"
+                ))
+                .into());
+            }
+        };
+        let worker_id = opt_id("worker_id", request.worker_id.as_ref())?;
+        let wait = c::duration_from_proto("wait", request.wait.as_ref())?.unwrap_or_default();
+        let claimed = self.engine.dequeue(limit, worker_id, wait).await?;
+        ok(pb::DequeueRolloutsResponse {
+            rollouts: claimed.iter().map(c::view_to_proto).collect(),
+        })
+    }
+
+    async fn start_attempt(
+        &self,
+        request: Request<pb::StartAttemptRequest>,
+    ) -> RpcResult<pb::StartAttemptResponse> {
+        let request = request.into_inner();
+        let rollout_id = id("rollout_id", &request.rollout_id)?;
+        let worker_id = opt_id("worker_id", request.worker_id.as_ref())?;
+        let view = self.engine.start_attempt(&rollout_id, worker_id).await?;
+        ok(pb::StartAttemptResponse {
+            rollout: Some(c::view_to_proto(&view)),
+        })
+    }
+
+    async fn add_span(
+        &self,
+        request: Request<pb::AddSpanRequest>,
+    ) -> RpcResult<pb::AddSpanResponse> {
+        let span = request
+            .into_inner()
+            .span
+            .ok_or_else(|| StoreError::invalid("span is required"))?;
+        let added = self
+            .engine
+            .add_spans(vec![c::span_from_proto(span)?])
+            .await?;
+        ok(pb::AddSpanResponse {
+            span: added.spans.first().map(c::span_to_proto),
+        })
+    }
+
+    async fn add_spans(
+        &self,
+        request: Request<pb::AddSpansRequest>,
+    ) -> RpcResult<pb::AddSpansResponse> {
+        let spans = request
+            .into_inner()
+            .spans
+            .into_iter()
+            .map(c::span_from_proto)
+            .collect::<Result<Vec<_>, _>>()?;
+        let added = self.engine.add_spans(spans).await?;
+        ok(pb::AddSpansResponse {
+            spans: added.spans.iter().map(c::span_to_proto).collect(),
+            duplicates: added.duplicates as i32,
+        })
+    }
+
+    async fn get_next_span_sequence_id(
+        &self,
+        request: Request<pb::GetNextSpanSequenceIdRequest>,
+    ) -> RpcResult<pb::GetNextSpanSequenceIdResponse> {
+        let request = request.get_ref();
+        let pair = (
+            id("rollout_id", &request.rollout_id)?,
+            id("attempt_id", &request.attempt_id)?,
+        );
+        let ids = self.engine.next_sequence_ids(&[pair]).await?;
+        ok(pb::GetNextSpanSequenceIdResponse {
+            sequence_id: ids[0],
+        })
+    }
+
+    async fn get_span_sequence_ids(
+        &self,
+        request: Request<pb::GetSpanSequenceIdsRequest>,
+    ) -> RpcResult<pb::GetSpanSequenceIdsResponse> {
+        let pairs = request
+            .get_ref()
+            .attempts
+            .iter()
+            .map(|r| {
+                Ok((
+                    id("rollout_id", &r.rollout_id)?,
+                    id("attempt_id", &r.attempt_id)?,
+                ))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let sequence_ids = self.engine.next_sequence_ids(&pairs).await?;
+        ok(pb::GetSpanSequenceIdsResponse { sequence_ids })
+    }
+
+    async fn query_rollouts(
+        &self,
+        request: Request<pb::QueryRolloutsRequest>,
+    ) -> RpcResult<pb::QueryRolloutsResponse> {
+        let request = request.into_inner();
+        let filter = RolloutFilter {
+            status_in: enum_list(&request.status_in, RolloutStatus::from_proto)?,
+            rollout_id_in: (!request.rollout_id_in.is_empty()).then_some(request.rollout_id_in),
+            rollout_id_contains: request.rollout_id_contains,
+            logic: c::filter_logic_from_proto(request.filter_logic)?,
+        };
+        let page = c::page_from_proto(request.page.as_ref())?;
+        let result = self.engine.query_rollouts(&filter, &page).await?;
+        let (limit, offset, total) = c::page_bounds(&result);
+        ok(pb::QueryRolloutsResponse {
+            items: result.items.iter().map(c::view_to_proto).collect(),
+            limit,
+            offset,
+            total,
+        })
+    }
+
+    async fn get_rollout(
+        &self,
+        request: Request<pb::GetRolloutRequest>,
+    ) -> RpcResult<pb::GetRolloutResponse> {
+        let rollout_id = id("rollout_id", &request.get_ref().rollout_id)?;
+        let view = self.engine.get_rollout(&rollout_id).await?;
+        ok(pb::GetRolloutResponse {
+            rollout: Some(c::view_to_proto(&view)),
+        })
+    }
+
+    async fn update_rollout(
+        &self,
+        request: Request<pb::UpdateRolloutRequest>,
+    ) -> RpcResult<pb::UpdateRolloutResponse> {
+        let request = request.into_inner();
+        let rollout_id = id("rollout_id", &request.rollout_id)?;
+        let paths = mask_paths(
+            request.update_mask.as_ref(),
+            &[
+                "input_json",
+                "mode",
+                "resources_id",
+                "status",
+                "config",
+                "metadata_json",
+            ],
+        )?;
+        let mut patch = RolloutPatch::default();
+        for path in paths {
+            match path {
+                "input_json" => {
+                    patch.input = Some(c::json_from_text(
+                        "input_json",
+                        &request.input_json,
+                        Json::Null,
+                    )?)
+                }
+                "mode" => patch.mode = Some(c::mode_from_proto(request.mode)?),
+                "resources_id" => {
+                    patch.resources_id =
+                        Some(opt_id("resources_id", request.resources_id.as_ref())?)
+                }
+                "status" => patch.status = Some(RolloutStatus::from_proto(request.status)?),
+                "config" => {
+                    let config = request.config.as_ref().ok_or_else(|| {
+                        StoreError::invalid("config is in update_mask but not set")
+                    })?;
+                    patch.config = Some(c::config_from_proto(Some(config))?);
+                }
+                _ => {
+                    patch.metadata = Some(c::json_from_text(
+                        "metadata_json",
+                        &request.metadata_json,
+                        Json::Null,
+                    )?)
+                }
+            }
+        }
+        let rollout = self.engine.update_rollout(&rollout_id, patch).await?;
+        ok(pb::UpdateRolloutResponse {
+            rollout: Some(c::rollout_to_proto(&rollout)),
+        })
+    }
+
+    async fn query_attempts(
+        &self,
+        request: Request<pb::QueryAttemptsRequest>,
+    ) -> RpcResult<pb::QueryAttemptsResponse> {
+        let request = request.get_ref();
+        let rollout_id = id("rollout_id", &request.rollout_id)?;
+        let page = c::page_from_proto(request.page.as_ref())?;
+        let result = self.engine.query_attempts(&rollout_id, &page).await?;
+        let (limit, offset, total) = c::page_bounds(&result);
+        ok(pb::QueryAttemptsResponse {
+            items: result.items.iter().map(c::attempt_to_proto).collect(),
+            limit,
+            offset,
+            total,
+        })
+    }
+
+    async fn get_latest_attempt(
+        &self,
+        request: Request<pb::GetLatestAttemptRequest>,
+    ) -> RpcResult<pb::GetLatestAttemptResponse> {
+        let rollout_id = id("rollout_id", &request.get_ref().rollout_id)?;
+        let attempt = self.engine.latest_attempt(&rollout_id).await?;
+        ok(pb::GetLatestAttemptResponse {
+            attempt: attempt.as_ref().map(c::attempt_to_proto),
+        })
+    }
+
+    async fn update_attempt(
+        &self,
+        request: Request<pb::UpdateAttemptRequest>,
+    ) -> RpcResult<pb::UpdateAttemptResponse> {
+        let request = request.into_inner();
+        let rollout_id = id("rollout_id", &request.rollout_id)?;
+        let attempt_id = id("attempt_id", &request.attempt_id)?;
+        let paths = mask_paths(
+            request.update_mask.as_ref(),
+            &[
+                "status",
+                "worker_id",
+                "last_heartbeat_time",
+                "metadata_json",
+            ],
+        )?;
+        let mut patch = AttemptPatch::default();
+        for path in paths {
+            match path {
+                "status" => patch.status = Some(AttemptStatus::from_proto(request.status)?),
+                "worker_id" => patch.worker_id = Some(id("worker_id", &request.worker_id)?),
+                "last_heartbeat_time" => {
+                    let time = request.last_heartbeat_time.as_ref().ok_or_else(|| {
+                        StoreError::invalid("last_heartbeat_time is in update_mask but not set")
+                    })?;
+                    patch.last_heartbeat_time =
+                        Some(c::timestamp_from_proto("last_heartbeat_time", time)?);
+                }
+                _ => {
+                    patch.metadata = Some(c::json_from_text(
+                        "metadata_json",
+                        &request.metadata_json,
+                        Json::Null,
+                    )?)
+                }
+            }
+        }
+        let attempt = self
+            .engine
+            .update_attempt(&rollout_id, &attempt_id, patch)
+            .await?;
+        ok(pb::UpdateAttemptResponse {
+            attempt: Some(c::attempt_to_proto(&attempt)),
+        })
+    }
+
+    async fn wait_for_rollouts(
+        &self,
+        request: Request<pb::WaitForRolloutsRequest>,
+    ) -> RpcResult<pb::WaitForRolloutsResponse> {
+        let request = request.into_inner();
+        let rollout_ids = request
+            .rollout_ids
+            .iter()
+            .map(|r| id("rollout_ids", r))
+            .collect::<Result<Vec<_>, _>>()?;
+        let timeout: Option<Duration> =
+            c::duration_from_proto("timeout", request.timeout.as_ref())?;
+        let rollouts = self.engine.wait_for_rollouts(&rollout_ids, timeout).await?;
+        ok(pb::WaitForRolloutsResponse {
+            rollouts: rollouts.iter().map(c::rollout_to_proto).collect(),
+        })
+    }
+
+    async fn query_spans(
+        &self,
+        request: Request<pb::QuerySpansRequest>,
+    ) -> RpcResult<pb::QuerySpansResponse> {
+        let request = request.into_inner();
+        let attempt = match request.attempt_id.as_deref() {
+            None => AttemptSelector::All,
+            Some(ids::LATEST) => AttemptSelector::Latest,
+            Some(attempt_id) => AttemptSelector::Id(id("attempt_id", attempt_id)?),
+        };
+        let filter = SpanFilter {
+            rollout_id: id("rollout_id", &request.rollout_id)?,
+            attempt,
+            trace_id: text_match(request.trace_id, request.trace_id_contains),
+            span_id: text_match(request.span_id, request.span_id_contains),
+            parent_id: text_match(request.parent_id, request.parent_id_contains),
+            name: text_match(request.name, request.name_contains),
+            logic: c::filter_logic_from_proto(request.filter_logic)?,
+        };
+        let page = c::page_from_proto(request.page.as_ref())?;
+        let result = self.engine.query_spans(filter, &page).await?;
+        let (limit, offset, total) = c::page_bounds(&result);
+        ok(pb::QuerySpansResponse {
+            items: result.items.iter().map(c::span_to_proto).collect(),
+            limit,
+            offset,
+            total,
+        })
+    }
+
+    async fn add_resources(
+        &self,
+        request: Request<pb::AddResourcesRequest>,
+    ) -> RpcResult<pb::AddResourcesResponse> {
+        let resources = c::resources_from_text(&request.get_ref().resources_json)?;
+        let update = self.engine.add_resources(resources).await?;
+        ok(pb::AddResourcesResponse {
+            resources: Some(c::resources_to_proto(&update)),
+        })
+    }
+
+    async fn update_resources(
+        &self,
+        request: Request<pb::UpdateResourcesRequest>,
+    ) -> RpcResult<pb::UpdateResourcesResponse> {
+        let request = request.get_ref();
+        let resources_id = id("resources_id", &request.resources_id)?;
+        let resources = c::resources_from_text(&request.resources_json)?;
+        let update = self
+            .engine
+            .update_resources(&resources_id, resources)
+            .await?;
+        ok(pb::UpdateResourcesResponse {
+            resources: Some(c::resources_to_proto(&update)),
+        })
+    }
+
+    async fn get_resources(
+        &self,
+        request: Request<pb::GetResourcesRequest>,
+    ) -> RpcResult<pb::GetResourcesResponse> {
+        let resources_id = id("resources_id", &request.get_ref().resources_id)?;
+        let update = self.engine.get_resources(&resources_id).await?;
+        ok(pb::GetResourcesResponse {
+            resources: Some(c::resources_to_proto(&update)),
+        })
+    }
+
+    async fn get_latest_resources(
+        &self,
+        _request: Request<pb::GetLatestResourcesRequest>,
+    ) -> RpcResult<pb::GetLatestResourcesResponse> {
+        let update = self.engine.latest_resources().await?;
+        ok(pb::GetLatestResourcesResponse {
+            resources: update.as_ref().map(c::resources_to_proto),
+        })
+    }
+
+    async fn query_resources(
+        &self,
+        request: Request<pb::QueryResourcesRequest>,
+    ) -> RpcResult<pb::QueryResourcesResponse> {
+        let request = request.into_inner();
+        let filter = ResourcesFilter {
+            resources_id: request.resources_id,
+            resources_id_contains: request.resources_id_contains,
+        };
+        let page = c::page_from_proto(request.page.as_ref())?;
+        let result = self.engine.query_resources(&filter, &page).await?;
+        let (limit, offset, total) = c::page_bounds(&result);
+        ok(pb::QueryResourcesResponse {
+            items: result.items.iter().map(c::resources_to_proto).collect(),
+            limit,
+            offset,
+            total,
+        })
+    }
+
+    async fn query_workers(
+        &self,
+        request: Request<pb::QueryWorkersRequest>,
+    ) -> RpcResult<pb::QueryWorkersResponse> {
+        let request = request.into_inner();
+        let filter = WorkerFilter {
+            status_in: enum_list(&request.status_in, WorkerStatus::from_proto)?,
+            worker_id_contains: request.worker_id_contains,
+            logic: c::filter_logic_from_proto(request.filter_logic)?,
+        };
+        let page = c::page_from_proto(request.page.as_ref())?;
+        let result = self.engine.query_workers(&filter, &page).await?;
+        let (limit, offset, total) = c::page_bounds(&result);
+        ok(pb::QueryWorkersResponse {
+            items: result.items.iter().map(c::worker_to_proto).collect(),
+            limit,
+            offset,
+            total,
+        })
+    }
+
+    async fn get_worker(
+        &self,
+        request: Request<pb::GetWorkerRequest>,
+    ) -> RpcResult<pb::GetWorkerResponse> {
+        let worker_id = id("worker_id", &request.get_ref().worker_id)?;
+        let worker = self.engine.get_worker(&worker_id).await?;
+        ok(pb::GetWorkerResponse {
+            worker: Some(c::worker_to_proto(&worker)),
+        })
+    }
+
+    async fn update_worker(
+        &self,
+        request: Request<pb::UpdateWorkerRequest>,
+    ) -> RpcResult<pb::UpdateWorkerResponse> {
+        let request = request.get_ref();
+        let worker_id = id("worker_id", &request.worker_id)?;
+        let stats = match &request.heartbeat_stats_json {
+            None => None,
+            Some(text) => match c::json_from_text("heartbeat_stats_json", text, Json::Null)? {
+                Json::Null => {
+                    return Err(StoreError::invalid("heartbeat_stats_json must not be null").into());
+                }
+                stats => Some(stats),
+            },
+        };
+        let worker = self.engine.update_worker(&worker_id, stats).await?;
+        ok(pb::UpdateWorkerResponse {
+            worker: Some(c::worker_to_proto(&worker)),
+        })
+    }
+}

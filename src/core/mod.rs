@@ -1,0 +1,11 @@
+//! The store's domain: types, the lifecycle state machine, the query
+//! language and the engine that runs every operation over a backend. Nothing
+//! in here knows about gRPC, protobuf or SQL.
+
+pub mod engine;
+pub mod error;
+pub mod events;
+pub mod ids;
+pub mod lifecycle;
+pub mod model;
+pub mod query;

@@ -1,0 +1,373 @@
+//! Domain types of the store: plain Rust, no protobuf or database types.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Arbitrary JSON payload (rollout input, metadata, heartbeat stats, resources).
+pub type Json = serde_json::Value;
+
+/// A point in time as nanoseconds since the Unix epoch (UTC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(pub i64);
+
+impl Timestamp {
+    /// Returns the current wall-clock time.
+    pub fn now() -> Self {
+        let since = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Self(i64::try_from(since.as_nanos()).unwrap_or(i64::MAX))
+    }
+
+    /// Returns this time shifted by `seconds` (saturating).
+    pub fn plus_seconds(self, seconds: f64) -> Self {
+        let nanos = (seconds * 1e9).clamp(i64::MIN as f64, i64::MAX as f64) as i64;
+        Self(self.0.saturating_add(nanos))
+    }
+
+    /// Returns seconds since the epoch as a float, the unit agent-lightning uses.
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 / 1e9
+    }
+}
+
+macro_rules! string_enum {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// Returns agent-lightning's lowercase name of the value.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+
+            /// Parses agent-lightning's lowercase name.
+            pub fn parse(text: &str) -> Option<Self> {
+                match text { $($text => Some($name::$variant),)+ _ => None }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+string_enum! {
+    /// Lifecycle status of a rollout.
+    RolloutStatus {
+        Queuing => "queuing",
+        Preparing => "preparing",
+        Running => "running",
+        Failed => "failed",
+        Succeeded => "succeeded",
+        Cancelled => "cancelled",
+        Requeuing => "requeuing",
+    }
+}
+
+impl RolloutStatus {
+    /// Returns true for statuses that wait in the queue (`queuing`, `requeuing`).
+    pub fn is_queuing(self) -> bool {
+        matches!(self, Self::Queuing | Self::Requeuing)
+    }
+
+    /// Returns true for statuses held by a runner (`preparing`, `running`).
+    pub fn is_running(self) -> bool {
+        matches!(self, Self::Preparing | Self::Running)
+    }
+
+    /// Returns true for terminal statuses (`failed`, `succeeded`, `cancelled`).
+    pub fn is_finished(self) -> bool {
+        matches!(self, Self::Failed | Self::Succeeded | Self::Cancelled)
+    }
+}
+
+string_enum! {
+    /// Status of one attempt.
+    AttemptStatus {
+        Preparing => "preparing",
+        Running => "running",
+        Failed => "failed",
+        Succeeded => "succeeded",
+        Unresponsive => "unresponsive",
+        Timeout => "timeout",
+    }
+}
+
+string_enum! {
+    /// Status of a worker, derived from the attempts it holds.
+    WorkerStatus {
+        Idle => "idle",
+        Busy => "busy",
+        Unknown => "unknown",
+    }
+}
+
+string_enum! {
+    /// Data split of a rollout.
+    RolloutMode {
+        Train => "train",
+        Val => "val",
+        Test => "test",
+    }
+}
+
+/// Timeouts and retry policy of a rollout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RolloutConfig {
+    /// Maximum run time of one attempt, in seconds.
+    pub timeout_seconds: Option<f64>,
+    /// Maximum time without heartbeat, in seconds.
+    pub unresponsive_seconds: Option<f64>,
+    /// Maximum number of attempts (>= 1).
+    pub max_attempts: u32,
+    /// Attempt statuses that allow a retry.
+    pub retry_condition: Vec<AttemptStatus>,
+}
+
+impl Default for RolloutConfig {
+    fn default() -> Self {
+        Self {
+            timeout_seconds: None,
+            unresponsive_seconds: None,
+            max_attempts: 1,
+            retry_condition: Vec::new(),
+        }
+    }
+}
+
+/// One task: input plus lifecycle state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rollout {
+    pub rollout_id: String,
+    pub input: Json,
+    pub start_time: Timestamp,
+    pub end_time: Option<Timestamp>,
+    pub mode: Option<RolloutMode>,
+    pub resources_id: Option<String>,
+    pub status: RolloutStatus,
+    pub config: RolloutConfig,
+    pub metadata: Json,
+}
+
+/// A rollout with its latest attempt, if any (upstream's `AttemptedRollout`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RolloutView {
+    pub rollout: Rollout,
+    pub attempt: Option<Attempt>,
+}
+
+/// The fields of a rollout chosen by its creator.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RolloutSpec {
+    pub input: Json,
+    pub mode: Option<RolloutMode>,
+    /// `None` resolves to the latest resources at creation time.
+    pub resources_id: Option<String>,
+    pub config: RolloutConfig,
+    pub metadata: Json,
+}
+
+/// One execution of a rollout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attempt {
+    pub rollout_id: String,
+    pub attempt_id: String,
+    /// 1-based position among the rollout's attempts.
+    pub sequence_id: u32,
+    pub start_time: Timestamp,
+    pub end_time: Option<Timestamp>,
+    pub status: AttemptStatus,
+    pub worker_id: Option<String>,
+    pub last_heartbeat_time: Option<Timestamp>,
+    pub metadata: Json,
+}
+
+/// A runner process known to the store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Worker {
+    pub worker_id: String,
+    pub status: WorkerStatus,
+    pub heartbeat_stats: Json,
+    pub last_heartbeat_time: Option<Timestamp>,
+    pub last_dequeue_time: Option<Timestamp>,
+    pub last_busy_time: Option<Timestamp>,
+    pub last_idle_time: Option<Timestamp>,
+    pub current_rollout_id: Option<String>,
+    pub current_attempt_id: Option<String>,
+}
+
+impl Worker {
+    /// Returns a worker seen for the first time: status `unknown`, nothing recorded.
+    pub fn new(worker_id: &str) -> Self {
+        Self {
+            worker_id: worker_id.to_owned(),
+            status: WorkerStatus::Unknown,
+            heartbeat_stats: Json::Null,
+            last_heartbeat_time: None,
+            last_dequeue_time: None,
+            last_busy_time: None,
+            last_idle_time: None,
+            current_rollout_id: None,
+            current_attempt_id: None,
+        }
+    }
+}
+
+/// A versioned snapshot of named resources.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResourcesUpdate {
+    pub resources_id: String,
+    pub create_time: Timestamp,
+    pub update_time: Timestamp,
+    pub version: i64,
+    /// JSON object: resource name to definition.
+    pub resources: Json,
+}
+
+/// An OpenTelemetry attribute value (lossless for every OTLP `AnyValue`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttributeValue {
+    Empty,
+    String(String),
+    Bool(bool),
+    Int(i64),
+    Double(f64),
+    Bytes(Vec<u8>),
+    Array(Vec<AttributeValue>),
+    Map(Vec<KeyValue>),
+}
+
+/// One named attribute.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyValue {
+    pub key: String,
+    pub value: AttributeValue,
+}
+
+/// OpenTelemetry span status code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpanStatusCode {
+    #[default]
+    Unset,
+    Ok,
+    Error,
+}
+
+/// OpenTelemetry span kind (OTLP numbering).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpanKind {
+    #[default]
+    Unspecified,
+    Internal,
+    Server,
+    Client,
+    Producer,
+    Consumer,
+}
+
+/// Outcome of a span.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SpanStatus {
+    pub code: SpanStatusCode,
+    pub description: Option<String>,
+}
+
+/// Identity of a span within a trace.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SpanContext {
+    pub trace_id: String,
+    pub span_id: String,
+    pub is_remote: bool,
+    /// W3C trace state header value.
+    pub trace_state: String,
+}
+
+/// A timestamped event inside a span.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanEvent {
+    pub name: String,
+    pub attributes: Vec<KeyValue>,
+    pub time: Option<Timestamp>,
+}
+
+/// A link to another span.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanLink {
+    pub context: SpanContext,
+    pub attributes: Vec<KeyValue>,
+}
+
+/// The entity that produced a span.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SpanResource {
+    pub attributes: Vec<KeyValue>,
+    pub schema_url: String,
+}
+
+/// The library that recorded a span.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct InstrumentationScope {
+    pub name: String,
+    pub version: String,
+    pub attributes: Vec<KeyValue>,
+}
+
+/// One recorded span of an attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Span {
+    pub rollout_id: String,
+    pub attempt_id: String,
+    pub sequence_id: i64,
+    pub trace_id: String,
+    pub span_id: String,
+    pub parent_id: Option<String>,
+    pub name: String,
+    pub status: SpanStatus,
+    pub attributes: Vec<KeyValue>,
+    pub events: Vec<SpanEvent>,
+    pub links: Vec<SpanLink>,
+    pub start_time: Option<Timestamp>,
+    pub end_time: Option<Timestamp>,
+    pub context: Option<SpanContext>,
+    pub parent: Option<SpanContext>,
+    pub resource: Option<SpanResource>,
+    pub kind: SpanKind,
+    pub scope: Option<InstrumentationScope>,
+}
+
+/// A span submitted for storage: its sequence id may still have to be allocated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSpan {
+    /// `None` asks the store to allocate the next sequence id of the rollout.
+    pub sequence_id: Option<i64>,
+    /// The span; its `sequence_id` is overwritten when one is allocated.
+    pub span: Span,
+}
+
+/// Entity counts reported by `statistics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counts {
+    pub rollouts: u64,
+    pub attempts: u64,
+    pub spans: u64,
+    pub resources: u64,
+    pub workers: u64,
+    pub queued: u64,
+}
+
+/// Store statistics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Statistics {
+    /// Name of the backend.
+    pub name: String,
+    pub counts: Counts,
+    pub uptime_seconds: f64,
+}

@@ -1,0 +1,17 @@
+//! lightning-store: agent-lightning's LightningStore as a gRPC service.
+//!
+//! Layers, from the wire inwards:
+//! * [`proto`]: code generated from `proto/lightningstore/v1` (the public contract);
+//! * [`api`]: thin gRPC adapters: validate, convert, call the engine, convert back;
+//! * [`core`]: domain types, the rollout/attempt state machine, queries and
+//!   the [`core::engine::Engine`] that runs every operation once for all backends;
+//! * [`store`]: the [`store::Store`] trait and its backends.
+//!
+//! [`server`] assembles the gRPC services on one port; [`cli`] is the command line.
+
+pub mod api;
+pub mod cli;
+pub mod core;
+pub mod proto;
+pub mod server;
+pub mod store;

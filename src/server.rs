@@ -1,0 +1,99 @@
+//! Assembles the gRPC services on one listener: the store, grpc.health.v1
+//! and server reflection (v1 and v1alpha, for grpcurl 1.8).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::codec::CompressionEncoding;
+
+use crate::api::service::StoreService;
+use crate::core::engine::Engine;
+use crate::proto::lightning_store_service_server::LightningStoreServiceServer;
+
+/// Settings of the gRPC server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Largest accepted request, in bytes (OTLP exporters expect 64 MiB).
+    pub max_message_bytes: usize,
+    /// How long in-flight calls may run after shutdown starts.
+    pub drain_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: 64 * 1024 * 1024,
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Error returned when the server cannot start or fails while serving.
+pub type ServeError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Serves every service on an already-bound listener until `shutdown`
+/// resolves, then drains: open waits end at once, in-flight calls get
+/// `drain_timeout` to finish.
+pub async fn serve(
+    listener: TcpListener,
+    engine: Arc<Engine>,
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<LightningStoreServiceServer<StoreService>>()
+        .await;
+
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let store_service = LightningStoreServiceServer::new(StoreService::new(engine.clone()))
+        .max_decoding_message_size(config.max_message_bytes)
+        .max_encoding_message_size(usize::MAX)
+        .accept_compressed(CompressionEncoding::Gzip)
+        .send_compressed(CompressionEncoding::Gzip);
+
+    let watchdog = tokio::spawn(engine.clone().run_watchdog());
+    let (drain_tx, drain_rx) = tokio::sync::oneshot::channel::<()>();
+    let drain_engine = engine.clone();
+    let signal = async move {
+        shutdown.await;
+        tracing::info!("shutting down: draining in-flight calls");
+        health_reporter
+            .set_not_serving::<LightningStoreServiceServer<StoreService>>()
+            .await;
+        drain_engine.close();
+        let _ = drain_tx.send(());
+    };
+
+    let local_addr = listener.local_addr()?;
+    let server = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection().build_v1()?)
+        .add_service(reflection().build_v1alpha()?)
+        .add_service(store_service)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), signal);
+    tracing::info!(%local_addr, "serving gRPC");
+
+    // Bound the drain: a call that ignores shutdown must not hold the process.
+    tokio::pin!(server);
+    let result = tokio::select! {
+        result = &mut server => result.map_err(ServeError::from),
+        () = async {
+            let _ = drain_rx.await;
+            tokio::time::sleep(config.drain_timeout).await;
+        } => {
+            tracing::warn!(timeout = ?config.drain_timeout, "drain deadline passed, closing remaining calls");
+            Ok(())
+        }
+    };
+    engine.close();
+    let _ = watchdog.await;
+    result
+}

@@ -1,0 +1,350 @@
+//! The in-memory backend: every transaction holds one lock over the whole
+//! state, so transactions are trivially serialised. Nothing survives a restart.
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+
+use async_trait::async_trait;
+use indexmap::IndexMap;
+use tokio::sync::{Mutex, MutexGuard};
+
+use super::{Store, StoreTx};
+use crate::core::error::StoreResult;
+use crate::core::model::{
+    Attempt, Counts, ResourcesUpdate, Rollout, RolloutView, Span, Timestamp, Worker,
+};
+use crate::core::query::{
+    AttemptSelector, Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter,
+};
+
+/// The in-memory backend.
+#[derive(Default)]
+pub struct MemoryStore {
+    state: Mutex<State>,
+}
+
+impl MemoryStore {
+    /// Returns an empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+#[derive(Default)]
+struct RolloutSpans {
+    spans: Vec<Span>,
+    /// (attempt id, span id) of every stored span, for duplicate detection.
+    keys: HashSet<(String, String)>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Rollouts in creation order.
+    rollouts: IndexMap<String, Rollout>,
+    /// Attempts per rollout in sequence order.
+    attempts: HashMap<String, Vec<Attempt>>,
+    attempt_count: u64,
+    queue: VecDeque<String>,
+    queued: HashSet<String>,
+    deadlines: BTreeSet<(Timestamp, String)>,
+    deadline_of: HashMap<String, Timestamp>,
+    sequence_ids: HashMap<String, i64>,
+    spans: HashMap<String, RolloutSpans>,
+    span_count: u64,
+    /// Resources snapshots in creation order.
+    resources: IndexMap<String, ResourcesUpdate>,
+    latest_resources: Option<String>,
+    /// Workers in first-seen order.
+    workers: IndexMap<String, Worker>,
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
+        Ok(Box::new(MemoryTx {
+            state: self.state.lock().await,
+        }))
+    }
+}
+
+struct MemoryTx<'a> {
+    state: MutexGuard<'a, State>,
+}
+
+/// Sorts and windows borrowed items, cloning only the returned page.
+fn page_of<T: crate::core::query::Sortable + Clone>(items: Vec<&T>, page: &Page) -> Paged<T> {
+    page.apply(items).map(T::clone)
+}
+
+#[async_trait]
+impl StoreTx for MemoryTx<'_> {
+    async fn rollout(&mut self, rollout_id: &str) -> StoreResult<Option<Rollout>> {
+        Ok(self.state.rollouts.get(rollout_id).cloned())
+    }
+
+    async fn put_rollout(&mut self, rollout: &Rollout) -> StoreResult<()> {
+        match self.state.rollouts.get_mut(&rollout.rollout_id) {
+            Some(existing) => existing.clone_from(rollout),
+            None => {
+                self.state
+                    .rollouts
+                    .insert(rollout.rollout_id.clone(), rollout.clone());
+            }
+        }
+        Ok(())
+    }
+
+    async fn query_rollouts(
+        &mut self,
+        filter: &RolloutFilter,
+        page: &Page,
+    ) -> StoreResult<Paged<RolloutView>> {
+        let state = &*self.state;
+        let matching = state
+            .rollouts
+            .values()
+            .filter(|r| filter.matches(r))
+            .collect();
+        Ok(page.apply(matching).map(|rollout: &Rollout| RolloutView {
+            rollout: rollout.clone(),
+            attempt: state
+                .attempts
+                .get(&rollout.rollout_id)
+                .and_then(|a| a.last())
+                .cloned(),
+        }))
+    }
+
+    async fn enqueue(&mut self, rollout_id: &str) -> StoreResult<bool> {
+        if !self.state.queued.insert(rollout_id.to_owned()) {
+            return Ok(false);
+        }
+        self.state.queue.push_back(rollout_id.to_owned());
+        Ok(true)
+    }
+
+    async fn pop_queue(&mut self) -> StoreResult<Option<String>> {
+        let head = self.state.queue.pop_front();
+        if let Some(rollout_id) = &head {
+            self.state.queued.remove(rollout_id);
+        }
+        Ok(head)
+    }
+
+    async fn attempts(&mut self, rollout_id: &str) -> StoreResult<Vec<Attempt>> {
+        Ok(self
+            .state
+            .attempts
+            .get(rollout_id)
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    async fn latest_attempt(&mut self, rollout_id: &str) -> StoreResult<Option<Attempt>> {
+        Ok(self
+            .state
+            .attempts
+            .get(rollout_id)
+            .and_then(|a| a.last())
+            .cloned())
+    }
+
+    async fn attempt(
+        &mut self,
+        rollout_id: &str,
+        attempt_id: &str,
+    ) -> StoreResult<Option<Attempt>> {
+        Ok(self.state.attempts.get(rollout_id).and_then(|attempts| {
+            attempts
+                .iter()
+                .rev()
+                .find(|a| a.attempt_id == attempt_id)
+                .cloned()
+        }))
+    }
+
+    async fn put_attempt(&mut self, attempt: &Attempt) -> StoreResult<()> {
+        let state = &mut *self.state;
+        let attempts = state
+            .attempts
+            .entry(attempt.rollout_id.clone())
+            .or_default();
+        match attempts
+            .iter_mut()
+            .rev()
+            .find(|a| a.attempt_id == attempt.attempt_id)
+        {
+            Some(existing) => existing.clone_from(attempt),
+            None => {
+                let at = attempts.partition_point(|a| a.sequence_id <= attempt.sequence_id);
+                attempts.insert(at, attempt.clone());
+                state.attempt_count += 1;
+            }
+        }
+        Ok(())
+    }
+
+    async fn set_watchdog_deadline(
+        &mut self,
+        rollout_id: &str,
+        deadline: Option<Timestamp>,
+    ) -> StoreResult<()> {
+        let state = &mut *self.state;
+        if state.deadline_of.get(rollout_id) == deadline.as_ref() {
+            return Ok(());
+        }
+        if let Some(old) = state.deadline_of.remove(rollout_id) {
+            state.deadlines.remove(&(old, rollout_id.to_owned()));
+        }
+        if let Some(deadline) = deadline {
+            state.deadline_of.insert(rollout_id.to_owned(), deadline);
+            state.deadlines.insert((deadline, rollout_id.to_owned()));
+        }
+        Ok(())
+    }
+
+    async fn due_rollouts(&mut self, now: Timestamp) -> StoreResult<Vec<String>> {
+        Ok(self
+            .state
+            .deadlines
+            .iter()
+            .take_while(|(deadline, _)| *deadline < now)
+            .map(|(_, rollout_id)| rollout_id.clone())
+            .collect())
+    }
+
+    async fn allocate_sequence_ids(&mut self, rollout_id: &str, count: u64) -> StoreResult<i64> {
+        let counter = self
+            .state
+            .sequence_ids
+            .entry(rollout_id.to_owned())
+            .or_default();
+        let first = *counter + 1;
+        *counter += i64::try_from(count).unwrap_or(i64::MAX);
+        Ok(first)
+    }
+
+    async fn raise_sequence_id(&mut self, rollout_id: &str, at_least: i64) -> StoreResult<()> {
+        let counter = self
+            .state
+            .sequence_ids
+            .entry(rollout_id.to_owned())
+            .or_default();
+        *counter = (*counter).max(at_least);
+        Ok(())
+    }
+
+    async fn insert_spans(&mut self, spans: &[Span]) -> StoreResult<Vec<bool>> {
+        let state = &mut *self.state;
+        let mut stored = Vec::with_capacity(spans.len());
+        for span in spans {
+            let entry = state.spans.entry(span.rollout_id.clone()).or_default();
+            let fresh = entry
+                .keys
+                .insert((span.attempt_id.clone(), span.span_id.clone()));
+            if fresh {
+                entry.spans.push(span.clone());
+                state.span_count += 1;
+            }
+            stored.push(fresh);
+        }
+        Ok(stored)
+    }
+
+    async fn query_spans(&mut self, filter: &SpanFilter, page: &Page) -> StoreResult<Paged<Span>> {
+        let Some(entry) = self.state.spans.get(&filter.rollout_id) else {
+            return Ok(page.apply(Vec::new()));
+        };
+        let mut matching: Vec<&Span> = entry
+            .spans
+            .iter()
+            .filter(|span| match &filter.attempt {
+                AttemptSelector::Id(id) => &span.attempt_id == id,
+                AttemptSelector::All | AttemptSelector::Latest => true,
+            })
+            .filter(|span| filter.matches_text(span))
+            .collect();
+        // Default order: sequence id, ties in arrival order (the sort is stable).
+        matching.sort_by_key(|span| span.sequence_id);
+        Ok(page_of(matching, page))
+    }
+
+    async fn resources(&mut self, resources_id: &str) -> StoreResult<Option<ResourcesUpdate>> {
+        Ok(self.state.resources.get(resources_id).cloned())
+    }
+
+    async fn latest_resources(&mut self) -> StoreResult<Option<ResourcesUpdate>> {
+        let state = &*self.state;
+        Ok(state
+            .latest_resources
+            .as_ref()
+            .and_then(|id| state.resources.get(id))
+            .cloned())
+    }
+
+    async fn put_resources(&mut self, update: &ResourcesUpdate) -> StoreResult<()> {
+        self.state
+            .resources
+            .insert(update.resources_id.clone(), update.clone());
+        self.state.latest_resources = Some(update.resources_id.clone());
+        Ok(())
+    }
+
+    async fn query_resources(
+        &mut self,
+        filter: &ResourcesFilter,
+        page: &Page,
+    ) -> StoreResult<Paged<ResourcesUpdate>> {
+        let matching = self
+            .state
+            .resources
+            .values()
+            .filter(|r| filter.matches(r))
+            .collect();
+        Ok(page_of(matching, page))
+    }
+
+    async fn worker(&mut self, worker_id: &str) -> StoreResult<Option<Worker>> {
+        Ok(self.state.workers.get(worker_id).cloned())
+    }
+
+    async fn put_worker(&mut self, worker: &Worker) -> StoreResult<()> {
+        self.state
+            .workers
+            .insert(worker.worker_id.clone(), worker.clone());
+        Ok(())
+    }
+
+    async fn query_workers(
+        &mut self,
+        filter: &WorkerFilter,
+        page: &Page,
+    ) -> StoreResult<Paged<Worker>> {
+        let matching = self
+            .state
+            .workers
+            .values()
+            .filter(|w| filter.matches(w))
+            .collect();
+        Ok(page_of(matching, page))
+    }
+
+    async fn counts(&mut self) -> StoreResult<Counts> {
+        let state = &*self.state;
+        Ok(Counts {
+            rollouts: state.rollouts.len() as u64,
+            attempts: state.attempt_count,
+            spans: state.span_count,
+            resources: state.resources.len() as u64,
+            workers: state.workers.len() as u64,
+            queued: state.queue.len() as u64,
+        })
+    }
+
+    async fn commit(self: Box<Self>) -> StoreResult<()> {
+        Ok(())
+    }
+}
