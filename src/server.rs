@@ -74,6 +74,9 @@ pub async fn serve(
 
     let local_addr = listener.local_addr()?;
     let server = tonic::transport::Server::builder()
+        .layer(tower::util::MapResponseLayer::new(
+            oversized_is_resource_exhausted,
+        ))
         .add_service(health_service)
         .add_service(reflection().build_v1()?)
         .add_service(reflection().build_v1alpha()?)
@@ -96,4 +99,19 @@ pub async fn serve(
     engine.close();
     let _ = watchdog.await;
     result
+}
+
+/// Reports a request over the size limit as RESOURCE_EXHAUSTED, the code
+/// gRPC specifies (and OTLP exporters expect) for it; tonic says OUT_OF_RANGE.
+fn oversized_is_resource_exhausted<B>(mut response: http::Response<B>) -> http::Response<B> {
+    let headers = response.headers_mut();
+    let out_of_range = headers.get("grpc-status").is_some_and(|code| code == "11");
+    let oversized = headers
+        .get("grpc-message")
+        .and_then(|m| m.to_str().ok())
+        .is_some_and(|m| m.contains("length%20too%20large") || m.contains("length too large"));
+    if out_of_range && oversized {
+        headers.insert("grpc-status", http::HeaderValue::from_static("8"));
+    }
+    response
 }

@@ -30,12 +30,22 @@ impl TestServer {
 
     /// Starts a server on the in-memory backend.
     pub async fn start_with(config: ServerConfig) -> Self {
+        Self::start_full(config, Duration::from_millis(20)).await
+    }
+
+    /// Starts a server whose watchdog timer ticks every `interval` (a long
+    /// interval leaves only the on-demand scan before reads).
+    pub async fn start_with_watchdog(interval: Duration) -> Self {
+        Self::start_full(ServerConfig::default(), interval).await
+    }
+
+    async fn start_full(config: ServerConfig, watchdog_interval: Duration) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let engine = Arc::new(Engine::new(
             Arc::new(MemoryStore::new()),
             EngineConfig {
-                watchdog_interval: Duration::from_millis(20),
+                watchdog_interval,
                 ..EngineConfig::default()
             },
         ));

@@ -1,0 +1,67 @@
+//! No lost or double dequeue under heavy concurrency.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use lightning_store::proto as pb;
+
+use crate::common::TestServer;
+use crate::support::*;
+
+const ROLLOUTS: usize = 10_000;
+const CLAIMERS: usize = 64;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_dequeuers_claim_every_rollout_exactly_once() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let mut enqueued = HashSet::new();
+    for _ in 0..ROLLOUTS / 1000 {
+        let batch = c
+            .enqueue_rollouts(pb::EnqueueRolloutsRequest {
+                rollouts: (0..1000).map(|_| spec("{}")).collect(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .rollouts;
+        enqueued.extend(batch.into_iter().map(|r| r.rollout_id));
+    }
+    assert_eq!(enqueued.len(), ROLLOUTS);
+
+    let channel = server.channel().await;
+    let claimers = (0..CLAIMERS).map(|i| {
+        let mut client = Client::new(channel.clone());
+        tokio::spawn(async move {
+            let worker = format!("Worker-{i}");
+            let mut claimed = Vec::new();
+            // Bounded: the queue holds ROLLOUTS entries, so no claimer loops more than that.
+            for _ in 0..=ROLLOUTS {
+                match dequeue(&mut client, Some(&worker)).await {
+                    Some(rollout) => claimed.push(rollout.rollout_id),
+                    None => break,
+                }
+            }
+            claimed
+        })
+    });
+    let results = tokio::time::timeout(
+        Duration::from_secs(120),
+        futures::future::join_all(claimers),
+    )
+    .await
+    .expect("claimers finish in time");
+    let mut seen = HashSet::new();
+    let mut total = 0;
+    for claimed in results {
+        for id in claimed.unwrap() {
+            total += 1;
+            assert!(seen.insert(id), "a rollout was claimed twice");
+        }
+    }
+    assert_eq!(total, ROLLOUTS);
+    assert_eq!(seen, enqueued, "every rollout was claimed");
+    let stats = stats(&mut c).await;
+    assert_eq!(stats.total_attempts, ROLLOUTS as i64);
+    assert_eq!(stats.queued_rollouts, 0);
+}

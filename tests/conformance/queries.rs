@@ -1,0 +1,221 @@
+//! Filters, sorting and pagination of the list queries.
+
+use lightning_store::proto as pb;
+use tonic::Code;
+
+use crate::common::TestServer;
+use crate::support::*;
+
+fn ids(items: &[pb::Rollout]) -> Vec<String> {
+    items.iter().map(|r| r.rollout_id.clone()).collect()
+}
+
+#[tokio::test]
+async fn rollout_queries_filter_sort_and_paginate() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let mut created = Vec::new();
+    for i in 0..5 {
+        created.push(enqueue(&mut c, &i.to_string()).await.rollout_id);
+    }
+    // created[0] and created[1] are claimed; created[0] then succeeds.
+    dequeue(&mut c, None).await.unwrap();
+    dequeue(&mut c, None).await.unwrap();
+    set_attempt_status(&mut c, &created[0], "latest", A::Succeeded)
+        .await
+        .unwrap();
+
+    let query = |f: &dyn Fn(&mut pb::QueryRolloutsRequest)| {
+        let mut request = pb::QueryRolloutsRequest::default();
+        f(&mut request);
+        request
+    };
+    let all = c.query_rollouts(query(&|_| {})).await.unwrap().into_inner();
+    assert_eq!(ids(&all.items), created, "default order is creation order");
+    assert_eq!((all.limit, all.offset, all.total), (-1, 0, 5));
+    assert!(
+        all.items[0].attempt.is_some() && all.items[4].attempt.is_none(),
+        "latest attempt attached"
+    );
+
+    let queuing = c
+        .query_rollouts(query(&|q| q.status_in = vec![R::Queuing as i32]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ids(&queuing.items), created[2..].to_vec());
+
+    let by_ids = c
+        .query_rollouts(query(&|q| {
+            q.rollout_id_in = vec![created[1].clone(), created[3].clone()];
+            q.status_in = vec![R::Succeeded as i32];
+            q.filter_logic = pb::FilterLogic::Or as i32;
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        ids(&by_ids.items),
+        vec![created[0].clone(), created[1].clone(), created[3].clone()]
+    );
+
+    let contains = c
+        .query_rollouts(query(&|q| {
+            q.rollout_id_contains = Some(created[4][3..9].to_owned())
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ids(&contains.items), vec![created[4].clone()]);
+
+    let by_status = c
+        .query_rollouts(query(&|q| q.page = page("status", false, Some(2), 0)))
+        .await
+        .unwrap()
+        .into_inner();
+    // "preparing" < "queuing" < "succeeded"
+    assert_eq!(
+        ids(&by_status.items),
+        vec![created[1].clone(), created[2].clone()]
+    );
+    assert_eq!(by_status.total, 5);
+
+    let window = c
+        .query_rollouts(query(&|q| q.page = page("", false, Some(2), 3)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ids(&window.items), created[3..5].to_vec());
+
+    let end_desc = c
+        .query_rollouts(query(&|q| q.page = page("end_time", true, None, 0)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        end_desc.items[4].rollout_id, created[0],
+        "absent end times sort after present ones"
+    );
+
+    assert_code(
+        c.query_rollouts(query(&|q| q.page = page("input", false, None, 0)))
+            .await,
+        Code::InvalidArgument,
+        "Invalid sort_by: input, allowed fields are: rollout_id, start_time, end_time, mode, resources_id, status",
+    );
+}
+
+#[tokio::test]
+async fn attempt_queries_sort_by_sequence_and_check_the_rollout() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let rollout = enqueue(&mut c, "1").await;
+    dequeue(&mut c, None).await.unwrap();
+    for _ in 0..2 {
+        c.start_attempt(pb::StartAttemptRequest {
+            rollout_id: rollout.rollout_id.clone(),
+            worker_id: None,
+        })
+        .await
+        .unwrap();
+    }
+    let request = |page| pb::QueryAttemptsRequest {
+        rollout_id: rollout.rollout_id.clone(),
+        page,
+    };
+    let asc = c.query_attempts(request(None)).await.unwrap().into_inner();
+    assert_eq!(
+        asc.items.iter().map(|a| a.sequence_id).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    let desc = c
+        .query_attempts(request(page("sequence_id", true, Some(2), 0)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        desc.items.iter().map(|a| a.sequence_id).collect::<Vec<_>>(),
+        [3, 2]
+    );
+    assert_eq!(desc.total, 3);
+    let latest = c
+        .get_latest_attempt(pb::GetLatestAttemptRequest {
+            rollout_id: rollout.rollout_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .attempt
+        .unwrap();
+    assert_eq!(latest.sequence_id, 3);
+
+    let fresh = enqueue(&mut c, "2").await;
+    let none = c
+        .get_latest_attempt(pb::GetLatestAttemptRequest {
+            rollout_id: fresh.rollout_id,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(none.attempt.is_none());
+    assert_code(
+        c.query_attempts(pb::QueryAttemptsRequest {
+            rollout_id: "ro-000000000000".into(),
+            page: None,
+        })
+        .await,
+        Code::NotFound,
+        "Rollout ro-000000000000 not found",
+    );
+}
+
+#[tokio::test]
+async fn worker_queries_filter_by_status_and_id() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    enqueue(&mut c, "1").await;
+    dequeue(&mut c, Some("Worker-busy")).await.unwrap();
+    dequeue(&mut c, Some("Worker-idle")).await;
+    c.update_worker(pb::UpdateWorkerRequest {
+        worker_id: "other-unknown".into(),
+        heartbeat_stats_json: None,
+    })
+    .await
+    .unwrap();
+    let query = |status_in: Vec<i32>, contains: Option<&str>, logic: pb::FilterLogic| {
+        pb::QueryWorkersRequest {
+            status_in,
+            worker_id_contains: contains.map(str::to_owned),
+            filter_logic: logic as i32,
+            page: page("worker_id", false, None, 0),
+        }
+    };
+    let names =
+        |r: pb::QueryWorkersResponse| r.items.into_iter().map(|w| w.worker_id).collect::<Vec<_>>();
+    let busy = c
+        .query_workers(query(
+            vec![pb::WorkerStatus::Busy as i32],
+            None,
+            pb::FilterLogic::And,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(names(busy), ["Worker-busy"]);
+    let either = c
+        .query_workers(query(
+            vec![pb::WorkerStatus::Unknown as i32],
+            Some("idle"),
+            pb::FilterLogic::Or,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(names(either), ["Worker-idle", "other-unknown"]);
+    let all = c
+        .query_workers(query(vec![], None, pb::FilterLogic::And))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(all.total, 3);
+}

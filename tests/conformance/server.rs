@@ -1,0 +1,155 @@
+//! The server around the store: health, reflection, capabilities,
+//! statistics and graceful shutdown.
+
+use std::time::Duration;
+
+use lightning_store::proto as pb;
+use lightning_store::server::ServerConfig;
+use tokio_stream::StreamExt;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
+
+use crate::common::TestServer;
+use crate::support::*;
+
+#[tokio::test]
+async fn health_reports_serving_for_the_store_service() {
+    let server = TestServer::start().await;
+    let mut health = HealthClient::new(server.channel().await);
+    for service in ["", "lightningstore.v1.LightningStoreService"] {
+        let status = health
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status;
+        assert_eq!(status, ServingStatus::Serving as i32, "service {service:?}");
+    }
+}
+
+#[tokio::test]
+async fn reflection_lists_the_services_in_v1_and_v1alpha() {
+    use tonic_reflection::pb::{v1, v1alpha};
+    let server = TestServer::start().await;
+    let channel = server.channel().await;
+
+    let request = v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(
+            String::new(),
+        )),
+    };
+    let mut responses = v1::server_reflection_client::ServerReflectionClient::new(channel.clone())
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(v1::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
+        responses.next().await.unwrap().unwrap().message_response
+    else {
+        panic!("expected a service list");
+    };
+    let names: Vec<_> = list.service.into_iter().map(|s| s.name).collect();
+    assert!(
+        names.contains(&"lightningstore.v1.LightningStoreService".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"grpc.health.v1.Health".to_owned()),
+        "{names:?}"
+    );
+
+    let request = v1alpha::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(
+            v1alpha::server_reflection_request::MessageRequest::FileContainingSymbol(
+                "lightningstore.v1.Rollout".into(),
+            ),
+        ),
+    };
+    let mut responses = v1alpha::server_reflection_client::ServerReflectionClient::new(channel)
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let response = responses.next().await.unwrap().unwrap().message_response;
+    assert!(
+        matches!(response, Some(v1alpha::server_reflection_response::MessageResponse::FileDescriptorResponse(ref f)) if !f.file_descriptor_proto.is_empty()),
+        "{response:?}"
+    );
+}
+
+#[tokio::test]
+async fn capabilities_and_statistics() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let caps = c
+        .get_capabilities(pb::GetCapabilitiesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(caps.thread_safe && caps.async_safe && caps.zero_copy && caps.otlp_traces);
+
+    let before = stats(&mut c).await;
+    assert_eq!(before.name, "memory");
+    let rollout = enqueue(&mut c, "1").await;
+    let claimed = dequeue(&mut c, Some("Worker-0")).await.unwrap();
+    add_span(
+        &mut c,
+        span(
+            &rollout.rollout_id,
+            &attempt_of(&claimed).attempt_id,
+            "s",
+            None,
+        ),
+    )
+    .await
+    .unwrap();
+    c.add_resources(pb::AddResourcesRequest {
+        resources_json: "{}".into(),
+    })
+    .await
+    .unwrap();
+    let after = stats(&mut c).await;
+    assert_eq!(after.total_rollouts, before.total_rollouts + 1);
+    assert_eq!(after.total_attempts, before.total_attempts + 1);
+    assert_eq!(after.total_spans, before.total_spans + 1);
+    assert_eq!(after.total_resources, before.total_resources + 1);
+    assert_eq!(after.total_workers, before.total_workers + 1);
+    assert!(after.uptime_seconds > before.uptime_seconds);
+}
+
+#[tokio::test]
+async fn shutdown_ends_open_waits_promptly() {
+    let server = TestServer::start_with(ServerConfig {
+        drain_timeout: Duration::from_secs(20),
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut waiters = Vec::new();
+    for _ in 0..10 {
+        let mut c = server.client().await;
+        waiters.push(tokio::spawn(async move { dequeue_wait(&mut c, 600).await }));
+    }
+    let mut c = server.client().await;
+    let rollout = enqueue(&mut c, "1").await;
+    let mut w = server.client().await;
+    let id = rollout.rollout_id.clone();
+    let waiting = tokio::spawn(async move { wait_for(&mut w, &[&id], 600.0).await });
+    // Make sure every wait is in progress before shutting down.
+    tokio::task::yield_now().await;
+    let started = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(10), server.stop())
+        .await
+        .expect("the server stops well within its drain deadline");
+    let claimed: usize = futures::future::join_all(waiters)
+        .await
+        .into_iter()
+        .map(|r| usize::from(r.unwrap().is_some()))
+        .sum();
+    assert!(claimed <= 1, "only the one rollout can be claimed");
+    assert!(waiting.await.unwrap().is_empty(), "nothing finished");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}

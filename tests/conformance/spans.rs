@@ -1,0 +1,390 @@
+//! Spans: sequence ids (SEMANTICS.md §5), duplicates, atomic batches,
+//! lossless attributes and span queries.
+
+use lightning_store::proto as pb;
+use pb::attribute_value::Value;
+use tonic::Code;
+
+use crate::common::TestServer;
+use crate::support::*;
+
+async fn running_rollout(c: &mut Client) -> (String, String) {
+    let rollout = enqueue(c, "{}").await;
+    let claimed = dequeue(c, None).await.unwrap();
+    assert_eq!(claimed.rollout_id, rollout.rollout_id);
+    (rollout.rollout_id, attempt_of(&claimed).attempt_id.clone())
+}
+
+async fn next_id(c: &mut Client, rollout_id: &str, attempt_id: &str) -> Result<i64, tonic::Status> {
+    c.get_next_span_sequence_id(pb::GetNextSpanSequenceIdRequest {
+        rollout_id: rollout_id.into(),
+        attempt_id: attempt_id.into(),
+    })
+    .await
+    .map(|r| r.into_inner().sequence_id)
+}
+
+#[tokio::test]
+async fn sequence_ids_are_per_rollout_and_raised_by_explicit_ids() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let (a, a1) = running_rollout(&mut c).await;
+    let (b, b1) = running_rollout(&mut c).await;
+    assert_eq!(next_id(&mut c, &a, &a1).await.unwrap(), 1);
+    assert_eq!(next_id(&mut c, &a, &a1).await.unwrap(), 2);
+    assert_eq!(next_id(&mut c, &b, &b1).await.unwrap(), 1, "per rollout");
+
+    let stored = add_span(&mut c, span(&a, &a1, "explicit", Some(100)))
+        .await
+        .unwrap();
+    assert_eq!(stored.sequence_id, Some(100));
+    assert_eq!(next_id(&mut c, &a, &a1).await.unwrap(), 101, "chmax");
+    add_span(&mut c, span(&a, &a1, "lower", Some(5)))
+        .await
+        .unwrap();
+    assert_eq!(
+        next_id(&mut c, &a, &a1).await.unwrap(),
+        102,
+        "never lowered"
+    );
+
+    assert_code(
+        next_id(&mut c, "ro-000000000000", "at-00000000").await,
+        Code::NotFound,
+        "not found",
+    );
+    assert_code(
+        next_id(&mut c, &a, "at-00000000").await,
+        Code::NotFound,
+        "Attempt at-00000000 not found",
+    );
+}
+
+#[tokio::test]
+async fn batch_sequence_ids_are_consecutive_per_rollout_in_request_order() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let (a, a1) = running_rollout(&mut c).await;
+    let a2 = c
+        .start_attempt(pb::StartAttemptRequest {
+            rollout_id: a.clone(),
+            worker_id: None,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rollout
+        .unwrap()
+        .attempt
+        .unwrap()
+        .attempt_id;
+    let (b, b1) = running_rollout(&mut c).await;
+    let pair = |r: &str, at: &str| pb::RolloutAttemptRef {
+        rollout_id: r.into(),
+        attempt_id: at.into(),
+    };
+    let ids = c
+        .get_span_sequence_ids(pb::GetSpanSequenceIdsRequest {
+            attempts: vec![pair(&a, &a1), pair(&b, &b1), pair(&a, &a2), pair(&a, &a1)],
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .sequence_ids;
+    assert_eq!(ids, [1, 1, 2, 3]);
+}
+
+#[tokio::test]
+async fn add_spans_allocates_missing_ids_in_order_then_applies_explicit_ones() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let (r, at) = running_rollout(&mut c).await;
+    let response = c
+        .add_spans(pb::AddSpansRequest {
+            spans: vec![
+                span(&r, &at, "s1", None),
+                span(&r, &at, "s2", Some(50)),
+                span(&r, &at, "s3", None),
+            ],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let ids: Vec<_> = response
+        .spans
+        .iter()
+        .map(|s| s.sequence_id.unwrap())
+        .collect();
+    assert_eq!(ids, [1, 50, 2]);
+    assert_eq!(response.duplicates, 0);
+    assert_eq!(next_id(&mut c, &r, &at).await.unwrap(), 51);
+}
+
+#[tokio::test]
+async fn duplicates_are_ignored_and_batches_are_atomic() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let (r, at) = running_rollout(&mut c).await;
+    let original = span(&r, &at, "once", None);
+    assert!(add_span(&mut c, original.clone()).await.is_some());
+    assert!(
+        add_span(&mut c, original.clone()).await.is_none(),
+        "duplicate"
+    );
+    let batch = c
+        .add_spans(pb::AddSpansRequest {
+            spans: vec![original.clone(), span(&r, &at, "new", None)],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(batch.duplicates, 1);
+    assert_eq!(batch.spans.len(), 1);
+    assert_eq!(stats(&mut c).await.total_spans, 2);
+
+    // One bad span rejects the whole batch.
+    let result = c
+        .add_spans(pb::AddSpansRequest {
+            spans: vec![
+                span(&r, &at, "good", None),
+                span(&r, "at-00000000", "bad", None),
+            ],
+        })
+        .await;
+    assert_code(
+        result,
+        Code::NotFound,
+        &format!("Attempt at-00000000 not found for rollout {r}"),
+    );
+    assert_eq!(stats(&mut c).await.total_spans, 2, "nothing stored");
+}
+
+fn v(value: Value) -> Option<pb::AttributeValue> {
+    Some(pb::AttributeValue { value: Some(value) })
+}
+
+fn kv(key: &str, value: Value) -> pb::KeyValue {
+    pb::KeyValue {
+        key: key.into(),
+        value: v(value),
+    }
+}
+
+#[tokio::test]
+async fn every_span_field_round_trips_losslessly() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let (r, at) = running_rollout(&mut c).await;
+    let context = pb::SpanContext {
+        trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
+        span_id: "b7ad6b7169203331".into(),
+        is_remote: true,
+        trace_state: "vendor=value".into(),
+    };
+    let attributes = vec![
+        kv("s", Value::StringValue("text".into())),
+        kv("i", Value::IntValue(9_007_199_254_740_993)),
+        kv("d", Value::DoubleValue(0.1)),
+        kv("b", Value::BoolValue(true)),
+        kv("bytes", Value::BytesValue(vec![0, 255, 7])),
+        kv(
+            "arr",
+            Value::ArrayValue(pb::ArrayValue {
+                values: vec![
+                    v(Value::IntValue(1)).unwrap(),
+                    v(Value::StringValue("x".into())).unwrap(),
+                ],
+            }),
+        ),
+        kv(
+            "map",
+            Value::KvlistValue(pb::KeyValueList {
+                values: vec![kv("nested", Value::BoolValue(false))],
+            }),
+        ),
+        pb::KeyValue {
+            key: "empty".into(),
+            value: Some(pb::AttributeValue { value: None }),
+        },
+    ];
+    let time = |seconds| {
+        Some(prost_types::Timestamp {
+            seconds,
+            nanos: 123_456_789,
+        })
+    };
+    let sent = pb::Span {
+        rollout_id: r.clone(),
+        attempt_id: at.clone(),
+        sequence_id: Some(7),
+        trace_id: context.trace_id.clone(),
+        span_id: context.span_id.clone(),
+        parent_id: Some("00f067aa0ba902b7".into()),
+        name: "openai.chat.completion".into(),
+        status: Some(pb::SpanStatus {
+            code: pb::SpanStatusCode::Error as i32,
+            description: Some("boom".into()),
+        }),
+        attributes: attributes.clone(),
+        events: vec![pb::SpanEvent {
+            name: "ev".into(),
+            attributes: attributes.clone(),
+            time: time(5),
+        }],
+        links: vec![pb::SpanLink {
+            context: Some(context.clone()),
+            attributes: attributes.clone(),
+        }],
+        start_time: time(1),
+        end_time: time(2),
+        context: Some(context.clone()),
+        parent: Some(pb::SpanContext {
+            span_id: "00f067aa0ba902b7".into(),
+            ..context.clone()
+        }),
+        resource: Some(pb::SpanResource {
+            attributes: attributes.clone(),
+            schema_url: "https://schema".into(),
+        }),
+        kind: pb::SpanKind::Client as i32,
+        scope: Some(pb::InstrumentationScope {
+            name: "lib".into(),
+            version: "1.2".into(),
+            attributes,
+        }),
+    };
+    let stored = add_span(&mut c, sent.clone()).await.unwrap();
+    assert_eq!(stored, sent);
+    let read = query_spans(
+        &mut c,
+        pb::QuerySpansRequest {
+            rollout_id: r,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(read.items, vec![sent]);
+}
+
+#[tokio::test]
+async fn span_queries_filter_select_attempts_sort_and_paginate() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let (r, first) = running_rollout(&mut c).await;
+    let mut on_first = span(&r, &first, "agent.step", None);
+    on_first.trace_id = "11111111111111111111111111111111".into();
+    add_span(&mut c, on_first.clone()).await.unwrap();
+    let second = c
+        .start_attempt(pb::StartAttemptRequest {
+            rollout_id: r.clone(),
+            worker_id: None,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rollout
+        .unwrap()
+        .attempt
+        .unwrap()
+        .attempt_id;
+    for name in ["llm.call", "agent.reward", "llm.call"] {
+        add_span(&mut c, span(&r, &second, name, None))
+            .await
+            .unwrap();
+    }
+    let q = |f: fn(&mut pb::QuerySpansRequest)| {
+        let mut request = pb::QuerySpansRequest {
+            rollout_id: r.clone(),
+            ..Default::default()
+        };
+        f(&mut request);
+        request
+    };
+    let names = |resp: &pb::QuerySpansResponse| {
+        resp.items
+            .iter()
+            .map(|s| s.name.clone())
+            .collect::<Vec<_>>()
+    };
+
+    let all = query_spans(&mut c, q(|_| {})).await;
+    assert_eq!(all.total, 4);
+    assert_eq!(
+        all.items
+            .iter()
+            .map(|s| s.sequence_id.unwrap())
+            .collect::<Vec<_>>(),
+        [1, 2, 3, 4]
+    );
+
+    let mut latest = q(|_| {});
+    latest.attempt_id = Some("latest".into());
+    assert_eq!(
+        names(&query_spans(&mut c, latest).await),
+        ["llm.call", "agent.reward", "llm.call"]
+    );
+    let mut by_id = q(|_| {});
+    by_id.attempt_id = Some(first.clone());
+    assert_eq!(names(&query_spans(&mut c, by_id).await), ["agent.step"]);
+
+    let contains = q(|q| q.name_contains = Some("llm".into()));
+    assert_eq!(query_spans(&mut c, contains).await.total, 2);
+    let or = q(|q| {
+        q.name = Some("agent.reward".into());
+        q.trace_id = Some("11111111111111111111111111111111".into());
+        q.filter_logic = pb::FilterLogic::Or as i32;
+    });
+    assert_eq!(
+        names(&query_spans(&mut c, or).await),
+        ["agent.step", "agent.reward"]
+    );
+    let and = q(|q| {
+        q.name = Some("agent.reward".into());
+        q.trace_id = Some("11111111111111111111111111111111".into());
+    });
+    assert_eq!(query_spans(&mut c, and).await.total, 0);
+    let empty_or = q(|q| q.filter_logic = pb::FilterLogic::Or as i32);
+    assert_eq!(
+        query_spans(&mut c, empty_or).await.total,
+        0,
+        "an OR of nothing matches nothing"
+    );
+
+    let sorted = q(|q| q.page = page("name", true, Some(2), 1));
+    let result = query_spans(&mut c, sorted).await;
+    assert_eq!(names(&result), ["llm.call", "agent.step"]);
+    assert_eq!((result.limit, result.offset, result.total), (2, 1, 4));
+
+    assert_code(
+        c.query_spans(q(|q| q.page = page("nope", false, None, 0)))
+            .await,
+        Code::InvalidArgument,
+        "Invalid sort_by: nope, allowed fields are: rollout_id, attempt_id, sequence_id",
+    );
+    assert_code(
+        c.query_spans(pb::QuerySpansRequest {
+            rollout_id: "ro-000000000000".into(),
+            ..Default::default()
+        })
+        .await,
+        Code::NotFound,
+        "Rollout ro-000000000000 not found",
+    );
+}
+
+#[tokio::test]
+async fn latest_attempt_of_a_rollout_without_attempts_has_no_spans() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let rollout = enqueue(&mut c, "1").await;
+    let result = query_spans(
+        &mut c,
+        pb::QuerySpansRequest {
+            rollout_id: rollout.rollout_id,
+            attempt_id: Some("latest".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(result.total, 0);
+}
