@@ -9,9 +9,16 @@ use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::codec::CompressionEncoding;
 
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer;
+
+use crate::api::otlp::OtlpTraceService;
 use crate::api::service::StoreService;
 use crate::core::engine::Engine;
 use crate::proto::lightning_store_service_server::LightningStoreServiceServer;
+
+const STORE_SERVICE: &str = "lightningstore.v1.LightningStoreService";
+const TRACE_SERVICE: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
+const HEALTH_SERVICE: &str = "grpc.health.v1.Health";
 
 /// Settings of the gRPC server.
 #[derive(Debug, Clone)]
@@ -20,6 +27,8 @@ pub struct ServerConfig {
     pub max_message_bytes: usize,
     /// How long in-flight calls may run after shutdown starts.
     pub drain_timeout: Duration,
+    /// OTLP exports processed at once; more are refused with UNAVAILABLE and a retry delay.
+    pub otlp_max_in_flight: usize,
 }
 
 impl Default for ServerConfig {
@@ -27,6 +36,7 @@ impl Default for ServerConfig {
         Self {
             max_message_bytes: 64 * 1024 * 1024,
             drain_timeout: Duration::from_secs(10),
+            otlp_max_in_flight: 64,
         }
     }
 }
@@ -47,17 +57,32 @@ pub async fn serve(
     health_reporter
         .set_serving::<LightningStoreServiceServer<StoreService>>()
         .await;
+    health_reporter
+        .set_service_status(TRACE_SERVICE, tonic_health::ServingStatus::Serving)
+        .await;
 
     let reflection = || {
         tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(opentelemetry_proto::DESCRIPTORS)
+            // The OTLP bundle also declares services we do not serve.
+            .with_service_name(STORE_SERVICE)
+            .with_service_name(TRACE_SERVICE)
+            .with_service_name(HEALTH_SERVICE)
     };
     let store_service = LightningStoreServiceServer::new(StoreService::new(engine.clone()))
         .max_decoding_message_size(config.max_message_bytes)
         .max_encoding_message_size(usize::MAX)
         .accept_compressed(CompressionEncoding::Gzip)
         .send_compressed(CompressionEncoding::Gzip);
+    let trace_service = TraceServiceServer::new(OtlpTraceService::new(
+        engine.clone(),
+        config.otlp_max_in_flight,
+    ))
+    .max_decoding_message_size(config.max_message_bytes)
+    .accept_compressed(CompressionEncoding::Gzip)
+    .send_compressed(CompressionEncoding::Gzip);
 
     let watchdog = tokio::spawn(engine.clone().run_watchdog());
     let (drain_tx, drain_rx) = tokio::sync::oneshot::channel::<()>();
@@ -67,6 +92,9 @@ pub async fn serve(
         tracing::info!("shutting down: draining in-flight calls");
         health_reporter
             .set_not_serving::<LightningStoreServiceServer<StoreService>>()
+            .await;
+        health_reporter
+            .set_service_status("", tonic_health::ServingStatus::NotServing)
             .await;
         drain_engine.close();
         let _ = drain_tx.send(());
@@ -81,6 +109,7 @@ pub async fn serve(
         .add_service(reflection().build_v1()?)
         .add_service(reflection().build_v1alpha()?)
         .add_service(store_service)
+        .add_service(trace_service)
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), signal);
     tracing::info!(%local_addr, "serving gRPC");
 

@@ -2,5 +2,6 @@
 //! convert, call [`crate::core::engine::Engine`], and convert back.
 
 pub mod convert;
+pub mod otlp;
 pub mod service;
 pub mod status;

@@ -70,6 +70,9 @@ pub struct ServeArgs {
         default_value_t = 10.0
     )]
     pub drain_timeout_secs: f64,
+    /// OTLP exports processed at once; beyond that exporters are told to retry later.
+    #[arg(long, env = "LIGHTNING_STORE_OTLP_MAX_IN_FLIGHT", default_value_t = 64)]
+    pub otlp_max_in_flight: usize,
     /// Milliseconds between watchdog scans for timed-out and unresponsive attempts.
     #[arg(
         long,
@@ -131,6 +134,7 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
     let config = ServerConfig {
         max_message_bytes: args.max_message_bytes,
         drain_timeout: Duration::from_secs_f64(args.drain_timeout_secs),
+        otlp_max_in_flight: args.otlp_max_in_flight,
     };
     tracing::info!(backend = ?args.store, "store opened");
     server::serve(listener, engine, config, shutdown_signal()).await

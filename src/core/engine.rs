@@ -52,6 +52,9 @@ pub struct AddedSpans {
     pub spans: Vec<Span>,
     /// Spans skipped because they were already stored.
     pub duplicates: usize,
+    /// Why each skipped span with an unknown rollout or attempt was
+    /// rejected (only [`Engine::ingest_spans`] skips them).
+    pub rejected: Vec<StoreError>,
 }
 
 /// Tuning of the engine.
@@ -325,10 +328,26 @@ impl Engine {
         })
     }
 
-    /// Stores spans atomically. Missing sequence ids are allocated in request
-    /// order before explicit ones raise the counters; each attempt that got
-    /// a new span records a heartbeat.
+    /// Stores spans atomically: if any span names an unknown rollout or
+    /// attempt, nothing is stored. Missing sequence ids are allocated in
+    /// request order before explicit ones raise the counters; each attempt
+    /// that got a new span records a heartbeat.
     pub async fn add_spans(&self, new_spans: Vec<NewSpan>) -> StoreResult<AddedSpans> {
+        self.store_spans(new_spans, true).await
+    }
+
+    /// Stores spans like [`Engine::add_spans`], but skips the spans whose
+    /// rollout or attempt is unknown and reports them in
+    /// [`AddedSpans::rejected`] (OTLP's partial success).
+    pub async fn ingest_spans(&self, new_spans: Vec<NewSpan>) -> StoreResult<AddedSpans> {
+        self.store_spans(new_spans, false).await
+    }
+
+    async fn store_spans(
+        &self,
+        mut new_spans: Vec<NewSpan>,
+        strict: bool,
+    ) -> StoreResult<AddedSpans> {
         let now = Timestamp::now();
         let (mut tx, mut changes) = self.begin().await?;
 
@@ -336,21 +355,52 @@ impl Engine {
         let mut groups: Vec<(String, String)> = Vec::new();
         let mut rollouts: HashMap<String, Rollout> = HashMap::new();
         let mut attempts: HashMap<(String, String), Attempt> = HashMap::new();
+        let mut unknown: HashMap<(String, String), StoreError> = HashMap::new();
         for new in &new_spans {
             let key = (new.span.rollout_id.clone(), new.span.attempt_id.clone());
-            if attempts.contains_key(&key) {
+            if attempts.contains_key(&key) || unknown.contains_key(&key) {
                 continue;
             }
-            if !rollouts.contains_key(&key.0) {
-                let rollout = require_rollout(tx.as_mut(), &key.0).await?;
-                rollouts.insert(key.0.clone(), rollout);
+            let target = match rollouts.get(&key.0) {
+                Some(_) => Ok(()),
+                None => match tx.rollout(&key.0).await? {
+                    Some(rollout) => {
+                        rollouts.insert(key.0.clone(), rollout);
+                        Ok(())
+                    }
+                    None => Err(StoreError::rollout_not_found(&key.0)),
+                },
+            };
+            let attempt = match target {
+                Ok(()) => tx
+                    .attempt(&key.0, &key.1)
+                    .await?
+                    .ok_or_else(|| StoreError::attempt_not_found(&key.0, &key.1)),
+                Err(error) => Err(error),
+            };
+            match attempt {
+                Ok(attempt) => {
+                    attempts.insert(key.clone(), attempt);
+                    groups.push(key);
+                }
+                Err(error) if strict => return Err(error),
+                Err(error) => {
+                    unknown.insert(key, error);
+                }
             }
-            let attempt = tx
-                .attempt(&key.0, &key.1)
-                .await?
-                .ok_or_else(|| StoreError::attempt_not_found(&key.0, &key.1))?;
-            attempts.insert(key.clone(), attempt);
-            groups.push(key);
+        }
+        let mut rejected = Vec::new();
+        if !unknown.is_empty() {
+            new_spans.retain(|new| {
+                let key = (new.span.rollout_id.clone(), new.span.attempt_id.clone());
+                match unknown.get(&key) {
+                    Some(error) => {
+                        rejected.push(error.clone());
+                        false
+                    }
+                    None => true,
+                }
+            });
         }
 
         let mut spans = Vec::with_capacity(new_spans.len());
@@ -425,6 +475,7 @@ impl Engine {
         Ok(AddedSpans {
             spans: stored,
             duplicates,
+            rejected,
         })
     }
 

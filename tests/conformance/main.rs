@@ -7,6 +7,7 @@ mod common;
 mod bad_input;
 mod concurrency;
 mod lifecycle;
+mod otlp;
 mod queries;
 mod resources_workers;
 mod server;
