@@ -13,7 +13,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
 use super::error::{StoreError, StoreResult};
-use super::events::{Changes, EventBus, StoreEvent};
+use super::events::{Change, Changes, Event, EventBus};
 use super::ids;
 use super::lifecycle;
 use super::model::{
@@ -152,9 +152,23 @@ impl Engine {
         Ok((tx, changes))
     }
 
-    async fn commit(&self, tx: Tx<'_>, changes: Changes) -> StoreResult<()> {
+    /// Records the transaction's changes as events, commits, and publishes them.
+    async fn commit(&self, mut tx: Tx<'_>, changes: Changes) -> StoreResult<()> {
+        let now = Timestamp::now();
+        let mut events: Vec<Event> = changes
+            .changes
+            .into_iter()
+            .map(|change| Event {
+                seq: 0,
+                time: now,
+                change,
+            })
+            .collect();
+        if !events.is_empty() {
+            tx.append_events(&mut events).await?;
+        }
         tx.commit().await?;
-        self.bus.publish(changes);
+        self.bus.publish(events, changes.enqueued);
         Ok(())
     }
 
@@ -183,6 +197,7 @@ impl Engine {
             tx.as_mut(),
             &mut rollout,
             None,
+            true,
             worker_id,
             now,
             &mut changes,
@@ -213,7 +228,10 @@ impl Engine {
             let rollout = new_rollout(spec, latest.clone(), now);
             tx.put_rollout(&rollout).await?;
             tx.enqueue(&rollout.rollout_id).await?;
-            changes.push(StoreEvent::RolloutChanged(rollout.clone()));
+            changes.push(Change::RolloutCreated {
+                rollout_id: rollout.rollout_id.clone(),
+                status: rollout.status,
+            });
             created.push(rollout);
         }
         changes.enqueued = !created.is_empty();
@@ -273,6 +291,7 @@ impl Engine {
                 tx.as_mut(),
                 &mut rollout,
                 None,
+                false,
                 worker_id.clone(),
                 now,
                 &mut changes,
@@ -313,6 +332,7 @@ impl Engine {
             tx.as_mut(),
             &mut rollout,
             latest.as_ref(),
+            false,
             worker_id,
             now,
             &mut changes,
@@ -465,10 +485,10 @@ impl Engine {
             let mut attempt = attempts.remove(&key).expect("loaded above");
             let rollout = rollouts.get_mut(&key.0).expect("loaded above");
             heartbeat(tx.as_mut(), rollout, &mut attempt, now, &mut changes).await?;
-            changes.push(StoreEvent::SpansAdded {
+            changes.push(Change::SpansAdded {
                 rollout_id: key.0,
                 attempt_id: key.1,
-                count,
+                count: count as u64,
             });
         }
         self.commit(tx, changes).await?;
@@ -573,7 +593,11 @@ impl Engine {
             changes.enqueued = true;
         }
         let latest = tx.latest_attempt(rollout_id).await?;
-        save_rollout(tx.as_mut(), &rollout, latest.as_ref(), &mut changes).await?;
+        save_rollout(tx.as_mut(), &rollout, latest.as_ref()).await?;
+        changes.push(Change::RolloutChanged {
+            rollout_id: rollout.rollout_id.clone(),
+            status: rollout.status,
+        });
         self.commit(tx, changes).await?;
         Ok(rollout)
     }
@@ -697,11 +721,14 @@ impl Engine {
             };
             match event {
                 Ok(event) => {
-                    if let StoreEvent::RolloutChanged(r) = event.as_ref()
-                        && r.status.is_finished()
-                        && pending.remove(&r.rollout_id)
+                    if let Change::RolloutChanged { rollout_id, status } = &event.change
+                        && status.is_finished()
+                        && pending.remove(rollout_id)
                     {
-                        finished.insert(r.rollout_id.clone(), r.clone());
+                        let (mut tx, _) = self.begin().await?;
+                        if let Some(rollout) = tx.rollout(rollout_id).await? {
+                            finished.insert(rollout_id.clone(), rollout);
+                        }
                     }
                 }
                 Err(RecvError::Lagged(_)) => reread = true,
@@ -749,7 +776,10 @@ impl Engine {
         };
         let (mut tx, mut changes) = self.begin().await?;
         tx.put_resources(&update).await?;
-        changes.push(StoreEvent::ResourcesChanged(update.clone()));
+        changes.push(Change::ResourcesChanged {
+            resources_id: update.resources_id.clone(),
+            version: update.version,
+        });
         self.commit(tx, changes).await?;
         Ok(update)
     }
@@ -778,7 +808,10 @@ impl Engine {
             },
         };
         tx.put_resources(&update).await?;
-        changes.push(StoreEvent::ResourcesChanged(update.clone()));
+        changes.push(Change::ResourcesChanged {
+            resources_id: update.resources_id.clone(),
+            version: update.version,
+        });
         self.commit(tx, changes).await?;
         Ok(update)
     }
@@ -887,32 +920,53 @@ async fn save_rollout(
     tx: &mut dyn StoreTx,
     rollout: &Rollout,
     latest: Option<&Attempt>,
-    changes: &mut Changes,
 ) -> StoreResult<()> {
     tx.put_rollout(rollout).await?;
     tx.set_watchdog_deadline(
         &rollout.rollout_id,
         lifecycle::watchdog_deadline(rollout, latest),
     )
-    .await?;
-    changes.push(StoreEvent::RolloutChanged(rollout.clone()));
+    .await
+}
+
+/// Writes a rollout whose status was `before` (`None`: a new rollout) and
+/// records the change, if any.
+async fn save_rollout_change(
+    tx: &mut dyn StoreTx,
+    rollout: &Rollout,
+    latest: Option<&Attempt>,
+    before: Option<RolloutStatus>,
+    changes: &mut Changes,
+) -> StoreResult<()> {
+    save_rollout(tx, rollout, latest).await?;
+    let rollout_id = rollout.rollout_id.clone();
+    let status = rollout.status;
+    match before {
+        None => changes.push(Change::RolloutCreated { rollout_id, status }),
+        Some(before) if before != status => {
+            changes.push(Change::RolloutChanged { rollout_id, status })
+        }
+        Some(_) => {}
+    }
     Ok(())
 }
 
 /// Creates the rollout's next attempt (`preparing`) and moves the rollout to
-/// `preparing`. `latest` is the rollout's current latest attempt, if known
-/// to the caller; otherwise it is read.
+/// `preparing`. `latest` is the rollout's current latest attempt when the
+/// caller knows it; `is_new` tells that the rollout itself is being created.
 async fn create_attempt(
     tx: &mut dyn StoreTx,
     rollout: &mut Rollout,
     latest: Option<&Attempt>,
+    is_new: bool,
     worker_id: Option<String>,
     now: Timestamp,
     changes: &mut Changes,
 ) -> StoreResult<Attempt> {
-    let previous = match latest {
-        Some(attempt) => attempt.sequence_id,
-        None => tx
+    let previous = match (is_new, latest) {
+        (true, _) => 0,
+        (false, Some(attempt)) => attempt.sequence_id,
+        (false, None) => tx
             .latest_attempt(&rollout.rollout_id)
             .await?
             .map_or(0, |a| a.sequence_id),
@@ -928,15 +982,21 @@ async fn create_attempt(
         last_heartbeat_time: None,
         metadata: Json::Null,
     };
+    let before = (!is_new).then_some(rollout.status);
     let _ = lifecycle::set_rollout_status(rollout, RolloutStatus::Preparing, now);
-    save_rollout(tx, rollout, Some(&attempt), changes).await?;
+    save_rollout_change(tx, rollout, Some(&attempt), before, changes).await?;
     tx.put_attempt(&attempt).await?;
-    changes.push(StoreEvent::AttemptChanged(attempt.clone()));
+    changes.push(Change::AttemptCreated {
+        rollout_id: attempt.rollout_id.clone(),
+        attempt_id: attempt.attempt_id.clone(),
+        sequence_id: attempt.sequence_id,
+        worker_id: attempt.worker_id.clone(),
+    });
     Ok(attempt)
 }
 
-/// Writes a changed attempt and, when it is the latest, propagates its status
-/// to the rollout (§4.2).
+/// Writes an attempt changed by a client or the watchdog and, when it is
+/// the latest, propagates its status to the rollout (§4.2).
 async fn write_attempt(
     tx: &mut dyn StoreTx,
     rollout: &mut Rollout,
@@ -946,17 +1006,22 @@ async fn write_attempt(
     changes: &mut Changes,
 ) -> StoreResult<()> {
     tx.put_attempt(attempt).await?;
-    changes.push(StoreEvent::AttemptChanged(attempt.clone()));
+    changes.push(Change::AttemptChanged {
+        rollout_id: attempt.rollout_id.clone(),
+        attempt_id: attempt.attempt_id.clone(),
+        status: attempt.status,
+    });
     if !is_latest {
         return Ok(());
     }
+    let before = rollout.status;
     if let Some(status) = lifecycle::propagated_status(rollout, attempt)
         && lifecycle::set_rollout_status(rollout, status, now)
         && tx.enqueue(&rollout.rollout_id).await?
     {
         changes.enqueued = true;
     }
-    save_rollout(tx, rollout, Some(attempt), changes).await
+    save_rollout_change(tx, rollout, Some(attempt), Some(before), changes).await
 }
 
 /// Applies a heartbeat (spans arrived) to an attempt and its rollout (§4.4).
@@ -967,9 +1032,16 @@ async fn heartbeat(
     now: Timestamp,
     changes: &mut Changes,
 ) -> StoreResult<()> {
+    let attempt_before = attempt.status;
     lifecycle::record_heartbeat(attempt, now);
     tx.put_attempt(attempt).await?;
-    changes.push(StoreEvent::AttemptChanged(attempt.clone()));
+    if attempt.status != attempt_before {
+        changes.push(Change::AttemptChanged {
+            rollout_id: attempt.rollout_id.clone(),
+            attempt_id: attempt.attempt_id.clone(),
+            status: attempt.status,
+        });
+    }
     let is_latest = tx
         .latest_attempt(&rollout.rollout_id)
         .await?
@@ -977,10 +1049,11 @@ async fn heartbeat(
     if !is_latest {
         return Ok(());
     }
+    let before = rollout.status;
     if lifecycle::heartbeat_promotes(rollout.status) {
         let _ = lifecycle::set_rollout_status(rollout, RolloutStatus::Running, now);
     }
-    save_rollout(tx, rollout, Some(attempt), changes).await
+    save_rollout_change(tx, rollout, Some(attempt), Some(before), changes).await
 }
 
 /// Applies the watchdog's verdicts to every due rollout (§8); each verdict
@@ -1024,7 +1097,10 @@ async fn save_worker(
     changes: &mut Changes,
 ) -> StoreResult<()> {
     tx.put_worker(&worker).await?;
-    changes.push(StoreEvent::WorkerChanged(worker));
+    changes.push(Change::WorkerChanged {
+        worker_id: worker.worker_id,
+        status: worker.status,
+    });
     Ok(())
 }
 

@@ -1,57 +1,119 @@
-//! In-process change notifications: what waits (dequeue with a wait, wait
-//! for rollouts) and, later, what streams subscribe to. Changes are
-//! published only after their transaction committed.
+//! Change events: every state change the store makes is recorded, in the
+//! same transaction, as an [`Event`] with a store-wide, gapless, increasing
+//! sequence number. Backends retain a bounded history of them (so a
+//! subscriber can resume after a given number) and the [`EventBus`] pushes
+//! them to in-process waiters once committed.
 
 use std::sync::Arc;
 
 use tokio::sync::{Notify, broadcast};
 
-use super::model::{Attempt, ResourcesUpdate, Rollout, Worker};
+use super::model::{AttemptStatus, RolloutStatus, Timestamp, WorkerStatus};
 
-/// A committed change of the store's state.
-#[derive(Debug, Clone, PartialEq)]
-pub enum StoreEvent {
-    /// A rollout was created or changed; carries its new state.
-    RolloutChanged(Rollout),
-    /// An attempt was created or changed; carries its new state.
-    AttemptChanged(Attempt),
+/// What changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A rollout was created (enqueued or started).
+    RolloutCreated {
+        rollout_id: String,
+        status: RolloutStatus,
+    },
+    /// A rollout's status changed, or it was updated by a client.
+    RolloutChanged {
+        rollout_id: String,
+        status: RolloutStatus,
+    },
+    /// An attempt was created.
+    AttemptCreated {
+        rollout_id: String,
+        attempt_id: String,
+        sequence_id: u32,
+        worker_id: Option<String>,
+    },
+    /// An attempt's status changed, or it was updated by a client.
+    AttemptChanged {
+        rollout_id: String,
+        attempt_id: String,
+        status: AttemptStatus,
+    },
     /// Spans were stored for an attempt.
     SpansAdded {
         rollout_id: String,
         attempt_id: String,
-        count: usize,
+        count: u64,
     },
-    /// A resources snapshot was added or updated (and is now the latest).
-    ResourcesChanged(ResourcesUpdate),
-    /// A worker was created or changed; carries its new state.
-    WorkerChanged(Worker),
+    /// A resources snapshot was added or updated (it is now the latest).
+    ResourcesChanged { resources_id: String, version: i64 },
+    /// A worker was created or changed (status, assignment or heartbeat).
+    WorkerChanged {
+        worker_id: String,
+        status: WorkerStatus,
+    },
 }
 
-/// Changes collected while a transaction runs, published after it commits.
+impl Change {
+    /// Returns the rollout the change concerns, if any.
+    pub fn rollout_id(&self) -> Option<&str> {
+        match self {
+            Self::RolloutCreated { rollout_id, .. }
+            | Self::RolloutChanged { rollout_id, .. }
+            | Self::AttemptCreated { rollout_id, .. }
+            | Self::AttemptChanged { rollout_id, .. }
+            | Self::SpansAdded { rollout_id, .. } => Some(rollout_id),
+            Self::ResourcesChanged { .. } | Self::WorkerChanged { .. } => None,
+        }
+    }
+}
+
+/// A committed change with its position in the store's history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Store-wide sequence number: 1, 2, 3, ... in commit order, no gaps.
+    pub seq: u64,
+    /// When the change was made.
+    pub time: Timestamp,
+    pub change: Change,
+}
+
+/// A window of the retained event history.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EventPage {
+    /// Events after the requested number, in order.
+    pub events: Vec<Event>,
+    /// The oldest retained sequence number (`latest + 1` when none is retained).
+    pub oldest: u64,
+    /// The sequence number of the last committed event (0 before the first).
+    pub latest: u64,
+}
+
+/// Changes collected while a transaction runs; the engine records them in
+/// the transaction and publishes them after it commits.
 #[derive(Debug, Default)]
 pub struct Changes {
-    pub events: Vec<StoreEvent>,
+    pub changes: Vec<Change>,
     /// True when at least one rollout entered the queue.
     pub enqueued: bool,
 }
 
 impl Changes {
-    /// Records an event.
-    pub fn push(&mut self, event: StoreEvent) {
-        self.events.push(event);
+    /// Records a change.
+    pub fn push(&mut self, change: Change) {
+        self.changes.push(change);
     }
 }
 
-/// Fans committed changes out to in-process waiters.
+/// Fans committed events out to in-process waiters. It is a fast path, not
+/// the source of truth: events from concurrent commits may arrive out of
+/// order, and a lagging receiver loses some; readers that need every event
+/// fill gaps from the store's history.
 #[derive(Debug)]
 pub struct EventBus {
-    events: broadcast::Sender<Arc<StoreEvent>>,
+    events: broadcast::Sender<Arc<Event>>,
     queue: Notify,
 }
 
 impl EventBus {
-    /// Returns a bus whose subscribers may lag by up to `capacity` events
-    /// before they are told to re-read the store.
+    /// Returns a bus whose receivers may lag by up to `capacity` events.
     pub fn new(capacity: usize) -> Self {
         Self {
             events: broadcast::channel(capacity).0,
@@ -59,21 +121,21 @@ impl EventBus {
         }
     }
 
-    /// Publishes the changes of a committed transaction.
-    pub fn publish(&self, changes: Changes) {
-        if changes.enqueued {
+    /// Publishes the events of a committed transaction.
+    pub fn publish(&self, events: Vec<Event>, enqueued: bool) {
+        if enqueued {
             self.queue.notify_waiters();
         }
         if self.events.receiver_count() > 0 {
-            for event in changes.events {
-                // An error only means every subscriber left meanwhile.
+            for event in events {
+                // An error only means every receiver left meanwhile.
                 let _ = self.events.send(Arc::new(event));
             }
         }
     }
 
-    /// Returns a receiver of every change published from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<StoreEvent>> {
+    /// Returns a receiver of every event published from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.events.subscribe()
     }
 

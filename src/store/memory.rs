@@ -9,6 +9,7 @@ use tokio::sync::{Mutex, MutexGuard};
 
 use super::{Store, StoreTx};
 use crate::core::error::StoreResult;
+use crate::core::events::{Event, EventPage};
 use crate::core::model::{
     Attempt, Counts, ResourcesUpdate, Rollout, RolloutView, Span, Timestamp, Worker,
 };
@@ -16,16 +17,34 @@ use crate::core::query::{
     AttemptSelector, Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter,
 };
 
+/// Events retained by default for resuming subscribers.
+pub const DEFAULT_EVENT_RETENTION: usize = 100_000;
+
 /// The in-memory backend.
-#[derive(Default)]
 pub struct MemoryStore {
     state: Mutex<State>,
 }
 
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl MemoryStore {
-    /// Returns an empty store.
+    /// Returns an empty store retaining [`DEFAULT_EVENT_RETENTION`] events.
     pub fn new() -> Self {
-        Self::default()
+        Self::with_event_retention(DEFAULT_EVENT_RETENTION)
+    }
+
+    /// Returns an empty store retaining the last `events` events.
+    pub fn with_event_retention(events: usize) -> Self {
+        Self {
+            state: Mutex::new(State {
+                event_retention: events.max(1),
+                ..State::default()
+            }),
+        }
     }
 }
 
@@ -55,6 +74,10 @@ struct State {
     latest_resources: Option<String>,
     /// Workers in first-seen order.
     workers: IndexMap<String, Worker>,
+    /// The most recent events, oldest first.
+    events: VecDeque<Event>,
+    event_retention: usize,
+    latest_event: u64,
 }
 
 #[async_trait]
@@ -341,6 +364,30 @@ impl StoreTx for MemoryTx<'_> {
             resources: state.resources.len() as u64,
             workers: state.workers.len() as u64,
             queued: state.queue.len() as u64,
+        })
+    }
+
+    async fn append_events(&mut self, events: &mut [Event]) -> StoreResult<()> {
+        let state = &mut *self.state;
+        for event in events {
+            state.latest_event += 1;
+            event.seq = state.latest_event;
+            if state.events.len() == state.event_retention {
+                state.events.pop_front();
+            }
+            state.events.push_back(event.clone());
+        }
+        Ok(())
+    }
+
+    async fn events_after(&mut self, after: u64, limit: usize) -> StoreResult<EventPage> {
+        let state = &*self.state;
+        let oldest = state.events.front().map_or(state.latest_event + 1, |e| e.seq);
+        let skip = usize::try_from((after + 1).saturating_sub(oldest)).unwrap_or(usize::MAX);
+        Ok(EventPage {
+            events: state.events.iter().skip(skip).take(limit).cloned().collect(),
+            oldest,
+            latest: state.latest_event,
         })
     }
 

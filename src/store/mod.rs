@@ -14,6 +14,8 @@
 //!   in-memory one) rely on this.
 //! * The queue is a FIFO of rollout ids without duplicates.
 //! * Span sequence counters are per rollout, start at 0 and only grow.
+//! * Event sequence numbers are store-wide and gapless; the history keeps at
+//!   least the most recent events up to the backend's retention.
 //! * Every query applies its [`crate::core::query`] filter and page exactly
 //!   as the in-memory reference does (same default order, same tie order).
 
@@ -22,6 +24,7 @@ pub mod memory;
 use async_trait::async_trait;
 
 use crate::core::error::StoreResult;
+use crate::core::events::{Event, EventPage};
 use crate::core::model::{
     Attempt, Counts, ResourcesUpdate, Rollout, RolloutView, Span, Timestamp, Worker,
 };
@@ -115,6 +118,13 @@ pub trait StoreTx: Send {
 
     /// Returns entity counts.
     async fn counts(&mut self) -> StoreResult<Counts>;
+
+    /// Appends events to the history, assigning each the next sequence
+    /// number (gapless, in commit order).
+    async fn append_events(&mut self, events: &mut [Event]) -> StoreResult<()>;
+    /// Returns up to `limit` retained events with a sequence number above
+    /// `after`, with the bounds of the retained history.
+    async fn events_after(&mut self, after: u64, limit: usize) -> StoreResult<EventPage>;
 
     /// Commits the transaction.
     async fn commit(self: Box<Self>) -> StoreResult<()>;

@@ -1,0 +1,258 @@
+//! The client subcommands of the `lightning-store` binary against a real server.
+
+mod common;
+
+use std::process::Output;
+
+use common::TestServer;
+use serde_json::Value;
+
+/// Runs the binary with `args` against `server` and returns its output.
+async fn cli(server: &TestServer, args: &[&str]) -> Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_lightning-store"));
+    command
+        .args(args)
+        .args(["--server", &server.url])
+        .env_remove("LIGHTNING_STORE_SERVER");
+    tokio::task::spawn_blocking(move || command.output().expect("the binary runs"))
+        .await
+        .unwrap()
+}
+
+/// Runs the binary, asserts success and returns its stdout.
+async fn ok(server: &TestServer, args: &[&str]) -> String {
+    let output = cli(server, args).await;
+    assert!(
+        output.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// Runs the binary with `--json`, asserts success and parses its stdout.
+async fn ok_json(server: &TestServer, args: &[&str]) -> Value {
+    let mut args = args.to_vec();
+    args.push("--json");
+    let stdout = ok(server, &args).await;
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{args:?} printed {stdout:?}: {e}"))
+}
+
+#[tokio::test]
+async fn drives_a_rollout_from_enqueue_to_completion() {
+    let server = TestServer::start().await;
+
+    let enqueued = ok_json(
+        &server,
+        &[
+            "enqueue",
+            "--input",
+            r#"{"question": "2+2"}"#,
+            "--mode",
+            "train",
+            "--max-attempts",
+            "2",
+            "--retry-on",
+            "failed,timeout",
+        ],
+    )
+    .await;
+    let rollout_id = enqueued["rollout_id"].as_str().unwrap().to_owned();
+    assert_eq!(enqueued["status"], "queuing");
+    assert_eq!(enqueued["input"]["question"], "2+2");
+    assert_eq!(enqueued["mode"], "train");
+    assert_eq!(enqueued["config"]["max_attempts"], 2);
+    assert_eq!(
+        enqueued["config"]["retry_condition"],
+        serde_json::json!(["failed", "timeout"])
+    );
+    assert!(enqueued["start_time"].as_f64().unwrap() > 0.0);
+    assert!(enqueued["end_time"].is_null());
+    assert!(enqueued.get("attempt").is_none());
+
+    let table = ok(&server, &["rollouts"]).await;
+    let row = table
+        .lines()
+        .find(|line| line.contains(&rollout_id))
+        .unwrap_or_else(|| panic!("no row for {rollout_id} in {table:?}"));
+    assert!(row.contains("queuing"), "{row:?}");
+    assert!(row.contains("train"), "{row:?}");
+
+    let claimed = ok_json(&server, &["dequeue", "--worker-id", "worker-1"]).await;
+    assert_eq!(claimed["rollout_id"], rollout_id.as_str());
+    assert_eq!(claimed["status"], "preparing");
+    assert_eq!(claimed["attempt"]["worker_id"], "worker-1");
+    assert_eq!(claimed["attempt"]["sequence_id"], 1);
+    let attempt_id = claimed["attempt"]["attempt_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let span = ok_json(
+        &server,
+        &[
+            "add-span",
+            &rollout_id,
+            &attempt_id,
+            "--name",
+            "agent.step",
+            "--attr",
+            "reward=1.5",
+            "--attr",
+            "turns=3",
+            "--attr",
+            "done=true",
+            "--attr",
+            "label=hello",
+        ],
+    )
+    .await;
+    assert_eq!(span["sequence_id"], 1);
+    assert_eq!(span["name"], "agent.step");
+    assert_eq!(span["attempt_id"], attempt_id.as_str());
+    assert_eq!(span["trace_id"].as_str().unwrap().len(), 32);
+    assert_eq!(span["span_id"].as_str().unwrap().len(), 16);
+    assert_eq!(
+        span["attributes"],
+        serde_json::json!({"reward": 1.5, "turns": 3, "done": true, "label": "hello"})
+    );
+
+    let completed = ok_json(&server, &["complete", &rollout_id]).await;
+    assert_eq!(completed["attempt_id"], attempt_id.as_str());
+    assert_eq!(completed["status"], "succeeded");
+    assert!(completed["end_time"].as_f64().is_some());
+
+    let rollout = ok_json(&server, &["rollout", &rollout_id]).await;
+    assert_eq!(rollout["status"], "succeeded");
+    assert!(rollout["end_time"].as_f64().is_some());
+    assert_eq!(rollout["attempt"]["status"], "succeeded");
+    let attempts = rollout["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0]["attempt_id"], attempt_id.as_str());
+
+    let text = ok(&server, &["rollout", &rollout_id]).await;
+    assert!(text.contains("succeeded"), "{text}");
+    assert!(text.contains(&attempt_id), "{text}");
+
+    let spans = ok_json(&server, &["spans", &rollout_id]).await;
+    assert_eq!(spans["total"], 1);
+    let items = spans["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["name"], "agent.step");
+    assert_eq!(items[0]["sequence_id"], 1);
+    assert_eq!(items[0]["status"]["status_code"], "UNSET");
+
+    let table = ok(&server, &["spans", &rollout_id, "--attempt", "latest"]).await;
+    assert!(table.contains("agent.step"), "{table}");
+    assert!(table.contains(span["span_id"].as_str().unwrap()), "{table}");
+    let filtered = ok_json(&server, &["spans", &rollout_id, "--name-contains", "nope"]).await;
+    assert_eq!(filtered["total"], 0);
+
+    let workers = ok_json(&server, &["workers"]).await;
+    assert_eq!(workers["total"], 1);
+    assert_eq!(workers["items"][0]["worker_id"], "worker-1");
+    assert_eq!(workers["items"][0]["status"], "idle");
+    let worker = ok_json(&server, &["workers", "worker-1"]).await;
+    assert_eq!(worker["status"], "idle");
+    assert!(worker["current_rollout_id"].is_null());
+
+    let stats = ok_json(&server, &["stats"]).await;
+    assert_eq!(stats["total_rollouts"], 1);
+    assert_eq!(stats["total_attempts"], 1);
+    assert_eq!(stats["total_spans"], 1);
+    assert_eq!(stats["total_workers"], 1);
+    assert_eq!(stats["queued_rollouts"], 0);
+}
+
+#[tokio::test]
+async fn lists_filter_and_paginate_rollouts() {
+    let server = TestServer::start().await;
+    for input in ["1", "2", "3"] {
+        ok(&server, &["enqueue", "--input", input]).await;
+    }
+    ok(&server, &["dequeue"]).await;
+
+    let queued = ok_json(&server, &["rollouts", "--status", "queuing"]).await;
+    assert_eq!(queued["total"], 2);
+    let page = ok_json(&server, &["rollouts", "--limit", "1", "--offset", "1"]).await;
+    assert_eq!(page["total"], 3);
+    assert_eq!(page["limit"], 1);
+    assert_eq!(page["offset"], 1);
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    assert_eq!(page["items"][0]["input"], 2);
+
+    let table = ok(&server, &["rollouts", "--limit", "1"]).await;
+    assert!(table.contains("showing 1-1 of 3 rollouts"), "{table}");
+}
+
+#[tokio::test]
+async fn dequeue_from_an_empty_queue_prints_null() {
+    let server = TestServer::start().await;
+    let claimed = ok_json(&server, &["dequeue", "--worker-id", "worker-1"]).await;
+    assert!(claimed.is_null(), "{claimed}");
+    let text = ok(&server, &["dequeue"]).await;
+    assert!(text.contains("queue is empty"), "{text}");
+}
+
+#[tokio::test]
+async fn unknown_rollout_fails_with_not_found() {
+    let server = TestServer::start().await;
+    let output = cli(&server, &["rollout", "ro-000000000000"]).await;
+    assert!(!output.status.success());
+    assert!(output.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.starts_with("error: NOT_FOUND: "), "{stderr}");
+    assert!(stderr.contains("not found"), "{stderr}");
+}
+
+#[test]
+fn unreachable_server_is_named_in_the_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_lightning-store"))
+        .args(["stats", "--server", &url])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("cannot connect to {url}")),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn lists_and_shows_resources() {
+    let server = TestServer::start().await;
+    let none = ok_json(&server, &["resources", "--latest"]).await;
+    assert!(none.is_null(), "{none}");
+
+    let added = server
+        .client()
+        .await
+        .add_resources(lightning_store::proto::AddResourcesRequest {
+            resources_json: r#"{"main_llm": {"resource_type": "llm", "model": "m"}}"#.to_owned(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .resources
+        .unwrap();
+
+    let list = ok_json(&server, &["resources"]).await;
+    assert_eq!(list["total"], 1);
+    assert_eq!(
+        list["items"][0]["resources_id"],
+        added.resources_id.as_str()
+    );
+    assert_eq!(list["items"][0]["resources"]["main_llm"]["model"], "m");
+    let latest = ok_json(&server, &["resources", "--latest"]).await;
+    assert_eq!(latest["resources_id"], added.resources_id.as_str());
+    assert_eq!(latest["version"], 1);
+    let table = ok(&server, &["resources"]).await;
+    assert!(table.contains(&added.resources_id), "{table}");
+    assert!(table.contains("main_llm"), "{table}");
+    let shown = ok(&server, &["resources", &added.resources_id]).await;
+    assert!(shown.contains(r#""model": "m""#), "{shown}");
+}
