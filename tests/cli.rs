@@ -40,7 +40,7 @@ async fn ok_json(server: &TestServer, args: &[&str]) -> Value {
 
 #[tokio::test]
 async fn drives_a_rollout_from_enqueue_to_completion() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(common::Backend::Memory).await;
 
     let enqueued = ok_json(
         &server,
@@ -166,7 +166,7 @@ async fn drives_a_rollout_from_enqueue_to_completion() {
 
 #[tokio::test]
 async fn lists_filter_and_paginate_rollouts() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(common::Backend::Memory).await;
     for input in ["1", "2", "3"] {
         ok(&server, &["enqueue", "--input", input]).await;
     }
@@ -187,7 +187,7 @@ async fn lists_filter_and_paginate_rollouts() {
 
 #[tokio::test]
 async fn dequeue_from_an_empty_queue_prints_null() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(common::Backend::Memory).await;
     let claimed = ok_json(&server, &["dequeue", "--worker-id", "worker-1"]).await;
     assert!(claimed.is_null(), "{claimed}");
     let text = ok(&server, &["dequeue"]).await;
@@ -196,7 +196,7 @@ async fn dequeue_from_an_empty_queue_prints_null() {
 
 #[tokio::test]
 async fn unknown_rollout_fails_with_not_found() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(common::Backend::Memory).await;
     let output = cli(&server, &["rollout", "ro-000000000000"]).await;
     assert!(!output.status.success());
     assert!(output.stdout.is_empty());
@@ -224,7 +224,7 @@ fn unreachable_server_is_named_in_the_error() {
 
 #[tokio::test]
 async fn lists_and_shows_resources() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(common::Backend::Memory).await;
     let none = ok_json(&server, &["resources", "--latest"]).await;
     assert!(none.is_null(), "{none}");
 

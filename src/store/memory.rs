@@ -382,10 +382,19 @@ impl StoreTx for MemoryTx<'_> {
 
     async fn events_after(&mut self, after: u64, limit: usize) -> StoreResult<EventPage> {
         let state = &*self.state;
-        let oldest = state.events.front().map_or(state.latest_event + 1, |e| e.seq);
+        let oldest = state
+            .events
+            .front()
+            .map_or(state.latest_event + 1, |e| e.seq);
         let skip = usize::try_from((after + 1).saturating_sub(oldest)).unwrap_or(usize::MAX);
         Ok(EventPage {
-            events: state.events.iter().skip(skip).take(limit).cloned().collect(),
+            events: state
+                .events
+                .iter()
+                .skip(skip)
+                .take(limit)
+                .cloned()
+                .collect(),
             oldest,
             latest: state.latest_event,
         })

@@ -8,10 +8,32 @@ use std::time::Duration;
 use lightning_store::core::engine::{Engine, EngineConfig};
 use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
 use lightning_store::server::{self, ServerConfig};
+use lightning_store::store::Store;
 use lightning_store::store::memory::MemoryStore;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
+
+/// The storage backends the conformance suite runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Memory,
+}
+
+impl Backend {
+    /// Returns the name the backend reports in statistics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Memory => "memory",
+        }
+    }
+
+    fn open(self) -> Arc<dyn Store> {
+        match self {
+            Backend::Memory => Arc::new(MemoryStore::new()),
+        }
+    }
+}
 
 /// A running server; dropping it without [`TestServer::stop`] aborts it.
 pub struct TestServer {
@@ -23,27 +45,31 @@ pub struct TestServer {
 }
 
 impl TestServer {
-    /// Starts a server on the in-memory backend with default settings.
-    pub async fn start() -> Self {
-        Self::start_with(ServerConfig::default()).await
+    /// Starts a server with default settings.
+    pub async fn start(backend: Backend) -> Self {
+        Self::start_with(backend, ServerConfig::default()).await
     }
 
-    /// Starts a server on the in-memory backend.
-    pub async fn start_with(config: ServerConfig) -> Self {
-        Self::start_full(config, Duration::from_millis(20)).await
+    /// Starts a server with the given settings.
+    pub async fn start_with(backend: Backend, config: ServerConfig) -> Self {
+        Self::start_full(backend, config, Duration::from_millis(20)).await
     }
 
     /// Starts a server whose watchdog timer ticks every `interval` (a long
     /// interval leaves only the on-demand scan before reads).
-    pub async fn start_with_watchdog(interval: Duration) -> Self {
-        Self::start_full(ServerConfig::default(), interval).await
+    pub async fn start_with_watchdog(backend: Backend, interval: Duration) -> Self {
+        Self::start_full(backend, ServerConfig::default(), interval).await
     }
 
-    async fn start_full(config: ServerConfig, watchdog_interval: Duration) -> Self {
+    async fn start_full(
+        backend: Backend,
+        config: ServerConfig,
+        watchdog_interval: Duration,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let engine = Arc::new(Engine::new(
-            Arc::new(MemoryStore::new()),
+            backend.open(),
             EngineConfig {
                 watchdog_interval,
                 ..EngineConfig::default()

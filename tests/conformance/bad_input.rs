@@ -5,6 +5,7 @@ use lightning_store::proto as pb;
 use lightning_store::server::ServerConfig;
 use tonic::Code;
 
+use super::BACKEND;
 use crate::common::TestServer;
 use crate::support::*;
 
@@ -23,7 +24,7 @@ async fn snapshot(c: &mut Client) -> (pb::GetStatisticsResponse, Vec<pb::Rollout
 
 #[tokio::test]
 async fn malformed_requests_are_rejected_without_side_effects() {
-    let server = TestServer::start_with(ServerConfig {
+    let server = TestServer::start_with(BACKEND, ServerConfig {
         max_message_bytes: 64 * 1024,
         ..ServerConfig::default()
     })

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use lightning_store::proto as pb;
 
+use super::BACKEND;
 use crate::common::TestServer;
 use crate::support::*;
 
@@ -13,7 +14,7 @@ const CLAIMERS: usize = 64;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_dequeuers_claim_every_rollout_exactly_once() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let mut enqueued = HashSet::new();
     for _ in 0..ROLLOUTS / 1000 {

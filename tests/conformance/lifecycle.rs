@@ -3,12 +3,13 @@
 use lightning_store::proto as pb;
 use tonic::Code;
 
+use super::BACKEND;
 use crate::common::TestServer;
 use crate::support::*;
 
 #[tokio::test]
 async fn full_lifecycle_enqueue_dequeue_span_complete() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
 
     let queued = enqueue(&mut c, r#"{"question": "2+2?"}"#).await;
@@ -60,7 +61,7 @@ async fn full_lifecycle_enqueue_dequeue_span_complete() {
 
 #[tokio::test]
 async fn queue_is_fifo_and_empty_dequeue_marks_worker_idle() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let mut ids = Vec::new();
     for i in 0..5 {
@@ -77,7 +78,7 @@ async fn queue_is_fifo_and_empty_dequeue_marks_worker_idle() {
 
 #[tokio::test]
 async fn batch_enqueue_and_dequeue_keep_order_and_sync_the_last_attempt() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let created = c
         .enqueue_rollouts(pb::EnqueueRolloutsRequest {
@@ -118,7 +119,7 @@ async fn batch_enqueue_and_dequeue_keep_order_and_sync_the_last_attempt() {
 
 #[tokio::test]
 async fn failed_attempt_is_retried_until_max_attempts() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue_spec(&mut c, retry_spec(2, &[A::Failed])).await;
 
@@ -149,7 +150,7 @@ async fn failed_attempt_is_retried_until_max_attempts() {
 
 #[tokio::test]
 async fn retry_condition_limits_which_statuses_retry() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue_spec(&mut c, retry_spec(3, &[A::Timeout])).await;
     dequeue(&mut c, None).await.unwrap();
@@ -161,7 +162,7 @@ async fn retry_condition_limits_which_statuses_retry() {
 
 #[tokio::test]
 async fn non_latest_attempt_updates_leave_the_rollout_alone() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue(&mut c, "1").await;
     let first = dequeue(&mut c, None).await.unwrap();
@@ -191,7 +192,7 @@ async fn non_latest_attempt_updates_leave_the_rollout_alone() {
 
 #[tokio::test]
 async fn cancellation_is_final_for_attempt_updates_and_spans() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue(&mut c, "1").await;
     let claimed = dequeue(&mut c, None).await.unwrap();
@@ -221,7 +222,7 @@ async fn cancellation_is_final_for_attempt_updates_and_spans() {
 
 #[tokio::test]
 async fn requeue_by_update_is_deduplicated() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue(&mut c, "1").await;
     dequeue(&mut c, None).await.unwrap();
@@ -235,7 +236,7 @@ async fn requeue_by_update_is_deduplicated() {
 
 #[tokio::test]
 async fn stale_queue_entries_are_skipped() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let a = enqueue(&mut c, "\"a\"").await;
     let b = enqueue(&mut c, "\"b\"").await;
@@ -255,7 +256,7 @@ async fn stale_queue_entries_are_skipped() {
 
 #[tokio::test]
 async fn start_rollout_bypasses_the_queue_and_uses_latest_resources() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let resources = c
         .add_resources(pb::AddResourcesRequest {
@@ -292,7 +293,7 @@ async fn start_rollout_bypasses_the_queue_and_uses_latest_resources() {
 
 #[tokio::test]
 async fn waiting_dequeue_returns_as_soon_as_a_rollout_is_enqueued() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut waiter = server.client().await;
     let mut producer = server.client().await;
     let waiting = tokio::spawn(async move { dequeue_wait(&mut waiter, 30).await });
@@ -309,7 +310,7 @@ async fn waiting_dequeue_returns_as_soon_as_a_rollout_is_enqueued() {
 
 #[tokio::test]
 async fn waiting_dequeue_returns_empty_when_the_wait_ends() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let started = std::time::Instant::now();
     let claimed = c
@@ -330,7 +331,7 @@ async fn waiting_dequeue_returns_empty_when_the_wait_ends() {
 
 #[tokio::test]
 async fn wait_for_rollouts_returns_terminal_ones_and_omits_unknown_ids() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let done = enqueue(&mut c, "1").await;
     let pending = enqueue(&mut c, "2").await;
@@ -367,7 +368,7 @@ async fn wait_for_rollouts_returns_terminal_ones_and_omits_unknown_ids() {
 
 #[tokio::test]
 async fn update_attempt_errors_use_upstream_messages() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue(&mut c, "1").await;
     assert_code(
@@ -404,7 +405,7 @@ async fn update_attempt_errors_use_upstream_messages() {
 
 #[tokio::test]
 async fn update_rollout_applies_only_masked_fields() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue_spec(
         &mut c,
@@ -450,7 +451,7 @@ async fn update_rollout_applies_only_masked_fields() {
 
 #[tokio::test]
 async fn update_attempt_sets_worker_heartbeat_and_metadata() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue(&mut c, "1").await;
     dequeue(&mut c, None).await.unwrap();

@@ -1,16 +1,34 @@
 //! The conformance suite: the store's whole contract, exercised through the
 //! real gRPC server on an ephemeral loopback port with the generated client.
+//! The same test modules are compiled once per backend, so every backend
+//! passes exactly the same tests.
 
 #[path = "../common/mod.rs"]
 mod common;
-
-mod bad_input;
-mod concurrency;
-mod lifecycle;
-mod otlp;
-mod queries;
-mod resources_workers;
-mod server;
-mod spans;
 mod support;
-mod watchdog;
+
+macro_rules! conformance_suite {
+    ($($module:ident => $backend:expr),+ $(,)?) => {
+        $(
+            // The test files sit beside this one, shared by every backend.
+            #[path = "."]
+            mod $module {
+                pub const BACKEND: crate::common::Backend = $backend;
+
+                mod bad_input;
+                mod concurrency;
+                mod lifecycle;
+                mod otlp;
+                mod queries;
+                mod resources_workers;
+                mod server;
+                mod spans;
+                mod watchdog;
+            }
+        )+
+    };
+}
+
+conformance_suite! {
+    memory => crate::common::Backend::Memory,
+}

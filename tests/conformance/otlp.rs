@@ -15,6 +15,7 @@ use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Sta
 use tonic::Code;
 use tonic::codec::CompressionEncoding;
 
+use super::BACKEND;
 use crate::common::TestServer;
 use crate::support::*;
 
@@ -103,7 +104,7 @@ async fn spans_of(c: &mut Client, rollout_id: &str) -> Vec<pb::Span> {
 
 #[tokio::test]
 async fn exported_spans_are_routed_by_resource_and_span_attributes() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let mut otlp = otlp_client(&server).await;
     let (r, first) = running(&mut c).await;
@@ -200,7 +201,7 @@ async fn exported_spans_are_routed_by_resource_and_span_attributes() {
 
 #[tokio::test]
 async fn sequence_ids_are_allocated_in_order_and_explicit_ones_raise_the_counter() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let mut otlp = otlp_client(&server).await;
     let (r, at) = running(&mut c).await;
@@ -256,7 +257,7 @@ async fn sequence_ids_are_allocated_in_order_and_explicit_ones_raise_the_counter
 
 #[tokio::test]
 async fn unroutable_spans_are_rejected_individually_and_duplicates_are_idempotent() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let mut otlp = otlp_client(&server).await;
     let (r, at) = running(&mut c).await;
@@ -314,7 +315,7 @@ async fn unroutable_spans_are_rejected_individually_and_duplicates_are_idempoten
 
 #[tokio::test]
 async fn gzip_and_large_requests_are_accepted_and_oversized_ones_refused() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (r, at) = running(&mut c).await;
     let mut otlp = otlp_client(&server)
@@ -331,7 +332,7 @@ async fn gzip_and_large_requests_are_accepted_and_oversized_ones_refused() {
     assert_eq!(export(&mut otlp, big).await.partial_success, None);
     assert_eq!(stats(&mut c).await.total_spans, 1024);
 
-    let limited = TestServer::start_with(ServerConfig {
+    let limited = TestServer::start_with(BACKEND, ServerConfig {
         max_message_bytes: 1024 * 1024,
         ..ServerConfig::default()
     })
@@ -350,7 +351,7 @@ async fn gzip_and_large_requests_are_accepted_and_oversized_ones_refused() {
 
 #[tokio::test]
 async fn an_exported_span_revives_an_unresponsive_attempt() {
-    let server = TestServer::start_with_watchdog(Duration::from_secs(3600)).await;
+    let server = TestServer::start_with_watchdog(BACKEND, Duration::from_secs(3600)).await;
     let mut c = server.client().await;
     let mut otlp = otlp_client(&server).await;
     let mut spec = retry_spec(2, &[A::Unresponsive]);

@@ -3,6 +3,7 @@
 use lightning_store::proto as pb;
 use tonic::Code;
 
+use super::BACKEND;
 use crate::common::TestServer;
 use crate::support::*;
 
@@ -12,7 +13,7 @@ fn ids(items: &[pb::Rollout]) -> Vec<String> {
 
 #[tokio::test]
 async fn rollout_queries_filter_sort_and_paginate() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let mut created = Vec::new();
     for i in 0..5 {
@@ -107,7 +108,7 @@ async fn rollout_queries_filter_sort_and_paginate() {
 
 #[tokio::test]
 async fn attempt_queries_sort_by_sequence_and_check_the_rollout() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue(&mut c, "1").await;
     dequeue(&mut c, None).await.unwrap();
@@ -171,7 +172,7 @@ async fn attempt_queries_sort_by_sequence_and_check_the_rollout() {
 
 #[tokio::test]
 async fn worker_queries_filter_by_status_and_id() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     enqueue(&mut c, "1").await;
     dequeue(&mut c, Some("Worker-busy")).await.unwrap();

@@ -3,6 +3,7 @@
 use lightning_store::proto as pb;
 use tonic::Code;
 
+use super::BACKEND;
 use crate::common::TestServer;
 use crate::support::*;
 
@@ -28,7 +29,7 @@ async fn update(c: &mut Client, id: &str, json: &str) -> pb::ResourcesUpdate {
 
 #[tokio::test]
 async fn resources_have_versions_and_a_latest_snapshot() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     assert!(latest(&mut c).await.is_none());
     let added = c
@@ -116,7 +117,7 @@ async fn resources_have_versions_and_a_latest_snapshot() {
 
 #[tokio::test]
 async fn worker_heartbeats_record_stats_and_never_change_status() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let beat = |c: &mut Client, stats: Option<&str>| {
         let mut c = c.clone();

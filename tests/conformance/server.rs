@@ -9,12 +9,13 @@ use tokio_stream::StreamExt;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
 
+use super::BACKEND;
 use crate::common::TestServer;
 use crate::support::*;
 
 #[tokio::test]
 async fn health_reports_serving_for_the_store_service() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut health = HealthClient::new(server.channel().await);
     for service in ["", "lightningstore.v1.LightningStoreService"] {
         let status = health
@@ -32,7 +33,7 @@ async fn health_reports_serving_for_the_store_service() {
 #[tokio::test]
 async fn reflection_lists_the_services_in_v1_and_v1alpha() {
     use tonic_reflection::pb::{v1, v1alpha};
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let channel = server.channel().await;
 
     let request = v1::ServerReflectionRequest {
@@ -83,7 +84,7 @@ async fn reflection_lists_the_services_in_v1_and_v1alpha() {
 
 #[tokio::test]
 async fn capabilities_and_statistics() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let caps = c
         .get_capabilities(pb::GetCapabilitiesRequest {})
@@ -93,7 +94,7 @@ async fn capabilities_and_statistics() {
     assert!(caps.thread_safe && caps.async_safe && caps.zero_copy && caps.otlp_traces);
 
     let before = stats(&mut c).await;
-    assert_eq!(before.name, "memory");
+    assert_eq!(before.name, BACKEND.name());
     let rollout = enqueue(&mut c, "1").await;
     let claimed = dequeue(&mut c, Some("Worker-0")).await.unwrap();
     add_span(
@@ -123,7 +124,7 @@ async fn capabilities_and_statistics() {
 
 #[tokio::test]
 async fn shutdown_ends_open_waits_promptly() {
-    let server = TestServer::start_with(ServerConfig {
+    let server = TestServer::start_with(BACKEND, ServerConfig {
         drain_timeout: Duration::from_secs(20),
         ..ServerConfig::default()
     })

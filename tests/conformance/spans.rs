@@ -5,6 +5,7 @@ use lightning_store::proto as pb;
 use pb::attribute_value::Value;
 use tonic::Code;
 
+use super::BACKEND;
 use crate::common::TestServer;
 use crate::support::*;
 
@@ -26,7 +27,7 @@ async fn next_id(c: &mut Client, rollout_id: &str, attempt_id: &str) -> Result<i
 
 #[tokio::test]
 async fn sequence_ids_are_per_rollout_and_raised_by_explicit_ids() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (a, a1) = running_rollout(&mut c).await;
     let (b, b1) = running_rollout(&mut c).await;
@@ -62,7 +63,7 @@ async fn sequence_ids_are_per_rollout_and_raised_by_explicit_ids() {
 
 #[tokio::test]
 async fn batch_sequence_ids_are_consecutive_per_rollout_in_request_order() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (a, a1) = running_rollout(&mut c).await;
     let a2 = c
@@ -96,7 +97,7 @@ async fn batch_sequence_ids_are_consecutive_per_rollout_in_request_order() {
 
 #[tokio::test]
 async fn add_spans_allocates_missing_ids_in_order_then_applies_explicit_ones() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (r, at) = running_rollout(&mut c).await;
     let response = c
@@ -122,7 +123,7 @@ async fn add_spans_allocates_missing_ids_in_order_then_applies_explicit_ones() {
 
 #[tokio::test]
 async fn duplicates_are_ignored_and_batches_are_atomic() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (r, at) = running_rollout(&mut c).await;
     let original = span(&r, &at, "once", None);
@@ -172,7 +173,7 @@ fn kv(key: &str, value: Value) -> pb::KeyValue {
 
 #[tokio::test]
 async fn every_span_field_round_trips_losslessly() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (r, at) = running_rollout(&mut c).await;
     let context = pb::SpanContext {
@@ -268,7 +269,7 @@ async fn every_span_field_round_trips_losslessly() {
 
 #[tokio::test]
 async fn span_queries_filter_select_attempts_sort_and_paginate() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (r, first) = running_rollout(&mut c).await;
     let mut on_first = span(&r, &first, "agent.step", None);
@@ -374,7 +375,7 @@ async fn span_queries_filter_select_attempts_sort_and_paginate() {
 
 #[tokio::test]
 async fn latest_attempt_of_a_rollout_without_attempts_has_no_spans() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue(&mut c, "1").await;
     let result = query_spans(

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use lightning_store::proto as pb;
 
+use super::BACKEND;
 use crate::common::TestServer;
 use crate::support::*;
 
@@ -23,7 +24,7 @@ fn watched(
 
 #[tokio::test]
 async fn timer_times_out_an_attempt_and_requeues_it_without_traffic() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue_spec(&mut c, watched(Some(0.1), None, 2, &[A::Timeout])).await;
     let first = dequeue(&mut c, Some("Worker-0")).await.unwrap();
@@ -57,7 +58,7 @@ async fn timer_times_out_an_attempt_and_requeues_it_without_traffic() {
 
 #[tokio::test]
 async fn timer_marks_a_silent_attempt_unresponsive_and_fails_the_rollout() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue_spec(&mut c, watched(None, Some(0.1), 1, &[])).await;
     dequeue(&mut c, None).await.unwrap();
@@ -88,7 +89,7 @@ async fn timer_marks_a_silent_attempt_unresponsive_and_fails_the_rollout() {
 #[tokio::test]
 async fn read_right_after_the_deadline_sees_the_verdict() {
     // The timer is effectively off: only the scan before reads can act.
-    let server = TestServer::start_with_watchdog(Duration::from_secs(3600)).await;
+    let server = TestServer::start_with_watchdog(BACKEND, Duration::from_secs(3600)).await;
     let mut c = server.client().await;
     let rollout = enqueue_spec(&mut c, watched(None, Some(0.2), 3, &[A::Unresponsive])).await;
     dequeue(&mut c, None).await.unwrap();
@@ -114,7 +115,7 @@ async fn read_right_after_the_deadline_sees_the_verdict() {
 
 #[tokio::test]
 async fn heartbeats_keep_an_attempt_alive_and_spans_do_not_reset_a_timeout() {
-    let server = TestServer::start_with_watchdog(Duration::from_secs(3600)).await;
+    let server = TestServer::start_with_watchdog(BACKEND, Duration::from_secs(3600)).await;
     let mut c = server.client().await;
     let rollout = enqueue_spec(&mut c, watched(Some(1.0), Some(0.5), 1, &[])).await;
     let claimed = dequeue(&mut c, None).await.unwrap();
@@ -149,7 +150,7 @@ async fn heartbeats_keep_an_attempt_alive_and_spans_do_not_reset_a_timeout() {
 
 #[tokio::test]
 async fn span_on_an_old_attempt_leaves_the_retry_alone() {
-    let server = TestServer::start_with_watchdog(Duration::from_secs(3600)).await;
+    let server = TestServer::start_with_watchdog(BACKEND, Duration::from_secs(3600)).await;
     let mut c = server.client().await;
     let rollout = enqueue_spec(&mut c, watched(None, Some(0.1), 2, &[A::Unresponsive])).await;
     let first = dequeue(&mut c, None).await.unwrap();
