@@ -7,11 +7,14 @@
 //!   the [`core::engine::Engine`] that runs every operation once for all backends;
 //! * [`store`]: the [`store::Store`] trait and its backends.
 //!
-//! [`server`] assembles the gRPC services on one port; [`cli`] is the command line.
+//! [`server`] assembles the gRPC services on one port; [`metrics`] serves
+//! Prometheus metrics on another; [`cli`] is the command line.
 
 pub mod api;
+pub mod bench;
 pub mod cli;
 pub mod core;
+pub mod metrics;
 pub mod proto;
 pub mod server;
 pub mod store;

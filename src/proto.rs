@@ -1,7 +1,7 @@
 //! Code generated from `proto/lightningstore/v1` by `build.rs`: the only
 //! place the generated module is named.
 
-#![allow(missing_docs)]
+#![allow(missing_docs, clippy::large_enum_variant)]
 
 tonic::include_proto!("lightningstore.v1");
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio_stream::StreamExt;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::codec::CompressionEncoding;
 
@@ -13,7 +14,10 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::Trac
 
 use crate::api::otlp::OtlpTraceService;
 use crate::api::service::StoreService;
+use crate::api::streams::SubscriberLimits;
 use crate::core::engine::Engine;
+use crate::core::sessions::Sessions;
+use crate::metrics::{GrpcMetricsLayer, Metrics};
 use crate::proto::lightning_store_service_server::LightningStoreServiceServer;
 
 const STORE_SERVICE: &str = "lightningstore.v1.LightningStoreService";
@@ -29,6 +33,32 @@ pub struct ServerConfig {
     pub drain_timeout: Duration,
     /// OTLP exports processed at once; more are refused with UNAVAILABLE and a retry delay.
     pub otlp_max_in_flight: usize,
+    /// How long the attempts of a dropped worker session wait for the worker
+    /// to reconnect before they become `unresponsive`.
+    pub session_grace: Duration,
+    /// Messages buffered per event subscriber.
+    pub subscriber_buffer: usize,
+    /// How long a subscriber's full buffer may stay full before the
+    /// subscriber is cut off as too slow.
+    pub subscriber_timeout: Duration,
+    /// Where Prometheus metrics are served (`GET /metrics`); `None` serves none.
+    pub metrics_listener: Option<MetricsListener>,
+}
+
+/// An already-bound listener for the metrics endpoint, shareable so that
+/// [`ServerConfig`] stays `Clone`; the first [`serve`] takes it.
+#[derive(Debug, Clone)]
+pub struct MetricsListener(Arc<parking_lot::Mutex<Option<TcpListener>>>);
+
+impl MetricsListener {
+    /// Wraps a bound listener.
+    pub fn new(listener: TcpListener) -> Self {
+        Self(Arc::new(parking_lot::Mutex::new(Some(listener))))
+    }
+
+    fn take(&self) -> Option<TcpListener> {
+        self.0.lock().take()
+    }
 }
 
 impl Default for ServerConfig {
@@ -37,6 +67,10 @@ impl Default for ServerConfig {
             max_message_bytes: 64 * 1024 * 1024,
             drain_timeout: Duration::from_secs(10),
             otlp_max_in_flight: 64,
+            session_grace: Duration::from_secs(30),
+            subscriber_buffer: 4096,
+            subscriber_timeout: Duration::from_secs(10),
+            metrics_listener: None,
         }
     }
 }
@@ -71,11 +105,19 @@ pub async fn serve(
             .with_service_name(TRACE_SERVICE)
             .with_service_name(HEALTH_SERVICE)
     };
-    let store_service = LightningStoreServiceServer::new(StoreService::new(engine.clone()))
-        .max_decoding_message_size(config.max_message_bytes)
-        .max_encoding_message_size(usize::MAX)
-        .accept_compressed(CompressionEncoding::Gzip)
-        .send_compressed(CompressionEncoding::Gzip);
+    let sessions = Sessions::new(engine.clone(), config.session_grace);
+    let store_service = LightningStoreServiceServer::new(StoreService::new(
+        engine.clone(),
+        sessions.clone(),
+        SubscriberLimits {
+            buffer: config.subscriber_buffer,
+            timeout: config.subscriber_timeout,
+        },
+    ))
+    .max_decoding_message_size(config.max_message_bytes)
+    .max_encoding_message_size(usize::MAX)
+    .accept_compressed(CompressionEncoding::Gzip)
+    .send_compressed(CompressionEncoding::Gzip);
     let trace_service = TraceServiceServer::new(OtlpTraceService::new(
         engine.clone(),
         config.otlp_max_in_flight,
@@ -84,7 +126,11 @@ pub async fn serve(
     .accept_compressed(CompressionEncoding::Gzip)
     .send_compressed(CompressionEncoding::Gzip);
 
-    let watchdog = tokio::spawn(engine.clone().run_watchdog());
+    let background = [
+        tokio::spawn(engine.clone().run_watchdog()),
+        tokio::spawn(sessions.clone().run_dispatcher()),
+        tokio::spawn(sessions.run_revocations()),
+    ];
     let (drain_tx, drain_rx) = tokio::sync::oneshot::channel::<()>();
     let drain_engine = engine.clone();
     let signal = async move {
@@ -100,8 +146,39 @@ pub async fn serve(
         let _ = drain_tx.send(());
     };
 
+    let metrics = Metrics::new();
+    let (metrics_stop_tx, metrics_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let metrics_server = match config
+        .metrics_listener
+        .as_ref()
+        .and_then(MetricsListener::take)
+    {
+        Some(metrics_listener) => {
+            let metrics_addr = metrics_listener.local_addr()?;
+            tracing::info!(%metrics_addr, "serving metrics");
+            Some(tokio::spawn(crate::metrics::serve(
+                metrics_listener,
+                metrics.clone(),
+                engine.clone(),
+                async move {
+                    let _ = metrics_stop_rx.await;
+                },
+            )))
+        }
+        None => None,
+    };
+
     let local_addr = listener.local_addr()?;
+    // Small gRPC frames must not wait for Nagle's algorithm and delayed ACKs
+    // (40 ms per round trip otherwise).
+    let incoming = TcpListenerStream::new(listener).map(|stream| {
+        let stream = stream?;
+        stream.set_nodelay(true)?;
+        Ok::<_, std::io::Error>(stream)
+    });
     let server = tonic::transport::Server::builder()
+        // Outermost, so that it records the codes the client sees.
+        .layer(GrpcMetricsLayer::new(metrics))
         .layer(tower::util::MapResponseLayer::new(
             oversized_is_resource_exhausted,
         ))
@@ -110,7 +187,7 @@ pub async fn serve(
         .add_service(reflection().build_v1alpha()?)
         .add_service(store_service)
         .add_service(trace_service)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), signal);
+        .serve_with_incoming_shutdown(incoming, signal);
     tracing::info!(%local_addr, "serving gRPC");
 
     // Bound the drain: a call that ignores shutdown must not hold the process.
@@ -126,7 +203,18 @@ pub async fn serve(
         }
     };
     engine.close();
-    let _ = watchdog.await;
+    for task in background {
+        let _ = task.await;
+    }
+    // Metrics stay up through the drain and stop with the server.
+    let _ = metrics_stop_tx.send(());
+    if let Some(task) = metrics_server {
+        match task.await {
+            Ok(Err(error)) => tracing::warn!(%error, "metrics server failed"),
+            Err(error) => tracing::warn!(%error, "metrics server panicked"),
+            Ok(Ok(())) => {}
+        }
+    }
     result
 }
 

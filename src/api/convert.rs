@@ -96,7 +96,9 @@ enum_conversions!(RolloutStatus, pb::RolloutStatus, "rollout status", {
 enum_conversions!(AttemptStatus, pb::AttemptStatus, "attempt status", {
     Preparing, Running, Failed, Succeeded, Unresponsive, Timeout
 });
-enum_conversions!(WorkerStatus, pb::WorkerStatus, "worker status", { Idle, Busy, Unknown });
+enum_conversions!(WorkerStatus, pb::WorkerStatus, "worker status", {
+    Idle, Busy, Unknown, Lost
+});
 
 /// Converts a mode; UNSPECIFIED means none.
 pub fn mode_from_proto(value: i32) -> StoreResult<Option<RolloutMode>> {
@@ -556,5 +558,88 @@ pub fn span_from_proto(s: pb::Span) -> StoreResult<m::NewSpan> {
     Ok(m::NewSpan {
         sequence_id: s.sequence_id,
         span,
+    })
+}
+
+/// Converts a committed event.
+pub fn event_to_proto(event: &crate::core::events::Event) -> pb::Event {
+    use crate::core::events::Change;
+    let mut out = pb::Event {
+        seq: event.seq,
+        time: Some(timestamp_to_proto(event.time)),
+        ..Default::default()
+    };
+    match &event.change {
+        Change::RolloutCreated { rollout_id, status } => {
+            out.kind = pb::EventKind::RolloutCreated as i32;
+            out.rollout_id = rollout_id.clone();
+            out.rollout_status = pb::RolloutStatus::from(*status) as i32;
+        }
+        Change::RolloutChanged { rollout_id, status } => {
+            out.kind = pb::EventKind::RolloutChanged as i32;
+            out.rollout_id = rollout_id.clone();
+            out.rollout_status = pb::RolloutStatus::from(*status) as i32;
+        }
+        Change::AttemptCreated {
+            rollout_id,
+            attempt_id,
+            sequence_id,
+            worker_id,
+        } => {
+            out.kind = pb::EventKind::AttemptCreated as i32;
+            out.rollout_id = rollout_id.clone();
+            out.attempt_id = attempt_id.clone();
+            out.attempt_sequence_id = *sequence_id as i32;
+            out.worker_id = worker_id.clone().unwrap_or_default();
+        }
+        Change::AttemptChanged {
+            rollout_id,
+            attempt_id,
+            status,
+        } => {
+            out.kind = pb::EventKind::AttemptChanged as i32;
+            out.rollout_id = rollout_id.clone();
+            out.attempt_id = attempt_id.clone();
+            out.attempt_status = pb::AttemptStatus::from(*status) as i32;
+        }
+        Change::SpansAdded {
+            rollout_id,
+            attempt_id,
+            count,
+        } => {
+            out.kind = pb::EventKind::SpansAdded as i32;
+            out.rollout_id = rollout_id.clone();
+            out.attempt_id = attempt_id.clone();
+            out.span_count = *count as i64;
+        }
+        Change::ResourcesChanged {
+            resources_id,
+            version,
+        } => {
+            out.kind = pb::EventKind::ResourcesChanged as i32;
+            out.resources_id = resources_id.clone();
+            out.resources_version = *version;
+        }
+        Change::WorkerChanged { worker_id, status } => {
+            out.kind = pb::EventKind::WorkerChanged as i32;
+            out.worker_id = worker_id.clone();
+            out.worker_status = pb::WorkerStatus::from(*status) as i32;
+        }
+    }
+    out
+}
+
+/// Converts an event kind of a filter.
+pub fn event_kind_from_proto(value: i32) -> StoreResult<crate::core::events::ChangeKind> {
+    use crate::core::events::ChangeKind as K;
+    Ok(match pb::EventKind::try_from(value) {
+        Ok(pb::EventKind::RolloutCreated) => K::RolloutCreated,
+        Ok(pb::EventKind::RolloutChanged) => K::RolloutChanged,
+        Ok(pb::EventKind::AttemptCreated) => K::AttemptCreated,
+        Ok(pb::EventKind::AttemptChanged) => K::AttemptChanged,
+        Ok(pb::EventKind::SpansAdded) => K::SpansAdded,
+        Ok(pb::EventKind::ResourcesChanged) => K::ResourcesChanged,
+        Ok(pb::EventKind::WorkerChanged) => K::WorkerChanged,
+        _ => return Err(StoreError::invalid(format!("invalid event kind: {value}"))),
     })
 }

@@ -5,3 +5,4 @@ pub mod convert;
 pub mod otlp;
 pub mod service;
 pub mod status;
+pub mod streams;

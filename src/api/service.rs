@@ -7,6 +7,7 @@ use std::time::Duration;
 use tonic::{Request, Response, Status};
 
 use super::convert::{self as c, id, opt_id};
+use super::streams::{self, RpcStream, SubscriberLimits};
 use crate::core::engine::{AttemptPatch, Engine, RolloutPatch};
 use crate::core::error::StoreError;
 use crate::core::ids;
@@ -14,6 +15,7 @@ use crate::core::model::{AttemptStatus, Json, RolloutStatus, WorkerStatus};
 use crate::core::query::{
     AttemptSelector, ResourcesFilter, RolloutFilter, SpanFilter, TextMatch, WorkerFilter,
 };
+use crate::core::sessions::Sessions;
 use crate::proto as pb;
 use crate::proto::lightning_store_service_server::LightningStoreService;
 
@@ -24,12 +26,22 @@ pub const MAX_DEQUEUE_BATCH: i32 = 10_000;
 #[derive(Clone)]
 pub struct StoreService {
     engine: Arc<Engine>,
+    sessions: Arc<Sessions>,
+    subscriber_limits: SubscriberLimits,
 }
 
 impl StoreService {
-    /// Returns the service over `engine`.
-    pub fn new(engine: Arc<Engine>) -> Self {
-        Self { engine }
+    /// Returns the service over `engine` and its worker sessions.
+    pub fn new(
+        engine: Arc<Engine>,
+        sessions: Arc<Sessions>,
+        subscriber_limits: SubscriberLimits,
+    ) -> Self {
+        Self {
+            engine,
+            sessions,
+            subscriber_limits,
+        }
     }
 }
 
@@ -76,6 +88,37 @@ fn enum_list<T>(
 
 #[tonic::async_trait]
 impl LightningStoreService for StoreService {
+    type WatchRolloutCompletionsStream = RpcStream<pb::WatchRolloutCompletionsResponse>;
+    type WatchEventsStream = RpcStream<pb::WatchEventsResponse>;
+    type WorkerSessionStream = RpcStream<pb::WorkerSessionResponse>;
+
+    async fn watch_rollout_completions(
+        &self,
+        request: Request<pb::WatchRolloutCompletionsRequest>,
+    ) -> RpcResult<Self::WatchRolloutCompletionsStream> {
+        streams::watch_rollout_completions(&self.engine, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn watch_events(
+        &self,
+        request: Request<pb::WatchEventsRequest>,
+    ) -> RpcResult<Self::WatchEventsStream> {
+        streams::watch_events(&self.engine, request.into_inner(), self.subscriber_limits)
+            .await
+            .map(Response::new)
+    }
+
+    async fn worker_session(
+        &self,
+        request: Request<tonic::Streaming<pb::WorkerSessionRequest>>,
+    ) -> RpcResult<Self::WorkerSessionStream> {
+        streams::worker_session(&self.engine, &self.sessions, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
     async fn get_capabilities(
         &self,
         _request: Request<pb::GetCapabilitiesRequest>,
@@ -102,6 +145,10 @@ impl LightningStoreService for StoreService {
             total_workers: stats.counts.workers as i64,
             uptime_seconds: stats.uptime_seconds,
             queued_rollouts: stats.counts.queued as i64,
+            total_span_bytes: stats.counts.span_bytes as i64,
+            evicted_rollouts: stats.counts.evicted_rollouts as i64,
+            evicted_spans: stats.counts.evicted_spans as i64,
+            evicted_span_bytes: stats.counts.evicted_span_bytes as i64,
         })
     }
 

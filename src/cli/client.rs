@@ -562,6 +562,10 @@ async fn stats(mut s: Session) -> ClientResult {
             "queued_rollouts": stats.queued_rollouts,
             "total_attempts": stats.total_attempts,
             "total_spans": stats.total_spans,
+            "total_span_bytes": stats.total_span_bytes,
+            "evicted_rollouts": stats.evicted_rollouts,
+            "evicted_spans": stats.evicted_spans,
+            "evicted_span_bytes": stats.evicted_span_bytes,
             "total_resources": stats.total_resources,
             "total_workers": stats.total_workers,
             "uptime_seconds": stats.uptime_seconds,
@@ -575,6 +579,14 @@ async fn stats(mut s: Session) -> ClientResult {
             ("queued", stats.queued_rollouts.to_string()),
             ("attempts", stats.total_attempts.to_string()),
             ("spans", stats.total_spans.to_string()),
+            ("span bytes", stats.total_span_bytes.to_string()),
+            (
+                "evicted",
+                format!(
+                    "{} spans ({} bytes) of {} rollouts",
+                    stats.evicted_spans, stats.evicted_span_bytes, stats.evicted_rollouts
+                ),
+            ),
             ("resources", stats.total_resources.to_string()),
             ("workers", stats.total_workers.to_string()),
             ("uptime", format!("{:.1}s", stats.uptime_seconds)),

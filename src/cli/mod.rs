@@ -4,14 +4,18 @@
 pub mod client;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::core::engine::{Engine, EngineConfig};
+use crate::core::retention::RetentionPolicy;
 use crate::server::{self, ServerConfig};
+use crate::store::Store;
 use crate::store::memory::MemoryStore;
+use crate::store::sqlite::{SqliteOptions, SqliteStore};
 
 /// lightning-store: the LightningStore of agent-lightning as a gRPC service.
 #[derive(Debug, Parser)]
@@ -26,6 +30,8 @@ pub struct Cli {
 pub enum Command {
     /// Runs the gRPC server.
     Serve(ServeArgs),
+    /// Drives a server with a load scenario and reports throughput and latency.
+    Bench(crate::bench::BenchArgs),
     #[command(flatten)]
     Client(client::ClientCommand),
 }
@@ -33,6 +39,8 @@ pub enum Command {
 /// Storage backends `serve` can run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Backend {
+    /// A SQLite file (`--database`): durable, every acknowledged write is on disk.
+    Sqlite,
     /// Everything in memory; nothing survives a restart.
     Memory,
 }
@@ -57,9 +65,37 @@ pub struct ServeArgs {
         long,
         env = "LIGHTNING_STORE_BACKEND",
         value_enum,
-        default_value = "memory"
+        default_value = "sqlite"
     )]
     pub store: Backend,
+    /// SQLite database file of `--store sqlite`; created when missing.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_DATABASE",
+        default_value = "lightning-store.db"
+    )]
+    pub database: PathBuf,
+    /// Events kept for subscribers that resume after a given sequence number.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_EVENT_RETENTION",
+        default_value_t = 100_000
+    )]
+    pub event_retention: usize,
+    /// Deletes the spans of rollouts that finished more than this many seconds ago.
+    #[arg(long, env = "LIGHTNING_STORE_SPAN_RETENTION_AGE_SECS")]
+    pub span_retention_age_secs: Option<f64>,
+    /// Deletes the spans of the rollouts that finished first while all spans
+    /// take more than this many bytes (an estimate of their content).
+    #[arg(long, env = "LIGHTNING_STORE_SPAN_RETENTION_MAX_BYTES")]
+    pub span_retention_max_bytes: Option<u64>,
+    /// Seconds between span retention runs.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_SPAN_RETENTION_INTERVAL_SECS",
+        default_value_t = 10.0
+    )]
+    pub span_retention_interval_secs: f64,
     /// Largest accepted request in bytes.
     #[arg(long, env = "LIGHTNING_STORE_MAX_MESSAGE_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub max_message_bytes: usize,
@@ -73,6 +109,29 @@ pub struct ServeArgs {
     /// OTLP exports processed at once; beyond that exporters are told to retry later.
     #[arg(long, env = "LIGHTNING_STORE_OTLP_MAX_IN_FLIGHT", default_value_t = 64)]
     pub otlp_max_in_flight: usize,
+    /// Seconds the attempts of a dropped worker session wait for the worker to
+    /// reconnect before they become unresponsive.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_SESSION_GRACE_SECS",
+        default_value_t = 30.0
+    )]
+    pub session_grace_secs: f64,
+    /// Events buffered per WatchEvents subscriber.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_SUBSCRIBER_BUFFER",
+        default_value_t = 4096
+    )]
+    pub subscriber_buffer: usize,
+    /// Seconds a subscriber's buffer may stay full before the subscriber is
+    /// disconnected as too slow (it can resume from the last event it got).
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_SUBSCRIBER_TIMEOUT_SECS",
+        default_value_t = 10.0
+    )]
+    pub subscriber_timeout_secs: f64,
     /// Milliseconds between watchdog scans for timed-out and unresponsive attempts.
     #[arg(
         long,
@@ -80,6 +139,10 @@ pub struct ServeArgs {
         default_value_t = 50
     )]
     pub watchdog_interval_ms: u64,
+    /// Address of the Prometheus metrics endpoint (`GET /metrics`), for
+    /// example `0.0.0.0:9464`; no metrics are served when unset.
+    #[arg(long, env = "LIGHTNING_STORE_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Log format.
     #[arg(
         long,
@@ -97,6 +160,7 @@ pub struct ServeArgs {
 pub async fn run(cli: Cli) -> Result<(), server::ServeError> {
     match cli.command {
         Command::Serve(args) => serve(args).await,
+        Command::Bench(args) => crate::bench::run(args).await,
         Command::Client(command) => client::run(command).await,
     }
 }
@@ -115,29 +179,73 @@ fn init_logging(args: &ServeArgs) {
 
 async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
     init_logging(&args);
-    if !(args.drain_timeout_secs.is_finite() && args.drain_timeout_secs >= 0.0) {
-        return Err("--drain-timeout-secs must be a number >= 0".into());
+    for (flag, value) in [
+        ("--drain-timeout-secs", args.drain_timeout_secs),
+        ("--session-grace-secs", args.session_grace_secs),
+        ("--subscriber-timeout-secs", args.subscriber_timeout_secs),
+    ] {
+        if !(value.is_finite() && value >= 0.0) {
+            return Err(format!("{flag} must be a number >= 0").into());
+        }
     }
-    let store = match args.store {
-        Backend::Memory => Arc::new(MemoryStore::new()),
+    let span_retention = RetentionPolicy {
+        max_age: args
+            .span_retention_age_secs
+            .map(|secs| seconds("--span-retention-age-secs", secs))
+            .transpose()?,
+        max_bytes: args.span_retention_max_bytes,
+    };
+    let retention_interval = seconds(
+        "--span-retention-interval-secs",
+        args.span_retention_interval_secs,
+    )?
+    .max(Duration::from_millis(1));
+    let store: Arc<dyn Store> = match args.store {
+        Backend::Sqlite => {
+            let options = SqliteOptions {
+                event_retention: args.event_retention,
+            };
+            Arc::new(SqliteStore::open(&args.database, options).await?)
+        }
+        Backend::Memory => Arc::new(MemoryStore::with_event_retention(args.event_retention)),
     };
     let engine = Arc::new(Engine::new(
         store,
         EngineConfig {
             watchdog_interval: Duration::from_millis(args.watchdog_interval_ms.max(1)),
+            span_retention,
+            retention_interval,
             ..EngineConfig::default()
         },
     ));
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| format!("failed to listen on {}: {e}", args.listen))?;
+    let metrics_listener = match args.metrics_listen {
+        Some(addr) => Some(server::MetricsListener::new(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("failed to listen on {addr} for metrics: {e}"))?,
+        )),
+        None => None,
+    };
     let config = ServerConfig {
         max_message_bytes: args.max_message_bytes,
         drain_timeout: Duration::from_secs_f64(args.drain_timeout_secs),
         otlp_max_in_flight: args.otlp_max_in_flight,
+        session_grace: Duration::from_secs_f64(args.session_grace_secs),
+        subscriber_buffer: args.subscriber_buffer,
+        subscriber_timeout: Duration::from_secs_f64(args.subscriber_timeout_secs),
+        metrics_listener,
     };
     tracing::info!(backend = ?args.store, "store opened");
     server::serve(listener, engine, config, shutdown_signal()).await
+}
+
+/// Converts a number of seconds given as `flag`.
+fn seconds(flag: &str, secs: f64) -> Result<Duration, server::ServeError> {
+    Duration::try_from_secs_f64(secs)
+        .map_err(|_| format!("{flag} must be a number of seconds >= 0").into())
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -13,16 +13,17 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
 use super::error::{StoreError, StoreResult};
-use super::events::{Change, Changes, Event, EventBus};
+use super::events::{Change, Changes, Event, EventBus, EventPage};
 use super::ids;
 use super::lifecycle;
 use super::model::{
     Attempt, AttemptStatus, Json, NewSpan, ResourcesUpdate, Rollout, RolloutConfig, RolloutMode,
-    RolloutSpec, RolloutStatus, RolloutView, Span, Statistics, Timestamp, Worker,
+    RolloutSpec, RolloutStatus, RolloutView, Span, Statistics, Timestamp, Worker, WorkerStatus,
 };
 use super::query::{
     AttemptSelector, Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter,
 };
+use super::retention::{Eviction, RetentionPolicy};
 use crate::store::{Store, StoreTx};
 
 /// Fields of a rollout to overwrite; `None` leaves a field unchanged.
@@ -64,6 +65,10 @@ pub struct EngineConfig {
     pub watchdog_interval: Duration,
     /// How many events a slow in-process waiter may fall behind.
     pub event_capacity: usize,
+    /// Which spans of finished rollouts are deleted.
+    pub span_retention: RetentionPolicy,
+    /// How often the span retention runs (when it is enabled).
+    pub retention_interval: Duration,
 }
 
 impl Default for EngineConfig {
@@ -71,9 +76,15 @@ impl Default for EngineConfig {
         Self {
             watchdog_interval: Duration::from_millis(50),
             event_capacity: 65_536,
+            span_retention: RetentionPolicy::default(),
+            retention_interval: Duration::from_secs(10),
         }
     }
 }
+
+/// Rollouts whose spans one retention transaction deletes at most, so that
+/// a large backlog does not hold other writers up.
+const RETENTION_PASS: usize = 64;
 
 /// The store's operations with agent-lightning's semantics, over a backend.
 pub struct Engine {
@@ -117,15 +128,26 @@ impl Engine {
     }
 
     /// Runs the watchdog timer until `shutdown` turns true: attempts expire
-    /// within one interval of their deadline even without any traffic.
+    /// within one interval of their deadline even without any traffic. The
+    /// span retention runs on the same task, on its own interval.
     pub async fn run_watchdog(self: Arc<Self>) {
         let mut shutdown = self.closing();
         let mut ticker = tokio::time::interval(self.config.watchdog_interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut retention = tokio::time::interval(self.config.retention_interval);
+        retention.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let retain = self.config.span_retention.is_enabled();
         loop {
-            tokio::select! {
-                _ = ticker.tick() => {}
+            let retention_due = tokio::select! {
+                _ = ticker.tick() => false,
+                _ = retention.tick(), if retain => true,
                 _ = shutdown.wait_for(|stop| *stop) => return,
+            };
+            if retention_due {
+                if let Err(error) = self.apply_retention().await {
+                    tracing::warn!(%error, "span retention failed");
+                }
+                continue;
             }
             if let Err(error) = self.scan().await {
                 tracing::warn!(%error, "watchdog scan failed");
@@ -140,16 +162,56 @@ impl Engine {
         self.commit(tx, changes).await
     }
 
+    /// Deletes the spans the retention policy lets go, one bounded pass per
+    /// transaction, and returns what was deleted.
+    pub async fn apply_retention(&self) -> StoreResult<Eviction> {
+        let policy = self.config.span_retention;
+        let mut total = Eviction {
+            done: true,
+            ..Eviction::default()
+        };
+        if !policy.is_enabled() {
+            return Ok(total);
+        }
+        loop {
+            let (mut tx, changes) = self.begin().await?;
+            let pass = tx
+                .evict_spans(&policy, Timestamp::now(), RETENTION_PASS)
+                .await?;
+            self.commit(tx, changes).await?;
+            total.add(pass);
+            if pass.done {
+                break;
+            }
+        }
+        if total.rollouts > 0 {
+            tracing::info!(
+                rollouts = total.rollouts,
+                spans = total.spans,
+                bytes = total.bytes,
+                "span retention deleted spans"
+            );
+        }
+        Ok(total)
+    }
+
     async fn begin(&self) -> StoreResult<(Tx<'_>, Changes)> {
         Ok((self.store.begin().await?, Changes::default()))
     }
 
     /// Opens a transaction and runs the on-demand watchdog scan in it, so
     /// that the operation sees every verdict due by now.
+    ///
+    /// Verdicts are committed on their own first, so they stand even when
+    /// the operation that follows fails its checks.
     async fn begin_checked(&self, now: Timestamp) -> StoreResult<(Tx<'_>, Changes)> {
         let (mut tx, mut changes) = self.begin().await?;
         watchdog(tx.as_mut(), now, &mut changes).await?;
-        Ok((tx, changes))
+        if changes.changes.is_empty() {
+            return Ok((tx, changes));
+        }
+        self.commit(tx, changes).await?;
+        self.begin().await
     }
 
     /// Records the transaction's changes as events, commits, and publishes them.
@@ -172,10 +234,20 @@ impl Engine {
         Ok(())
     }
 
+    /// Returns up to `limit` retained events after `after`, with the bounds
+    /// of the retained history.
+    pub async fn events_after(&self, after: u64, limit: usize) -> StoreResult<EventPage> {
+        let (mut tx, _) = self.begin().await?;
+        let page = tx.events_after(after, limit).await?;
+        tx.commit().await?;
+        Ok(page)
+    }
+
     /// Returns entity counts and uptime.
     pub async fn statistics(&self) -> StoreResult<Statistics> {
         let (mut tx, _) = self.begin().await?;
         let counts = tx.counts().await?;
+        tx.commit().await?;
         Ok(Statistics {
             name: self.store.name().to_owned(),
             counts,
@@ -255,7 +327,7 @@ impl Engine {
             let signal = self.bus.queue_signal().notified();
             tokio::pin!(signal);
             signal.as_mut().enable();
-            let claimed = self.dequeue_now(limit, worker_id.clone()).await?;
+            let claimed = self.dequeue_now(limit, worker_id.clone(), true).await?;
             if !claimed.is_empty() || tokio::time::Instant::now() >= deadline || *closing.borrow() {
                 return Ok(claimed);
             }
@@ -267,10 +339,19 @@ impl Engine {
         }
     }
 
+    /// Claims up to `limit` rollouts for a worker session: like a dequeue,
+    /// but finding the queue empty does not mark the worker idle (a session
+    /// may still hold other attempts).
+    pub async fn claim(&self, limit: usize, worker_id: &str) -> StoreResult<Vec<RolloutView>> {
+        self.dequeue_now(limit, Some(worker_id.to_owned()), false)
+            .await
+    }
+
     async fn dequeue_now(
         &self,
         limit: usize,
         worker_id: Option<String>,
+        idle_when_empty: bool,
     ) -> StoreResult<Vec<RolloutView>> {
         let now = Timestamp::now();
         let (mut tx, mut changes) = self.begin_checked(now).await?;
@@ -307,6 +388,7 @@ impl Engine {
                 Some(attempt) => {
                     sync_worker(tx.as_mut(), worker_id, attempt, now, true, &mut changes).await?
                 }
+                None if !idle_when_empty => {}
                 None => {
                     let mut worker = load_worker(tx.as_mut(), worker_id).await?;
                     lifecycle::mark_idle_after_empty_dequeue(&mut worker, now);
@@ -726,7 +808,9 @@ impl Engine {
                         && pending.remove(rollout_id)
                     {
                         let (mut tx, _) = self.begin().await?;
-                        if let Some(rollout) = tx.rollout(rollout_id).await? {
+                        let rollout = tx.rollout(rollout_id).await?;
+                        tx.commit().await?;
+                        if let Some(rollout) = rollout {
                             finished.insert(rollout_id.clone(), rollout);
                         }
                     }
@@ -750,6 +834,13 @@ impl Engine {
         page.validate::<Span>()?;
         let (mut tx, changes) = self.begin_checked(Timestamp::now()).await?;
         require_rollout(tx.as_mut(), &filter.rollout_id).await?;
+        if tx.spans_evicted(&filter.rollout_id).await? {
+            self.commit(tx, changes).await?;
+            return Err(StoreError::FailedPrecondition(format!(
+                "Spans for rollout {} have been evicted",
+                filter.rollout_id
+            )));
+        }
         if filter.attempt == AttemptSelector::Latest {
             match tx.latest_attempt(&filter.rollout_id).await? {
                 Some(latest) => filter.attempt = AttemptSelector::Id(latest.attempt_id),
@@ -819,15 +910,17 @@ impl Engine {
     /// Returns a resources snapshot.
     pub async fn get_resources(&self, resources_id: &str) -> StoreResult<ResourcesUpdate> {
         let (mut tx, _) = self.begin().await?;
-        tx.resources(resources_id)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("Resources {resources_id} not found")))
+        let resources = tx.resources(resources_id).await?;
+        tx.commit().await?;
+        resources.ok_or_else(|| StoreError::NotFound(format!("Resources {resources_id} not found")))
     }
 
     /// Returns the latest resources snapshot, `None` when there is none.
     pub async fn latest_resources(&self) -> StoreResult<Option<ResourcesUpdate>> {
         let (mut tx, _) = self.begin().await?;
-        tx.latest_resources().await
+        let latest = tx.latest_resources().await?;
+        tx.commit().await?;
+        Ok(latest)
     }
 
     /// Lists resources snapshots.
@@ -838,7 +931,9 @@ impl Engine {
     ) -> StoreResult<Paged<ResourcesUpdate>> {
         page.validate::<ResourcesUpdate>()?;
         let (mut tx, _) = self.begin().await?;
-        tx.query_resources(filter, page).await
+        let result = tx.query_resources(filter, page).await?;
+        tx.commit().await?;
+        Ok(result)
     }
 
     /// Lists workers.
@@ -857,9 +952,59 @@ impl Engine {
     /// Returns a worker.
     pub async fn get_worker(&self, worker_id: &str) -> StoreResult<Worker> {
         let (mut tx, _) = self.begin().await?;
-        tx.worker(worker_id)
+        let worker = tx.worker(worker_id).await?;
+        tx.commit().await?;
+        worker.ok_or_else(|| StoreError::NotFound(format!("Worker {worker_id} not found")))
+    }
+
+    /// Marks a worker `lost`: its session stream dropped.
+    pub async fn mark_worker_lost(&self, worker_id: &str) -> StoreResult<()> {
+        let (mut tx, mut changes) = self.begin().await?;
+        let mut worker = load_worker(tx.as_mut(), worker_id).await?;
+        worker.status = WorkerStatus::Lost;
+        worker.last_idle_time = Some(Timestamp::now());
+        save_worker(tx.as_mut(), worker, &mut changes).await?;
+        self.commit(tx, changes).await
+    }
+
+    /// Marks an attempt `unresponsive` through the normal update path
+    /// (propagation, retry, worker sync) if it is still `preparing` or
+    /// `running`; returns whether it did.
+    pub async fn expire_attempt(&self, rollout_id: &str, attempt_id: &str) -> StoreResult<bool> {
+        let now = Timestamp::now();
+        let (mut tx, mut changes) = self.begin_checked(now).await?;
+        let Some(mut rollout) = tx.rollout(rollout_id).await? else {
+            return Ok(false);
+        };
+        let Some(mut attempt) = tx.attempt(rollout_id, attempt_id).await? else {
+            return Ok(false);
+        };
+        if !matches!(
+            attempt.status,
+            AttemptStatus::Preparing | AttemptStatus::Running
+        ) {
+            self.commit(tx, changes).await?;
+            return Ok(false);
+        }
+        let is_latest = tx
+            .latest_attempt(rollout_id)
             .await?
-            .ok_or_else(|| StoreError::NotFound(format!("Worker {worker_id} not found")))
+            .is_some_and(|latest| latest.attempt_id == attempt_id);
+        lifecycle::set_attempt_status(&mut attempt, AttemptStatus::Unresponsive, now);
+        write_attempt(
+            tx.as_mut(),
+            &mut rollout,
+            &attempt,
+            is_latest,
+            now,
+            &mut changes,
+        )
+        .await?;
+        if let Some(worker_id) = attempt.worker_id.clone() {
+            sync_worker(tx.as_mut(), &worker_id, &attempt, now, false, &mut changes).await?;
+        }
+        self.commit(tx, changes).await?;
+        Ok(true)
     }
 
     /// Records a worker heartbeat, creating the worker when unknown; never

@@ -51,7 +51,32 @@ pub enum Change {
     },
 }
 
+/// The kinds of [`Change`], for filtering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChangeKind {
+    RolloutCreated,
+    RolloutChanged,
+    AttemptCreated,
+    AttemptChanged,
+    SpansAdded,
+    ResourcesChanged,
+    WorkerChanged,
+}
+
 impl Change {
+    /// Returns the kind of the change.
+    pub fn kind(&self) -> ChangeKind {
+        match self {
+            Self::RolloutCreated { .. } => ChangeKind::RolloutCreated,
+            Self::RolloutChanged { .. } => ChangeKind::RolloutChanged,
+            Self::AttemptCreated { .. } => ChangeKind::AttemptCreated,
+            Self::AttemptChanged { .. } => ChangeKind::AttemptChanged,
+            Self::SpansAdded { .. } => ChangeKind::SpansAdded,
+            Self::ResourcesChanged { .. } => ChangeKind::ResourcesChanged,
+            Self::WorkerChanged { .. } => ChangeKind::WorkerChanged,
+        }
+    }
+
     /// Returns the rollout the change concerns, if any.
     pub fn rollout_id(&self) -> Option<&str> {
         match self {

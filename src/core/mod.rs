@@ -9,3 +9,6 @@ pub mod ids;
 pub mod lifecycle;
 pub mod model;
 pub mod query;
+pub mod retention;
+pub mod sessions;
+pub mod subscription;

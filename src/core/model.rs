@@ -107,6 +107,7 @@ string_enum! {
         Idle => "idle",
         Busy => "busy",
         Unknown => "unknown",
+        Lost => "lost",
     }
 }
 
@@ -361,6 +362,14 @@ pub struct Counts {
     pub resources: u64,
     pub workers: u64,
     pub queued: u64,
+    /// Bytes of the stored spans, as measured by [`crate::core::retention::span_size`].
+    pub span_bytes: u64,
+    /// Rollouts whose spans retention deleted (each counted once per deletion).
+    pub evicted_rollouts: u64,
+    /// Spans deleted by retention.
+    pub evicted_spans: u64,
+    /// Bytes of the spans deleted by retention.
+    pub evicted_span_bytes: u64,
 }
 
 /// Store statistics.

@@ -16,9 +16,9 @@ use crate::core::model::{
 use crate::core::query::{
     AttemptSelector, Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter,
 };
+use crate::core::retention::{self, Eviction, RetentionPolicy};
 
-/// Events retained by default for resuming subscribers.
-pub const DEFAULT_EVENT_RETENTION: usize = 100_000;
+pub use super::DEFAULT_EVENT_RETENTION;
 
 /// The in-memory backend.
 pub struct MemoryStore {
@@ -53,6 +53,8 @@ struct RolloutSpans {
     spans: Vec<Span>,
     /// (attempt id, span id) of every stored span, for duplicate detection.
     keys: HashSet<(String, String)>,
+    /// Sum of the spans' sizes.
+    bytes: u64,
 }
 
 #[derive(Default)]
@@ -69,6 +71,10 @@ struct State {
     sequence_ids: HashMap<String, i64>,
     spans: HashMap<String, RolloutSpans>,
     span_count: u64,
+    span_bytes: u64,
+    /// Rollouts whose spans retention deleted.
+    evicted: HashSet<String>,
+    evictions: Eviction,
     /// Resources snapshots in creation order.
     resources: IndexMap<String, ResourcesUpdate>,
     latest_resources: Option<String>,
@@ -269,8 +275,11 @@ impl StoreTx for MemoryTx<'_> {
                 .keys
                 .insert((span.attempt_id.clone(), span.span_id.clone()));
             if fresh {
+                let size = retention::span_size(span);
                 entry.spans.push(span.clone());
+                entry.bytes += size;
                 state.span_count += 1;
+                state.span_bytes += size;
             }
             stored.push(fresh);
         }
@@ -293,6 +302,64 @@ impl StoreTx for MemoryTx<'_> {
         // Default order: sequence id, ties in arrival order (the sort is stable).
         matching.sort_by_key(|span| span.sequence_id);
         Ok(page_of(matching, page))
+    }
+
+    async fn spans_evicted(&mut self, rollout_id: &str) -> StoreResult<bool> {
+        Ok(self.state.evicted.contains(rollout_id))
+    }
+
+    async fn evict_spans(
+        &mut self,
+        policy: &RetentionPolicy,
+        now: Timestamp,
+        max_rollouts: usize,
+    ) -> StoreResult<Eviction> {
+        let state = &mut *self.state;
+        // Finished rollouts holding spans, in the order they finished; the
+        // sort is stable, so ties stay in creation order.
+        let mut candidates: Vec<(Option<Timestamp>, &str)> = state
+            .rollouts
+            .values()
+            .filter(|r| r.status.is_finished())
+            .filter(|r| {
+                state
+                    .spans
+                    .get(&r.rollout_id)
+                    .is_some_and(|s| !s.spans.is_empty())
+            })
+            .map(|r| (r.end_time, r.rollout_id.as_str()))
+            .collect();
+        candidates.sort_by_key(|&(end_time, _)| (end_time.is_none(), end_time));
+        let mut evicted = Eviction {
+            done: true,
+            ..Eviction::default()
+        };
+        let mut due = Vec::new();
+        let mut stored_bytes = state.span_bytes;
+        for (end_time, rollout_id) in candidates {
+            if !policy.evicts(end_time, stored_bytes, now) {
+                break;
+            }
+            if due.len() == max_rollouts {
+                evicted.done = false;
+                break;
+            }
+            stored_bytes -= state.spans[rollout_id].bytes;
+            due.push(rollout_id.to_owned());
+        }
+        for rollout_id in due {
+            let Some(entry) = state.spans.remove(&rollout_id) else {
+                continue;
+            };
+            evicted.rollouts += 1;
+            evicted.spans += entry.spans.len() as u64;
+            evicted.bytes += entry.bytes;
+            state.evicted.insert(rollout_id);
+        }
+        state.span_count -= evicted.spans;
+        state.span_bytes -= evicted.bytes;
+        state.evictions.add(evicted);
+        Ok(evicted)
     }
 
     async fn resources(&mut self, resources_id: &str) -> StoreResult<Option<ResourcesUpdate>> {
@@ -364,6 +431,10 @@ impl StoreTx for MemoryTx<'_> {
             resources: state.resources.len() as u64,
             workers: state.workers.len() as u64,
             queued: state.queue.len() as u64,
+            span_bytes: state.span_bytes,
+            evicted_rollouts: state.evictions.rollouts,
+            evicted_spans: state.evictions.spans,
+            evicted_span_bytes: state.evictions.bytes,
         })
     }
 
@@ -386,7 +457,8 @@ impl StoreTx for MemoryTx<'_> {
             .events
             .front()
             .map_or(state.latest_event + 1, |e| e.seq);
-        let skip = usize::try_from((after + 1).saturating_sub(oldest)).unwrap_or(usize::MAX);
+        let skip =
+            usize::try_from(after.saturating_add(1).saturating_sub(oldest)).unwrap_or(usize::MAX);
         Ok(EventPage {
             events: state
                 .events

@@ -18,8 +18,22 @@
 //!   least the most recent events up to the backend's retention.
 //! * Every query applies its [`crate::core::query`] filter and page exactly
 //!   as the in-memory reference does (same default order, same tie order).
+//! * A transaction dropped without committing may have read writes of
+//!   concurrent transactions that are not durable yet (a durable backend
+//!   commits them in groups); [`StoreTx::commit`] returns only once
+//!   everything the transaction read is durable. Whoever hands what a
+//!   transaction read to a client commits it, even when it wrote nothing.
+//! * Retention ([`StoreTx::evict_spans`]) deletes the spans of finished
+//!   rollouts exactly as [`crate::core::retention`] decides, taking rollouts
+//!   in the order they finished (no end time last), ties in creation order,
+//!   and accounts each span with [`crate::core::retention::span_size`].
 
 pub mod memory;
+mod sql;
+pub mod sqlite;
+
+/// Events a backend retains by default for resuming subscribers.
+pub const DEFAULT_EVENT_RETENTION: usize = 100_000;
 
 use async_trait::async_trait;
 
@@ -29,6 +43,7 @@ use crate::core::model::{
     Attempt, Counts, ResourcesUpdate, Rollout, RolloutView, Span, Timestamp, Worker,
 };
 use crate::core::query::{Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter};
+use crate::core::retention::{Eviction, RetentionPolicy};
 
 /// A storage backend.
 #[async_trait]
@@ -91,6 +106,16 @@ pub trait StoreTx: Send {
     /// attempt is `All` or `Id` (the engine resolves `Latest`); default order
     /// is sequence id, then arrival.
     async fn query_spans(&mut self, filter: &SpanFilter, page: &Page) -> StoreResult<Paged<Span>>;
+    /// Returns whether retention has deleted spans of a rollout.
+    async fn spans_evicted(&mut self, rollout_id: &str) -> StoreResult<bool>;
+    /// Deletes the spans of up to `max_rollouts` finished rollouts that
+    /// `policy` lets go at `now`, and marks those rollouts evicted.
+    async fn evict_spans(
+        &mut self,
+        policy: &RetentionPolicy,
+        now: Timestamp,
+        max_rollouts: usize,
+    ) -> StoreResult<Eviction>;
 
     /// Returns a resources snapshot.
     async fn resources(&mut self, resources_id: &str) -> StoreResult<Option<ResourcesUpdate>>;

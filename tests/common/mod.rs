@@ -2,14 +2,17 @@
 
 #![allow(dead_code)]
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use lightning_store::core::engine::{Engine, EngineConfig};
+use lightning_store::core::retention::RetentionPolicy;
 use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
 use lightning_store::server::{self, ServerConfig};
 use lightning_store::store::Store;
 use lightning_store::store::memory::MemoryStore;
+use lightning_store::store::sqlite::{SqliteOptions, SqliteStore};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
@@ -18,6 +21,7 @@ use tonic::transport::Channel;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Memory,
+    Sqlite,
 }
 
 impl Backend {
@@ -25,12 +29,62 @@ impl Backend {
     pub fn name(self) -> &'static str {
         match self {
             Backend::Memory => "memory",
+            Backend::Sqlite => "sqlite",
         }
     }
 
-    fn open(self) -> Arc<dyn Store> {
+    /// Opens the store, with the temporary directory of a fresh database.
+    async fn open(self, options: &TestOptions) -> (Arc<dyn Store>, Option<tempfile::TempDir>) {
         match self {
-            Backend::Memory => Arc::new(MemoryStore::new()),
+            Backend::Memory => (
+                Arc::new(MemoryStore::with_event_retention(options.event_retention)),
+                None,
+            ),
+            Backend::Sqlite => {
+                let (dir, path) = match &options.database {
+                    Some(path) => (None, path.clone()),
+                    None => {
+                        let dir = tempfile::tempdir().unwrap();
+                        let path = dir.path().join("store.db");
+                        (Some(dir), path)
+                    }
+                };
+                let sqlite = SqliteOptions {
+                    event_retention: options.event_retention,
+                };
+                let store = SqliteStore::open(&path, sqlite).await.unwrap();
+                (Arc::new(store), dir)
+            }
+        }
+    }
+}
+
+/// Settings of a test server.
+pub struct TestOptions {
+    pub config: ServerConfig,
+    /// How often the watchdog timer ticks (a long interval leaves only the
+    /// on-demand scan before reads).
+    pub watchdog_interval: Duration,
+    /// How many events the store retains for resuming subscribers.
+    pub event_retention: usize,
+    /// The SQLite file of [`Backend::Sqlite`] (default: a fresh file in a
+    /// temporary directory that lives as long as the server).
+    pub database: Option<PathBuf>,
+    /// Which spans of finished rollouts the engine deletes.
+    pub span_retention: RetentionPolicy,
+    /// How often the span retention runs.
+    pub retention_interval: Duration,
+}
+
+impl Default for TestOptions {
+    fn default() -> Self {
+        Self {
+            config: ServerConfig::default(),
+            watchdog_interval: Duration::from_millis(20),
+            event_retention: 100_000,
+            database: None,
+            span_retention: RetentionPolicy::default(),
+            retention_interval: Duration::from_secs(10),
         }
     }
 }
@@ -42,6 +96,8 @@ pub struct TestServer {
     pub engine: Arc<Engine>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), server::ServeError>>>,
+    /// Keeps a fresh SQLite database alive while the server runs.
+    _database: Option<tempfile::TempDir>,
 }
 
 impl TestServer {
@@ -50,41 +106,61 @@ impl TestServer {
         Self::start_with(backend, ServerConfig::default()).await
     }
 
-    /// Starts a server with the given settings.
+    /// Starts a server with the given server settings.
     pub async fn start_with(backend: Backend, config: ServerConfig) -> Self {
-        Self::start_full(backend, config, Duration::from_millis(20)).await
+        Self::start_opts(
+            backend,
+            TestOptions {
+                config,
+                ..TestOptions::default()
+            },
+        )
+        .await
     }
 
     /// Starts a server whose watchdog timer ticks every `interval` (a long
     /// interval leaves only the on-demand scan before reads).
     pub async fn start_with_watchdog(backend: Backend, interval: Duration) -> Self {
-        Self::start_full(backend, ServerConfig::default(), interval).await
+        Self::start_opts(
+            backend,
+            TestOptions {
+                watchdog_interval: interval,
+                ..TestOptions::default()
+            },
+        )
+        .await
     }
 
-    async fn start_full(
-        backend: Backend,
-        config: ServerConfig,
-        watchdog_interval: Duration,
-    ) -> Self {
+    /// Starts a server with every setting given.
+    pub async fn start_opts(backend: Backend, options: TestOptions) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let (store, database) = backend.open(&options).await;
         let engine = Arc::new(Engine::new(
-            backend.open(),
+            store,
             EngineConfig {
-                watchdog_interval,
+                watchdog_interval: options.watchdog_interval,
+                span_retention: options.span_retention,
+                retention_interval: options.retention_interval,
                 ..EngineConfig::default()
             },
         ));
         let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(server::serve(listener, engine.clone(), config, async {
-            let _ = stopped.await;
-        }));
+        let task = tokio::spawn(server::serve(
+            listener,
+            engine.clone(),
+            options.config,
+            async {
+                let _ = stopped.await;
+            },
+        ));
         Self {
             addr,
             url: format!("http://{addr}"),
             engine,
             stop: Some(stop),
             task: Some(task),
+            _database: database,
         }
     }
 

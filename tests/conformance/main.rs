@@ -10,8 +10,10 @@ mod support;
 macro_rules! conformance_suite {
     ($($module:ident => $backend:expr),+ $(,)?) => {
         $(
-            // The test files sit beside this one, shared by every backend.
+            // The test files sit beside this one, shared by every backend:
+            // loading them once per backend is the point.
             #[path = "."]
+            #[allow(clippy::duplicate_mod)]
             mod $module {
                 pub const BACKEND: crate::common::Backend = $backend;
 
@@ -21,8 +23,10 @@ macro_rules! conformance_suite {
                 mod otlp;
                 mod queries;
                 mod resources_workers;
+                mod retention;
                 mod server;
                 mod spans;
+                mod streams;
                 mod watchdog;
             }
         )+
@@ -31,4 +35,5 @@ macro_rules! conformance_suite {
 
 conformance_suite! {
     memory => crate::common::Backend::Memory,
+    sqlite => crate::common::Backend::Sqlite,
 }

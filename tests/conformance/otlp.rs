@@ -355,10 +355,11 @@ async fn an_exported_span_revives_an_unresponsive_attempt() {
     let mut c = server.client().await;
     let mut otlp = otlp_client(&server).await;
     let mut spec = retry_spec(2, &[A::Unresponsive]);
-    spec.config.as_mut().unwrap().unresponsive_seconds = Some(0.1);
+    // Generous: the checks after the revival must run within this window.
+    spec.config.as_mut().unwrap().unresponsive_seconds = Some(1.0);
     let rollout = enqueue_spec(&mut c, spec).await;
     let claimed = dequeue(&mut c, None).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
     let silent = get(&mut c, &rollout.rollout_id).await;
     assert_eq!(attempt_status(attempt_of(&silent)), A::Unresponsive);
     export(

@@ -91,9 +91,10 @@ async fn read_right_after_the_deadline_sees_the_verdict() {
     // The timer is effectively off: only the scan before reads can act.
     let server = TestServer::start_with_watchdog(BACKEND, Duration::from_secs(3600)).await;
     let mut c = server.client().await;
-    let rollout = enqueue_spec(&mut c, watched(None, Some(0.2), 3, &[A::Unresponsive])).await;
+    // Generous: the checks after the revival must run within this window.
+    let rollout = enqueue_spec(&mut c, watched(None, Some(1.0), 3, &[A::Unresponsive])).await;
     dequeue(&mut c, None).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
     let requeued = get(&mut c, &rollout.rollout_id).await;
     assert_eq!(status(&requeued), R::Requeuing);
     assert_eq!(attempt_status(attempt_of(&requeued)), A::Unresponsive);
@@ -152,9 +153,9 @@ async fn heartbeats_keep_an_attempt_alive_and_spans_do_not_reset_a_timeout() {
 async fn span_on_an_old_attempt_leaves_the_retry_alone() {
     let server = TestServer::start_with_watchdog(BACKEND, Duration::from_secs(3600)).await;
     let mut c = server.client().await;
-    let rollout = enqueue_spec(&mut c, watched(None, Some(0.1), 2, &[A::Unresponsive])).await;
+    let rollout = enqueue_spec(&mut c, watched(None, Some(1.0), 2, &[A::Unresponsive])).await;
     let first = dequeue(&mut c, None).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
     let second = dequeue(&mut c, None)
         .await
         .expect("retry after unresponsive");

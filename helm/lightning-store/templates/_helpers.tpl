@@ -1,0 +1,189 @@
+{{/* Name of the chart, overridable. */}}
+{{- define "lightning-store.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name of the release's resources, at most 63 characters. */}}
+{{- define "lightning-store.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "lightning-store.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "lightning-store.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "lightning-store.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "lightning-store.labels" -}}
+helm.sh/chart: {{ include "lightning-store.chart" . }}
+{{ include "lightning-store.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: server
+{{- end }}
+
+{{- define "lightning-store.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "lightning-store.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "lightning-store.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* Name and key of the Secret holding the PostgreSQL URL. */}}
+{{- define "lightning-store.postgresSecretName" -}}
+{{- default (printf "%s-postgres" (include "lightning-store.fullname" .)) .Values.postgres.existingSecret }}
+{{- end }}
+
+{{/* Path of the SQLite database file. */}}
+{{- define "lightning-store.databasePath" -}}
+{{- printf "%s/%s" (trimSuffix "/" .Values.sqlite.dataDir) .Values.sqlite.fileName }}
+{{- end }}
+
+{{/*
+Seconds between SIGTERM and SIGKILL: above the preStop sleep plus the drain
+deadline, so the server always finishes its own drain.
+*/}}
+{{- define "lightning-store.terminationGracePeriodSeconds" -}}
+{{- $floor := add (int .Values.preStopSleepSeconds) (int (ceil .Values.server.drainTimeoutSecs)) }}
+{{- if kindIs "invalid" .Values.terminationGracePeriodSeconds }}
+{{- add $floor 15 }}
+{{- else if le (int .Values.terminationGracePeriodSeconds) (int $floor) }}
+{{- fail (printf "terminationGracePeriodSeconds (%v) must exceed preStopSleepSeconds + server.drainTimeoutSecs (%v)" .Values.terminationGracePeriodSeconds $floor) }}
+{{- else }}
+{{- int .Values.terminationGracePeriodSeconds }}
+{{- end }}
+{{- end }}
+
+{{/* Checks values that the schema cannot express. */}}
+{{- define "lightning-store.validate" -}}
+{{- if and (eq .Values.mode "postgres") (not .Values.postgres.existingSecret) (not .Values.postgres.url) }}
+{{- fail "mode postgres needs postgres.existingSecret (recommended) or postgres.url" }}
+{{- end }}
+{{- end }}
+
+{{/* The pod template shared by the StatefulSet (sqlite) and the Deployment (postgres). */}}
+{{- define "lightning-store.podTemplate" -}}
+metadata:
+  labels:
+    {{- include "lightning-store.selectorLabels" . | nindent 4 }}
+    {{- with .Values.podLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  annotations:
+    checksum/config: {{ include (print $.Template.BasePath "/configmap.yaml") . | sha256sum }}
+    {{- with .Values.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  serviceAccountName: {{ include "lightning-store.serviceAccountName" . }}
+  automountServiceAccountToken: {{ .Values.serviceAccount.automountServiceAccountToken }}
+  {{- with .Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  terminationGracePeriodSeconds: {{ include "lightning-store.terminationGracePeriodSeconds" . }}
+  securityContext:
+    {{- toYaml .Values.podSecurityContext | nindent 4 }}
+  containers:
+    - name: lightning-store
+      image: {{ include "lightning-store.image" . | quote }}
+      imagePullPolicy: {{ .Values.image.pullPolicy }}
+      args: ["serve"]
+      envFrom:
+        - configMapRef:
+            name: {{ include "lightning-store.fullname" . }}
+      {{- if eq .Values.mode "postgres" }}
+      env:
+        - name: LIGHTNING_STORE_DATABASE_URL
+          valueFrom:
+            secretKeyRef:
+              name: {{ include "lightning-store.postgresSecretName" . }}
+              key: {{ .Values.postgres.secretKey }}
+      {{- end }}
+      ports:
+        - name: grpc
+          containerPort: {{ .Values.server.grpcPort }}
+          protocol: TCP
+        {{- if .Values.metrics.enabled }}
+        - name: metrics
+          containerPort: {{ .Values.server.metricsPort }}
+          protocol: TCP
+        {{- end }}
+      startupProbe:
+        grpc:
+          port: {{ .Values.server.grpcPort }}
+        periodSeconds: {{ .Values.probes.startup.periodSeconds }}
+        failureThreshold: {{ .Values.probes.startup.failureThreshold }}
+      livenessProbe:
+        grpc:
+          port: {{ .Values.server.grpcPort }}
+        periodSeconds: {{ .Values.probes.liveness.periodSeconds }}
+        timeoutSeconds: {{ .Values.probes.liveness.timeoutSeconds }}
+        failureThreshold: {{ .Values.probes.liveness.failureThreshold }}
+      readinessProbe:
+        grpc:
+          port: {{ .Values.server.grpcPort }}
+          service: lightningstore.v1.LightningStoreService
+        periodSeconds: {{ .Values.probes.readiness.periodSeconds }}
+        timeoutSeconds: {{ .Values.probes.readiness.timeoutSeconds }}
+        failureThreshold: {{ .Values.probes.readiness.failureThreshold }}
+      {{- if gt (int .Values.preStopSleepSeconds) 0 }}
+      lifecycle:
+        preStop:
+          sleep:
+            seconds: {{ int .Values.preStopSleepSeconds }}
+      {{- end }}
+      resources:
+        {{- toYaml .Values.resources | nindent 8 }}
+      securityContext:
+        {{- toYaml .Values.securityContext | nindent 8 }}
+      volumeMounts:
+        - name: tmp
+          mountPath: /tmp
+        {{- if eq .Values.mode "sqlite" }}
+        - name: data
+          mountPath: {{ .Values.sqlite.dataDir }}
+        {{- end }}
+  volumes:
+    # The root filesystem is read-only; SQLite and the runtime may need scratch space.
+    - name: tmp
+      emptyDir:
+        sizeLimit: 256Mi
+    {{- if and (eq .Values.mode "sqlite") (not .Values.sqlite.persistence.enabled) }}
+    - name: data
+      emptyDir: {}
+    {{- end }}
+  {{- with .Values.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.topologySpreadConstraints }}
+  topologySpreadConstraints:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}

@@ -1,0 +1,497 @@
+//! The streaming RPCs: completion watches, event subscriptions and worker
+//! sessions. Each stream is pumped by its own task into a bounded channel;
+//! a client that reads too slowly is cut off instead of slowing anyone else.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::sync::{Notify, mpsc};
+use tokio_stream::wrappers::{ReceiverStream, UnboundedReceiverStream};
+use tokio_stream::{Stream, StreamExt};
+use tonic::metadata::MetadataValue;
+use tonic::{Status, Streaming};
+
+use super::convert::{self as c, id};
+use crate::core::engine::Engine;
+use crate::core::error::StoreError;
+use crate::core::model::{AttemptStatus, Json, RolloutStatus};
+use crate::core::sessions::{RevocationReason, SessionHandle, SessionPush, Sessions};
+use crate::core::subscription::{EventFilter, SubscriptionError};
+use crate::proto as pb;
+
+/// A server stream as tonic wants it.
+pub type RpcStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+/// Trailer carrying the last event sequence number a subscriber received.
+pub const LAST_SEQ_TRAILER: &str = "lightningstore-last-seq";
+
+fn stream_of<T: Send + 'static>(receiver: mpsc::Receiver<Result<T, Status>>) -> RpcStream<T> {
+    Box::pin(ReceiverStream::new(receiver))
+}
+
+fn closing_status() -> Status {
+    Status::unavailable("the server is shutting down; reconnect")
+}
+
+fn subscription_status(error: SubscriptionError) -> Status {
+    match error {
+        SubscriptionError::HistoryGone { .. } | SubscriptionError::Ahead { .. } => {
+            Status::out_of_range(error.to_string())
+        }
+        SubscriptionError::Closing => closing_status(),
+        SubscriptionError::Store(error) => error.into(),
+    }
+}
+
+/// Adds the resume position to a status that ends a subscription.
+fn with_last_seq(status: Status, last_seq: u64) -> Status {
+    let message = format!("{}; resume with after_seq={last_seq}", status.message());
+    let mut status = Status::new(status.code(), message);
+    if let Ok(value) = MetadataValue::try_from(last_seq.to_string()) {
+        status.metadata_mut().insert(LAST_SEQ_TRAILER, value);
+    }
+    status
+}
+
+/// Streams each watched rollout once it is terminal.
+pub async fn watch_rollout_completions(
+    engine: &Arc<Engine>,
+    request: pb::WatchRolloutCompletionsRequest,
+) -> Result<RpcStream<pb::WatchRolloutCompletionsResponse>, Status> {
+    let rollout_ids = request
+        .rollout_ids
+        .iter()
+        .map(|r| id("rollout_ids", r))
+        .collect::<Result<Vec<_>, _>>()?;
+    let timeout = c::duration_from_proto("timeout", request.timeout.as_ref())?;
+    let deadline =
+        tokio::time::Instant::now() + timeout.unwrap_or(Duration::from_secs(86_400 * 365));
+    let mut watch = engine.watch_completions(rollout_ids).await?;
+    let (sender, receiver) = mpsc::channel(64);
+    tokio::spawn(async move {
+        loop {
+            let next = tokio::select! {
+                next = watch.next() => next,
+                _ = tokio::time::sleep_until(deadline) => {
+                    let _ = sender.send(Err(Status::deadline_exceeded("the watch timed out before every rollout finished"))).await;
+                    return;
+                }
+                _ = sender.closed() => return,
+            };
+            let item = match next {
+                Ok(Some(view)) => Ok(pb::WatchRolloutCompletionsResponse {
+                    rollout: Some(c::view_to_proto(&view)),
+                }),
+                Ok(None) => return,
+                Err(error) => Err(subscription_status(error)),
+            };
+            let failed = item.is_err();
+            if sender.send(item).await.is_err() || failed {
+                return;
+            }
+        }
+    });
+    Ok(stream_of(receiver))
+}
+
+fn event_filter(request: &pb::WatchEventsRequest) -> Result<EventFilter, StoreError> {
+    let list = |values: &[i32]| !values.is_empty();
+    Ok(EventFilter {
+        kinds: list(&request.kinds)
+            .then(|| {
+                request
+                    .kinds
+                    .iter()
+                    .map(|&k| c::event_kind_from_proto(k))
+                    .collect()
+            })
+            .transpose()?,
+        rollout_ids: list_of_ids(&request.rollout_ids)?,
+        rollout_status_in: list(&request.rollout_status_in)
+            .then(|| {
+                request
+                    .rollout_status_in
+                    .iter()
+                    .map(|&s| RolloutStatus::from_proto(s))
+                    .collect()
+            })
+            .transpose()?,
+        attempt_status_in: list(&request.attempt_status_in)
+            .then(|| {
+                request
+                    .attempt_status_in
+                    .iter()
+                    .map(|&s| AttemptStatus::from_proto(s))
+                    .collect()
+            })
+            .transpose()?,
+    })
+}
+
+fn list_of_ids(ids: &[String]) -> Result<Option<std::collections::HashSet<String>>, StoreError> {
+    if ids.is_empty() {
+        return Ok(None);
+    }
+    ids.iter()
+        .map(|r| id("rollout_ids", r))
+        .collect::<Result<_, _>>()
+        .map(Some)
+}
+
+/// How much an event subscriber may lag before it is cut off.
+#[derive(Debug, Clone, Copy)]
+pub struct SubscriberLimits {
+    /// Messages buffered for the subscriber.
+    pub buffer: usize,
+    /// How long the buffer may stay full.
+    pub timeout: Duration,
+}
+
+/// Streams the store's events after a position; see the proto for the contract.
+pub async fn watch_events(
+    engine: &Arc<Engine>,
+    request: pb::WatchEventsRequest,
+    limits: SubscriberLimits,
+) -> Result<RpcStream<pb::WatchEventsResponse>, Status> {
+    let filter = event_filter(&request)?;
+    let mut subscription = engine
+        .subscribe(request.after_seq)
+        .await
+        .map_err(subscription_status)?;
+    let (outbox, stream) = Outbox::new(limits.buffer.max(1));
+    outbox.push(Ok(pb::WatchEventsResponse {
+        message: Some(pb::watch_events_response::Message::Progress(
+            pb::WatchProgress {
+                latest_seq: subscription.start_latest,
+                oldest_retained_seq: subscription.start_oldest,
+            },
+        )),
+    }));
+    tokio::spawn(async move {
+        // Everything up to here is delivered or filtered out: a resume point.
+        let mut resume_from = subscription.last_seq();
+        loop {
+            let next = tokio::select! {
+                next = subscription.next() => next,
+                _ = outbox.items.closed() => return,
+            };
+            let event = match next {
+                Ok(event) => event,
+                Err(error) => {
+                    outbox.push(Err(with_last_seq(subscription_status(error), resume_from)));
+                    return;
+                }
+            };
+            if filter.matches(&event.change) {
+                // A subscriber that stays behind is cut off, never waited for.
+                if !outbox.wait_for_room(limits.timeout).await {
+                    tracing::info!(resume_from, "event subscriber too slow, disconnecting");
+                    outbox.push(Err(with_last_seq(
+                        Status::resource_exhausted("the subscriber reads events too slowly"),
+                        resume_from,
+                    )));
+                    return;
+                }
+                outbox.push(Ok(pb::WatchEventsResponse {
+                    message: Some(pb::watch_events_response::Message::Event(
+                        c::event_to_proto(&event),
+                    )),
+                }));
+            }
+            resume_from = event.seq;
+        }
+    });
+    Ok(stream)
+}
+
+/// The sending side of a subscription: counts the messages the client has
+/// not taken yet, so the producer can tell a slow client from a burst.
+struct Outbox<T> {
+    items: mpsc::UnboundedSender<Result<T, Status>>,
+    queued: Arc<AtomicUsize>,
+    taken: Arc<Notify>,
+    capacity: usize,
+}
+
+impl<T: Send + 'static> Outbox<T> {
+    /// Returns the outbox and the response stream that drains it.
+    fn new(capacity: usize) -> (Self, RpcStream<T>) {
+        let (items, receiver) = mpsc::unbounded_channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let taken = Arc::new(Notify::new());
+        let stream = {
+            let queued = queued.clone();
+            let taken = taken.clone();
+            UnboundedReceiverStream::new(receiver).map(move |item| {
+                queued.fetch_sub(1, Ordering::AcqRel);
+                taken.notify_one();
+                item
+            })
+        };
+        let outbox = Self {
+            items,
+            queued,
+            taken,
+            capacity,
+        };
+        (outbox, Box::pin(stream))
+    }
+
+    /// Queues a message (the status that ends the stream always fits).
+    fn push(&self, item: Result<T, Status>) {
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        let _ = self.items.send(item);
+    }
+
+    /// Waits until fewer than `capacity` messages are queued; returns false
+    /// when that did not happen within `timeout`.
+    async fn wait_for_room(&self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let taken = self.taken.notified();
+            if self.queued.load(Ordering::Acquire) < self.capacity {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, taken).await.is_err() {
+                return false;
+            }
+        }
+    }
+}
+
+fn push_to_proto(push: SessionPush) -> pb::WorkerSessionResponse {
+    use pb::worker_session_response::Message;
+    let message = match push {
+        SessionPush::Assignment { rollout, resources } => Message::Assignment(pb::Assignment {
+            rollout: Some(c::view_to_proto(&rollout)),
+            resources: resources.as_ref().map(c::resources_to_proto),
+        }),
+        SessionPush::Revoked {
+            rollout_id,
+            attempt_id,
+            reason,
+        } => Message::Revoked(pb::Revocation {
+            rollout_id,
+            attempt_id,
+            reason: match reason {
+                RevocationReason::Cancelled => pb::RevocationReason::Cancelled,
+                RevocationReason::Timeout => pb::RevocationReason::Timeout,
+                RevocationReason::Unresponsive => pb::RevocationReason::Unresponsive,
+            } as i32,
+        }),
+    };
+    pb::WorkerSessionResponse {
+        message: Some(message),
+    }
+}
+
+/// Runs a worker session; see the proto for the contract.
+pub async fn worker_session(
+    engine: &Arc<Engine>,
+    sessions: &Arc<Sessions>,
+    mut inbound: Streaming<pb::WorkerSessionRequest>,
+) -> Result<RpcStream<pb::WorkerSessionResponse>, Status> {
+    use pb::worker_session_request::Message;
+    let open = match inbound.message().await?.and_then(|m| m.message) {
+        Some(Message::Open(open)) => open,
+        _ => return Err(StoreError::invalid("the first session message must be open").into()),
+    };
+    let worker_id = id("worker_id", &open.worker_id)?;
+    let slots = usize::try_from(open.slots).unwrap_or(0);
+    let mut session = sessions.open(&worker_id, slots).await?;
+    let (sender, receiver) = mpsc::channel(64);
+    let opened = pb::WorkerSessionResponse {
+        message: Some(pb::worker_session_response::Message::Opened(
+            pb::SessionOpened {
+                worker_id: worker_id.clone(),
+                adopted: session
+                    .adopted
+                    .iter()
+                    .map(|(rollout_id, attempt_id)| pb::RolloutAttemptRef {
+                        rollout_id: rollout_id.clone(),
+                        attempt_id: attempt_id.clone(),
+                    })
+                    .collect(),
+            },
+        )),
+    };
+    let _ = sender.try_send(Ok(opened));
+    let engine = engine.clone();
+    tokio::spawn(async move {
+        let mut closing = engine.closing();
+        loop {
+            tokio::select! {
+                push = session.pushes.recv() => {
+                    let item = match push {
+                        Some(push) => Ok(push_to_proto(push)),
+                        None => Err(Status::aborted(format!("replaced by a newer session of worker {}", session.worker_id))),
+                    };
+                    let failed = item.is_err();
+                    if sender.send(item).await.is_err() || failed {
+                        break;
+                    }
+                }
+                message = inbound.message() => match message {
+                    Ok(Some(message)) => {
+                        if let Err(status) = handle_session_message(&engine, &session, message.message).await {
+                            let _ = sender.send(Err(status)).await;
+                            break;
+                        }
+                    }
+                    // The runner closed its side or went away.
+                    Ok(None) | Err(_) => break,
+                },
+                _ = async { let _ = closing.wait_for(|closing| *closing).await; } => {
+                    let _ = sender.send(Err(closing_status())).await;
+                    break;
+                }
+            }
+        }
+        drop(session);
+    });
+    Ok(stream_of(receiver))
+}
+
+async fn handle_session_message(
+    engine: &Engine,
+    session: &SessionHandle,
+    message: Option<pb::worker_session_request::Message>,
+) -> Result<(), Status> {
+    use pb::worker_session_request::Message;
+    let stats = match message {
+        Some(Message::Open(_)) => {
+            return Err(
+                StoreError::FailedPrecondition("the session is already open".into()).into(),
+            );
+        }
+        Some(Message::Release(release)) => {
+            session.release(&(release.rollout_id, release.attempt_id));
+            None
+        }
+        Some(Message::Heartbeat(heartbeat)) => {
+            match c::json_from_text(
+                "heartbeat_stats_json",
+                &heartbeat.heartbeat_stats_json,
+                Json::Null,
+            )? {
+                Json::Null => None,
+                stats => Some(stats),
+            }
+        }
+        None => None,
+    };
+    engine.update_worker(&session.worker_id, stats).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! The slow-subscriber cut-off, driven on the server side of the stream:
+    //! through a real connection, HTTP/2 flow-control buffers of unknown
+    //! size sit between the client and this code and make the point at
+    //! which a non-reading client stalls the server unpredictable.
+
+    use super::*;
+    use crate::core::engine::EngineConfig;
+    use crate::core::model::RolloutSpec;
+    use crate::store::memory::MemoryStore;
+
+    fn seq_of(message: pb::WatchEventsResponse) -> u64 {
+        match message.message {
+            Some(pb::watch_events_response::Message::Event(event)) => event.seq,
+            other => panic!("expected an event, got {other:?}"),
+        }
+    }
+
+    // Paused time: the runtime runs every ready task before it moves the
+    // clock, so the slow subscriber's cut-off timer fires deterministically.
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_subscriber_is_cut_off_while_a_fast_one_keeps_receiving() {
+        let engine = Arc::new(Engine::new(
+            Arc::new(MemoryStore::new()),
+            EngineConfig::default(),
+        ));
+        let limits = SubscriberLimits {
+            buffer: 16,
+            timeout: Duration::from_millis(200),
+        };
+        let mut slow = watch_events(&engine, pb::WatchEventsRequest::default(), limits)
+            .await
+            .unwrap();
+        let mut fast = watch_events(&engine, pb::WatchEventsRequest::default(), limits)
+            .await
+            .unwrap();
+        // Both start with the progress message.
+        slow.next().await.unwrap().unwrap();
+        fast.next().await.unwrap().unwrap();
+
+        let total = 500u64;
+        let fast_reader = tokio::spawn(async move {
+            let mut seqs = Vec::new();
+            while (seqs.len() as u64) < total {
+                seqs.push(seq_of(fast.next().await.unwrap().unwrap()));
+            }
+            seqs
+        });
+        for _ in 0..total / 100 {
+            engine
+                .enqueue_rollouts(vec![RolloutSpec::default(); 100])
+                .await
+                .unwrap();
+        }
+        let seqs = tokio::time::timeout(Duration::from_secs(60), fast_reader)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            seqs,
+            (1..=total).collect::<Vec<_>>(),
+            "the fast one got everything"
+        );
+
+        // Let the slow subscriber's pump fill its buffer and give up on it.
+        tokio::time::sleep(limits.timeout * 2).await;
+        // The slow one never read: it gets its buffer, in order, then the cut-off.
+        let mut last = 0;
+        let status = loop {
+            match tokio::time::timeout(Duration::from_secs(60), slow.next())
+                .await
+                .unwrap()
+            {
+                Some(Ok(message)) => {
+                    let seq = seq_of(message);
+                    assert_eq!(seq, last + 1);
+                    last = seq;
+                }
+                Some(Err(status)) => break status,
+                None => panic!("the slow subscriber must be told why it was cut off"),
+            }
+        };
+        assert_eq!(
+            last, limits.buffer as u64,
+            "the buffer held the first events"
+        );
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert!(
+            status
+                .message()
+                .contains(&format!("resume with after_seq={last}")),
+            "{}",
+            status.message()
+        );
+        let trailer = status
+            .metadata()
+            .get(LAST_SEQ_TRAILER)
+            .unwrap()
+            .to_str()
+            .unwrap();
+        assert_eq!(trailer, last.to_string());
+        assert!(
+            slow.next().await.is_none(),
+            "the stream ends after the status"
+        );
+    }
+}

@@ -1,0 +1,289 @@
+//! `bench lifecycle`: full rollout lifecycles, as a runner and an algorithm
+//! drive them: enqueue, dequeue, add spans, complete.
+
+use std::time::Instant;
+
+use futures::StreamExt;
+use prost::Message;
+use serde_json::json;
+use tonic::Status;
+
+use super::driver::{TaskContext, run_tasks, timed};
+use super::payload::{SpanIds, StoreSpan};
+use super::report::{Report, Row, RowSpec};
+use super::stats::{Recorder, status_text};
+use super::target::{StoreClient, Target};
+use super::wire::LeanClient;
+use super::{BenchError, BenchResult, LoadArgs, SpanArgs};
+use crate::proto as pb;
+
+/// Lifecycles per run when `--count` is not given (the duration usually ends it first).
+const DEFAULT_COUNT: u64 = 10_000_000;
+/// UpdateAttempt calls of one batch in flight at once.
+const COMPLETIONS_IN_FLIGHT: usize = 64;
+
+/// Arguments of `bench lifecycle`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LifecycleArgs {
+    #[command(flatten)]
+    load: LoadArgs,
+    #[command(flatten)]
+    spans: SpanArgs,
+    /// Rollouts per iteration. 1: EnqueueRollout, DequeueRollout, AddSpans,
+    /// UpdateAttempt. N > 1: EnqueueRollouts(N), DequeueRollouts(limit N),
+    /// one AddSpans for all their spans, then N UpdateAttempt calls (up to
+    /// 64 in flight; there is no batch update).
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Spans added per rollout, all in one AddSpans call.
+    #[arg(long, default_value_t = 10)]
+    spans_per_rollout: usize,
+}
+
+/// Runs the scenario once per concurrency level (default 1, 4 and 16 clients).
+pub async fn run(target: &mut Target, args: LifecycleArgs, progress: bool) -> BenchResult<Report> {
+    if !(1..=10_000).contains(&args.batch) {
+        return Err(BenchError::new("--batch must be between 1 and 10000"));
+    }
+    let levels = args.load.levels(&[1, 4, 16])?;
+    let limits = args.load.limits(DEFAULT_COUNT)?;
+    let span = StoreSpan::new(args.spans.span_bytes);
+    let mut report = Report::new(
+        "lifecycle",
+        json!({
+            "batch": args.batch,
+            "spans_per_rollout": args.spans_per_rollout,
+            "span_bytes": span.encoded_len(),
+            "duration_secs": limits.duration.as_secs_f64(),
+            "count": limits.count,
+        }),
+    );
+    let (name, latency_of) = if args.batch == 1 {
+        (
+            "lifecycle".to_owned(),
+            "one lifecycle (4 calls in sequence)",
+        )
+    } else {
+        (
+            format!("lifecycle batch {}", args.batch),
+            "one iteration of N lifecycles (3 batch calls, then N UpdateAttempt calls)",
+        )
+    };
+    for clients in levels {
+        let pool = target.pool(clients).await?;
+        let label = format!("{name} c={clients}");
+        let measured = run_tasks(&label, clients, limits, progress, |ctx| {
+            let clients = Clients {
+                store: pool.store(ctx.index),
+                lean: pool.lean(ctx.index),
+            };
+            client_task(ctx, clients, span.clone(), args.clone())
+        })
+        .await?;
+        report.rows.push(Row::new(
+            RowSpec {
+                name: name.clone(),
+                clients,
+                op_unit: "lifecycles",
+                item_unit: Some("spans"),
+                latency_of,
+            },
+            &measured,
+        ));
+    }
+    Ok(report)
+}
+
+/// The clients of one task: AddSpans goes through the lean client, which
+/// counts the echoed spans instead of building them.
+struct Clients {
+    store: StoreClient,
+    lean: LeanClient,
+}
+
+async fn client_task(
+    ctx: TaskContext,
+    mut client: Clients,
+    span: StoreSpan,
+    args: LifecycleArgs,
+) -> Recorder {
+    let TaskContext {
+        budget,
+        mut recorder,
+        ..
+    } = ctx;
+    let mut ids = SpanIds::new();
+    loop {
+        let n = budget.take(args.batch as u64);
+        if n == 0 {
+            break;
+        }
+        let start = Instant::now();
+        let result = if args.batch == 1 {
+            single(&mut client, &mut recorder, &span, &args, &mut ids).await
+        } else {
+            batched(&mut client, &mut recorder, &span, &args, n, &mut ids).await
+        };
+        match result {
+            Ok(done) => {
+                recorder.success(start.elapsed(), done, done * args.spans_per_rollout as u64)
+            }
+            Err(status) => recorder.failure(status_text(&status)),
+        }
+    }
+    recorder
+}
+
+/// One lifecycle through the single-rollout RPCs.
+async fn single(
+    client: &mut Clients,
+    recorder: &mut Recorder,
+    span: &StoreSpan,
+    args: &LifecycleArgs,
+    ids: &mut SpanIds,
+) -> Result<u64, Status> {
+    timed(
+        recorder,
+        "EnqueueRollout",
+        client.store.enqueue_rollout(pb::EnqueueRolloutRequest {
+            rollout: Some(spec()),
+        }),
+    )
+    .await?;
+    let claimed = timed(
+        recorder,
+        "DequeueRollout",
+        client
+            .store
+            .dequeue_rollout(pb::DequeueRolloutRequest::default()),
+    )
+    .await?
+    .rollout
+    .ok_or_else(|| Status::internal("the queue was empty after an enqueue"))?;
+    let attempt_id = attempt_id(&claimed)?;
+    if args.spans_per_rollout > 0 {
+        let spans = span.spans(
+            &claimed.rollout_id,
+            &attempt_id,
+            args.spans_per_rollout,
+            ids,
+        );
+        add_spans(client, recorder, spans).await?;
+    }
+    timed(
+        recorder,
+        "UpdateAttempt",
+        client
+            .store
+            .update_attempt(succeeded(claimed.rollout_id, attempt_id)),
+    )
+    .await?;
+    Ok(1)
+}
+
+/// `n` lifecycles through the batch RPCs; returns how many completed.
+async fn batched(
+    client: &mut Clients,
+    recorder: &mut Recorder,
+    span: &StoreSpan,
+    args: &LifecycleArgs,
+    n: u64,
+    ids: &mut SpanIds,
+) -> Result<u64, Status> {
+    timed(
+        recorder,
+        "EnqueueRollouts",
+        client.store.enqueue_rollouts(pb::EnqueueRolloutsRequest {
+            rollouts: (0..n).map(|_| spec()).collect(),
+        }),
+    )
+    .await?;
+    let claimed = timed(
+        recorder,
+        "DequeueRollouts",
+        client.store.dequeue_rollouts(pb::DequeueRolloutsRequest {
+            limit: i32::try_from(n).unwrap_or(i32::MAX),
+            ..Default::default()
+        }),
+    )
+    .await?
+    .rollouts;
+    let mut attempts = Vec::with_capacity(claimed.len());
+    let mut spans = Vec::with_capacity(claimed.len() * args.spans_per_rollout);
+    for rollout in claimed {
+        let attempt_id = attempt_id(&rollout)?;
+        spans.extend(span.spans(
+            &rollout.rollout_id,
+            &attempt_id,
+            args.spans_per_rollout,
+            ids,
+        ));
+        attempts.push((rollout.rollout_id, attempt_id));
+    }
+    if !spans.is_empty() {
+        add_spans(client, recorder, spans).await?;
+    }
+    let done = attempts.len() as u64;
+    let results: Vec<_> = futures::stream::iter(attempts)
+        .map(|(rollout_id, attempt_id)| {
+            let mut client = client.store.clone();
+            async move {
+                let start = Instant::now();
+                let result = client
+                    .update_attempt(succeeded(rollout_id, attempt_id))
+                    .await;
+                (start.elapsed(), result)
+            }
+        })
+        .buffer_unordered(COMPLETIONS_IN_FLIGHT)
+        .collect()
+        .await;
+    let mut first_error = None;
+    for (latency, result) in results {
+        recorder.call("UpdateAttempt", latency, &result);
+        if let Err(status) = result {
+            first_error.get_or_insert(status);
+        }
+    }
+    first_error.map_or(Ok(done), Err)
+}
+
+/// Stores spans with one AddSpans call and checks that all were stored.
+async fn add_spans(
+    client: &mut Clients,
+    recorder: &mut Recorder,
+    spans: Vec<pb::Span>,
+) -> Result<(), Status> {
+    let expected = spans.len();
+    let request = pb::AddSpansRequest { spans }.encode_to_vec().into();
+    let ack = timed(recorder, "AddSpans", client.lean.add_spans(request)).await?;
+    ack.check(expected)
+}
+
+fn spec() -> pb::RolloutSpec {
+    pb::RolloutSpec {
+        input_json: r#"{"task": "bench"}"#.to_owned(),
+        ..Default::default()
+    }
+}
+
+fn attempt_id(rollout: &pb::Rollout) -> Result<String, Status> {
+    rollout
+        .attempt
+        .as_ref()
+        .map(|a| a.attempt_id.clone())
+        .ok_or_else(|| Status::internal("a dequeued rollout has no attempt"))
+}
+
+/// Returns the request that marks an attempt succeeded.
+pub fn succeeded(rollout_id: String, attempt_id: String) -> pb::UpdateAttemptRequest {
+    pb::UpdateAttemptRequest {
+        rollout_id,
+        attempt_id,
+        update_mask: Some(prost_types::FieldMask {
+            paths: vec!["status".to_owned()],
+        }),
+        status: pb::AttemptStatus::Succeeded as i32,
+        ..Default::default()
+    }
+}

@@ -1,0 +1,317 @@
+//! The server under test: a running one named by URL, or one started from
+//! `--server-cmd` and stopped with SIGTERM at the end. Also the gRPC
+//! channels the client tasks share and the server's memory use.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tonic::transport::{Channel, Endpoint};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+
+use super::wire::LeanClient;
+use super::{BenchError, BenchResult, TargetArgs};
+use crate::proto::lightning_store_service_client::LightningStoreServiceClient;
+
+/// How long connecting one channel may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Deadline of every call, on top of any wait the call asks for.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a started server may take to exit after SIGTERM before it is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Store client used by the scenarios.
+pub type StoreClient = LightningStoreServiceClient<Channel>;
+
+/// The server under test.
+pub struct Target {
+    url: String,
+    tasks_per_channel: usize,
+    spawned: Option<Spawned>,
+}
+
+/// A server process started by the benchmark.
+struct Spawned {
+    child: Child,
+    command: String,
+    log: PathBuf,
+}
+
+impl Target {
+    /// Reaches the server named by `args`, starting it first with
+    /// `--server-cmd` when given, and waits until it reports SERVING.
+    pub async fn open(args: &TargetArgs) -> BenchResult<Self> {
+        if args.tasks_per_channel == 0 {
+            return Err(BenchError::new("--tasks-per-channel must be at least 1"));
+        }
+        let startup = Duration::try_from_secs_f64(args.startup_timeout_secs)
+            .map_err(|_| BenchError::new("--startup-timeout-secs must be a number >= 0"))?;
+        let Some(command) = &args.server_cmd else {
+            let target = Self {
+                url: args.server.clone(),
+                tasks_per_channel: args.tasks_per_channel,
+                spawned: None,
+            };
+            let endpoint = target.endpoint()?;
+            endpoint.connect().await.map_err(|e| {
+                BenchError::new(format!(
+                    "cannot connect to {}: {} (is `lightning-store serve` running there? \
+                     set --server or --server-cmd)",
+                    target.url,
+                    error_chain(&e)
+                ))
+            })?;
+            return Ok(target);
+        };
+        if !command.contains("{addr}") {
+            return Err(BenchError::new(
+                "--server-cmd must contain `{addr}`, the address the server should listen on",
+            ));
+        }
+        let addr = free_loopback_addr()?;
+        let command = command.replace("{addr}", &addr);
+        let log = std::env::temp_dir().join(format!(
+            "lightning-store-bench-{}-{}.log",
+            std::process::id(),
+            addr.replace([':', '.'], "_")
+        ));
+        let log_file = std::fs::File::create(&log)
+            .map_err(|e| BenchError::new(format!("cannot create {}: {e}", log.display())))?;
+        // `exec` makes the server the shell's own process, so its pid is
+        // the one that gets SIGTERM and whose memory is read.
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(format!("exec {command}"))
+            .stdin(Stdio::null())
+            .stdout(
+                log_file
+                    .try_clone()
+                    .map_err(|e| BenchError::new(format!("cannot open {}: {e}", log.display())))?,
+            )
+            .stderr(log_file)
+            .spawn()
+            .map_err(|e| BenchError::new(format!("cannot run `{command}`: {e}")))?;
+        let mut target = Self {
+            url: format!("http://{addr}"),
+            tasks_per_channel: args.tasks_per_channel,
+            spawned: Some(Spawned {
+                child,
+                command,
+                log,
+            }),
+        };
+        if let Err(error) = target.wait_until_serving(startup).await {
+            let _ = target.stop().await;
+            return Err(error);
+        }
+        Ok(target)
+    }
+
+    /// Describes the server for the report: its URL, and the command when
+    /// the benchmark started it.
+    pub fn description(&self) -> String {
+        match &self.spawned {
+            Some(spawned) => format!("{} (started: {})", self.url, spawned.command),
+            None => self.url.clone(),
+        }
+    }
+
+    /// Returns the resident memory of the started server in bytes; `None`
+    /// when the server was not started by the benchmark or /proc is unreadable.
+    pub fn rss_bytes(&self) -> Option<u64> {
+        let pid = self.spawned.as_ref()?.child.id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    }
+
+    /// Connects channels for `clients` client tasks, `--tasks-per-channel` to a channel.
+    pub async fn pool(&self, clients: usize) -> BenchResult<Pool> {
+        let count = clients.div_ceil(self.tasks_per_channel).max(1);
+        let endpoint = self.endpoint()?;
+        let mut channels = Vec::with_capacity(count);
+        for _ in 0..count {
+            let channel = endpoint.connect().await.map_err(|e| {
+                BenchError::new(format!(
+                    "cannot connect to {}: {}",
+                    self.url,
+                    error_chain(&e)
+                ))
+            })?;
+            channels.push(channel);
+        }
+        Ok(Pool {
+            channels,
+            tasks_per_channel: self.tasks_per_channel,
+        })
+    }
+
+    fn endpoint(&self) -> BenchResult<Endpoint> {
+        let endpoint = Endpoint::from_shared(self.url.clone())
+            .map_err(|e| BenchError::new(format!("invalid server url `{}`: {e}", self.url)))?;
+        if endpoint.uri().scheme_str() != Some("http") {
+            return Err(BenchError::new(format!(
+                "invalid server url `{}`: expected an http url such as http://127.0.0.1:4747",
+                self.url
+            )));
+        }
+        Ok(endpoint
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(CALL_TIMEOUT)
+            .tcp_nodelay(true))
+    }
+
+    /// Polls grpc.health.v1 until the server reports SERVING, the process
+    /// exits or `timeout` passes.
+    async fn wait_until_serving(&mut self, timeout: Duration) -> BenchResult<()> {
+        let deadline = Instant::now() + timeout;
+        let endpoint = self.endpoint()?.timeout(Duration::from_secs(1));
+        loop {
+            if let Some(spawned) = &mut self.spawned
+                && let Ok(Some(status)) = spawned.child.try_wait()
+            {
+                return Err(BenchError::new(format!(
+                    "the server exited during startup ({status}); its output is in {}",
+                    spawned.log.display()
+                )));
+            }
+            if let Ok(channel) = endpoint.connect().await {
+                let serving = HealthClient::new(channel)
+                    .check(HealthCheckRequest {
+                        service: String::new(),
+                    })
+                    .await
+                    .is_ok_and(|r| r.into_inner().status == ServingStatus::Serving as i32);
+                if serving {
+                    return Ok(());
+                }
+            }
+            if Instant::now() >= deadline {
+                let log = self
+                    .spawned
+                    .as_ref()
+                    .map(|s| format!("; its output is in {}", s.log.display()))
+                    .unwrap_or_default();
+                return Err(BenchError::new(format!(
+                    "the server at {} did not report SERVING within {timeout:?}{log}",
+                    self.url
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Stops the started server, if any: SIGTERM, then SIGKILL when it has
+    /// not exited within the stop timeout. Its log is removed after a clean exit.
+    pub async fn stop(&mut self) -> BenchResult<()> {
+        let Some(spawned) = &mut self.spawned else {
+            return Ok(());
+        };
+        if spawned.child.try_wait().ok().flatten().is_none() {
+            terminate(&spawned.child);
+        }
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        loop {
+            match spawned.child.try_wait() {
+                Ok(Some(status)) if status.success() => {
+                    let _ = std::fs::remove_file(&spawned.log);
+                    return Ok(());
+                }
+                Ok(Some(status)) => {
+                    return Err(BenchError::new(format!(
+                        "the server exited with {status}; its output is in {}",
+                        spawned.log.display()
+                    )));
+                }
+                Ok(None) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Ok(None) => {
+                    let _ = spawned.child.kill();
+                    let _ = spawned.child.wait();
+                    return Err(BenchError::new(format!(
+                        "the server did not exit within {STOP_TIMEOUT:?} of SIGTERM and was killed"
+                    )));
+                }
+                Err(e) => return Err(BenchError::new(format!("cannot wait for the server: {e}"))),
+            }
+        }
+    }
+}
+
+impl Drop for Spawned {
+    /// Kills a server left running by an interrupted benchmark.
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Sends SIGTERM to a child process.
+fn terminate(child: &Child) {
+    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: kill(2) has no memory-safety preconditions; the pid is our
+        // own child, not yet reaped, so it cannot name another process.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+    }
+}
+
+/// Returns a loopback address with a port that was free a moment ago.
+fn free_loopback_addr() -> BenchResult<String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| BenchError::new(format!("cannot find a free port: {e}")))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| BenchError::new(format!("cannot find a free port: {e}")))?;
+    Ok(addr.to_string())
+}
+
+/// Returns an error and its sources joined by `: `.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        let part = inner.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = inner.source();
+    }
+    text
+}
+
+/// Channels shared by the client tasks of one run.
+pub struct Pool {
+    channels: Vec<Channel>,
+    tasks_per_channel: usize,
+}
+
+impl Pool {
+    /// Returns the channel of client task `task`.
+    pub fn channel(&self, task: usize) -> Channel {
+        self.channels[(task / self.tasks_per_channel) % self.channels.len()].clone()
+    }
+
+    /// Returns a store client for client task `task`.
+    pub fn store(&self, task: usize) -> StoreClient {
+        LightningStoreServiceClient::new(self.channel(task)).max_decoding_message_size(usize::MAX)
+    }
+
+    /// Returns a client for the large calls (pre-encoded requests, counted responses).
+    pub fn lean(&self, task: usize) -> LeanClient {
+        LeanClient::new(self.channel(task))
+    }
+
+    /// Returns a health client for client task `task`.
+    pub fn health(&self, task: usize) -> HealthClient<Channel> {
+        HealthClient::new(self.channel(task))
+    }
+}

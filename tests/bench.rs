@@ -1,0 +1,239 @@
+//! `lightning-store bench`: every scenario for a tiny bounded count against
+//! a real server, checking the reported counts and that nothing failed.
+//! Speed is shown by the benchmark's printed figures, never asserted here.
+
+mod common;
+
+use clap::Parser;
+use common::TestServer;
+use lightning_store::bench::{self, Report};
+use lightning_store::cli::{Cli, Command};
+use serde_json::Value;
+
+/// Runs `bench <args>` against `server` through the library and returns its report.
+async fn bench(server: &TestServer, args: &[&str]) -> Report {
+    let mut argv = vec!["lightning-store", "bench", "--server", &server.url];
+    argv.extend_from_slice(args);
+    // A generous duration: the count always ends these runs.
+    argv.extend_from_slice(&["--duration-secs", "60"]);
+    let Command::Bench(args) = Cli::try_parse_from(&argv).expect("valid arguments").command else {
+        panic!("not the bench command");
+    };
+    bench::execute(args).await.expect("the benchmark runs")
+}
+
+/// Asserts that every row of `report` completed `ops` operations carrying
+/// `items` items, without an error.
+fn assert_rows(report: &Report, rows: usize, ops: u64, items: u64) {
+    assert_eq!(report.rows.len(), rows, "{report:#?}");
+    for row in &report.rows {
+        assert_eq!(row.errors, 0, "{}: {:?}", row.name, row.first_error);
+        assert_eq!(row.ops, ops, "{}", row.name);
+        assert_eq!(row.items, items, "{}", row.name);
+        assert_eq!(row.latency.samples > 0, ops > 0, "{}", row.name);
+        for call in &row.calls {
+            assert_eq!(call.errors, 0, "{} {}", row.name, call.name);
+        }
+    }
+}
+
+#[tokio::test]
+async fn lifecycle_one_rollout_per_call() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    let report = bench(&server, &["lifecycle", "-c", "1,3", "--count", "7"]).await;
+    assert_rows(&report, 2, 7, 70);
+    let calls: Vec<(&str, u64)> = report.rows[1]
+        .calls
+        .iter()
+        .map(|c| (c.name, c.calls))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("EnqueueRollout", 7),
+            ("DequeueRollout", 7),
+            ("AddSpans", 7),
+            ("UpdateAttempt", 7)
+        ]
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn lifecycle_with_batches_counts_lifecycles() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    // 2 clients, batches of 4: the last batch is partial (3 of 4).
+    let report = bench(
+        &server,
+        &[
+            "lifecycle",
+            "-c",
+            "2",
+            "--batch",
+            "4",
+            "--count",
+            "11",
+            "--spans-per-rollout",
+            "2",
+        ],
+    )
+    .await;
+    assert_rows(&report, 1, 11, 22);
+    let update = report.rows[0]
+        .calls
+        .iter()
+        .find(|c| c.name == "UpdateAttempt")
+        .unwrap();
+    assert_eq!(update.calls, 11);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn ingest_through_add_spans_and_otlp() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    let report = bench(
+        &server,
+        &[
+            "ingest",
+            "-c",
+            "2",
+            "--count",
+            "5",
+            "--batch",
+            "8",
+            "--attempts",
+            "3",
+        ],
+    )
+    .await;
+    assert_rows(&report, 2, 5, 40);
+    assert_eq!(report.rows[0].name, "ingest AddSpans");
+    assert_eq!(report.rows[1].name, "ingest OTLP Export");
+    // The server was not started by the benchmark: no memory figures.
+    assert!(report.rows.iter().all(|row| row.memory.is_none()));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn dispatch_pairs_every_enqueue_with_a_claim() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    let report = bench(
+        &server,
+        &["dispatch", "-c", "3", "--count", "12", "--rate", "500"],
+    )
+    .await;
+    assert_rows(&report, 1, 12, 0);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn fanout_delivers_every_round_to_every_subscriber() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    let report = bench(
+        &server,
+        &["fanout", "-c", "5", "--count", "3", "--settle-ms", "50"],
+    )
+    .await;
+    assert_rows(&report, 1, 15, 0);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn query_returns_every_span() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    let report = bench(
+        &server,
+        &["query", "-c", "2", "--count", "4", "--spans", "300"],
+    )
+    .await;
+    assert_rows(&report, 1, 4, 1200);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn noop_health_checks() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    let report = bench(&server, &["noop", "-c", "1,4", "--count", "25"]).await;
+    assert_rows(&report, 2, 25, 0);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_binary_prints_a_table() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    let output = run_binary(&[
+        "bench",
+        "--server",
+        &server.url,
+        "noop",
+        "-c",
+        "2",
+        "--count",
+        "10",
+    ])
+    .await;
+    let header = output.lines().next().unwrap();
+    for column in [
+        "SCENARIO",
+        "CLIENTS",
+        "OPS",
+        "THROUGHPUT",
+        "P99 MS",
+        "ERRORS",
+    ] {
+        assert!(header.contains(column), "{output}");
+    }
+    assert!(output.contains("noop health check"), "{output}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_binary_starts_and_stops_its_own_server_and_reports_memory() {
+    let server_cmd = format!(
+        "{} serve --store memory --listen {{addr}}",
+        env!("CARGO_BIN_EXE_lightning-store")
+    );
+    let output = run_binary(&[
+        "bench",
+        "--json",
+        "--server-cmd",
+        &server_cmd,
+        "ingest",
+        "--protocol",
+        "otlp",
+        "-c",
+        "1",
+        "--count",
+        "3",
+        "--batch",
+        "10",
+    ])
+    .await;
+    let report: Value = serde_json::from_str(&output).unwrap();
+    let row = &report["rows"][0];
+    assert_eq!(row["ops"], 3, "{report:#}");
+    assert_eq!(row["items"], 30);
+    assert_eq!(row["errors"], 0);
+    assert_eq!(row["memory"]["spans_stored"], 30, "{report:#}");
+    assert!(
+        report["server"]
+            .as_str()
+            .unwrap()
+            .contains("serve --store memory")
+    );
+}
+
+/// Runs the binary, asserts success and returns its stdout.
+async fn run_binary(args: &[&str]) -> String {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_lightning-store"));
+    command.args(args).env_remove("LIGHTNING_STORE_SERVER");
+    let output = tokio::task::spawn_blocking(move || command.output().expect("the binary runs"))
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}

@@ -1,0 +1,376 @@
+//! What only the SQLite backend promises: everything survives a restart,
+//! and a database that cannot be used is a clear error at startup.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{Backend, TestOptions, TestServer};
+use lightning_store::core::events::Change;
+use lightning_store::proto as pb;
+use lightning_store::store::sqlite::{SqliteOptions, SqliteStore};
+
+type Client =
+    pb::lightning_store_service_client::LightningStoreServiceClient<tonic::transport::Channel>;
+
+/// Starts a server on the database at `path`; `watchdog` is its timer interval.
+async fn server_on(path: &Path, watchdog: Duration) -> TestServer {
+    TestServer::start_opts(
+        Backend::Sqlite,
+        TestOptions {
+            database: Some(path.to_owned()),
+            watchdog_interval: watchdog,
+            ..TestOptions::default()
+        },
+    )
+    .await
+}
+
+async fn enqueue(c: &mut Client, spec: pb::RolloutSpec) -> String {
+    c.enqueue_rollout(pb::EnqueueRolloutRequest {
+        rollout: Some(spec),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .rollout
+    .unwrap()
+    .rollout_id
+}
+
+async fn dequeue(c: &mut Client) -> Option<pb::Rollout> {
+    c.dequeue_rollout(pb::DequeueRolloutRequest {
+        worker_id: Some("worker-1".into()),
+        wait: None,
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .rollout
+}
+
+async fn add_span(c: &mut Client, rollout_id: &str, attempt_id: &str) -> i64 {
+    let hex = uuid::Uuid::new_v4().simple().to_string();
+    c.add_span(pb::AddSpanRequest {
+        span: Some(pb::Span {
+            rollout_id: rollout_id.into(),
+            attempt_id: attempt_id.into(),
+            trace_id: hex.clone(),
+            span_id: hex[..16].into(),
+            name: "step".into(),
+            ..Default::default()
+        }),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .span
+    .unwrap()
+    .sequence_id
+    .unwrap()
+}
+
+async fn get(c: &mut Client, rollout_id: &str) -> pb::Rollout {
+    c.get_rollout(pb::GetRolloutRequest {
+        rollout_id: rollout_id.into(),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .rollout
+    .unwrap()
+}
+
+fn timeout_spec(seconds: f64) -> pb::RolloutSpec {
+    pb::RolloutSpec {
+        input_json: "{}".into(),
+        config: Some(pb::RolloutConfig {
+            timeout_seconds: Some(seconds),
+            max_attempts: Some(2),
+            retry_condition: vec![pb::AttemptStatus::Timeout as i32],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_restart_recovers_the_whole_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+
+    // Before: resources, a queue of three, one running attempt with a
+    // one-second timeout and spans, events.
+    let server = server_on(&path, Duration::from_secs(3600)).await;
+    let mut c = server.client().await;
+    let resources_id = c
+        .add_resources(pb::AddResourcesRequest {
+            resources_json: r#"{"model": "m1"}"#.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .resources
+        .unwrap()
+        .resources_id;
+    let timed = enqueue(&mut c, timeout_spec(1.0)).await;
+    let second = enqueue(&mut c, timeout_spec(3600.0)).await;
+    let third = enqueue(&mut c, timeout_spec(3600.0)).await;
+    let claimed = dequeue(&mut c).await.unwrap();
+    assert_eq!(claimed.rollout_id, timed);
+    let attempt_id = claimed.attempt.unwrap().attempt_id;
+    for expected in 1..=3 {
+        assert_eq!(add_span(&mut c, &timed, &attempt_id).await, expected);
+    }
+    let stats_before = c
+        .get_statistics(pb::GetStatisticsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let history = server.engine.events_after(0, usize::MAX).await.unwrap();
+    assert!(history.latest > 0);
+    server.stop().await;
+
+    // The attempt times out while the server is down.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+
+    let server = server_on(&path, Duration::from_millis(20)).await;
+    let mut c = server.client().await;
+    // The watchdog timer handles the expired attempt on its own: the
+    // rollout is requeued behind the two that were waiting.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let history_after = loop {
+        let page = server.engine.events_after(0, usize::MAX).await.unwrap();
+        let requeued = page.events.iter().any(|e| {
+            e.seq > history.latest
+                && matches!(&e.change, Change::RolloutChanged { rollout_id, .. } if *rollout_id == timed)
+        });
+        if requeued {
+            break page;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the watchdog did not run"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let rollout = get(&mut c, &timed).await;
+    assert_eq!(rollout.status, pb::RolloutStatus::Requeuing as i32);
+    let attempt = rollout.attempt.unwrap();
+    assert_eq!(attempt.attempt_id, attempt_id);
+    assert_eq!(attempt.status, pb::AttemptStatus::Timeout as i32);
+
+    // Events continue where they stopped, with the old history kept.
+    assert_eq!(history_after.oldest, 1);
+    assert_eq!(
+        &history_after.events[..history.events.len()],
+        &history.events[..]
+    );
+    let seqs: Vec<u64> = history_after.events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=history_after.latest).collect::<Vec<_>>());
+
+    // The queue keeps its order, with the requeued rollout at the tail.
+    let order: Vec<String> = [
+        dequeue(&mut c).await,
+        dequeue(&mut c).await,
+        dequeue(&mut c).await,
+    ]
+    .into_iter()
+    .map(|r| r.unwrap().rollout_id)
+    .collect();
+    assert_eq!(order, [second.clone(), third.clone(), timed.clone()]);
+    assert!(dequeue(&mut c).await.is_none());
+
+    // Span sequence ids continue: none is handed out twice.
+    assert_eq!(add_span(&mut c, &timed, &attempt_id).await, 4);
+
+    // The latest resources are still the latest.
+    let latest = c
+        .get_latest_resources(pb::GetLatestResourcesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .resources
+        .unwrap();
+    assert_eq!(latest.resources_id, resources_id);
+    let fourth = enqueue(&mut c, timeout_spec(3600.0)).await;
+    assert_eq!(get(&mut c, &fourth).await.resources_id, Some(resources_id));
+
+    let stats = c
+        .get_statistics(pb::GetStatisticsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(stats.name, "sqlite");
+    assert_eq!(stats.total_rollouts, stats_before.total_rollouts + 1);
+    assert_eq!(stats.total_attempts, stats_before.total_attempts + 3);
+    assert_eq!(stats.total_spans, stats_before.total_spans + 1);
+    assert_eq!(stats.total_resources, 1);
+    assert_eq!(stats.queued_rollouts, 1);
+}
+
+#[tokio::test]
+async fn a_second_store_on_the_same_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let _first = SqliteStore::open(&path, SqliteOptions::default())
+        .await
+        .unwrap();
+    let error = SqliteStore::open(&path, SqliteOptions::default())
+        .await
+        .err()
+        .expect("the file is in use");
+    assert!(
+        error.to_string().contains("in use by another process"),
+        "{error}"
+    );
+}
+
+/// Runs `serve` on `database` and returns its exit status and stderr; a
+/// server that starts is killed, which fails the caller's assertions.
+fn serve(database: &Path) -> (std::process::ExitStatus, String) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lightning-store"))
+        .args(["serve", "--listen", &addr.to_string(), "--database"])
+        .arg(database)
+        .env_remove("LIGHTNING_STORE_BACKEND")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            break child.wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    (status, stderr)
+}
+
+/// Asserts that `serve` refused `database` with one clear error line.
+#[track_caller]
+fn assert_refused(database: &Path, reason: &str) {
+    let (status, stderr) = serve(database);
+    assert!(!status.success(), "the server started: {stderr}");
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let error: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("error: "))
+        .collect();
+    assert_eq!(error.len(), 1, "{stderr}");
+    assert!(
+        error[0].starts_with(&format!(
+            "error: cannot open database {}",
+            database.display()
+        )),
+        "{stderr}"
+    );
+    assert!(error[0].contains(reason), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn a_corrupt_file_is_refused_at_startup() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    std::fs::write(&path, vec![0x5a; 8192]).unwrap();
+    assert_refused(&path, "not a SQLite database");
+}
+
+#[tokio::test]
+async fn a_database_of_another_application_is_refused_untouched() {
+    use sqlx::Connection as _;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("other.db");
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true);
+    let mut conn = sqlx::SqliteConnection::connect_with(&options)
+        .await
+        .unwrap();
+    sqlx::query("CREATE TABLE notes (body TEXT)")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    let before = std::fs::read(&path).unwrap();
+    assert_refused(&path, "another application");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "the file was changed"
+    );
+}
+
+#[tokio::test]
+async fn a_database_of_a_newer_version_is_refused() {
+    use sqlx::Connection as _;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    drop(
+        SqliteStore::open(&path, SqliteOptions::default())
+            .await
+            .unwrap(),
+    );
+    // The store closes its connection on a background thread.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path);
+    let mut conn = sqlx::SqliteConnection::connect_with(&options)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (99, 'future', TRUE, X'00', 0)",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    assert_refused(&path, "newer lightning-store");
+}
+
+#[test]
+fn a_database_under_a_regular_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    assert_refused(&file.join("store.db"), "not a directory");
+}
+
+#[test]
+fn a_database_in_a_missing_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_refused(&dir.path().join("missing").join("store.db"), "no such file");
+}
+
+#[test]
+fn a_database_in_a_read_only_directory_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let read_only = dir.path().join("read-only");
+    std::fs::create_dir(&read_only).unwrap();
+    std::fs::set_permissions(&read_only, std::fs::Permissions::from_mode(0o555)).unwrap();
+    // Root writes anywhere: then there is nothing to refuse.
+    let privileged = std::fs::write(read_only.join("probe"), "").is_ok();
+    if !privileged {
+        assert_refused(&read_only.join("store.db"), "permission denied");
+        // An existing database whose directory cannot take its journal.
+        std::fs::set_permissions(&read_only, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let existing: PathBuf = read_only.join("existing.db");
+        std::fs::write(&existing, "").unwrap();
+        std::fs::set_permissions(&read_only, std::fs::Permissions::from_mode(0o555)).unwrap();
+        assert_refused(&existing, "directory must be writable");
+    }
+    std::fs::set_permissions(&read_only, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
