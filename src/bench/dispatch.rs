@@ -40,6 +40,8 @@ const CLAIM_GRACE: Duration = Duration::from_secs(5);
 pub enum DispatchMode {
     /// Unary DequeueRollout with a wait (event-driven on the server).
     Dequeue,
+    /// A WorkerSession stream with one slot: the server pushes the rollout.
+    Session,
 }
 
 /// Arguments of `bench dispatch`; `--concurrency` is the number of idle workers.
@@ -93,6 +95,12 @@ pub async fn run(target: &mut Target, args: DispatchArgs, progress: bool) -> Ben
                     index,
                     pool.store(index),
                     wait,
+                    board.clone(),
+                    stopped.clone(),
+                )),
+                DispatchMode::Session => set.spawn(session_worker(
+                    index,
+                    pool.store(index),
                     board.clone(),
                     stopped.clone(),
                 )),
@@ -187,6 +195,60 @@ async fn dequeue_worker(
                 board.failure(status_text(&status));
                 // A failing server must not turn the loop into a busy spin.
                 tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+/// A worker holding a one-slot session: each pushed assignment is recorded
+/// and released at once, so the slot is free for the next rollout.
+async fn session_worker(
+    index: usize,
+    mut client: StoreClient,
+    board: Arc<Board>,
+    mut stop: watch::Receiver<bool>,
+) {
+    use pb::worker_session_request::Message as ToServer;
+    use pb::worker_session_response::Message as FromServer;
+    let (to_server, requests) = tokio::sync::mpsc::unbounded_channel();
+    let _ = to_server.send(pb::WorkerSessionRequest {
+        message: Some(ToServer::Open(pb::OpenSession {
+            worker_id: format!("bench-session-{index}"),
+            slots: 1,
+        })),
+    });
+    let requests = tokio_stream::wrappers::UnboundedReceiverStream::new(requests);
+    let mut pushes = match client.worker_session(requests).await {
+        Ok(response) => response.into_inner(),
+        Err(status) => return board.failure(status_text(&status)),
+    };
+    loop {
+        let message = tokio::select! {
+            message = pushes.message() => message,
+            _ = stop.changed() => break,
+        };
+        match message {
+            Ok(Some(pb::WorkerSessionResponse {
+                message: Some(FromServer::Assignment(assignment)),
+            })) => {
+                let Some(rollout) = assignment.rollout else {
+                    continue;
+                };
+                let received = Instant::now();
+                let attempt_id = rollout.attempt.map(|a| a.attempt_id).unwrap_or_default();
+                let _ = to_server.send(pb::WorkerSessionRequest {
+                    message: Some(ToServer::Release(pb::ReleaseAssignment {
+                        rollout_id: rollout.rollout_id.clone(),
+                        attempt_id,
+                    })),
+                });
+                board.claimed(rollout.rollout_id, received);
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(status) => {
+                board.failure(status_text(&status));
+                break;
             }
         }
     }
