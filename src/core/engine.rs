@@ -748,14 +748,14 @@ impl Engine {
             tx.as_mut(),
             &mut rollout,
             &attempt,
-            is_latest,
+            AttemptWrite {
+                is_latest,
+                sync_worker: sync,
+            },
             now,
             &mut changes,
         )
         .await?;
-        if sync && let Some(worker_id) = attempt.worker_id.clone() {
-            sync_worker(tx.as_mut(), &worker_id, &attempt, now, false, &mut changes).await?;
-        }
         self.commit(tx, changes).await?;
         Ok(attempt)
     }
@@ -995,14 +995,14 @@ impl Engine {
             tx.as_mut(),
             &mut rollout,
             &attempt,
-            is_latest,
+            AttemptWrite {
+                is_latest,
+                sync_worker: true,
+            },
             now,
             &mut changes,
         )
         .await?;
-        if let Some(worker_id) = attempt.worker_id.clone() {
-            sync_worker(tx.as_mut(), &worker_id, &attempt, now, false, &mut changes).await?;
-        }
         self.commit(tx, changes).await?;
         Ok(true)
     }
@@ -1140,13 +1140,23 @@ async fn create_attempt(
     Ok(attempt)
 }
 
-/// Writes an attempt changed by a client or the watchdog and, when it is
-/// the latest, propagates its status to the rollout (§4.2).
+/// How [`write_attempt`] treats the attempt it writes.
+#[derive(Debug, Clone, Copy)]
+struct AttemptWrite {
+    /// The attempt is the rollout's latest: its status drives the rollout.
+    is_latest: bool,
+    /// The attempt's worker (if any) is synchronised with it (§7).
+    sync_worker: bool,
+}
+
+/// Writes an attempt changed by a client, the watchdog or a session expiry:
+/// when it is the latest, propagates its status to the rollout (§4.2), and
+/// synchronises its worker when asked to.
 async fn write_attempt(
     tx: &mut dyn StoreTx,
     rollout: &mut Rollout,
     attempt: &Attempt,
-    is_latest: bool,
+    how: AttemptWrite,
     now: Timestamp,
     changes: &mut Changes,
 ) -> StoreResult<()> {
@@ -1156,17 +1166,22 @@ async fn write_attempt(
         attempt_id: attempt.attempt_id.clone(),
         status: attempt.status,
     });
-    if !is_latest {
-        return Ok(());
+    if how.is_latest {
+        let before = rollout.status;
+        if let Some(status) = lifecycle::propagated_status(rollout, attempt)
+            && lifecycle::set_rollout_status(rollout, status, now)
+            && tx.enqueue(&rollout.rollout_id).await?
+        {
+            changes.enqueued = true;
+        }
+        save_rollout_change(tx, rollout, Some(attempt), Some(before), changes).await?;
     }
-    let before = rollout.status;
-    if let Some(status) = lifecycle::propagated_status(rollout, attempt)
-        && lifecycle::set_rollout_status(rollout, status, now)
-        && tx.enqueue(&rollout.rollout_id).await?
+    if how.sync_worker
+        && let Some(worker_id) = &attempt.worker_id
     {
-        changes.enqueued = true;
+        sync_worker(tx, worker_id, attempt, now, false, changes).await?;
     }
-    save_rollout_change(tx, rollout, Some(attempt), Some(before), changes).await
+    Ok(())
 }
 
 /// Applies a heartbeat (spans arrived) to an attempt and its rollout (§4.4).
@@ -1221,10 +1236,11 @@ async fn watchdog(tx: &mut dyn StoreTx, now: Timestamp, changes: &mut Changes) -
         };
         tracing::info!(rollout_id, attempt_id = attempt.attempt_id, %status, "watchdog verdict");
         lifecycle::set_attempt_status(&mut attempt, status, now);
-        write_attempt(tx, &mut rollout, &attempt, true, now, changes).await?;
-        if let Some(worker_id) = attempt.worker_id.clone() {
-            sync_worker(tx, &worker_id, &attempt, now, false, changes).await?;
-        }
+        let how = AttemptWrite {
+            is_latest: true,
+            sync_worker: true,
+        };
+        write_attempt(tx, &mut rollout, &attempt, how, now, changes).await?;
     }
     Ok(())
 }
