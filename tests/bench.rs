@@ -127,6 +127,20 @@ async fn dispatch_pairs_every_enqueue_with_a_claim() {
 }
 
 #[tokio::test]
+async fn dispatch_through_worker_sessions() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    let report = bench(
+        &server,
+        &[
+            "dispatch", "--mode", "session", "-c", "3", "--count", "12", "--rate", "500",
+        ],
+    )
+    .await;
+    assert_rows(&report, 1, 12, 0);
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn fanout_delivers_every_round_to_every_subscriber() {
     let server = TestServer::start(common::Backend::Memory).await;
     let report = bench(

@@ -104,7 +104,8 @@ pub enum Scenario {
     /// Span ingest through AddSpans and OTLP TraceService/Export, N spans per
     /// request, into running attempts.
     Ingest(ingest::IngestArgs),
-    /// Enqueue-to-claim latency for idle workers parked in a waiting dequeue.
+    /// Enqueue-to-claim latency for idle workers parked in a waiting
+    /// DequeueRollout or holding a worker session.
     Dispatch(dispatch::DispatchArgs),
     /// Completion delivery latency to subscribers parked in WaitForRollouts.
     Fanout(fanout::FanoutArgs),
