@@ -14,8 +14,8 @@ use super::lifecycle::succeeded;
 use super::progress::Progress;
 use super::report::{Report, Row, RowSpec};
 use super::stats::{Counters, Recorder, status_text};
-use super::target::{StoreClient, Target};
-use super::{BenchError, BenchResult, LoadArgs};
+use super::target::{StoreClient, Target, start_rollout};
+use super::{BenchResult, LoadArgs};
 use crate::proto as pb;
 
 /// Rounds per run when `--count` is not given.
@@ -75,13 +75,14 @@ pub async fn run(target: &mut Target, args: FanoutArgs, progress: bool) -> Bench
         let mut round = 0;
         while budget.take(1) == 1 {
             round += 1;
-            let (rollout_id, attempt_id) = match start_rollout(&mut coordinator).await {
-                Ok(ids) => ids,
-                Err(error) => {
-                    recorder.failure(error.to_string());
-                    continue;
-                }
-            };
+            let (rollout_id, attempt_id) =
+                match start_rollout(&mut coordinator, "bench fanout").await {
+                    Ok(ids) => ids,
+                    Err(error) => {
+                        recorder.failure(error.to_string());
+                        continue;
+                    }
+                };
             let _ = rounds.send(Some((round, rollout_id.clone())));
             tokio::time::sleep(settle).await;
             let start = Instant::now();
@@ -113,27 +114,6 @@ pub async fn run(target: &mut Target, args: FanoutArgs, progress: bool) -> Bench
         ));
     }
     Ok(report)
-}
-
-/// Creates a rollout with a running attempt; returns its ids.
-async fn start_rollout(client: &mut StoreClient) -> BenchResult<(String, String)> {
-    let rollout = client
-        .start_rollout(pb::StartRolloutRequest {
-            rollout: Some(pb::RolloutSpec {
-                input_json: r#"{"task": "bench fanout"}"#.to_owned(),
-                ..Default::default()
-            }),
-            worker_id: None,
-        })
-        .await?
-        .into_inner()
-        .rollout
-        .ok_or_else(|| BenchError::new("StartRollout returned no rollout"))?;
-    let attempt_id = rollout
-        .attempt
-        .map(|a| a.attempt_id)
-        .ok_or_else(|| BenchError::new("StartRollout returned no attempt"))?;
-    Ok((rollout.rollout_id, attempt_id))
 }
 
 /// Records the outcomes of round `round` from `expected` subscribers,

@@ -12,7 +12,7 @@ use super::driver::{TaskContext, run_tasks};
 use super::payload::{OtlpBatch, SpanIds, StoreBatch, StoreSpan};
 use super::report::{Memory, Report, Row, RowSpec};
 use super::stats::{Recorder, status_text};
-use super::target::{Pool, Target};
+use super::target::{Pool, Target, start_rollout};
 use super::wire::LeanClient;
 use super::{BenchError, BenchResult, LoadArgs, SpanArgs};
 use crate::proto as pb;
@@ -153,28 +153,13 @@ async fn running_attempts(
     let mut ids = SpanIds::new();
     let mut attempts = Vec::with_capacity(count);
     for _ in 0..count {
-        let rollout = client
-            .start_rollout(pb::StartRolloutRequest {
-                rollout: Some(pb::RolloutSpec {
-                    input_json: r#"{"task": "bench ingest"}"#.to_owned(),
-                    ..Default::default()
-                }),
-                worker_id: None,
-            })
-            .await?
-            .into_inner()
-            .rollout
-            .ok_or_else(|| BenchError::new("StartRollout returned no rollout"))?;
-        let attempt_id = rollout
-            .attempt
-            .map(|a| a.attempt_id)
-            .ok_or_else(|| BenchError::new("StartRollout returned no attempt"))?;
+        let (rollout_id, attempt_id) = start_rollout(&mut client, "bench ingest").await?;
         client
             .add_spans(pb::AddSpansRequest {
-                spans: span.spans(&rollout.rollout_id, &attempt_id, 1, &mut ids),
+                spans: span.spans(&rollout_id, &attempt_id, 1, &mut ids),
             })
             .await?;
-        attempts.push((rollout.rollout_id, attempt_id));
+        attempts.push((rollout_id, attempt_id));
     }
     Ok(attempts)
 }

@@ -10,7 +10,7 @@ use super::driver::{TaskContext, run_tasks};
 use super::payload::{SpanIds, StoreSpan};
 use super::report::{Report, Row, RowSpec};
 use super::stats::{Recorder, status_text};
-use super::target::{StoreClient, Target};
+use super::target::{StoreClient, Target, start_rollout};
 use super::wire::LeanClient;
 use super::{BenchError, BenchResult, LoadArgs, SpanArgs};
 use crate::proto as pb;
@@ -75,34 +75,19 @@ pub async fn run(target: &mut Target, args: QueryArgs, progress: bool) -> BenchR
 
 /// Creates a rollout holding `count` spans; returns its id.
 async fn prepare(client: &mut StoreClient, span: &StoreSpan, count: usize) -> BenchResult<String> {
-    let rollout = client
-        .start_rollout(pb::StartRolloutRequest {
-            rollout: Some(pb::RolloutSpec {
-                input_json: r#"{"task": "bench query"}"#.to_owned(),
-                ..Default::default()
-            }),
-            worker_id: None,
-        })
-        .await?
-        .into_inner()
-        .rollout
-        .ok_or_else(|| BenchError::new("StartRollout returned no rollout"))?;
-    let attempt_id = rollout
-        .attempt
-        .map(|a| a.attempt_id)
-        .ok_or_else(|| BenchError::new("StartRollout returned no attempt"))?;
+    let (rollout_id, attempt_id) = start_rollout(client, "bench query").await?;
     let mut ids = SpanIds::new();
     let mut added = 0;
     while added < count {
         let n = PREPARE_BATCH.min(count - added);
         client
             .add_spans(pb::AddSpansRequest {
-                spans: span.spans(&rollout.rollout_id, &attempt_id, n, &mut ids),
+                spans: span.spans(&rollout_id, &attempt_id, n, &mut ids),
             })
             .await?;
         added += n;
     }
-    Ok(rollout.rollout_id)
+    Ok(rollout_id)
 }
 
 async fn query_task(

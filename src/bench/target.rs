@@ -315,3 +315,25 @@ impl Pool {
         HealthClient::new(self.channel(task))
     }
 }
+
+/// Creates a rollout with a running attempt (StartRollout) whose input
+/// names `task`; returns its rollout and attempt ids.
+pub async fn start_rollout(client: &mut StoreClient, task: &str) -> BenchResult<(String, String)> {
+    let rollout = client
+        .start_rollout(crate::proto::StartRolloutRequest {
+            rollout: Some(crate::proto::RolloutSpec {
+                input_json: serde_json::json!({ "task": task }).to_string(),
+                ..Default::default()
+            }),
+            worker_id: None,
+        })
+        .await?
+        .into_inner()
+        .rollout
+        .ok_or_else(|| BenchError::new("StartRollout returned no rollout"))?;
+    let attempt_id = rollout
+        .attempt
+        .map(|a| a.attempt_id)
+        .ok_or_else(|| BenchError::new("StartRollout returned no attempt"))?;
+    Ok((rollout.rollout_id, attempt_id))
+}
