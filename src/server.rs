@@ -12,17 +12,22 @@ use tonic::codec::CompressionEncoding;
 
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer;
 
+use crate::api::calls::CallLayer;
 use crate::api::otlp::OtlpTraceService;
 use crate::api::service::StoreService;
 use crate::api::streams::SubscriberLimits;
 use crate::core::engine::Engine;
 use crate::core::sessions::Sessions;
-use crate::metrics::{GrpcMetricsLayer, Metrics};
+use crate::metrics::Metrics;
 use crate::proto::lightning_store_service_server::LightningStoreServiceServer;
 
 const STORE_SERVICE: &str = "lightningstore.v1.LightningStoreService";
 const TRACE_SERVICE: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
 const HEALTH_SERVICE: &str = "grpc.health.v1.Health";
+/// Health service name that is SERVING for as long as the process answers,
+/// whatever the backend: for liveness probes, which must not restart the
+/// server because its database is down.
+pub const LIVENESS_SERVICE: &str = "liveness";
 
 /// Settings of the gRPC server.
 #[derive(Debug, Clone)]
@@ -43,6 +48,12 @@ pub struct ServerConfig {
     pub subscriber_timeout: Duration,
     /// Where Prometheus metrics are served (`GET /metrics`); `None` serves none.
     pub metrics_listener: Option<MetricsListener>,
+    /// The metrics the server records calls in and serves; give the same
+    /// [`Metrics`] to the engine (`EngineConfig::observer`) to see its work too.
+    pub metrics: Metrics,
+    /// How often the backend is probed; the health status is NOT_SERVING
+    /// while the probe fails (and while the server drains).
+    pub health_check_interval: Duration,
 }
 
 /// An already-bound listener for the metrics endpoint, shareable so that
@@ -71,6 +82,8 @@ impl Default for ServerConfig {
             subscriber_buffer: 4096,
             subscriber_timeout: Duration::from_secs(10),
             metrics_listener: None,
+            metrics: Metrics::new(),
+            health_check_interval: Duration::from_secs(5),
         }
     }
 }
@@ -89,11 +102,10 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
-        .set_serving::<LightningStoreServiceServer<StoreService>>()
+        .set_service_status(LIVENESS_SERVICE, tonic_health::ServingStatus::Serving)
         .await;
-    health_reporter
-        .set_service_status(TRACE_SERVICE, tonic_health::ServingStatus::Serving)
-        .await;
+    let health = Arc::new(Health::new(health_reporter));
+    health.publish().await;
 
     let reflection = || {
         tonic_reflection::server::Builder::configure()
@@ -130,23 +142,23 @@ pub async fn serve(
         tokio::spawn(engine.clone().run_watchdog()),
         tokio::spawn(sessions.clone().run_dispatcher()),
         tokio::spawn(sessions.run_revocations()),
+        tokio::spawn(
+            health
+                .clone()
+                .probe_backend(engine.clone(), config.health_check_interval),
+        ),
     ];
     let (drain_tx, drain_rx) = tokio::sync::oneshot::channel::<()>();
     let drain_engine = engine.clone();
     let signal = async move {
         shutdown.await;
         tracing::info!("shutting down: draining in-flight calls");
-        health_reporter
-            .set_not_serving::<LightningStoreServiceServer<StoreService>>()
-            .await;
-        health_reporter
-            .set_service_status("", tonic_health::ServingStatus::NotServing)
-            .await;
+        health.drain().await;
         drain_engine.close();
         let _ = drain_tx.send(());
     };
 
-    let metrics = Metrics::new();
+    let metrics = config.metrics.clone();
     let (metrics_stop_tx, metrics_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let metrics_server = match config
         .metrics_listener
@@ -178,7 +190,7 @@ pub async fn serve(
     });
     let server = tonic::transport::Server::builder()
         // Outermost, so that it records the codes the client sees.
-        .layer(GrpcMetricsLayer::new(metrics))
+        .layer(CallLayer::new(metrics))
         .layer(tower::util::MapResponseLayer::new(
             oversized_is_resource_exhausted,
         ))
@@ -231,4 +243,89 @@ fn oversized_is_resource_exhausted<B>(mut response: http::Response<B>) -> http::
         headers.insert("grpc-status", http::HeaderValue::from_static("8"));
     }
     response
+}
+
+/// The health status of every served service: SERVING while the backend
+/// answers its probe and the server is not draining, NOT_SERVING otherwise.
+struct Health {
+    reporter: tonic_health::server::HealthReporter,
+    /// (backend reachable, draining); the lock also orders the updates.
+    state: tokio::sync::Mutex<(bool, bool)>,
+}
+
+impl Health {
+    fn new(reporter: tonic_health::server::HealthReporter) -> Self {
+        Self {
+            reporter,
+            state: tokio::sync::Mutex::new((true, false)),
+        }
+    }
+
+    /// Publishes the current status for the server as a whole ("") and for
+    /// each service.
+    async fn publish(&self) {
+        let state = self.state.lock().await;
+        self.set_all(*state).await;
+    }
+
+    async fn set_all(&self, (reachable, draining): (bool, bool)) {
+        let status = if reachable && !draining {
+            tonic_health::ServingStatus::Serving
+        } else {
+            tonic_health::ServingStatus::NotServing
+        };
+        for service in ["", STORE_SERVICE, TRACE_SERVICE] {
+            self.reporter.set_service_status(service, status).await;
+        }
+    }
+
+    /// Marks the server draining: NOT_SERVING from now on.
+    async fn drain(&self) {
+        let mut state = self.state.lock().await;
+        state.1 = true;
+        self.set_all(*state).await;
+    }
+
+    /// Records the outcome of a backend probe, publishing any change.
+    async fn set_reachable(&self, reachable: bool) {
+        let mut state = self.state.lock().await;
+        if state.0 == reachable {
+            return;
+        }
+        state.0 = reachable;
+        if reachable {
+            tracing::info!("backend reachable again: serving");
+        } else {
+            tracing::warn!("backend unreachable: health is NOT_SERVING");
+        }
+        self.set_all(*state).await;
+    }
+
+    /// Probes the backend every `interval` (each probe bounded by the
+    /// interval, at least one second) until the engine closes.
+    async fn probe_backend(self: Arc<Self>, engine: Arc<Engine>, interval: Duration) {
+        let mut closing = engine.closing();
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let deadline = interval.max(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                _ = closing.wait_for(|closed| *closed) => return,
+            }
+            let probe = tokio::time::timeout(deadline, engine.statistics()).await;
+            let reachable = match probe {
+                Ok(Ok(_)) => true,
+                Ok(Err(error)) => {
+                    tracing::debug!(%error, "backend probe failed");
+                    false
+                }
+                Err(_) => {
+                    tracing::debug!(?deadline, "backend probe timed out");
+                    false
+                }
+            };
+            self.set_reachable(reachable).await;
+        }
+    }
 }

@@ -162,6 +162,10 @@ async fn drives_a_rollout_from_enqueue_to_completion() {
     assert_eq!(stats["total_spans"], 1);
     assert_eq!(stats["total_workers"], 1);
     assert_eq!(stats["queued_rollouts"], 0);
+    assert_eq!(stats["rollouts_by_status"]["succeeded"], 1);
+    assert_eq!(stats["attempts_by_status"]["succeeded"], 1);
+    assert_eq!(stats["rollouts_by_status"]["queuing"], 0);
+    assert!(stats["oldest_queued_time"].is_null());
 }
 
 #[tokio::test]

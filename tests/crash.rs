@@ -3,14 +3,14 @@
 //! restarted on the same file; everything it acknowledged must be there.
 //! Several kill points, bounded in rounds and time; loopback only.
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
-use std::io::BufRead as _;
-use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::ServerProcess;
 use lightning_store::proto as pb;
 use tonic::transport::Channel;
 
@@ -23,63 +23,10 @@ const SPANS_PER_ROLLOUT: usize = 3;
 const TIMEOUT_SECS: f64 = 1.0;
 const TEST_BUDGET: Duration = Duration::from_secs(60);
 
-/// A server process and its log.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-    log: Arc<Mutex<String>>,
-}
-
-impl Server {
-    /// Starts the binary on `database`, listening on a free loopback port,
-    /// and returns once it logged the address it serves on.
-    fn start(database: &Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lightning-store"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
-            .args(["--watchdog-interval-ms", "50", "--database"])
-            .arg(database)
-            .env_remove("LIGHTNING_STORE_BACKEND")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the binary starts");
-        let stderr = child.stderr.take().unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if let Ok(record) = serde_json::from_str::<serde_json::Value>(&line)
-                    && record["fields"]["message"] == "serving gRPC"
-                    && let Some(addr) = record["fields"]["local_addr"].as_str()
-                {
-                    let _ = addr_tx.send(addr.parse::<SocketAddr>().unwrap());
-                }
-                let mut log = sink.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        let addr = addr_rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("the server did not start: {}", log.lock().unwrap()));
-        Self { child, addr, log }
-    }
-
-    async fn client(&self) -> Client {
-        let channel = Channel::from_shared(format!("http://{}", self.addr))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        Client::new(channel)
-    }
-
-    fn kill(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
+/// Starts the binary on `database` with a fast watchdog.
+fn start(database: &Path) -> ServerProcess {
+    let database = database.to_str().expect("a UTF-8 path");
+    ServerProcess::start(&["--watchdog-interval-ms", "50", "--database", database])
 }
 
 /// Every write the server acknowledged.
@@ -373,7 +320,7 @@ async fn acknowledged_writes_survive_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let database = dir.path().join("store.db");
     let mut ledger = Ledger::default();
-    let mut server = Server::start(&database);
+    let mut server = start(&database);
     for round in 0..ROUNDS {
         let shared = Arc::new(Mutex::new(std::mem::take(&mut ledger)));
         let mut clients = Vec::new();
@@ -400,7 +347,7 @@ async fn acknowledged_writes_survive_sigkill() {
             log.lock().unwrap()
         );
 
-        server = Server::start(&database);
+        server = start(&database);
         let mut c = server.client().await;
         verify(&mut c, &mut ledger).await;
         assert!(started.elapsed() < TEST_BUDGET, "the test ran out of time");

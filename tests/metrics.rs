@@ -3,7 +3,10 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use lightning_store::core::engine::{Engine, EngineConfig};
+use lightning_store::metrics::Metrics;
 use lightning_store::proto as pb;
 use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
 use lightning_store::server::{self, MetricsListener, ServerConfig};
@@ -62,28 +65,77 @@ fn spec() -> pb::RolloutSpec {
     }
 }
 
-#[tokio::test]
-async fn scrape_reflects_calls_and_store_totals() {
+fn span(rollout_id: &str, attempt_id: &str, span_id: &str) -> pb::Span {
+    pb::Span {
+        rollout_id: rollout_id.to_owned(),
+        attempt_id: attempt_id.to_owned(),
+        trace_id: "0af7651916cd43dd8448eb211c80319c".to_owned(),
+        span_id: span_id.to_owned(),
+        name: "llm".to_owned(),
+        ..Default::default()
+    }
+}
+
+/// A server with metrics wired to both the gRPC layer and the engine.
+struct Served {
+    grpc: SocketAddr,
+    metrics: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), server::ServeError>>,
+}
+
+async fn serve_with_metrics() -> Served {
     let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let grpc_addr = grpc.local_addr().unwrap();
-    let metrics = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let metrics_addr = metrics.local_addr().unwrap();
+    let metrics_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let metrics_addr = metrics_listener.local_addr().unwrap();
+    let metrics = Metrics::new();
     let engine = Arc::new(Engine::new(
         Arc::new(MemoryStore::with_event_retention(1000)),
-        EngineConfig::default(),
+        EngineConfig {
+            watchdog_interval: Duration::from_millis(10),
+            observer: Arc::new(metrics.clone()),
+            ..EngineConfig::default()
+        },
     ));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(server::serve(
+    let task = tokio::spawn(server::serve(
         grpc,
         engine,
         ServerConfig {
-            metrics_listener: Some(MetricsListener::new(metrics)),
+            metrics_listener: Some(MetricsListener::new(metrics_listener)),
+            metrics,
             ..ServerConfig::default()
         },
         async move {
             let _ = stopped.await;
         },
     ));
+    Served {
+        grpc: grpc_addr,
+        metrics: metrics_addr,
+        stop,
+        task,
+    }
+}
+
+/// Scrapes until `done` holds for the text, for at most 5 s (for changes the
+/// server makes after a client is gone, which no call can wait for).
+async fn scrape_until(addr: SocketAddr, done: impl Fn(&str) -> bool) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = scrape(addr).await;
+        if done(&text) || tokio::time::Instant::now() > deadline {
+            return text;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn scrape_reflects_calls_and_store_totals() {
+    let served = serve_with_metrics().await;
+    let metrics_addr = served.metrics;
 
     let before = scrape(metrics_addr).await;
     assert_eq!(sample(&before, "lightning_store_store_up", &[]), Some(1.0));
@@ -91,9 +143,13 @@ async fn scrape_reflects_calls_and_store_totals() {
         sample(&before, "lightning_store_queue_depth", &[]),
         Some(0.0)
     );
+    assert_eq!(
+        sample(&before, "lightning_store_queue_oldest_age_seconds", &[]),
+        Some(0.0)
+    );
     assert_eq!(calls(&before, "EnqueueRollout", "OK"), 0.0);
 
-    let mut client = LightningStoreServiceClient::connect(format!("http://{grpc_addr}"))
+    let mut client = LightningStoreServiceClient::connect(format!("http://{}", served.grpc))
         .await
         .unwrap();
     for _ in 0..3 {
@@ -108,20 +164,13 @@ async fn scrape_reflects_calls_and_store_totals() {
         .get_rollout(pb::GetRolloutRequest {
             rollout_id: "ro-missing".to_owned(),
         })
-        .await;
-    let missing_code = missing
-        .map(|_| tonic::Code::Ok)
-        .unwrap_or_else(|s| s.code());
-    assert_ne!(missing_code, tonic::Code::Ok);
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), tonic::Code::NotFound);
 
     let after = scrape(metrics_addr).await;
     assert_eq!(calls(&after, "EnqueueRollout", "OK"), 3.0);
-    let code_name = match missing_code {
-        tonic::Code::NotFound => "NOT_FOUND",
-        tonic::Code::InvalidArgument => "INVALID_ARGUMENT",
-        other => panic!("unexpected code {other:?} for a missing rollout"),
-    };
-    assert_eq!(calls(&after, "GetRollout", code_name), 1.0);
+    assert_eq!(calls(&after, "GetRollout", "NOT_FOUND"), 1.0);
     assert_eq!(calls(&after, "GetRollout", "OK"), 0.0);
     assert_eq!(
         sample(
@@ -135,13 +184,50 @@ async fn scrape_reflects_calls_and_store_totals() {
         sample(&after, "lightning_store_queue_depth", &[]),
         Some(3.0)
     );
-    assert_eq!(sample(&after, "lightning_store_rollouts", &[]), Some(3.0));
+    assert_eq!(
+        sample(&after, "lightning_store_rollouts", &["status=\"queuing\""]),
+        Some(3.0)
+    );
+    assert_eq!(
+        sample(&after, "lightning_store_rollouts", &["status=\"running\""]),
+        Some(0.0)
+    );
+    assert!(sample(&after, "lightning_store_queue_oldest_age_seconds", &[]).unwrap() > 0.0);
     assert!(sample(&after, "lightning_store_uptime_seconds", &[]).unwrap() >= 0.0);
     assert!(after.contains("# TYPE lightning_store_grpc_request_duration_seconds histogram"));
+    let commits = sample(
+        &after,
+        "lightning_store_backend_duration_seconds_count",
+        &["phase=\"commit\"", "result=\"ok\""],
+    )
+    .unwrap();
+    assert!(commits >= 4.0, "{commits} commits");
 
-    // A dequeue moves the queue depth down on the next scrape.
-    client
+    // A dequeue moves the queue down and creates a preparing attempt; spans
+    // count as stored or duplicate.
+    let rollout = client
         .dequeue_rollout(pb::DequeueRolloutRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .rollout
+        .unwrap();
+    let attempt_id = rollout.attempt.unwrap().attempt_id;
+    let rollout_id = rollout.rollout_id;
+    let spans = vec![
+        span(&rollout_id, &attempt_id, "00f067aa0ba902b7"),
+        span(&rollout_id, &attempt_id, "00f067aa0ba902b8"),
+    ];
+    client
+        .add_spans(pb::AddSpansRequest {
+            spans: spans.clone(),
+        })
+        .await
+        .unwrap();
+    client
+        .add_spans(pb::AddSpansRequest {
+            spans: spans[..1].to_vec(),
+        })
         .await
         .unwrap();
     let dequeued = scrape(metrics_addr).await;
@@ -150,9 +236,201 @@ async fn scrape_reflects_calls_and_store_totals() {
         Some(2.0)
     );
     assert_eq!(calls(&dequeued, "DequeueRollout", "OK"), 1.0);
+    assert_eq!(
+        sample(
+            &dequeued,
+            "lightning_store_rollouts",
+            &["status=\"running\""]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &dequeued,
+            "lightning_store_attempts",
+            &["status=\"running\""]
+        ),
+        Some(1.0)
+    );
+    for (result, count) in [("stored", 2.0), ("duplicate", 1.0)] {
+        let label = format!("result=\"{result}\"");
+        assert_eq!(
+            sample(&dequeued, "lightning_store_spans_ingested_total", &[&label]),
+            Some(count),
+            "{result}"
+        );
+    }
+    assert_eq!(sample(&dequeued, "lightning_store_spans", &[]), Some(2.0));
 
-    let _ = stop.send(());
-    server.await.unwrap().unwrap();
+    let _ = served.stop.send(());
+    served.task.await.unwrap().unwrap();
     // The metrics endpoint stops with the server.
     assert!(TcpStream::connect(metrics_addr).await.is_err());
+}
+
+#[tokio::test]
+async fn streams_sessions_and_verdicts_are_counted() {
+    let served = serve_with_metrics().await;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", served.grpc))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = LightningStoreServiceClient::new(channel);
+
+    // An open WatchEvents stream and an open worker session.
+    let mut events = client
+        .watch_events(pb::WatchEventsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    events.message().await.unwrap().expect("progress message");
+    let (session_tx, session_rx) = tokio::sync::mpsc::channel(4);
+    session_tx
+        .send(pb::WorkerSessionRequest {
+            message: Some(pb::worker_session_request::Message::Open(pb::OpenSession {
+                worker_id: "worker-1".to_owned(),
+                slots: 1,
+            })),
+        })
+        .await
+        .unwrap();
+    let mut session = client
+        .worker_session(tokio_stream::wrappers::ReceiverStream::new(session_rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let opened = session.message().await.unwrap().unwrap();
+    assert!(matches!(
+        opened.message,
+        Some(pb::worker_session_response::Message::Opened(_))
+    ));
+    let open = scrape(served.metrics).await;
+    let in_flight = |text: &str, method: &str| {
+        let method = format!("method=\"{method}\"");
+        sample(text, "lightning_store_grpc_in_flight", &[&method])
+    };
+    assert_eq!(in_flight(&open, "WatchEvents"), Some(1.0));
+    assert_eq!(in_flight(&open, "WorkerSession"), Some(1.0));
+    assert_eq!(
+        sample(&open, "lightning_store_worker_sessions", &[]),
+        Some(1.0)
+    );
+
+    // The session gets a rollout with a short timeout; the watchdog expires it.
+    let rollout = client
+        .enqueue_rollout(pb::EnqueueRolloutRequest {
+            rollout: Some(pb::RolloutSpec {
+                config: Some(pb::RolloutConfig {
+                    timeout_seconds: Some(0.05),
+                    ..Default::default()
+                }),
+                ..spec()
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rollout
+        .unwrap();
+    let assigned = session.message().await.unwrap().unwrap();
+    assert!(matches!(
+        assigned.message,
+        Some(pb::worker_session_response::Message::Assignment(_))
+    ));
+    let mut completions = client
+        .watch_rollout_completions(pb::WatchRolloutCompletionsRequest {
+            rollout_ids: vec![rollout.rollout_id.clone()],
+            timeout: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let finished = completions.message().await.unwrap().unwrap();
+    assert_eq!(finished.rollout.unwrap().rollout_id, rollout.rollout_id);
+    let expired = scrape(served.metrics).await;
+    assert_eq!(
+        sample(
+            &expired,
+            "lightning_store_watchdog_verdicts_total",
+            &["status=\"timeout\""]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &expired,
+            "lightning_store_attempts",
+            &["status=\"timeout\""]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&expired, "lightning_store_rollouts", &["status=\"failed\""]),
+        Some(1.0)
+    );
+
+    // Closing the streams brings the gauges back down and records how each ended.
+    drop(events);
+    drop(session_tx);
+    drop(session);
+    let closed = scrape_until(served.metrics, |text| {
+        in_flight(text, "WatchEvents") == Some(0.0)
+            && in_flight(text, "WorkerSession") == Some(0.0)
+            && sample(text, "lightning_store_worker_sessions", &[]) == Some(0.0)
+    })
+    .await;
+    assert_eq!(in_flight(&closed, "WatchEvents"), Some(0.0), "{closed}");
+    assert_eq!(in_flight(&closed, "WorkerSession"), Some(0.0), "{closed}");
+    assert_eq!(
+        sample(&closed, "lightning_store_worker_sessions", &[]),
+        Some(0.0)
+    );
+    assert_eq!(calls(&closed, "WatchRolloutCompletions", "OK"), 1.0);
+
+    let _ = served.stop.send(());
+    served.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn responses_echo_or_assign_request_ids() {
+    let served = serve_with_metrics().await;
+    let mut client = LightningStoreServiceClient::connect(format!("http://{}", served.grpc))
+        .await
+        .unwrap();
+    let mut request = tonic::Request::new(pb::GetStatisticsRequest::default());
+    request
+        .metadata_mut()
+        .insert("x-request-id", "trace-me-42".parse().unwrap());
+    let response = client.get_statistics(request).await.unwrap();
+    assert_eq!(
+        response.metadata().get("x-request-id").unwrap(),
+        "trace-me-42"
+    );
+    // Errors carry it too, and a call without one gets a fresh id.
+    let first = client
+        .get_rollout(pb::GetRolloutRequest {
+            rollout_id: "ro-missing".to_owned(),
+        })
+        .await
+        .unwrap_err();
+    let second = client
+        .get_rollout(pb::GetRolloutRequest {
+            rollout_id: "ro-missing".to_owned(),
+        })
+        .await
+        .unwrap_err();
+    let id = |status: &tonic::Status| {
+        status
+            .metadata()
+            .get("x-request-id")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(id(&first).len(), 32);
+    assert_ne!(id(&first), id(&second));
+    let _ = served.stop.send(());
+    served.task.await.unwrap().unwrap();
 }

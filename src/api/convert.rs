@@ -2,6 +2,8 @@
 //! caller input that does not need the store happens here; a failed
 //! conversion is an INVALID_ARGUMENT error and nothing is written.
 
+use std::collections::{BTreeMap, HashMap};
+
 use crate::core::error::{StoreError, StoreResult};
 use crate::core::ids;
 use crate::core::model::{
@@ -16,6 +18,20 @@ pub fn timestamp_to_proto(t: Timestamp) -> prost_types::Timestamp {
         seconds: t.0.div_euclid(1_000_000_000),
         nanos: t.0.rem_euclid(1_000_000_000) as i32,
     }
+}
+
+/// Converts per-status counts to a map keyed by status name, with every
+/// status of `all` present (zero when absent from `counts`).
+pub fn status_counts<S: Copy + Ord + std::fmt::Display>(
+    all: &[S],
+    counts: &BTreeMap<S, u64>,
+) -> HashMap<String, i64> {
+    all.iter()
+        .map(|status| {
+            let count = counts.get(status).copied().unwrap_or(0);
+            (status.to_string(), i64::try_from(count).unwrap_or(i64::MAX))
+        })
+        .collect()
 }
 
 fn opt_time(t: Option<Timestamp>) -> Option<prost_types::Timestamp> {

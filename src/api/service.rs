@@ -149,6 +149,15 @@ impl LightningStoreService for StoreService {
             evicted_rollouts: stats.counts.evicted_rollouts as i64,
             evicted_spans: stats.counts.evicted_spans as i64,
             evicted_span_bytes: stats.counts.evicted_span_bytes as i64,
+            rollouts_by_status: c::status_counts(
+                RolloutStatus::ALL,
+                &stats.counts.rollouts_by_status,
+            ),
+            attempts_by_status: c::status_counts(
+                AttemptStatus::ALL,
+                &stats.counts.attempts_by_status,
+            ),
+            oldest_queued_time: stats.counts.oldest_queued_time.map(c::timestamp_to_proto),
         })
     }
 

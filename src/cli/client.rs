@@ -569,15 +569,31 @@ async fn stats(mut s: Session) -> ClientResult {
             "total_resources": stats.total_resources,
             "total_workers": stats.total_workers,
             "uptime_seconds": stats.uptime_seconds,
+            "rollouts_by_status": stats.rollouts_by_status,
+            "attempts_by_status": stats.attempts_by_status,
+            "oldest_queued_time": stats.oldest_queued_time.as_ref().map(|t| rfc3339(t.seconds)),
         }));
     }
     println!(
         "{}",
         details(vec![
             ("backend", stats.name.clone()),
-            ("rollouts", stats.total_rollouts.to_string()),
-            ("queued", stats.queued_rollouts.to_string()),
-            ("attempts", stats.total_attempts.to_string()),
+            (
+                "rollouts",
+                with_statuses(stats.total_rollouts, &stats.rollouts_by_status),
+            ),
+            (
+                "queued",
+                format!(
+                    "{} (head since {})",
+                    stats.queued_rollouts,
+                    time_cell(stats.oldest_queued_time.as_ref())
+                ),
+            ),
+            (
+                "attempts",
+                with_statuses(stats.total_attempts, &stats.attempts_by_status),
+            ),
             ("spans", stats.total_spans.to_string()),
             ("span bytes", stats.total_span_bytes.to_string()),
             (
@@ -1216,6 +1232,17 @@ fn span_duration(span: &pb::Span) -> String {
 
 fn pretty(value: &Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+/// Formats a total with its non-zero per-status counts, e.g. `3 (queuing 2, succeeded 1)`.
+fn with_statuses(total: i64, by_status: &std::collections::HashMap<String, i64>) -> String {
+    let mut parts: Vec<_> = by_status.iter().filter(|(_, n)| **n > 0).collect();
+    if parts.is_empty() {
+        return total.to_string();
+    }
+    parts.sort();
+    let parts: Vec<String> = parts.iter().map(|(s, n)| format!("{s} {n}")).collect();
+    format!("{total} ({})", parts.join(", "))
 }
 
 fn or_dash(value: Option<&str>) -> String {

@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::core::engine::{Engine, EngineConfig};
 use crate::core::retention::RetentionPolicy;
+use crate::metrics::Metrics;
 use crate::server::{self, ServerConfig};
 use crate::store::Store;
 use crate::store::memory::MemoryStore;
@@ -139,6 +140,14 @@ pub struct ServeArgs {
         default_value_t = 50
     )]
     pub watchdog_interval_ms: u64,
+    /// Milliseconds between backend probes; the gRPC health status is
+    /// NOT_SERVING while a probe fails.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_HEALTH_CHECK_INTERVAL_MS",
+        default_value_t = 5000
+    )]
+    pub health_check_interval_ms: u64,
     /// Address of the Prometheus metrics endpoint (`GET /metrics`), for
     /// example `0.0.0.0:9464`; no metrics are served when unset.
     #[arg(long, env = "LIGHTNING_STORE_METRICS_LISTEN")]
@@ -209,12 +218,14 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
         }
         Backend::Memory => Arc::new(MemoryStore::with_event_retention(args.event_retention)),
     };
+    let metrics = Metrics::new();
     let engine = Arc::new(Engine::new(
         store,
         EngineConfig {
             watchdog_interval: Duration::from_millis(args.watchdog_interval_ms.max(1)),
             span_retention,
             retention_interval,
+            observer: Arc::new(metrics.clone()),
             ..EngineConfig::default()
         },
     ));
@@ -237,6 +248,8 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
         subscriber_buffer: args.subscriber_buffer,
         subscriber_timeout: Duration::from_secs_f64(args.subscriber_timeout_secs),
         metrics_listener,
+        metrics,
+        health_check_interval: Duration::from_millis(args.health_check_interval_ms.max(1)),
     };
     tracing::info!(backend = ?args.store, "store opened");
     server::serve(listener, engine, config, shutdown_signal()).await

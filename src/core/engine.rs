@@ -24,6 +24,7 @@ use super::query::{
     AttemptSelector, Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter,
 };
 use super::retention::{Eviction, RetentionPolicy};
+use super::telemetry::{BackendPhase, NoObserver, Observer};
 use crate::store::{Store, StoreTx};
 
 /// Fields of a rollout to overwrite; `None` leaves a field unchanged.
@@ -69,6 +70,8 @@ pub struct EngineConfig {
     pub span_retention: RetentionPolicy,
     /// How often the span retention runs (when it is enabled).
     pub retention_interval: Duration,
+    /// Receives reports of the engine's work (for metrics).
+    pub observer: Arc<dyn Observer>,
 }
 
 impl Default for EngineConfig {
@@ -78,6 +81,7 @@ impl Default for EngineConfig {
             event_capacity: 65_536,
             span_retention: RetentionPolicy::default(),
             retention_interval: Duration::from_secs(10),
+            observer: Arc::new(NoObserver),
         }
     }
 }
@@ -94,6 +98,7 @@ pub struct Engine {
     config: EngineConfig,
     /// Turns true when the server starts shutting down: waits end early.
     closing: watch::Sender<bool>,
+    observer: Arc<dyn Observer>,
 }
 
 type Tx<'a> = Box<dyn StoreTx + 'a>;
@@ -105,6 +110,7 @@ impl Engine {
             bus: EventBus::new(config.event_capacity),
             store,
             opened: Instant::now(),
+            observer: config.observer.clone(),
             config,
             closing: watch::Sender::new(false),
         }
@@ -120,6 +126,11 @@ impl Engine {
     /// Returns a receiver that turns true when [`Engine::close`] is called.
     pub fn closing(&self) -> watch::Receiver<bool> {
         self.closing.subscribe()
+    }
+
+    /// Returns the observer that receives the engine's reports.
+    pub fn observer(&self) -> &dyn Observer {
+        self.observer.as_ref()
     }
 
     /// Returns the bus on which committed changes are published.
@@ -196,7 +207,20 @@ impl Engine {
     }
 
     async fn begin(&self) -> StoreResult<(Tx<'_>, Changes)> {
-        Ok((self.store.begin().await?, Changes::default()))
+        let started = Instant::now();
+        let tx = self.store.begin().await;
+        self.observer
+            .backend_call(BackendPhase::Begin, started.elapsed(), tx.is_ok());
+        Ok((tx?, Changes::default()))
+    }
+
+    /// Commits a transaction, timing the backend's commit.
+    async fn finish(&self, tx: Tx<'_>) -> StoreResult<()> {
+        let started = Instant::now();
+        let committed = tx.commit().await;
+        self.observer
+            .backend_call(BackendPhase::Commit, started.elapsed(), committed.is_ok());
+        committed
     }
 
     /// Opens a transaction and runs the on-demand watchdog scan in it, so
@@ -229,7 +253,10 @@ impl Engine {
         if !events.is_empty() {
             tx.append_events(&mut events).await?;
         }
-        tx.commit().await?;
+        self.finish(tx).await?;
+        for status in changes.expired {
+            self.observer.attempt_expired(status);
+        }
         self.bus.publish(events, changes.enqueued);
         Ok(())
     }
@@ -239,7 +266,7 @@ impl Engine {
     pub async fn events_after(&self, after: u64, limit: usize) -> StoreResult<EventPage> {
         let (mut tx, _) = self.begin().await?;
         let page = tx.events_after(after, limit).await?;
-        tx.commit().await?;
+        self.finish(tx).await?;
         Ok(page)
     }
 
@@ -247,7 +274,7 @@ impl Engine {
     pub async fn statistics(&self) -> StoreResult<Statistics> {
         let (mut tx, _) = self.begin().await?;
         let counts = tx.counts().await?;
-        tx.commit().await?;
+        self.finish(tx).await?;
         Ok(Statistics {
             name: self.store.name().to_owned(),
             counts,
@@ -299,7 +326,7 @@ impl Engine {
         for spec in specs {
             let rollout = new_rollout(spec, latest.clone(), now);
             tx.put_rollout(&rollout).await?;
-            tx.enqueue(&rollout.rollout_id).await?;
+            tx.enqueue(&rollout.rollout_id, now).await?;
             changes.push(Change::RolloutCreated {
                 rollout_id: rollout.rollout_id.clone(),
                 status: rollout.status,
@@ -574,6 +601,8 @@ impl Engine {
             });
         }
         self.commit(tx, changes).await?;
+        self.observer
+            .spans_written(stored.len(), duplicates, rejected.len());
         Ok(AddedSpans {
             spans: stored,
             duplicates,
@@ -670,7 +699,7 @@ impl Engine {
         }
         if let Some(status) = patch.status
             && lifecycle::set_rollout_status(&mut rollout, status, now)
-            && tx.enqueue(rollout_id).await?
+            && tx.enqueue(rollout_id, now).await?
         {
             changes.enqueued = true;
         }
@@ -809,7 +838,7 @@ impl Engine {
                     {
                         let (mut tx, _) = self.begin().await?;
                         let rollout = tx.rollout(rollout_id).await?;
-                        tx.commit().await?;
+                        self.finish(tx).await?;
                         if let Some(rollout) = rollout {
                             finished.insert(rollout_id.clone(), rollout);
                         }
@@ -911,7 +940,7 @@ impl Engine {
     pub async fn get_resources(&self, resources_id: &str) -> StoreResult<ResourcesUpdate> {
         let (mut tx, _) = self.begin().await?;
         let resources = tx.resources(resources_id).await?;
-        tx.commit().await?;
+        self.finish(tx).await?;
         resources.ok_or_else(|| StoreError::NotFound(format!("Resources {resources_id} not found")))
     }
 
@@ -919,7 +948,7 @@ impl Engine {
     pub async fn latest_resources(&self) -> StoreResult<Option<ResourcesUpdate>> {
         let (mut tx, _) = self.begin().await?;
         let latest = tx.latest_resources().await?;
-        tx.commit().await?;
+        self.finish(tx).await?;
         Ok(latest)
     }
 
@@ -932,7 +961,7 @@ impl Engine {
         page.validate::<ResourcesUpdate>()?;
         let (mut tx, _) = self.begin().await?;
         let result = tx.query_resources(filter, page).await?;
-        tx.commit().await?;
+        self.finish(tx).await?;
         Ok(result)
     }
 
@@ -953,7 +982,7 @@ impl Engine {
     pub async fn get_worker(&self, worker_id: &str) -> StoreResult<Worker> {
         let (mut tx, _) = self.begin().await?;
         let worker = tx.worker(worker_id).await?;
-        tx.commit().await?;
+        self.finish(tx).await?;
         worker.ok_or_else(|| StoreError::NotFound(format!("Worker {worker_id} not found")))
     }
 
@@ -991,6 +1020,7 @@ impl Engine {
             .await?
             .is_some_and(|latest| latest.attempt_id == attempt_id);
         lifecycle::set_attempt_status(&mut attempt, AttemptStatus::Unresponsive, now);
+        changes.expired.push(AttemptStatus::Unresponsive);
         write_attempt(
             tx.as_mut(),
             &mut rollout,
@@ -1170,7 +1200,7 @@ async fn write_attempt(
         let before = rollout.status;
         if let Some(status) = lifecycle::propagated_status(rollout, attempt)
             && lifecycle::set_rollout_status(rollout, status, now)
-            && tx.enqueue(&rollout.rollout_id).await?
+            && tx.enqueue(&rollout.rollout_id, now).await?
         {
             changes.enqueued = true;
         }
@@ -1236,6 +1266,7 @@ async fn watchdog(tx: &mut dyn StoreTx, now: Timestamp, changes: &mut Changes) -
         };
         tracing::info!(rollout_id, attempt_id = attempt.attempt_id, %status, "watchdog verdict");
         lifecycle::set_attempt_status(&mut attempt, status, now);
+        changes.expired.push(status);
         let how = AttemptWrite {
             is_latest: true,
             sync_worker: true,

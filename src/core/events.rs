@@ -118,6 +118,9 @@ pub struct Changes {
     pub changes: Vec<Change>,
     /// True when at least one rollout entered the queue.
     pub enqueued: bool,
+    /// Statuses of the attempts that expired (watchdog verdicts and lost
+    /// sessions), reported once the transaction commits.
+    pub expired: Vec<AttemptStatus>,
 }
 
 impl Changes {

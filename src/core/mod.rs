@@ -12,3 +12,4 @@ pub mod query;
 pub mod retention;
 pub mod sessions;
 pub mod subscription;
+pub mod telemetry;

@@ -1,5 +1,6 @@
 //! Domain types of the store: plain Rust, no protobuf or database types.
 
+use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Arbitrary JSON payload (rollout input, metadata, heartbeat stats, resources).
@@ -354,10 +355,16 @@ pub struct NewSpan {
 }
 
 /// Entity counts reported by `statistics`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Counts {
     pub rollouts: u64,
     pub attempts: u64,
+    /// Rollouts per status; statuses without rollouts may be absent.
+    pub rollouts_by_status: BTreeMap<RolloutStatus, u64>,
+    /// Attempts per status; statuses without attempts may be absent.
+    pub attempts_by_status: BTreeMap<AttemptStatus, u64>,
+    /// When the rollout at the queue's head entered the queue.
+    pub oldest_queued_time: Option<Timestamp>,
     pub spans: u64,
     pub resources: u64,
     pub workers: u64,

@@ -171,6 +171,9 @@ impl Sessions {
                 push,
             },
         );
+        self.engine
+            .observer()
+            .worker_sessions(registry.sessions.len());
         drop(registry);
         self.slot_freed.notify_one();
         tracing::info!(worker_id, slots, "worker session opened");
@@ -190,6 +193,9 @@ impl Sessions {
         let Some(session) = registry.sessions.shift_remove(&id) else {
             return; // replaced by a newer session, which took its attempts
         };
+        self.engine
+            .observer()
+            .worker_sessions(registry.sessions.len());
         let worker_id = session.worker_id;
         tracing::info!(
             worker_id,

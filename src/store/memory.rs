@@ -1,7 +1,7 @@
 //! The in-memory backend: every transaction holds one lock over the whole
 //! state, so transactions are trivially serialised. Nothing survives a restart.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 use async_trait::async_trait;
 use indexmap::IndexMap;
@@ -11,7 +11,8 @@ use super::{Store, StoreTx};
 use crate::core::error::StoreResult;
 use crate::core::events::{Event, EventPage};
 use crate::core::model::{
-    Attempt, Counts, ResourcesUpdate, Rollout, RolloutView, Span, Timestamp, Worker,
+    Attempt, AttemptStatus, Counts, ResourcesUpdate, Rollout, RolloutStatus, RolloutView, Span,
+    Timestamp, Worker,
 };
 use crate::core::query::{
     AttemptSelector, Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter,
@@ -64,8 +65,11 @@ struct State {
     /// Attempts per rollout in sequence order.
     attempts: HashMap<String, Vec<Attempt>>,
     attempt_count: u64,
-    queue: VecDeque<String>,
+    /// Queued rollout ids with the time each entered the queue, head first.
+    queue: VecDeque<(String, Timestamp)>,
     queued: HashSet<String>,
+    rollouts_by_status: BTreeMap<RolloutStatus, u64>,
+    attempts_by_status: BTreeMap<AttemptStatus, u64>,
     deadlines: BTreeSet<(Timestamp, String)>,
     deadline_of: HashMap<String, Timestamp>,
     sequence_ids: HashMap<String, i64>,
@@ -103,6 +107,20 @@ struct MemoryTx<'a> {
     state: MutexGuard<'a, State>,
 }
 
+/// Moves one entity from status `before` (`None`: a new entity) to `after`
+/// in per-status counts.
+fn recount<S: Ord>(counts: &mut BTreeMap<S, u64>, before: Option<S>, after: S) {
+    if let Some(before) = before {
+        if before == after {
+            return;
+        }
+        if let Some(count) = counts.get_mut(&before) {
+            *count = count.saturating_sub(1);
+        }
+    }
+    *counts.entry(after).or_default() += 1;
+}
+
 /// Sorts and windows borrowed items, cloning only the returned page.
 fn page_of<T: crate::core::query::Sortable + Clone>(items: Vec<&T>, page: &Page) -> Paged<T> {
     page.apply(items).map(T::clone)
@@ -115,14 +133,21 @@ impl StoreTx for MemoryTx<'_> {
     }
 
     async fn put_rollout(&mut self, rollout: &Rollout) -> StoreResult<()> {
-        match self.state.rollouts.get_mut(&rollout.rollout_id) {
-            Some(existing) => existing.clone_from(rollout),
+        let state = &mut *self.state;
+        let before = match state.rollouts.get_mut(&rollout.rollout_id) {
+            Some(existing) => {
+                let before = existing.status;
+                existing.clone_from(rollout);
+                Some(before)
+            }
             None => {
-                self.state
+                state
                     .rollouts
                     .insert(rollout.rollout_id.clone(), rollout.clone());
+                None
             }
-        }
+        };
+        recount(&mut state.rollouts_by_status, before, rollout.status);
         Ok(())
     }
 
@@ -147,16 +172,20 @@ impl StoreTx for MemoryTx<'_> {
         }))
     }
 
-    async fn enqueue(&mut self, rollout_id: &str) -> StoreResult<bool> {
+    async fn enqueue(&mut self, rollout_id: &str, now: Timestamp) -> StoreResult<bool> {
         if !self.state.queued.insert(rollout_id.to_owned()) {
             return Ok(false);
         }
-        self.state.queue.push_back(rollout_id.to_owned());
+        self.state.queue.push_back((rollout_id.to_owned(), now));
         Ok(true)
     }
 
     async fn pop_queue(&mut self) -> StoreResult<Option<String>> {
-        let head = self.state.queue.pop_front();
+        let head = self
+            .state
+            .queue
+            .pop_front()
+            .map(|(rollout_id, _)| rollout_id);
         if let Some(rollout_id) = &head {
             self.state.queued.remove(rollout_id);
         }
@@ -206,11 +235,16 @@ impl StoreTx for MemoryTx<'_> {
             .rev()
             .find(|a| a.attempt_id == attempt.attempt_id)
         {
-            Some(existing) => existing.clone_from(attempt),
+            Some(existing) => {
+                let before = existing.status;
+                existing.clone_from(attempt);
+                recount(&mut state.attempts_by_status, Some(before), attempt.status);
+            }
             None => {
                 let at = attempts.partition_point(|a| a.sequence_id <= attempt.sequence_id);
                 attempts.insert(at, attempt.clone());
                 state.attempt_count += 1;
+                recount(&mut state.attempts_by_status, None, attempt.status);
             }
         }
         Ok(())
@@ -431,6 +465,9 @@ impl StoreTx for MemoryTx<'_> {
             resources: state.resources.len() as u64,
             workers: state.workers.len() as u64,
             queued: state.queue.len() as u64,
+            rollouts_by_status: state.rollouts_by_status.clone(),
+            attempts_by_status: state.attempts_by_status.clone(),
+            oldest_queued_time: state.queue.front().map(|(_, since)| *since),
             span_bytes: state.span_bytes,
             evicted_rollouts: state.evictions.rollouts,
             evicted_spans: state.evictions.spans,

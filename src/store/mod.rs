@@ -69,9 +69,10 @@ pub trait StoreTx: Send {
         page: &Page,
     ) -> StoreResult<Paged<RolloutView>>;
 
-    /// Appends a rollout id to the queue's tail unless it is already queued;
-    /// returns whether it was appended.
-    async fn enqueue(&mut self, rollout_id: &str) -> StoreResult<bool>;
+    /// Appends a rollout id to the queue's tail unless it is already queued,
+    /// recording `now` as the time it entered the queue; returns whether it
+    /// was appended.
+    async fn enqueue(&mut self, rollout_id: &str, now: Timestamp) -> StoreResult<bool>;
     /// Removes and returns the id at the queue's head.
     async fn pop_queue(&mut self) -> StoreResult<Option<String>>;
 
@@ -141,7 +142,8 @@ pub trait StoreTx: Send {
         page: &Page,
     ) -> StoreResult<Paged<Worker>>;
 
-    /// Returns entity counts.
+    /// Returns entity counts, the counts per status and the time the queue's
+    /// head entered the queue.
     async fn counts(&mut self) -> StoreResult<Counts>;
 
     /// Appends events to the history, assigning each the next sequence

@@ -192,3 +192,90 @@ impl Drop for TestServer {
         }
     }
 }
+
+/// The real binary running `serve` in a child process (JSON logs, a free
+/// loopback port, in-memory unless the arguments say otherwise), with its
+/// log collected.
+pub struct ServerProcess {
+    child: std::process::Child,
+    pub addr: std::net::SocketAddr,
+    /// Every line the server logged so far.
+    pub log: Arc<std::sync::Mutex<String>>,
+    log_reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ServerProcess {
+    /// Starts `serve` with `args` added, returning once it logged the
+    /// address it serves on.
+    pub fn start(args: &[&str]) -> Self {
+        use std::io::BufRead as _;
+        use std::process::{Command, Stdio};
+
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lightning-store"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
+            .args(args)
+            .env_remove("LIGHTNING_STORE_BACKEND")
+            .env_remove("LIGHTNING_STORE_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the binary starts");
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(std::sync::Mutex::new(String::new()));
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let sink = log.clone();
+        let log_reader = std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(record) = serde_json::from_str::<serde_json::Value>(&line)
+                    && record["fields"]["message"] == "serving gRPC"
+                    && let Some(addr) = record["fields"]["local_addr"].as_str()
+                {
+                    let _ = addr_tx.send(addr.parse::<std::net::SocketAddr>().unwrap());
+                }
+                let mut log = sink.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        let addr = addr_rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("the server did not start: {}", log.lock().unwrap()));
+        Self {
+            child,
+            addr,
+            log,
+            log_reader: Some(log_reader),
+        }
+    }
+
+    /// Returns a connected store client.
+    pub async fn client(&self) -> LightningStoreServiceClient<Channel> {
+        let channel = Channel::from_shared(format!("http://{}", self.addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        LightningStoreServiceClient::new(channel)
+    }
+
+    /// Kills the process (SIGKILL) and reaps it.
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// Stops the process with SIGTERM and returns its exit status and its
+    /// whole log.
+    pub fn terminate(mut self) -> (std::process::ExitStatus, String) {
+        let pid = libc::pid_t::try_from(self.child.id()).unwrap();
+        // SAFETY: signals our own child, which has not been reaped yet.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        let status = self.child.wait().unwrap();
+        if let Some(reader) = self.log_reader.take() {
+            reader.join().unwrap();
+        }
+        let log = self.log.lock().unwrap().clone();
+        (status, log)
+    }
+}

@@ -82,6 +82,72 @@ async fn reflection_lists_the_services_in_v1_and_v1alpha() {
     );
 }
 
+/// Returns a status count from a statistics map (absent counts as a failure).
+fn count(map: &std::collections::HashMap<String, i64>, status: &str) -> i64 {
+    *map.get(status)
+        .unwrap_or_else(|| panic!("{status} missing in {map:?}"))
+}
+
+#[tokio::test]
+async fn statistics_count_by_status_and_date_the_queue_head() {
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    let fresh = stats(&mut c).await;
+    assert_eq!(fresh.rollouts_by_status.len(), 7, "{fresh:?}");
+    assert_eq!(fresh.attempts_by_status.len(), 6, "{fresh:?}");
+    assert!(fresh.rollouts_by_status.values().all(|&n| n == 0));
+    assert!(fresh.attempts_by_status.values().all(|&n| n == 0));
+    assert_eq!(fresh.oldest_queued_time, None);
+
+    let first = enqueue(&mut c, "1").await;
+    let second = enqueue_spec(&mut c, retry_spec(2, &[A::Failed])).await;
+    let queued = stats(&mut c).await;
+    assert_eq!(count(&queued.rollouts_by_status, "queuing"), 2);
+    assert_eq!(queued.oldest_queued_time, first.start_time);
+
+    // The head leaves the queue and fails without retry.
+    let claimed = dequeue(&mut c, Some("Worker-0")).await.unwrap();
+    assert_eq!(claimed.rollout_id, first.rollout_id);
+    set_attempt_status(&mut c, &first.rollout_id, &attempt_of(&claimed).attempt_id, A::Failed)
+        .await
+        .unwrap();
+    let one_left = stats(&mut c).await;
+    assert_eq!(count(&one_left.rollouts_by_status, "failed"), 1);
+    assert_eq!(count(&one_left.rollouts_by_status, "queuing"), 1);
+    assert_eq!(count(&one_left.attempts_by_status, "failed"), 1);
+    assert_eq!(one_left.oldest_queued_time, second.start_time);
+
+    // A retried rollout re-enters the queue now, not at its creation time.
+    let claimed = dequeue(&mut c, Some("Worker-0")).await.unwrap();
+    assert_eq!(claimed.rollout_id, second.rollout_id);
+    let running = stats(&mut c).await;
+    assert_eq!(count(&running.rollouts_by_status, "preparing"), 1);
+    assert_eq!(count(&running.attempts_by_status, "preparing"), 1);
+    assert_eq!(running.oldest_queued_time, None);
+    set_attempt_status(&mut c, &second.rollout_id, &attempt_of(&claimed).attempt_id, A::Failed)
+        .await
+        .unwrap();
+    let requeued = stats(&mut c).await;
+    assert_eq!(count(&requeued.rollouts_by_status, "requeuing"), 1);
+    assert_eq!(count(&requeued.rollouts_by_status, "preparing"), 0);
+    assert_eq!(count(&requeued.attempts_by_status, "failed"), 2);
+    assert_eq!(count(&requeued.attempts_by_status, "preparing"), 0);
+    let since = requeued.oldest_queued_time.unwrap();
+    let created = second.start_time.unwrap();
+    assert!(
+        (since.seconds, since.nanos) > (created.seconds, created.nanos),
+        "{since:?} after {created:?}"
+    );
+    assert_eq!(
+        requeued.rollouts_by_status.values().sum::<i64>(),
+        requeued.total_rollouts
+    );
+    assert_eq!(
+        requeued.attempts_by_status.values().sum::<i64>(),
+        requeued.total_attempts
+    );
+}
+
 #[tokio::test]
 async fn capabilities_and_statistics() {
     let server = TestServer::start(BACKEND).await;

@@ -134,6 +134,7 @@ spec:
       livenessProbe:
         grpc:
           port: {{ .Values.server.grpcPort }}
+          service: liveness
         periodSeconds: {{ .Values.probes.liveness.periodSeconds }}
         timeoutSeconds: {{ .Values.probes.liveness.timeoutSeconds }}
         failureThreshold: {{ .Values.probes.liveness.failureThreshold }}

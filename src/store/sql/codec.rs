@@ -103,7 +103,8 @@ pub fn corrupt(what: &str, detail: impl std::fmt::Display) -> StoreError {
     StoreError::Internal(format!("stored {what} does not decode: {detail}"))
 }
 
-fn parse_enum<T>(what: &str, text: &str, parse: fn(&str) -> Option<T>) -> StoreResult<T> {
+/// Parses a stored enum value, reporting an unknown one as corruption.
+pub fn parse_enum<T>(what: &str, text: &str, parse: fn(&str) -> Option<T>) -> StoreResult<T> {
     parse(text).ok_or_else(|| corrupt(what, format_args!("unknown value {text:?}")))
 }
 

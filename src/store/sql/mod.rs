@@ -9,7 +9,7 @@
 //!
 //! Counts for statistics come from a `counters` table. The schema's triggers
 //! keep the entity rows (`rollouts`, `attempts`, `resources`, `workers`,
-//! `queued`) exact; span totals are maintained here, once per batch, and so
+//! `queued`, and `rollouts.<status>`, `attempts.<status>` per status) exact; span totals are maintained here, once per batch, and so
 //! are the eviction totals.
 
 pub mod codec;
@@ -28,7 +28,8 @@ use super::StoreTx;
 use crate::core::error::StoreResult;
 use crate::core::events::{Event, EventPage};
 use crate::core::model::{
-    Attempt, Counts, ResourcesUpdate, Rollout, RolloutView, Span, Timestamp, Worker,
+    Attempt, AttemptStatus, Counts, ResourcesUpdate, Rollout, RolloutStatus, RolloutView, Span,
+    Timestamp, Worker,
 };
 use crate::core::query::{
     AttemptSelector, Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter,
@@ -386,11 +387,11 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         .await
     }
 
-    async fn enqueue(&mut self, rollout_id: &str) -> StoreResult<bool> {
-        let sql = "INSERT INTO queue (rollout_id) VALUES ($1) ON CONFLICT (rollout_id) DO NOTHING \
-                   RETURNING rollout_id";
+    async fn enqueue(&mut self, rollout_id: &str, now: Timestamp) -> StoreResult<bool> {
+        let sql = "INSERT INTO queue (rollout_id, enqueue_time) VALUES ($1, $2) \
+                   ON CONFLICT (rollout_id) DO NOTHING RETURNING rollout_id";
         let rows = self
-            .write_returning(Statement::new(sql).bind(rollout_id))
+            .write_returning(Statement::new(sql).bind(rollout_id).bind(now))
             .await?;
         Ok(!rows.is_empty())
     }
@@ -808,7 +809,18 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         let mut counts = Counts::default();
         for row in rows {
             let value = u64::try_from(row.int(1)?).map_err(|e| codec::corrupt("counter", e))?;
-            let field = match row.text(0)?.as_str() {
+            let name = row.text(0)?;
+            if let Some(status) = name.strip_prefix("rollouts.") {
+                let status = codec::parse_enum("counter", status, RolloutStatus::parse)?;
+                counts.rollouts_by_status.insert(status, value);
+                continue;
+            }
+            if let Some(status) = name.strip_prefix("attempts.") {
+                let status = codec::parse_enum("counter", status, AttemptStatus::parse)?;
+                counts.attempts_by_status.insert(status, value);
+                continue;
+            }
+            let field = match name.as_str() {
                 "rollouts" => &mut counts.rollouts,
                 "attempts" => &mut counts.attempts,
                 "spans" => &mut counts.spans,
@@ -822,6 +834,13 @@ impl<C: Connection> StoreTx for SqlTx<C> {
                 _ => continue,
             };
             *field = value;
+        }
+        // Rows queued before the queue recorded entry times count from the
+        // rollout's creation.
+        let sql = "SELECT COALESCE(q.enqueue_time, r.start_time) FROM queue q \
+                   JOIN rollouts r ON r.rollout_id = q.rollout_id ORDER BY q.pos LIMIT 1";
+        if let Some(row) = self.read_one(Statement::new(sql)).await? {
+            counts.oldest_queued_time = Some(Timestamp(row.int(0)?));
         }
         Ok(counts)
     }

@@ -1,0 +1,240 @@
+//! Observes every gRPC call, whatever its service: a tower layer gives the
+//! call a request id (the client's `x-request-id`, or a new one, echoed in
+//! the response headers), runs it inside a `grpc` tracing span carrying that
+//! id, and when the call ends (its status is sent, or the client goes away)
+//! writes one log line and records it in [`Metrics`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue};
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+use tracing::Instrument;
+
+use super::status::code_name;
+use crate::metrics::{MethodLabels, Metrics};
+
+/// The request and response header carrying the request id.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// Longest client-supplied request id that is kept.
+const MAX_REQUEST_ID_LEN: usize = 128;
+
+/// A tower layer that observes every call (see the module docs).
+#[derive(Debug, Clone)]
+pub struct CallLayer {
+    metrics: Metrics,
+}
+
+impl CallLayer {
+    /// Creates the layer, recording into `metrics`.
+    pub fn new(metrics: Metrics) -> Self {
+        Self { metrics }
+    }
+}
+
+impl<S> tower::Layer<S> for CallLayer {
+    type Service = CallService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        CallService {
+            inner,
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+/// The service of [`CallLayer`].
+#[derive(Debug, Clone)]
+pub struct CallService<S> {
+    inner: S,
+    metrics: Metrics,
+}
+
+impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for CallService<S>
+where
+    S: tower::Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<ObservedBody<ResBody>>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
+        let request_id = request_id(request.headers());
+        let method = method_labels(request.uri().path());
+        let span = tracing::info_span!(
+            "grpc",
+            request_id = %request_id,
+            method = %format_args!("{}/{}", method.service, method.method),
+        );
+        let call = Call {
+            metrics: self.metrics.clone(),
+            method,
+            started: Instant::now(),
+            span: span.clone(),
+        };
+        call.metrics.call_started(&call.method);
+        let future = self.inner.call(request).instrument(span);
+        Box::pin(async move {
+            let mut response = future.await?;
+            if let Ok(value) = HeaderValue::from_str(&request_id) {
+                response.headers_mut().insert(REQUEST_ID_HEADER, value);
+            }
+            // A status in the headers is a trailers-only response: the call
+            // ends here. Otherwise it ends with the body's trailers.
+            let call = match tonic::Status::from_header_map(response.headers()) {
+                Some(status) => {
+                    call.finish(&status);
+                    None
+                }
+                None => Some(call),
+            };
+            Ok(response.map(|inner| ObservedBody { inner, call }))
+        })
+    }
+}
+
+/// Returns the client's request id when it is usable, else a new one.
+fn request_id(headers: &HeaderMap) -> String {
+    headers
+        .get(REQUEST_ID_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .filter(|id| !id.is_empty() && id.len() <= MAX_REQUEST_ID_LEN)
+        .map_or_else(|| uuid::Uuid::new_v4().simple().to_string(), str::to_owned)
+}
+
+/// Splits `/package.Service/Method` into its service and method.
+fn method_labels(path: &str) -> MethodLabels {
+    let (service, method) = path
+        .trim_start_matches('/')
+        .split_once('/')
+        .unwrap_or(("unknown", "unknown"));
+    MethodLabels {
+        service: service.to_owned(),
+        method: method.to_owned(),
+    }
+}
+
+/// A call in progress, finished exactly once.
+#[derive(Debug)]
+struct Call {
+    metrics: Metrics,
+    method: MethodLabels,
+    started: Instant,
+    span: tracing::Span,
+}
+
+impl Call {
+    /// Logs the call's one line and records it in the metrics.
+    fn finish(mut self, status: &tonic::Status) {
+        let elapsed = self.started.elapsed();
+        // Any path a client sends ends in UNIMPLEMENTED: do not label by it.
+        if status.code() == tonic::Code::Unimplemented {
+            self.method.method = "unknown".to_owned();
+        }
+        self.metrics
+            .call_finished(&self.method, status.code(), elapsed);
+        let _entered = self.span.enter();
+        let code = code_name(status.code());
+        let duration_ms = elapsed.as_secs_f64() * 1e3;
+        let error = status.message();
+        match status.code() {
+            tonic::Code::Ok => tracing::debug!(code, duration_ms, "call finished"),
+            tonic::Code::Internal | tonic::Code::Unknown | tonic::Code::DataLoss => {
+                tracing::warn!(code, duration_ms, error, "call failed")
+            }
+            _ => tracing::info!(code, duration_ms, error, "call failed"),
+        }
+    }
+}
+
+pin_project! {
+    /// A response body that finishes its [`Call`] when the trailers pass
+    /// through or, if they never do, when the body is dropped (the client
+    /// cancelled or went away).
+    pub struct ObservedBody<B> {
+        #[pin]
+        inner: B,
+        call: Option<Call>,
+    }
+
+    impl<B> PinnedDrop for ObservedBody<B> {
+        fn drop(this: Pin<&mut Self>) {
+            if let Some(call) = this.project().call.take() {
+                call.finish(&tonic::Status::cancelled("the client went away"));
+            }
+        }
+    }
+}
+
+impl<B> Body for ObservedBody<B>
+where
+    B: Body<Data = Bytes>,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.project();
+        let _entered = this.call.as_ref().map(|call| call.span.enter());
+        let frame = this.inner.poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &frame
+            && let Some(trailers) = frame.trailers_ref()
+        {
+            drop(_entered);
+            let status = tonic::Status::from_header_map(trailers)
+                .unwrap_or_else(|| tonic::Status::unknown("trailers without grpc-status"));
+            if let Some(call) = this.call.take() {
+                call.finish(&status);
+            }
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_usable_client_request_ids_only() {
+        let mut headers = HeaderMap::new();
+        headers.insert(REQUEST_ID_HEADER, HeaderValue::from_static("abc-123"));
+        assert_eq!(request_id(&headers), "abc-123");
+        headers.insert(
+            REQUEST_ID_HEADER,
+            HeaderValue::from_str(&"x".repeat(MAX_REQUEST_ID_LEN + 1)).unwrap(),
+        );
+        let generated = request_id(&headers);
+        assert_eq!(generated.len(), 32);
+        assert_ne!(generated, request_id(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn splits_paths() {
+        let labels = method_labels("/lightningstore.v1.LightningStoreService/EnqueueRollout");
+        assert_eq!(labels.service, "lightningstore.v1.LightningStoreService");
+        assert_eq!(labels.method, "EnqueueRollout");
+        assert_eq!(method_labels("/").method, "unknown");
+    }
+}
