@@ -263,7 +263,7 @@ impl LightningStoreService for StoreService {
             .add_spans(vec![c::span_from_proto(span)?])
             .await?;
         ok(pb::AddSpanResponse {
-            span: added.spans.first().map(c::span_to_proto),
+            span: added.spans.first().map(|span| c::span_to_proto(span)),
         })
     }
 
@@ -279,7 +279,11 @@ impl LightningStoreService for StoreService {
             .collect::<Result<Vec<_>, _>>()?;
         let added = self.engine.add_spans(spans).await?;
         ok(pb::AddSpansResponse {
-            spans: added.spans.iter().map(c::span_to_proto).collect(),
+            spans: added
+                .spans
+                .iter()
+                .map(|span| c::span_to_proto(span))
+                .collect(),
             duplicates: added.duplicates as i32,
         })
     }
@@ -520,7 +524,11 @@ impl LightningStoreService for StoreService {
         let result = self.engine.query_spans(filter, &page).await?;
         let (limit, offset, total) = c::page_bounds(&result);
         ok(pb::QuerySpansResponse {
-            items: result.items.iter().map(c::span_to_proto).collect(),
+            items: result
+                .items
+                .iter()
+                .map(|span| c::span_to_proto(span))
+                .collect(),
             limit,
             offset,
             total,

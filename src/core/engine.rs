@@ -50,8 +50,9 @@ pub struct AttemptPatch {
 /// Result of storing spans.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AddedSpans {
-    /// The stored spans in request order, with their sequence ids.
-    pub spans: Vec<Span>,
+    /// The stored spans in request order, with their sequence ids (shared
+    /// with the store).
+    pub spans: Vec<Arc<Span>>,
     /// Spans skipped because they were already stored.
     pub duplicates: usize,
     /// Why each skipped span with an unknown rollout or attempt was
@@ -532,7 +533,7 @@ impl Engine {
             });
         }
 
-        let mut spans = Vec::with_capacity(new_spans.len());
+        let received = new_spans.len();
         let mut missing: HashMap<&str, u64> = HashMap::new();
         for new in &new_spans {
             if new.sequence_id.is_none() {
@@ -544,16 +545,24 @@ impl Engine {
             let first = tx.allocate_sequence_ids(rollout_id, count).await?;
             next_id.insert(rollout_id.to_owned(), first);
         }
-        let mut highest: HashMap<&str, i64> = HashMap::new();
-        for new in &new_spans {
-            let mut span = new.span.clone();
-            match new.sequence_id {
+        let mut highest: HashMap<String, i64> = HashMap::new();
+        // The spans move into shared ownership: the store keeps them and the
+        // caller gets the same values back, without a copy.
+        let mut spans = Vec::with_capacity(received);
+        for NewSpan {
+            sequence_id,
+            mut span,
+        } in new_spans
+        {
+            match sequence_id {
                 Some(explicit) => {
                     span.sequence_id = explicit;
-                    let entry = highest
-                        .entry(new.span.rollout_id.as_str())
-                        .or_insert(explicit);
-                    *entry = (*entry).max(explicit);
+                    match highest.get_mut(&span.rollout_id) {
+                        Some(entry) => *entry = (*entry).max(explicit),
+                        None => {
+                            highest.insert(span.rollout_id.clone(), explicit);
+                        }
+                    }
                 }
                 None => {
                     let next = next_id.get_mut(&span.rollout_id).expect("allocated above");
@@ -561,10 +570,10 @@ impl Engine {
                     *next += 1;
                 }
             }
-            spans.push(span);
+            spans.push(Arc::new(span));
         }
         for (rollout_id, at_least) in highest {
-            tx.raise_sequence_id(rollout_id, at_least).await?;
+            tx.raise_sequence_id(&rollout_id, at_least).await?;
         }
 
         let stored_flags = tx.insert_spans(&spans).await?;
@@ -585,7 +594,7 @@ impl Engine {
                 );
             }
         }
-        let duplicates = new_spans.len() - stored.len();
+        let duplicates = received - stored.len();
 
         for key in groups {
             let Some(&count) = per_attempt.get(&key) else {
@@ -859,7 +868,7 @@ impl Engine {
         &self,
         mut filter: SpanFilter,
         page: &Page,
-    ) -> StoreResult<Paged<Span>> {
+    ) -> StoreResult<Paged<Arc<Span>>> {
         page.validate::<Span>()?;
         let (mut tx, changes) = self.begin_checked(Timestamp::now()).await?;
         require_rollout(tx.as_mut(), &filter.rollout_id).await?;

@@ -171,6 +171,13 @@ impl Sortable for RolloutView {
     }
 }
 
+impl<T: Sortable> Sortable for std::sync::Arc<T> {
+    const SORT_FIELDS: &'static [&'static str] = T::SORT_FIELDS;
+    fn sort_key(&self, field: &str) -> SortKey<'_> {
+        T::sort_key(self, field)
+    }
+}
+
 impl<T: Sortable> Sortable for &T {
     const SORT_FIELDS: &'static [&'static str] = T::SORT_FIELDS;
     fn sort_key(&self, field: &str) -> SortKey<'_> {

@@ -3,7 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
+
 use async_trait::async_trait;
+use hashbrown::hash_table::{Entry, HashTable};
 use indexmap::IndexMap;
 use tokio::sync::{Mutex, MutexGuard};
 
@@ -49,13 +53,37 @@ impl MemoryStore {
     }
 }
 
+/// The spans of one rollout, shared with whoever received or read them.
 #[derive(Default)]
 struct RolloutSpans {
-    spans: Vec<Span>,
-    /// (attempt id, span id) of every stored span, for duplicate detection.
-    keys: HashSet<(String, String)>,
+    /// In arrival order.
+    spans: Vec<Arc<Span>>,
+    /// Positions in `spans` keyed by (attempt id, span id), for duplicate
+    /// detection without a copy of the ids.
+    index: HashTable<usize>,
     /// Sum of the spans' sizes.
     bytes: u64,
+}
+
+impl RolloutSpans {
+    /// Appends `span` unless a span with its (attempt id, span id) is
+    /// stored; returns whether it was appended.
+    fn insert(&mut self, hasher: &RandomState, span: &Arc<Span>) -> bool {
+        let key = |s: &Span| hasher.hash_one((&s.attempt_id, &s.span_id));
+        let spans = &self.spans;
+        let same = |&at: &usize| {
+            spans[at].attempt_id == span.attempt_id && spans[at].span_id == span.span_id
+        };
+        match self.index.entry(key(span), same, |&at| key(&spans[at])) {
+            Entry::Occupied(_) => false,
+            Entry::Vacant(slot) => {
+                slot.insert(self.spans.len());
+                self.bytes += retention::span_size(span);
+                self.spans.push(span.clone());
+                true
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -74,6 +102,8 @@ struct State {
     deadline_of: HashMap<String, Timestamp>,
     sequence_ids: HashMap<String, i64>,
     spans: HashMap<String, RolloutSpans>,
+    /// Hashes the span keys of every [`RolloutSpans`].
+    span_hasher: RandomState,
     span_count: u64,
     span_bytes: u64,
     /// Rollouts whose spans retention deleted.
@@ -300,31 +330,36 @@ impl StoreTx for MemoryTx<'_> {
         Ok(())
     }
 
-    async fn insert_spans(&mut self, spans: &[Span]) -> StoreResult<Vec<bool>> {
+    async fn insert_spans(&mut self, spans: &[Arc<Span>]) -> StoreResult<Vec<bool>> {
         let state = &mut *self.state;
         let mut stored = Vec::with_capacity(spans.len());
         for span in spans {
-            let entry = state.spans.entry(span.rollout_id.clone()).or_default();
-            let fresh = entry
-                .keys
-                .insert((span.attempt_id.clone(), span.span_id.clone()));
+            if !state.spans.contains_key(&span.rollout_id) {
+                state
+                    .spans
+                    .insert(span.rollout_id.clone(), RolloutSpans::default());
+            }
+            let entry = state.spans.get_mut(&span.rollout_id).expect("inserted");
+            let bytes_before = entry.bytes;
+            let fresh = entry.insert(&state.span_hasher, span);
             if fresh {
-                let size = retention::span_size(span);
-                entry.spans.push(span.clone());
-                entry.bytes += size;
                 state.span_count += 1;
-                state.span_bytes += size;
+                state.span_bytes += entry.bytes - bytes_before;
             }
             stored.push(fresh);
         }
         Ok(stored)
     }
 
-    async fn query_spans(&mut self, filter: &SpanFilter, page: &Page) -> StoreResult<Paged<Span>> {
+    async fn query_spans(
+        &mut self,
+        filter: &SpanFilter,
+        page: &Page,
+    ) -> StoreResult<Paged<Arc<Span>>> {
         let Some(entry) = self.state.spans.get(&filter.rollout_id) else {
             return Ok(page.apply(Vec::new()));
         };
-        let mut matching: Vec<&Span> = entry
+        let mut matching: Vec<&Arc<Span>> = entry
             .spans
             .iter()
             .filter(|span| match &filter.attempt {

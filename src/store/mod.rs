@@ -35,6 +35,8 @@ pub mod sqlite;
 /// Events a backend retains by default for resuming subscribers.
 pub const DEFAULT_EVENT_RETENTION: usize = 100_000;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 
 use crate::core::error::StoreResult;
@@ -102,11 +104,15 @@ pub trait StoreTx: Send {
     async fn raise_sequence_id(&mut self, rollout_id: &str, at_least: i64) -> StoreResult<()>;
     /// Stores spans in order, skipping any whose (rollout, attempt, span id)
     /// is already stored; returns, per span, whether it was stored.
-    async fn insert_spans(&mut self, spans: &[Span]) -> StoreResult<Vec<bool>>;
+    async fn insert_spans(&mut self, spans: &[Arc<Span>]) -> StoreResult<Vec<bool>>;
     /// Returns the matching spans of the filter's rollout. The filter's
     /// attempt is `All` or `Id` (the engine resolves `Latest`); default order
     /// is sequence id, then arrival.
-    async fn query_spans(&mut self, filter: &SpanFilter, page: &Page) -> StoreResult<Paged<Span>>;
+    async fn query_spans(
+        &mut self,
+        filter: &SpanFilter,
+        page: &Page,
+    ) -> StoreResult<Paged<Arc<Span>>>;
     /// Returns whether retention has deleted spans of a rollout.
     async fn spans_evicted(&mut self, rollout_id: &str) -> StoreResult<bool>;
     /// Deletes the spans of up to `max_rollouts` finished rollouts that

@@ -17,6 +17,7 @@ pub mod query;
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
@@ -527,9 +528,12 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         self.write(statement).await
     }
 
-    async fn insert_spans(&mut self, spans: &[Span]) -> StoreResult<Vec<bool>> {
+    async fn insert_spans(&mut self, spans: &[Arc<Span>]) -> StoreResult<Vec<bool>> {
         let mut inserted: HashSet<(String, String, String)> = HashSet::new();
-        let sizes: Vec<u64> = spans.iter().map(retention::span_size).collect();
+        let sizes: Vec<u64> = spans
+            .iter()
+            .map(|span| retention::span_size(span))
+            .collect();
         let chunk = (C::DIALECT.max_params / SPAN_INSERT_COLUMNS).max(1);
         for (chunk_spans, chunk_sizes) in spans.chunks(chunk).zip(sizes.chunks(chunk)) {
             let mut b = Builder::new(C::DIALECT);
@@ -601,7 +605,11 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         Ok(stored)
     }
 
-    async fn query_spans(&mut self, filter: &SpanFilter, page: &Page) -> StoreResult<Paged<Span>> {
+    async fn query_spans(
+        &mut self,
+        filter: &SpanFilter,
+        page: &Page,
+    ) -> StoreResult<Paged<Arc<Span>>> {
         let mut b = Builder::new(C::DIALECT);
         b.push(concat!("SELECT ", span_columns!(), " FROM spans WHERE "));
         let condition = span_condition(&mut b, filter);
@@ -611,8 +619,10 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         count.push("SELECT COUNT(*) FROM spans WHERE ");
         let condition = span_condition(&mut count, filter);
         count.push(&condition);
-        self.paged(b.finish(), count.finish(), page, codec::span)
-            .await
+        self.paged(b.finish(), count.finish(), page, |row| {
+            codec::span(row).map(Arc::new)
+        })
+        .await
     }
 
     async fn spans_evicted(&mut self, rollout_id: &str) -> StoreResult<bool> {
