@@ -36,13 +36,14 @@
 //! UNAVAILABLE), so an error never silently loses an acknowledged write and
 //! a failed statement cannot leave a half-applied transaction behind.
 //!
-//! # Round trips
-//! sqlx runs SQLite on a thread of its own, and each statement is a round
-//! trip to it (tens of microseconds, mostly thread wake-ups): the cost that
-//! bounds throughput. So a logical transaction defers the writes that return
-//! nothing and sends them, with its `BEGIN`/`SAVEPOINT`, in one script with
-//! the next statement that returns rows or with its `RELEASE`. Since no
-//! other process can write the file, the connection also remembers the last
+//! # Statements on the calling thread
+//! sqlx opens, checks and migrates the file; the store then serves on a
+//! rusqlite connection and runs each statement on the calling task's
+//! thread: SQLite answers from its page cache in microseconds, where a
+//! round trip to a worker thread per statement cost tens of microseconds
+//! (mostly thread wake-ups) and bounded throughput. Only the `COMMIT`,
+//! which waits for the disk, runs on a blocking thread. Since no other
+//! process can write the file, the connection also remembers the last
 //! event number and a lower bound of the watchdog deadlines across
 //! transactions ([`sql::Cache`]); it forgets both whenever it rolls back.
 
@@ -52,10 +53,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteConnection, SqliteLockingMode, SqliteRow, SqliteSynchronous,
-};
-use sqlx::{ConnectOptions as _, Connection as _, Row as _};
+use rusqlite::types::Value;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteLockingMode, SqliteSynchronous};
+use sqlx::{ConnectOptions as _, Connection as _};
 use tokio::sync::{Mutex, MutexGuard, Notify, oneshot};
 
 use super::sql::{self, Arg, Dialect, SqlTx, Statement};
@@ -106,7 +106,9 @@ struct Shared {
 
 /// The connection and the state of its physical transaction.
 struct Writer {
-    conn: SqliteConnection,
+    /// Locked only by the holder of the writer (the mutex lets the flusher's
+    /// blocking thread run the `COMMIT`).
+    conn: Arc<std::sync::Mutex<rusqlite::Connection>>,
     /// A physical transaction is open.
     open: bool,
     /// A logical transaction wrote and was dropped without committing: its
@@ -173,9 +175,14 @@ impl SqliteStore {
                 other => other.to_string(),
             })
         })?;
+        // sqlx opened, checked and migrated the file; the store runs on a
+        // rusqlite connection, which executes statements on the calling
+        // thread instead of a round trip to a worker thread each.
+        conn.close().await.map_err(|e| fail(open_reason(&e)))?;
+        let conn = open_connection(path).map_err(|e| fail(e.to_string()))?;
         let shared = Arc::new(Shared {
             writer: Mutex::new(Writer {
-                conn,
+                conn: Arc::new(std::sync::Mutex::new(conn)),
                 open: false,
                 abandoned: false,
                 waiters: Vec::new(),
@@ -197,6 +204,22 @@ impl Drop for SqliteStore {
     fn drop(&mut self) {
         self.flusher.abort();
     }
+}
+
+/// Opens the serving connection: exclusive (held from the first statement
+/// on, so a second server on the file fails), WAL, fsync on every commit.
+fn open_connection(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
+    let conn = rusqlite::Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(Duration::from_secs(1))?;
+    conn.set_prepared_statement_cache_capacity(512);
+    conn.execute_batch(
+        "PRAGMA locking_mode = EXCLUSIVE; PRAGMA journal_mode = WAL; \
+         PRAGMA synchronous = FULL; BEGIN IMMEDIATE; COMMIT;",
+    )?;
+    Ok(conn)
 }
 
 /// Refuses a SQLite file that some other program created.
@@ -242,103 +265,113 @@ fn sqlite_code(error: &sqlx::Error) -> Option<i32> {
 }
 
 /// Maps a failure while serving to a store error.
-fn store_error(error: sqlx::Error) -> StoreError {
+fn store_error(error: rusqlite::Error) -> StoreError {
     let unavailable = |what: &str| StoreError::Unavailable(format!("sqlite: {what}"));
-    let mapped = match sqlite_code(&error) {
+    let code = match &error {
+        rusqlite::Error::SqliteFailure(failure, _) => Some(failure.extended_code & 0xff),
+        _ => None,
+    };
+    let mapped = match code {
         Some(13) => unavailable("the disk is full"),
         Some(10) => unavailable(&format!("disk i/o error ({error})")),
         Some(5 | 6) => unavailable("the database is busy"),
         Some(8) => unavailable("the database is read-only"),
         Some(11 | 26) => StoreError::Internal(format!("sqlite: the database is corrupt ({error})")),
-        _ => match error {
-            sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed => {
-                unavailable(&format!("connection failed ({error})"))
-            }
-            other => StoreError::Internal(format!("sqlite: {other}")),
-        },
+        _ => StoreError::Internal(format!("sqlite: {error}")),
     };
     tracing::error!(error = %mapped, "sqlite statement failed");
     mapped
 }
 
-/// Returns the sqlx query of a statement, its arguments bound.
-fn query(
-    statement: Statement<'_>,
-) -> sqlx::query::Query<'static, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
-    let mut query = match statement.sql {
-        Cow::Borrowed(sql) => sqlx::query(sql),
-        Cow::Owned(sql) => sqlx::query(sqlx::AssertSqlSafe(sql)),
-    };
-    for arg in statement.args {
-        query = match arg {
-            Arg::Null => query.bind(None::<i64>),
-            Arg::Int(value) => query.bind(value),
-            Arg::Text(text) => query.bind(text),
-        };
-    }
-    query
-}
-
-/// Appends `statement` to a script with its `$n` parameters rewritten as
-/// anonymous `?` parameters, its arguments reordered (and repeated) to
-/// match the text. sqlx looks every named parameter up by name, which SQLite
-/// answers with a linear scan: quadratic for the thousands of parameters of
-/// a batch insert. Anonymous parameters also number on across the statements
-/// of a script.
-fn append(script: &mut String, args: &mut Vec<Arg<'static>>, statement: Statement<'_>) {
-    let mut given: Vec<Option<Arg<'_>>> = statement.args.into_iter().map(Some).collect();
-    // Where each argument went first, for parameters used twice.
-    let mut placed: Vec<Option<usize>> = vec![None; given.len()];
-    let mut rest = statement.sql.as_ref();
-    while let Some(at) = rest.find('$') {
-        script.push_str(&rest[..at]);
-        script.push('?');
-        rest = &rest[at + 1..];
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let index = rest[..digits].parse::<usize>().expect("a parameter number") - 1;
-        rest = &rest[digits..];
-        let arg = match (given[index].take(), placed[index]) {
-            (Some(arg), _) => owned(arg),
-            (None, Some(first)) => args[first].clone(),
-            (None, None) => unreachable!("an argument is either given or placed"),
-        };
-        placed[index] = Some(args.len());
-        args.push(arg);
-    }
-    script.push_str(rest);
-    script.push_str(";\n");
-}
-
-/// Returns an argument that owns its text.
-fn owned(arg: Arg<'_>) -> Arg<'static> {
-    match arg {
-        Arg::Text(text) => Arg::Text(Cow::Owned(text.into_owned())),
-        Arg::Null => Arg::Null,
-        Arg::Int(value) => Arg::Int(value),
+/// Rewrites the `$n` parameters of the shared SQL as SQLite's `?n`, whose
+/// index is `n` itself: arguments bind by position, without the name lookup
+/// SQLite answers with a linear scan (quadratic for a batch insert's
+/// thousands of parameters).
+fn numbered(sql: &str) -> Cow<'_, str> {
+    if sql.contains('$') {
+        Cow::Owned(sql.replace('$', "?"))
+    } else {
+        Cow::Borrowed(sql)
     }
 }
 
-impl Writer {
-    /// Runs a transaction control statement; a failure aborts the batch.
-    async fn control(&mut self, sql: &'static str) -> StoreResult<()> {
-        match sqlx::query(sql).execute(&mut self.conn).await {
-            Ok(_) => Ok(()),
-            Err(error) => Err(self.fail(error).await),
+/// One result row, its cells copied out of SQLite.
+pub struct SqliteRow(Vec<Value>);
+
+impl sql::Row for SqliteRow {
+    fn opt_int(&self, index: usize) -> StoreResult<Option<i64>> {
+        match self.0.get(index) {
+            Some(Value::Null) => Ok(None),
+            Some(Value::Integer(value)) => Ok(Some(*value)),
+            other => Err(sql::codec::corrupt("integer", format_args!("{other:?}"))),
         }
     }
 
+    fn opt_text(&self, index: usize) -> StoreResult<Option<String>> {
+        match self.0.get(index) {
+            Some(Value::Null) => Ok(None),
+            Some(Value::Text(text)) => Ok(Some(text.clone())),
+            other => Err(sql::codec::corrupt("text", format_args!("{other:?}"))),
+        }
+    }
+}
+
+/// Runs one statement on the connection and returns its rows.
+fn run(conn: &rusqlite::Connection, statement: &Statement<'_>) -> rusqlite::Result<Vec<SqliteRow>> {
+    let mut prepared = conn.prepare_cached(&numbered(&statement.sql))?;
+    for (at, arg) in statement.args.iter().enumerate() {
+        match arg {
+            Arg::Null => prepared.raw_bind_parameter(at + 1, rusqlite::types::Null)?,
+            Arg::Int(value) => prepared.raw_bind_parameter(at + 1, value)?,
+            Arg::Text(text) => prepared.raw_bind_parameter(at + 1, text.as_ref())?,
+        }
+    }
+    let columns = prepared.column_count();
+    let mut rows = prepared.raw_query();
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        let cells = (0..columns)
+            .map(|at| row.get::<_, Value>(at))
+            .collect::<rusqlite::Result<_>>()?;
+        out.push(SqliteRow(cells));
+    }
+    Ok(out)
+}
+
+impl Writer {
+    fn conn(&self) -> std::sync::MutexGuard<'_, rusqlite::Connection> {
+        // Only the holder of the writer uses the connection, so the lock is
+        // never contended; a panic while it was held leaves SQLite's own
+        // state consistent.
+        self.conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Runs a statement; a failure aborts the physical transaction.
+    fn statement(&mut self, statement: &Statement<'_>) -> StoreResult<Vec<SqliteRow>> {
+        let result = run(&self.conn(), statement);
+        result.map_err(|error| self.fail(error))
+    }
+
+    /// Runs a transaction control statement; a failure aborts the batch.
+    fn control(&mut self, sql: &'static str) -> StoreResult<()> {
+        let result = self.conn().execute_batch(sql);
+        result.map_err(|error| self.fail(error))
+    }
+
     /// Maps an error and aborts the physical transaction, if one is open.
-    async fn fail(&mut self, error: sqlx::Error) -> StoreError {
+    fn fail(&mut self, error: rusqlite::Error) -> StoreError {
         let error = store_error(error);
-        self.abort(&error).await;
+        self.abort(&error);
         error
     }
 
     /// Rolls the physical transaction back and fails every waiting commit.
-    async fn abort(&mut self, error: &StoreError) {
+    fn abort(&mut self, error: &StoreError) {
         // Harmless when no transaction is open (or SQLite already rolled it
-        // back): a failed script may have begun one that `open` does not know.
-        let _ = sqlx::query("ROLLBACK").execute(&mut self.conn).await;
+        // back after the error).
+        let _ = self.conn().execute_batch("ROLLBACK");
         self.open = false;
         self.abandoned = false;
         self.cache.clear();
@@ -348,25 +381,42 @@ impl Writer {
     }
 
     /// Rolls back the savepoint of a transaction dropped after writing.
-    async fn recover(&mut self) {
+    fn recover(&mut self) {
         if self.abandoned {
             self.abandoned = false;
             self.cache.clear();
-            if self.control("ROLLBACK TO tx").await.is_ok() {
-                let _ = self.control("RELEASE tx").await;
+            if self.control("ROLLBACK TO tx").is_ok() {
+                let _ = self.control("RELEASE tx");
             }
         }
     }
 
-    /// Commits the physical transaction and tells every waiter.
+    /// Commits the physical transaction and tells every waiter. The
+    /// `COMMIT` waits for an fsync, so it runs on a blocking thread.
     async fn flush(&mut self) {
         if !self.open {
             return;
         }
-        if self.control("COMMIT").await.is_ok() {
-            self.open = false;
-            for waiter in self.waiters.drain(..) {
-                let _ = waiter.send(Ok(()));
+        let conn = self.conn.clone();
+        let committed = tokio::task::spawn_blocking(move || {
+            conn.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .execute_batch("COMMIT")
+        })
+        .await;
+        match committed {
+            Ok(Ok(())) => {
+                self.open = false;
+                for waiter in self.waiters.drain(..) {
+                    let _ = waiter.send(Ok(()));
+                }
+            }
+            Ok(Err(error)) => {
+                self.fail(error);
+            }
+            Err(panicked) => {
+                let error = StoreError::Internal(format!("sqlite: commit panicked: {panicked}"));
+                self.abort(&error);
             }
         }
     }
@@ -377,7 +427,7 @@ async fn flush_loop(shared: Arc<Shared>) {
     loop {
         shared.flush.notified().await;
         let mut writer = shared.writer.lock().await;
-        writer.recover().await;
+        writer.recover();
         writer.flush().await;
     }
 }
@@ -390,32 +440,25 @@ impl Store for SqliteStore {
 
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
         let mut writer = self.shared.writer.lock().await;
-        writer.recover().await;
+        writer.recover();
         let conn = SqliteConn {
             writer: Some(writer),
             shared: &self.shared,
-            writing: false,
             savepoint: false,
-            deferred: Vec::new(),
         };
         Ok(Box::new(SqlTx::new(conn, self.event_retention)))
     }
 }
 
-/// A logical transaction's hold on the connection. Writes that return
-/// nothing are deferred and sent with the next statement that returns rows,
-/// or with the commit, as one script: one round trip to SQLite's thread
-/// instead of one per statement.
+/// A logical transaction's hold on the connection. Statements run at once,
+/// on the calling thread: SQLite answers them from its page cache in
+/// microseconds, and only the `COMMIT` waits for the disk.
 struct SqliteConn<'a> {
     /// Held until the transaction commits or is dropped.
     writer: Option<MutexGuard<'a, Writer>>,
     shared: &'a Shared,
-    /// The transaction writes: the next script opens its savepoint.
-    writing: bool,
-    /// The transaction's savepoint is open in SQLite.
+    /// The transaction's savepoint is open: it wrote.
     savepoint: bool,
-    /// Writes not sent yet.
-    deferred: Vec<Statement<'static>>,
 }
 
 impl SqliteConn<'_> {
@@ -423,56 +466,14 @@ impl SqliteConn<'_> {
         self.writer.as_mut().expect("held until commit")
     }
 
-    /// Sends the deferred writes and `last` as one script (opening the
-    /// physical transaction and the savepoint first when the transaction
-    /// writes) and returns the rows of `last`, the only statement of the
-    /// script that returns rows.
-    async fn run(&mut self, last: Option<Statement<'_>>) -> StoreResult<Vec<SqliteRow>> {
-        let open_savepoint = self.writing && !self.savepoint;
-        let begin = open_savepoint && !self.writer().open;
-        let alone = !open_savepoint && self.deferred.is_empty();
-        let result = match last {
-            // A fixed statement runs as it is: its text is a cached statement.
-            Some(statement) if alone && matches!(statement.sql, Cow::Borrowed(_)) => {
-                query(statement).fetch_all(&mut self.writer().conn).await
-            }
-            None if alone => return Ok(Vec::new()),
-            last => {
-                let mut script = String::new();
-                let mut args = Vec::new();
-                if begin {
-                    script.push_str("BEGIN IMMEDIATE;\n");
-                }
-                if open_savepoint {
-                    script.push_str("SAVEPOINT tx;\n");
-                }
-                for statement in std::mem::take(&mut self.deferred) {
-                    append(&mut script, &mut args, statement);
-                }
-                if let Some(statement) = last {
-                    append(&mut script, &mut args, statement);
-                }
-                let statement = Statement {
-                    sql: Cow::Owned(script),
-                    args,
-                };
-                query(statement).fetch_all(&mut self.writer().conn).await
-            }
-        };
-        match result {
-            Ok(rows) => {
-                self.writer().open |= begin;
-                self.savepoint |= open_savepoint;
-                Ok(rows)
-            }
-            Err(error) => {
-                // The physical transaction is gone, with this savepoint.
-                self.savepoint = false;
-                self.writing = false;
-                self.deferred.clear();
-                Err(self.writer().fail(error).await)
-            }
+    /// Runs a statement; a failure ends the transaction's savepoint with
+    /// the physical transaction.
+    fn run(&mut self, statement: &Statement<'_>) -> StoreResult<Vec<SqliteRow>> {
+        let result = self.writer().statement(statement);
+        if result.is_err() {
+            self.savepoint = false;
         }
+        result
     }
 }
 
@@ -486,18 +487,6 @@ impl Drop for SqliteConn<'_> {
     }
 }
 
-impl sql::Row for SqliteRow {
-    fn opt_int(&self, index: usize) -> StoreResult<Option<i64>> {
-        self.try_get(index)
-            .map_err(|e| sql::codec::corrupt("integer", e))
-    }
-
-    fn opt_text(&self, index: usize) -> StoreResult<Option<String>> {
-        self.try_get(index)
-            .map_err(|e| sql::codec::corrupt("text", e))
-    }
-}
-
 #[async_trait]
 impl sql::Connection for SqliteConn<'_> {
     type Row = SqliteRow;
@@ -505,20 +494,25 @@ impl sql::Connection for SqliteConn<'_> {
     const DIALECT: &'static Dialect = &SQLITE;
 
     async fn begin_write(&mut self) -> StoreResult<()> {
-        self.writing = true;
+        if self.savepoint {
+            return Ok(());
+        }
+        let writer = self.writer();
+        if !writer.open {
+            writer.control("BEGIN IMMEDIATE")?;
+            writer.open = true;
+        }
+        writer.control("SAVEPOINT tx")?;
+        self.savepoint = true;
         Ok(())
     }
 
     async fn execute(&mut self, statement: Statement<'_>) -> StoreResult<()> {
-        self.deferred.push(Statement {
-            sql: statement.sql,
-            args: statement.args.into_iter().map(owned).collect(),
-        });
-        Ok(())
+        self.run(&statement).map(drop)
     }
 
     async fn fetch(&mut self, statement: Statement<'_>) -> StoreResult<Vec<SqliteRow>> {
-        self.run(Some(statement)).await
+        self.run(&statement)
     }
 
     fn cache(&mut self) -> Option<&mut sql::Cache> {
@@ -526,9 +520,11 @@ impl sql::Connection for SqliteConn<'_> {
     }
 
     async fn commit(mut self) -> StoreResult<()> {
-        if self.writing {
-            self.run(Some(Statement::new("RELEASE tx"))).await?;
+        if self.savepoint {
+            // Whatever happens, the savepoint is gone: released, or rolled
+            // back with the physical transaction.
             self.savepoint = false;
+            self.writer().control("RELEASE tx")?;
         }
         let mut writer = self.writer.take().expect("held until commit");
         if !writer.open {
