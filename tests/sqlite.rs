@@ -15,6 +15,18 @@ use lightning_store::store::sqlite::{SqliteOptions, SqliteStore};
 type Client =
     pb::lightning_store_service_client::LightningStoreServiceClient<tonic::transport::Channel>;
 
+/// Opens a plain SQLite connection to `path` (created when missing), as
+/// another program would.
+async fn raw_connection(path: &Path) -> sqlx::SqliteConnection {
+    use sqlx::Connection as _;
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true);
+    sqlx::SqliteConnection::connect_with(&options)
+        .await
+        .unwrap()
+}
+
 /// Starts a server on the database at `path`; `watchdog` is its timer interval.
 async fn server_on(path: &Path, watchdog: Duration) -> TestServer {
     TestServer::start_opts(
@@ -293,12 +305,7 @@ async fn a_database_of_another_application_is_refused_untouched() {
     use sqlx::Connection as _;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("other.db");
-    let options = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&path)
-        .create_if_missing(true);
-    let mut conn = sqlx::SqliteConnection::connect_with(&options)
-        .await
-        .unwrap();
+    let mut conn = raw_connection(&path).await;
     sqlx::query("CREATE TABLE notes (body TEXT)")
         .execute(&mut conn)
         .await
@@ -325,10 +332,7 @@ async fn a_database_of_a_newer_version_is_refused() {
     );
     // The store closes its connection on a background thread.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path);
-    let mut conn = sqlx::SqliteConnection::connect_with(&options)
-        .await
-        .unwrap();
+    let mut conn = raw_connection(&path).await;
     sqlx::query(
         "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
          VALUES (99, 'future', TRUE, X'00', 0)",
@@ -389,12 +393,7 @@ async fn an_older_database_gets_exact_status_counts_on_upgrade() {
     )
     .unwrap();
     let path = dir.path().join("store.db");
-    let options = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&path)
-        .create_if_missing(true);
-    let mut conn = sqlx::SqliteConnection::connect_with(&options)
-        .await
-        .unwrap();
+    let mut conn = raw_connection(&path).await;
     sqlx::migrate::Migrator::new(first.as_path())
         .await
         .unwrap()

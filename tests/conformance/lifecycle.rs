@@ -241,12 +241,7 @@ async fn stale_queue_entries_are_skipped() {
     let a = enqueue(&mut c, "\"a\"").await;
     let b = enqueue(&mut c, "\"b\"").await;
     // Starting an attempt directly leaves `a`'s queue entry behind.
-    c.start_attempt(pb::StartAttemptRequest {
-        rollout_id: a.rollout_id.clone(),
-        worker_id: None,
-    })
-    .await
-    .unwrap();
+    start_attempt(&mut c, &a.rollout_id).await;
     assert_eq!(
         dequeue(&mut c, None).await.unwrap().rollout_id,
         b.rollout_id

@@ -108,19 +108,7 @@ async fn exported_spans_are_routed_by_resource_and_span_attributes() {
     let mut c = server.client().await;
     let mut otlp = otlp_client(&server).await;
     let (r, first) = running(&mut c).await;
-    let second = c
-        .start_attempt(pb::StartAttemptRequest {
-            rollout_id: r.clone(),
-            worker_id: None,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .rollout
-        .unwrap()
-        .attempt
-        .unwrap()
-        .attempt_id;
+    let second = start_attempt(&mut c, &r).await;
 
     let mut overridden = otlp_span("override", vec![text("agentlightning.attempt_id", &second)]);
     overridden.kind = span::SpanKind::Client as i32;

@@ -113,12 +113,7 @@ async fn attempt_queries_sort_by_sequence_and_check_the_rollout() {
     let rollout = enqueue(&mut c, "1").await;
     dequeue(&mut c, None).await.unwrap();
     for _ in 0..2 {
-        c.start_attempt(pb::StartAttemptRequest {
-            rollout_id: rollout.rollout_id.clone(),
-            worker_id: None,
-        })
-        .await
-        .unwrap();
+        start_attempt(&mut c, &rollout.rollout_id).await;
     }
     let request = |page| pb::QueryAttemptsRequest {
         rollout_id: rollout.rollout_id.clone(),

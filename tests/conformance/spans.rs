@@ -66,19 +66,7 @@ async fn batch_sequence_ids_are_consecutive_per_rollout_in_request_order() {
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (a, a1) = running_rollout(&mut c).await;
-    let a2 = c
-        .start_attempt(pb::StartAttemptRequest {
-            rollout_id: a.clone(),
-            worker_id: None,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .rollout
-        .unwrap()
-        .attempt
-        .unwrap()
-        .attempt_id;
+    let a2 = start_attempt(&mut c, &a).await;
     let (b, b1) = running_rollout(&mut c).await;
     let pair = |r: &str, at: &str| pb::RolloutAttemptRef {
         rollout_id: r.into(),
@@ -275,19 +263,7 @@ async fn span_queries_filter_select_attempts_sort_and_paginate() {
     let mut on_first = span(&r, &first, "agent.step", None);
     on_first.trace_id = "11111111111111111111111111111111".into();
     add_span(&mut c, on_first.clone()).await.unwrap();
-    let second = c
-        .start_attempt(pb::StartAttemptRequest {
-            rollout_id: r.clone(),
-            worker_id: None,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .rollout
-        .unwrap()
-        .attempt
-        .unwrap()
-        .attempt_id;
+    let second = start_attempt(&mut c, &r).await;
     for name in ["llm.call", "agent.reward", "llm.call"] {
         add_span(&mut c, span(&r, &second, name, None))
             .await

@@ -122,6 +122,23 @@ pub async fn set_attempt_status(
         .map(|r| r.into_inner().attempt.unwrap())
 }
 
+/// Starts the rollout's next attempt (no worker) and returns its id.
+pub async fn start_attempt(client: &mut Client, rollout_id: &str) -> String {
+    client
+        .start_attempt(pb::StartAttemptRequest {
+            rollout_id: rollout_id.to_owned(),
+            worker_id: None,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rollout
+        .unwrap()
+        .attempt
+        .unwrap()
+        .attempt_id
+}
+
 pub async fn set_rollout_status(client: &mut Client, rollout_id: &str, status: R) -> pb::Rollout {
     client
         .update_rollout(pb::UpdateRolloutRequest {
