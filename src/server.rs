@@ -142,6 +142,7 @@ pub async fn serve(
         tokio::spawn(engine.clone().run_watchdog()),
         tokio::spawn(sessions.clone().run_dispatcher()),
         tokio::spawn(sessions.run_revocations()),
+        tokio::spawn(engine.clone().run_follower()),
         tokio::spawn(
             health
                 .clone()

@@ -16,6 +16,7 @@ use crate::metrics::Metrics;
 use crate::server::{self, ServerConfig};
 use crate::store::Store;
 use crate::store::memory::MemoryStore;
+use crate::store::postgres::{PostgresOptions, PostgresStore};
 use crate::store::sqlite::{SqliteOptions, SqliteStore};
 
 /// lightning-store: the LightningStore of agent-lightning as a gRPC service.
@@ -44,6 +45,8 @@ pub enum Backend {
     Sqlite,
     /// Everything in memory; nothing survives a restart.
     Memory,
+    /// A PostgreSQL database (`--database-url`) that several servers can share.
+    Postgres,
 }
 
 /// Log output formats.
@@ -76,6 +79,17 @@ pub struct ServeArgs {
         default_value = "lightning-store.db"
     )]
     pub database: PathBuf,
+    /// PostgreSQL database of `--store postgres`, e.g.
+    /// `postgres://user:password@host:5432/lightning_store`.
+    #[arg(long, env = "LIGHTNING_STORE_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Connections each server keeps to PostgreSQL.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_DATABASE_MAX_CONNECTIONS",
+        default_value_t = 16
+    )]
+    pub database_max_connections: u32,
     /// Events kept for subscribers that resume after a given sequence number.
     #[arg(
         long,
@@ -217,6 +231,17 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
             Arc::new(SqliteStore::open(&args.database, options).await?)
         }
         Backend::Memory => Arc::new(MemoryStore::with_event_retention(args.event_retention)),
+        Backend::Postgres => {
+            let url = args
+                .database_url
+                .as_deref()
+                .ok_or("--store postgres needs --database-url (or LIGHTNING_STORE_DATABASE_URL)")?;
+            let options = PostgresOptions {
+                event_retention: args.event_retention,
+                max_connections: args.database_max_connections,
+            };
+            Arc::new(PostgresStore::connect(url, options).await?)
+        }
     };
     let metrics = Metrics::new();
     let engine = Arc::new(Engine::new(

@@ -87,6 +87,12 @@ impl Default for EngineConfig {
     }
 }
 
+/// How often a follower looks for other servers' events without a hint.
+const FOLLOW_POLL: Duration = Duration::from_secs(1);
+
+/// Events a follower reads per query.
+const FOLLOW_PAGE: usize = 1024;
+
 /// Rollouts whose spans one retention transaction deletes at most, so that
 /// a large backlog does not hold other writers up.
 const RETENTION_PASS: usize = 64;
@@ -163,6 +169,55 @@ impl Engine {
             }
             if let Err(error) = self.scan().await {
                 tracing::warn!(%error, "watchdog scan failed");
+            }
+        }
+    }
+
+    /// Publishes on this server's bus the events other servers sharing the
+    /// backend commit, in sequence order, until the engine closes: on each
+    /// hint from the backend and at least every `FOLLOW_POLL` (hints can be
+    /// lost). Events this server committed are published again, which every
+    /// reader tolerates. Returns at once for a backend no other server writes.
+    pub async fn run_follower(self: Arc<Self>) {
+        use futures::StreamExt as _;
+        let mut hints = match self.store.commit_hints().await {
+            Ok(Some(hints)) => hints,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::error!(%error, "cannot follow other servers' events");
+                return;
+            }
+        };
+        let mut last = match self.events_after(u64::MAX - 1, 0).await {
+            Ok(page) => page.latest,
+            Err(error) => {
+                tracing::error!(%error, "cannot follow other servers' events");
+                return;
+            }
+        };
+        let mut closing = self.closing();
+        let mut poll = tokio::time::interval(FOLLOW_POLL);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = hints.next() => {}
+                _ = poll.tick() => {}
+                _ = closing.wait_for(|closed| *closed) => return,
+            }
+            loop {
+                let page = match self.events_after(last, FOLLOW_PAGE).await {
+                    Ok(page) => page,
+                    Err(error) => {
+                        tracing::warn!(%error, "following other servers' events failed");
+                        break;
+                    }
+                };
+                let Some(newest) = page.events.last().map(|event| event.seq) else {
+                    break;
+                };
+                last = newest;
+                let enqueued = page.events.iter().any(|event| event.change.enqueues());
+                self.bus.publish(page.events, enqueued);
             }
         }
     }

@@ -64,6 +64,15 @@ pub enum ChangeKind {
 }
 
 impl Change {
+    /// Returns whether the change may have put a rollout into the queue.
+    pub fn enqueues(&self) -> bool {
+        matches!(
+            self,
+            Self::RolloutCreated { status, .. } | Self::RolloutChanged { status, .. }
+                if matches!(status, RolloutStatus::Queuing | RolloutStatus::Requeuing)
+        )
+    }
+
     /// Returns the kind of the change.
     pub fn kind(&self) -> ChangeKind {
         match self {
@@ -132,8 +141,10 @@ impl Changes {
 
 /// Fans committed events out to in-process waiters. It is a fast path, not
 /// the source of truth: events from concurrent commits may arrive out of
-/// order, and a lagging receiver loses some; readers that need every event
-/// fill gaps from the store's history.
+/// order, a lagging receiver loses some, and with a backend several servers
+/// share an event may arrive twice (committed here, then followed); readers
+/// that need every event fill gaps from the store's history, and every
+/// reader tolerates repeats.
 #[derive(Debug)]
 pub struct EventBus {
     events: broadcast::Sender<Arc<Event>>,

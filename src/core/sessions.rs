@@ -58,6 +58,9 @@ struct Session {
     worker_id: String,
     slots: usize,
     held: HashSet<AttemptRef>,
+    /// Held attempts already revoked: an event seen twice (several servers
+    /// on one database republish events) revokes once.
+    revoked: HashSet<AttemptRef>,
     push: mpsc::UnboundedSender<SessionPush>,
 }
 
@@ -104,6 +107,7 @@ impl SessionHandle {
         if let Some(session) = registry.sessions.get_mut(&self.id)
             && session.held.remove(attempt)
         {
+            session.revoked.remove(attempt);
             self.sessions.slot_freed.notify_one();
         }
     }
@@ -168,6 +172,7 @@ impl Sessions {
                 worker_id: worker_id.to_owned(),
                 slots,
                 held,
+                revoked: HashSet::new(),
                 push,
             },
         );
@@ -390,10 +395,14 @@ impl Sessions {
                 } => (rollout_id, Some(attempt_id), RevocationReason::Unresponsive),
                 _ => continue,
             };
-            let registry = self.registry.lock();
-            for session in registry.sessions.values() {
-                for (held_rollout, held_attempt) in &session.held {
-                    if held_rollout == rollout_id && attempt_id.is_none_or(|a| a == held_attempt) {
+            let mut registry = self.registry.lock();
+            for session in registry.sessions.values_mut() {
+                for held in &session.held {
+                    let (held_rollout, held_attempt) = held;
+                    if held_rollout == rollout_id
+                        && attempt_id.is_none_or(|a| a == held_attempt)
+                        && session.revoked.insert(held.clone())
+                    {
                         let _ = session.push.send(SessionPush::Revoked {
                             rollout_id: held_rollout.clone(),
                             attempt_id: held_attempt.clone(),

@@ -29,6 +29,7 @@
 //!   and accounts each span with [`crate::core::retention::span_size`].
 
 pub mod memory;
+pub mod postgres;
 mod sql;
 pub mod sqlite;
 
@@ -38,6 +39,7 @@ pub const DEFAULT_EVENT_RETENTION: usize = 100_000;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures::stream::BoxStream;
 
 use crate::core::error::StoreResult;
 use crate::core::events::{Event, EventPage};
@@ -55,6 +57,14 @@ pub trait Store: Send + Sync + 'static {
 
     /// Opens a transaction.
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>>;
+
+    /// For a backend that other servers share: a stream that yields
+    /// whenever another server may have committed events (a hint: some may
+    /// be missed, and readers also poll). `None` when no other server
+    /// writes the backend.
+    async fn commit_hints(&self) -> StoreResult<Option<BoxStream<'static, ()>>> {
+        Ok(None)
+    }
 }
 
 /// One transaction of a backend. See the module docs for the contract.

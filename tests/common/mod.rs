@@ -12,6 +12,7 @@ use lightning_store::proto::lightning_store_service_client::LightningStoreServic
 use lightning_store::server::{self, ServerConfig};
 use lightning_store::store::Store;
 use lightning_store::store::memory::MemoryStore;
+use lightning_store::store::postgres::{PostgresOptions, PostgresStore};
 use lightning_store::store::sqlite::{SqliteOptions, SqliteStore};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -22,6 +23,8 @@ use tonic::transport::Channel;
 pub enum Backend {
     Memory,
     Sqlite,
+    /// A fresh database in this process's throwaway cluster ([`postgres_database`]).
+    Postgres,
 }
 
 impl Backend {
@@ -30,6 +33,7 @@ impl Backend {
         match self {
             Backend::Memory => "memory",
             Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
         }
     }
 
@@ -55,6 +59,18 @@ impl Backend {
                 let store = SqliteStore::open(&path, sqlite).await.unwrap();
                 (Arc::new(store), dir)
             }
+            Backend::Postgres => {
+                let url = match &options.postgres_url {
+                    Some(url) => url.clone(),
+                    None => postgres_database().await,
+                };
+                let options = PostgresOptions {
+                    event_retention: options.event_retention,
+                    ..PostgresOptions::default()
+                };
+                let store = PostgresStore::connect(&url, options).await.unwrap();
+                (Arc::new(store), None)
+            }
         }
     }
 }
@@ -70,6 +86,10 @@ pub struct TestOptions {
     /// The SQLite file of [`Backend::Sqlite`] (default: a fresh file in a
     /// temporary directory that lives as long as the server).
     pub database: Option<PathBuf>,
+    /// The PostgreSQL database of [`Backend::Postgres`] (default: a fresh
+    /// database in this process's cluster); servers given the same URL
+    /// share it.
+    pub postgres_url: Option<String>,
     /// Which spans of finished rollouts the engine deletes.
     pub span_retention: RetentionPolicy,
     /// How often the span retention runs.
@@ -83,6 +103,7 @@ impl Default for TestOptions {
             watchdog_interval: Duration::from_millis(20),
             event_retention: 100_000,
             database: None,
+            postgres_url: None,
             span_retention: RetentionPolicy::default(),
             retention_interval: Duration::from_secs(10),
         }
@@ -278,4 +299,154 @@ impl ServerProcess {
         let log = self.log.lock().unwrap().clone();
         (status, log)
     }
+}
+
+/// A throwaway PostgreSQL cluster on a free loopback port, created with the
+/// server binaries of the machine (initdb and pg_ctl, run as the `postgres`
+/// user when the tests run as root) and removed when dropped. The cluster
+/// that [`postgres_database`] uses is shared by the whole test process and
+/// removed when the process exits.
+pub struct Cluster {
+    dir: PathBuf,
+    bin: PathBuf,
+    port: u16,
+}
+
+static CLUSTER: std::sync::OnceLock<Cluster> = std::sync::OnceLock::new();
+
+impl Cluster {
+    /// Creates and starts a cluster.
+    pub fn start() -> Self {
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .expect("PostgreSQL server binaries in /usr/lib/postgresql")
+            .filter_map(|entry| Some(entry.ok()?.path().join("bin")))
+            .find(|bin| bin.join("initdb").exists())
+            .expect("initdb under /usr/lib/postgresql/*/bin");
+        let dir = tempfile::Builder::new()
+            .prefix("lightning-store-pg-")
+            .tempdir()
+            .unwrap()
+            .keep();
+        if unsafe { libc::geteuid() } == 0 {
+            let uid = command_output("id", &["-u", "postgres"]).parse().unwrap();
+            let gid = command_output("id", &["-g", "postgres"]).parse().unwrap();
+            std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).unwrap();
+        }
+        // A free port: bound, then released for the server.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let cluster = Self { dir, bin, port };
+        cluster.pg(&format!(
+            "{}/initdb -D {}/data -A trust -U postgres --no-sync",
+            cluster.bin.display(),
+            cluster.dir.display()
+        ));
+        cluster.start_server();
+        cluster
+    }
+
+    /// Starts the server of a stopped cluster, on the same port.
+    pub fn start_server(&self) {
+        self.pg(&format!(
+            "{}/pg_ctl -D {}/data -l {}/log -w -o '-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=400' start",
+            self.bin.display(),
+            self.dir.display(),
+            self.dir.display(),
+            self.port,
+            self.dir.display()
+        ));
+    }
+
+    /// Stops the server at once (its clients lose their connections).
+    pub fn stop_server(&self) {
+        self.pg(&format!(
+            "{}/pg_ctl -D {}/data -m immediate -w stop",
+            self.bin.display(),
+            self.dir.display()
+        ));
+    }
+
+    /// Runs a shell command line as the cluster's owner.
+    fn pg(&self, command: &str) {
+        let status = if unsafe { libc::geteuid() } == 0 {
+            std::process::Command::new("su")
+                .args(["postgres", "-c", command])
+                .stdout(std::process::Stdio::null())
+                .status()
+        } else {
+            std::process::Command::new("sh")
+                .args(["-c", command])
+                .stdout(std::process::Stdio::null())
+                .status()
+        }
+        .unwrap();
+        assert!(status.success(), "{command} failed: {status}");
+    }
+
+    /// Stops the server, if it runs, and deletes the cluster's files.
+    fn remove(&self) {
+        let _ = std::panic::catch_unwind(|| self.stop_server());
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+
+    /// Creates an empty database and returns its URL.
+    pub async fn create_database(&self) -> String {
+        use sqlx::Connection as _;
+        let name = format!("test_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = sqlx::PgConnection::connect(&self.url("postgres"))
+            .await
+            .unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        admin.close().await.unwrap();
+        self.url(&name)
+    }
+
+    fn url(&self, database: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    }
+}
+
+fn command_output(program: &str, args: &[&str]) -> String {
+    let output = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// Creates an empty database in this process's shared PostgreSQL cluster
+/// (started on first use) and returns its URL.
+pub async fn postgres_database() -> String {
+    let cluster = match CLUSTER.get() {
+        Some(cluster) => cluster,
+        None => {
+            let started = tokio::task::spawn_blocking(|| {
+                CLUSTER.get_or_init(|| {
+                    extern "C" fn remove_at_exit() {
+                        if let Some(cluster) = CLUSTER.get() {
+                            cluster.remove();
+                        }
+                    }
+                    // SAFETY: registers a plain function without arguments.
+                    unsafe { libc::atexit(remove_at_exit) };
+                    Cluster::start()
+                });
+            });
+            started.await.unwrap();
+            CLUSTER.get().unwrap()
+        }
+    };
+    cluster.create_database().await
 }

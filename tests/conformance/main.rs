@@ -36,4 +36,5 @@ macro_rules! conformance_suite {
 conformance_suite! {
     memory => crate::common::Backend::Memory,
     sqlite => crate::common::Backend::Sqlite,
+    postgres => crate::common::Backend::Postgres,
 }

@@ -37,12 +37,40 @@ use crate::core::query::{
 };
 use crate::core::retention::{self, Eviction, RetentionPolicy};
 
-/// A value bound to a statement parameter.
+/// A value bound to a statement parameter. NULLs carry their type:
+/// PostgreSQL types every parameter.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Arg<'a> {
-    Null,
+    NullInt,
+    NullText,
     Int(i64),
     Text(Cow<'a, str>),
+}
+
+/// A parameter type: its NULL.
+pub trait Nullable {
+    /// The NULL of this type.
+    const NULL: Arg<'static>;
+}
+
+impl Nullable for i64 {
+    const NULL: Arg<'static> = Arg::NullInt;
+}
+
+impl Nullable for u64 {
+    const NULL: Arg<'static> = Arg::NullInt;
+}
+
+impl Nullable for Timestamp {
+    const NULL: Arg<'static> = Arg::NullInt;
+}
+
+impl Nullable for &str {
+    const NULL: Arg<'static> = Arg::NullText;
+}
+
+impl Nullable for String {
+    const NULL: Arg<'static> = Arg::NullText;
 }
 
 impl From<i64> for Arg<'_> {
@@ -75,9 +103,9 @@ impl From<String> for Arg<'_> {
     }
 }
 
-impl<'a, T: Into<Arg<'a>>> From<Option<T>> for Arg<'a> {
+impl<'a, T: Into<Arg<'a>> + Nullable> From<Option<T>> for Arg<'a> {
     fn from(value: Option<T>) -> Self {
-        value.map_or(Arg::Null, Into::into)
+        value.map_or(T::NULL, Into::into)
     }
 }
 
@@ -174,6 +202,9 @@ pub trait Connection: Send {
     /// Returns the cache of a single-writer backend (`None` for a database
     /// that others may write).
     fn cache(&mut self) -> Option<&mut Cache>;
+    /// Tells the connection that the transaction recorded events (a shared
+    /// database announces them to the other servers at commit).
+    fn events_appended(&mut self) {}
     /// Commits the transaction (see [`StoreTx::commit`]).
     async fn commit(self) -> StoreResult<()>;
 }
@@ -899,6 +930,7 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         if let Some(cache) = self.conn.cache() {
             cache.latest_event = Some(seq);
         }
+        self.conn.events_appended();
         Ok(())
     }
 

@@ -321,7 +321,9 @@ fn run(conn: &rusqlite::Connection, statement: &Statement<'_>) -> rusqlite::Resu
     let mut prepared = conn.prepare_cached(&numbered(&statement.sql))?;
     for (at, arg) in statement.args.iter().enumerate() {
         match arg {
-            Arg::Null => prepared.raw_bind_parameter(at + 1, rusqlite::types::Null)?,
+            Arg::NullInt | Arg::NullText => {
+                prepared.raw_bind_parameter(at + 1, rusqlite::types::Null)?
+            }
             Arg::Int(value) => prepared.raw_bind_parameter(at + 1, value)?,
             Arg::Text(text) => prepared.raw_bind_parameter(at + 1, text.as_ref())?,
         }

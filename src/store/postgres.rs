@@ -1,0 +1,277 @@
+//! The PostgreSQL backend: several stateless servers can share one
+//! database. The operations are the shared SQL ones ([`super::sql`]); this
+//! module owns what is PostgreSQL's: the pool, migrations, the store lock,
+//! error codes and the notifications that carry events between servers.
+//!
+//! # Transactions
+//! Every store transaction is a PostgreSQL transaction that first takes one
+//! transaction-level advisory lock, the *store lock*: store transactions are
+//! serialised across all servers, as the [`super::Store`] contract asks (two
+//! dequeues never claim the same rollout, read-check-write sequences see no
+//! concurrent writer), and event sequence numbers, assigned under the lock,
+//! follow commit order without gaps. A commit is durable when `COMMIT`
+//! returns (`synchronous_commit` as the database is configured).
+//!
+//! # Several servers
+//! A transaction that records events also sends `NOTIFY lightning_store`
+//! (delivered at commit). Every server listens on that channel and, for
+//! each notification, publishes the events it has not seen yet, read from
+//! the events table in sequence order, on its own event bus: waiting
+//! dequeues, completion watches, subscriptions and the session dispatcher
+//! of every server see what any server committed.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
+use sqlx::{Postgres, Row as _};
+
+use super::sql::{self, Arg, Dialect, SqlTx, Statement};
+use super::{DEFAULT_EVENT_RETENTION, Store, StoreTx};
+use crate::core::error::{StoreError, StoreResult};
+
+/// The schema migrations, embedded at build time.
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
+
+/// Key of the store lock (`pg_advisory_xact_lock`): "LSTO".
+const STORE_LOCK: i64 = 0x4C53_544F;
+
+/// The notification channel on which committed events are announced.
+pub const EVENTS_CHANNEL: &str = "lightning_store";
+
+static POSTGRES: Dialect = Dialect {
+    contains: |haystack, needle| format!("strpos({haystack}, {needle}) > 0"),
+    binary_text: |expression| format!("({expression}) COLLATE \"C\""),
+    max_params: 65_535,
+};
+
+/// Settings of a PostgreSQL store.
+#[derive(Debug, Clone)]
+pub struct PostgresOptions {
+    /// Events kept in the history for resuming subscribers (at least).
+    pub event_retention: usize,
+    /// Connections in the pool.
+    pub max_connections: u32,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        Self {
+            event_retention: DEFAULT_EVENT_RETENTION,
+            max_connections: 16,
+        }
+    }
+}
+
+/// Why a database could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot open database {target}: {reason}")]
+pub struct OpenError {
+    target: String,
+    reason: String,
+}
+
+/// The PostgreSQL backend.
+pub struct PostgresStore {
+    pool: PgPool,
+    event_retention: u64,
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/db`)
+    /// and brings its schema up to date.
+    pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, OpenError> {
+        let connect: PgConnectOptions = url.parse().map_err(|e| OpenError {
+            target: "(unparsable URL)".into(),
+            reason: format!("invalid database URL: {e}"),
+        })?;
+        // Name the database without the password.
+        let target = format!(
+            "{}:{}/{}",
+            connect.get_host(),
+            connect.get_port(),
+            connect.get_database().unwrap_or("")
+        );
+        let fail = |reason: String| OpenError {
+            target: target.clone(),
+            reason,
+        };
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections.max(1))
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(connect.application_name("lightning-store"))
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        MIGRATOR.run(&pool).await.map_err(|e| {
+            fail(match e {
+                sqlx::migrate::MigrateError::VersionMissing(version) => format!(
+                    "it was written by a newer lightning-store (unknown schema migration {version})"
+                ),
+                other => other.to_string(),
+            })
+        })?;
+        tracing::info!(database = target, "postgres database opened");
+        Ok(Self {
+            pool,
+            event_retention: options.event_retention as u64,
+        })
+    }
+}
+
+/// Maps a failure while serving to a store error.
+fn store_error(error: sqlx::Error) -> StoreError {
+    let unavailable = |what: String| StoreError::Unavailable(format!("postgres: {what}"));
+    let mapped = match &error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => unavailable(error.to_string()),
+        sqlx::Error::Database(db) => match db.code().as_deref() {
+            // Connection exceptions, insufficient resources, operator
+            // intervention (shutdown), serialization failures, deadlocks.
+            Some(code)
+                if code.starts_with("08")
+                    || code.starts_with("53")
+                    || code.starts_with("57")
+                    || code == "40001"
+                    || code == "40P01" =>
+            {
+                unavailable(error.to_string())
+            }
+            _ => StoreError::Internal(format!("postgres: {error}")),
+        },
+        _ => StoreError::Internal(format!("postgres: {error}")),
+    };
+    tracing::error!(error = %mapped, "postgres statement failed");
+    mapped
+}
+
+/// Returns the sqlx query of a statement, its arguments bound.
+fn query(
+    statement: Statement<'_>,
+) -> sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments> {
+    let mut query = match statement.sql {
+        Cow::Borrowed(sql) => sqlx::query(sql),
+        // Generated text (batch sizes, filters) is not worth a cached
+        // prepared statement per variant.
+        Cow::Owned(sql) => sqlx::query(sqlx::AssertSqlSafe(sql)).persistent(false),
+    };
+    for arg in statement.args {
+        query = match arg {
+            Arg::NullInt => query.bind(None::<i64>),
+            Arg::NullText => query.bind(None::<String>),
+            Arg::Int(value) => query.bind(value),
+            Arg::Text(text) => query.bind(text.into_owned()),
+        };
+    }
+    query
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
+        let mut tx = self.pool.begin().await.map_err(store_error)?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(STORE_LOCK)
+            .execute(&mut *tx)
+            .await
+            .map_err(store_error)?;
+        let conn = PgConn { tx, notify: false };
+        Ok(Box::new(SqlTx::new(conn, self.event_retention)))
+    }
+
+    async fn commit_hints(&self) -> StoreResult<Option<BoxStream<'static, ()>>> {
+        let mut listener = PgListener::connect_with(&self.pool)
+            .await
+            .map_err(store_error)?;
+        listener.listen(EVENTS_CHANNEL).await.map_err(store_error)?;
+        // A lost connection is re-established on the next receive; what was
+        // announced meanwhile is found by the reader's polling.
+        let hints = futures::stream::unfold(listener, |mut listener| async move {
+            loop {
+                match listener.try_recv().await {
+                    Ok(Some(_)) => return Some(((), listener)),
+                    Ok(None) => continue,
+                    Err(error) => {
+                        tracing::warn!(%error, "postgres: event notifications interrupted");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        });
+        Ok(Some(Box::pin(hints)))
+    }
+}
+
+/// A store transaction: a PostgreSQL transaction holding the store lock.
+/// Dropped without committing, it rolls back.
+struct PgConn {
+    tx: sqlx::Transaction<'static, Postgres>,
+    /// The transaction recorded events: announce them at commit.
+    notify: bool,
+}
+
+impl sql::Row for PgRow {
+    fn opt_int(&self, index: usize) -> StoreResult<Option<i64>> {
+        self.try_get(index)
+            .map_err(|e| sql::codec::corrupt("integer", e))
+    }
+
+    fn opt_text(&self, index: usize) -> StoreResult<Option<String>> {
+        self.try_get(index)
+            .map_err(|e| sql::codec::corrupt("text", e))
+    }
+}
+
+#[async_trait]
+impl sql::Connection for PgConn {
+    type Row = PgRow;
+
+    const DIALECT: &'static Dialect = &POSTGRES;
+
+    async fn begin_write(&mut self) -> StoreResult<()> {
+        Ok(())
+    }
+
+    async fn execute(&mut self, statement: Statement<'_>) -> StoreResult<()> {
+        query(statement)
+            .execute(&mut *self.tx)
+            .await
+            .map(drop)
+            .map_err(store_error)
+    }
+
+    async fn fetch(&mut self, statement: Statement<'_>) -> StoreResult<Vec<PgRow>> {
+        query(statement)
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(store_error)
+    }
+
+    fn cache(&mut self) -> Option<&mut sql::Cache> {
+        // Other servers write the same database: nothing can be remembered.
+        None
+    }
+
+    fn events_appended(&mut self) {
+        self.notify = true;
+    }
+
+    async fn commit(mut self) -> StoreResult<()> {
+        if self.notify {
+            sqlx::query("SELECT pg_notify($1, '')")
+                .bind(EVENTS_CHANNEL)
+                .execute(&mut *self.tx)
+                .await
+                .map_err(store_error)?;
+        }
+        self.tx.commit().await.map_err(store_error)
+    }
+}
