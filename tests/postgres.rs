@@ -166,6 +166,16 @@ async fn concurrent_dequeues_on_two_servers_claim_each_rollout_once() {
     b.stop().await;
 }
 
+/// Runs a blocking cluster operation on a blocking thread.
+async fn off_the_runtime(cluster: Cluster, operation: fn(&Cluster)) -> Cluster {
+    tokio::task::spawn_blocking(move || {
+        operation(&cluster);
+        cluster
+    })
+    .await
+    .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_is_not_serving_while_the_database_is_down() {
     // A cluster of its own: this test stops it.
@@ -198,12 +208,7 @@ async fn health_is_not_serving_while_the_database_is_down() {
     };
     assert_eq!(next().await, ServingStatus::Serving as i32);
 
-    let cluster = tokio::task::spawn_blocking(move || {
-        cluster.stop_server();
-        cluster
-    })
-    .await
-    .unwrap();
+    let cluster = off_the_runtime(cluster, Cluster::stop_server).await;
     assert_eq!(next().await, ServingStatus::NotServing as i32);
     let error = server
         .client()
@@ -213,12 +218,7 @@ async fn health_is_not_serving_while_the_database_is_down() {
         .unwrap_err();
     assert_eq!(error.code(), tonic::Code::Unavailable, "{error:?}");
 
-    let cluster = tokio::task::spawn_blocking(move || {
-        cluster.start_server();
-        cluster
-    })
-    .await
-    .unwrap();
+    let cluster = off_the_runtime(cluster, Cluster::start_server).await;
     assert_eq!(next().await, ServingStatus::Serving as i32);
     let mut client = server.client().await;
     enqueue(&mut client).await;

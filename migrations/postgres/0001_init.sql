@@ -134,35 +134,24 @@ LANGUAGE SQL AS $$
     UPDATE counters SET value = value + delta WHERE name = counter;
 $$;
 
-CREATE FUNCTION rollout_counted() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Keeps the total (TG_ARGV[0], e.g. `rollouts`) and the per-status counts
+-- (`rollouts.queuing`, ...) of a table with a `status` column.
+CREATE FUNCTION status_counted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        PERFORM bump_counter('rollouts', 1);
-        PERFORM bump_counter('rollouts.' || NEW.status, 1);
+        PERFORM bump_counter(TG_ARGV[0], 1);
+        PERFORM bump_counter(TG_ARGV[0] || '.' || NEW.status, 1);
     ELSIF OLD.status <> NEW.status THEN
-        PERFORM bump_counter('rollouts.' || OLD.status, -1);
-        PERFORM bump_counter('rollouts.' || NEW.status, 1);
+        PERFORM bump_counter(TG_ARGV[0] || '.' || OLD.status, -1);
+        PERFORM bump_counter(TG_ARGV[0] || '.' || NEW.status, 1);
     END IF;
     RETURN NULL;
 END;
 $$;
 CREATE TRIGGER rollouts_counted AFTER INSERT OR UPDATE OF status ON rollouts
-    FOR EACH ROW EXECUTE FUNCTION rollout_counted();
-
-CREATE FUNCTION attempt_counted() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'INSERT' THEN
-        PERFORM bump_counter('attempts', 1);
-        PERFORM bump_counter('attempts.' || NEW.status, 1);
-    ELSIF OLD.status <> NEW.status THEN
-        PERFORM bump_counter('attempts.' || OLD.status, -1);
-        PERFORM bump_counter('attempts.' || NEW.status, 1);
-    END IF;
-    RETURN NULL;
-END;
-$$;
+    FOR EACH ROW EXECUTE FUNCTION status_counted('rollouts');
 CREATE TRIGGER attempts_counted AFTER INSERT OR UPDATE OF status ON attempts
-    FOR EACH ROW EXECUTE FUNCTION attempt_counted();
+    FOR EACH ROW EXECUTE FUNCTION status_counted('attempts');
 
 CREATE FUNCTION entity_counted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
