@@ -270,6 +270,16 @@ impl Engine {
         Ok((tx?, Changes::default()))
     }
 
+    /// Opens a transaction that only reads events or counts
+    /// ([`Store::begin_read`]), timing it like [`Engine::begin`].
+    async fn begin_read(&self) -> StoreResult<Tx<'_>> {
+        let started = Instant::now();
+        let tx = self.store.begin_read().await;
+        self.observer
+            .backend_call(BackendPhase::Begin, started.elapsed(), tx.is_ok());
+        tx
+    }
+
     /// Commits a transaction, timing the backend's commit.
     async fn finish(&self, tx: Tx<'_>) -> StoreResult<()> {
         let started = Instant::now();
@@ -320,7 +330,7 @@ impl Engine {
     /// Returns up to `limit` retained events after `after`, with the bounds
     /// of the retained history.
     pub async fn events_after(&self, after: u64, limit: usize) -> StoreResult<EventPage> {
-        let (mut tx, _) = self.begin().await?;
+        let mut tx = self.begin_read().await?;
         let page = tx.events_after(after, limit).await?;
         self.finish(tx).await?;
         Ok(page)
@@ -328,7 +338,7 @@ impl Engine {
 
     /// Returns entity counts and uptime.
     pub async fn statistics(&self) -> StoreResult<Statistics> {
-        let (mut tx, _) = self.begin().await?;
+        let mut tx = self.begin_read().await?;
         let counts = tx.counts().await?;
         self.finish(tx).await?;
         Ok(Statistics {
@@ -634,22 +644,28 @@ impl Engine {
         let stored_flags = tx.insert_spans(&spans).await?;
         let mut stored = Vec::with_capacity(spans.len());
         let mut per_attempt: HashMap<(String, String), usize> = HashMap::new();
+        let mut first_duplicate = None;
         for (span, was_stored) in spans.into_iter().zip(stored_flags) {
             if was_stored {
                 *per_attempt
                     .entry((span.rollout_id.clone(), span.attempt_id.clone()))
                     .or_default() += 1;
                 stored.push(span);
-            } else {
-                tracing::warn!(
-                    rollout_id = span.rollout_id,
-                    attempt_id = span.attempt_id,
-                    span_id = span.span_id,
-                    "duplicated span skipped"
-                );
+            } else if first_duplicate.is_none() {
+                first_duplicate = Some(span);
             }
         }
         let duplicates = received - stored.len();
+        // One line per request: an exporter retrying a batch repeats every span.
+        if let Some(span) = first_duplicate {
+            tracing::warn!(
+                duplicates,
+                rollout_id = span.rollout_id,
+                attempt_id = span.attempt_id,
+                span_id = span.span_id,
+                "duplicated spans skipped (the first one named)"
+            );
+        }
 
         for key in groups {
             let Some(&count) = per_attempt.get(&key) else {

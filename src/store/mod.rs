@@ -58,6 +58,14 @@ pub trait Store: Send + Sync + 'static {
     /// Opens a transaction.
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>>;
 
+    /// Opens a transaction that only reads the event history or the
+    /// counts: it need not be serialised with the writers, as long as it
+    /// never sees a later event without the earlier ones. By default, a
+    /// [`Store::begin`] transaction.
+    async fn begin_read(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
+        self.begin().await
+    }
+
     /// For a backend that other servers share: a stream that yields
     /// whenever another server may have committed events (a hint: some may
     /// be missed, and readers also poll). `None` when no other server

@@ -35,8 +35,9 @@ use crate::core::error::{StoreError, StoreResult};
 /// The schema migrations, embedded at build time.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
-/// Key of the store lock (`pg_advisory_xact_lock`): "LSTO".
-const STORE_LOCK: i64 = 0x4C53_544F;
+/// Opens a store transaction: `BEGIN`, then the store lock (a
+/// transaction-level advisory lock; its key 1280529487 is "LSTO").
+const BEGIN_LOCKED: &str = "BEGIN; SELECT pg_advisory_xact_lock(1280529487)";
 
 /// The notification channel on which committed events are announced.
 pub const EVENTS_CHANNEL: &str = "lightning_store";
@@ -177,12 +178,21 @@ impl Store for PostgresStore {
     }
 
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
-        let mut tx = self.pool.begin().await.map_err(store_error)?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(STORE_LOCK)
-            .execute(&mut *tx)
+        // One round trip: BEGIN and the lock as one simple query.
+        let tx = self
+            .pool
+            .begin_with(BEGIN_LOCKED)
             .await
             .map_err(store_error)?;
+        let conn = PgConn { tx, notify: false };
+        Ok(Box::new(SqlTx::new(conn, self.event_retention)))
+    }
+
+    /// Without the store lock: event numbers are assigned under the lock and
+    /// committed in order, so a reader never sees a later event without the
+    /// earlier ones; followers and scrapes do not queue behind writers.
+    async fn begin_read(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
+        let tx = self.pool.begin().await.map_err(store_error)?;
         let conn = PgConn { tx, notify: false };
         Ok(Box::new(SqlTx::new(conn, self.event_retention)))
     }
