@@ -12,6 +12,9 @@ use tonic::codec::CompressionEncoding;
 
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer;
 
+use tonic_health::pb::health_server::HealthServer;
+use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
+
 use crate::api::calls::CallLayer;
 use crate::api::otlp::OtlpTraceService;
 use crate::api::service::StoreService;
@@ -100,7 +103,11 @@ pub async fn serve(
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    let health_reporter = tonic_health::server::HealthReporter::new();
+    let health_service = HealthServer::new(DrainingHealth {
+        inner: tonic_health::server::HealthService::from_health_reporter(health_reporter.clone()),
+        closing: engine.closing(),
+    });
     health_reporter
         .set_service_status(LIVENESS_SERVICE, tonic_health::ServingStatus::Serving)
         .await;
@@ -328,5 +335,46 @@ impl Health {
             };
             self.set_reachable(reachable).await;
         }
+    }
+}
+
+/// grpc.health.v1 whose `Watch` streams end, after a last NOT_SERVING, when
+/// the server drains: tonic-health's never end, and an open one would hold
+/// the drain until its deadline.
+struct DrainingHealth {
+    inner: tonic_health::server::HealthService,
+    closing: tokio::sync::watch::Receiver<bool>,
+}
+
+#[tonic::async_trait]
+impl tonic_health::pb::health_server::Health for DrainingHealth {
+    async fn check(
+        &self,
+        request: tonic::Request<HealthCheckRequest>,
+    ) -> Result<tonic::Response<HealthCheckResponse>, tonic::Status> {
+        self.inner.check(request).await
+    }
+
+    type WatchStream =
+        futures::stream::BoxStream<'static, Result<HealthCheckResponse, tonic::Status>>;
+
+    async fn watch(
+        &self,
+        request: tonic::Request<HealthCheckRequest>,
+    ) -> Result<tonic::Response<Self::WatchStream>, tonic::Status> {
+        let updates = self.inner.watch(request).await?.into_inner();
+        let mut closing = self.closing.clone();
+        let drained = async move {
+            let _ = closing.wait_for(|closed| *closed).await;
+        };
+        let last = futures::stream::once(async {
+            Ok(HealthCheckResponse {
+                status: tonic_health::ServingStatus::NotServing as i32,
+            })
+        });
+        let stream = futures::StreamExt::take_until(updates, drained);
+        Ok(tonic::Response::new(Box::pin(futures::StreamExt::chain(
+            stream, last,
+        ))))
     }
 }
