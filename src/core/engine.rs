@@ -188,7 +188,7 @@ impl Engine {
                 return;
             }
         };
-        let mut last = match self.events_after(u64::MAX - 1, 0).await {
+        let mut last = match self.events_after(0, 0).await {
             Ok(page) => page.latest,
             Err(error) => {
                 tracing::error!(%error, "cannot follow other servers' events");
@@ -263,30 +263,33 @@ impl Engine {
     }
 
     async fn begin(&self) -> StoreResult<(Tx<'_>, Changes)> {
-        let started = Instant::now();
-        let tx = self.store.begin().await;
-        self.observer
-            .backend_call(BackendPhase::Begin, started.elapsed(), tx.is_ok());
-        Ok((tx?, Changes::default()))
+        let tx = self.timed(BackendPhase::Begin, self.store.begin()).await?;
+        Ok((tx, Changes::default()))
     }
 
     /// Opens a transaction that only reads events or counts
-    /// ([`Store::begin_read`]), timing it like [`Engine::begin`].
+    /// ([`Store::begin_read`]), timed like [`Engine::begin`].
     async fn begin_read(&self) -> StoreResult<Tx<'_>> {
-        let started = Instant::now();
-        let tx = self.store.begin_read().await;
-        self.observer
-            .backend_call(BackendPhase::Begin, started.elapsed(), tx.is_ok());
-        tx
+        self.timed(BackendPhase::Begin, self.store.begin_read())
+            .await
     }
 
     /// Commits a transaction, timing the backend's commit.
     async fn finish(&self, tx: Tx<'_>) -> StoreResult<()> {
+        self.timed(BackendPhase::Commit, tx.commit()).await
+    }
+
+    /// Runs a backend call and reports its duration and outcome.
+    async fn timed<T>(
+        &self,
+        phase: BackendPhase,
+        call: impl Future<Output = StoreResult<T>>,
+    ) -> StoreResult<T> {
         let started = Instant::now();
-        let committed = tx.commit().await;
+        let result = call.await;
         self.observer
-            .backend_call(BackendPhase::Commit, started.elapsed(), committed.is_ok());
-        committed
+            .backend_call(phase, started.elapsed(), result.is_ok());
+        result
     }
 
     /// Opens a transaction and runs the on-demand watchdog scan in it, so

@@ -67,20 +67,21 @@ struct RolloutSpans {
 
 impl RolloutSpans {
     /// Appends `span` unless a span with its (attempt id, span id) is
-    /// stored; returns whether it was appended.
-    fn insert(&mut self, hasher: &RandomState, span: &Arc<Span>) -> bool {
+    /// stored; returns its accounted size when it was appended.
+    fn insert(&mut self, hasher: &RandomState, span: &Arc<Span>) -> Option<u64> {
         let key = |s: &Span| hasher.hash_one((&s.attempt_id, &s.span_id));
         let spans = &self.spans;
         let same = |&at: &usize| {
             spans[at].attempt_id == span.attempt_id && spans[at].span_id == span.span_id
         };
         match self.index.entry(key(span), same, |&at| key(&spans[at])) {
-            Entry::Occupied(_) => false,
+            Entry::Occupied(_) => None,
             Entry::Vacant(slot) => {
                 slot.insert(self.spans.len());
-                self.bytes += retention::span_size(span);
+                let size = retention::span_size(span);
+                self.bytes += size;
                 self.spans.push(span.clone());
-                true
+                Some(size)
             }
         }
     }
@@ -340,13 +341,12 @@ impl StoreTx for MemoryTx<'_> {
                     .insert(span.rollout_id.clone(), RolloutSpans::default());
             }
             let entry = state.spans.get_mut(&span.rollout_id).expect("inserted");
-            let bytes_before = entry.bytes;
-            let fresh = entry.insert(&state.span_hasher, span);
-            if fresh {
+            let size = entry.insert(&state.span_hasher, span);
+            if let Some(size) = size {
                 state.span_count += 1;
-                state.span_bytes += entry.bytes - bytes_before;
+                state.span_bytes += size;
             }
-            stored.push(fresh);
+            stored.push(size.is_some());
         }
         Ok(stored)
     }

@@ -121,6 +121,14 @@ impl PostgresStore {
     }
 }
 
+impl PostgresStore {
+    /// Wraps an open PostgreSQL transaction as a store transaction.
+    fn store_tx(&self, tx: sqlx::Transaction<'static, Postgres>) -> Box<dyn StoreTx + '_> {
+        let conn = PgConn { tx, notify: false };
+        Box::new(SqlTx::new(conn, self.event_retention))
+    }
+}
+
 /// Maps a failure while serving to a store error.
 fn store_error(error: sqlx::Error) -> StoreError {
     let unavailable = |what: String| StoreError::Unavailable(format!("postgres: {what}"));
@@ -184,8 +192,7 @@ impl Store for PostgresStore {
             .begin_with(BEGIN_LOCKED)
             .await
             .map_err(store_error)?;
-        let conn = PgConn { tx, notify: false };
-        Ok(Box::new(SqlTx::new(conn, self.event_retention)))
+        Ok(self.store_tx(tx))
     }
 
     /// Without the store lock: event numbers are assigned under the lock and
@@ -193,8 +200,7 @@ impl Store for PostgresStore {
     /// earlier ones; followers and scrapes do not queue behind writers.
     async fn begin_read(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
         let tx = self.pool.begin().await.map_err(store_error)?;
-        let conn = PgConn { tx, notify: false };
-        Ok(Box::new(SqlTx::new(conn, self.event_retention)))
+        Ok(self.store_tx(tx))
     }
 
     async fn commit_hints(&self) -> StoreResult<Option<BoxStream<'static, ()>>> {
@@ -220,8 +226,9 @@ impl Store for PostgresStore {
     }
 }
 
-/// A store transaction: a PostgreSQL transaction holding the store lock.
-/// Dropped without committing, it rolls back.
+/// A store transaction: a PostgreSQL transaction (holding the store lock,
+/// unless it only reads events or counts). Dropped without committing, it
+/// rolls back.
 struct PgConn {
     tx: sqlx::Transaction<'static, Postgres>,
     /// The transaction recorded events: announce them at commit.

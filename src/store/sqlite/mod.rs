@@ -340,14 +340,19 @@ fn run(conn: &rusqlite::Connection, statement: &Statement<'_>) -> rusqlite::Resu
     Ok(out)
 }
 
+/// Locks the connection. Only the holder of the writer (or its flusher's
+/// `COMMIT`) uses it, so the lock is never contended; a panic while it was
+/// held leaves SQLite's own state consistent.
+fn lock(
+    conn: &std::sync::Mutex<rusqlite::Connection>,
+) -> std::sync::MutexGuard<'_, rusqlite::Connection> {
+    conn.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 impl Writer {
     fn conn(&self) -> std::sync::MutexGuard<'_, rusqlite::Connection> {
-        // Only the holder of the writer uses the connection, so the lock is
-        // never contended; a panic while it was held leaves SQLite's own
-        // state consistent.
-        self.conn
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.conn)
     }
 
     /// Runs a statement; a failure aborts the physical transaction.
@@ -400,12 +405,8 @@ impl Writer {
             return;
         }
         let conn = self.conn.clone();
-        let committed = tokio::task::spawn_blocking(move || {
-            conn.lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .execute_batch("COMMIT")
-        })
-        .await;
+        let committed =
+            tokio::task::spawn_blocking(move || lock(&conn).execute_batch("COMMIT")).await;
         match committed {
             Ok(Ok(())) => {
                 self.open = false;
