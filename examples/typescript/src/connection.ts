@@ -1,0 +1,97 @@
+// How this example reaches a lightning-store server: the address, TLS on or
+// off and the bearer token live here and only here, so that both the store
+// client (Connect over HTTP/2) and the OpenTelemetry exporter (grpc-js) pick
+// up the same settings.
+
+import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { credentials, Metadata } from "@grpc/grpc-js";
+import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-grpc";
+
+import { LightningStoreService } from "./gen/lightningstore/v1/store_pb.js";
+
+/** Where the server is and how to talk to it. */
+export interface ConnectionOptions {
+  /** `host:port` of the server (gRPC, OTLP/gRPC and health share it). */
+  address: string;
+  /** Use TLS; extra CA certificates come from Node's `NODE_EXTRA_CA_CERTS`. */
+  tls: boolean;
+  /** Bearer token sent as `authorization` metadata on every call, if any. */
+  token?: string | undefined;
+}
+
+/** The typed client of `lightningstore.v1.LightningStoreService`. */
+export type StoreClient = Client<typeof LightningStoreService>;
+
+/** The address used when neither an argument nor the environment names one. */
+export const DEFAULT_ADDRESS = "127.0.0.1:4747";
+
+/**
+ * Reads the options from the environment: `LIGHTNING_STORE_SERVER` (address,
+ * optionally as `http://` or `https://` URL), `LIGHTNING_STORE_TLS` (`1` or
+ * `true`) and `LIGHTNING_STORE_TOKEN`. An explicit address wins over the
+ * environment's.
+ */
+export function connectionFromEnv(address?: string): ConnectionOptions {
+  const raw = address ?? process.env["LIGHTNING_STORE_SERVER"] ?? DEFAULT_ADDRESS;
+  const tlsFlag = (process.env["LIGHTNING_STORE_TLS"] ?? "").toLowerCase();
+  let tls = tlsFlag === "1" || tlsFlag === "true";
+  let hostPort = raw;
+  if (raw.startsWith("https://")) {
+    tls = true;
+    hostPort = raw.slice("https://".length);
+  } else if (raw.startsWith("http://")) {
+    hostPort = raw.slice("http://".length);
+  }
+  const token = process.env["LIGHTNING_STORE_TOKEN"];
+  return { address: hostPort.replace(/\/+$/, ""), tls, token: token === "" ? undefined : token };
+}
+
+function baseUrl(options: ConnectionOptions): string {
+  return `${options.tls ? "https" : "http"}://${options.address}`;
+}
+
+function authorization(options: ConnectionOptions): string | undefined {
+  return options.token === undefined ? undefined : `Bearer ${options.token}`;
+}
+
+/**
+ * Creates the store client: Connect's gRPC protocol over one multiplexed
+ * HTTP/2 connection (unary calls and the bidirectional `WorkerSession`
+ * alike). HTTP/2 pings every 30 s keep long-lived streams alive through
+ * idle-connection reapers.
+ */
+export function createStoreClient(options: ConnectionOptions): StoreClient {
+  const auth = authorization(options);
+  const interceptors: Interceptor[] = [];
+  if (auth !== undefined) {
+    interceptors.push((next) => (request) => {
+      request.header.set("authorization", auth);
+      return next(request);
+    });
+  }
+  const transport = createGrpcTransport({
+    baseUrl: baseUrl(options),
+    interceptors,
+    pingIntervalMs: 30_000,
+  });
+  return createClient(LightningStoreService, transport);
+}
+
+/**
+ * Creates the OpenTelemetry SDK's OTLP/gRPC span exporter aimed at the
+ * store's own port (its `TraceService/Export`), with the same TLS setting
+ * and token as the store client.
+ */
+export function createSpanExporter(options: ConnectionOptions): OTLPTraceExporter {
+  const metadata = new Metadata();
+  const auth = authorization(options);
+  if (auth !== undefined) {
+    metadata.set("authorization", auth);
+  }
+  return new OTLPTraceExporter({
+    url: baseUrl(options),
+    credentials: options.tls ? credentials.createSsl() : credentials.createInsecure(),
+    metadata,
+  });
+}
