@@ -12,6 +12,8 @@ import { fileURLToPath } from "node:url";
 export interface LocalServer {
   /** `127.0.0.1:port` of its gRPC listener. */
   readonly address: string;
+  /** Its process id. */
+  readonly pid: number;
   /** Sends SIGTERM and resolves with the exit code once it exited (SIGKILL after `timeoutMs`). */
   stop(timeoutMs?: number): Promise<number | null>;
 }
@@ -106,5 +108,5 @@ export async function startServer(
     await stop(1_000);
     throw error;
   });
-  return { address, stop };
+  return { address, pid: child.pid ?? 0, stop };
 }
