@@ -10,6 +10,8 @@ import { once } from "node:events";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 
+import { Code, ConnectError } from "@connectrpc/connect";
+
 import { additionAgent, type AdditionTask } from "../src/agent.js";
 import { enqueueRollouts, latestReward, watchCompletions } from "../src/algorithm.js";
 import {
@@ -21,6 +23,7 @@ import {
 import { RevocationReason } from "../src/gen/lightningstore/v1/store_pb.js";
 import {
   AttemptStatus,
+  EventKind,
   RolloutStatus,
   SpanStatusCode,
   WorkerStatus,
@@ -29,7 +32,7 @@ import {
 } from "../src/gen/lightningstore/v1/types_pb.js";
 import { startServer, type LocalServer } from "../src/local-server.js";
 import { ATTEMPT_ID_ATTRIBUTE, ROLLOUT_ID_ATTRIBUTE, Runner, type RunnerEvent } from "../src/runner.js";
-import { Revoked } from "../src/session.js";
+import { Revoked, WorkerSession } from "../src/session.js";
 
 /** Longest wait for one expected outcome. */
 const WAIT_MS = 20_000;
@@ -195,6 +198,11 @@ describe("typescript runner", () => {
         assert.equal(await latestReward(client, id), 1);
       }
 
+      let running = 0;
+      for (const event of events.all) {
+        running += event.kind === "assigned" ? 1 : -1;
+        assert.ok(running <= 2, "never more attempts at once than the session's two slots");
+      }
       for (const id of ids) {
         const finished = events.finished(id);
         assert.equal(finished.length, 1, `one attempt ran for ${id}`);
@@ -323,5 +331,47 @@ describe("typescript runner", () => {
     assert.equal(code, 0, runnerOutput);
     assert.match(runnerOutput, /^runner stopped$/m);
     assert.equal((runnerOutput.match(/ succeeded reward=1 /g) ?? []).length, 4, runnerOutput);
+  });
+});
+
+describe("worker session", () => {
+  test("sends heartbeats with the runner's statistics", { timeout: TEST_TIMEOUT_MS }, async () => {
+    const workerId = "Worker-ts-heartbeat";
+    const watch = new AbortController();
+    const changes = client.watchEvents({ kinds: [EventKind.WORKER_CHANGED] }, { signal: watch.signal });
+    const session = await WorkerSession.open(client, {
+      workerId,
+      slots: 1,
+      heartbeatIntervalMs: 50,
+      heartbeatStats: () => ({ running: 0, language: "typescript" }),
+    });
+    const deadline = setTimeout(() => watch.abort(), WAIT_MS);
+    let stats: unknown;
+    try {
+      for await (const message of changes) {
+        if (message.message.case !== "event" || message.message.value.workerId !== workerId) {
+          continue;
+        }
+        const worker = (await client.getWorker({ workerId })).worker;
+        stats = JSON.parse(worker?.heartbeatStatsJson ?? "null");
+        if (stats !== null) {
+          break;
+        }
+      }
+    } finally {
+      clearTimeout(deadline);
+      watch.abort();
+      await session.close();
+    }
+    assert.deepEqual(stats, { running: 0, language: "typescript" });
+  });
+
+  test("a rejected open rejects with the server's status", { timeout: TEST_TIMEOUT_MS }, async () => {
+    await assert.rejects(WorkerSession.open(client, { workerId: "Worker-ts-bad", slots: 0 }), (error: unknown) => {
+      assert.ok(error instanceof ConnectError);
+      assert.equal(error.code, Code.InvalidArgument);
+      assert.match(error.rawMessage, /slots must be between 1 and 1024/);
+      return true;
+    });
   });
 });
