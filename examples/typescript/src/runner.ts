@@ -64,6 +64,7 @@ export interface RunnerOptions {
   serviceName?: string;
   /** Receives every runner event (the runner itself never logs). */
   onEvent?: (event: RunnerEvent) => void;
+  /** How often the session sends a worker heartbeat (ms); default 10 s. */
   heartbeatIntervalMs?: number;
   /**
    * How long a stopping runner lets attempts in progress finish (ms) before
@@ -106,19 +107,14 @@ export class Runner {
         ? {}
         : { heartbeatIntervalMs: this.options.heartbeatIntervalMs }),
     });
-    // Attempts adopted from a previous session of this worker id were not
-    // run by this process and cannot be resumed: report them failed (the
-    // rollout's retry_condition decides about a retry) and free their slots.
-    for (const ref of session.adopted) {
-      await this.client
-        .updateAttempt({
-          rolloutId: ref.rolloutId,
-          attemptId: ref.attemptId,
-          updateMask: { paths: ["status"] },
-          status: AttemptStatus.FAILED,
-        })
-        .catch(() => undefined);
-      session.release(ref.rolloutId, ref.attemptId);
+    try {
+      for (const ref of session.adopted) {
+        await this.abandon(ref.rolloutId, ref.attemptId);
+        session.release(ref.rolloutId, ref.attemptId);
+      }
+    } catch (error) {
+      await session.close();
+      throw error;
     }
     const drain = (): void => void this.drain(session);
     if (stop.aborted) {
@@ -143,6 +139,28 @@ export class Runner {
     await this.settle();
     if (failure !== undefined) {
       throw failure;
+    }
+  }
+
+  /**
+   * Settles an attempt adopted from a previous session of this worker id:
+   * this process did not run it and cannot resume it, so an attempt still
+   * `preparing` or `running` is reported failed (the rollout's
+   * retry_condition decides about a retry). Attempts that already finished
+   * (a drained runner keeps its finished slots) are left as they are.
+   */
+  private async abandon(rolloutId: string, attemptId: string): Promise<void> {
+    const latest = (await this.client.getLatestAttempt({ rolloutId })).attempt;
+    const unfinished =
+      latest?.attemptId === attemptId &&
+      (latest.status === AttemptStatus.PREPARING || latest.status === AttemptStatus.RUNNING);
+    if (unfinished) {
+      await this.client.updateAttempt({
+        rolloutId,
+        attemptId,
+        updateMask: { paths: ["status"] },
+        status: AttemptStatus.FAILED,
+      });
     }
   }
 

@@ -88,14 +88,11 @@ export class WorkerSession implements AsyncIterable<SessionAssignment> {
   private pump: Promise<void> = Promise.resolve();
   private adoptedRefs: RolloutAttemptRef[] = [];
 
-  private constructor(
-    private readonly client: StoreClient,
-    readonly workerId: string,
-  ) {}
+  private constructor(private readonly client: StoreClient) {}
 
   /** Opens a session and resolves once the server confirmed it. */
   static async open(client: StoreClient, options: SessionOptions): Promise<WorkerSession> {
-    const session = new WorkerSession(client, options.workerId);
+    const session = new WorkerSession(client);
     await session.start(options);
     return session;
   }
@@ -103,11 +100,6 @@ export class WorkerSession implements AsyncIterable<SessionAssignment> {
   /** Attempts of this worker adopted from its previous session (they hold slots). */
   get adopted(): readonly RolloutAttemptRef[] {
     return this.adoptedRefs;
-  }
-
-  /** Number of slots in use (assignments not yet released). */
-  get inUse(): number {
-    return this.held.size;
   }
 
   private async start(options: SessionOptions): Promise<void> {

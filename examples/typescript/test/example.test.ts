@@ -32,7 +32,7 @@ import {
 } from "../src/gen/lightningstore/v1/types_pb.js";
 import { startServer, type LocalServer } from "../src/local-server.js";
 import { ATTEMPT_ID_ATTRIBUTE, ROLLOUT_ID_ATTRIBUTE, Runner, type RunnerEvent } from "../src/runner.js";
-import { Revoked, WorkerSession } from "../src/session.js";
+import { Revoked, WorkerSession, type SessionAssignment } from "../src/session.js";
 
 /** Longest wait for one expected outcome. */
 const WAIT_MS = 20_000;
@@ -331,6 +331,52 @@ describe("typescript runner", () => {
     assert.equal(code, 0, runnerOutput);
     assert.match(runnerOutput, /^runner stopped$/m);
     assert.equal((runnerOutput.match(/ succeeded reward=1 /g) ?? []).length, 4, runnerOutput);
+  });
+
+  test("a restarted runner settles the attempts it adopted and takes new work", { timeout: TEST_TIMEOUT_MS }, async () => {
+    const workerId = "Worker-ts-adopt";
+    // A previous "process": claims two rollouts, finishes one, and goes away
+    // without releasing either.
+    const previous = await WorkerSession.open(client, { workerId, slots: 2 });
+    const queued = await enqueueRollouts(client, [{ inputJson: "{}" }, { inputJson: "{}" }]);
+    const assigned = [];
+    for await (const assignment of previous) {
+      assigned.push(assignment);
+      if (assigned.length === 2) {
+        break;
+      }
+    }
+    assert.deepEqual(
+      assigned.map((a) => a.rollout.rolloutId).sort(),
+      queued.map((r) => r.rolloutId).sort(),
+    );
+    const [finished, unfinished] = assigned as [SessionAssignment, SessionAssignment];
+    await client.updateAttempt({
+      rolloutId: finished.rollout.rolloutId,
+      attemptId: finished.attempt.attemptId,
+      updateMask: { paths: ["status"] },
+      status: AttemptStatus.SUCCEEDED,
+    });
+    await previous.close();
+
+    // The restart, within the server's grace period: it adopts both.
+    const events = new Events();
+    const runner = startRunner(workerId, 2, events);
+    try {
+      const [next] = await enqueueRollouts(client, [{ inputJson: JSON.stringify({ a: 7, b: 8 }) }]);
+      assert.ok(next !== undefined);
+      const [completed] = await collectCompletions([next.rolloutId]);
+      assert.equal(RolloutStatus[completed?.status ?? 0], "SUCCEEDED", "the adopted slots were freed for new work");
+      assert.equal(completed?.attempt?.workerId, workerId);
+      const [left] = await collectCompletions([unfinished.rollout.rolloutId]);
+      assert.equal(RolloutStatus[left?.status ?? 0], "FAILED", "the unfinished adopted attempt was reported failed");
+      assert.equal(left?.attempt?.attemptId, unfinished.attempt.attemptId);
+      const kept = (await client.getRollout({ rolloutId: finished.rollout.rolloutId })).rollout;
+      assert.equal(RolloutStatus[kept?.status ?? 0], "SUCCEEDED", "a finished adopted attempt is left alone");
+      assert.deepEqual(events.all.filter((e) => e.rolloutId !== next.rolloutId), [], "adopted attempts are not run again");
+    } finally {
+      await runner.stop();
+    }
   });
 });
 
