@@ -48,8 +48,9 @@ export type RunnerEvent =
       error: unknown;
       /**
        * Why the spans or the report did not reach the store, if they did not:
-       * the attempt then stays open until the watchdog or the session's
-       * grace period settles it per the rollout's configuration.
+       * the slot is released all the same, and the attempt stays open until
+       * the watchdog settles it (when the rollout has `timeout_seconds` or
+       * `unresponsive_seconds`).
        */
       reportError: unknown;
     };
