@@ -4,8 +4,9 @@
 //! * [`proto`]: code generated from `proto/lightningstore/v1` (the public contract);
 //! * [`api`]: thin gRPC adapters: validate, convert, call the engine, convert back;
 //! * [`core`]: domain types, the rollout/attempt state machine, queries and
-//!   the [`core::engine::Engine`] that runs every operation once for all backends;
-//! * [`store`]: the [`store::Store`] trait and its backends.
+//!   the [`core::engine::Engine`] that runs every operation once for all
+//!   backends, over the storage port [`core::storage`];
+//! * [`store`]: the backends behind that port and [`store::open`].
 //!
 //! [`server`] assembles the gRPC services on one port; [`metrics`] serves
 //! Prometheus metrics on another; [`cli`] is the command line.

@@ -12,7 +12,7 @@ use lightning_store::proto as pb;
 use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
 use lightning_store::server::{self, ServerConfig};
 use lightning_store::store::memory::MemoryStore;
-use lightning_store::store::{Store, StoreTx};
+use lightning_store::core::storage::{Store, StoreTx};
 use tokio::net::TcpListener;
 use tonic::transport::Channel;
 use tonic_health::pb as pb_health;

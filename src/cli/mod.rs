@@ -14,10 +14,9 @@ use crate::core::engine::{Engine, EngineConfig};
 use crate::core::retention::RetentionPolicy;
 use crate::metrics::Metrics;
 use crate::server::{self, ServerConfig};
-use crate::store::Store;
-use crate::store::memory::MemoryStore;
-use crate::store::postgres::{PostgresOptions, PostgresStore};
-use crate::store::sqlite::{SqliteOptions, SqliteStore};
+use crate::store::postgres::PostgresOptions;
+use crate::store::sqlite::SqliteOptions;
+use crate::store::{self, StoreConfig};
 
 /// lightning-store: the LightningStore of agent-lightning as a gRPC service.
 #[derive(Debug, Parser)]
@@ -223,26 +222,27 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
         args.span_retention_interval_secs,
     )?
     .max(Duration::from_millis(1));
-    let store: Arc<dyn Store> = match args.store {
-        Backend::Sqlite => {
-            let options = SqliteOptions {
+    let config = match args.store {
+        Backend::Sqlite => StoreConfig::Sqlite {
+            path: args.database.clone(),
+            options: SqliteOptions {
                 event_retention: args.event_retention,
-            };
-            Arc::new(SqliteStore::open(&args.database, options).await?)
-        }
-        Backend::Memory => Arc::new(MemoryStore::with_event_retention(args.event_retention)),
-        Backend::Postgres => {
-            let url = args
-                .database_url
-                .as_deref()
-                .ok_or("--store postgres needs --database-url (or LIGHTNING_STORE_DATABASE_URL)")?;
-            let options = PostgresOptions {
+            },
+        },
+        Backend::Memory => StoreConfig::Memory {
+            event_retention: args.event_retention,
+        },
+        Backend::Postgres => StoreConfig::Postgres {
+            url: args.database_url.clone().ok_or(
+                "--store postgres needs --database-url (or LIGHTNING_STORE_DATABASE_URL)",
+            )?,
+            options: PostgresOptions {
                 event_retention: args.event_retention,
                 max_connections: args.database_max_connections,
-            };
-            Arc::new(PostgresStore::connect(url, options).await?)
-        }
+            },
+        },
     };
+    let store = store::open(&config).await?;
     let metrics = Metrics::new();
     let engine = Arc::new(Engine::new(
         store,

@@ -37,6 +37,29 @@ impl StoreError {
         ))
     }
 
+    /// Returns upstream's error for an unknown row of an update (its
+    /// primary key column and value).
+    pub fn item_not_found(key: &str, value: &str) -> Self {
+        Self::NotFound(format!(
+            "Item does not exist with primary key(s): {key}='{value}'"
+        ))
+    }
+
+    /// Returns upstream's error for an unknown resources snapshot.
+    pub fn resources_not_found(resources_id: &str) -> Self {
+        Self::NotFound(format!("Resources {resources_id} not found"))
+    }
+
+    /// Returns upstream's error for an unknown worker.
+    pub fn worker_not_found(worker_id: &str) -> Self {
+        Self::NotFound(format!("Worker {worker_id} not found"))
+    }
+
+    /// Returns upstream's error for an attempt update on a rollout without attempts.
+    pub fn no_attempts(rollout_id: &str) -> Self {
+        Self::FailedPrecondition(format!("No attempts found for rollout {rollout_id}"))
+    }
+
     /// Returns a bad-input error.
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::InvalidArgument(message.into())

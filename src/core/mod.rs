@@ -1,6 +1,7 @@
 //! The store's domain: types, the lifecycle state machine, the query
-//! language and the engine that runs every operation over a backend. Nothing
-//! in here knows about gRPC, protobuf or SQL.
+//! language, the storage port ([`storage`]) and the engine that runs every
+//! operation over a backend. Nothing in here knows about gRPC, protobuf or
+//! SQL, and nothing imports [`crate::store`] (the backends).
 
 pub mod engine;
 pub mod error;
@@ -11,5 +12,6 @@ pub mod model;
 pub mod query;
 pub mod retention;
 pub mod sessions;
+pub mod storage;
 pub mod subscription;
 pub mod telemetry;

@@ -1,5 +1,10 @@
 //! The in-memory backend: every transaction holds one lock over the whole
 //! state, so transactions are trivially serialised. Nothing survives a restart.
+//!
+//! The write set is applied at commit, under the lock, in one go. The few
+//! operations that act at once (claims, sequence ids, span inserts) keep an
+//! undo log, which a transaction dropped without committing replays: a
+//! dropped transaction leaves the state exactly as it found it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
@@ -11,19 +16,19 @@ use hashbrown::hash_table::{Entry, HashTable};
 use indexmap::IndexMap;
 use tokio::sync::{Mutex, MutexGuard};
 
-use super::{Store, StoreTx};
 use crate::core::error::StoreResult;
 use crate::core::events::{Event, EventPage};
 use crate::core::model::{
     Attempt, AttemptStatus, Counts, ResourcesUpdate, Rollout, RolloutStatus, RolloutView, Span,
     Timestamp, Worker,
 };
+use crate::core::storage::{Access, RolloutWrite, Store, StoreTx, WriteSet};
 use crate::core::query::{
     AttemptSelector, Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter,
 };
 use crate::core::retention::{self, Eviction, RetentionPolicy};
 
-pub use super::DEFAULT_EVENT_RETENTION;
+pub use crate::core::storage::DEFAULT_EVENT_RETENTION;
 
 /// The in-memory backend.
 pub struct MemoryStore {
@@ -85,6 +90,20 @@ impl RolloutSpans {
             }
         }
     }
+
+    /// Removes the span appended last (undoing [`RolloutSpans::insert`]);
+    /// returns its accounted size.
+    fn remove_last(&mut self, hasher: &RandomState) -> Option<u64> {
+        let span = self.spans.pop()?;
+        let at = self.spans.len();
+        let hash = hasher.hash_one((&span.attempt_id, &span.span_id));
+        if let Ok(entry) = self.index.find_entry(hash, |&pos| pos == at) {
+            entry.remove();
+        }
+        let size = retention::span_size(&span);
+        self.bytes -= size;
+        Some(size)
+    }
 }
 
 #[derive(Default)]
@@ -130,12 +149,56 @@ impl Store for MemoryStore {
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
         Ok(Box::new(MemoryTx {
             state: self.state.lock().await,
+            undo: Undo::default(),
+            evict: Vec::new(),
         }))
     }
 }
 
+/// What a transaction did at once, to be undone if it is dropped.
+#[derive(Default)]
+struct Undo {
+    /// Queue entries claimed, head first.
+    claimed: Vec<(String, Timestamp)>,
+    /// Span sequence counters before their first change (`None`: absent).
+    sequence_ids: HashMap<String, Option<i64>>,
+    /// Rollouts whose spans got a span appended, once per span, in order.
+    spans: Vec<String>,
+}
+
 struct MemoryTx<'a> {
     state: MutexGuard<'a, State>,
+    undo: Undo,
+    /// Rollouts whose spans retention deletes at commit.
+    evict: Vec<String>,
+}
+
+impl Drop for MemoryTx<'_> {
+    fn drop(&mut self) {
+        let undo = std::mem::take(&mut self.undo);
+        let state = &mut *self.state;
+        for (rollout_id, since) in undo.claimed.into_iter().rev() {
+            state.queued.insert(rollout_id.clone());
+            state.queue.push_front((rollout_id, since));
+        }
+        for (rollout_id, before) in undo.sequence_ids {
+            match before {
+                Some(value) => state.sequence_ids.insert(rollout_id, value),
+                None => state.sequence_ids.remove(&rollout_id),
+            };
+        }
+        for rollout_id in undo.spans.into_iter().rev() {
+            let hasher = &state.span_hasher;
+            if let Some(size) = state
+                .spans
+                .get_mut(&rollout_id)
+                .and_then(|entry| entry.remove_last(hasher))
+            {
+                state.span_count -= 1;
+                state.span_bytes -= size;
+            }
+        }
+    }
 }
 
 /// Moves one entity from status `before` (`None`: a new entity) to `after`
@@ -157,29 +220,136 @@ fn page_of<T: crate::core::query::Sortable + Clone>(items: Vec<&T>, page: &Page)
     page.apply(items).map(T::clone)
 }
 
-#[async_trait]
-impl StoreTx for MemoryTx<'_> {
-    async fn rollout(&mut self, rollout_id: &str) -> StoreResult<Option<Rollout>> {
-        Ok(self.state.rollouts.get(rollout_id).cloned())
+impl State {
+    /// Returns a rollout with its latest attempt.
+    fn view(&self, rollout_id: &str) -> Option<RolloutView> {
+        let rollout = self.rollouts.get(rollout_id)?;
+        Some(RolloutView {
+            rollout: rollout.clone(),
+            attempt: self.latest_attempt(rollout_id).cloned(),
+        })
     }
 
-    async fn put_rollout(&mut self, rollout: &Rollout) -> StoreResult<()> {
-        let state = &mut *self.state;
-        let before = match state.rollouts.get_mut(&rollout.rollout_id) {
+    fn latest_attempt(&self, rollout_id: &str) -> Option<&Attempt> {
+        self.attempts.get(rollout_id).and_then(|a| a.last())
+    }
+
+    fn put_rollout(&mut self, write: RolloutWrite) {
+        let RolloutWrite { rollout, deadline } = write;
+        let rollout_id = rollout.rollout_id.clone();
+        let status = rollout.status;
+        let before = match self.rollouts.get_mut(&rollout_id) {
             Some(existing) => {
                 let before = existing.status;
-                existing.clone_from(rollout);
+                *existing = rollout;
                 Some(before)
             }
             None => {
-                state
-                    .rollouts
-                    .insert(rollout.rollout_id.clone(), rollout.clone());
+                self.rollouts.insert(rollout_id.clone(), rollout);
                 None
             }
         };
-        recount(&mut state.rollouts_by_status, before, rollout.status);
-        Ok(())
+        recount(&mut self.rollouts_by_status, before, status);
+        self.set_deadline(rollout_id, deadline);
+    }
+
+    fn set_deadline(&mut self, rollout_id: String, deadline: Option<Timestamp>) {
+        if self.deadline_of.get(&rollout_id) == deadline.as_ref() {
+            return;
+        }
+        if let Some(old) = self.deadline_of.remove(&rollout_id) {
+            self.deadlines.remove(&(old, rollout_id.clone()));
+        }
+        if let Some(deadline) = deadline {
+            self.deadline_of.insert(rollout_id.clone(), deadline);
+            self.deadlines.insert((deadline, rollout_id));
+        }
+    }
+
+    fn put_attempt(&mut self, attempt: Attempt) {
+        let attempts = self.attempts.entry(attempt.rollout_id.clone()).or_default();
+        match attempts
+            .iter_mut()
+            .rev()
+            .find(|a| a.attempt_id == attempt.attempt_id)
+        {
+            Some(existing) => {
+                let before = existing.status;
+                let after = attempt.status;
+                *existing = attempt;
+                recount(&mut self.attempts_by_status, Some(before), after);
+            }
+            None => {
+                let status = attempt.status;
+                let at = attempts.partition_point(|a| a.sequence_id <= attempt.sequence_id);
+                attempts.insert(at, attempt);
+                self.attempt_count += 1;
+                recount(&mut self.attempts_by_status, None, status);
+            }
+        }
+    }
+
+    /// Applies a committed write set.
+    fn apply(&mut self, writes: &mut WriteSet) {
+        for (resources_id, update) in writes.resources.drain(..) {
+            self.latest_resources = Some(resources_id.clone());
+            self.resources.insert(resources_id, update);
+        }
+        for (_, write) in writes.rollouts.drain(..) {
+            self.put_rollout(write);
+        }
+        for (_, attempt) in writes.attempts.drain(..) {
+            self.put_attempt(attempt);
+        }
+        for (worker_id, worker) in writes.workers.drain(..) {
+            self.workers.insert(worker_id, worker);
+        }
+        for (rollout_id, now) in writes.enqueue.drain(..) {
+            if self.queued.insert(rollout_id.clone()) {
+                self.queue.push_back((rollout_id, now));
+            }
+        }
+        for event in &mut writes.events {
+            self.latest_event += 1;
+            event.seq = self.latest_event;
+            if self.events.len() == self.event_retention {
+                self.events.pop_front();
+            }
+            self.events.push_back(event.clone());
+        }
+    }
+
+    /// Deletes the spans of the given rollouts (planned by retention).
+    fn evict(&mut self, rollout_ids: Vec<String>) {
+        let mut evicted = Eviction::default();
+        for rollout_id in rollout_ids {
+            let Some(entry) = self.spans.remove(&rollout_id) else {
+                continue;
+            };
+            evicted.rollouts += 1;
+            evicted.spans += entry.spans.len() as u64;
+            evicted.bytes += entry.bytes;
+            self.evicted.insert(rollout_id);
+        }
+        self.span_count -= evicted.spans;
+        self.span_bytes -= evicted.bytes;
+        self.evictions.add(evicted);
+    }
+}
+
+#[async_trait]
+impl StoreTx for MemoryTx<'_> {
+    async fn rollouts(
+        &mut self,
+        rollout_ids: &[&str],
+        _access: Access,
+    ) -> StoreResult<Vec<RolloutView>> {
+        let mut seen = HashSet::new();
+        Ok(rollout_ids
+            .iter()
+            .filter(|id| seen.insert(**id))
+            .filter_map(|id| self.state.view(id))
+            .collect())
     }
 
     async fn query_rollouts(
@@ -195,32 +365,39 @@ impl StoreTx for MemoryTx<'_> {
             .collect();
         Ok(page.apply(matching).map(|rollout: &Rollout| RolloutView {
             rollout: rollout.clone(),
-            attempt: state
-                .attempts
-                .get(&rollout.rollout_id)
-                .and_then(|a| a.last())
-                .cloned(),
+            attempt: state.latest_attempt(&rollout.rollout_id).cloned(),
         }))
     }
 
-    async fn enqueue(&mut self, rollout_id: &str, now: Timestamp) -> StoreResult<bool> {
-        if !self.state.queued.insert(rollout_id.to_owned()) {
-            return Ok(false);
+    async fn claim_queued(
+        &mut self,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, Option<RolloutView>)>> {
+        let mut claimed = Vec::new();
+        while claimed.len() < limit {
+            let Some((rollout_id, since)) = self.state.queue.pop_front() else {
+                break;
+            };
+            self.state.queued.remove(&rollout_id);
+            claimed.push((rollout_id.clone(), self.state.view(&rollout_id)));
+            self.undo.claimed.push((rollout_id, since));
         }
-        self.state.queue.push_back((rollout_id.to_owned(), now));
-        Ok(true)
+        Ok(claimed)
     }
 
-    async fn pop_queue(&mut self) -> StoreResult<Option<String>> {
-        let head = self
-            .state
-            .queue
-            .pop_front()
-            .map(|(rollout_id, _)| rollout_id);
-        if let Some(rollout_id) = &head {
-            self.state.queued.remove(rollout_id);
-        }
-        Ok(head)
+    async fn due_rollouts(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+    ) -> StoreResult<Vec<RolloutView>> {
+        let state = &*self.state;
+        Ok(state
+            .deadlines
+            .iter()
+            .take_while(|(deadline, _)| *deadline < now)
+            .take(limit)
+            .filter_map(|(_, rollout_id)| state.view(rollout_id))
+            .collect())
     }
 
     async fn attempts(&mut self, rollout_id: &str) -> StoreResult<Vec<Attempt>> {
@@ -230,15 +407,6 @@ impl StoreTx for MemoryTx<'_> {
             .get(rollout_id)
             .cloned()
             .unwrap_or_default())
-    }
-
-    async fn latest_attempt(&mut self, rollout_id: &str) -> StoreResult<Option<Attempt>> {
-        Ok(self
-            .state
-            .attempts
-            .get(rollout_id)
-            .and_then(|a| a.last())
-            .cloned())
     }
 
     async fn attempt(
@@ -255,78 +423,15 @@ impl StoreTx for MemoryTx<'_> {
         }))
     }
 
-    async fn put_attempt(&mut self, attempt: &Attempt) -> StoreResult<()> {
-        let state = &mut *self.state;
-        let attempts = state
-            .attempts
-            .entry(attempt.rollout_id.clone())
-            .or_default();
-        match attempts
-            .iter_mut()
-            .rev()
-            .find(|a| a.attempt_id == attempt.attempt_id)
-        {
-            Some(existing) => {
-                let before = existing.status;
-                existing.clone_from(attempt);
-                recount(&mut state.attempts_by_status, Some(before), attempt.status);
-            }
-            None => {
-                let at = attempts.partition_point(|a| a.sequence_id <= attempt.sequence_id);
-                attempts.insert(at, attempt.clone());
-                state.attempt_count += 1;
-                recount(&mut state.attempts_by_status, None, attempt.status);
-            }
-        }
-        Ok(())
-    }
-
-    async fn set_watchdog_deadline(
-        &mut self,
-        rollout_id: &str,
-        deadline: Option<Timestamp>,
-    ) -> StoreResult<()> {
-        let state = &mut *self.state;
-        if state.deadline_of.get(rollout_id) == deadline.as_ref() {
-            return Ok(());
-        }
-        if let Some(old) = state.deadline_of.remove(rollout_id) {
-            state.deadlines.remove(&(old, rollout_id.to_owned()));
-        }
-        if let Some(deadline) = deadline {
-            state.deadline_of.insert(rollout_id.to_owned(), deadline);
-            state.deadlines.insert((deadline, rollout_id.to_owned()));
-        }
-        Ok(())
-    }
-
-    async fn due_rollouts(&mut self, now: Timestamp) -> StoreResult<Vec<String>> {
-        Ok(self
-            .state
-            .deadlines
-            .iter()
-            .take_while(|(deadline, _)| *deadline < now)
-            .map(|(_, rollout_id)| rollout_id.clone())
-            .collect())
-    }
-
     async fn allocate_sequence_ids(&mut self, rollout_id: &str, count: u64) -> StoreResult<i64> {
-        let counter = self
-            .state
-            .sequence_ids
-            .entry(rollout_id.to_owned())
-            .or_default();
+        let counter = self.counter(rollout_id);
         let first = *counter + 1;
         *counter += i64::try_from(count).unwrap_or(i64::MAX);
         Ok(first)
     }
 
     async fn raise_sequence_id(&mut self, rollout_id: &str, at_least: i64) -> StoreResult<()> {
-        let counter = self
-            .state
-            .sequence_ids
-            .entry(rollout_id.to_owned())
-            .or_default();
+        let counter = self.counter(rollout_id);
         *counter = (*counter).max(at_least);
         Ok(())
     }
@@ -345,6 +450,7 @@ impl StoreTx for MemoryTx<'_> {
             if let Some(size) = size {
                 state.span_count += 1;
                 state.span_bytes += size;
+                self.undo.spans.push(span.rollout_id.clone());
             }
             stored.push(size.is_some());
         }
@@ -383,7 +489,7 @@ impl StoreTx for MemoryTx<'_> {
         now: Timestamp,
         max_rollouts: usize,
     ) -> StoreResult<Eviction> {
-        let state = &mut *self.state;
+        let state = &*self.state;
         // Finished rollouts holding spans, in the order they finished; the
         // sort is stable, so ties stay in creation order.
         let mut candidates: Vec<(Option<Timestamp>, &str)> = state
@@ -403,31 +509,22 @@ impl StoreTx for MemoryTx<'_> {
             done: true,
             ..Eviction::default()
         };
-        let mut due = Vec::new();
         let mut stored_bytes = state.span_bytes;
         for (end_time, rollout_id) in candidates {
             if !policy.evicts(end_time, stored_bytes, now) {
                 break;
             }
-            if due.len() == max_rollouts {
+            if self.evict.len() == max_rollouts {
                 evicted.done = false;
                 break;
             }
-            stored_bytes -= state.spans[rollout_id].bytes;
-            due.push(rollout_id.to_owned());
-        }
-        for rollout_id in due {
-            let Some(entry) = state.spans.remove(&rollout_id) else {
-                continue;
-            };
+            let entry = &state.spans[rollout_id];
+            stored_bytes -= entry.bytes;
             evicted.rollouts += 1;
             evicted.spans += entry.spans.len() as u64;
             evicted.bytes += entry.bytes;
-            state.evicted.insert(rollout_id);
+            self.evict.push(rollout_id.to_owned());
         }
-        state.span_count -= evicted.spans;
-        state.span_bytes -= evicted.bytes;
-        state.evictions.add(evicted);
         Ok(evicted)
     }
 
@@ -444,14 +541,6 @@ impl StoreTx for MemoryTx<'_> {
             .cloned())
     }
 
-    async fn put_resources(&mut self, update: &ResourcesUpdate) -> StoreResult<()> {
-        self.state
-            .resources
-            .insert(update.resources_id.clone(), update.clone());
-        self.state.latest_resources = Some(update.resources_id.clone());
-        Ok(())
-    }
-
     async fn query_resources(
         &mut self,
         filter: &ResourcesFilter,
@@ -466,15 +555,13 @@ impl StoreTx for MemoryTx<'_> {
         Ok(page_of(matching, page))
     }
 
-    async fn worker(&mut self, worker_id: &str) -> StoreResult<Option<Worker>> {
-        Ok(self.state.workers.get(worker_id).cloned())
-    }
-
-    async fn put_worker(&mut self, worker: &Worker) -> StoreResult<()> {
-        self.state
-            .workers
-            .insert(worker.worker_id.clone(), worker.clone());
-        Ok(())
+    async fn workers(&mut self, worker_ids: &[&str], _access: Access) -> StoreResult<Vec<Worker>> {
+        let mut seen = HashSet::new();
+        Ok(worker_ids
+            .iter()
+            .filter(|id| seen.insert(**id))
+            .filter_map(|id| self.state.workers.get(*id).cloned())
+            .collect())
     }
 
     async fn query_workers(
@@ -510,19 +597,6 @@ impl StoreTx for MemoryTx<'_> {
         })
     }
 
-    async fn append_events(&mut self, events: &mut [Event]) -> StoreResult<()> {
-        let state = &mut *self.state;
-        for event in events {
-            state.latest_event += 1;
-            event.seq = state.latest_event;
-            if state.events.len() == state.event_retention {
-                state.events.pop_front();
-            }
-            state.events.push_back(event.clone());
-        }
-        Ok(())
-    }
-
     async fn events_after(&mut self, after: u64, limit: usize) -> StoreResult<EventPage> {
         let state = &*self.state;
         let oldest = state
@@ -544,7 +618,29 @@ impl StoreTx for MemoryTx<'_> {
         })
     }
 
-    async fn commit(self: Box<Self>) -> StoreResult<()> {
+    async fn commit(mut self: Box<Self>, writes: &mut WriteSet) -> StoreResult<()> {
+        let evict = std::mem::take(&mut self.evict);
+        self.state.evict(evict);
+        self.state.apply(writes);
+        // Committed: nothing is undone.
+        self.undo = Undo::default();
         Ok(())
+    }
+}
+
+impl MemoryTx<'_> {
+    /// Returns a rollout's span sequence counter, noting its value for undo.
+    fn counter(&mut self, rollout_id: &str) -> &mut i64 {
+        let state = &mut *self.state;
+        if !self.undo.sequence_ids.contains_key(rollout_id) {
+            let before = state.sequence_ids.get(rollout_id).copied();
+            self.undo
+                .sequence_ids
+                .insert(rollout_id.to_owned(), before);
+        }
+        state
+            .sequence_ids
+            .entry(rollout_id.to_owned())
+            .or_default()
     }
 }

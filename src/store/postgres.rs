@@ -1,16 +1,21 @@
 //! The PostgreSQL backend: several stateless servers can share one
 //! database. The operations are the shared SQL ones ([`super::sql`]); this
-//! module owns what is PostgreSQL's: the pool, migrations, the store lock,
-//! error codes and the notifications that carry events between servers.
+//! module owns what is PostgreSQL's: the pool and its timeouts, TLS,
+//! migrations, error codes and the notifications that carry events between
+//! servers.
 //!
 //! # Transactions
-//! Every store transaction is a PostgreSQL transaction that first takes one
-//! transaction-level advisory lock, the *store lock*: store transactions are
-//! serialised across all servers, as the [`super::Store`] contract asks (two
-//! dequeues never claim the same rollout, read-check-write sequences see no
-//! concurrent writer), and event sequence numbers, assigned under the lock,
-//! follow commit order without gaps. A commit is durable when `COMMIT`
-//! returns (`synchronous_commit` as the database is configured).
+//! Every store transaction is a PostgreSQL transaction (`READ COMMITTED`)
+//! that locks rows, not the store: the aggregate reads the engine writes
+//! back are `SELECT … FOR UPDATE`, claims take the queue's head with
+//! `FOR UPDATE SKIP LOCKED` (concurrent dequeues on any server claim
+//! different rollouts without waiting for each other), and the watchdog
+//! passes over rollouts other transactions hold. Updates of different
+//! rollouts never wait for each other. Counters are sharded per connection,
+//! and event numbers come from one counter row taken last (see
+//! [`super::sql`]'s `apply` module for why they stay gapless and in commit
+//! order). A commit is durable when `COMMIT` returns (`synchronous_commit`
+//! as the database is configured).
 //!
 //! # Several servers
 //! A transaction that records events also sends `NOTIFY lightning_store`
@@ -29,15 +34,11 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow}
 use sqlx::{Postgres, Row as _};
 
 use super::sql::{self, Arg, Dialect, SqlTx, Statement};
-use super::{DEFAULT_EVENT_RETENTION, Store, StoreTx};
 use crate::core::error::{StoreError, StoreResult};
+use crate::core::storage::{DEFAULT_EVENT_RETENTION, Store, StoreTx};
 
 /// The schema migrations, embedded at build time.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
-
-/// Opens a store transaction: `BEGIN`, then the store lock (a
-/// transaction-level advisory lock; its key 1280529487 is "LSTO").
-const BEGIN_LOCKED: &str = "BEGIN; SELECT pg_advisory_xact_lock(1280529487)";
 
 /// The notification channel on which committed events are announced.
 pub const EVENTS_CHANNEL: &str = "lightning_store";
@@ -46,6 +47,8 @@ static POSTGRES: Dialect = Dialect {
     contains: |haystack, needle| format!("strpos({haystack}, {needle}) > 0"),
     binary_text: |expression| format!("({expression}) COLLATE \"C\""),
     max_params: 65_535,
+    shared: true,
+    announce: "pg_notify('lightning_store', '')",
 };
 
 /// Settings of a PostgreSQL store.
@@ -124,7 +127,7 @@ impl PostgresStore {
 impl PostgresStore {
     /// Wraps an open PostgreSQL transaction as a store transaction.
     fn store_tx(&self, tx: sqlx::Transaction<'static, Postgres>) -> Box<dyn StoreTx + '_> {
-        let conn = PgConn { tx, notify: false };
+        let conn = PgConn { tx };
         Box::new(SqlTx::new(conn, self.event_retention))
     }
 }
@@ -186,19 +189,6 @@ impl Store for PostgresStore {
     }
 
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
-        // One round trip: BEGIN and the lock as one simple query.
-        let tx = self
-            .pool
-            .begin_with(BEGIN_LOCKED)
-            .await
-            .map_err(store_error)?;
-        Ok(self.store_tx(tx))
-    }
-
-    /// Without the store lock: event numbers are assigned under the lock and
-    /// committed in order, so a reader never sees a later event without the
-    /// earlier ones; followers and scrapes do not queue behind writers.
-    async fn begin_read(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
         let tx = self.pool.begin().await.map_err(store_error)?;
         Ok(self.store_tx(tx))
     }
@@ -226,13 +216,10 @@ impl Store for PostgresStore {
     }
 }
 
-/// A store transaction: a PostgreSQL transaction (holding the store lock,
-/// unless it only reads events or counts). Dropped without committing, it
-/// rolls back.
+/// A store transaction: a PostgreSQL transaction. Dropped without
+/// committing, it rolls back.
 struct PgConn {
     tx: sqlx::Transaction<'static, Postgres>,
-    /// The transaction recorded events: announce them at commit.
-    notify: bool,
 }
 
 impl sql::Row for PgRow {
@@ -277,18 +264,7 @@ impl sql::Connection for PgConn {
         None
     }
 
-    fn events_appended(&mut self) {
-        self.notify = true;
-    }
-
-    async fn commit(mut self) -> StoreResult<()> {
-        if self.notify {
-            sqlx::query("SELECT pg_notify($1, '')")
-                .bind(EVENTS_CHANNEL)
-                .execute(&mut *self.tx)
-                .await
-                .map_err(store_error)?;
-        }
+    async fn commit(self) -> StoreResult<()> {
         self.tx.commit().await.map_err(store_error)
     }
 }

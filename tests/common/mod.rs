@@ -10,10 +10,10 @@ use lightning_store::core::engine::{Engine, EngineConfig};
 use lightning_store::core::retention::RetentionPolicy;
 use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
 use lightning_store::server::{self, ServerConfig};
-use lightning_store::store::Store;
-use lightning_store::store::memory::MemoryStore;
-use lightning_store::store::postgres::{PostgresOptions, PostgresStore};
-use lightning_store::store::sqlite::{SqliteOptions, SqliteStore};
+use lightning_store::core::storage::Store;
+use lightning_store::store::postgres::PostgresOptions;
+use lightning_store::store::sqlite::SqliteOptions;
+use lightning_store::store::{self, StoreConfig};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
@@ -38,10 +38,19 @@ impl Backend {
     }
 
     /// Opens the store, with the temporary directory of a fresh database.
-    async fn open(self, options: &TestOptions) -> (Arc<dyn Store>, Option<tempfile::TempDir>) {
+    pub async fn open(self, options: &TestOptions) -> (Arc<dyn Store>, Option<tempfile::TempDir>) {
+        let (config, dir) = self.config(options).await;
+        (store::open(&config).await.unwrap(), dir)
+    }
+
+    /// Returns the backend's configuration for `options`, with the
+    /// temporary directory of a fresh SQLite database.
+    pub async fn config(self, options: &TestOptions) -> (StoreConfig, Option<tempfile::TempDir>) {
         match self {
             Backend::Memory => (
-                Arc::new(MemoryStore::with_event_retention(options.event_retention)),
+                StoreConfig::Memory {
+                    event_retention: options.event_retention,
+                },
                 None,
             ),
             Backend::Sqlite => {
@@ -53,11 +62,10 @@ impl Backend {
                         (Some(dir), path)
                     }
                 };
-                let sqlite = SqliteOptions {
+                let options = SqliteOptions {
                     event_retention: options.event_retention,
                 };
-                let store = SqliteStore::open(&path, sqlite).await.unwrap();
-                (Arc::new(store), dir)
+                (StoreConfig::Sqlite { path, options }, dir)
             }
             Backend::Postgres => {
                 let url = match &options.postgres_url {
@@ -68,8 +76,7 @@ impl Backend {
                     event_retention: options.event_retention,
                     ..PostgresOptions::default()
                 };
-                let store = PostgresStore::connect(&url, options).await.unwrap();
-                (Arc::new(store), None)
+                (StoreConfig::Postgres { url, options }, None)
             }
         }
     }

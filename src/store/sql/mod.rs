@@ -7,35 +7,38 @@
 //! it, plus the few [`Dialect`] differences. Schemas live in the backend's
 //! migrations; the tables and columns they must define are the ones used here.
 //!
+//! By concern: [`reads`] holds the aggregate reads and the queries,
+//! [`spans`] the span operations and retention, [`apply`] the write set's
+//! application at commit (multi-row upserts, and on a shared database one
+//! statement for the whole set).
+//!
 //! Counts for statistics come from a `counters` table. The schema's triggers
 //! keep the entity rows (`rollouts`, `attempts`, `resources`, `workers`,
-//! `queued`, and `rollouts.<status>`, `attempts.<status>` per status) exact; span totals are maintained here, once per batch, and so
-//! are the eviction totals.
+//! `queued`, and `rollouts.<status>`, `attempts.<status>` per status) exact;
+//! span totals are maintained here, once per batch, and so are the eviction
+//! totals. On a shared database a counter is several rows (shards) summed
+//! when read, so that concurrent transactions do not queue on one row.
 
+mod apply;
 pub mod codec;
 pub mod query;
+mod reads;
+mod spans;
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use self::codec::{
-    attempt_columns, resources_columns, rollout_columns, span_columns, worker_columns,
-};
-use self::query::{Builder, RESOURCES_SORT, ROLLOUT_SORT, SPAN_SORT, WORKER_SORT};
-use super::StoreTx;
+use self::query::Builder;
 use crate::core::error::StoreResult;
-use crate::core::events::{Event, EventPage};
+use crate::core::events::EventPage;
 use crate::core::model::{
-    Attempt, AttemptStatus, Counts, ResourcesUpdate, Rollout, RolloutStatus, RolloutView, Span,
-    Timestamp, Worker,
+    Attempt, Counts, ResourcesUpdate, RolloutView, Span, Timestamp, Worker,
 };
-use crate::core::query::{
-    AttemptSelector, Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter,
-};
-use crate::core::retention::{self, Eviction, RetentionPolicy};
+use crate::core::query::{Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter};
+use crate::core::retention::{Eviction, RetentionPolicy};
+use crate::core::storage::{Access, StoreTx, WriteSet};
 
 /// A value bound to a statement parameter. NULLs carry their type:
 /// PostgreSQL types every parameter.
@@ -162,6 +165,17 @@ pub struct Dialect {
     pub binary_text: fn(expression: &str) -> String,
     /// The most parameters one statement may bind.
     pub max_params: usize,
+    /// Several servers write the database at once (PostgreSQL): reads lock
+    /// the rows they return (`FOR UPDATE`, `SKIP LOCKED` on the queue head
+    /// and the due deadlines), a write set is sent as one statement of
+    /// data-modifying `WITH` clauses, counters are sharded, and event
+    /// numbers come from a counter row (see [`apply`]). Otherwise the
+    /// database has one writer that serialises transactions (SQLite).
+    pub shared: bool,
+    /// On a shared database: a SQL expression that tells the other servers
+    /// that events were committed (evaluated in the statement that numbers
+    /// them; delivered at commit).
+    pub announce: &'static str,
 }
 
 /// Values a single-writer backend remembers across transactions (nothing
@@ -202,9 +216,6 @@ pub trait Connection: Send {
     /// Returns the cache of a single-writer backend (`None` for a database
     /// that others may write).
     fn cache(&mut self) -> Option<&mut Cache>;
-    /// Tells the connection that the transaction recorded events (a shared
-    /// database announces them to the other servers at commit).
-    fn events_appended(&mut self) {}
     /// Commits the transaction (see [`StoreTx::commit`]).
     async fn commit(self) -> StoreResult<()>;
 }
@@ -251,9 +262,24 @@ impl<C: Connection> SqlTx<C> {
         self.conn.fetch(statement).await
     }
 
-    /// Adds to named rows of the `counters` table.
+    /// Adds to named counters.
     async fn add_counters(&mut self, deltas: &[(&'static str, i64)]) -> StoreResult<()> {
         let mut b = Builder::new(C::DIALECT);
+        if C::DIALECT.shared {
+            // The schema's `bump_counter` adds to this connection's shard.
+            let calls: Vec<String> = deltas
+                .iter()
+                .map(|&(name, delta)| {
+                    format!(
+                        "bump_counter({}, CAST({} AS BIGINT))",
+                        b.arg(name),
+                        b.arg(delta)
+                    )
+                })
+                .collect();
+            b.push(&format!("SELECT {}", calls.join(", ")));
+            return self.write(b.finish()).await;
+        }
         b.push("UPDATE counters SET value = value + CASE name");
         let mut names = Vec::with_capacity(deltas.len());
         for &(name, delta) in deltas {
@@ -293,95 +319,15 @@ impl<C: Connection> SqlTx<C> {
     }
 }
 
-fn rollout_condition<'a>(b: &mut Builder<'a>, filter: &'a RolloutFilter) -> String {
-    let status = filter
-        .status_in
-        .as_ref()
-        .map(|s| b.one_of("r.status", s.iter().map(|s| s.as_str())));
-    let ids = filter
-        .rollout_id_in
-        .as_ref()
-        .map(|ids| b.one_of("r.rollout_id", ids.iter().map(String::as_str)));
-    let contains = filter
-        .rollout_id_contains
-        .as_deref()
-        .map(|part| b.contains("r.rollout_id", part));
-    Builder::combine(filter.logic, vec![status, ids, contains])
-}
-
-fn span_condition<'a>(b: &mut Builder<'a>, filter: &'a SpanFilter) -> String {
-    let mut condition = format!("rollout_id = {}", b.arg(filter.rollout_id.as_str()));
-    if let AttemptSelector::Id(attempt_id) = &filter.attempt {
-        condition.push_str(&format!(" AND attempt_id = {}", b.arg(attempt_id.as_str())));
-    }
-    let mut text = Vec::with_capacity(8);
-    text.extend(b.text_match("trace_id", &filter.trace_id));
-    text.extend(b.text_match("span_id", &filter.span_id));
-    text.extend(b.text_match("parent_id", &filter.parent_id));
-    text.extend(b.text_match("name", &filter.name));
-    format!("{condition} AND {}", Builder::combine(filter.logic, text))
-}
-
-fn worker_condition<'a>(b: &mut Builder<'a>, filter: &'a WorkerFilter) -> String {
-    let status = filter
-        .status_in
-        .as_ref()
-        .map(|s| b.one_of("status", s.iter().map(|s| s.as_str())));
-    let contains = filter
-        .worker_id_contains
-        .as_deref()
-        .map(|part| b.contains("worker_id", part));
-    Builder::combine(filter.logic, vec![status, contains])
-}
-
-fn resources_condition<'a>(b: &mut Builder<'a>, filter: &'a ResourcesFilter) -> String {
-    let id = filter
-        .resources_id
-        .as_deref()
-        .map(|id| b.equals("resources_id", id));
-    let contains = filter
-        .resources_id_contains
-        .as_deref()
-        .map(|part| b.contains("resources_id", part));
-    Builder::combine(crate::core::query::FilterLogic::And, vec![id, contains])
-}
-
-/// Columns of one span row, in insertion order.
-const SPAN_INSERT_COLUMNS: usize = 11;
-
+/// The operations, each in the module of its concern.
 #[async_trait]
 impl<C: Connection> StoreTx for SqlTx<C> {
-    async fn rollout(&mut self, rollout_id: &str) -> StoreResult<Option<Rollout>> {
-        let sql = concat!(
-            "SELECT ",
-            rollout_columns!(""),
-            " FROM rollouts WHERE rollout_id = $1"
-        );
-        let row = self.read_one(Statement::new(sql).bind(rollout_id)).await?;
-        row.map(|row| codec::rollout(&row, 0)).transpose()
-    }
-
-    async fn put_rollout(&mut self, rollout: &Rollout) -> StoreResult<()> {
-        let sql = concat!(
-            "INSERT INTO rollouts (",
-            rollout_columns!(""),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-             ON CONFLICT (rollout_id) DO UPDATE SET input = excluded.input, \
-             start_time = excluded.start_time, end_time = excluded.end_time, \
-             mode = excluded.mode, resources_id = excluded.resources_id, \
-             status = excluded.status, config = excluded.config, metadata = excluded.metadata"
-        );
-        let statement = Statement::new(sql)
-            .bind(rollout.rollout_id.as_str())
-            .bind(codec::json_text(&rollout.input))
-            .bind(rollout.start_time)
-            .bind(rollout.end_time)
-            .bind(rollout.mode.map(|m| m.as_str()))
-            .bind(rollout.resources_id.as_deref())
-            .bind(rollout.status.as_str())
-            .bind(codec::config_text(&rollout.config))
-            .bind(codec::json_text(&rollout.metadata));
-        self.write(statement).await
+    async fn rollouts(
+        &mut self,
+        rollout_ids: &[&str],
+        access: Access,
+    ) -> StoreResult<Vec<RolloutView>> {
+        self.read_rollouts(rollout_ids, access).await
     }
 
     async fn query_rollouts(
@@ -389,69 +335,26 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         filter: &RolloutFilter,
         page: &Page,
     ) -> StoreResult<Paged<RolloutView>> {
-        let mut b = Builder::new(C::DIALECT);
-        b.push(concat!(
-            "SELECT ",
-            rollout_columns!("r."),
-            ", ",
-            attempt_columns!("a."),
-            " FROM rollouts r LEFT JOIN attempts a ON a.pos = (SELECT l.pos FROM attempts l \
-             WHERE l.rollout_id = r.rollout_id ORDER BY l.sequence_id DESC, l.pos DESC LIMIT 1) \
-             WHERE "
-        ));
-        let condition = rollout_condition(&mut b, filter);
-        b.push(&condition);
-        b.order_and_page(page, ROLLOUT_SORT, "r.pos");
-        let mut count = Builder::new(C::DIALECT);
-        count.push("SELECT COUNT(*) FROM rollouts r WHERE ");
-        let condition = rollout_condition(&mut count, filter);
-        count.push(&condition);
-        self.paged(b.finish(), count.finish(), page, |row| {
-            let at = codec::ROLLOUT_COLUMNS;
-            Ok(RolloutView {
-                rollout: codec::rollout(row, 0)?,
-                attempt: match row.opt_text(at + 1)? {
-                    Some(_) => Some(codec::attempt(row, at)?),
-                    None => None,
-                },
-            })
-        })
-        .await
+        self.select_rollouts(filter, page).await
     }
 
-    async fn enqueue(&mut self, rollout_id: &str, now: Timestamp) -> StoreResult<bool> {
-        let sql = "INSERT INTO queue (rollout_id, enqueue_time) VALUES ($1, $2) \
-                   ON CONFLICT (rollout_id) DO NOTHING RETURNING rollout_id";
-        let rows = self
-            .write_returning(Statement::new(sql).bind(rollout_id).bind(now))
-            .await?;
-        Ok(!rows.is_empty())
+    async fn claim_queued(
+        &mut self,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, Option<RolloutView>)>> {
+        self.claim_head(limit).await
     }
 
-    async fn pop_queue(&mut self) -> StoreResult<Option<String>> {
-        let sql = "DELETE FROM queue WHERE pos = (SELECT MIN(pos) FROM queue) RETURNING rollout_id";
-        let rows = self.write_returning(Statement::new(sql)).await?;
-        rows.first().map(|row| row.text(0)).transpose()
+    async fn due_rollouts(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+    ) -> StoreResult<Vec<RolloutView>> {
+        self.read_due(now, limit).await
     }
 
     async fn attempts(&mut self, rollout_id: &str) -> StoreResult<Vec<Attempt>> {
-        let sql = concat!(
-            "SELECT ",
-            attempt_columns!(""),
-            " FROM attempts WHERE rollout_id = $1 ORDER BY sequence_id, pos"
-        );
-        let rows = self.read(Statement::new(sql).bind(rollout_id)).await?;
-        rows.iter().map(|row| codec::attempt(row, 0)).collect()
-    }
-
-    async fn latest_attempt(&mut self, rollout_id: &str) -> StoreResult<Option<Attempt>> {
-        let sql = concat!(
-            "SELECT ",
-            attempt_columns!(""),
-            " FROM attempts WHERE rollout_id = $1 ORDER BY sequence_id DESC, pos DESC LIMIT 1"
-        );
-        let row = self.read_one(Statement::new(sql).bind(rollout_id)).await?;
-        row.map(|row| codec::attempt(&row, 0)).transpose()
+        self.read_attempts(rollout_id).await
     }
 
     async fn attempt(
@@ -459,181 +362,19 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         rollout_id: &str,
         attempt_id: &str,
     ) -> StoreResult<Option<Attempt>> {
-        let sql = concat!(
-            "SELECT ",
-            attempt_columns!(""),
-            " FROM attempts WHERE rollout_id = $1 AND attempt_id = $2"
-        );
-        let statement = Statement::new(sql).bind(rollout_id).bind(attempt_id);
-        let row = self.read_one(statement).await?;
-        row.map(|row| codec::attempt(&row, 0)).transpose()
-    }
-
-    async fn put_attempt(&mut self, attempt: &Attempt) -> StoreResult<()> {
-        let sql = concat!(
-            "INSERT INTO attempts (",
-            attempt_columns!(""),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-             ON CONFLICT (rollout_id, attempt_id) DO UPDATE SET \
-             sequence_id = excluded.sequence_id, start_time = excluded.start_time, \
-             end_time = excluded.end_time, status = excluded.status, \
-             worker_id = excluded.worker_id, last_heartbeat_time = excluded.last_heartbeat_time, \
-             metadata = excluded.metadata"
-        );
-        let statement = Statement::new(sql)
-            .bind(attempt.rollout_id.as_str())
-            .bind(attempt.attempt_id.as_str())
-            .bind(i64::from(attempt.sequence_id))
-            .bind(attempt.start_time)
-            .bind(attempt.end_time)
-            .bind(attempt.status.as_str())
-            .bind(attempt.worker_id.as_deref())
-            .bind(attempt.last_heartbeat_time)
-            .bind(codec::json_text(&attempt.metadata));
-        self.write(statement).await
-    }
-
-    async fn set_watchdog_deadline(
-        &mut self,
-        rollout_id: &str,
-        deadline: Option<Timestamp>,
-    ) -> StoreResult<()> {
-        let sql = "UPDATE rollouts SET watchdog_deadline = $2 WHERE rollout_id = $1";
-        let statement = Statement::new(sql).bind(rollout_id).bind(deadline);
-        self.write(statement).await?;
-        if let (Some(deadline), Some(cache)) = (deadline, self.conn.cache())
-            && let Some(floor) = &mut cache.deadline_floor
-        {
-            *floor = (*floor).min(deadline.0);
-        }
-        Ok(())
-    }
-
-    async fn due_rollouts(&mut self, now: Timestamp) -> StoreResult<Vec<String>> {
-        // A cached floor answers "nothing is due" without a query; it is only
-        // set after a query found nothing due, and every new deadline lowers it.
-        if let Some(cache) = self.conn.cache() {
-            if cache.deadline_floor.is_some_and(|floor| now.0 <= floor) {
-                return Ok(Vec::new());
-            }
-            let sql = "SELECT MIN(watchdog_deadline) FROM rollouts";
-            let earliest = match self.read_one(Statement::new(sql)).await? {
-                Some(row) => row.opt_int(0)?,
-                None => None,
-            };
-            let floor = earliest.unwrap_or(i64::MAX);
-            if now.0 <= floor {
-                if let Some(cache) = self.conn.cache() {
-                    cache.deadline_floor = Some(floor);
-                }
-                return Ok(Vec::new());
-            }
-        }
-        let sql = "SELECT rollout_id FROM rollouts WHERE watchdog_deadline < $1 \
-                   ORDER BY watchdog_deadline, rollout_id";
-        let rows = self.read(Statement::new(sql).bind(now)).await?;
-        rows.iter().map(|row| row.text(0)).collect()
+        self.read_attempt(rollout_id, attempt_id).await
     }
 
     async fn allocate_sequence_ids(&mut self, rollout_id: &str, count: u64) -> StoreResult<i64> {
-        let sql = "INSERT INTO rollout_spans (rollout_id, last_sequence_id) VALUES ($1, $2) \
-                   ON CONFLICT (rollout_id) DO UPDATE SET \
-                   last_sequence_id = rollout_spans.last_sequence_id + excluded.last_sequence_id \
-                   RETURNING last_sequence_id";
-        let count = i64::try_from(count).unwrap_or(i64::MAX);
-        let statement = Statement::new(sql).bind(rollout_id).bind(count);
-        let rows = self.write_returning(statement).await?;
-        let last = match rows.first() {
-            Some(row) => row.int(0)?,
-            None => return Err(codec::corrupt("sequence counter", "no row")),
-        };
-        Ok(last - count + 1)
+        self.allocate_sequence(rollout_id, count).await
     }
 
     async fn raise_sequence_id(&mut self, rollout_id: &str, at_least: i64) -> StoreResult<()> {
-        let sql = "INSERT INTO rollout_spans (rollout_id, last_sequence_id) VALUES ($1, $2) \
-                   ON CONFLICT (rollout_id) DO UPDATE SET last_sequence_id = CASE \
-                   WHEN excluded.last_sequence_id > rollout_spans.last_sequence_id \
-                   THEN excluded.last_sequence_id ELSE rollout_spans.last_sequence_id END";
-        let statement = Statement::new(sql).bind(rollout_id).bind(at_least.max(0));
-        self.write(statement).await
+        self.raise_sequence(rollout_id, at_least).await
     }
 
     async fn insert_spans(&mut self, spans: &[Arc<Span>]) -> StoreResult<Vec<bool>> {
-        let mut inserted: HashSet<(String, String, String)> = HashSet::new();
-        let sizes: Vec<u64> = spans
-            .iter()
-            .map(|span| retention::span_size(span))
-            .collect();
-        let chunk = (C::DIALECT.max_params / SPAN_INSERT_COLUMNS).max(1);
-        for (chunk_spans, chunk_sizes) in spans.chunks(chunk).zip(sizes.chunks(chunk)) {
-            let mut b = Builder::new(C::DIALECT);
-            b.push(
-                "INSERT INTO spans (rollout_id, attempt_id, span_id, sequence_id, trace_id, \
-                 parent_id, name, start_time, end_time, size, body) VALUES ",
-            );
-            for (i, (span, &size)) in chunk_spans.iter().zip(chunk_sizes).enumerate() {
-                let values = [
-                    b.arg(span.rollout_id.as_str()),
-                    b.arg(span.attempt_id.as_str()),
-                    b.arg(span.span_id.as_str()),
-                    b.arg(span.sequence_id),
-                    b.arg(span.trace_id.as_str()),
-                    b.arg(span.parent_id.as_deref()),
-                    b.arg(span.name.as_str()),
-                    b.arg(span.start_time),
-                    b.arg(span.end_time),
-                    b.arg(size),
-                    b.arg(codec::span_body(span)),
-                ];
-                if i > 0 {
-                    b.push(", ");
-                }
-                b.push("(").push(&values.join(", ")).push(")");
-            }
-            b.push(
-                " ON CONFLICT (rollout_id, attempt_id, span_id) DO NOTHING \
-                 RETURNING rollout_id, attempt_id, span_id",
-            );
-            for row in self.write_returning(b.finish()).await? {
-                inserted.insert((row.text(0)?, row.text(1)?, row.text(2)?));
-            }
-        }
-
-        // A key that appears twice in `spans` was stored by its first occurrence.
-        let mut stored = Vec::with_capacity(spans.len());
-        let mut per_rollout: HashMap<&str, (i64, u64)> = HashMap::new();
-        let (mut count, mut bytes) = (0i64, 0u64);
-        for (span, &size) in spans.iter().zip(&sizes) {
-            let key = (
-                span.rollout_id.clone(),
-                span.attempt_id.clone(),
-                span.span_id.clone(),
-            );
-            let fresh = inserted.remove(&key);
-            if fresh {
-                let entry = per_rollout.entry(span.rollout_id.as_str()).or_default();
-                entry.0 += 1;
-                entry.1 += size;
-                count += 1;
-                bytes += size;
-            }
-            stored.push(fresh);
-        }
-        for (rollout_id, (spans, bytes)) in per_rollout {
-            let sql = "INSERT INTO rollout_spans (rollout_id, last_sequence_id, spans, span_bytes) \
-                       VALUES ($1, 0, $2, $3) ON CONFLICT (rollout_id) DO UPDATE SET \
-                       spans = rollout_spans.spans + excluded.spans, \
-                       span_bytes = rollout_spans.span_bytes + excluded.span_bytes";
-            let statement = Statement::new(sql).bind(rollout_id).bind(spans).bind(bytes);
-            self.write(statement).await?;
-        }
-        if count > 0 {
-            let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
-            self.add_counters(&[("spans", count), ("span_bytes", bytes)])
-                .await?;
-        }
-        Ok(stored)
+        self.store_spans(spans).await
     }
 
     async fn query_spans(
@@ -641,25 +382,11 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         filter: &SpanFilter,
         page: &Page,
     ) -> StoreResult<Paged<Arc<Span>>> {
-        let mut b = Builder::new(C::DIALECT);
-        b.push(concat!("SELECT ", span_columns!(), " FROM spans WHERE "));
-        let condition = span_condition(&mut b, filter);
-        b.push(&condition);
-        b.order_and_page(page, SPAN_SORT, "sequence_id, pos");
-        let mut count = Builder::new(C::DIALECT);
-        count.push("SELECT COUNT(*) FROM spans WHERE ");
-        let condition = span_condition(&mut count, filter);
-        count.push(&condition);
-        self.paged(b.finish(), count.finish(), page, |row| {
-            codec::span(row).map(Arc::new)
-        })
-        .await
+        self.select_spans(filter, page).await
     }
 
     async fn spans_evicted(&mut self, rollout_id: &str) -> StoreResult<bool> {
-        let sql = "SELECT evicted FROM rollout_spans WHERE rollout_id = $1";
-        let row = self.read_one(Statement::new(sql).bind(rollout_id)).await?;
-        Ok(row.map(|row| row.int(0)).transpose()? == Some(1))
+        self.read_spans_evicted(rollout_id).await
     }
 
     async fn evict_spans(
@@ -668,100 +395,15 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         now: Timestamp,
         max_rollouts: usize,
     ) -> StoreResult<Eviction> {
-        let sql = "SELECT value FROM counters WHERE name = 'span_bytes'";
-        let mut stored_bytes = u64::try_from(self.read_int(Statement::new(sql)).await?)
-            .map_err(|e| codec::corrupt("counter", e))?;
-        // One candidate beyond the limit tells whether another pass has work.
-        let sql = "SELECT s.rollout_id, r.end_time, s.spans, s.span_bytes \
-                   FROM rollout_spans s JOIN rollouts r ON r.rollout_id = s.rollout_id \
-                   WHERE s.spans > 0 AND r.status IN ('failed', 'succeeded', 'cancelled') \
-                   ORDER BY (r.end_time IS NULL), r.end_time, r.pos LIMIT $1";
-        let limit = i64::try_from(max_rollouts.saturating_add(1)).unwrap_or(i64::MAX);
-        let candidates = self.read(Statement::new(sql).bind(limit)).await?;
-        let mut evicted = Eviction {
-            done: true,
-            ..Eviction::default()
-        };
-        for row in &candidates {
-            let rollout_id = row.text(0)?;
-            let end_time = row.opt_int(1)?.map(Timestamp);
-            if !policy.evicts(end_time, stored_bytes, now) {
-                break;
-            }
-            if evicted.rollouts == max_rollouts as u64 {
-                evicted.done = false;
-                break;
-            }
-            let (spans, bytes) = (row.int(2)?, row.int(3)?);
-            let bytes = u64::try_from(bytes).map_err(|e| codec::corrupt("span bytes", e))?;
-            let sql = "DELETE FROM spans WHERE rollout_id = $1";
-            self.write(Statement::new(sql).bind(rollout_id.as_str()))
-                .await?;
-            let sql = "UPDATE rollout_spans SET spans = 0, span_bytes = 0, evicted = 1 \
-                       WHERE rollout_id = $1";
-            self.write(Statement::new(sql).bind(rollout_id.as_str()))
-                .await?;
-            stored_bytes = stored_bytes.saturating_sub(bytes);
-            evicted.rollouts += 1;
-            evicted.spans += spans.unsigned_abs();
-            evicted.bytes += bytes;
-        }
-        if evicted.rollouts > 0 {
-            let [rollouts, spans, bytes] =
-                [evicted.rollouts, evicted.spans, evicted.bytes].map(|n| n as i64);
-            self.add_counters(&[
-                ("spans", -spans),
-                ("span_bytes", -bytes),
-                ("evicted_rollouts", rollouts),
-                ("evicted_spans", spans),
-                ("evicted_span_bytes", bytes),
-            ])
-            .await?;
-        }
-        Ok(evicted)
+        self.evict(policy, now, max_rollouts).await
     }
 
     async fn resources(&mut self, resources_id: &str) -> StoreResult<Option<ResourcesUpdate>> {
-        let sql = concat!(
-            "SELECT ",
-            resources_columns!(),
-            " FROM resources WHERE resources_id = $1"
-        );
-        let row = self
-            .read_one(Statement::new(sql).bind(resources_id))
-            .await?;
-        row.map(|row| codec::resources(&row)).transpose()
+        self.read_resources(resources_id).await
     }
 
     async fn latest_resources(&mut self) -> StoreResult<Option<ResourcesUpdate>> {
-        let sql = concat!(
-            "SELECT ",
-            resources_columns!(),
-            " FROM resources WHERE resources_id = (SELECT resources_id FROM latest_resources)"
-        );
-        let row = self.read_one(Statement::new(sql)).await?;
-        row.map(|row| codec::resources(&row)).transpose()
-    }
-
-    async fn put_resources(&mut self, update: &ResourcesUpdate) -> StoreResult<()> {
-        let sql = concat!(
-            "INSERT INTO resources (",
-            resources_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5) ON CONFLICT (resources_id) DO UPDATE SET \
-             create_time = excluded.create_time, update_time = excluded.update_time, \
-             version = excluded.version, resources = excluded.resources"
-        );
-        let statement = Statement::new(sql)
-            .bind(update.resources_id.as_str())
-            .bind(update.create_time)
-            .bind(update.update_time)
-            .bind(update.version)
-            .bind(codec::json_text(&update.resources));
-        self.write(statement).await?;
-        let sql = "INSERT INTO latest_resources (id, resources_id) VALUES (0, $1) \
-                   ON CONFLICT (id) DO UPDATE SET resources_id = excluded.resources_id";
-        let statement = Statement::new(sql).bind(update.resources_id.as_str());
-        self.write(statement).await
+        self.read_latest_resources().await
     }
 
     async fn query_resources(
@@ -769,56 +411,11 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         filter: &ResourcesFilter,
         page: &Page,
     ) -> StoreResult<Paged<ResourcesUpdate>> {
-        let mut b = Builder::new(C::DIALECT);
-        b.push(concat!(
-            "SELECT ",
-            resources_columns!(),
-            " FROM resources WHERE "
-        ));
-        let condition = resources_condition(&mut b, filter);
-        b.push(&condition);
-        b.order_and_page(page, RESOURCES_SORT, "pos");
-        let mut count = Builder::new(C::DIALECT);
-        count.push("SELECT COUNT(*) FROM resources WHERE ");
-        let condition = resources_condition(&mut count, filter);
-        count.push(&condition);
-        self.paged(b.finish(), count.finish(), page, codec::resources)
-            .await
+        self.select_resources(filter, page).await
     }
 
-    async fn worker(&mut self, worker_id: &str) -> StoreResult<Option<Worker>> {
-        let sql = concat!(
-            "SELECT ",
-            worker_columns!(),
-            " FROM workers WHERE worker_id = $1"
-        );
-        let row = self.read_one(Statement::new(sql).bind(worker_id)).await?;
-        row.map(|row| codec::worker(&row)).transpose()
-    }
-
-    async fn put_worker(&mut self, worker: &Worker) -> StoreResult<()> {
-        let sql = concat!(
-            "INSERT INTO workers (",
-            worker_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (worker_id) DO UPDATE SET \
-             status = excluded.status, heartbeat_stats = excluded.heartbeat_stats, \
-             last_heartbeat_time = excluded.last_heartbeat_time, \
-             last_dequeue_time = excluded.last_dequeue_time, \
-             last_busy_time = excluded.last_busy_time, last_idle_time = excluded.last_idle_time, \
-             current_rollout_id = excluded.current_rollout_id, \
-             current_attempt_id = excluded.current_attempt_id"
-        );
-        let statement = Statement::new(sql)
-            .bind(worker.worker_id.as_str())
-            .bind(worker.status.as_str())
-            .bind(codec::json_text(&worker.heartbeat_stats))
-            .bind(worker.last_heartbeat_time)
-            .bind(worker.last_dequeue_time)
-            .bind(worker.last_busy_time)
-            .bind(worker.last_idle_time)
-            .bind(worker.current_rollout_id.as_deref())
-            .bind(worker.current_attempt_id.as_deref());
-        self.write(statement).await
+    async fn workers(&mut self, worker_ids: &[&str], access: Access) -> StoreResult<Vec<Worker>> {
+        self.read_workers(worker_ids, access).await
     }
 
     async fn query_workers(
@@ -826,135 +423,19 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         filter: &WorkerFilter,
         page: &Page,
     ) -> StoreResult<Paged<Worker>> {
-        let mut b = Builder::new(C::DIALECT);
-        b.push(concat!(
-            "SELECT ",
-            worker_columns!(),
-            " FROM workers WHERE "
-        ));
-        let condition = worker_condition(&mut b, filter);
-        b.push(&condition);
-        b.order_and_page(page, WORKER_SORT, "pos");
-        let mut count = Builder::new(C::DIALECT);
-        count.push("SELECT COUNT(*) FROM workers WHERE ");
-        let condition = worker_condition(&mut count, filter);
-        count.push(&condition);
-        self.paged(b.finish(), count.finish(), page, codec::worker)
-            .await
+        self.select_workers(filter, page).await
     }
 
     async fn counts(&mut self) -> StoreResult<Counts> {
-        let rows = self
-            .read(Statement::new("SELECT name, value FROM counters"))
-            .await?;
-        let mut counts = Counts::default();
-        for row in rows {
-            let value = u64::try_from(row.int(1)?).map_err(|e| codec::corrupt("counter", e))?;
-            let name = row.text(0)?;
-            if let Some(status) = name.strip_prefix("rollouts.") {
-                let status = codec::parse_enum("counter", status, RolloutStatus::parse)?;
-                counts.rollouts_by_status.insert(status, value);
-                continue;
-            }
-            if let Some(status) = name.strip_prefix("attempts.") {
-                let status = codec::parse_enum("counter", status, AttemptStatus::parse)?;
-                counts.attempts_by_status.insert(status, value);
-                continue;
-            }
-            let field = match name.as_str() {
-                "rollouts" => &mut counts.rollouts,
-                "attempts" => &mut counts.attempts,
-                "spans" => &mut counts.spans,
-                "span_bytes" => &mut counts.span_bytes,
-                "resources" => &mut counts.resources,
-                "workers" => &mut counts.workers,
-                "queued" => &mut counts.queued,
-                "evicted_rollouts" => &mut counts.evicted_rollouts,
-                "evicted_spans" => &mut counts.evicted_spans,
-                "evicted_span_bytes" => &mut counts.evicted_span_bytes,
-                _ => continue,
-            };
-            *field = value;
-        }
-        // Rows queued before the queue recorded entry times count from the
-        // rollout's creation.
-        let sql = "SELECT COALESCE(q.enqueue_time, r.start_time) FROM queue q \
-                   JOIN rollouts r ON r.rollout_id = q.rollout_id ORDER BY q.pos LIMIT 1";
-        if let Some(row) = self.read_one(Statement::new(sql)).await? {
-            counts.oldest_queued_time = Some(Timestamp(row.int(0)?));
-        }
-        Ok(counts)
-    }
-
-    async fn append_events(&mut self, events: &mut [Event]) -> StoreResult<()> {
-        if events.is_empty() {
-            return Ok(());
-        }
-        let cached = self.conn.cache().and_then(|cache| cache.latest_event);
-        let before = match cached {
-            Some(latest) => latest,
-            None => {
-                let sql = "SELECT COALESCE(MAX(seq), 0) FROM events";
-                u64::try_from(self.read_int(Statement::new(sql)).await?)
-                    .map_err(|e| codec::corrupt("event sequence", e))?
-            }
-        };
-        let mut seq = before;
-        let chunk = (C::DIALECT.max_params / 3).max(1);
-        for chunk_events in events.chunks_mut(chunk) {
-            let mut b = Builder::new(C::DIALECT);
-            b.push("INSERT INTO events (seq, time, change) VALUES ");
-            for (i, event) in chunk_events.iter_mut().enumerate() {
-                seq += 1;
-                event.seq = seq;
-                let values = [
-                    b.arg(seq),
-                    b.arg(event.time),
-                    b.arg(codec::change_text(&event.change)),
-                ];
-                if i > 0 {
-                    b.push(", ");
-                }
-                b.push("(").push(&values.join(", ")).push(")");
-            }
-            self.write(b.finish()).await?;
-        }
-        // Trimming once per slice of the retention keeps it off most commits;
-        // the history holds between `retention` and `retention + slice` events.
-        let slice = (self.event_retention / 8).max(1);
-        if seq / slice != before / slice && seq > self.event_retention {
-            let sql = "DELETE FROM events WHERE seq <= $1";
-            let statement = Statement::new(sql).bind(seq - self.event_retention);
-            self.write(statement).await?;
-        }
-        if let Some(cache) = self.conn.cache() {
-            cache.latest_event = Some(seq);
-        }
-        self.conn.events_appended();
-        Ok(())
+        self.read_counts().await
     }
 
     async fn events_after(&mut self, after: u64, limit: usize) -> StoreResult<EventPage> {
-        let sql = "SELECT seq, time, change FROM events WHERE seq > $1 ORDER BY seq LIMIT $2";
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = self
-            .read(Statement::new(sql).bind(after).bind(limit))
-            .await?;
-        let events = rows.iter().map(codec::event).collect::<StoreResult<_>>()?;
-        let sql = "SELECT MIN(seq), MAX(seq) FROM events";
-        let (oldest, latest) = match self.read_one(Statement::new(sql)).await? {
-            Some(row) => (row.opt_int(0)?, row.opt_int(1)?),
-            None => (None, None),
-        };
-        let latest = latest.map_or(0, |l| l.unsigned_abs());
-        Ok(EventPage {
-            events,
-            oldest: oldest.map_or(latest + 1, |o| o.unsigned_abs()),
-            latest,
-        })
+        self.read_events(after, limit).await
     }
 
-    async fn commit(self: Box<Self>) -> StoreResult<()> {
+    async fn commit(mut self: Box<Self>, writes: &mut WriteSet) -> StoreResult<()> {
+        self.apply(writes).await?;
         self.conn.commit().await
     }
 }

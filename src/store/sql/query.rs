@@ -35,6 +35,11 @@ impl<'a> Builder<'a> {
         format!("${}", self.args.len())
     }
 
+    /// Returns the number of parameters bound so far.
+    pub fn params(&self) -> usize {
+        self.args.len()
+    }
+
     /// Returns the statement.
     pub fn finish(self) -> Statement<'a> {
         Statement {

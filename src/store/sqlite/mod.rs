@@ -59,8 +59,8 @@ use sqlx::{ConnectOptions as _, Connection as _};
 use tokio::sync::{Mutex, MutexGuard, Notify, oneshot};
 
 use super::sql::{self, Arg, Dialect, SqlTx, Statement};
-use super::{DEFAULT_EVENT_RETENTION, Store, StoreTx};
 use crate::core::error::{StoreError, StoreResult};
+use crate::core::storage::{DEFAULT_EVENT_RETENTION, Store, StoreTx};
 
 /// The schema migrations, embedded at build time.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
@@ -124,6 +124,8 @@ static SQLITE: Dialect = Dialect {
     contains: |haystack, needle| format!("instr({haystack}, {needle}) > 0"),
     binary_text: |expression| expression.to_owned(),
     max_params: 32_766,
+    shared: false,
+    announce: "",
 };
 
 impl SqliteStore {

@@ -1,0 +1,25 @@
+-- Row locks instead of the store lock: what concurrent transactions share
+-- must not be one hot row.
+--
+-- Event numbers come from one counter row, updated last before COMMIT (see
+-- src/store/sql/apply.rs for why that keeps them gapless and in commit order).
+CREATE TABLE event_counter (
+    id BIGINT PRIMARY KEY CHECK (id = 0),
+    last BIGINT NOT NULL
+);
+INSERT INTO event_counter (id, last) SELECT 0, COALESCE(MAX(seq), 0) FROM events;
+
+-- Counters become sharded: each connection adds to its own shard (by
+-- backend process id), readers sum the shards.
+ALTER TABLE counters ADD COLUMN shard INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE counters DROP CONSTRAINT counters_pkey;
+ALTER TABLE counters ADD PRIMARY KEY (name, shard);
+
+CREATE OR REPLACE FUNCTION bump_counter(counter TEXT, delta BIGINT) RETURNS VOID
+LANGUAGE SQL AS $$
+    INSERT INTO counters (name, shard, value) VALUES (counter, pg_backend_pid() % 64, delta)
+    ON CONFLICT (name, shard) DO UPDATE SET value = counters.value + excluded.value;
+$$;
+
+-- The queue's head is claimed with SKIP LOCKED in position order.
+-- (The primary key on pos serves it.)

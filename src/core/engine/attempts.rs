@@ -1,0 +1,152 @@
+//! Attempts: start, update, expire, read, query.
+
+use super::super::error::{StoreError, StoreResult};
+use super::super::ids;
+use super::super::lifecycle;
+use super::super::model::{Attempt, AttemptStatus, RolloutView};
+use super::super::query::{Page, Paged};
+use super::super::storage::Access;
+use super::tx::{self, AttemptWrite};
+use super::{AttemptPatch, Engine, Scan};
+
+impl Engine {
+    /// Creates a new attempt for a rollout whatever its status.
+    pub async fn start_attempt(
+        &self,
+        rollout_id: &str,
+        worker_id: Option<String>,
+    ) -> StoreResult<RolloutView> {
+        self.run(Scan::Due, |tx| {
+            Box::pin(async move {
+                let RolloutView {
+                    mut rollout,
+                    attempt: latest,
+                } = tx.require_rollout(rollout_id, Access::Update).await?;
+                let attempt =
+                    tx::create_attempt(tx, &mut rollout, latest.as_ref(), false, worker_id);
+                if let Some(worker_id) = &attempt.worker_id {
+                    tx::sync_worker(tx, worker_id, &attempt, false).await?;
+                }
+                Ok(RolloutView {
+                    rollout,
+                    attempt: Some(attempt),
+                })
+            })
+        })
+        .await
+    }
+
+    /// Lists a rollout's attempts.
+    pub async fn query_attempts(
+        &self,
+        rollout_id: &str,
+        page: &Page,
+    ) -> StoreResult<Paged<Attempt>> {
+        page.validate::<Attempt>()?;
+        let attempts = self
+            .run(Scan::Due, |tx| {
+                Box::pin(async move {
+                    tx.require_rollout(rollout_id, Access::Read).await?;
+                    tx.store.attempts(rollout_id).await
+                })
+            })
+            .await?;
+        Ok(page.apply(attempts))
+    }
+
+    /// Returns a rollout's latest attempt, `None` when it has none.
+    pub async fn latest_attempt(&self, rollout_id: &str) -> StoreResult<Option<Attempt>> {
+        let view = self
+            .run(Scan::Due, |tx| {
+                Box::pin(async move { tx.require_rollout(rollout_id, Access::Read).await })
+            })
+            .await?;
+        Ok(view.attempt)
+    }
+
+    /// Overwrites selected fields of an attempt (`attempt_id` may be
+    /// `latest`) and propagates its status to the rollout (§4.3).
+    pub async fn update_attempt(
+        &self,
+        rollout_id: &str,
+        attempt_id: &str,
+        patch: AttemptPatch,
+    ) -> StoreResult<Attempt> {
+        self.run(Scan::Due, |tx| {
+            Box::pin(async move {
+                let now = tx.now;
+                let RolloutView {
+                    mut rollout,
+                    attempt: latest,
+                } = tx.require_rollout(rollout_id, Access::Update).await?;
+                let latest = latest.ok_or_else(|| StoreError::no_attempts(rollout_id))?;
+                let mut attempt = if attempt_id == ids::LATEST || attempt_id == latest.attempt_id
+                {
+                    latest.clone()
+                } else {
+                    tx.attempt(rollout_id, attempt_id)
+                        .await?
+                        .ok_or_else(|| StoreError::attempt_not_found(rollout_id, attempt_id))?
+                };
+                let mut sync = false;
+                if let Some(worker_id) = patch.worker_id {
+                    sync |= !worker_id.is_empty();
+                    attempt.worker_id = Some(worker_id);
+                }
+                if let Some(status) = patch.status {
+                    lifecycle::set_attempt_status(&mut attempt, status, now);
+                    sync |= attempt.worker_id.is_some();
+                }
+                if let Some(time) = patch.last_heartbeat_time {
+                    attempt.last_heartbeat_time = Some(time);
+                }
+                if let Some(metadata) = patch.metadata {
+                    attempt.metadata = metadata;
+                }
+                let how = AttemptWrite {
+                    is_latest: attempt.attempt_id == latest.attempt_id,
+                    sync_worker: sync,
+                };
+                tx::write_attempt(tx, &mut rollout, &attempt, how).await?;
+                Ok(attempt)
+            })
+        })
+        .await
+    }
+
+    /// Marks an attempt `unresponsive` through the normal update path
+    /// (propagation, retry, worker sync) if it is still `preparing` or
+    /// `running`; returns whether it did.
+    pub async fn expire_attempt(&self, rollout_id: &str, attempt_id: &str) -> StoreResult<bool> {
+        self.run(Scan::Due, |tx| {
+            Box::pin(async move {
+                let Some(RolloutView {
+                    mut rollout,
+                    attempt: latest,
+                }) = tx.rollout(rollout_id, Access::Update).await?
+                else {
+                    return Ok(false);
+                };
+                let Some(mut attempt) = tx.attempt(rollout_id, attempt_id).await? else {
+                    return Ok(false);
+                };
+                if !matches!(
+                    attempt.status,
+                    AttemptStatus::Preparing | AttemptStatus::Running
+                ) {
+                    return Ok(false);
+                }
+                let is_latest = latest.is_some_and(|latest| latest.attempt_id == attempt_id);
+                lifecycle::set_attempt_status(&mut attempt, AttemptStatus::Unresponsive, tx.now);
+                tx.expired(AttemptStatus::Unresponsive);
+                let how = AttemptWrite {
+                    is_latest,
+                    sync_worker: true,
+                };
+                tx::write_attempt(tx, &mut rollout, &attempt, how).await?;
+                Ok(true)
+            })
+        })
+        .await
+    }
+}

@@ -1,0 +1,408 @@
+//! The LightningStore operations, written once over any [`Store`] backend.
+//!
+//! Each public method is one transaction run by [`Engine::run`]: it runs the
+//! on-demand watchdog scan where upstream does (its "healthcheck" methods),
+//! reads the aggregates it needs, applies the rules of
+//! [`super::lifecycle`] in memory into the transaction's write set, and
+//! commits; the committed changes are then published on the [`EventBus`].
+//! A failed check anywhere drops the transaction, which every backend rolls
+//! back whole.
+//!
+//! The operations are grouped by what they act on: [`rollouts`],
+//! [`attempts`], [`spans`] and [`resources_workers`]; [`tx`] holds the
+//! transaction with its write set and the rule steps the groups share.
+
+mod attempts;
+mod resources_workers;
+mod rollouts;
+mod spans;
+mod tx;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+
+use self::tx::Tx;
+use super::error::{StoreError, StoreResult};
+use super::events::{Event, EventBus, EventPage};
+use super::model::{
+    AttemptStatus, Json, RolloutConfig, RolloutMode, RolloutStatus, Span, Statistics, Timestamp,
+};
+use super::retention::{Eviction, RetentionPolicy};
+use super::storage::{Store, StoreTx};
+use super::telemetry::{BackendPhase, NoObserver, Observer};
+
+/// Fields of a rollout to overwrite; `None` leaves a field unchanged.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RolloutPatch {
+    pub input: Option<Json>,
+    pub mode: Option<Option<RolloutMode>>,
+    pub resources_id: Option<Option<String>>,
+    pub status: Option<RolloutStatus>,
+    pub config: Option<RolloutConfig>,
+    pub metadata: Option<Json>,
+}
+
+/// Fields of an attempt to overwrite; `None` leaves a field unchanged.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AttemptPatch {
+    pub status: Option<AttemptStatus>,
+    pub worker_id: Option<String>,
+    pub last_heartbeat_time: Option<Timestamp>,
+    pub metadata: Option<Json>,
+}
+
+/// Result of storing spans.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AddedSpans {
+    /// The stored spans in request order, with their sequence ids (shared
+    /// with the store).
+    pub spans: Vec<Arc<Span>>,
+    /// Spans skipped because they were already stored.
+    pub duplicates: usize,
+    /// Why each skipped span with an unknown rollout or attempt was
+    /// rejected (only [`Engine::ingest_spans`] skips them).
+    pub rejected: Vec<StoreError>,
+}
+
+/// Tuning of the engine.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// How often the watchdog timer scans for expired attempts.
+    pub watchdog_interval: Duration,
+    /// How many events a slow in-process waiter may fall behind.
+    pub event_capacity: usize,
+    /// Which spans of finished rollouts are deleted.
+    pub span_retention: RetentionPolicy,
+    /// How often the span retention runs (when it is enabled).
+    pub retention_interval: Duration,
+    /// Receives reports of the engine's work (for metrics).
+    pub observer: Arc<dyn Observer>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            watchdog_interval: Duration::from_millis(50),
+            event_capacity: 65_536,
+            span_retention: RetentionPolicy::default(),
+            retention_interval: Duration::from_secs(10),
+            observer: Arc::new(NoObserver),
+        }
+    }
+}
+
+/// How often a follower looks for other servers' events without a hint.
+const FOLLOW_POLL: Duration = Duration::from_secs(1);
+
+/// Events a follower reads per query.
+const FOLLOW_PAGE: usize = 1024;
+
+/// Rollouts whose spans one retention transaction deletes at most, so that
+/// a large backlog does not hold other writers up.
+const RETENTION_PASS: usize = 64;
+
+/// Due rollouts one watchdog transaction handles at most; a scan runs
+/// transactions until none is left.
+const WATCHDOG_PASS: usize = 256;
+
+/// Whether a transaction first applies the watchdog's due verdicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scan {
+    /// Verdicts due by now are committed first, in transactions of their
+    /// own, so they stand even when the operation fails its checks.
+    Due,
+    /// The operation runs as it is.
+    Skip,
+}
+
+/// The body of a transaction: reads through the [`Tx`] and buffers writes
+/// into it. Boxed so that one runner serves every operation.
+type TxBody<'t, T> = BoxFuture<'t, StoreResult<T>>;
+
+/// The store's operations with agent-lightning's semantics, over a backend.
+pub struct Engine {
+    store: Arc<dyn Store>,
+    bus: EventBus,
+    opened: Instant,
+    config: EngineConfig,
+    /// Turns true when the server starts shutting down: waits end early.
+    closing: watch::Sender<bool>,
+    observer: Arc<dyn Observer>,
+}
+
+impl Engine {
+    /// Returns an engine over `store`.
+    pub fn new(store: Arc<dyn Store>, config: EngineConfig) -> Self {
+        Self {
+            bus: EventBus::new(config.event_capacity),
+            store,
+            opened: Instant::now(),
+            observer: config.observer.clone(),
+            config,
+            closing: watch::Sender::new(false),
+        }
+    }
+
+    /// Ends every wait in progress (and any later one) at once: waiting
+    /// dequeues return empty and waits for rollouts return what finished.
+    /// Called when the server starts draining.
+    pub fn close(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Closes the backend once the server has drained: background work
+    /// stops and connections close.
+    pub async fn close_store(&self) {
+        self.store.close().await;
+    }
+
+    /// Returns a receiver that turns true when [`Engine::close`] is called.
+    pub fn closing(&self) -> watch::Receiver<bool> {
+        self.closing.subscribe()
+    }
+
+    /// Returns the observer that receives the engine's reports.
+    pub fn observer(&self) -> &dyn Observer {
+        self.observer.as_ref()
+    }
+
+    /// Returns the bus on which committed changes are published.
+    pub fn events(&self) -> &EventBus {
+        &self.bus
+    }
+
+    /// Runs the watchdog timer until `shutdown` turns true: attempts expire
+    /// within one interval of their deadline even without any traffic. The
+    /// span retention runs on the same task, on its own interval.
+    pub async fn run_watchdog(self: Arc<Self>) {
+        let mut shutdown = self.closing();
+        let mut ticker = tokio::time::interval(self.config.watchdog_interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut retention = tokio::time::interval(self.config.retention_interval);
+        retention.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let retain = self.config.span_retention.is_enabled();
+        loop {
+            let retention_due = tokio::select! {
+                _ = ticker.tick() => false,
+                _ = retention.tick(), if retain => true,
+                _ = shutdown.wait_for(|stop| *stop) => return,
+            };
+            if retention_due {
+                if let Err(error) = self.apply_retention().await {
+                    tracing::warn!(%error, "span retention failed");
+                }
+                continue;
+            }
+            if let Err(error) = self.scan().await {
+                tracing::warn!(%error, "watchdog scan failed");
+            }
+        }
+    }
+
+    /// Publishes on this server's bus the events other servers sharing the
+    /// backend commit, in sequence order, until the engine closes: on each
+    /// hint from the backend and at least every `FOLLOW_POLL` (hints can be
+    /// lost). Events this server committed are published again, which every
+    /// reader tolerates. Returns at once for a backend no other server writes.
+    pub async fn run_follower(self: Arc<Self>) {
+        use futures::StreamExt as _;
+        let mut hints = match self.store.commit_hints().await {
+            Ok(Some(hints)) => hints,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::error!(%error, "cannot follow other servers' events");
+                return;
+            }
+        };
+        let mut last = match self.events_after(0, 0).await {
+            Ok(page) => page.latest,
+            Err(error) => {
+                tracing::error!(%error, "cannot follow other servers' events");
+                return;
+            }
+        };
+        let mut closing = self.closing();
+        let mut poll = tokio::time::interval(FOLLOW_POLL);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = hints.next() => {}
+                _ = poll.tick() => {}
+                _ = closing.wait_for(|closed| *closed) => return,
+            }
+            loop {
+                let page = match self.events_after(last, FOLLOW_PAGE).await {
+                    Ok(page) => page,
+                    Err(error) => {
+                        tracing::warn!(%error, "following other servers' events failed");
+                        break;
+                    }
+                };
+                let Some(newest) = page.events.last().map(|event| event.seq) else {
+                    break;
+                };
+                last = newest;
+                let enqueued = page.events.iter().any(|event| event.change.enqueues());
+                self.bus.publish(page.events, enqueued);
+            }
+        }
+    }
+
+    /// Applies the watchdog to every rollout whose deadline has passed.
+    pub async fn scan(&self) -> StoreResult<()> {
+        self.scan_due(Timestamp::now()).await
+    }
+
+    /// Applies the watchdog's verdicts due at `now`, one bounded pass per
+    /// transaction, until no rollout is due.
+    async fn scan_due(&self, now: Timestamp) -> StoreResult<()> {
+        loop {
+            let handled = self
+                .run_tx(now, |tx| {
+                    Box::pin(async move { tx::watchdog(tx, now, WATCHDOG_PASS).await })
+                })
+                .await?;
+            if handled < WATCHDOG_PASS {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Deletes the spans the retention policy lets go, one bounded pass per
+    /// transaction, and returns what was deleted.
+    pub async fn apply_retention(&self) -> StoreResult<Eviction> {
+        let policy = self.config.span_retention;
+        let mut total = Eviction {
+            done: true,
+            ..Eviction::default()
+        };
+        if !policy.is_enabled() {
+            return Ok(total);
+        }
+        loop {
+            let pass = self
+                .run(Scan::Skip, |tx| {
+                    Box::pin(async move {
+                        let now = tx.now;
+                        tx.store.evict_spans(&policy, now, RETENTION_PASS).await
+                    })
+                })
+                .await?;
+            total.add(pass);
+            if pass.done {
+                break;
+            }
+        }
+        if total.rollouts > 0 {
+            tracing::info!(
+                rollouts = total.rollouts,
+                spans = total.spans,
+                bytes = total.bytes,
+                "span retention deleted spans"
+            );
+        }
+        Ok(total)
+    }
+
+    /// The transaction runner: opens a transaction (after the due watchdog
+    /// verdicts when `scan` says so), runs `body` in it, and commits what it
+    /// buffered. A body that fails drops the transaction: nothing of it
+    /// stays. Read-only bodies commit too: a durable backend acknowledges
+    /// only what is durable (see the storage contract).
+    async fn run<'a, T>(
+        &'a self,
+        scan: Scan,
+        body: impl for<'t> FnOnce(&'t mut Tx<'a>) -> TxBody<'t, T>,
+    ) -> StoreResult<T> {
+        let now = Timestamp::now();
+        if scan == Scan::Due {
+            self.scan_due(now).await?;
+        }
+        self.run_tx(now, body).await
+    }
+
+    /// Runs `body` in one transaction at `now` and commits it.
+    async fn run_tx<'a, T>(
+        &'a self,
+        now: Timestamp,
+        body: impl for<'t> FnOnce(&'t mut Tx<'a>) -> TxBody<'t, T>,
+    ) -> StoreResult<T> {
+        let store = self.timed(BackendPhase::Begin, self.store.begin()).await?;
+        let mut tx = Tx::new(store, now);
+        let value = body(&mut tx).await?;
+        self.commit(tx).await?;
+        Ok(value)
+    }
+
+    /// Records the transaction's changes as events, applies its write set,
+    /// commits, and publishes the events.
+    async fn commit(&self, tx: Tx<'_>) -> StoreResult<()> {
+        let (store, mut writes, changes) = tx.into_parts();
+        let now = Timestamp::now();
+        writes.events = changes
+            .changes
+            .into_iter()
+            .map(|change| Event {
+                seq: 0,
+                time: now,
+                change,
+            })
+            .collect();
+        self.timed(BackendPhase::Commit, store.commit(&mut writes))
+            .await?;
+        for status in changes.expired {
+            self.observer.attempt_expired(status);
+        }
+        self.bus.publish(writes.events, changes.enqueued);
+        Ok(())
+    }
+
+    /// Runs a read-only backend transaction ([`Store::begin_read`]): events
+    /// and counts, which need no serialisation with the writers.
+    async fn read<T>(
+        &self,
+        body: impl for<'t> FnOnce(&'t mut (dyn StoreTx + 't)) -> BoxFuture<'t, StoreResult<T>>,
+    ) -> StoreResult<T> {
+        let mut store = self
+            .timed(BackendPhase::Begin, self.store.begin_read())
+            .await?;
+        let value = body(store.as_mut()).await?;
+        let mut nothing = Default::default();
+        self.timed(BackendPhase::Commit, store.commit(&mut nothing))
+            .await?;
+        Ok(value)
+    }
+
+    /// Runs a backend call and reports its duration and outcome.
+    async fn timed<T>(
+        &self,
+        phase: BackendPhase,
+        call: impl Future<Output = StoreResult<T>>,
+    ) -> StoreResult<T> {
+        let started = Instant::now();
+        let result = call.await;
+        self.observer
+            .backend_call(phase, started.elapsed(), result.is_ok());
+        result
+    }
+
+    /// Returns up to `limit` retained events after `after`, with the bounds
+    /// of the retained history.
+    pub async fn events_after(&self, after: u64, limit: usize) -> StoreResult<EventPage> {
+        self.read(|store| Box::pin(store.events_after(after, limit)))
+            .await
+    }
+
+    /// Returns entity counts and uptime.
+    pub async fn statistics(&self) -> StoreResult<Statistics> {
+        let counts = self.read(|store| Box::pin(store.counts())).await?;
+        Ok(Statistics {
+            name: self.store.name().to_owned(),
+            counts,
+            uptime_seconds: self.opened.elapsed().as_secs_f64(),
+        })
+    }
+}

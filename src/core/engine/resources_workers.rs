@@ -1,0 +1,151 @@
+//! Resources snapshots and workers.
+
+use super::super::error::{StoreError, StoreResult};
+use super::super::ids;
+use super::super::model::{Json, ResourcesUpdate, Timestamp, Worker, WorkerStatus};
+use super::super::query::{Page, Paged, ResourcesFilter, WorkerFilter};
+use super::super::storage::Access;
+use super::{Engine, Scan};
+
+impl Engine {
+    /// Stores a new resources snapshot (version 1) as the latest.
+    pub async fn add_resources(&self, resources: Json) -> StoreResult<ResourcesUpdate> {
+        self.run(Scan::Skip, |tx| {
+            Box::pin(async move {
+                let update = ResourcesUpdate {
+                    resources_id: ids::new_resources_id(),
+                    create_time: tx.now,
+                    update_time: tx.now,
+                    version: 1,
+                    resources,
+                };
+                tx.save_resources(&update);
+                Ok(update)
+            })
+        })
+        .await
+    }
+
+    /// Replaces (or creates) a snapshot and makes it the latest.
+    pub async fn update_resources(
+        &self,
+        resources_id: &str,
+        resources: Json,
+    ) -> StoreResult<ResourcesUpdate> {
+        self.run(Scan::Due, |tx| {
+            Box::pin(async move {
+                let now = tx.now;
+                let update = match tx.resources(resources_id).await? {
+                    Some(existing) => ResourcesUpdate {
+                        update_time: now,
+                        version: existing.version + 1,
+                        resources,
+                        ..existing
+                    },
+                    None => ResourcesUpdate {
+                        resources_id: resources_id.to_owned(),
+                        create_time: now,
+                        update_time: now,
+                        version: 1,
+                        resources,
+                    },
+                };
+                tx.save_resources(&update);
+                Ok(update)
+            })
+        })
+        .await
+    }
+
+    /// Returns a resources snapshot.
+    pub async fn get_resources(&self, resources_id: &str) -> StoreResult<ResourcesUpdate> {
+        let resources = self
+            .run(Scan::Skip, |tx| {
+                Box::pin(async move { tx.resources(resources_id).await })
+            })
+            .await?;
+        resources.ok_or_else(|| StoreError::resources_not_found(resources_id))
+    }
+
+    /// Returns the latest resources snapshot, `None` when there is none.
+    pub async fn latest_resources(&self) -> StoreResult<Option<ResourcesUpdate>> {
+        self.run(Scan::Skip, |tx| {
+            Box::pin(async move { tx.store.latest_resources().await })
+        })
+        .await
+    }
+
+    /// Lists resources snapshots.
+    pub async fn query_resources(
+        &self,
+        filter: &ResourcesFilter,
+        page: &Page,
+    ) -> StoreResult<Paged<ResourcesUpdate>> {
+        page.validate::<ResourcesUpdate>()?;
+        self.run(Scan::Skip, |tx| {
+            Box::pin(async move { tx.store.query_resources(filter, page).await })
+        })
+        .await
+    }
+
+    /// Lists workers.
+    pub async fn query_workers(
+        &self,
+        filter: &WorkerFilter,
+        page: &Page,
+    ) -> StoreResult<Paged<Worker>> {
+        page.validate::<Worker>()?;
+        self.run(Scan::Due, |tx| {
+            Box::pin(async move { tx.store.query_workers(filter, page).await })
+        })
+        .await
+    }
+
+    /// Returns a worker.
+    pub async fn get_worker(&self, worker_id: &str) -> StoreResult<Worker> {
+        let worker = self
+            .run(Scan::Skip, |tx| {
+                Box::pin(async move { tx.store.workers(&[worker_id], Access::Read).await })
+            })
+            .await?;
+        worker
+            .into_iter()
+            .next()
+            .ok_or_else(|| StoreError::worker_not_found(worker_id))
+    }
+
+    /// Marks a worker `lost`: its session stream dropped.
+    pub async fn mark_worker_lost(&self, worker_id: &str) -> StoreResult<()> {
+        self.run(Scan::Skip, |tx| {
+            Box::pin(async move {
+                let mut worker = tx.worker(worker_id).await?;
+                worker.status = WorkerStatus::Lost;
+                worker.last_idle_time = Some(Timestamp::now());
+                tx.save_worker(&worker);
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    /// Records a worker heartbeat, creating the worker when unknown; never
+    /// changes its status or assignment.
+    pub async fn update_worker(
+        &self,
+        worker_id: &str,
+        heartbeat_stats: Option<Json>,
+    ) -> StoreResult<Worker> {
+        self.run(Scan::Skip, |tx| {
+            Box::pin(async move {
+                let mut worker = tx.worker(worker_id).await?;
+                worker.last_heartbeat_time = Some(Timestamp::now());
+                if let Some(stats) = heartbeat_stats {
+                    worker.heartbeat_stats = stats;
+                }
+                tx.save_worker(&worker);
+                Ok(worker)
+            })
+        })
+        .await
+    }
+}

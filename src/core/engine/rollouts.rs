@@ -1,0 +1,324 @@
+//! Rollouts: start, enqueue, dequeue (claim), read, query, update, wait.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use tokio::sync::broadcast::error::RecvError;
+
+use super::super::error::{StoreError, StoreResult};
+use super::super::events::Change;
+use super::super::ids;
+use super::super::lifecycle;
+use super::super::model::{Rollout, RolloutSpec, RolloutStatus, RolloutView, Timestamp};
+use super::super::query::{Page, Paged, RolloutFilter};
+use super::super::storage::Access;
+use super::tx::{self, Tx};
+use super::{Engine, RolloutPatch, Scan};
+
+impl Engine {
+    /// Creates a rollout with its first attempt, bypassing the queue.
+    pub async fn start_rollout(
+        &self,
+        spec: RolloutSpec,
+        worker_id: Option<String>,
+    ) -> StoreResult<RolloutView> {
+        self.run(Scan::Due, |tx| {
+            Box::pin(async move {
+                let latest = match spec.resources_id {
+                    Some(_) => None,
+                    None => tx.latest_resources_id().await?,
+                };
+                let mut rollout = new_rollout(spec, latest, tx.now);
+                let attempt = tx::create_attempt(tx, &mut rollout, None, true, worker_id);
+                if let Some(worker_id) = &attempt.worker_id {
+                    tx::sync_worker(tx, worker_id, &attempt, false).await?;
+                }
+                Ok(RolloutView {
+                    rollout,
+                    attempt: Some(attempt),
+                })
+            })
+        })
+        .await
+    }
+
+    /// Creates rollouts in status `queuing` at the queue's tail, in order.
+    pub async fn enqueue_rollouts(&self, specs: Vec<RolloutSpec>) -> StoreResult<Vec<Rollout>> {
+        self.run(Scan::Due, |tx| {
+            Box::pin(async move {
+                // The latest resources are resolved once for the whole batch.
+                let latest = if specs.iter().any(|s| s.resources_id.is_none()) {
+                    tx.latest_resources_id().await?
+                } else {
+                    None
+                };
+                let mut created = Vec::with_capacity(specs.len());
+                for spec in specs {
+                    let rollout = new_rollout(spec, latest.clone(), tx.now);
+                    tx.save_rollout(&rollout, None);
+                    tx.enqueue(&rollout.rollout_id);
+                    tx.record(Change::RolloutCreated {
+                        rollout_id: rollout.rollout_id.clone(),
+                        status: rollout.status,
+                    });
+                    created.push(rollout);
+                }
+                Ok(created)
+            })
+        })
+        .await
+    }
+
+    /// Claims up to `limit` rollouts from the queue's head; waits up to
+    /// `wait` for the first one when the queue is empty.
+    pub async fn dequeue(
+        &self,
+        limit: usize,
+        worker_id: Option<String>,
+        wait: Duration,
+    ) -> StoreResult<Vec<RolloutView>> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut closing = self.closing();
+        loop {
+            // Register interest before looking, so an enqueue between the
+            // look and the wait still wakes us.
+            let signal = self.bus.queue_signal().notified();
+            tokio::pin!(signal);
+            signal.as_mut().enable();
+            let claimed = self
+                .claim_from_queue(limit, worker_id.clone(), true)
+                .await?;
+            if !claimed.is_empty() || tokio::time::Instant::now() >= deadline || *closing.borrow() {
+                return Ok(claimed);
+            }
+            tokio::select! {
+                _ = signal => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+                _ = closing.changed() => {}
+            }
+        }
+    }
+
+    /// Claims up to `limit` rollouts for a worker session: like a dequeue,
+    /// but finding the queue empty does not mark the worker idle (a session
+    /// may still hold other attempts).
+    pub async fn claim(&self, limit: usize, worker_id: &str) -> StoreResult<Vec<RolloutView>> {
+        self.claim_from_queue(limit, Some(worker_id.to_owned()), false)
+            .await
+    }
+
+    async fn claim_from_queue(
+        &self,
+        limit: usize,
+        worker_id: Option<String>,
+        idle_when_empty: bool,
+    ) -> StoreResult<Vec<RolloutView>> {
+        self.run(Scan::Due, |tx| {
+            Box::pin(async move {
+                let mut claimed = Vec::new();
+                // Entries whose rollout is gone or no longer queuing are
+                // dropped from the queue; the claim goes on past them.
+                while claimed.len() < limit {
+                    let entries = tx.store.claim_queued(limit - claimed.len()).await?;
+                    if entries.is_empty() {
+                        break;
+                    }
+                    for (rollout_id, view) in entries {
+                        let Some(view) = view else {
+                            tracing::warn!(rollout_id, "queued rollout does not exist, skipping");
+                            continue;
+                        };
+                        let RolloutView {
+                            mut rollout,
+                            attempt: latest,
+                        } = view;
+                        if !rollout.status.is_queuing() {
+                            tracing::debug!(rollout_id, status = %rollout.status, "queued rollout is no longer queuing, skipping");
+                            continue;
+                        }
+                        let attempt = tx::create_attempt(
+                            tx,
+                            &mut rollout,
+                            latest.as_ref(),
+                            false,
+                            worker_id.clone(),
+                        );
+                        claimed.push(RolloutView {
+                            rollout,
+                            attempt: Some(attempt),
+                        });
+                    }
+                }
+                if let Some(worker_id) = &worker_id {
+                    match claimed.last().and_then(|view| view.attempt.as_ref()) {
+                        Some(attempt) => tx::sync_worker(tx, worker_id, attempt, true).await?,
+                        None if !idle_when_empty => {}
+                        None => {
+                            let mut worker = tx.worker(worker_id).await?;
+                            lifecycle::mark_idle_after_empty_dequeue(&mut worker, tx.now);
+                            tx.save_worker(&worker);
+                        }
+                    }
+                }
+                Ok(claimed)
+            })
+        })
+        .await
+    }
+
+    /// Lists rollouts with their latest attempts.
+    pub async fn query_rollouts(
+        &self,
+        filter: &RolloutFilter,
+        page: &Page,
+    ) -> StoreResult<Paged<RolloutView>> {
+        page.validate::<RolloutView>()?;
+        self.run(Scan::Due, |tx| {
+            Box::pin(async move { tx.store.query_rollouts(filter, page).await })
+        })
+        .await
+    }
+
+    /// Returns a rollout with its latest attempt.
+    pub async fn get_rollout(&self, rollout_id: &str) -> StoreResult<RolloutView> {
+        self.run(Scan::Due, |tx| {
+            Box::pin(async move { tx.require_rollout(rollout_id, Access::Read).await })
+        })
+        .await
+    }
+
+    /// Overwrites selected fields of a rollout (no transition rules, §4.5).
+    pub async fn update_rollout(
+        &self,
+        rollout_id: &str,
+        patch: RolloutPatch,
+    ) -> StoreResult<Rollout> {
+        self.run(Scan::Due, |tx| {
+            Box::pin(async move {
+                let view = tx.rollout(rollout_id, Access::Update).await?;
+                let RolloutView {
+                    mut rollout,
+                    attempt: latest,
+                } = view.ok_or_else(|| StoreError::item_not_found("rollout_id", rollout_id))?;
+                patch_rollout(tx, &mut rollout, patch);
+                tx.save_rollout(&rollout, latest.as_ref());
+                tx.record(Change::RolloutChanged {
+                    rollout_id: rollout.rollout_id.clone(),
+                    status: rollout.status,
+                });
+                Ok(rollout)
+            })
+        })
+        .await
+    }
+
+    /// Waits until every known rollout among `rollout_ids` is terminal or
+    /// `timeout` passes (`None`: no limit); returns the terminal ones in
+    /// request order. Unknown ids are omitted.
+    pub async fn wait_for_rollouts(
+        &self,
+        rollout_ids: &[String],
+        timeout: Option<Duration>,
+    ) -> StoreResult<Vec<Rollout>> {
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut closing = self.closing();
+        let mut events = self.bus.subscribe();
+        let mut finished: HashMap<String, Rollout> = HashMap::new();
+        let mut pending: HashSet<String> = HashSet::new();
+        let mut reread = true;
+        loop {
+            if reread {
+                reread = false;
+                let ids: Vec<&str> = rollout_ids.iter().map(String::as_str).collect();
+                let found = self
+                    .run(Scan::Due, |tx| {
+                        Box::pin(async move { tx.rollouts(&ids, Access::Read).await })
+                    })
+                    .await?;
+                pending.clear();
+                for (rollout_id, view) in found {
+                    if view.rollout.status.is_finished() {
+                        finished.insert(rollout_id, view.rollout);
+                    } else if !finished.contains_key(&rollout_id) {
+                        pending.insert(rollout_id);
+                    }
+                }
+            }
+            if pending.is_empty() || *closing.borrow() {
+                break;
+            }
+            let deadline = deadline.unwrap_or_else(far_future);
+            let event = tokio::select! {
+                event = events.recv() => event,
+                _ = tokio::time::sleep_until(deadline) => break,
+                _ = closing.changed() => break,
+            };
+            match event {
+                Ok(event) => {
+                    if let Change::RolloutChanged { rollout_id, status } = &event.change
+                        && status.is_finished()
+                        && pending.remove(rollout_id)
+                    {
+                        let view = self
+                            .run(Scan::Skip, |tx| {
+                                Box::pin(async move { tx.rollout(rollout_id, Access::Read).await })
+                            })
+                            .await?;
+                        if let Some(view) = view {
+                            finished.insert(rollout_id.clone(), view.rollout);
+                        }
+                    }
+                }
+                Err(RecvError::Lagged(_)) => reread = true,
+                Err(RecvError::Closed) => break,
+            }
+        }
+        Ok(rollout_ids
+            .iter()
+            .filter_map(|id| finished.get(id).cloned())
+            .collect())
+    }
+}
+
+/// Applies a client's patch to a rollout; a status that puts the rollout
+/// back in line enqueues it.
+fn patch_rollout(tx: &mut Tx<'_>, rollout: &mut Rollout, patch: RolloutPatch) {
+    if let Some(input) = patch.input {
+        rollout.input = input;
+    }
+    if let Some(mode) = patch.mode {
+        rollout.mode = mode;
+    }
+    if let Some(resources_id) = patch.resources_id {
+        rollout.resources_id = resources_id;
+    }
+    if let Some(config) = patch.config {
+        rollout.config = config;
+    }
+    if let Some(metadata) = patch.metadata {
+        rollout.metadata = metadata;
+    }
+    if let Some(status) = patch.status
+        && lifecycle::set_rollout_status(rollout, status, tx.now)
+    {
+        tx.enqueue(&rollout.rollout_id);
+    }
+}
+
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(86_400 * 365)
+}
+
+fn new_rollout(spec: RolloutSpec, latest_resources: Option<String>, now: Timestamp) -> Rollout {
+    Rollout {
+        rollout_id: ids::new_rollout_id(),
+        input: spec.input,
+        start_time: now,
+        end_time: None,
+        mode: spec.mode,
+        resources_id: spec.resources_id.or(latest_resources),
+        status: RolloutStatus::Queuing,
+        config: spec.config,
+        metadata: spec.metadata,
+    }
+}

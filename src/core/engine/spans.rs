@@ -1,0 +1,265 @@
+//! Spans: add, ingest, sequence ids, query.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::super::error::{StoreError, StoreResult};
+use super::super::events::Change;
+use super::super::model::{NewSpan, RolloutView, Span};
+use super::super::query::{AttemptSelector, Page, Paged, SpanFilter};
+use super::super::storage::Access;
+use super::tx::{self, Tx};
+use super::{AddedSpans, Engine, Scan};
+
+/// A (rollout id, attempt id) pair.
+type AttemptKey = (String, String);
+
+impl Engine {
+    /// Stores spans atomically: if any span names an unknown rollout or
+    /// attempt, nothing is stored. Missing sequence ids are allocated in
+    /// request order before explicit ones raise the counters; each attempt
+    /// that got a new span records a heartbeat.
+    pub async fn add_spans(&self, new_spans: Vec<NewSpan>) -> StoreResult<AddedSpans> {
+        self.store_spans(new_spans, true).await
+    }
+
+    /// Stores spans like [`Engine::add_spans`], but skips the spans whose
+    /// rollout or attempt is unknown and reports them in
+    /// [`AddedSpans::rejected`] (OTLP's partial success).
+    pub async fn ingest_spans(&self, new_spans: Vec<NewSpan>) -> StoreResult<AddedSpans> {
+        self.store_spans(new_spans, false).await
+    }
+
+    async fn store_spans(&self, new_spans: Vec<NewSpan>, strict: bool) -> StoreResult<AddedSpans> {
+        let added = self
+            .run(Scan::Skip, |tx| {
+                Box::pin(async move { store_spans(tx, new_spans, strict).await })
+            })
+            .await?;
+        self.observer
+            .spans_written(added.spans.len(), added.duplicates, added.rejected.len());
+        Ok(added)
+    }
+
+    /// Allocates one sequence id per (rollout, attempt) pair: consecutive
+    /// values per rollout in request order.
+    pub async fn next_sequence_ids(&self, pairs: &[(String, String)]) -> StoreResult<Vec<i64>> {
+        self.run(Scan::Skip, |tx| {
+            Box::pin(async move {
+                let mut counts: Vec<(&str, u64)> = Vec::new();
+                let mut checked: HashSet<(&str, &str)> = HashSet::new();
+                for (rollout_id, attempt_id) in pairs {
+                    if checked.insert((rollout_id, attempt_id)) {
+                        tx.require_rollout(rollout_id, Access::Read).await?;
+                        if tx.attempt(rollout_id, attempt_id).await?.is_none() {
+                            return Err(StoreError::attempt_not_found(rollout_id, attempt_id));
+                        }
+                    }
+                    match counts.iter_mut().find(|(id, _)| id == rollout_id) {
+                        Some((_, count)) => *count += 1,
+                        None => counts.push((rollout_id, 1)),
+                    }
+                }
+                let mut next: HashMap<&str, i64> = HashMap::new();
+                for (rollout_id, count) in counts {
+                    let first = tx.store.allocate_sequence_ids(rollout_id, count).await?;
+                    next.insert(rollout_id, first);
+                }
+                Ok(pairs
+                    .iter()
+                    .map(|(rollout_id, _)| {
+                        let value = next.get_mut(rollout_id.as_str()).expect("allocated above");
+                        *value += 1;
+                        *value - 1
+                    })
+                    .collect())
+            })
+        })
+        .await
+    }
+
+    /// Lists the spans of a rollout.
+    pub async fn query_spans(
+        &self,
+        mut filter: SpanFilter,
+        page: &Page,
+    ) -> StoreResult<Paged<Arc<Span>>> {
+        page.validate::<Span>()?;
+        self.run(Scan::Due, |tx| {
+            Box::pin(async move {
+                let view = tx.require_rollout(&filter.rollout_id, Access::Read).await?;
+                if tx.store.spans_evicted(&filter.rollout_id).await? {
+                    return Err(StoreError::FailedPrecondition(format!(
+                        "Spans for rollout {} have been evicted",
+                        filter.rollout_id
+                    )));
+                }
+                if filter.attempt == AttemptSelector::Latest {
+                    match view.attempt {
+                        Some(latest) => filter.attempt = AttemptSelector::Id(latest.attempt_id),
+                        None => return Ok(page.apply(Vec::new())),
+                    }
+                }
+                tx.store.query_spans(&filter, page).await
+            })
+        })
+        .await
+    }
+}
+
+/// The body of [`Engine::store_spans`].
+async fn store_spans(
+    tx: &mut Tx<'_>,
+    mut new_spans: Vec<NewSpan>,
+    strict: bool,
+) -> StoreResult<AddedSpans> {
+    // The rollouts the spans name, locked: their heartbeats write them.
+    let mut rollout_ids: Vec<&str> = new_spans
+        .iter()
+        .map(|new| new.span.rollout_id.as_str())
+        .collect();
+    rollout_ids.sort_unstable();
+    rollout_ids.dedup();
+    let mut rollouts = tx.rollouts(&rollout_ids, Access::Update).await?;
+
+    let mut groups: Vec<AttemptKey> = Vec::new();
+    let mut attempts: HashMap<AttemptKey, crate::core::model::Attempt> = HashMap::new();
+    let mut unknown: HashMap<AttemptKey, StoreError> = HashMap::new();
+    for new in &new_spans {
+        let key = (new.span.rollout_id.clone(), new.span.attempt_id.clone());
+        if attempts.contains_key(&key) || unknown.contains_key(&key) {
+            continue;
+        }
+        let attempt = match rollouts.get(&key.0) {
+            None => Err(StoreError::rollout_not_found(&key.0)),
+            Some(RolloutView {
+                attempt: Some(latest),
+                ..
+            }) if latest.attempt_id == key.1 => Ok(latest.clone()),
+            Some(_) => tx
+                .attempt(&key.0, &key.1)
+                .await?
+                .ok_or_else(|| StoreError::attempt_not_found(&key.0, &key.1)),
+        };
+        match attempt {
+            Ok(attempt) => {
+                attempts.insert(key.clone(), attempt);
+                groups.push(key);
+            }
+            Err(error) if strict => return Err(error),
+            Err(error) => {
+                unknown.insert(key, error);
+            }
+        }
+    }
+    let mut rejected = Vec::new();
+    if !unknown.is_empty() {
+        new_spans.retain(|new| {
+            let key = (new.span.rollout_id.clone(), new.span.attempt_id.clone());
+            match unknown.get(&key) {
+                Some(error) => {
+                    rejected.push(error.clone());
+                    false
+                }
+                None => true,
+            }
+        });
+    }
+
+    let received = new_spans.len();
+    let spans = number_spans(tx, new_spans).await?;
+    let stored_flags = tx.store.insert_spans(&spans).await?;
+    let mut stored = Vec::with_capacity(spans.len());
+    let mut per_attempt: HashMap<AttemptKey, usize> = HashMap::new();
+    let mut first_duplicate = None;
+    for (span, was_stored) in spans.into_iter().zip(stored_flags) {
+        if was_stored {
+            *per_attempt
+                .entry((span.rollout_id.clone(), span.attempt_id.clone()))
+                .or_default() += 1;
+            stored.push(span);
+        } else if first_duplicate.is_none() {
+            first_duplicate = Some(span);
+        }
+    }
+    let duplicates = received - stored.len();
+    // One line per request: an exporter retrying a batch repeats every span.
+    if let Some(span) = first_duplicate {
+        tracing::warn!(
+            duplicates,
+            rollout_id = span.rollout_id,
+            attempt_id = span.attempt_id,
+            span_id = span.span_id,
+            "duplicated spans skipped (the first one named)"
+        );
+    }
+
+    for key in groups {
+        let Some(&count) = per_attempt.get(&key) else {
+            continue;
+        };
+        let mut attempt = attempts.remove(&key).expect("loaded above");
+        let view = rollouts.get_mut(&key.0).expect("loaded above");
+        let is_latest = view
+            .attempt
+            .as_ref()
+            .is_some_and(|latest| latest.attempt_id == attempt.attempt_id);
+        tx::heartbeat(tx, &mut view.rollout, &mut attempt, is_latest);
+        if is_latest {
+            view.attempt = Some(attempt);
+        }
+        tx.record(Change::SpansAdded {
+            rollout_id: key.0,
+            attempt_id: key.1,
+            count: count as u64,
+        });
+    }
+    Ok(AddedSpans {
+        spans: stored,
+        duplicates,
+        rejected,
+    })
+}
+
+/// Gives every span its sequence id: missing ones are allocated per rollout
+/// in request order, explicit ones raise the rollout's counter. The spans
+/// move into shared ownership: the store keeps them and the caller gets the
+/// same values back, without a copy.
+async fn number_spans(tx: &mut Tx<'_>, new_spans: Vec<NewSpan>) -> StoreResult<Vec<Arc<Span>>> {
+    let mut missing: HashMap<&str, u64> = HashMap::new();
+    for new in &new_spans {
+        if new.sequence_id.is_none() {
+            *missing.entry(new.span.rollout_id.as_str()).or_default() += 1;
+        }
+    }
+    let mut next_id: HashMap<String, i64> = HashMap::new();
+    for (rollout_id, count) in missing {
+        let first = tx.store.allocate_sequence_ids(rollout_id, count).await?;
+        next_id.insert(rollout_id.to_owned(), first);
+    }
+    let mut highest: HashMap<String, i64> = HashMap::new();
+    let mut spans = Vec::with_capacity(new_spans.len());
+    for NewSpan {
+        sequence_id,
+        mut span,
+    } in new_spans
+    {
+        match sequence_id {
+            Some(explicit) => {
+                span.sequence_id = explicit;
+                let entry = highest.entry(span.rollout_id.clone()).or_insert(explicit);
+                *entry = (*entry).max(explicit);
+            }
+            None => {
+                let next = next_id.get_mut(&span.rollout_id).expect("allocated above");
+                span.sequence_id = *next;
+                *next += 1;
+            }
+        }
+        spans.push(Arc::new(span));
+    }
+    for (rollout_id, at_least) in highest {
+        tx.store.raise_sequence_id(&rollout_id, at_least).await?;
+    }
+    Ok(spans)
+}

@@ -1,0 +1,365 @@
+//! A transaction as the engine sees it: the backend's reads, the write set
+//! it buffers (and reads back: read-your-writes), and the changes it will
+//! record; plus the rule steps several operations share.
+
+use std::collections::HashMap;
+
+use super::super::error::{StoreError, StoreResult};
+use super::super::events::{Change, Changes};
+use super::super::ids;
+use super::super::lifecycle;
+use super::super::model::{
+    Attempt, AttemptStatus, Json, Rollout, RolloutStatus, RolloutView, Timestamp, Worker,
+};
+use super::super::storage::{Access, StoreTx, WriteSet};
+
+/// One engine transaction.
+pub(super) struct Tx<'a> {
+    /// The backend's transaction: reads, and immediate work whose result
+    /// the operation needs (claims, sequence ids, span inserts).
+    pub store: Box<dyn StoreTx + 'a>,
+    /// The time the operation runs at.
+    pub now: Timestamp,
+    writes: WriteSet,
+    changes: Changes,
+}
+
+impl<'a> Tx<'a> {
+    pub fn new(store: Box<dyn StoreTx + 'a>, now: Timestamp) -> Self {
+        Self {
+            store,
+            now,
+            writes: WriteSet::default(),
+            changes: Changes::default(),
+        }
+    }
+
+    /// Splits the transaction for its commit.
+    pub fn into_parts(self) -> (Box<dyn StoreTx + 'a>, WriteSet, Changes) {
+        (self.store, self.writes, self.changes)
+    }
+
+    /// Records a change.
+    pub fn record(&mut self, change: Change) {
+        self.changes.push(change);
+    }
+
+    /// Notes that an attempt expired (reported once committed).
+    pub fn expired(&mut self, status: AttemptStatus) {
+        self.changes.expired.push(status);
+    }
+
+    /// Returns the rollouts among `rollout_ids` as this transaction sees
+    /// them (its own writes over the backend's rows), keyed by id.
+    pub async fn rollouts(
+        &mut self,
+        rollout_ids: &[&str],
+        access: Access,
+    ) -> StoreResult<HashMap<String, RolloutView>> {
+        let views = self.store.rollouts(rollout_ids, access).await?;
+        Ok(views
+            .into_iter()
+            .map(|view| {
+                let view = self.overlay(view);
+                (view.rollout.rollout_id.clone(), view)
+            })
+            .collect())
+    }
+
+    /// Returns a rollout with its latest attempt, as this transaction sees it.
+    pub async fn rollout(
+        &mut self,
+        rollout_id: &str,
+        access: Access,
+    ) -> StoreResult<Option<RolloutView>> {
+        Ok(self.rollouts(&[rollout_id], access).await?.remove(rollout_id))
+    }
+
+    /// Returns a rollout with its latest attempt, or upstream's "not found".
+    pub async fn require_rollout(
+        &mut self,
+        rollout_id: &str,
+        access: Access,
+    ) -> StoreResult<RolloutView> {
+        self.rollout(rollout_id, access)
+            .await?
+            .ok_or_else(|| StoreError::rollout_not_found(rollout_id))
+    }
+
+    /// Lays this transaction's writes over a view read from the backend.
+    fn overlay(&self, mut view: RolloutView) -> RolloutView {
+        let rollout_id = view.rollout.rollout_id.as_str();
+        if let Some(write) = self.writes.rollouts.get(rollout_id) {
+            view.rollout = write.rollout.clone();
+        }
+        for ((owner, _), attempt) in &self.writes.attempts {
+            if owner == &view.rollout.rollout_id
+                && view
+                    .attempt
+                    .as_ref()
+                    .is_none_or(|latest| attempt.sequence_id >= latest.sequence_id)
+            {
+                view.attempt = Some(attempt.clone());
+            }
+        }
+        view
+    }
+
+    /// Returns an attempt of a rollout, as this transaction sees it.
+    pub async fn attempt(
+        &mut self,
+        rollout_id: &str,
+        attempt_id: &str,
+    ) -> StoreResult<Option<Attempt>> {
+        let key = (rollout_id.to_owned(), attempt_id.to_owned());
+        if let Some(attempt) = self.writes.attempts.get(&key) {
+            return Ok(Some(attempt.clone()));
+        }
+        self.store.attempt(rollout_id, attempt_id).await
+    }
+
+    /// Returns a worker as this transaction sees it (locked), a new one
+    /// when it is unknown.
+    pub async fn worker(&mut self, worker_id: &str) -> StoreResult<Worker> {
+        if let Some(worker) = self.writes.worker(worker_id) {
+            return Ok(worker.clone());
+        }
+        let stored = self.store.workers(&[worker_id], Access::Update).await?;
+        Ok(stored
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| Worker::new(worker_id)))
+    }
+
+    /// Returns the latest resources snapshot as this transaction sees it.
+    pub async fn latest_resources_id(&mut self) -> StoreResult<Option<String>> {
+        if let Some(update) = self.writes.latest_resources() {
+            return Ok(Some(update.resources_id.clone()));
+        }
+        Ok(self
+            .store
+            .latest_resources()
+            .await?
+            .map(|r| r.resources_id))
+    }
+
+    /// Buffers a resources snapshot (the latest) and records the change.
+    pub fn save_resources(&mut self, update: &super::super::model::ResourcesUpdate) {
+        self.writes.put_resources(update);
+        self.record(Change::ResourcesChanged {
+            resources_id: update.resources_id.clone(),
+            version: update.version,
+        });
+    }
+
+    /// Returns a resources snapshot as this transaction sees it.
+    pub async fn resources(
+        &mut self,
+        resources_id: &str,
+    ) -> StoreResult<Option<super::super::model::ResourcesUpdate>> {
+        if let Some(update) = self.writes.resources.get(resources_id) {
+            return Ok(Some(update.clone()));
+        }
+        self.store.resources(resources_id).await
+    }
+
+    /// Buffers a rollout with its refreshed watchdog deadline.
+    pub fn save_rollout(&mut self, rollout: &Rollout, latest: Option<&Attempt>) {
+        let deadline = lifecycle::watchdog_deadline(rollout, latest);
+        self.writes.put_rollout(rollout, deadline);
+    }
+
+    /// Buffers a rollout whose status was `before` (`None`: a new rollout)
+    /// and records the change, if any.
+    pub fn save_rollout_change(
+        &mut self,
+        rollout: &Rollout,
+        latest: Option<&Attempt>,
+        before: Option<RolloutStatus>,
+    ) {
+        self.save_rollout(rollout, latest);
+        let rollout_id = rollout.rollout_id.clone();
+        let status = rollout.status;
+        match before {
+            None => self.record(Change::RolloutCreated { rollout_id, status }),
+            Some(before) if before != status => {
+                self.record(Change::RolloutChanged { rollout_id, status })
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Buffers a rollout's entry at the queue's tail.
+    pub fn enqueue(&mut self, rollout_id: &str) {
+        self.writes.enqueue(rollout_id, self.now);
+        self.changes.enqueued = true;
+    }
+
+    /// Buffers an attempt.
+    pub fn save_attempt(&mut self, attempt: &Attempt) {
+        self.writes.put_attempt(attempt);
+    }
+
+    /// Buffers a worker and records the change.
+    pub fn save_worker(&mut self, worker: &Worker) {
+        self.writes.put_worker(worker);
+        self.record(Change::WorkerChanged {
+            worker_id: worker.worker_id.clone(),
+            status: worker.status,
+        });
+    }
+}
+
+/// Creates the rollout's next attempt (`preparing`) after `latest` and
+/// moves the rollout to `preparing`; `is_new` tells that the rollout itself
+/// is being created.
+pub(super) fn create_attempt(
+    tx: &mut Tx<'_>,
+    rollout: &mut Rollout,
+    latest: Option<&Attempt>,
+    is_new: bool,
+    worker_id: Option<String>,
+) -> Attempt {
+    let now = tx.now;
+    let attempt = Attempt {
+        rollout_id: rollout.rollout_id.clone(),
+        attempt_id: ids::new_attempt_id(),
+        sequence_id: latest.map_or(0, |a| a.sequence_id) + 1,
+        start_time: now,
+        end_time: None,
+        status: AttemptStatus::Preparing,
+        worker_id,
+        last_heartbeat_time: None,
+        metadata: Json::Null,
+    };
+    let before = (!is_new).then_some(rollout.status);
+    let _ = lifecycle::set_rollout_status(rollout, RolloutStatus::Preparing, now);
+    tx.save_rollout_change(rollout, Some(&attempt), before);
+    tx.save_attempt(&attempt);
+    tx.record(Change::AttemptCreated {
+        rollout_id: attempt.rollout_id.clone(),
+        attempt_id: attempt.attempt_id.clone(),
+        sequence_id: attempt.sequence_id,
+        worker_id: attempt.worker_id.clone(),
+    });
+    attempt
+}
+
+/// How [`write_attempt`] treats the attempt it writes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct AttemptWrite {
+    /// The attempt is the rollout's latest: its status drives the rollout.
+    pub is_latest: bool,
+    /// The attempt's worker (if any) is synchronised with it (§7).
+    pub sync_worker: bool,
+}
+
+/// Writes an attempt changed by a client, the watchdog or a session expiry:
+/// when it is the latest, propagates its status to the rollout (§4.2), and
+/// synchronises its worker when asked to.
+pub(super) async fn write_attempt(
+    tx: &mut Tx<'_>,
+    rollout: &mut Rollout,
+    attempt: &Attempt,
+    how: AttemptWrite,
+) -> StoreResult<()> {
+    let now = tx.now;
+    tx.save_attempt(attempt);
+    tx.record(Change::AttemptChanged {
+        rollout_id: attempt.rollout_id.clone(),
+        attempt_id: attempt.attempt_id.clone(),
+        status: attempt.status,
+    });
+    if how.is_latest {
+        let before = rollout.status;
+        if let Some(status) = lifecycle::propagated_status(rollout, attempt)
+            && lifecycle::set_rollout_status(rollout, status, now)
+        {
+            tx.enqueue(&rollout.rollout_id);
+        }
+        tx.save_rollout_change(rollout, Some(attempt), Some(before));
+    }
+    if how.sync_worker
+        && let Some(worker_id) = &attempt.worker_id
+    {
+        sync_worker(tx, worker_id, attempt, false).await?;
+    }
+    Ok(())
+}
+
+/// Applies a heartbeat (spans arrived) to an attempt and, when it is the
+/// latest, to its rollout (§4.4).
+pub(super) fn heartbeat(
+    tx: &mut Tx<'_>,
+    rollout: &mut Rollout,
+    attempt: &mut Attempt,
+    is_latest: bool,
+) {
+    let now = tx.now;
+    let attempt_before = attempt.status;
+    lifecycle::record_heartbeat(attempt, now);
+    tx.save_attempt(attempt);
+    if attempt.status != attempt_before {
+        tx.record(Change::AttemptChanged {
+            rollout_id: attempt.rollout_id.clone(),
+            attempt_id: attempt.attempt_id.clone(),
+            status: attempt.status,
+        });
+    }
+    if !is_latest {
+        return;
+    }
+    let before = rollout.status;
+    if lifecycle::heartbeat_promotes(rollout.status) {
+        let _ = lifecycle::set_rollout_status(rollout, RolloutStatus::Running, now);
+    }
+    tx.save_rollout_change(rollout, Some(attempt), Some(before));
+}
+
+/// Applies the watchdog's verdicts to up to `limit` due rollouts (§8); each
+/// verdict takes the normal attempt-update path (propagation, worker sync).
+/// Returns how many due rollouts it handled.
+pub(super) async fn watchdog(tx: &mut Tx<'_>, now: Timestamp, limit: usize) -> StoreResult<usize> {
+    let due = tx.store.due_rollouts(now, limit).await?;
+    let handled = due.len();
+    for view in due {
+        let RolloutView {
+            mut rollout,
+            attempt: latest,
+        } = tx.overlay(view);
+        let verdict = latest
+            .as_ref()
+            .filter(|_| rollout.status.is_running())
+            .and_then(|attempt| lifecycle::watchdog_verdict(&rollout.config, attempt, now));
+        let (Some(status), Some(mut attempt)) = (verdict, latest.clone()) else {
+            tx.save_rollout(&rollout, latest.as_ref());
+            continue;
+        };
+        let rollout_id = rollout.rollout_id.as_str();
+        tracing::info!(rollout_id, attempt_id = attempt.attempt_id, %status, "watchdog verdict");
+        lifecycle::set_attempt_status(&mut attempt, status, now);
+        tx.expired(status);
+        let how = AttemptWrite {
+            is_latest: true,
+            sync_worker: true,
+        };
+        write_attempt(tx, &mut rollout, &attempt, how).await?;
+    }
+    Ok(handled)
+}
+
+/// Synchronises a worker (created if unknown) with an attempt (§7).
+pub(super) async fn sync_worker(
+    tx: &mut Tx<'_>,
+    worker_id: &str,
+    attempt: &Attempt,
+    dequeued: bool,
+) -> StoreResult<()> {
+    let mut worker = tx.worker(worker_id).await?;
+    lifecycle::sync_worker(&mut worker, attempt, tx.now);
+    if dequeued {
+        worker.last_dequeue_time = Some(tx.now);
+    }
+    tx.save_worker(&worker);
+    Ok(())
+}

@@ -1,0 +1,297 @@
+//! The storage port: what the engine needs from a backend. A backend stores
+//! domain values and answers queries; it knows nothing of the lifecycle
+//! rules, which live once in [`crate::core::engine`]. The backends live in
+//! [`crate::store`].
+//!
+//! # Shape: aggregate reads, one write set
+//! A transaction is a few *reads* followed by one [`WriteSet`] handed to
+//! [`StoreTx::commit`]. The engine computes the whole change in memory (it
+//! reads its own writes from the write set) and the backend applies it at
+//! commit in as few statements as it can. The reads are aggregates, shaped
+//! after what the rules consume: a rollout *with* its latest attempt
+//! ([`StoreTx::rollouts`]), the head of the queue with the rollouts it
+//! names ([`StoreTx::claim_queued`]), the rollouts the watchdog must look
+//! at ([`StoreTx::due_rollouts`]), workers by id ([`StoreTx::workers`]).
+//! On a database across the network, a dequeue is then about five round
+//! trips instead of fourteen, whatever the number of rollouts it claims.
+//!
+//! This is restate's buffered writes (reads async, writes synchronous and
+//! visible to the transaction's own reads, applied in one batch) with
+//! nativelink's aggregate reads. It keeps GreptimeDB's "transaction as a
+//! value" for the writes but not for the reads: a lifecycle step needs the
+//! current state to decide, so the reads happen first, under row locks
+//! ([`Access::Update`]), instead of as optimistic compare-and-set guards
+//! that would turn every contended dequeue into a retry.
+//!
+//! Adding an entity kind (worker leases, append-only event records, a
+//! model registry…) is local: a map in [`WriteSet`], a read method here if
+//! the rules read it, and one apply step per backend (a multi-row upsert
+//! for the SQL ones). Nothing else in the contract changes.
+//!
+//! # Contract
+//! * [`Store::begin`] opens a transaction. Reads with [`Access::Update`]
+//!   lock what they return until the transaction ends: two concurrent
+//!   transactions never both change the same rollout (with its attempts) or
+//!   worker, and two concurrent claims never return the same queue entry.
+//!   Backends may serialise more than that (memory and SQLite serialise
+//!   every transaction), never less.
+//! * Dropping a transaction without committing discards everything it did,
+//!   on every backend: claims, sequence ids, spans and the write set alike.
+//!   The engine may fail a check after reading or buffering anything.
+//! * The queue is a FIFO of rollout ids without duplicates.
+//! * Span sequence counters are per rollout, start at 0 and only grow.
+//! * Event sequence numbers are store-wide, gapless and in commit order:
+//!   whoever reads event `n` can read every event before it. The history
+//!   keeps at least the most recent events up to the backend's retention.
+//! * Every query applies its [`crate::core::query`] filter and page exactly
+//!   as the in-memory reference does (same default order, same tie order).
+//! * A transaction dropped without committing may have read writes of
+//!   concurrent transactions that are not durable yet (a durable backend
+//!   commits them in groups); [`StoreTx::commit`] returns only once
+//!   everything the transaction read is durable. Whoever hands what a
+//!   transaction read to a client commits it, even when it wrote nothing.
+//! * Retention ([`StoreTx::evict_spans`]) deletes the spans of finished
+//!   rollouts exactly as [`crate::core::retention`] decides, taking rollouts
+//!   in the order they finished (no end time last), ties in creation order,
+//!   and accounts each span with [`crate::core::retention::span_size`].
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use indexmap::IndexMap;
+
+use super::error::StoreResult;
+use super::events::{Event, EventPage};
+use super::model::{
+    Attempt, Counts, ResourcesUpdate, Rollout, RolloutView, Span, Timestamp, Worker,
+};
+use super::query::{Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter};
+use super::retention::{Eviction, RetentionPolicy};
+
+/// Events a backend retains by default for resuming subscribers.
+pub const DEFAULT_EVENT_RETENTION: usize = 100_000;
+
+/// A storage backend.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Returns the backend's name, reported by statistics.
+    fn name(&self) -> &'static str;
+
+    /// Opens a transaction.
+    async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>>;
+
+    /// Opens a transaction that only reads the event history or the
+    /// counts: it need not be serialised with the writers, as long as it
+    /// never sees a later event without the earlier ones. By default, a
+    /// [`Store::begin`] transaction.
+    async fn begin_read(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
+        self.begin().await
+    }
+
+    /// For a backend that other servers share: a stream that yields
+    /// whenever another server may have committed events (a hint: some may
+    /// be missed, and readers also poll). `None` when no other server
+    /// writes the backend.
+    async fn commit_hints(&self) -> StoreResult<Option<BoxStream<'static, ()>>> {
+        Ok(None)
+    }
+
+    /// Stops the backend's background work and closes its connections;
+    /// returns once they are closed. Transactions begun afterwards fail.
+    async fn close(&self) {}
+}
+
+/// Whether a read locks what it returns until the transaction ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// A plain read: the rows may change before the transaction ends.
+    Read,
+    /// The rows are locked against concurrent changes: the transaction may
+    /// write them back.
+    Update,
+}
+
+/// One transaction of a backend. See the module docs for the contract.
+#[async_trait]
+pub trait StoreTx: Send {
+    /// Returns the existing rollouts among `rollout_ids`, each with its
+    /// latest attempt, in the order of `rollout_ids` (duplicates once).
+    async fn rollouts(
+        &mut self,
+        rollout_ids: &[&str],
+        access: Access,
+    ) -> StoreResult<Vec<RolloutView>>;
+    /// Returns matching rollouts with their latest attempts; default order is creation order.
+    async fn query_rollouts(
+        &mut self,
+        filter: &RolloutFilter,
+        page: &Page,
+    ) -> StoreResult<Paged<RolloutView>>;
+    /// Removes up to `limit` entries from the queue's head, passing over
+    /// entries that concurrent transactions are claiming, and returns each
+    /// entry's rollout id with its rollout (locked, with its latest attempt;
+    /// `None` when the rollout does not exist), head first.
+    async fn claim_queued(
+        &mut self,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, Option<RolloutView>)>>;
+    /// Returns, locked, up to `limit` rollouts whose watchdog deadline is
+    /// before `now`, earliest deadline first, with their latest attempts;
+    /// rollouts concurrent transactions hold are passed over (they are due
+    /// again on the next scan).
+    async fn due_rollouts(&mut self, now: Timestamp, limit: usize)
+    -> StoreResult<Vec<RolloutView>>;
+
+    /// Returns a rollout's attempts in sequence order.
+    async fn attempts(&mut self, rollout_id: &str) -> StoreResult<Vec<Attempt>>;
+    /// Returns one attempt of a rollout.
+    async fn attempt(&mut self, rollout_id: &str, attempt_id: &str)
+    -> StoreResult<Option<Attempt>>;
+
+    /// Advances a rollout's span sequence counter by `count` and returns the
+    /// first of the `count` values handed out.
+    async fn allocate_sequence_ids(&mut self, rollout_id: &str, count: u64) -> StoreResult<i64>;
+    /// Raises a rollout's span sequence counter to at least `at_least`.
+    async fn raise_sequence_id(&mut self, rollout_id: &str, at_least: i64) -> StoreResult<()>;
+    /// Stores spans in order, skipping any whose (rollout, attempt, span id)
+    /// is already stored; returns, per span, whether it was stored.
+    async fn insert_spans(&mut self, spans: &[Arc<Span>]) -> StoreResult<Vec<bool>>;
+    /// Returns the matching spans of the filter's rollout. The filter's
+    /// attempt is `All` or `Id` (the engine resolves `Latest`); default order
+    /// is sequence id, then arrival.
+    async fn query_spans(
+        &mut self,
+        filter: &SpanFilter,
+        page: &Page,
+    ) -> StoreResult<Paged<Arc<Span>>>;
+    /// Returns whether retention has deleted spans of a rollout.
+    async fn spans_evicted(&mut self, rollout_id: &str) -> StoreResult<bool>;
+    /// Deletes the spans of up to `max_rollouts` finished rollouts that
+    /// `policy` lets go at `now`, and marks those rollouts evicted.
+    async fn evict_spans(
+        &mut self,
+        policy: &RetentionPolicy,
+        now: Timestamp,
+        max_rollouts: usize,
+    ) -> StoreResult<Eviction>;
+
+    /// Returns a resources snapshot.
+    async fn resources(&mut self, resources_id: &str) -> StoreResult<Option<ResourcesUpdate>>;
+    /// Returns the most recently written resources snapshot.
+    async fn latest_resources(&mut self) -> StoreResult<Option<ResourcesUpdate>>;
+    /// Returns matching snapshots; default order is creation order.
+    async fn query_resources(
+        &mut self,
+        filter: &ResourcesFilter,
+        page: &Page,
+    ) -> StoreResult<Paged<ResourcesUpdate>>;
+
+    /// Returns the existing workers among `worker_ids` (duplicates once).
+    async fn workers(&mut self, worker_ids: &[&str], access: Access) -> StoreResult<Vec<Worker>>;
+    /// Returns matching workers; default order is first-seen order.
+    async fn query_workers(
+        &mut self,
+        filter: &WorkerFilter,
+        page: &Page,
+    ) -> StoreResult<Paged<Worker>>;
+
+    /// Returns entity counts, the counts per status and the time the queue's
+    /// head entered the queue.
+    async fn counts(&mut self) -> StoreResult<Counts>;
+
+    /// Returns up to `limit` retained events with a sequence number above
+    /// `after`, with the bounds of the retained history.
+    async fn events_after(&mut self, after: u64, limit: usize) -> StoreResult<EventPage>;
+
+    /// Applies the write set and commits: assigns each of its events the
+    /// next sequence number (gapless, in commit order) and returns once the
+    /// transaction (and everything it read) is durable.
+    async fn commit(self: Box<Self>, writes: &mut WriteSet) -> StoreResult<()>;
+}
+
+/// A rollout to insert or replace, with when the watchdog must next look at
+/// it (`None`: never).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RolloutWrite {
+    pub rollout: Rollout,
+    pub deadline: Option<Timestamp>,
+}
+
+/// Everything a transaction changes, keyed by id: the last write of an
+/// entity wins, and the engine reads its own writes from here. Applied by
+/// [`StoreTx::commit`] in this order: resources, rollouts, attempts,
+/// workers, queue, events.
+#[derive(Debug, Default)]
+pub struct WriteSet {
+    /// Rollouts inserted or replaced, in first-write order.
+    pub rollouts: IndexMap<String, RolloutWrite>,
+    /// Attempts inserted or replaced, keyed by (rollout id, attempt id).
+    pub attempts: IndexMap<(String, String), Attempt>,
+    /// Workers inserted or replaced.
+    pub workers: IndexMap<String, Worker>,
+    /// Rollouts appended to the queue's tail (unless already queued), in
+    /// order, with the time each entered the queue.
+    pub enqueue: IndexMap<String, Timestamp>,
+    /// Resources snapshots inserted or replaced; the last one becomes the latest.
+    pub resources: IndexMap<String, ResourcesUpdate>,
+    /// Events to record; the backend assigns their sequence numbers.
+    pub events: Vec<Event>,
+}
+
+impl WriteSet {
+    /// Returns whether the set changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.rollouts.is_empty()
+            && self.attempts.is_empty()
+            && self.workers.is_empty()
+            && self.enqueue.is_empty()
+            && self.resources.is_empty()
+            && self.events.is_empty()
+    }
+
+    /// Buffers a rollout with its watchdog deadline.
+    pub fn put_rollout(&mut self, rollout: &Rollout, deadline: Option<Timestamp>) {
+        let write = RolloutWrite {
+            rollout: rollout.clone(),
+            deadline,
+        };
+        self.rollouts.insert(rollout.rollout_id.clone(), write);
+    }
+
+    /// Buffers an attempt.
+    pub fn put_attempt(&mut self, attempt: &Attempt) {
+        let key = (attempt.rollout_id.clone(), attempt.attempt_id.clone());
+        self.attempts.insert(key, attempt.clone());
+    }
+
+    /// Buffers a worker.
+    pub fn put_worker(&mut self, worker: &Worker) {
+        self.workers
+            .insert(worker.worker_id.clone(), worker.clone());
+    }
+
+    /// Buffers a resources snapshot (the latest once committed).
+    pub fn put_resources(&mut self, update: &ResourcesUpdate) {
+        // Re-inserting moves the snapshot last: the last write is the latest.
+        self.resources.shift_remove(&update.resources_id);
+        self.resources
+            .insert(update.resources_id.clone(), update.clone());
+    }
+
+    /// Buffers a rollout's entry at the queue's tail (kept where it is when
+    /// already queued).
+    pub fn enqueue(&mut self, rollout_id: &str, now: Timestamp) {
+        self.enqueue.entry(rollout_id.to_owned()).or_insert(now);
+    }
+
+    /// Returns the worker as this transaction last wrote it.
+    pub fn worker(&self, worker_id: &str) -> Option<&Worker> {
+        self.workers.get(worker_id)
+    }
+
+    /// Returns the latest resources snapshot this transaction wrote.
+    pub fn latest_resources(&self) -> Option<&ResourcesUpdate> {
+        self.resources.last().map(|(_, update)| update)
+    }
+}

@@ -1,0 +1,242 @@
+//! Spans: sequence counters, batched inserts with their per-rollout and
+//! store-wide totals, queries, and retention.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::codec::{self, span_columns};
+use super::query::{Builder, SPAN_SORT};
+use super::{Connection, Row, SqlTx, Statement};
+use crate::core::error::StoreResult;
+use crate::core::model::{Span, Timestamp};
+use crate::core::query::{AttemptSelector, Page, Paged, SpanFilter};
+use crate::core::retention::{self, Eviction, RetentionPolicy};
+
+/// Columns of one span row, in insertion order.
+const SPAN_INSERT_COLUMNS: usize = 11;
+
+fn span_condition<'a>(b: &mut Builder<'a>, filter: &'a SpanFilter) -> String {
+    let mut condition = format!("rollout_id = {}", b.arg(filter.rollout_id.as_str()));
+    if let AttemptSelector::Id(attempt_id) = &filter.attempt {
+        condition.push_str(&format!(" AND attempt_id = {}", b.arg(attempt_id.as_str())));
+    }
+    let mut text = Vec::with_capacity(8);
+    text.extend(b.text_match("trace_id", &filter.trace_id));
+    text.extend(b.text_match("span_id", &filter.span_id));
+    text.extend(b.text_match("parent_id", &filter.parent_id));
+    text.extend(b.text_match("name", &filter.name));
+    format!("{condition} AND {}", Builder::combine(filter.logic, text))
+}
+
+impl<C: Connection> SqlTx<C> {
+    pub(super) async fn allocate_sequence(
+        &mut self,
+        rollout_id: &str,
+        count: u64,
+    ) -> StoreResult<i64> {
+        let sql = "INSERT INTO rollout_spans (rollout_id, last_sequence_id) VALUES ($1, $2) \
+                   ON CONFLICT (rollout_id) DO UPDATE SET \
+                   last_sequence_id = rollout_spans.last_sequence_id + excluded.last_sequence_id \
+                   RETURNING last_sequence_id";
+        let count = i64::try_from(count).unwrap_or(i64::MAX);
+        let statement = Statement::new(sql).bind(rollout_id).bind(count);
+        let rows = self.write_returning(statement).await?;
+        let last = match rows.first() {
+            Some(row) => row.int(0)?,
+            None => return Err(codec::corrupt("sequence counter", "no row")),
+        };
+        Ok(last - count + 1)
+    }
+
+    pub(super) async fn raise_sequence(
+        &mut self,
+        rollout_id: &str,
+        at_least: i64,
+    ) -> StoreResult<()> {
+        let sql = "INSERT INTO rollout_spans (rollout_id, last_sequence_id) VALUES ($1, $2) \
+                   ON CONFLICT (rollout_id) DO UPDATE SET last_sequence_id = CASE \
+                   WHEN excluded.last_sequence_id > rollout_spans.last_sequence_id \
+                   THEN excluded.last_sequence_id ELSE rollout_spans.last_sequence_id END";
+        let statement = Statement::new(sql).bind(rollout_id).bind(at_least.max(0));
+        self.write(statement).await
+    }
+
+    /// Inserts spans in multi-row statements, skipping stored keys, then
+    /// adds the stored ones to the per-rollout totals (one statement) and to
+    /// the store-wide counters.
+    pub(super) async fn store_spans(&mut self, spans: &[Arc<Span>]) -> StoreResult<Vec<bool>> {
+        let mut inserted: HashSet<(String, String, String)> = HashSet::new();
+        let sizes: Vec<u64> = spans
+            .iter()
+            .map(|span| retention::span_size(span))
+            .collect();
+        let chunk = (C::DIALECT.max_params / SPAN_INSERT_COLUMNS).max(1);
+        for (chunk_spans, chunk_sizes) in spans.chunks(chunk).zip(sizes.chunks(chunk)) {
+            let mut b = Builder::new(C::DIALECT);
+            b.push(
+                "INSERT INTO spans (rollout_id, attempt_id, span_id, sequence_id, trace_id, \
+                 parent_id, name, start_time, end_time, size, body) VALUES ",
+            );
+            for (i, (span, &size)) in chunk_spans.iter().zip(chunk_sizes).enumerate() {
+                let values = [
+                    b.arg(span.rollout_id.as_str()),
+                    b.arg(span.attempt_id.as_str()),
+                    b.arg(span.span_id.as_str()),
+                    b.arg(span.sequence_id),
+                    b.arg(span.trace_id.as_str()),
+                    b.arg(span.parent_id.as_deref()),
+                    b.arg(span.name.as_str()),
+                    b.arg(span.start_time),
+                    b.arg(span.end_time),
+                    b.arg(size),
+                    b.arg(codec::span_body(span)),
+                ];
+                if i > 0 {
+                    b.push(", ");
+                }
+                b.push("(").push(&values.join(", ")).push(")");
+            }
+            b.push(
+                " ON CONFLICT (rollout_id, attempt_id, span_id) DO NOTHING \
+                 RETURNING rollout_id, attempt_id, span_id",
+            );
+            for row in self.write_returning(b.finish()).await? {
+                inserted.insert((row.text(0)?, row.text(1)?, row.text(2)?));
+            }
+        }
+
+        // A key that appears twice in `spans` was stored by its first occurrence.
+        let mut stored = Vec::with_capacity(spans.len());
+        let mut per_rollout: Vec<(&str, i64, u64)> = Vec::new();
+        let mut at: HashMap<&str, usize> = HashMap::new();
+        let (mut count, mut bytes) = (0i64, 0u64);
+        for (span, &size) in spans.iter().zip(&sizes) {
+            let key = (
+                span.rollout_id.clone(),
+                span.attempt_id.clone(),
+                span.span_id.clone(),
+            );
+            let fresh = inserted.remove(&key);
+            if fresh {
+                let slot = *at.entry(span.rollout_id.as_str()).or_insert_with(|| {
+                    per_rollout.push((span.rollout_id.as_str(), 0, 0));
+                    per_rollout.len() - 1
+                });
+                per_rollout[slot].1 += 1;
+                per_rollout[slot].2 += size;
+                count += 1;
+                bytes += size;
+            }
+            stored.push(fresh);
+        }
+        for part in per_rollout.chunks((C::DIALECT.max_params / 3).max(1)) {
+            let mut b = Builder::new(C::DIALECT);
+            b.push("INSERT INTO rollout_spans (rollout_id, last_sequence_id, spans, span_bytes) VALUES ");
+            for (i, &(rollout_id, spans, bytes)) in part.iter().enumerate() {
+                let values = [b.arg(rollout_id), b.arg(spans), b.arg(bytes)];
+                if i > 0 {
+                    b.push(", ");
+                }
+                b.push(&format!("({}, 0, {}, {})", values[0], values[1], values[2]));
+            }
+            b.push(
+                " ON CONFLICT (rollout_id) DO UPDATE SET \
+                 spans = rollout_spans.spans + excluded.spans, \
+                 span_bytes = rollout_spans.span_bytes + excluded.span_bytes",
+            );
+            self.write(b.finish()).await?;
+        }
+        if count > 0 {
+            let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+            self.add_counters(&[("spans", count), ("span_bytes", bytes)])
+                .await?;
+        }
+        Ok(stored)
+    }
+
+    pub(super) async fn select_spans(
+        &mut self,
+        filter: &SpanFilter,
+        page: &Page,
+    ) -> StoreResult<Paged<Arc<Span>>> {
+        let mut b = Builder::new(C::DIALECT);
+        b.push(concat!("SELECT ", span_columns!(), " FROM spans WHERE "));
+        let condition = span_condition(&mut b, filter);
+        b.push(&condition);
+        b.order_and_page(page, SPAN_SORT, "sequence_id, pos");
+        let mut count = Builder::new(C::DIALECT);
+        count.push("SELECT COUNT(*) FROM spans WHERE ");
+        let condition = span_condition(&mut count, filter);
+        count.push(&condition);
+        self.paged(b.finish(), count.finish(), page, |row| {
+            codec::span(row).map(Arc::new)
+        })
+        .await
+    }
+
+    pub(super) async fn read_spans_evicted(&mut self, rollout_id: &str) -> StoreResult<bool> {
+        let sql = "SELECT evicted FROM rollout_spans WHERE rollout_id = $1";
+        let row = self.read_one(Statement::new(sql).bind(rollout_id)).await?;
+        Ok(row.map(|row| row.int(0)).transpose()? == Some(1))
+    }
+
+    pub(super) async fn evict(
+        &mut self,
+        policy: &RetentionPolicy,
+        now: Timestamp,
+        max_rollouts: usize,
+    ) -> StoreResult<Eviction> {
+        let sql = "SELECT CAST(COALESCE(SUM(value), 0) AS BIGINT) FROM counters \
+                   WHERE name = 'span_bytes'";
+        let mut stored_bytes = u64::try_from(self.read_int(Statement::new(sql)).await?)
+            .map_err(|e| codec::corrupt("counter", e))?;
+        // One candidate beyond the limit tells whether another pass has work.
+        let sql = "SELECT s.rollout_id, r.end_time, s.spans, s.span_bytes \
+                   FROM rollout_spans s JOIN rollouts r ON r.rollout_id = s.rollout_id \
+                   WHERE s.spans > 0 AND r.status IN ('failed', 'succeeded', 'cancelled') \
+                   ORDER BY (r.end_time IS NULL), r.end_time, r.pos LIMIT $1";
+        let limit = i64::try_from(max_rollouts.saturating_add(1)).unwrap_or(i64::MAX);
+        let candidates = self.read(Statement::new(sql).bind(limit)).await?;
+        let mut evicted = Eviction {
+            done: true,
+            ..Eviction::default()
+        };
+        for row in &candidates {
+            let rollout_id = row.text(0)?;
+            let end_time = row.opt_int(1)?.map(Timestamp);
+            if !policy.evicts(end_time, stored_bytes, now) {
+                break;
+            }
+            if evicted.rollouts == max_rollouts as u64 {
+                evicted.done = false;
+                break;
+            }
+            let (spans, bytes) = (row.int(2)?, row.int(3)?);
+            let bytes = u64::try_from(bytes).map_err(|e| codec::corrupt("span bytes", e))?;
+            let sql = "DELETE FROM spans WHERE rollout_id = $1";
+            self.write(Statement::new(sql).bind(rollout_id.as_str()))
+                .await?;
+            let sql = "UPDATE rollout_spans SET spans = 0, span_bytes = 0, evicted = 1 \
+                       WHERE rollout_id = $1";
+            self.write(Statement::new(sql).bind(rollout_id.as_str()))
+                .await?;
+            stored_bytes = stored_bytes.saturating_sub(bytes);
+            evicted.rollouts += 1;
+            evicted.spans += spans.unsigned_abs();
+            evicted.bytes += bytes;
+        }
+        if evicted.rollouts > 0 {
+            let [rollouts, spans, bytes] =
+                [evicted.rollouts, evicted.spans, evicted.bytes].map(|n| n as i64);
+            self.add_counters(&[
+                ("spans", -spans),
+                ("span_bytes", -bytes),
+                ("evicted_rollouts", rollouts),
+                ("evicted_spans", spans),
+                ("evicted_span_bytes", bytes),
+            ])
+            .await?;
+        }
+        Ok(evicted)
+    }
+}
