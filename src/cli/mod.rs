@@ -89,6 +89,29 @@ pub struct ServeArgs {
         default_value_t = 16
     )]
     pub database_max_connections: u32,
+    /// Seconds a PostgreSQL call waits for a connection before failing
+    /// with UNAVAILABLE.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_DATABASE_CONNECT_TIMEOUT_SECS",
+        default_value_t = 5.0
+    )]
+    pub database_connect_timeout_secs: f64,
+    /// Seconds one PostgreSQL statement may take (enforced by the server
+    /// and by the database) before the call fails with UNAVAILABLE.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_DATABASE_STATEMENT_TIMEOUT_SECS",
+        default_value_t = 30.0
+    )]
+    pub database_statement_timeout_secs: f64,
+    /// Seconds an idle PostgreSQL connection is kept.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_DATABASE_IDLE_TIMEOUT_SECS",
+        default_value_t = 300.0
+    )]
+    pub database_idle_timeout_secs: f64,
     /// Events kept for subscribers that resume after a given sequence number.
     #[arg(
         long,
@@ -239,6 +262,18 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
             options: PostgresOptions {
                 event_retention: args.event_retention,
                 max_connections: args.database_max_connections,
+                connect_timeout: seconds(
+                    "--database-connect-timeout-secs",
+                    args.database_connect_timeout_secs,
+                )?,
+                statement_timeout: seconds(
+                    "--database-statement-timeout-secs",
+                    args.database_statement_timeout_secs,
+                )?,
+                idle_timeout: seconds(
+                    "--database-idle-timeout-secs",
+                    args.database_idle_timeout_secs,
+                )?,
             },
         },
     };

@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, Row as _};
 
@@ -58,6 +59,14 @@ pub struct PostgresOptions {
     pub event_retention: usize,
     /// Connections in the pool.
     pub max_connections: u32,
+    /// How long opening a transaction waits for a connection (or for a new
+    /// one to connect) before failing with UNAVAILABLE.
+    pub connect_timeout: Duration,
+    /// How long one statement (or commit) may take, enforced by the client
+    /// and by the database.
+    pub statement_timeout: Duration,
+    /// Idle connections beyond this age are closed.
+    pub idle_timeout: Duration,
 }
 
 impl Default for PostgresOptions {
@@ -65,6 +74,9 @@ impl Default for PostgresOptions {
         Self {
             event_retention: DEFAULT_EVENT_RETENTION,
             max_connections: 16,
+            connect_timeout: Duration::from_secs(5),
+            statement_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -81,11 +93,18 @@ pub struct OpenError {
 pub struct PostgresStore {
     pool: PgPool,
     event_retention: u64,
+    /// The client-side deadline of one database call.
+    deadline: Duration,
+}
+
+/// Whole milliseconds of a duration, as PostgreSQL settings take them.
+fn millis(duration: Duration) -> String {
+    duration.as_millis().max(1).to_string()
 }
 
 impl PostgresStore {
-    /// Connects to the database at `url` (`postgres://user:password@host:port/db`)
-    /// and brings its schema up to date.
+    /// Connects to the database at `url` (`postgres://user:password@host:port/db`,
+    /// with `?sslmode=…&sslrootcert=…` for TLS) and brings its schema up to date.
     pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, OpenError> {
         let connect: PgConnectOptions = url.parse().map_err(|e| OpenError {
             target: "(unparsable URL)".into(),
@@ -102,10 +121,19 @@ impl PostgresStore {
             target: target.clone(),
             reason,
         };
+        let statement_timeout = millis(options.statement_timeout);
+        let connect = connect.application_name("lightning-store").options([
+            ("statement_timeout", statement_timeout.as_str()),
+            ("idle_in_transaction_session_timeout", statement_timeout.as_str()),
+            ("tcp_keepalives_idle", "10"),
+            ("tcp_keepalives_interval", "5"),
+            ("tcp_keepalives_count", "3"),
+        ]);
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(1))
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(connect.application_name("lightning-store"))
+            .acquire_timeout(options.connect_timeout)
+            .idle_timeout(options.idle_timeout)
+            .connect_with(connect)
             .await
             .map_err(|e| fail(e.to_string()))?;
         MIGRATOR.run(&pool).await.map_err(|e| {
@@ -120,15 +148,8 @@ impl PostgresStore {
         Ok(Self {
             pool,
             event_retention: options.event_retention as u64,
+            deadline: options.statement_timeout + Duration::from_secs(1),
         })
-    }
-}
-
-impl PostgresStore {
-    /// Wraps an open PostgreSQL transaction as a store transaction.
-    fn store_tx(&self, tx: sqlx::Transaction<'static, Postgres>) -> Box<dyn StoreTx + '_> {
-        let conn = PgConn { tx };
-        Box::new(SqlTx::new(conn, self.event_retention))
     }
 }
 
@@ -143,7 +164,8 @@ fn store_error(error: sqlx::Error) -> StoreError {
         | sqlx::Error::WorkerCrashed => unavailable(error.to_string()),
         sqlx::Error::Database(db) => match db.code().as_deref() {
             // Connection exceptions, insufficient resources, operator
-            // intervention (shutdown), serialization failures, deadlocks.
+            // intervention (shutdown, statement timeout), serialization
+            // failures, deadlocks.
             Some(code)
                 if code.starts_with("08")
                     || code.starts_with("53")
@@ -189,8 +211,15 @@ impl Store for PostgresStore {
     }
 
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
-        let tx = self.pool.begin().await.map_err(store_error)?;
-        Ok(self.store_tx(tx))
+        let conn = self.pool.acquire().await.map_err(store_error)?;
+        let mut conn = PgConn {
+            conn: Some(conn),
+            open: false,
+            deadline: self.deadline,
+        };
+        conn.control("BEGIN").await?;
+        conn.open = true;
+        Ok(Box::new(SqlTx::new(conn, self.event_retention)))
     }
 
     async fn commit_hints(&self) -> StoreResult<Option<BoxStream<'static, ()>>> {
@@ -214,12 +243,83 @@ impl Store for PostgresStore {
         });
         Ok(Some(Box::pin(hints)))
     }
+
+    async fn close(&self) {
+        // Bounded: connections in use are closed when their transactions
+        // end, and every call has its deadline.
+        let _ = tokio::time::timeout(self.deadline, self.pool.close()).await;
+    }
 }
 
-/// A store transaction: a PostgreSQL transaction. Dropped without
-/// committing, it rolls back.
+/// A store transaction on one pooled connection. Dropped without
+/// committing, it rolls back (on a task, since `Drop` cannot wait) and the
+/// connection returns to the pool; a connection whose call failed or timed
+/// out is closed instead, since its state is unknown.
 struct PgConn {
-    tx: sqlx::Transaction<'static, Postgres>,
+    /// `None` once a call failed.
+    conn: Option<PoolConnection<Postgres>>,
+    /// `BEGIN` was sent and neither `COMMIT` nor `ROLLBACK` yet.
+    open: bool,
+    deadline: Duration,
+}
+
+impl PgConn {
+    fn conn(&mut self) -> StoreResult<&mut PoolConnection<Postgres>> {
+        self.conn.as_mut().ok_or_else(|| {
+            StoreError::Unavailable("postgres: the transaction's connection failed".into())
+        })
+    }
+
+    /// Runs a database call under the deadline; a failure closes the
+    /// connection.
+    async fn call<T>(
+        &mut self,
+        call: impl AsyncFnOnce(&mut PoolConnection<Postgres>) -> Result<T, sqlx::Error>,
+    ) -> StoreResult<T> {
+        let deadline = self.deadline;
+        let conn = self.conn()?;
+        let result = match tokio::time::timeout(deadline, call(conn)).await {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(error)) => store_error(error),
+            Err(_) => {
+                let error = StoreError::Unavailable(format!(
+                    "postgres: no answer within {} ms",
+                    deadline.as_millis()
+                ));
+                tracing::error!(%error, "postgres statement failed");
+                error
+            }
+        };
+        if let Some(mut conn) = self.conn.take() {
+            conn.close_on_drop();
+        }
+        self.open = false;
+        Err(result)
+    }
+
+    /// Runs a transaction control statement.
+    async fn control(&mut self, sql: &'static str) -> StoreResult<()> {
+        self.call(async |conn| sqlx::raw_sql(sql).execute(&mut **conn).await.map(drop))
+            .await
+    }
+}
+
+impl Drop for PgConn {
+    fn drop(&mut self) {
+        if !self.open {
+            return;
+        }
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        let deadline = self.deadline;
+        tokio::spawn(async move {
+            let rollback = sqlx::raw_sql("ROLLBACK").execute(&mut *conn);
+            if !matches!(tokio::time::timeout(deadline, rollback).await, Ok(Ok(_))) {
+                conn.close_on_drop();
+            }
+        });
+    }
 }
 
 impl sql::Row for PgRow {
@@ -245,18 +345,15 @@ impl sql::Connection for PgConn {
     }
 
     async fn execute(&mut self, statement: Statement<'_>) -> StoreResult<()> {
-        query(statement)
-            .execute(&mut *self.tx)
+        let query = query(statement);
+        self.call(async |conn| query.execute(&mut **conn).await.map(drop))
             .await
-            .map(drop)
-            .map_err(store_error)
     }
 
     async fn fetch(&mut self, statement: Statement<'_>) -> StoreResult<Vec<PgRow>> {
-        query(statement)
-            .fetch_all(&mut *self.tx)
+        let query = query(statement);
+        self.call(async |conn| query.fetch_all(&mut **conn).await)
             .await
-            .map_err(store_error)
     }
 
     fn cache(&mut self) -> Option<&mut sql::Cache> {
@@ -264,7 +361,9 @@ impl sql::Connection for PgConn {
         None
     }
 
-    async fn commit(self) -> StoreResult<()> {
-        self.tx.commit().await.map_err(store_error)
+    async fn commit(mut self) -> StoreResult<()> {
+        self.control("COMMIT").await?;
+        self.open = false;
+        Ok(())
     }
 }
