@@ -223,9 +223,17 @@ pub async fn serve(
         }
     };
     engine.close();
-    for task in background {
-        let _ = task.await;
+    // Background tasks end on `close`; one stuck in a backend call (a hung
+    // database) gets the drain deadline, then is aborted.
+    let aborts: Vec<_> = background.iter().map(|task| task.abort_handle()).collect();
+    if tokio::time::timeout(config.drain_timeout, futures::future::join_all(background))
+        .await
+        .is_err()
+    {
+        tracing::warn!(timeout = ?config.drain_timeout, "background tasks did not stop, aborting them");
+        aborts.iter().for_each(tokio::task::AbortHandle::abort);
     }
+    engine.close_store().await;
     // Metrics stay up through the drain and stop with the server.
     let _ = metrics_stop_tx.send(());
     if let Some(task) = metrics_server {

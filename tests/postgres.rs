@@ -227,3 +227,227 @@ async fn health_is_not_serving_while_the_database_is_down() {
         .await
         .unwrap();
 }
+
+/// Enqueues `count` rollouts in batches of 1,000; returns their ids.
+async fn enqueue_many(c: &mut Client, count: usize) -> Vec<String> {
+    let mut ids = Vec::with_capacity(count);
+    while ids.len() < count {
+        let batch = (count - ids.len()).min(1000);
+        let response = c
+            .enqueue_rollouts(pb::EnqueueRolloutsRequest {
+                rollouts: vec![pb::RolloutSpec::default(); batch],
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        ids.extend(response.rollouts.into_iter().map(|r| r.rollout_id));
+    }
+    ids
+}
+
+/// Reads a server's event stream from the start until event `latest`;
+/// returns (seq, kind, rollout id, attempt id) per event.
+async fn events_until(server: &TestServer, latest: u64) -> Vec<(u64, i32, String, String)> {
+    use pb::watch_events_response::Message;
+    let mut stream = server
+        .client()
+        .await
+        .watch_events(pb::WatchEventsRequest {
+            after_seq: Some(0),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut events: Vec<(u64, i32, String, String)> = Vec::new();
+    while events.last().is_none_or(|&(seq, ..)| seq < latest) {
+        let message = tokio::time::timeout(Duration::from_secs(30), stream.message())
+            .await
+            .expect("events within 30 s")
+            .unwrap()
+            .expect("the stream stays open");
+        if let Some(Message::Event(e)) = message.message {
+            events.push((e.seq, e.kind, e.rollout_id, e.attempt_id));
+        }
+    }
+    events
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_claimers_on_two_servers_dispatch_ten_thousand_rollouts_once() {
+    const ROLLOUTS: usize = 10_000;
+    const CLAIMERS: usize = 64;
+    let url = postgres_database().await;
+    let a = server_on(&url).await;
+    let b = server_on(&url).await;
+    let enqueued: HashSet<String> = enqueue_many(&mut a.client().await, ROLLOUTS)
+        .await
+        .into_iter()
+        .collect();
+    let started = std::time::Instant::now();
+    let mut tasks = Vec::new();
+    for n in 0..CLAIMERS {
+        let mut client = if n % 2 == 0 { &a } else { &b }.client().await;
+        tasks.push(tokio::spawn(async move {
+            let mut claimed = Vec::new();
+            // Bounded in count and time: more rounds than rollouts, 5 minutes.
+            for _ in 0..ROLLOUTS {
+                if started.elapsed() > Duration::from_secs(300) {
+                    break;
+                }
+                match client
+                    .dequeue_rollouts(pb::DequeueRolloutsRequest {
+                        limit: 4,
+                        worker_id: Some(format!("claimer-{n}")),
+                        wait: None,
+                    })
+                    .await
+                    .unwrap()
+                    .into_inner()
+                    .rollouts
+                {
+                    rollouts if rollouts.is_empty() => break,
+                    rollouts => claimed.extend(rollouts.into_iter().map(|r| r.rollout_id)),
+                }
+            }
+            claimed
+        }));
+    }
+    let mut claimed = Vec::new();
+    for task in tasks {
+        claimed.extend(task.await.unwrap());
+    }
+    let unique: HashSet<_> = claimed.iter().cloned().collect();
+    assert_eq!(
+        claimed.len(),
+        ROLLOUTS,
+        "each rollout dispatched exactly once"
+    );
+    assert_eq!(unique, enqueued);
+
+    // Both servers deliver the same gapless history, in sequence order.
+    let latest = a.engine.events_after(0, 0).await.unwrap().latest;
+    let (on_a, on_b) = tokio::join!(events_until(&a, latest), events_until(&b, latest));
+    let seqs: Vec<u64> = on_a.iter().map(|e| e.0).collect();
+    assert_eq!(seqs, (1..=latest).collect::<Vec<_>>(), "gapless, in order");
+    assert_eq!(on_a, on_b, "identical streams on both servers");
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_notification_still_reaches_a_waiting_dequeue_by_polling() {
+    let url = postgres_database().await;
+    let a = server_on(&url).await;
+    let b = server_on(&url).await;
+    // Cut every listening connection: the notification of the enqueue below
+    // is lost for B (its listener reconnects later), and only the
+    // follower's polling can tell B's waiting dequeue.
+    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap();
+    let cut: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+    )
+    .fetch_all(&mut admin)
+    .await
+    .unwrap();
+    assert!(!cut.is_empty(), "the servers listen for notifications");
+    let mut waiting_client = b.client().await;
+    let waiting =
+        tokio::spawn(
+            async move { dequeue(&mut waiting_client, Some(Duration::from_secs(20))).await },
+        );
+    // Let B's dequeue find the queue empty and park.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let rollout = enqueue(&mut a.client().await).await;
+    let claimed = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiting dequeue answers within 10 s")
+        .unwrap();
+    assert_eq!(claimed.map(|r| r.rollout_id), Some(rollout.rollout_id));
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_restart_under_load_loses_no_acknowledged_write() {
+    // A cluster of its own: this test restarts it.
+    let cluster = tokio::task::spawn_blocking(Cluster::start).await.unwrap();
+    let url = cluster.create_database().await;
+    let server = server_on(&url).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for _ in 0..8 {
+        let mut client = server.client().await;
+        let stop = stop.clone();
+        writers.push(tokio::spawn(async move {
+            let (mut acknowledged, mut failed) = (Vec::new(), 0usize);
+            // Bounded: 20,000 calls at most, until told to stop.
+            for _ in 0..20_000 {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                match client
+                    .enqueue_rollout(pb::EnqueueRolloutRequest {
+                        rollout: Some(pb::RolloutSpec::default()),
+                    })
+                    .await
+                {
+                    Ok(response) => {
+                        acknowledged.push(response.into_inner().rollout.unwrap().rollout_id)
+                    }
+                    Err(status) => {
+                        assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+                        failed += 1;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+            }
+            (acknowledged, failed)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cluster = off_the_runtime(cluster, |cluster| {
+        cluster.stop_server();
+        cluster.start_server();
+    })
+    .await;
+    // Let the writers succeed again after the restart.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (mut acknowledged, mut failed) = (Vec::new(), 0);
+    for writer in writers {
+        let (ids, failures) = writer.await.unwrap();
+        acknowledged.extend(ids);
+        failed += failures;
+    }
+    assert!(failed > 0, "the restart interrupted some calls");
+    let mut client = server.client().await;
+    let mut found = HashSet::new();
+    for chunk in acknowledged.chunks(500) {
+        let page = client
+            .query_rollouts(pb::QueryRolloutsRequest {
+                rollout_id_in: chunk.to_vec(),
+                page: Some(pb::PageRequest {
+                    limit: Some(1000),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        found.extend(page.items.into_iter().map(|r| r.rollout_id));
+    }
+    let lost: Vec<_> = acknowledged
+        .iter()
+        .filter(|id| !found.contains(*id))
+        .collect();
+    assert!(lost.is_empty(), "{} acknowledged rollouts lost", lost.len());
+    server.stop().await;
+    tokio::task::spawn_blocking(move || drop(cluster))
+        .await
+        .unwrap();
+}

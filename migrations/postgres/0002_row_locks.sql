@@ -9,17 +9,17 @@ CREATE TABLE event_counter (
 );
 INSERT INTO event_counter (id, last) SELECT 0, COALESCE(MAX(seq), 0) FROM events;
 
--- Counters become sharded: each connection adds to its own shard (by
--- backend process id), readers sum the shards.
+-- Counters are sharded by connection: each adds to the rows of its own
+-- backend process, which no other open connection touches, so concurrent
+-- transactions never wait for (or deadlock on) a counter. Readers sum the
+-- shards; shards of closed connections are folded into shard 0 when a
+-- server starts.
 ALTER TABLE counters ADD COLUMN shard INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE counters DROP CONSTRAINT counters_pkey;
 ALTER TABLE counters ADD PRIMARY KEY (name, shard);
 
 CREATE OR REPLACE FUNCTION bump_counter(counter TEXT, delta BIGINT) RETURNS VOID
 LANGUAGE SQL AS $$
-    INSERT INTO counters (name, shard, value) VALUES (counter, pg_backend_pid() % 64, delta)
+    INSERT INTO counters (name, shard, value) VALUES (counter, pg_backend_pid(), delta)
     ON CONFLICT (name, shard) DO UPDATE SET value = counters.value + excluded.value;
 $$;
-
--- The queue's head is claimed with SKIP LOCKED in position order.
--- (The primary key on pos serves it.)

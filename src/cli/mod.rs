@@ -256,9 +256,10 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
             event_retention: args.event_retention,
         },
         Backend::Postgres => StoreConfig::Postgres {
-            url: args.database_url.clone().ok_or(
-                "--store postgres needs --database-url (or LIGHTNING_STORE_DATABASE_URL)",
-            )?,
+            url: args
+                .database_url
+                .clone()
+                .ok_or("--store postgres needs --database-url (or LIGHTNING_STORE_DATABASE_URL)")?,
             options: PostgresOptions {
                 event_retention: args.event_retention,
                 max_connections: args.database_max_connections,

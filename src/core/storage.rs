@@ -129,13 +129,10 @@ pub trait StoreTx: Send {
         page: &Page,
     ) -> StoreResult<Paged<RolloutView>>;
     /// Removes up to `limit` entries from the queue's head, passing over
-    /// entries that concurrent transactions are claiming, and returns each
-    /// entry's rollout id with its rollout (locked, with its latest attempt;
-    /// `None` when the rollout does not exist), head first.
-    async fn claim_queued(
-        &mut self,
-        limit: usize,
-    ) -> StoreResult<Vec<(String, Option<RolloutView>)>>;
+    /// entries that concurrent transactions are claiming, and returns their
+    /// rollouts (locked, with their latest attempts), head first. An entry
+    /// whose rollout does not exist is removed and not returned.
+    async fn claim_queued(&mut self, limit: usize) -> StoreResult<Vec<RolloutView>>;
     /// Returns, locked, up to `limit` rollouts whose watchdog deadline is
     /// before `now`, earliest deadline first, with their latest attempts;
     /// rollouts concurrent transactions hold are passed over (they are due
@@ -208,6 +205,11 @@ pub trait StoreTx: Send {
     /// next sequence number (gapless, in commit order) and returns once the
     /// transaction (and everything it read) is durable.
     async fn commit(self: Box<Self>, writes: &mut WriteSet) -> StoreResult<()>;
+
+    /// Rolls the transaction back and returns once its locks are released.
+    /// Dropping a transaction rolls it back too, but a backend across the
+    /// network may release its locks a moment later.
+    async fn rollback(self: Box<Self>) {}
 }
 
 /// A rollout to insert or replace, with when the watchdog must next look at

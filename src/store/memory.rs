@@ -22,11 +22,11 @@ use crate::core::model::{
     Attempt, AttemptStatus, Counts, ResourcesUpdate, Rollout, RolloutStatus, RolloutView, Span,
     Timestamp, Worker,
 };
-use crate::core::storage::{Access, RolloutWrite, Store, StoreTx, WriteSet};
 use crate::core::query::{
     AttemptSelector, Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter,
 };
 use crate::core::retention::{self, Eviction, RetentionPolicy};
+use crate::core::storage::{Access, RolloutWrite, Store, StoreTx, WriteSet};
 
 pub use crate::core::storage::DEFAULT_EVENT_RETENTION;
 
@@ -369,17 +369,14 @@ impl StoreTx for MemoryTx<'_> {
         }))
     }
 
-    async fn claim_queued(
-        &mut self,
-        limit: usize,
-    ) -> StoreResult<Vec<(String, Option<RolloutView>)>> {
+    async fn claim_queued(&mut self, limit: usize) -> StoreResult<Vec<RolloutView>> {
         let mut claimed = Vec::new();
         while claimed.len() < limit {
             let Some((rollout_id, since)) = self.state.queue.pop_front() else {
                 break;
             };
             self.state.queued.remove(&rollout_id);
-            claimed.push((rollout_id.clone(), self.state.view(&rollout_id)));
+            claimed.extend(self.state.view(&rollout_id));
             self.undo.claimed.push((rollout_id, since));
         }
         Ok(claimed)
@@ -634,13 +631,8 @@ impl MemoryTx<'_> {
         let state = &mut *self.state;
         if !self.undo.sequence_ids.contains_key(rollout_id) {
             let before = state.sequence_ids.get(rollout_id).copied();
-            self.undo
-                .sequence_ids
-                .insert(rollout_id.to_owned(), before);
+            self.undo.sequence_ids.insert(rollout_id.to_owned(), before);
         }
-        state
-            .sequence_ids
-            .entry(rollout_id.to_owned())
-            .or_default()
+        state.sequence_ids.entry(rollout_id.to_owned()).or_default()
     }
 }

@@ -41,6 +41,17 @@ use crate::core::storage::{DEFAULT_EVENT_RETENTION, Store, StoreTx};
 /// The schema migrations, embedded at build time.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
+/// Statements with at most this many parameters are prepared once per
+/// connection and cached.
+const PREPARED_PARAMS: usize = 256;
+
+/// Folds the counter shards of backends that no longer run into shard 0, in
+/// one statement (the sums never change).
+const FOLD_COUNTERS: &str = "WITH folded AS (DELETE FROM counters WHERE shard <> 0 \
+     AND shard NOT IN (SELECT pid FROM pg_stat_activity) RETURNING name, value) \
+     INSERT INTO counters (name, shard, value) SELECT name, 0, SUM(value) FROM folded \
+     GROUP BY name ON CONFLICT (name, shard) DO UPDATE SET value = counters.value + excluded.value";
+
 /// The notification channel on which committed events are announced.
 pub const EVENTS_CHANNEL: &str = "lightning_store";
 
@@ -122,13 +133,19 @@ impl PostgresStore {
             reason,
         };
         let statement_timeout = millis(options.statement_timeout);
-        let connect = connect.application_name("lightning-store").options([
-            ("statement_timeout", statement_timeout.as_str()),
-            ("idle_in_transaction_session_timeout", statement_timeout.as_str()),
-            ("tcp_keepalives_idle", "10"),
-            ("tcp_keepalives_interval", "5"),
-            ("tcp_keepalives_count", "3"),
-        ]);
+        let connect = connect
+            .application_name("lightning-store")
+            .statement_cache_capacity(512)
+            .options([
+                ("statement_timeout", statement_timeout.as_str()),
+                (
+                    "idle_in_transaction_session_timeout",
+                    statement_timeout.as_str(),
+                ),
+                ("tcp_keepalives_idle", "10"),
+                ("tcp_keepalives_interval", "5"),
+                ("tcp_keepalives_count", "3"),
+            ]);
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .acquire_timeout(options.connect_timeout)
@@ -144,6 +161,12 @@ impl PostgresStore {
                 other => other.to_string(),
             })
         })?;
+        // Counter shards of closed connections fold into shard 0, so that
+        // their number stays that of the live connections.
+        sqlx::query(FOLD_COUNTERS)
+            .execute(&pool)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
         tracing::info!(database = target, "postgres database opened");
         Ok(Self {
             pool,
@@ -187,11 +210,13 @@ fn store_error(error: sqlx::Error) -> StoreError {
 fn query(
     statement: Statement<'_>,
 ) -> sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments> {
+    // Generated text with few parameters (one row's write set, a filter)
+    // recurs and is worth a cached prepared statement; a large batch's is
+    // not.
+    let persistent = statement.args.len() <= PREPARED_PARAMS;
     let mut query = match statement.sql {
         Cow::Borrowed(sql) => sqlx::query(sql),
-        // Generated text (batch sizes, filters) is not worth a cached
-        // prepared statement per variant.
-        Cow::Owned(sql) => sqlx::query(sqlx::AssertSqlSafe(sql)).persistent(false),
+        Cow::Owned(sql) => sqlx::query(sqlx::AssertSqlSafe(sql)).persistent(persistent),
     };
     for arg in statement.args {
         query = match arg {
@@ -365,5 +390,11 @@ impl sql::Connection for PgConn {
         self.control("COMMIT").await?;
         self.open = false;
         Ok(())
+    }
+
+    async fn rollback(mut self) {
+        if self.open && self.control("ROLLBACK").await.is_ok() {
+            self.open = false;
+        }
     }
 }

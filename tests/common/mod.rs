@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use lightning_store::core::engine::{Engine, EngineConfig};
 use lightning_store::core::retention::RetentionPolicy;
+use lightning_store::core::storage::Store;
 use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
 use lightning_store::server::{self, ServerConfig};
-use lightning_store::core::storage::Store;
 use lightning_store::store::postgres::PostgresOptions;
 use lightning_store::store::sqlite::SqliteOptions;
 use lightning_store::store::{self, StoreConfig};

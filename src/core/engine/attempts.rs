@@ -80,8 +80,7 @@ impl Engine {
                     attempt: latest,
                 } = tx.require_rollout(rollout_id, Access::Update).await?;
                 let latest = latest.ok_or_else(|| StoreError::no_attempts(rollout_id))?;
-                let mut attempt = if attempt_id == ids::LATEST || attempt_id == latest.attempt_id
-                {
+                let mut attempt = if attempt_id == ids::LATEST || attempt_id == latest.attempt_id {
                     latest.clone()
                 } else {
                     tx.attempt(rollout_id, attempt_id)

@@ -307,10 +307,10 @@ impl Engine {
         Ok(total)
     }
 
-    /// The transaction runner: opens a transaction (after the due watchdog
-    /// verdicts when `scan` says so), runs `body` in it, and commits what it
-    /// buffered. A body that fails drops the transaction: nothing of it
-    /// stays. Read-only bodies commit too: a durable backend acknowledges
+    /// The transaction runner: opens a transaction, runs the due watchdog
+    /// verdicts first when `scan` says so, runs `body` in it, and commits
+    /// what it buffered. A body that fails drops the transaction: nothing of
+    /// it stays. Read-only bodies commit too: a durable backend acknowledges
     /// only what is durable (see the storage contract).
     async fn run<'a, T>(
         &'a self,
@@ -318,10 +318,39 @@ impl Engine {
         body: impl for<'t> FnOnce(&'t mut Tx<'a>) -> TxBody<'t, T>,
     ) -> StoreResult<T> {
         let now = Timestamp::now();
+        let mut tx = self.begin(now).await?;
         if scan == Scan::Due {
-            self.scan_due(now).await?;
+            // Verdicts are committed on their own, so that they stand even
+            // when the operation fails its checks; when none is due (the
+            // common case) the operation goes on in the same transaction.
+            let handled = tx::watchdog(&mut tx, now, WATCHDOG_PASS).await?;
+            if handled > 0 {
+                self.commit(tx).await?;
+                if handled == WATCHDOG_PASS {
+                    self.scan_due(now).await?;
+                }
+                tx = self.begin(now).await?;
+            }
         }
-        self.run_tx(now, body).await
+        self.finish(tx, body).await
+    }
+
+    /// Runs `body` in `tx` and commits it; rolls it back when `body` fails.
+    async fn finish<'a, T>(
+        &'a self,
+        mut tx: Tx<'a>,
+        body: impl for<'t> FnOnce(&'t mut Tx<'a>) -> TxBody<'t, T>,
+    ) -> StoreResult<T> {
+        match body(&mut tx).await {
+            Ok(value) => {
+                self.commit(tx).await?;
+                Ok(value)
+            }
+            Err(error) => {
+                tx.into_parts().0.rollback().await;
+                Err(error)
+            }
+        }
     }
 
     /// Runs `body` in one transaction at `now` and commits it.
@@ -330,11 +359,14 @@ impl Engine {
         now: Timestamp,
         body: impl for<'t> FnOnce(&'t mut Tx<'a>) -> TxBody<'t, T>,
     ) -> StoreResult<T> {
+        let tx = self.begin(now).await?;
+        self.finish(tx, body).await
+    }
+
+    /// Opens a transaction at `now`.
+    async fn begin(&self, now: Timestamp) -> StoreResult<Tx<'_>> {
         let store = self.timed(BackendPhase::Begin, self.store.begin()).await?;
-        let mut tx = Tx::new(store, now);
-        let value = body(&mut tx).await?;
-        self.commit(tx).await?;
-        Ok(value)
+        Ok(Tx::new(store, now))
     }
 
     /// Records the transaction's changes as events, applies its write set,

@@ -116,23 +116,20 @@ impl Engine {
         self.run(Scan::Due, |tx| {
             Box::pin(async move {
                 let mut claimed = Vec::new();
-                // Entries whose rollout is gone or no longer queuing are
-                // dropped from the queue; the claim goes on past them.
+                // Entries whose rollout is no longer queuing are dropped
+                // from the queue; the claim goes on past them.
                 while claimed.len() < limit {
                     let entries = tx.store.claim_queued(limit - claimed.len()).await?;
                     if entries.is_empty() {
                         break;
                     }
-                    for (rollout_id, view) in entries {
-                        let Some(view) = view else {
-                            tracing::warn!(rollout_id, "queued rollout does not exist, skipping");
-                            continue;
-                        };
+                    for view in entries {
                         let RolloutView {
                             mut rollout,
                             attempt: latest,
                         } = view;
                         if !rollout.status.is_queuing() {
+                            let rollout_id = rollout.rollout_id.as_str();
                             tracing::debug!(rollout_id, status = %rollout.status, "queued rollout is no longer queuing, skipping");
                             continue;
                         }

@@ -72,7 +72,10 @@ impl<'a> Tx<'a> {
         rollout_id: &str,
         access: Access,
     ) -> StoreResult<Option<RolloutView>> {
-        Ok(self.rollouts(&[rollout_id], access).await?.remove(rollout_id))
+        Ok(self
+            .rollouts(&[rollout_id], access)
+            .await?
+            .remove(rollout_id))
     }
 
     /// Returns a rollout with its latest attempt, or upstream's "not found".
@@ -136,11 +139,7 @@ impl<'a> Tx<'a> {
         if let Some(update) = self.writes.latest_resources() {
             return Ok(Some(update.resources_id.clone()));
         }
-        Ok(self
-            .store
-            .latest_resources()
-            .await?
-            .map(|r| r.resources_id))
+        Ok(self.store.latest_resources().await?.map(|r| r.resources_id))
     }
 
     /// Buffers a resources snapshot (the latest) and records the change.

@@ -326,7 +326,11 @@ impl<C: Connection> SqlTx<C> {
     /// Sends a shared database's batch: the events ride with the last
     /// statement (or, beyond one statement's parameters, each chunk with
     /// its own), numbered by the event counter.
-    async fn apply_shared(&mut self, mut batch: Batch<'_>, events: &mut [Event]) -> StoreResult<()> {
+    async fn apply_shared(
+        &mut self,
+        mut batch: Batch<'_>,
+        events: &mut [Event],
+    ) -> StoreResult<()> {
         if events.is_empty() {
             for statement in batch.finish() {
                 self.write(statement).await?;

@@ -33,9 +33,7 @@ use async_trait::async_trait;
 use self::query::Builder;
 use crate::core::error::StoreResult;
 use crate::core::events::EventPage;
-use crate::core::model::{
-    Attempt, Counts, ResourcesUpdate, RolloutView, Span, Timestamp, Worker,
-};
+use crate::core::model::{Attempt, Counts, ResourcesUpdate, RolloutView, Span, Timestamp, Worker};
 use crate::core::query::{Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter};
 use crate::core::retention::{Eviction, RetentionPolicy};
 use crate::core::storage::{Access, StoreTx, WriteSet};
@@ -218,6 +216,8 @@ pub trait Connection: Send {
     fn cache(&mut self) -> Option<&mut Cache>;
     /// Commits the transaction (see [`StoreTx::commit`]).
     async fn commit(self) -> StoreResult<()>;
+    /// Rolls the transaction back (see [`StoreTx::rollback`]).
+    async fn rollback(self);
 }
 
 /// A [`StoreTx`] over a SQL [`Connection`].
@@ -338,10 +338,7 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         self.select_rollouts(filter, page).await
     }
 
-    async fn claim_queued(
-        &mut self,
-        limit: usize,
-    ) -> StoreResult<Vec<(String, Option<RolloutView>)>> {
+    async fn claim_queued(&mut self, limit: usize) -> StoreResult<Vec<RolloutView>> {
         self.claim_head(limit).await
     }
 
@@ -437,5 +434,9 @@ impl<C: Connection> StoreTx for SqlTx<C> {
     async fn commit(mut self: Box<Self>, writes: &mut WriteSet) -> StoreResult<()> {
         self.apply(writes).await?;
         self.conn.commit().await
+    }
+
+    async fn rollback(self: Box<Self>) {
+        self.conn.rollback().await;
     }
 }

@@ -140,20 +140,17 @@ impl<C: Connection> SqlTx<C> {
             .await
     }
 
-    /// Removes up to `limit` entries from the queue's head and returns them
-    /// with their rollouts. On a shared database, in one statement: entries
-    /// other transactions hold are skipped (`SKIP LOCKED`), and the claimed
-    /// rollouts are locked; an entry whose rollout is gone is dropped.
-    pub(super) async fn claim_head(
-        &mut self,
-        limit: usize,
-    ) -> StoreResult<Vec<(String, Option<RolloutView>)>> {
+    /// Removes up to `limit` entries from the queue's head and returns their
+    /// rollouts. On a shared database, in one statement: entries other
+    /// transactions hold are skipped (`SKIP LOCKED`), and the claimed
+    /// rollouts are locked.
+    pub(super) async fn claim_head(&mut self, limit: usize) -> StoreResult<Vec<RolloutView>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         if C::DIALECT.shared {
             let sql = concat!(
                 "WITH head AS (DELETE FROM queue WHERE pos IN (SELECT pos FROM queue \
                  ORDER BY pos LIMIT $1 FOR UPDATE SKIP LOCKED) RETURNING pos, rollout_id) \
-                 SELECT head.rollout_id, ",
+                 SELECT ",
                 rollout_columns!("r."),
                 ", ",
                 attempt_columns!("a."),
@@ -162,14 +159,13 @@ impl<C: Connection> SqlTx<C> {
                  WHERE l.rollout_id = r.rollout_id ORDER BY l.sequence_id DESC, l.pos DESC \
                  LIMIT 1) ORDER BY head.pos FOR UPDATE OF r"
             );
-            let rows = self.write_returning(Statement::new(sql).bind(limit)).await?;
-            return rows
-                .iter()
-                .map(|row| Ok((row.text(0)?, Some(rollout_view(row, 1)?))))
-                .collect();
+            let rows = self
+                .write_returning(Statement::new(sql).bind(limit))
+                .await?;
+            return rows.iter().map(|row| rollout_view(row, 0)).collect();
         }
         let sql = concat!(
-            "SELECT q.pos, q.rollout_id, ",
+            "SELECT q.pos, ",
             rollout_columns!("r."),
             ", ",
             attempt_columns!("a."),
@@ -186,12 +182,10 @@ impl<C: Connection> SqlTx<C> {
         self.write(Statement::new("DELETE FROM queue WHERE pos <= $1").bind(last))
             .await?;
         rows.iter()
-            .map(|row| {
-                let view = match row.opt_text(2)? {
-                    Some(_) => Some(rollout_view(row, 2)?),
-                    None => None,
-                };
-                Ok((row.text(1)?, view))
+            .filter_map(|row| match row.opt_text(1) {
+                Ok(Some(_)) => Some(rollout_view(row, 1)),
+                Ok(None) => None,
+                Err(error) => Some(Err(error)),
             })
             .collect()
     }

@@ -524,6 +524,10 @@ impl sql::Connection for SqliteConn<'_> {
         Some(&mut self.writer().cache)
     }
 
+    async fn rollback(self) {
+        // Dropped: the next user of the connection rolls the savepoint back.
+    }
+
     async fn commit(mut self) -> StoreResult<()> {
         if self.savepoint {
             // Whatever happens, the savepoint is gone: released, or rolled

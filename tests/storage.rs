@@ -1,0 +1,443 @@
+//! The storage contract at the port, below the engine: a differential test
+//! that runs the same random transactions (write sets, claims, span inserts,
+//! commits and drops) against memory, SQLite and PostgreSQL and compares
+//! every read, and the rollback of a dropped transaction on every backend.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{Backend, TestOptions};
+use lightning_store::core::events::{Change, Event};
+use lightning_store::core::model::{
+    Attempt, AttemptStatus, Counts, Json, Rollout, RolloutConfig, RolloutStatus, RolloutView, Span,
+    Timestamp, Worker, WorkerStatus,
+};
+use lightning_store::core::query::{
+    AttemptSelector, FilterLogic, Page, RolloutFilter, SpanFilter, TextMatch,
+};
+use lightning_store::core::storage::{Access, Store, WriteSet};
+use proptest::prelude::*;
+
+const BACKENDS: [Backend; 3] = [Backend::Memory, Backend::Sqlite, Backend::Postgres];
+
+/// One step of a transaction.
+#[derive(Debug, Clone)]
+enum Op {
+    PutRollout {
+        id: u8,
+        status: u8,
+        deadline: Option<u8>,
+    },
+    PutAttempt {
+        rollout: u8,
+        attempt: u8,
+        status: u8,
+    },
+    PutWorker {
+        id: u8,
+        status: u8,
+    },
+    Enqueue {
+        rollout: u8,
+    },
+    Claim {
+        limit: u8,
+    },
+    AddSpans {
+        rollout: u8,
+        spans: Vec<u8>,
+    },
+    Event {
+        rollout: u8,
+    },
+}
+
+/// A transaction: its steps, then a commit or a drop.
+#[derive(Debug, Clone)]
+struct Transaction {
+    ops: Vec<Op>,
+    commit: bool,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0..6u8, 0..7u8, proptest::option::of(0..20u8)).prop_map(|(id, status, deadline)| {
+            Op::PutRollout {
+                id,
+                status,
+                deadline,
+            }
+        }),
+        (0..6u8, 0..3u8, 0..6u8).prop_map(|(rollout, attempt, status)| Op::PutAttempt {
+            rollout,
+            attempt,
+            status
+        }),
+        (0..3u8, 0..5u8).prop_map(|(id, status)| Op::PutWorker { id, status }),
+        (0..6u8).prop_map(|rollout| Op::Enqueue { rollout }),
+        (1..4u8).prop_map(|limit| Op::Claim { limit }),
+        (0..6u8, proptest::collection::vec(0..6u8, 1..4))
+            .prop_map(|(rollout, spans)| Op::AddSpans { rollout, spans }),
+        (0..6u8).prop_map(|rollout| Op::Event { rollout }),
+    ]
+}
+
+fn transaction() -> impl Strategy<Value = Transaction> {
+    (
+        proptest::collection::vec(op(), 1..6),
+        proptest::bool::weighted(0.8),
+    )
+        .prop_map(|(ops, commit)| Transaction { ops, commit })
+}
+
+fn rollout(id: u8, status: u8) -> Rollout {
+    Rollout {
+        rollout_id: format!("ro-{id}"),
+        input: Json::from(id),
+        start_time: Timestamp(1_000 + i64::from(id)),
+        end_time: None,
+        mode: None,
+        resources_id: None,
+        status: RolloutStatus::ALL[usize::from(status) % RolloutStatus::ALL.len()],
+        config: RolloutConfig::default(),
+        metadata: Json::Null,
+    }
+}
+
+fn attempt(rollout: u8, attempt: u8, status: u8) -> Attempt {
+    Attempt {
+        rollout_id: format!("ro-{rollout}"),
+        attempt_id: format!("at-{attempt}"),
+        sequence_id: u32::from(attempt) + 1,
+        start_time: Timestamp(2_000),
+        end_time: None,
+        status: AttemptStatus::ALL[usize::from(status) % AttemptStatus::ALL.len()],
+        worker_id: None,
+        last_heartbeat_time: None,
+        metadata: Json::Null,
+    }
+}
+
+fn span(rollout: u8, span: u8) -> Span {
+    Span {
+        rollout_id: format!("ro-{rollout}"),
+        attempt_id: "at-0".to_owned(),
+        sequence_id: 0,
+        trace_id: "trace".to_owned(),
+        span_id: format!("sp-{span}"),
+        parent_id: None,
+        name: format!("span {span}"),
+        status: Default::default(),
+        attributes: Vec::new(),
+        events: Vec::new(),
+        links: Vec::new(),
+        start_time: None,
+        end_time: None,
+        context: None,
+        parent: None,
+        resource: None,
+        kind: Default::default(),
+        scope: None,
+    }
+}
+
+/// Everything observable after a transaction, normalised across backends.
+#[derive(Debug, PartialEq)]
+struct Observed {
+    /// What the transaction's own reads returned.
+    results: Vec<String>,
+    rollouts: Vec<RolloutView>,
+    due: Vec<String>,
+    workers: Vec<Worker>,
+    spans: Vec<(String, i64)>,
+    events: Vec<(u64, Change)>,
+    counts: Counts,
+}
+
+/// Drops zero per-status counts (memory keeps emptied statuses, SQL all).
+fn normalised(mut counts: Counts) -> Counts {
+    counts.rollouts_by_status.retain(|_, n| *n > 0);
+    counts.attempts_by_status.retain(|_, n| *n > 0);
+    counts
+}
+
+/// Runs one transaction on `store` and observes the store afterwards.
+async fn run(store: &dyn Store, t: &Transaction) -> Observed {
+    let mut tx = store.begin().await.unwrap();
+    let mut writes = WriteSet::default();
+    let mut results = Vec::new();
+    for op in &t.ops {
+        match op {
+            Op::PutRollout {
+                id,
+                status,
+                deadline,
+            } => writes.put_rollout(
+                &rollout(*id, *status),
+                deadline.map(|d| Timestamp(i64::from(d))),
+            ),
+            Op::PutAttempt {
+                rollout: r,
+                attempt: a,
+                status,
+            } => {
+                // An attempt needs its rollout (the schema joins them).
+                if !writes.rollouts.contains_key(&format!("ro-{r}")) {
+                    writes.put_rollout(&rollout(*r, 0), None);
+                }
+                writes.put_attempt(&attempt(*r, *a, *status));
+            }
+            Op::PutWorker { id, status } => {
+                let mut worker = Worker::new(&format!("wo-{id}"));
+                worker.status = WorkerStatus::ALL[usize::from(*status) % WorkerStatus::ALL.len()];
+                writes.put_worker(&worker);
+            }
+            Op::Enqueue { rollout: r } => {
+                // The engine enqueues only rollouts it writes in the same set.
+                if !writes.rollouts.contains_key(&format!("ro-{r}")) {
+                    writes.put_rollout(&rollout(*r, 0), None);
+                }
+                writes.enqueue(&format!("ro-{r}"), Timestamp(3_000));
+            }
+            Op::Claim { limit } => {
+                let claimed = tx.claim_queued(usize::from(*limit)).await.unwrap();
+                results.push(format!("{claimed:?}"));
+            }
+            Op::AddSpans { rollout: r, spans } => {
+                let id = format!("ro-{r}");
+                let first = tx
+                    .allocate_sequence_ids(&id, spans.len() as u64)
+                    .await
+                    .unwrap();
+                let spans: Vec<Arc<Span>> = spans
+                    .iter()
+                    .enumerate()
+                    .map(|(at, n)| {
+                        let mut s = span(*r, *n);
+                        s.sequence_id = first + at as i64;
+                        Arc::new(s)
+                    })
+                    .collect();
+                let stored = tx.insert_spans(&spans).await.unwrap();
+                results.push(format!("{first} {stored:?}"));
+            }
+            Op::Event { rollout: r } => writes.events.push(Event {
+                seq: 0,
+                time: Timestamp(4_000),
+                change: Change::RolloutChanged {
+                    rollout_id: format!("ro-{r}"),
+                    status: RolloutStatus::Running,
+                },
+            }),
+        }
+    }
+    if t.commit {
+        tx.commit(&mut writes).await.unwrap();
+        let seqs: Vec<u64> = writes.events.iter().map(|e| e.seq).collect();
+        results.push(format!("events {seqs:?}"));
+    } else {
+        tx.rollback().await;
+    }
+    observe(store, results).await
+}
+
+async fn observe(store: &dyn Store, results: Vec<String>) -> Observed {
+    let mut tx = store.begin().await.unwrap();
+    let all = RolloutFilter {
+        status_in: None,
+        rollout_id_in: None,
+        rollout_id_contains: None,
+        logic: FilterLogic::And,
+    };
+    let rollouts = tx
+        .query_rollouts(&all, &Page::default())
+        .await
+        .unwrap()
+        .items;
+    let due = tx
+        .due_rollouts(Timestamp(10), 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|view| view.rollout.rollout_id)
+        .collect();
+    let ids: Vec<String> = (0..3).map(|n| format!("wo-{n}")).collect();
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let workers = tx.workers(&ids, Access::Read).await.unwrap();
+    let mut spans = Vec::new();
+    for n in 0..6 {
+        let filter = SpanFilter {
+            rollout_id: format!("ro-{n}"),
+            attempt: AttemptSelector::All,
+            trace_id: TextMatch::default(),
+            span_id: TextMatch::default(),
+            parent_id: TextMatch::default(),
+            name: TextMatch::default(),
+            logic: FilterLogic::And,
+        };
+        for s in tx
+            .query_spans(&filter, &Page::default())
+            .await
+            .unwrap()
+            .items
+        {
+            spans.push((s.span_id.clone(), s.sequence_id));
+        }
+    }
+    let events = tx
+        .events_after(0, 1_000)
+        .await
+        .unwrap()
+        .events
+        .into_iter()
+        .map(|e| (e.seq, e.change))
+        .collect();
+    let counts = normalised(tx.counts().await.unwrap());
+    tx.commit(&mut WriteSet::default()).await.unwrap();
+    Observed {
+        results,
+        rollouts,
+        due,
+        workers,
+        spans,
+        events,
+        counts,
+    }
+}
+
+/// Opens a fresh store of every backend.
+async fn stores() -> Vec<(Backend, Arc<dyn Store>, Option<tempfile::TempDir>)> {
+    let mut stores = Vec::new();
+    for backend in BACKENDS {
+        let (store, dir) = backend.open(&TestOptions::default()).await;
+        stores.push((backend, store, dir));
+    }
+    stores
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 24,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn the_three_backends_agree_on_random_transactions(
+        transactions in proptest::collection::vec(transaction(), 1..8)
+    ) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let stores = stores().await;
+            for (step, t) in transactions.iter().enumerate() {
+                let mut observed = Vec::new();
+                for (backend, store, _) in &stores {
+                    observed.push((backend, run(store.as_ref(), t).await));
+                }
+                let (reference, expected) = &observed[0];
+                for (backend, seen) in &observed[1..] {
+                    assert_eq!(
+                        seen, expected,
+                        "step {step} ({t:?}): {backend:?} differs from {reference:?}"
+                    );
+                }
+            }
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_transaction_rolls_back_everything_on_every_backend() {
+    for (backend, store, _dir) in stores().await {
+        let setup = Transaction {
+            ops: vec![
+                Op::PutRollout {
+                    id: 1,
+                    status: 0,
+                    deadline: Some(5),
+                },
+                Op::Enqueue { rollout: 1 },
+                Op::AddSpans {
+                    rollout: 1,
+                    spans: vec![0],
+                },
+                Op::PutWorker { id: 0, status: 0 },
+                Op::Event { rollout: 1 },
+            ],
+            commit: true,
+        };
+        let before = run(store.as_ref(), &setup).await;
+        let dropped = Transaction {
+            ops: vec![
+                Op::Claim { limit: 3 },
+                Op::AddSpans {
+                    rollout: 1,
+                    spans: vec![1, 2],
+                },
+                Op::PutRollout {
+                    id: 1,
+                    status: 4,
+                    deadline: None,
+                },
+                Op::PutWorker { id: 0, status: 2 },
+                Op::Event { rollout: 1 },
+            ],
+            commit: false,
+        };
+        let after = run(store.as_ref(), &dropped).await;
+        assert!(
+            after.results[0].contains("ro-1"),
+            "{backend:?}: the claim saw the rollout"
+        );
+        assert_eq!(
+            (
+                after.rollouts,
+                after.due,
+                after.workers,
+                after.spans,
+                after.events,
+                after.counts
+            ),
+            (
+                before.rollouts,
+                before.due,
+                before.workers,
+                before.spans,
+                before.events,
+                before.counts
+            ),
+            "{backend:?}: a dropped transaction leaves nothing behind"
+        );
+        // The claim was undone: the rollout is still at the queue's head,
+        // and the span sequence counter did not move.
+        let again = run(
+            store.as_ref(),
+            &Transaction {
+                ops: vec![
+                    Op::Claim { limit: 1 },
+                    Op::AddSpans {
+                        rollout: 1,
+                        spans: vec![3],
+                    },
+                ],
+                commit: true,
+            },
+        )
+        .await;
+        assert!(
+            again.results[0].contains("ro-1"),
+            "{backend:?}: {:?}",
+            again.results
+        );
+        assert!(
+            again.results[1].starts_with("2 "),
+            "{backend:?}: {:?}",
+            again.results
+        );
+    }
+}
