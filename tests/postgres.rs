@@ -451,3 +451,98 @@ async fn a_database_restart_under_load_loses_no_acknowledged_write() {
         .await
         .unwrap();
 }
+
+/// A certificate authority and a server certificate for 127.0.0.1 and
+/// localhost it signed, as PEM: (CA certificate, server certificate, server key).
+fn certificates() -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let server_key = KeyPair::generate().unwrap();
+    let mut server = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    server
+        .subject_alt_names
+        .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
+    let server_cert = server.signed_by(&server_key, &issuer).unwrap();
+    (ca_cert.pem(), server_cert.pem(), server_key.serialize_pem())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_to_postgres_verifies_the_server_certificate() {
+    let (ca, cert, key) = certificates();
+    let ca_dir = tempfile::tempdir().unwrap();
+    let ca_file = ca_dir.path().join("ca.pem");
+    std::fs::write(&ca_file, &ca).unwrap();
+    let (_, other_ca, _) = certificates();
+    let other_ca_file = ca_dir.path().join("other-ca.pem");
+    std::fs::write(&other_ca_file, &other_ca).unwrap();
+    let cluster = tokio::task::spawn_blocking(move || {
+        Cluster::start_with(|dir| {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::write(dir.join("server.crt"), &cert).unwrap();
+            std::fs::write(dir.join("server.key"), &key).unwrap();
+            std::fs::set_permissions(
+                dir.join("server.key"),
+                std::fs::Permissions::from_mode(0o600),
+            )
+            .unwrap();
+            format!(
+                "-c ssl=on -c ssl_cert_file={0}/server.crt -c ssl_key_file={0}/server.key",
+                dir.display()
+            )
+        })
+    })
+    .await
+    .unwrap();
+    let url = cluster.create_database().await;
+    let verified = format!(
+        "{url}?sslmode=verify-full&sslrootcert={}",
+        ca_file.display()
+    );
+
+    // The store connects over TLS, verifying the certificate and the host.
+    let server = server_on(&verified).await;
+    enqueue(&mut server.client().await).await;
+    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap();
+    let (total, encrypted): (i64, i64) = sqlx::query_as(
+        "SELECT COUNT(*), COUNT(*) FILTER (WHERE s.ssl) FROM pg_stat_activity a \
+         JOIN pg_stat_ssl s ON s.pid = a.pid WHERE a.application_name = 'lightning-store'",
+    )
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    assert!(total > 0, "the store is connected");
+    assert_eq!(encrypted, total, "every store connection is encrypted");
+    server.stop().await;
+
+    // A certificate from another authority is refused.
+    let wrong = format!(
+        "{url}?sslmode=verify-full&sslrootcert={}",
+        other_ca_file.display()
+    );
+    let refused = lightning_store::store::postgres::PostgresStore::connect(
+        &wrong,
+        lightning_store::store::postgres::PostgresOptions::default(),
+    )
+    .await;
+    assert!(
+        refused.is_err(),
+        "a server certificate from an unknown CA is refused"
+    );
+
+    // `require` encrypts without verifying.
+    let required = lightning_store::store::postgres::PostgresStore::connect(
+        &format!("{url}?sslmode=require"),
+        lightning_store::store::postgres::PostgresOptions::default(),
+    )
+    .await;
+    assert!(required.is_ok(), "{:?}", required.err());
+    tokio::task::spawn_blocking(move || drop(cluster))
+        .await
+        .unwrap();
+}

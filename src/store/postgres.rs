@@ -14,8 +14,21 @@
 //! rollouts never wait for each other. Counters are sharded per connection,
 //! and event numbers come from one counter row taken last (see
 //! [`super::sql`]'s `apply` module for why they stay gapless and in commit
-//! order). A commit is durable when `COMMIT` returns (`synchronous_commit`
-//! as the database is configured).
+//! order).
+//!
+//! # Group commit
+//! A transaction commits without waiting for the disk
+//! (`SET LOCAL synchronous_commit TO OFF`), which releases its row locks
+//! and the event counter at once, and then, in the same round trip, waits
+//! for durability with a one-statement transaction of the database's own
+//! `synchronous_commit` (`COMMIT` below): the call is acknowledged only once
+//! its commit is on disk, as before, but the counter is no longer held
+//! across an fsync, and the waits of concurrent transactions share flushes.
+//! A transaction that read another's writes before they were durable waits
+//! for them too (its own wait flushes everything logged before it), so no
+//! acknowledged answer depends on a write a crash can lose; read-only
+//! transactions, the event followers' included, wait the same way. (A/B
+//! against a plain synchronous `COMMIT` in docs/performance.md.)
 //!
 //! # Several servers
 //! A transaction that records events also sends `NOTIFY lightning_store`
@@ -40,6 +53,18 @@ use crate::core::storage::{DEFAULT_EVENT_RETENTION, Store, StoreTx};
 
 /// The schema migrations, embedded at build time.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
+
+/// Opens a transaction whose `COMMIT` does not wait for the disk: it
+/// releases the transaction's locks (the event counter above all) at once.
+const BEGIN: &str = "BEGIN; SET LOCAL synchronous_commit TO OFF";
+
+/// Commits, then waits until the commit is durable, in one round trip: the
+/// second statement is a transaction of its own with the database's
+/// `synchronous_commit` (`txid_current()` gives it a commit record), and
+/// waiting for its commit record to be flushed waits for everything logged
+/// before it. The waits of concurrent transactions share flushes (the
+/// database's group commit), and no lock is held while waiting.
+const COMMIT: &str = "COMMIT; SELECT txid_current()";
 
 /// Statements with at most this many parameters are prepared once per
 /// connection and cached.
@@ -242,7 +267,7 @@ impl Store for PostgresStore {
             open: false,
             deadline: self.deadline,
         };
-        conn.control("BEGIN").await?;
+        conn.control(BEGIN).await?;
         conn.open = true;
         Ok(Box::new(SqlTx::new(conn, self.event_retention)))
     }
@@ -387,7 +412,7 @@ impl sql::Connection for PgConn {
     }
 
     async fn commit(mut self) -> StoreResult<()> {
-        self.control("COMMIT").await?;
+        self.control(COMMIT).await?;
         self.open = false;
         Ok(())
     }

@@ -317,6 +317,8 @@ pub struct Cluster {
     dir: PathBuf,
     bin: PathBuf,
     port: u16,
+    /// Extra server settings (`-c name=value ...`).
+    settings: String,
 }
 
 static CLUSTER: std::sync::OnceLock<Cluster> = std::sync::OnceLock::new();
@@ -324,6 +326,13 @@ static CLUSTER: std::sync::OnceLock<Cluster> = std::sync::OnceLock::new();
 impl Cluster {
     /// Creates and starts a cluster.
     pub fn start() -> Self {
+        Self::start_with(|_| String::new())
+    }
+
+    /// Creates a cluster, lets `prepare` write files into its directory
+    /// (owned by the cluster's user afterwards) and return extra server
+    /// settings (`-c name=value ...`), and starts it.
+    pub fn start_with(prepare: impl FnOnce(&std::path::Path) -> String) -> Self {
         let bin = std::fs::read_dir("/usr/lib/postgresql")
             .expect("PostgreSQL server binaries in /usr/lib/postgresql")
             .filter_map(|entry| Some(entry.ok()?.path().join("bin")))
@@ -345,12 +354,26 @@ impl Cluster {
             .local_addr()
             .unwrap()
             .port();
-        let cluster = Self { dir, bin, port };
+        let mut cluster = Self {
+            dir,
+            bin,
+            port,
+            settings: String::new(),
+        };
         cluster.pg(&format!(
             "{}/initdb -D {}/data -A trust -U postgres --no-sync",
             cluster.bin.display(),
             cluster.dir.display()
         ));
+        cluster.settings = prepare(&cluster.dir);
+        if unsafe { libc::geteuid() } == 0 {
+            let status = std::process::Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(&cluster.dir)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
         cluster.start_server();
         cluster
     }
@@ -358,12 +381,13 @@ impl Cluster {
     /// Starts the server of a stopped cluster, on the same port.
     pub fn start_server(&self) {
         self.pg(&format!(
-            "{}/pg_ctl -D {}/data -l {}/log -w -o '-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=400' start",
+            "{}/pg_ctl -D {}/data -l {}/log -w -o '-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=400 {}' start",
             self.bin.display(),
             self.dir.display(),
             self.dir.display(),
             self.port,
-            self.dir.display()
+            self.dir.display(),
+            self.settings
         ));
     }
 
@@ -414,7 +438,8 @@ impl Cluster {
         self.url(&name)
     }
 
-    fn url(&self, database: &str) -> String {
+    /// Returns the URL of a database of the cluster.
+    pub fn url(&self, database: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
     }
 }

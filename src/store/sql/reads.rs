@@ -159,10 +159,24 @@ impl<C: Connection> SqlTx<C> {
                  WHERE l.rollout_id = r.rollout_id ORDER BY l.sequence_id DESC, l.pos DESC \
                  LIMIT 1) ORDER BY head.pos FOR UPDATE OF r"
             );
-            let rows = self
-                .write_returning(Statement::new(sql).bind(limit))
-                .await?;
-            return rows.iter().map(|row| rollout_view(row, 0)).collect();
+            let mut claimed = Vec::new();
+            // Each statement reads a snapshot taken when it starts: entries
+            // that concurrent claims took since are gone, and entries
+            // committed since are invisible, so a claim racing others can
+            // come back short while the queue holds entries. One more
+            // statement, on a fresh snapshot, sees them; a short claim then
+            // needs a chain of concurrent claims racing it twice.
+            for _ in 0..2 {
+                let want = limit - claimed.len() as i64;
+                let statement = Statement::new(sql).bind(want);
+                for row in &self.write_returning(statement).await? {
+                    claimed.push(rollout_view(row, 0)?);
+                }
+                if claimed.len() as i64 == limit {
+                    break;
+                }
+            }
+            return Ok(claimed);
         }
         let sql = concat!(
             "SELECT q.pos, ",
