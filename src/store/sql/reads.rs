@@ -148,8 +148,13 @@ impl<C: Connection> SqlTx<C> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         if C::DIALECT.shared {
             let sql = concat!(
-                "WITH head AS (DELETE FROM queue WHERE pos IN (SELECT pos FROM queue \
-                 ORDER BY pos LIMIT $1 FOR UPDATE SKIP LOCKED) RETURNING pos, rollout_id) \
+                // The head is picked once (a materialised CTE): a `DELETE …
+                // WHERE pos IN (subquery … LIMIT n)` may run the subquery per
+                // row and delete more than n entries.
+                "WITH picked AS MATERIALIZED (SELECT pos FROM queue ORDER BY pos LIMIT $1 \
+                 FOR UPDATE SKIP LOCKED), \
+                 head AS (DELETE FROM queue q USING picked WHERE q.pos = picked.pos \
+                 RETURNING q.pos, q.rollout_id) \
                  SELECT ",
                 rollout_columns!("r."),
                 ", ",
