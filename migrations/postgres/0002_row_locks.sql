@@ -23,3 +23,10 @@ LANGUAGE SQL AS $$
     INSERT INTO counters (name, shard, value) VALUES (counter, pg_backend_pid(), delta)
     ON CONFLICT (name, shard) DO UPDATE SET value = counters.value + excluded.value;
 $$;
+
+-- One row per connection, written after each commit to wait for its
+-- durability (see src/store/postgres.rs, COMMIT).
+CREATE TABLE commit_barrier (
+    pid INTEGER PRIMARY KEY,
+    commits BIGINT NOT NULL
+);

@@ -60,22 +60,28 @@ const BEGIN: &str = "BEGIN; SET LOCAL synchronous_commit TO OFF";
 
 /// Commits, then waits until the commit is durable, in one round trip: the
 /// second statement is a transaction of its own with the database's
-/// `synchronous_commit` (`txid_current()` gives it a commit record), and
-/// waiting for its commit record to be flushed waits for everything logged
-/// before it. The waits of concurrent transactions share flushes (the
-/// database's group commit), and no lock is held while waiting.
-const COMMIT: &str = "COMMIT; SELECT txid_current()";
+/// `synchronous_commit`, and waiting for its commit record to be flushed
+/// waits for everything logged before it. It must write a row: the
+/// database commits a transaction that logged nothing but its commit
+/// asynchronously. Each connection writes its own row, so the waits never
+/// wait for each other's locks, and concurrent waits share flushes (the
+/// database's group commit).
+const COMMIT: &str = "COMMIT; INSERT INTO commit_barrier (pid, commits) \
+     VALUES (pg_backend_pid(), 1) ON CONFLICT (pid) \
+     DO UPDATE SET commits = commit_barrier.commits + 1";
 
 /// Statements with at most this many parameters are prepared once per
 /// connection and cached.
 const PREPARED_PARAMS: usize = 256;
 
 /// Folds the counter shards of backends that no longer run into shard 0, in
-/// one statement (the sums never change).
+/// one statement (the sums never change), and forgets their commit barrier
+/// rows.
 const FOLD_COUNTERS: &str = "WITH folded AS (DELETE FROM counters WHERE shard <> 0 \
      AND shard NOT IN (SELECT pid FROM pg_stat_activity) RETURNING name, value) \
      INSERT INTO counters (name, shard, value) SELECT name, 0, SUM(value) FROM folded \
-     GROUP BY name ON CONFLICT (name, shard) DO UPDATE SET value = counters.value + excluded.value";
+     GROUP BY name ON CONFLICT (name, shard) DO UPDATE SET value = counters.value + excluded.value; \
+     DELETE FROM commit_barrier WHERE pid NOT IN (SELECT pid FROM pg_stat_activity)";
 
 /// The notification channel on which committed events are announced.
 pub const EVENTS_CHANNEL: &str = "lightning_store";
@@ -188,7 +194,7 @@ impl PostgresStore {
         })?;
         // Counter shards of closed connections fold into shard 0, so that
         // their number stays that of the live connections.
-        sqlx::query(FOLD_COUNTERS)
+        sqlx::raw_sql(FOLD_COUNTERS)
             .execute(&pool)
             .await
             .map_err(|e| fail(e.to_string()))?;

@@ -60,6 +60,8 @@ impl Engine {
                         None => counts.push((rollout_id, 1)),
                     }
                 }
+                // Counters are taken in id order, as every multi-row lock is.
+                counts.sort_unstable();
                 let mut next: HashMap<&str, i64> = HashMap::new();
                 for (rollout_id, count) in counts {
                     let first = tx.store.allocate_sequence_ids(rollout_id, count).await?;
@@ -232,6 +234,8 @@ async fn number_spans(tx: &mut Tx<'_>, new_spans: Vec<NewSpan>) -> StoreResult<V
             *missing.entry(new.span.rollout_id.as_str()).or_default() += 1;
         }
     }
+    let mut missing: Vec<(&str, u64)> = missing.into_iter().collect();
+    missing.sort_unstable();
     let mut next_id: HashMap<String, i64> = HashMap::new();
     for (rollout_id, count) in missing {
         let first = tx.store.allocate_sequence_ids(rollout_id, count).await?;
@@ -258,6 +262,8 @@ async fn number_spans(tx: &mut Tx<'_>, new_spans: Vec<NewSpan>) -> StoreResult<V
         }
         spans.push(Arc::new(span));
     }
+    let mut highest: Vec<(String, i64)> = highest.into_iter().collect();
+    highest.sort_unstable();
     for (rollout_id, at_least) in highest {
         tx.store.raise_sequence_id(&rollout_id, at_least).await?;
     }
