@@ -251,3 +251,22 @@ async fn run_binary(args: &[&str]) -> String {
     );
     String::from_utf8(output.stdout).unwrap()
 }
+
+#[tokio::test]
+async fn bulk_enqueues_one_batch_while_probes_run() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    let report = bench(&server, &["bulk", "-c", "2", "--rollouts", "500"]).await;
+    assert_eq!(report.rows.len(), 2, "{report:#?}");
+    let (batch, probes) = (&report.rows[0], &report.rows[1]);
+    assert_eq!(
+        (batch.ops, batch.items, batch.errors),
+        (1, 500, 0),
+        "{batch:?}"
+    );
+    assert_eq!(probes.errors, 0, "{:?}", probes.first_error);
+    // Each probe is one enqueue and one dequeue.
+    for call in &probes.calls {
+        assert_eq!(call.calls, probes.ops, "{}", call.name);
+    }
+    server.stop().await;
+}

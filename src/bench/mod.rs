@@ -10,6 +10,7 @@
 //! line, [`report`] prints the results, [`payload`] builds spans, [`wire`]
 //! keeps the client's own encoding cost low, and each scenario has its own file.
 
+mod bulk;
 mod dispatch;
 mod driver;
 mod fanout;
@@ -113,6 +114,9 @@ pub enum Scenario {
     Query(query::QueryArgs),
     /// grpc.health.v1 Health/Check: the transport's ceiling.
     Noop(noop::NoopArgs),
+    /// One large EnqueueRollouts while other clients enqueue and dequeue:
+    /// the batch's duration and the others' latency meanwhile.
+    Bulk(bulk::BulkArgs),
 }
 
 /// Error of a benchmark run (setup or a failed call outside the measured loop).
@@ -178,6 +182,7 @@ async fn run_scenario(
         Scenario::Fanout(args) => fanout::run(target, args, progress).await,
         Scenario::Query(args) => query::run(target, args, progress).await,
         Scenario::Noop(args) => noop::run(target, args, progress).await,
+        Scenario::Bulk(args) => bulk::run(target, args, progress).await,
     }
 }
 

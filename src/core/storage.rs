@@ -23,6 +23,21 @@
 //! ([`Access::Update`]), instead of as optimistic compare-and-set guards
 //! that would turn every contended dequeue into a retry.
 //!
+//! Where this departs from the sketch in the architecture review, and why:
+//! * Claims and aggregate reads are immediate and lock rows; only entity
+//!   writes are buffered. A claim must remove its entries at once so that
+//!   concurrent claims (`SKIP LOCKED`) pass over them, and the memory
+//!   backend undoes such immediate work with an undo log when a transaction
+//!   is dropped, instead of buffering it: the common path costs nothing.
+//! * Event numbers are assigned by the backend at commit, not read ahead:
+//!   on a shared database they come from a counter row taken last, so the
+//!   only store-wide serialisation is that one row, held for one statement
+//!   and a commit that does not wait for the disk (see the PostgreSQL
+//!   backend's group commit).
+//! * The watchdog's on-demand scan runs in the operation's transaction and
+//!   commits on its own only when it found something due, so the common
+//!   operation pays one query for it, not a transaction.
+//!
 //! Adding an entity kind (worker leases, append-only event records, a
 //! model registry…) is local: a map in [`WriteSet`], a read method here if
 //! the rules read it, and one apply step per backend (a multi-row upsert
