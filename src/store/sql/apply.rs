@@ -12,8 +12,10 @@
 //! SELECT last, pg_notify(…) FROM event_counter_update
 //! ```
 //!
-//! and `COMMIT` follows: a transaction's writes cost one round trip
-//! whatever their number, plus the commit.
+//! and `COMMIT` follows: a transaction's writes cost one round trip, plus
+//! the commit. A large write set (a batch) is sent ahead of the events'
+//! statement instead, so that its upserts and their triggers run before the
+//! counter is taken.
 //!
 //! **Why the event numbers are gapless and in commit order on every
 //! server.** `event_counter` is one row. A transaction that records events
@@ -39,6 +41,11 @@ use super::{Arg, Connection, Dialect, Row as _, SqlTx, Statement};
 use crate::core::error::StoreResult;
 use crate::core::events::Event;
 use crate::core::storage::WriteSet;
+
+/// The most parameters of upserts that share the events' statement (one
+/// round trip fewer); a larger write set is sent first, so that the event
+/// counter is held only for the events and the commit.
+const EVENTS_RIDE_ALONG: usize = 512;
 
 /// Statements being assembled for one write set: on a shared database the
 /// pieces join one statement as `WITH` clauses, as long as its parameters
@@ -91,6 +98,11 @@ impl<'a> Batch<'a> {
             .push(&name)
             .push(" AS (");
         b
+    }
+
+    /// Returns the parameters the open statement binds so far.
+    fn open_params(&self) -> usize {
+        self.open.as_ref().map_or(0, Builder::params)
     }
 
     /// Ends the open statement.
@@ -336,6 +348,12 @@ impl<C: Connection> SqlTx<C> {
                 self.write(statement).await?;
             }
             return Ok(());
+        }
+        // A large write set goes ahead on its own: the events' statement
+        // takes the event counter, which every other writer needs next, and
+        // holds it until the commit; only small sets ride along with it.
+        if batch.open_params() > EVENTS_RIDE_ALONG {
+            batch.close();
         }
         let chunk = ((C::DIALECT.max_params - 1) / 2).max(1);
         // (statement, whether it numbers a chunk of the events)
