@@ -145,11 +145,18 @@ pub async fn serve(
     .accept_compressed(CompressionEncoding::Gzip)
     .send_compressed(CompressionEncoding::Gzip);
 
+    // Set up before serving: a waiter registered from now on sees every
+    // event other servers commit.
+    let follower = engine.clone().start_follower().await;
     let background = [
+        tokio::spawn(async move {
+            if let Some(follower) = follower {
+                follower.await;
+            }
+        }),
         tokio::spawn(engine.clone().run_watchdog()),
         tokio::spawn(sessions.clone().run_dispatcher()),
         tokio::spawn(sessions.run_revocations()),
-        tokio::spawn(engine.clone().run_follower()),
         tokio::spawn(
             health
                 .clone()

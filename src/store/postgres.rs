@@ -83,7 +83,8 @@ const FOLD_COUNTERS: &str = "WITH folded AS (DELETE FROM counters WHERE shard <>
      GROUP BY name ON CONFLICT (name, shard) DO UPDATE SET value = counters.value + excluded.value; \
      DELETE FROM commit_barrier WHERE pid NOT IN (SELECT pid FROM pg_stat_activity)";
 
-/// The notification channel on which committed events are announced.
+/// The notification channel on which committed events are announced (by
+/// the dialect's `announce`, which names it too).
 pub const EVENTS_CHANNEL: &str = "lightning_store";
 
 static POSTGRES: Dialect = Dialect {

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
 use tokio::sync::watch;
 
 use self::tx::Tx;
@@ -202,28 +203,37 @@ impl Engine {
         }
     }
 
-    /// Publishes on this server's bus the events other servers sharing the
-    /// backend commit, in sequence order, until the engine closes: on each
-    /// hint from the backend and at least every `FOLLOW_POLL` (hints can be
-    /// lost). Events this server committed are published again, which every
-    /// reader tolerates. Returns at once for a backend no other server writes.
-    pub async fn run_follower(self: Arc<Self>) {
-        use futures::StreamExt as _;
-        let mut hints = match self.store.commit_hints().await {
+    /// Prepares to publish on this server's bus the events other servers
+    /// sharing the backend commit: subscribes to the backend's hints and
+    /// notes the last event committed so far. Returns the follower to run,
+    /// or `None` for a backend no other server writes. Called before the
+    /// server serves, so that no waiter can miss an event committed between
+    /// its registration and the follower's start.
+    pub async fn start_follower(self: Arc<Self>) -> Option<impl Future<Output = ()> + Send> {
+        let hints = match self.store.commit_hints().await {
             Ok(Some(hints)) => hints,
-            Ok(None) => return,
+            Ok(None) => return None,
             Err(error) => {
                 tracing::error!(%error, "cannot follow other servers' events");
-                return;
+                return None;
             }
         };
-        let mut last = match self.events_after(0, 0).await {
+        let last = match self.events_after(0, 0).await {
             Ok(page) => page.latest,
             Err(error) => {
                 tracing::error!(%error, "cannot follow other servers' events");
-                return;
+                return None;
             }
         };
+        Some(self.follow(hints, last))
+    }
+
+    /// Publishes the events after `last` in sequence order, until the
+    /// engine closes: on each hint from the backend and at least every
+    /// `FOLLOW_POLL` (hints can be lost). Events this server committed are
+    /// published again, which every reader tolerates.
+    async fn follow(self: Arc<Self>, mut hints: BoxStream<'static, ()>, mut last: u64) {
+        use futures::StreamExt as _;
         let mut closing = self.closing();
         let mut poll = tokio::time::interval(FOLLOW_POLL);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
