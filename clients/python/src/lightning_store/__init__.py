@@ -1,0 +1,68 @@
+"""Python client of lightning-store, agent-lightning's LightningStore as a gRPC service.
+
+- `Client` (blocking) and `AsyncClient` (asyncio): every RPC as a typed method,
+  resumable `watch_completions` and `events` streams, worker sessions.
+- `ConnectionOptions`: address, TLS, token, deadlines and retries in one place.
+- `lightning_store.errors`: one exception per gRPC status code.
+- `lightning_store.agentlightning.LightningStore` (extra `[agentlightning]`):
+  agent-lightning 0.3's `LightningStore` interface over gRPC, for its Trainer
+  and runners.
+- `lightning_store.proto`: the generated messages and stubs.
+"""
+
+from lightning_store._version import __version__
+from lightning_store.aio import AsyncClient, AsyncStream, AsyncWorkerSession
+from lightning_store.calls import LATEST, Page, rollout_spec
+from lightning_store.client import Client, Stream, WorkerSession
+from lightning_store.errors import (
+    Aborted,
+    AttemptRevoked,
+    DeadlineExceeded,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    OutOfRange,
+    PermissionDenied,
+    ResourceExhausted,
+    StoreError,
+    Unauthenticated,
+    Unavailable,
+)
+from lightning_store.options import ConnectionOptions, RetryPolicy, TlsOptions
+from lightning_store.session import Assignment
+from lightning_store.values import UNSET, Unset, from_attributes, from_json, rollout_config, to_attributes
+
+__all__ = [
+    "LATEST",
+    "UNSET",
+    "Aborted",
+    "Assignment",
+    "AsyncClient",
+    "AsyncStream",
+    "AsyncWorkerSession",
+    "AttemptRevoked",
+    "Client",
+    "ConnectionOptions",
+    "DeadlineExceeded",
+    "FailedPrecondition",
+    "InvalidArgument",
+    "NotFound",
+    "OutOfRange",
+    "Page",
+    "PermissionDenied",
+    "ResourceExhausted",
+    "RetryPolicy",
+    "StoreError",
+    "Stream",
+    "TlsOptions",
+    "Unauthenticated",
+    "Unavailable",
+    "Unset",
+    "WorkerSession",
+    "__version__",
+    "from_attributes",
+    "from_json",
+    "rollout_config",
+    "rollout_spec",
+    "to_attributes",
+]

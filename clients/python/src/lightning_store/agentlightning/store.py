@@ -1,0 +1,607 @@
+"""agent-lightning 0.3's `LightningStore` interface, served by a lightning-store server over gRPC.
+
+Every public method keeps upstream's signature and return conventions:
+`None` or an empty page where upstream returns them (the server answers
+NOT_FOUND there), `ValueError` where upstream raises it, `UNSET` versus
+`None` on updates. The remaining differences are listed in the package README.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import warnings
+import weakref
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Literal, TypeVar
+
+from agentlightning.store.base import UNSET as UPSTREAM_UNSET
+from agentlightning.store.base import LightningStore as UpstreamStore
+from agentlightning.store.base import LightningStoreCapabilities, LightningStoreStatistics
+from agentlightning.store.base import Unset as UpstreamUnset
+from agentlightning.types import (
+    Attempt,
+    AttemptedRollout,
+    AttemptStatus,
+    EnqueueRolloutRequest,
+    NamedResources,
+    PaginatedResult,
+    ResourcesUpdate,
+    Rollout,
+    RolloutConfig,
+    RolloutMode,
+    RolloutStatus,
+    Span,
+    TaskInput,
+    Worker,
+    WorkerStatus,
+)
+from opentelemetry.sdk.trace import ReadableSpan
+
+from lightning_store import calls
+from lightning_store.agentlightning._convert import (
+    attempt_from_proto,
+    attempted_from_proto,
+    config_to_proto,
+    jsonable,
+    named_resources_json,
+    resources_from_proto,
+    rollout_from_proto,
+    scope_to_proto,
+    span_from_proto,
+    span_to_proto,
+    worker_from_proto,
+)
+from lightning_store.aio import AsyncClient
+from lightning_store.calls import Call, Page
+from lightning_store.client import resolve_options
+from lightning_store.errors import FailedPrecondition, InvalidArgument, NotFound, OutOfRange
+from lightning_store.options import ConnectionOptions
+from lightning_store.values import UNSET, Unset
+
+__all__ = ["LightningStore"]
+
+R = TypeVar("R")
+U = TypeVar("U")
+
+# Errors of a well-formed call about the store's content: upstream raises ValueError for all of them.
+_VALUE_ERRORS = (NotFound, InvalidArgument, FailedPrecondition, OutOfRange)
+
+
+def _given(value: Any) -> Any:
+    """Maps agent-lightning's `UNSET` to ours; other values pass."""
+    return UNSET if isinstance(value, UpstreamUnset) else value
+
+
+def _paginated(page: Page[Any], convert: Any, limit: int | None = None) -> PaginatedResult[Any]:
+    items = [convert(item) for item in page.items] if limit != 0 else []
+    return PaginatedResult(
+        items=items, limit=page.limit if limit is None else limit, offset=page.offset, total=page.total
+    )
+
+
+def _empty(limit: int, offset: int) -> PaginatedResult[Any]:
+    return PaginatedResult(items=[], limit=limit, offset=offset, total=0)
+
+
+def _server_limit(limit: int) -> int | None:
+    # `limit=0` asks for the total only: upstream answers an empty page, the server refuses 0 until the
+    # proto accepts it (issue 12), so the client asks for one item and drops it.
+    return None if limit == -1 else max(limit, 1) if limit == 0 else limit
+
+
+class LightningStore(UpstreamStore):
+    """agent-lightning's `LightningStore`, backed by a lightning-store server.
+
+    Pass it to `agentlightning.Trainer(store=...)` with
+    `ClientServerExecutionStrategy(managed_store=False)` (the runners then use
+    this store directly instead of an HTTP server in the trainer), or call it
+    from any algorithm or runner. It is usable from any event loop and thread
+    (one gRPC channel per loop) and after `fork` or pickling (runner
+    subprocesses connect afresh).
+
+    `dequeue_wait` lets `dequeue_rollout` wait server-side up to that many
+    seconds for a rollout instead of returning None at once (upstream's
+    contract, and the default): runners polling every few seconds then start
+    work the moment it is queued. `otlp_traces_endpoint` names an OTLP/HTTP
+    traces endpoint for agent-lightning's tracer; without it the tracer sends
+    spans through `add_otel_span`, over gRPC.
+    """
+
+    def __init__(
+        self,
+        address: str | ConnectionOptions | None = None,
+        *,
+        dequeue_wait: float = 0.0,
+        otlp_traces_endpoint: str | None = None,
+        **options: Any,
+    ) -> None:
+        self.options = resolve_options(address, options)
+        """The connection options."""
+        self.dequeue_wait = dequeue_wait
+        self._otlp_traces_endpoint = otlp_traces_endpoint
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = weakref.WeakKeyDictionary()
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "options": self.options,
+            "dequeue_wait": self.dequeue_wait,
+            "otlp_traces_endpoint": self._otlp_traces_endpoint,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(  # type: ignore[misc]
+            state["options"], dequeue_wait=state["dequeue_wait"], otlp_traces_endpoint=state["otlp_traces_endpoint"]
+        )
+
+    def _client(self) -> AsyncClient:
+        """Returns the client of the running event loop, made on first use."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if os.getpid() != self._pid:  # forked: the parent's channels are unusable here
+                self._clients = weakref.WeakKeyDictionary()
+                self._pid = os.getpid()
+            client = self._clients.get(loop)
+            if client is None:
+                for closed in [other for other in self._clients if other.is_closed()]:
+                    del self._clients[closed]
+                client = self._clients[loop] = AsyncClient(self.options)
+            return client
+
+    async def close(self) -> None:
+        """Closes the channels: this loop's now, other running loops' on their loop."""
+        current = asyncio.get_running_loop()
+        with self._lock:
+            clients = list(self._clients.items())
+            self._clients = weakref.WeakKeyDictionary()
+        for loop, client in clients:
+            if loop is current:
+                await client.close()
+            elif loop.is_running():
+                asyncio.run_coroutine_threadsafe(client.close(), loop)
+
+    async def _call(self, call: Call[R]) -> R:
+        try:
+            return await self._client().call(call)
+        except _VALUE_ERRORS as error:
+            raise ValueError(error.details) from error
+
+    async def _call_or(self, call: Call[R], missing: U) -> R | U:
+        """Sends a call; answers `missing` where the server says NOT_FOUND and upstream returns None or empty."""
+        try:
+            return await self._client().call(call)
+        except NotFound:
+            return missing
+        except _VALUE_ERRORS as error:
+            raise ValueError(error.details) from error
+
+    @property
+    def capabilities(self) -> LightningStoreCapabilities:
+        """Returns the capabilities: thread- and async-safe, one store for every process."""
+        return LightningStoreCapabilities(
+            thread_safe=True, async_safe=True, zero_copy=True, otlp_traces=self._otlp_traces_endpoint is not None
+        )
+
+    def otlp_traces_endpoint(self) -> str:
+        """Returns the OTLP/HTTP traces endpoint given to the constructor."""
+        if self._otlp_traces_endpoint is None:
+            raise NotImplementedError(
+                f"no OTLP/HTTP endpoint configured; OTLP/gRPC exporters can send to {self.options.target}"
+            )
+        return self._otlp_traces_endpoint
+
+    async def statistics(self) -> LightningStoreStatistics:
+        """Returns the entity counts; `name` is the server's backend (`memory`, `sqlite`, `postgres`)."""
+        stats = await self._call(calls.get_statistics())
+        return LightningStoreStatistics(
+            name=stats.name,
+            total_rollouts=stats.total_rollouts,
+            total_attempts=stats.total_attempts,
+            total_spans=stats.total_spans,
+            total_resources=stats.total_resources,
+            total_workers=stats.total_workers,
+            uptime=stats.uptime_seconds,
+            total_span_bytes=stats.total_span_bytes,
+        )
+
+    async def start_rollout(
+        self,
+        input: TaskInput,
+        mode: RolloutMode | None = None,
+        resources_id: str | None = None,
+        config: RolloutConfig | None = None,
+        metadata: dict[str, Any] | None = None,
+        worker_id: str | None = None,
+    ) -> AttemptedRollout:
+        """Creates a rollout with its first attempt (status `preparing`), bypassing the queue."""
+        call = calls.start_rollout(
+            jsonable(input),
+            mode=mode,
+            resources_id=resources_id,
+            config=config_to_proto(config),
+            metadata=jsonable(metadata),
+            worker_id=worker_id,
+        )
+        return attempted_from_proto(await self._call(call))
+
+    async def enqueue_rollout(
+        self,
+        input: TaskInput,
+        mode: Literal["train", "val", "test"] | None = None,
+        resources_id: str | None = None,
+        config: RolloutConfig | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Rollout:
+        """Queues a rollout (status `queuing`)."""
+        call = calls.enqueue_rollout(
+            jsonable(input),
+            mode=mode,
+            resources_id=resources_id,
+            config=config_to_proto(config),
+            metadata=jsonable(metadata),
+        )
+        return rollout_from_proto(await self._call(call))
+
+    async def enqueue_many_rollouts(self, rollouts: Sequence[EnqueueRolloutRequest]) -> Sequence[Rollout]:
+        """Queues several rollouts in one atomic call, in order."""
+        if not rollouts:
+            return []
+        specs = [
+            calls.rollout_spec(
+                jsonable(r.input),
+                mode=r.mode,
+                resources_id=r.resources_id,
+                config=config_to_proto(r.config),
+                metadata=jsonable(r.metadata),
+            )
+            for r in rollouts
+        ]
+        return [rollout_from_proto(r) for r in await self._call(calls.enqueue_rollouts(specs))]
+
+    async def dequeue_rollout(self, worker_id: str | None = None) -> AttemptedRollout | None:
+        """Claims the head of the queue (waiting up to `dequeue_wait` seconds); None when it is empty."""
+        rollout = await self._call(calls.dequeue_rollout(worker_id=worker_id, wait=self.dequeue_wait))
+        return attempted_from_proto(rollout) if rollout is not None else None
+
+    async def dequeue_many_rollouts(
+        self, *, limit: int = 1, worker_id: str | None = None
+    ) -> Sequence[AttemptedRollout]:
+        """Claims up to `limit` rollouts from the head of the queue in one atomic call."""
+        if limit <= 0:
+            return []
+        claimed = await self._call(calls.dequeue_rollouts(limit=limit, worker_id=worker_id))
+        return [attempted_from_proto(r) for r in claimed]
+
+    async def start_attempt(self, rollout_id: str, worker_id: str | None = None) -> AttemptedRollout:
+        """Creates a new attempt of a rollout, whatever its status."""
+        return attempted_from_proto(await self._call(calls.start_attempt(rollout_id, worker_id=worker_id)))
+
+    async def add_span(self, span: Span) -> Span | None:
+        """Stores a span; returns it, or None when it was a duplicate."""
+        stored = await self._call(calls.add_span(span_to_proto(span)))
+        return span if stored is not None else None
+
+    async def add_many_spans(self, spans: Sequence[Span]) -> Sequence[Span]:
+        """Stores the spans in one atomic call; returns those stored (duplicates left out)."""
+        if not spans:
+            return []
+        stored = await self._call(calls.add_spans([span_to_proto(s) for s in spans]))
+        kept = Counter((s.rollout_id, s.attempt_id, s.span_id) for s in stored)
+        result = []
+        for span in spans:
+            key = (span.rollout_id, span.attempt_id, span.span_id)
+            if kept[key] > 0:
+                kept[key] -= 1
+                result.append(span)
+        return result
+
+    async def add_otel_span(
+        self, rollout_id: str, attempt_id: str, readable_span: ReadableSpan, sequence_id: int | None = None
+    ) -> Span | None:
+        """Stores an OpenTelemetry span; without `sequence_id` the server allocates one in the same call."""
+        span = Span.from_opentelemetry(
+            readable_span, rollout_id=rollout_id, attempt_id=attempt_id, sequence_id=sequence_id or 0
+        )
+        message = span_to_proto(span, allocate=sequence_id is None)
+        scope = scope_to_proto(readable_span)
+        if scope is not None:
+            message.scope.CopyFrom(scope)
+        stored = await self._call(calls.add_span(message))
+        return span.model_copy(update={"sequence_id": stored.sequence_id}) if stored is not None else None
+
+    async def query_rollouts(
+        self,
+        *,
+        status_in: Sequence[RolloutStatus] | None = None,
+        rollout_id_in: Sequence[str] | None = None,
+        rollout_id_contains: str | None = None,
+        filter_logic: Literal["and", "or"] = "and",
+        sort_by: str | None = None,
+        sort_order: Literal["asc", "desc"] = "asc",
+        limit: int = -1,
+        offset: int = 0,
+        status: Sequence[RolloutStatus] | None = None,
+        rollout_ids: Sequence[str] | None = None,
+    ) -> PaginatedResult[Rollout | AttemptedRollout]:
+        """Lists rollouts, each with its latest attempt; the deprecated `status`/`rollout_ids` still work."""
+        if status_in is None and status is not None:
+            warnings.warn("status is deprecated, use status_in instead", DeprecationWarning, stacklevel=2)
+            status_in = status
+        if rollout_id_in is None and rollout_ids is not None:
+            warnings.warn("rollout_ids is deprecated, use rollout_id_in instead", DeprecationWarning, stacklevel=2)
+            rollout_id_in = rollout_ids
+        logic = _settle_empty_lists(filter_logic, [status_in, rollout_id_in], rollout_id_contains is not None)
+        if logic is None:
+            return _empty(limit, offset)
+        call = calls.query_rollouts(
+            status_in=status_in or None,  # an empty list was settled above
+            rollout_id_in=rollout_id_in or None,
+            rollout_id_contains=rollout_id_contains,
+            filter_logic=logic,
+            sort_by=sort_by,
+            sort_order=sort_order,
+            limit=_server_limit(limit),
+            offset=offset,
+        )
+        return _paginated(await self._call(call), rollout_from_proto, limit if limit == 0 else None)
+
+    async def query_attempts(
+        self,
+        rollout_id: str,
+        *,
+        sort_by: str | None = "sequence_id",
+        sort_order: Literal["asc", "desc"] = "asc",
+        limit: int = -1,
+        offset: int = 0,
+    ) -> PaginatedResult[Attempt]:
+        """Lists the attempts of a rollout; an unknown rollout has none."""
+        call = calls.query_attempts(
+            rollout_id, sort_by=sort_by, sort_order=sort_order, limit=_server_limit(limit), offset=offset
+        )
+        page = await self._call_or(call, None)
+        if page is None:
+            return _empty(limit, offset)
+        return _paginated(page, attempt_from_proto, limit if limit == 0 else None)
+
+    async def get_rollout_by_id(self, rollout_id: str) -> Rollout | None:
+        """Returns a rollout (with its latest attempt, if any), or None."""
+        rollout = await self._call_or(calls.get_rollout(rollout_id), None)
+        return rollout_from_proto(rollout) if rollout is not None else None
+
+    async def get_latest_attempt(self, rollout_id: str) -> Attempt | None:
+        """Returns the latest attempt of a rollout, or None (also for an unknown rollout)."""
+        attempt = await self._call_or(calls.get_latest_attempt(rollout_id), None)
+        return attempt_from_proto(attempt) if attempt is not None else None
+
+    async def query_resources(
+        self,
+        *,
+        resources_id: str | None = None,
+        resources_id_contains: str | None = None,
+        sort_by: str | None = None,
+        sort_order: Literal["asc", "desc"] = "asc",
+        limit: int = -1,
+        offset: int = 0,
+    ) -> PaginatedResult[ResourcesUpdate]:
+        """Lists resources snapshots."""
+        call = calls.query_resources(
+            resources_id=resources_id,
+            resources_id_contains=resources_id_contains,
+            sort_by=sort_by,
+            sort_order=sort_order,
+            limit=_server_limit(limit),
+            offset=offset,
+        )
+        return _paginated(await self._call(call), resources_from_proto, limit if limit == 0 else None)
+
+    async def get_resources_by_id(self, resources_id: str) -> ResourcesUpdate | None:
+        """Returns a resources snapshot, or None."""
+        update = await self._call_or(calls.get_resources(resources_id), None)
+        return resources_from_proto(update) if update is not None else None
+
+    async def get_latest_resources(self) -> ResourcesUpdate | None:
+        """Returns the latest resources snapshot, or None."""
+        update = await self._call(calls.get_latest_resources())
+        return resources_from_proto(update) if update is not None else None
+
+    async def add_resources(self, resources: NamedResources) -> ResourcesUpdate:
+        """Stores a new resources snapshot, now the latest."""
+        return resources_from_proto(await self._call(calls.add_resources(named_resources_json(resources))))
+
+    async def update_resources(self, resources_id: str, resources: NamedResources) -> ResourcesUpdate:
+        """Replaces (or creates) a resources snapshot, now the latest."""
+        call = calls.update_resources(resources_id, named_resources_json(resources))
+        return resources_from_proto(await self._call(call))
+
+    async def get_next_span_sequence_id(self, rollout_id: str, attempt_id: str) -> int:
+        """Allocates the next span sequence id of a rollout; ValueError for an unknown rollout or attempt."""
+        return await self._call(calls.next_span_sequence_id(rollout_id, attempt_id))
+
+    async def get_many_span_sequence_ids(self, rollout_attempt_ids: Sequence[tuple[str, str]]) -> Sequence[int]:
+        """Allocates one sequence id per (rollout, attempt) pair in one call."""
+        if not rollout_attempt_ids:
+            return []
+        return await self._call(calls.span_sequence_ids(rollout_attempt_ids))
+
+    async def wait_for_rollouts(self, *, rollout_ids: list[str], timeout: float | None = None) -> list[Rollout]:
+        """Returns the rollouts terminal by the deadline, in request order; unknown ids are left out.
+
+        Waits on the server's completion stream (no polling, any timeout, and
+        it survives a server restart); `timeout <= 0` checks once.
+        """
+        if timeout is not None and timeout <= 0:
+            finished = await self._call(calls.wait_for_rollouts(rollout_ids, timeout=0))
+        else:
+            finished = []
+            try:
+                async with self._client().watch_completions(rollout_ids, timeout=timeout) as stream:
+                    finished = [rollout async for rollout in stream]
+            except _VALUE_ERRORS as error:
+                raise ValueError(error.details) from error
+        by_id = {r.rollout_id: rollout_from_proto(r, with_attempt=False) for r in finished}
+        return [by_id[rollout_id] for rollout_id in rollout_ids if rollout_id in by_id]
+
+    async def query_spans(
+        self,
+        rollout_id: str,
+        attempt_id: str | Literal["latest"] | None = None,
+        *,
+        trace_id: str | None = None,
+        trace_id_contains: str | None = None,
+        span_id: str | None = None,
+        span_id_contains: str | None = None,
+        parent_id: str | None = None,
+        parent_id_contains: str | None = None,
+        name: str | None = None,
+        name_contains: str | None = None,
+        filter_logic: Literal["and", "or"] = "and",
+        limit: int = -1,
+        offset: int = 0,
+        sort_by: str | None = "sequence_id",
+        sort_order: Literal["asc", "desc"] = "asc",
+    ) -> PaginatedResult[Span]:
+        """Lists the spans of a rollout; unknown rollouts and attempts have none.
+
+        RuntimeError once span retention deleted the rollout's spans, as upstream's eviction.
+        """
+        filters = {
+            "trace_id": trace_id,
+            "trace_id_contains": trace_id_contains,
+            "span_id": span_id,
+            "span_id_contains": span_id_contains,
+            "parent_id": parent_id,
+            "parent_id_contains": parent_id_contains,
+            "name": name,
+            "name_contains": name_contains,
+        }
+        if filter_logic == "or" and all(value is None for value in filters.values()):
+            return _empty(limit, offset)  # upstream: an OR over no condition matches nothing
+        call = calls.query_spans(
+            rollout_id,
+            attempt_id,
+            **filters,
+            filter_logic=filter_logic,
+            sort_by=sort_by,
+            sort_order=sort_order,
+            limit=_server_limit(limit),
+            offset=offset,
+        )
+        try:
+            page = await self._call_or(call, None)
+        except ValueError as error:
+            if isinstance(error.__cause__, FailedPrecondition):
+                raise RuntimeError(str(error)) from error.__cause__
+            raise
+        if page is None:
+            return _empty(limit, offset)
+        return _paginated(page, span_from_proto, limit if limit == 0 else None)
+
+    async def update_rollout(
+        self,
+        rollout_id: str,
+        input: TaskInput | UpstreamUnset = UPSTREAM_UNSET,
+        mode: Literal["train", "val", "test"] | UpstreamUnset | None = UPSTREAM_UNSET,
+        resources_id: str | UpstreamUnset | None = UPSTREAM_UNSET,
+        status: RolloutStatus | UpstreamUnset = UPSTREAM_UNSET,
+        config: RolloutConfig | UpstreamUnset = UPSTREAM_UNSET,
+        metadata: dict[str, Any] | UpstreamUnset | None = UPSTREAM_UNSET,
+    ) -> Rollout:
+        """Writes the given fields of a rollout: `UNSET` leaves a field, `None` writes null."""
+        call = calls.update_rollout(
+            rollout_id,
+            input=_jsonable_given(input),
+            mode=_given(mode),
+            resources_id=_given(resources_id),
+            status=_given(status),
+            config=UNSET if isinstance(config, UpstreamUnset) else config_to_proto(config),
+            metadata=_jsonable_given(metadata),
+        )
+        return rollout_from_proto(await self._call(call), with_attempt=False)
+
+    async def update_attempt(
+        self,
+        rollout_id: str,
+        attempt_id: str | Literal["latest"],
+        status: AttemptStatus | UpstreamUnset = UPSTREAM_UNSET,
+        worker_id: str | UpstreamUnset = UPSTREAM_UNSET,
+        last_heartbeat_time: float | UpstreamUnset = UPSTREAM_UNSET,
+        metadata: dict[str, Any] | UpstreamUnset | None = UPSTREAM_UNSET,
+    ) -> Attempt:
+        """Writes the given fields of an attempt (or of the `latest` one); a status change drives the rollout."""
+        call = calls.update_attempt(
+            rollout_id,
+            attempt_id,
+            status=_given(status),
+            worker_id=_given(worker_id),
+            last_heartbeat_time=_given(last_heartbeat_time),
+            metadata=_jsonable_given(metadata),
+        )
+        return attempt_from_proto(await self._call(call))
+
+    async def query_workers(
+        self,
+        *,
+        status_in: Sequence[WorkerStatus] | None = None,
+        worker_id_contains: str | None = None,
+        filter_logic: Literal["and", "or"] = "and",
+        sort_by: str | None = None,
+        sort_order: Literal["asc", "desc"] = "asc",
+        limit: int = -1,
+        offset: int = 0,
+    ) -> PaginatedResult[Worker]:
+        """Lists workers."""
+        logic = _settle_empty_lists(filter_logic, [status_in], worker_id_contains is not None)
+        if logic is None:
+            return _empty(limit, offset)
+        call = calls.query_workers(
+            status_in=status_in or None,  # an empty list was settled above
+            worker_id_contains=worker_id_contains,
+            filter_logic=logic,
+            sort_by=sort_by,
+            sort_order=sort_order,
+            limit=_server_limit(limit),
+            offset=offset,
+        )
+        return _paginated(await self._call(call), worker_from_proto, limit if limit == 0 else None)
+
+    async def get_worker_by_id(self, worker_id: str) -> Worker | None:
+        """Returns a worker, or None."""
+        worker = await self._call_or(calls.get_worker(worker_id), None)
+        return worker_from_proto(worker) if worker is not None else None
+
+    async def update_worker(
+        self, worker_id: str, heartbeat_stats: dict[str, Any] | UpstreamUnset = UPSTREAM_UNSET
+    ) -> Worker:
+        """Records a worker heartbeat (creating the worker), with new statistics if given."""
+        stats = _given(heartbeat_stats)
+        if stats is None:
+            raise TypeError("heartbeat_stats must be a dict when given")
+        call = calls.update_worker(worker_id, heartbeat_stats=_jsonable_given(stats))
+        return worker_from_proto(await self._call(call))
+
+
+def _jsonable_given(value: Any) -> Any:
+    given = _given(value)
+    return given if isinstance(given, Unset) else jsonable(given)
+
+
+def _settle_empty_lists(
+    filter_logic: Literal["and", "or"], lists: Sequence[Sequence[Any] | None], has_other: bool
+) -> Literal["and", "or"] | None:
+    """Returns the logic to send once explicitly empty `*_in` lists are dropped; None: nothing matches.
+
+    Upstream pools every condition under `filter_logic`: an empty list is a
+    condition nothing meets, and a query without any condition returns
+    everything, with AND or OR. The server reads an empty list as "no
+    filter", so the client settles them here (the proto's explicit empty
+    filter of issue 12 will let the server do it).
+    """
+    empty = any(values is not None and len(values) == 0 for values in lists)
+    given = any(values for values in lists) or has_other
+    if empty and (filter_logic == "and" or not given):
+        return None  # AND with a condition nothing meets, or OR over such conditions only
+    return filter_logic if given else "and"  # no condition at all: everything, whatever the logic

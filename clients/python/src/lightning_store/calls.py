@@ -1,0 +1,446 @@
+"""The unary calls of the API, written once for the sync and the asyncio client.
+
+Each function takes Python arguments and returns a `Call`: the RPC's name, its
+request message, how to read the answer, and whether the call may be retried.
+`Client` and `AsyncClient` expose every function here as a method of the same
+name and signature (see `client.py` and `aio.py`), so both clients always
+offer the same API.
+
+Results are the generated protobuf messages (`lightning_store.proto.types_pb2`:
+`Rollout`, `Attempt`, `Span`, `ResourcesUpdate`, `Worker`); payloads stay JSON
+text in their `*_json` fields (`json.loads(rollout.input_json)`), statuses are
+enums (`lightning_store.values.ROLLOUT_STATUS.name(rollout.status)` gives
+`"succeeded"`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar, overload
+
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.field_mask_pb2 import FieldMask
+from google.protobuf.message import Message
+
+from lightning_store.proto import store_pb2 as pb
+from lightning_store.proto import types_pb2 as types
+from lightning_store.values import (
+    ATTEMPT_STATUS,
+    ROLLOUT_MODE,
+    ROLLOUT_STATUS,
+    UNSET,
+    WORKER_STATUS,
+    AttemptStatusName,
+    FilterLogicName,
+    RolloutModeName,
+    RolloutStatusName,
+    SortOrderName,
+    Unset,
+    WorkerStatusName,
+    to_json,
+    to_timestamp,
+)
+
+R = TypeVar("R")
+T = TypeVar("T")
+
+LATEST = "latest"
+"""Stands for the latest attempt of a rollout where an attempt id is expected."""
+
+
+@dataclass(frozen=True)
+class Call(Generic[R]):
+    """One unary RPC, ready to send."""
+
+    method: str
+    """The RPC's name in `LightningStoreService`."""
+    request: Message
+    """The request message."""
+    parse: Callable[[Any], R]
+    """Reads the result from the response message."""
+    safe: bool = False
+    """Whether repeating the call cannot write twice, so that it may be retried."""
+    wait: float | None = 0.0
+    """Seconds the server may legitimately wait before answering, added to the deadline; None: unbounded."""
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a query: the items, the window applied and the number of matches before paging."""
+
+    items: list[T] = field(default_factory=list)
+    limit: int = -1
+    """The limit applied; -1 for none."""
+    offset: int = 0
+    total: int = 0
+    """Matches before pagination."""
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        return self.items[index]
+
+
+def _page_of(response: Any) -> Page[Any]:
+    return Page(list(response.items), response.limit, response.offset, response.total)
+
+
+def _page(sort_by: str | None, sort_order: SortOrderName, limit: int | None, offset: int) -> pb.PageRequest:
+    if sort_order not in ("asc", "desc"):
+        raise ValueError(f"sort_order must be 'asc' or 'desc', got {sort_order!r}")
+    return pb.PageRequest(sort_by=sort_by, sort_order=f"SORT_ORDER_{sort_order.upper()}", limit=limit, offset=offset)
+
+
+def _logic(filter_logic: FilterLogicName) -> str:
+    if filter_logic not in ("and", "or"):
+        raise ValueError(f"filter_logic must be 'and' or 'or', got {filter_logic!r}")
+    return f"FILTER_LOGIC_{filter_logic.upper()}"
+
+
+def _seconds(seconds: float) -> Duration:
+    duration = Duration()
+    duration.FromNanoseconds(round(seconds * 1e9))
+    return duration
+
+
+def _mode(mode: RolloutModeName | None) -> str | None:
+    return ROLLOUT_MODE.value(mode) if mode is not None else None
+
+
+def rollout_spec(
+    input: Any = None,
+    *,
+    mode: RolloutModeName | None = None,
+    resources_id: str | None = None,
+    config: types.RolloutConfig | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> pb.RolloutSpec:
+    """Returns the description of a rollout to create; `input` and `metadata` must be JSON-serialisable.
+
+    `resources_id=None` lets the server pick the latest resources snapshot.
+    """
+    return pb.RolloutSpec(
+        input_json=to_json(input),
+        mode=_mode(mode),
+        resources_id=resources_id,
+        config=config,
+        metadata_json=to_json(dict(metadata or {})),
+    )
+
+
+def _optional(response: Any, name: str) -> Any:
+    return getattr(response, name) if response.HasField(name) else None
+
+
+def get_capabilities() -> Call[pb.GetCapabilitiesResponse]:
+    """Returns what the store supports."""
+    return Call("GetCapabilities", pb.GetCapabilitiesRequest(), lambda r: r, safe=True)
+
+
+def get_statistics() -> Call[pb.GetStatisticsResponse]:
+    """Returns entity counts, per-status counts and uptime."""
+    return Call("GetStatistics", pb.GetStatisticsRequest(), lambda r: r, safe=True)
+
+
+def start_rollout(
+    input: Any = None,
+    *,
+    mode: RolloutModeName | None = None,
+    resources_id: str | None = None,
+    config: types.RolloutConfig | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    worker_id: str | None = None,
+) -> Call[types.Rollout]:
+    """Creates a rollout with its first attempt, bypassing the queue (status `preparing`)."""
+    spec = rollout_spec(input, mode=mode, resources_id=resources_id, config=config, metadata=metadata)
+    return Call("StartRollout", pb.StartRolloutRequest(rollout=spec, worker_id=worker_id), lambda r: r.rollout)
+
+
+def enqueue_rollout(
+    input: Any = None,
+    *,
+    mode: RolloutModeName | None = None,
+    resources_id: str | None = None,
+    config: types.RolloutConfig | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Call[types.Rollout]:
+    """Appends a rollout (status `queuing`) to the queue."""
+    spec = rollout_spec(input, mode=mode, resources_id=resources_id, config=config, metadata=metadata)
+    return Call("EnqueueRollout", pb.EnqueueRolloutRequest(rollout=spec), lambda r: r.rollout)
+
+
+def enqueue_rollouts(rollouts: Iterable[pb.RolloutSpec]) -> Call[list[types.Rollout]]:
+    """Appends several rollouts (made with `rollout_spec`) atomically, in order."""
+    return Call("EnqueueRollouts", pb.EnqueueRolloutsRequest(rollouts=rollouts), lambda r: list(r.rollouts))
+
+
+def dequeue_rollout(*, worker_id: str | None = None, wait: float = 0.0) -> Call[types.Rollout | None]:
+    """Claims the head of the queue (a new attempt), waiting up to `wait` seconds for one; None if none came."""
+    request = pb.DequeueRolloutRequest(worker_id=worker_id, wait=_seconds(wait))
+    return Call("DequeueRollout", request, lambda r: _optional(r, "rollout"), wait=wait)
+
+
+def dequeue_rollouts(*, limit: int = 1, worker_id: str | None = None, wait: float = 0.0) -> Call[list[types.Rollout]]:
+    """Claims up to `limit` rollouts from the head of the queue, waiting up to `wait` seconds for the first."""
+    request = pb.DequeueRolloutsRequest(limit=limit, worker_id=worker_id, wait=_seconds(wait))
+    return Call("DequeueRollouts", request, lambda r: list(r.rollouts), wait=wait)
+
+
+def start_attempt(rollout_id: str, *, worker_id: str | None = None) -> Call[types.Rollout]:
+    """Creates a new attempt of a rollout, whatever its status; returns the rollout with it."""
+    request = pb.StartAttemptRequest(rollout_id=rollout_id, worker_id=worker_id)
+    return Call("StartAttempt", request, lambda r: r.rollout)
+
+
+def add_span(span: types.Span) -> Call[types.Span | None]:
+    """Stores a span (a heartbeat of its attempt); None when it was a duplicate.
+
+    Retried when the server is unavailable: a span that did arrive is then a
+    duplicate, ignored, and the answer is None.
+    """
+    return Call("AddSpan", pb.AddSpanRequest(span=span), lambda r: _optional(r, "span"), safe=True)
+
+
+def add_spans(spans: Iterable[types.Span]) -> Call[list[types.Span]]:
+    """Stores many spans atomically; returns those stored, duplicates left out (safe to retry, as `add_span`)."""
+    return Call("AddSpans", pb.AddSpansRequest(spans=spans), lambda r: list(r.spans), safe=True)
+
+
+def next_span_sequence_id(rollout_id: str, attempt_id: str) -> Call[int]:
+    """Allocates the next span sequence id of a rollout."""
+    request = pb.GetNextSpanSequenceIdRequest(rollout_id=rollout_id, attempt_id=attempt_id)
+    return Call("GetNextSpanSequenceId", request, lambda r: int(r.sequence_id))
+
+
+def span_sequence_ids(attempts: Iterable[tuple[str, str]]) -> Call[list[int]]:
+    """Allocates one sequence id per (rollout id, attempt id) pair, in order."""
+    refs = [pb.RolloutAttemptRef(rollout_id=r, attempt_id=a) for r, a in attempts]
+    return Call("GetSpanSequenceIds", pb.GetSpanSequenceIdsRequest(attempts=refs), lambda r: list(r.sequence_ids))
+
+
+def query_rollouts(
+    *,
+    status_in: Iterable[RolloutStatusName] | None = None,
+    rollout_id_in: Iterable[str] | None = None,
+    rollout_id_contains: str | None = None,
+    filter_logic: FilterLogicName = "and",
+    sort_by: str | None = None,
+    sort_order: SortOrderName = "asc",
+    limit: int | None = None,
+    offset: int = 0,
+) -> Call[Page[types.Rollout]]:
+    """Lists rollouts, each with its latest attempt; empty filter lists mean "no filter"."""
+    request = pb.QueryRolloutsRequest(
+        status_in=[ROLLOUT_STATUS.value(s) for s in status_in or ()],
+        rollout_id_in=list(rollout_id_in or ()),
+        filter_logic=_logic(filter_logic),
+        rollout_id_contains=rollout_id_contains,
+        page=_page(sort_by, sort_order, limit, offset),
+    )
+    return Call("QueryRollouts", request, _page_of, safe=True)
+
+
+def get_rollout(rollout_id: str) -> Call[types.Rollout]:
+    """Returns a rollout with its latest attempt; raises NotFound."""
+    return Call("GetRollout", pb.GetRolloutRequest(rollout_id=rollout_id), lambda r: r.rollout, safe=True)
+
+
+def update_rollout(
+    rollout_id: str,
+    *,
+    input: Any | Unset = UNSET,
+    mode: RolloutModeName | Unset | None = UNSET,
+    resources_id: str | Unset | None = UNSET,
+    status: RolloutStatusName | Unset = UNSET,
+    config: types.RolloutConfig | Unset | None = UNSET,
+    metadata: Mapping[str, Any] | Unset | None = UNSET,
+) -> Call[types.Rollout]:
+    """Writes the given fields of a rollout (`UNSET` leaves a field, `None` writes null)."""
+    given: dict[str, Any] = {}
+    if not isinstance(input, Unset):
+        given["input_json"] = to_json(input)
+    if not isinstance(mode, Unset):
+        given["mode"] = _mode(mode)
+    if not isinstance(resources_id, Unset):
+        given["resources_id"] = resources_id
+    if not isinstance(status, Unset):
+        given["status"] = ROLLOUT_STATUS.value(status)
+    if not isinstance(config, Unset):
+        given["config"] = config
+    if not isinstance(metadata, Unset):
+        given["metadata_json"] = "" if metadata is None else to_json(dict(metadata))
+    request = pb.UpdateRolloutRequest(rollout_id=rollout_id, update_mask=FieldMask(paths=given), **given)
+    return Call("UpdateRollout", request, lambda r: r.rollout)
+
+
+def query_attempts(
+    rollout_id: str,
+    *,
+    sort_by: str | None = None,
+    sort_order: SortOrderName = "asc",
+    limit: int | None = None,
+    offset: int = 0,
+) -> Call[Page[types.Attempt]]:
+    """Lists the attempts of a rollout (by sequence id unless `sort_by` says otherwise); raises NotFound."""
+    request = pb.QueryAttemptsRequest(rollout_id=rollout_id, page=_page(sort_by, sort_order, limit, offset))
+    return Call("QueryAttempts", request, _page_of, safe=True)
+
+
+def get_latest_attempt(rollout_id: str) -> Call[types.Attempt | None]:
+    """Returns the latest attempt of a rollout, None when it has none; raises NotFound."""
+    request = pb.GetLatestAttemptRequest(rollout_id=rollout_id)
+    return Call("GetLatestAttempt", request, lambda r: _optional(r, "attempt"), safe=True)
+
+
+def update_attempt(
+    rollout_id: str,
+    attempt_id: str = LATEST,
+    *,
+    status: AttemptStatusName | Unset = UNSET,
+    worker_id: str | Unset = UNSET,
+    last_heartbeat_time: float | Unset = UNSET,
+    metadata: Mapping[str, Any] | Unset | None = UNSET,
+) -> Call[types.Attempt]:
+    """Writes the given fields of an attempt (`latest` by default); a status change drives the rollout."""
+    given: dict[str, Any] = {}
+    if not isinstance(status, Unset):
+        given["status"] = ATTEMPT_STATUS.value(status)
+    if not isinstance(worker_id, Unset):
+        given["worker_id"] = worker_id
+    if not isinstance(last_heartbeat_time, Unset):
+        given["last_heartbeat_time"] = to_timestamp(last_heartbeat_time)
+    if not isinstance(metadata, Unset):
+        given["metadata_json"] = "" if metadata is None else to_json(dict(metadata))
+    request = pb.UpdateAttemptRequest(
+        rollout_id=rollout_id, attempt_id=attempt_id, update_mask=FieldMask(paths=given), **given
+    )
+    return Call("UpdateAttempt", request, lambda r: r.attempt)
+
+
+def wait_for_rollouts(rollout_ids: Iterable[str], *, timeout: float | None = None) -> Call[list[types.Rollout]]:
+    """Waits until the rollouts are terminal or `timeout` seconds passed; returns the terminal ones.
+
+    `timeout=0` checks once, `None` waits as long as it takes. Unknown ids are
+    left out. Prefer `watch_completions` to handle each rollout as it finishes.
+    """
+    limit = None if timeout is None else _seconds(max(timeout, 0.0))
+    request = pb.WaitForRolloutsRequest(rollout_ids=rollout_ids, timeout=limit)
+    return Call("WaitForRollouts", request, lambda r: list(r.rollouts), safe=True, wait=timeout)
+
+
+def query_spans(
+    rollout_id: str,
+    attempt_id: str | None = None,
+    *,
+    trace_id: str | None = None,
+    trace_id_contains: str | None = None,
+    span_id: str | None = None,
+    span_id_contains: str | None = None,
+    parent_id: str | None = None,
+    parent_id_contains: str | None = None,
+    name: str | None = None,
+    name_contains: str | None = None,
+    filter_logic: FilterLogicName = "and",
+    sort_by: str | None = None,
+    sort_order: SortOrderName = "asc",
+    limit: int | None = None,
+    offset: int = 0,
+) -> Call[Page[types.Span]]:
+    """Lists the spans of a rollout: of one attempt, of `latest`, or of every attempt (None)."""
+    request = pb.QuerySpansRequest(
+        rollout_id=rollout_id,
+        attempt_id=attempt_id,
+        trace_id=trace_id,
+        trace_id_contains=trace_id_contains,
+        span_id=span_id,
+        span_id_contains=span_id_contains,
+        parent_id=parent_id,
+        parent_id_contains=parent_id_contains,
+        name=name,
+        name_contains=name_contains,
+        filter_logic=_logic(filter_logic),
+        page=_page(sort_by, sort_order, limit, offset),
+    )
+    return Call("QuerySpans", request, _page_of, safe=True)
+
+
+def add_resources(resources: Mapping[str, Any]) -> Call[types.ResourcesUpdate]:
+    """Stores a new resources snapshot (version 1), now the latest."""
+    request = pb.AddResourcesRequest(resources_json=to_json(dict(resources)))
+    return Call("AddResources", request, lambda r: r.resources)
+
+
+def update_resources(resources_id: str, resources: Mapping[str, Any]) -> Call[types.ResourcesUpdate]:
+    """Replaces a snapshot's resources (version + 1; an unknown id is created), now the latest."""
+    request = pb.UpdateResourcesRequest(resources_id=resources_id, resources_json=to_json(dict(resources)))
+    return Call("UpdateResources", request, lambda r: r.resources)
+
+
+def get_resources(resources_id: str) -> Call[types.ResourcesUpdate]:
+    """Returns a resources snapshot; raises NotFound."""
+    request = pb.GetResourcesRequest(resources_id=resources_id)
+    return Call("GetResources", request, lambda r: r.resources, safe=True)
+
+
+def get_latest_resources() -> Call[types.ResourcesUpdate | None]:
+    """Returns the latest resources snapshot, None when there is none."""
+    return Call("GetLatestResources", pb.GetLatestResourcesRequest(), lambda r: _optional(r, "resources"), safe=True)
+
+
+def query_resources(
+    *,
+    resources_id: str | None = None,
+    resources_id_contains: str | None = None,
+    sort_by: str | None = None,
+    sort_order: SortOrderName = "asc",
+    limit: int | None = None,
+    offset: int = 0,
+) -> Call[Page[types.ResourcesUpdate]]:
+    """Lists resources snapshots (both id filters must match)."""
+    request = pb.QueryResourcesRequest(
+        resources_id=resources_id,
+        resources_id_contains=resources_id_contains,
+        page=_page(sort_by, sort_order, limit, offset),
+    )
+    return Call("QueryResources", request, _page_of, safe=True)
+
+
+def query_workers(
+    *,
+    status_in: Iterable[WorkerStatusName] | None = None,
+    worker_id_contains: str | None = None,
+    filter_logic: FilterLogicName = "and",
+    sort_by: str | None = None,
+    sort_order: SortOrderName = "asc",
+    limit: int | None = None,
+    offset: int = 0,
+) -> Call[Page[types.Worker]]:
+    """Lists workers; an empty status list means "no filter"."""
+    request = pb.QueryWorkersRequest(
+        status_in=[WORKER_STATUS.value(s) for s in status_in or ()],
+        filter_logic=_logic(filter_logic),
+        worker_id_contains=worker_id_contains,
+        page=_page(sort_by, sort_order, limit, offset),
+    )
+    return Call("QueryWorkers", request, _page_of, safe=True)
+
+
+def get_worker(worker_id: str) -> Call[types.Worker]:
+    """Returns a worker; raises NotFound."""
+    return Call("GetWorker", pb.GetWorkerRequest(worker_id=worker_id), lambda r: r.worker, safe=True)
+
+
+def update_worker(worker_id: str, *, heartbeat_stats: Mapping[str, Any] | Unset = UNSET) -> Call[types.Worker]:
+    """Records a worker heartbeat (creating the worker if needed), with new statistics if given."""
+    stats = None if isinstance(heartbeat_stats, Unset) else to_json(dict(heartbeat_stats))
+    request = pb.UpdateWorkerRequest(worker_id=worker_id, heartbeat_stats_json=stats)
+    return Call("UpdateWorker", request, lambda r: r.worker, safe=True)

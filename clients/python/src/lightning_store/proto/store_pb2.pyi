@@ -1,0 +1,685 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import field_mask_pb2 as _field_mask_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from lightning_store.proto import types_pb2 as _types_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SortOrder(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SORT_ORDER_UNSPECIFIED: _ClassVar[SortOrder]
+    SORT_ORDER_ASC: _ClassVar[SortOrder]
+    SORT_ORDER_DESC: _ClassVar[SortOrder]
+
+class FilterLogic(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FILTER_LOGIC_UNSPECIFIED: _ClassVar[FilterLogic]
+    FILTER_LOGIC_AND: _ClassVar[FilterLogic]
+    FILTER_LOGIC_OR: _ClassVar[FilterLogic]
+
+class RevocationReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REVOCATION_REASON_UNSPECIFIED: _ClassVar[RevocationReason]
+    REVOCATION_REASON_CANCELLED: _ClassVar[RevocationReason]
+    REVOCATION_REASON_TIMEOUT: _ClassVar[RevocationReason]
+    REVOCATION_REASON_UNRESPONSIVE: _ClassVar[RevocationReason]
+SORT_ORDER_UNSPECIFIED: SortOrder
+SORT_ORDER_ASC: SortOrder
+SORT_ORDER_DESC: SortOrder
+FILTER_LOGIC_UNSPECIFIED: FilterLogic
+FILTER_LOGIC_AND: FilterLogic
+FILTER_LOGIC_OR: FilterLogic
+REVOCATION_REASON_UNSPECIFIED: RevocationReason
+REVOCATION_REASON_CANCELLED: RevocationReason
+REVOCATION_REASON_TIMEOUT: RevocationReason
+REVOCATION_REASON_UNRESPONSIVE: RevocationReason
+
+class PageRequest(_message.Message):
+    __slots__ = ("sort_by", "sort_order", "limit", "offset")
+    SORT_BY_FIELD_NUMBER: _ClassVar[int]
+    SORT_ORDER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    sort_by: str
+    sort_order: SortOrder
+    limit: int
+    offset: int
+    def __init__(self, sort_by: _Optional[str] = ..., sort_order: _Optional[_Union[SortOrder, str]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class GetCapabilitiesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetCapabilitiesResponse(_message.Message):
+    __slots__ = ("thread_safe", "async_safe", "zero_copy", "otlp_traces")
+    THREAD_SAFE_FIELD_NUMBER: _ClassVar[int]
+    ASYNC_SAFE_FIELD_NUMBER: _ClassVar[int]
+    ZERO_COPY_FIELD_NUMBER: _ClassVar[int]
+    OTLP_TRACES_FIELD_NUMBER: _ClassVar[int]
+    thread_safe: bool
+    async_safe: bool
+    zero_copy: bool
+    otlp_traces: bool
+    def __init__(self, thread_safe: _Optional[bool] = ..., async_safe: _Optional[bool] = ..., zero_copy: _Optional[bool] = ..., otlp_traces: _Optional[bool] = ...) -> None: ...
+
+class GetStatisticsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetStatisticsResponse(_message.Message):
+    __slots__ = ("name", "total_rollouts", "total_attempts", "total_spans", "total_resources", "total_workers", "uptime_seconds", "queued_rollouts", "total_span_bytes", "evicted_rollouts", "evicted_spans", "evicted_span_bytes", "rollouts_by_status", "attempts_by_status", "oldest_queued_time")
+    class RolloutsByStatusEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class AttemptsByStatusEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SPANS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SPAN_BYTES_FIELD_NUMBER: _ClassVar[int]
+    EVICTED_ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    EVICTED_SPANS_FIELD_NUMBER: _ClassVar[int]
+    EVICTED_SPAN_BYTES_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUTS_BY_STATUS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_BY_STATUS_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_QUEUED_TIME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    total_rollouts: int
+    total_attempts: int
+    total_spans: int
+    total_resources: int
+    total_workers: int
+    uptime_seconds: float
+    queued_rollouts: int
+    total_span_bytes: int
+    evicted_rollouts: int
+    evicted_spans: int
+    evicted_span_bytes: int
+    rollouts_by_status: _containers.ScalarMap[str, int]
+    attempts_by_status: _containers.ScalarMap[str, int]
+    oldest_queued_time: _timestamp_pb2.Timestamp
+    def __init__(self, name: _Optional[str] = ..., total_rollouts: _Optional[int] = ..., total_attempts: _Optional[int] = ..., total_spans: _Optional[int] = ..., total_resources: _Optional[int] = ..., total_workers: _Optional[int] = ..., uptime_seconds: _Optional[float] = ..., queued_rollouts: _Optional[int] = ..., total_span_bytes: _Optional[int] = ..., evicted_rollouts: _Optional[int] = ..., evicted_spans: _Optional[int] = ..., evicted_span_bytes: _Optional[int] = ..., rollouts_by_status: _Optional[_Mapping[str, int]] = ..., attempts_by_status: _Optional[_Mapping[str, int]] = ..., oldest_queued_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class RolloutSpec(_message.Message):
+    __slots__ = ("input_json", "mode", "resources_id", "config", "metadata_json")
+    INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    input_json: str
+    mode: _types_pb2.RolloutMode
+    resources_id: str
+    config: _types_pb2.RolloutConfig
+    metadata_json: str
+    def __init__(self, input_json: _Optional[str] = ..., mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., resources_id: _Optional[str] = ..., config: _Optional[_Union[_types_pb2.RolloutConfig, _Mapping]] = ..., metadata_json: _Optional[str] = ...) -> None: ...
+
+class StartRolloutRequest(_message.Message):
+    __slots__ = ("rollout", "worker_id")
+    ROLLOUT_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    rollout: RolloutSpec
+    worker_id: str
+    def __init__(self, rollout: _Optional[_Union[RolloutSpec, _Mapping]] = ..., worker_id: _Optional[str] = ...) -> None: ...
+
+class StartRolloutResponse(_message.Message):
+    __slots__ = ("rollout",)
+    ROLLOUT_FIELD_NUMBER: _ClassVar[int]
+    rollout: _types_pb2.Rollout
+    def __init__(self, rollout: _Optional[_Union[_types_pb2.Rollout, _Mapping]] = ...) -> None: ...
+
+class EnqueueRolloutRequest(_message.Message):
+    __slots__ = ("rollout",)
+    ROLLOUT_FIELD_NUMBER: _ClassVar[int]
+    rollout: RolloutSpec
+    def __init__(self, rollout: _Optional[_Union[RolloutSpec, _Mapping]] = ...) -> None: ...
+
+class EnqueueRolloutResponse(_message.Message):
+    __slots__ = ("rollout",)
+    ROLLOUT_FIELD_NUMBER: _ClassVar[int]
+    rollout: _types_pb2.Rollout
+    def __init__(self, rollout: _Optional[_Union[_types_pb2.Rollout, _Mapping]] = ...) -> None: ...
+
+class EnqueueRolloutsRequest(_message.Message):
+    __slots__ = ("rollouts",)
+    ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    rollouts: _containers.RepeatedCompositeFieldContainer[RolloutSpec]
+    def __init__(self, rollouts: _Optional[_Iterable[_Union[RolloutSpec, _Mapping]]] = ...) -> None: ...
+
+class EnqueueRolloutsResponse(_message.Message):
+    __slots__ = ("rollouts",)
+    ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    rollouts: _containers.RepeatedCompositeFieldContainer[_types_pb2.Rollout]
+    def __init__(self, rollouts: _Optional[_Iterable[_Union[_types_pb2.Rollout, _Mapping]]] = ...) -> None: ...
+
+class DequeueRolloutRequest(_message.Message):
+    __slots__ = ("worker_id", "wait")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    wait: _duration_pb2.Duration
+    def __init__(self, worker_id: _Optional[str] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class DequeueRolloutResponse(_message.Message):
+    __slots__ = ("rollout",)
+    ROLLOUT_FIELD_NUMBER: _ClassVar[int]
+    rollout: _types_pb2.Rollout
+    def __init__(self, rollout: _Optional[_Union[_types_pb2.Rollout, _Mapping]] = ...) -> None: ...
+
+class DequeueRolloutsRequest(_message.Message):
+    __slots__ = ("limit", "worker_id", "wait")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    worker_id: str
+    wait: _duration_pb2.Duration
+    def __init__(self, limit: _Optional[int] = ..., worker_id: _Optional[str] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class DequeueRolloutsResponse(_message.Message):
+    __slots__ = ("rollouts",)
+    ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    rollouts: _containers.RepeatedCompositeFieldContainer[_types_pb2.Rollout]
+    def __init__(self, rollouts: _Optional[_Iterable[_Union[_types_pb2.Rollout, _Mapping]]] = ...) -> None: ...
+
+class StartAttemptRequest(_message.Message):
+    __slots__ = ("rollout_id", "worker_id")
+    ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    rollout_id: str
+    worker_id: str
+    def __init__(self, rollout_id: _Optional[str] = ..., worker_id: _Optional[str] = ...) -> None: ...
+
+class StartAttemptResponse(_message.Message):
+    __slots__ = ("rollout",)
+    ROLLOUT_FIELD_NUMBER: _ClassVar[int]
+    rollout: _types_pb2.Rollout
+    def __init__(self, rollout: _Optional[_Union[_types_pb2.Rollout, _Mapping]] = ...) -> None: ...
+
+class AddSpanRequest(_message.Message):
+    __slots__ = ("span",)
+    SPAN_FIELD_NUMBER: _ClassVar[int]
+    span: _types_pb2.Span
+    def __init__(self, span: _Optional[_Union[_types_pb2.Span, _Mapping]] = ...) -> None: ...
+
+class AddSpanResponse(_message.Message):
+    __slots__ = ("span",)
+    SPAN_FIELD_NUMBER: _ClassVar[int]
+    span: _types_pb2.Span
+    def __init__(self, span: _Optional[_Union[_types_pb2.Span, _Mapping]] = ...) -> None: ...
+
+class AddSpansRequest(_message.Message):
+    __slots__ = ("spans",)
+    SPANS_FIELD_NUMBER: _ClassVar[int]
+    spans: _containers.RepeatedCompositeFieldContainer[_types_pb2.Span]
+    def __init__(self, spans: _Optional[_Iterable[_Union[_types_pb2.Span, _Mapping]]] = ...) -> None: ...
+
+class AddSpansResponse(_message.Message):
+    __slots__ = ("spans", "duplicates")
+    SPANS_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATES_FIELD_NUMBER: _ClassVar[int]
+    spans: _containers.RepeatedCompositeFieldContainer[_types_pb2.Span]
+    duplicates: int
+    def __init__(self, spans: _Optional[_Iterable[_Union[_types_pb2.Span, _Mapping]]] = ..., duplicates: _Optional[int] = ...) -> None: ...
+
+class GetNextSpanSequenceIdRequest(_message.Message):
+    __slots__ = ("rollout_id", "attempt_id")
+    ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    rollout_id: str
+    attempt_id: str
+    def __init__(self, rollout_id: _Optional[str] = ..., attempt_id: _Optional[str] = ...) -> None: ...
+
+class GetNextSpanSequenceIdResponse(_message.Message):
+    __slots__ = ("sequence_id",)
+    SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
+    sequence_id: int
+    def __init__(self, sequence_id: _Optional[int] = ...) -> None: ...
+
+class RolloutAttemptRef(_message.Message):
+    __slots__ = ("rollout_id", "attempt_id")
+    ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    rollout_id: str
+    attempt_id: str
+    def __init__(self, rollout_id: _Optional[str] = ..., attempt_id: _Optional[str] = ...) -> None: ...
+
+class GetSpanSequenceIdsRequest(_message.Message):
+    __slots__ = ("attempts",)
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    attempts: _containers.RepeatedCompositeFieldContainer[RolloutAttemptRef]
+    def __init__(self, attempts: _Optional[_Iterable[_Union[RolloutAttemptRef, _Mapping]]] = ...) -> None: ...
+
+class GetSpanSequenceIdsResponse(_message.Message):
+    __slots__ = ("sequence_ids",)
+    SEQUENCE_IDS_FIELD_NUMBER: _ClassVar[int]
+    sequence_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, sequence_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class QueryRolloutsRequest(_message.Message):
+    __slots__ = ("status_in", "rollout_id_in", "rollout_id_contains", "filter_logic", "page")
+    STATUS_IN_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_ID_IN_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_ID_CONTAINS_FIELD_NUMBER: _ClassVar[int]
+    FILTER_LOGIC_FIELD_NUMBER: _ClassVar[int]
+    PAGE_FIELD_NUMBER: _ClassVar[int]
+    status_in: _containers.RepeatedScalarFieldContainer[_types_pb2.RolloutStatus]
+    rollout_id_in: _containers.RepeatedScalarFieldContainer[str]
+    rollout_id_contains: str
+    filter_logic: FilterLogic
+    page: PageRequest
+    def __init__(self, status_in: _Optional[_Iterable[_Union[_types_pb2.RolloutStatus, str]]] = ..., rollout_id_in: _Optional[_Iterable[str]] = ..., rollout_id_contains: _Optional[str] = ..., filter_logic: _Optional[_Union[FilterLogic, str]] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ...) -> None: ...
+
+class QueryRolloutsResponse(_message.Message):
+    __slots__ = ("items", "limit", "offset", "total")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[_types_pb2.Rollout]
+    limit: int
+    offset: int
+    total: int
+    def __init__(self, items: _Optional[_Iterable[_Union[_types_pb2.Rollout, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
+
+class GetRolloutRequest(_message.Message):
+    __slots__ = ("rollout_id",)
+    ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    rollout_id: str
+    def __init__(self, rollout_id: _Optional[str] = ...) -> None: ...
+
+class GetRolloutResponse(_message.Message):
+    __slots__ = ("rollout",)
+    ROLLOUT_FIELD_NUMBER: _ClassVar[int]
+    rollout: _types_pb2.Rollout
+    def __init__(self, rollout: _Optional[_Union[_types_pb2.Rollout, _Mapping]] = ...) -> None: ...
+
+class UpdateRolloutRequest(_message.Message):
+    __slots__ = ("rollout_id", "update_mask", "input_json", "mode", "resources_id", "status", "config", "metadata_json")
+    ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
+    INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    rollout_id: str
+    update_mask: _field_mask_pb2.FieldMask
+    input_json: str
+    mode: _types_pb2.RolloutMode
+    resources_id: str
+    status: _types_pb2.RolloutStatus
+    config: _types_pb2.RolloutConfig
+    metadata_json: str
+    def __init__(self, rollout_id: _Optional[str] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., input_json: _Optional[str] = ..., mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., resources_id: _Optional[str] = ..., status: _Optional[_Union[_types_pb2.RolloutStatus, str]] = ..., config: _Optional[_Union[_types_pb2.RolloutConfig, _Mapping]] = ..., metadata_json: _Optional[str] = ...) -> None: ...
+
+class UpdateRolloutResponse(_message.Message):
+    __slots__ = ("rollout",)
+    ROLLOUT_FIELD_NUMBER: _ClassVar[int]
+    rollout: _types_pb2.Rollout
+    def __init__(self, rollout: _Optional[_Union[_types_pb2.Rollout, _Mapping]] = ...) -> None: ...
+
+class QueryAttemptsRequest(_message.Message):
+    __slots__ = ("rollout_id", "page")
+    ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_FIELD_NUMBER: _ClassVar[int]
+    rollout_id: str
+    page: PageRequest
+    def __init__(self, rollout_id: _Optional[str] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ...) -> None: ...
+
+class QueryAttemptsResponse(_message.Message):
+    __slots__ = ("items", "limit", "offset", "total")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[_types_pb2.Attempt]
+    limit: int
+    offset: int
+    total: int
+    def __init__(self, items: _Optional[_Iterable[_Union[_types_pb2.Attempt, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
+
+class GetLatestAttemptRequest(_message.Message):
+    __slots__ = ("rollout_id",)
+    ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    rollout_id: str
+    def __init__(self, rollout_id: _Optional[str] = ...) -> None: ...
+
+class GetLatestAttemptResponse(_message.Message):
+    __slots__ = ("attempt",)
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    attempt: _types_pb2.Attempt
+    def __init__(self, attempt: _Optional[_Union[_types_pb2.Attempt, _Mapping]] = ...) -> None: ...
+
+class UpdateAttemptRequest(_message.Message):
+    __slots__ = ("rollout_id", "attempt_id", "update_mask", "status", "worker_id", "last_heartbeat_time", "metadata_json")
+    ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_TIME_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    rollout_id: str
+    attempt_id: str
+    update_mask: _field_mask_pb2.FieldMask
+    status: _types_pb2.AttemptStatus
+    worker_id: str
+    last_heartbeat_time: _timestamp_pb2.Timestamp
+    metadata_json: str
+    def __init__(self, rollout_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., status: _Optional[_Union[_types_pb2.AttemptStatus, str]] = ..., worker_id: _Optional[str] = ..., last_heartbeat_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., metadata_json: _Optional[str] = ...) -> None: ...
+
+class UpdateAttemptResponse(_message.Message):
+    __slots__ = ("attempt",)
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    attempt: _types_pb2.Attempt
+    def __init__(self, attempt: _Optional[_Union[_types_pb2.Attempt, _Mapping]] = ...) -> None: ...
+
+class WaitForRolloutsRequest(_message.Message):
+    __slots__ = ("rollout_ids", "timeout")
+    ROLLOUT_IDS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    rollout_ids: _containers.RepeatedScalarFieldContainer[str]
+    timeout: _duration_pb2.Duration
+    def __init__(self, rollout_ids: _Optional[_Iterable[str]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class WaitForRolloutsResponse(_message.Message):
+    __slots__ = ("rollouts",)
+    ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    rollouts: _containers.RepeatedCompositeFieldContainer[_types_pb2.Rollout]
+    def __init__(self, rollouts: _Optional[_Iterable[_Union[_types_pb2.Rollout, _Mapping]]] = ...) -> None: ...
+
+class QuerySpansRequest(_message.Message):
+    __slots__ = ("rollout_id", "attempt_id", "trace_id", "trace_id_contains", "span_id", "span_id_contains", "parent_id", "parent_id_contains", "name", "name_contains", "filter_logic", "page")
+    ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_CONTAINS_FIELD_NUMBER: _ClassVar[int]
+    SPAN_ID_FIELD_NUMBER: _ClassVar[int]
+    SPAN_ID_CONTAINS_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ID_CONTAINS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NAME_CONTAINS_FIELD_NUMBER: _ClassVar[int]
+    FILTER_LOGIC_FIELD_NUMBER: _ClassVar[int]
+    PAGE_FIELD_NUMBER: _ClassVar[int]
+    rollout_id: str
+    attempt_id: str
+    trace_id: str
+    trace_id_contains: str
+    span_id: str
+    span_id_contains: str
+    parent_id: str
+    parent_id_contains: str
+    name: str
+    name_contains: str
+    filter_logic: FilterLogic
+    page: PageRequest
+    def __init__(self, rollout_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., trace_id: _Optional[str] = ..., trace_id_contains: _Optional[str] = ..., span_id: _Optional[str] = ..., span_id_contains: _Optional[str] = ..., parent_id: _Optional[str] = ..., parent_id_contains: _Optional[str] = ..., name: _Optional[str] = ..., name_contains: _Optional[str] = ..., filter_logic: _Optional[_Union[FilterLogic, str]] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ...) -> None: ...
+
+class QuerySpansResponse(_message.Message):
+    __slots__ = ("items", "limit", "offset", "total")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[_types_pb2.Span]
+    limit: int
+    offset: int
+    total: int
+    def __init__(self, items: _Optional[_Iterable[_Union[_types_pb2.Span, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
+
+class AddResourcesRequest(_message.Message):
+    __slots__ = ("resources_json",)
+    RESOURCES_JSON_FIELD_NUMBER: _ClassVar[int]
+    resources_json: str
+    def __init__(self, resources_json: _Optional[str] = ...) -> None: ...
+
+class AddResourcesResponse(_message.Message):
+    __slots__ = ("resources",)
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    resources: _types_pb2.ResourcesUpdate
+    def __init__(self, resources: _Optional[_Union[_types_pb2.ResourcesUpdate, _Mapping]] = ...) -> None: ...
+
+class UpdateResourcesRequest(_message.Message):
+    __slots__ = ("resources_id", "resources_json")
+    RESOURCES_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_JSON_FIELD_NUMBER: _ClassVar[int]
+    resources_id: str
+    resources_json: str
+    def __init__(self, resources_id: _Optional[str] = ..., resources_json: _Optional[str] = ...) -> None: ...
+
+class UpdateResourcesResponse(_message.Message):
+    __slots__ = ("resources",)
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    resources: _types_pb2.ResourcesUpdate
+    def __init__(self, resources: _Optional[_Union[_types_pb2.ResourcesUpdate, _Mapping]] = ...) -> None: ...
+
+class GetResourcesRequest(_message.Message):
+    __slots__ = ("resources_id",)
+    RESOURCES_ID_FIELD_NUMBER: _ClassVar[int]
+    resources_id: str
+    def __init__(self, resources_id: _Optional[str] = ...) -> None: ...
+
+class GetResourcesResponse(_message.Message):
+    __slots__ = ("resources",)
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    resources: _types_pb2.ResourcesUpdate
+    def __init__(self, resources: _Optional[_Union[_types_pb2.ResourcesUpdate, _Mapping]] = ...) -> None: ...
+
+class GetLatestResourcesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetLatestResourcesResponse(_message.Message):
+    __slots__ = ("resources",)
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    resources: _types_pb2.ResourcesUpdate
+    def __init__(self, resources: _Optional[_Union[_types_pb2.ResourcesUpdate, _Mapping]] = ...) -> None: ...
+
+class QueryResourcesRequest(_message.Message):
+    __slots__ = ("resources_id", "resources_id_contains", "page")
+    RESOURCES_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_ID_CONTAINS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_FIELD_NUMBER: _ClassVar[int]
+    resources_id: str
+    resources_id_contains: str
+    page: PageRequest
+    def __init__(self, resources_id: _Optional[str] = ..., resources_id_contains: _Optional[str] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ...) -> None: ...
+
+class QueryResourcesResponse(_message.Message):
+    __slots__ = ("items", "limit", "offset", "total")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[_types_pb2.ResourcesUpdate]
+    limit: int
+    offset: int
+    total: int
+    def __init__(self, items: _Optional[_Iterable[_Union[_types_pb2.ResourcesUpdate, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
+
+class QueryWorkersRequest(_message.Message):
+    __slots__ = ("status_in", "worker_id_contains", "filter_logic", "page")
+    STATUS_IN_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_CONTAINS_FIELD_NUMBER: _ClassVar[int]
+    FILTER_LOGIC_FIELD_NUMBER: _ClassVar[int]
+    PAGE_FIELD_NUMBER: _ClassVar[int]
+    status_in: _containers.RepeatedScalarFieldContainer[_types_pb2.WorkerStatus]
+    worker_id_contains: str
+    filter_logic: FilterLogic
+    page: PageRequest
+    def __init__(self, status_in: _Optional[_Iterable[_Union[_types_pb2.WorkerStatus, str]]] = ..., worker_id_contains: _Optional[str] = ..., filter_logic: _Optional[_Union[FilterLogic, str]] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ...) -> None: ...
+
+class QueryWorkersResponse(_message.Message):
+    __slots__ = ("items", "limit", "offset", "total")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[_types_pb2.Worker]
+    limit: int
+    offset: int
+    total: int
+    def __init__(self, items: _Optional[_Iterable[_Union[_types_pb2.Worker, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
+
+class GetWorkerRequest(_message.Message):
+    __slots__ = ("worker_id",)
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    def __init__(self, worker_id: _Optional[str] = ...) -> None: ...
+
+class GetWorkerResponse(_message.Message):
+    __slots__ = ("worker",)
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    worker: _types_pb2.Worker
+    def __init__(self, worker: _Optional[_Union[_types_pb2.Worker, _Mapping]] = ...) -> None: ...
+
+class UpdateWorkerRequest(_message.Message):
+    __slots__ = ("worker_id", "heartbeat_stats_json")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_STATS_JSON_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    heartbeat_stats_json: str
+    def __init__(self, worker_id: _Optional[str] = ..., heartbeat_stats_json: _Optional[str] = ...) -> None: ...
+
+class UpdateWorkerResponse(_message.Message):
+    __slots__ = ("worker",)
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    worker: _types_pb2.Worker
+    def __init__(self, worker: _Optional[_Union[_types_pb2.Worker, _Mapping]] = ...) -> None: ...
+
+class WatchRolloutCompletionsRequest(_message.Message):
+    __slots__ = ("rollout_ids", "timeout")
+    ROLLOUT_IDS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    rollout_ids: _containers.RepeatedScalarFieldContainer[str]
+    timeout: _duration_pb2.Duration
+    def __init__(self, rollout_ids: _Optional[_Iterable[str]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class WatchRolloutCompletionsResponse(_message.Message):
+    __slots__ = ("rollout",)
+    ROLLOUT_FIELD_NUMBER: _ClassVar[int]
+    rollout: _types_pb2.Rollout
+    def __init__(self, rollout: _Optional[_Union[_types_pb2.Rollout, _Mapping]] = ...) -> None: ...
+
+class WatchEventsRequest(_message.Message):
+    __slots__ = ("after_seq", "kinds", "rollout_ids", "rollout_status_in", "attempt_status_in")
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_IDS_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_STATUS_IN_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_STATUS_IN_FIELD_NUMBER: _ClassVar[int]
+    after_seq: int
+    kinds: _containers.RepeatedScalarFieldContainer[_types_pb2.EventKind]
+    rollout_ids: _containers.RepeatedScalarFieldContainer[str]
+    rollout_status_in: _containers.RepeatedScalarFieldContainer[_types_pb2.RolloutStatus]
+    attempt_status_in: _containers.RepeatedScalarFieldContainer[_types_pb2.AttemptStatus]
+    def __init__(self, after_seq: _Optional[int] = ..., kinds: _Optional[_Iterable[_Union[_types_pb2.EventKind, str]]] = ..., rollout_ids: _Optional[_Iterable[str]] = ..., rollout_status_in: _Optional[_Iterable[_Union[_types_pb2.RolloutStatus, str]]] = ..., attempt_status_in: _Optional[_Iterable[_Union[_types_pb2.AttemptStatus, str]]] = ...) -> None: ...
+
+class WatchEventsResponse(_message.Message):
+    __slots__ = ("progress", "event")
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    progress: WatchProgress
+    event: _types_pb2.Event
+    def __init__(self, progress: _Optional[_Union[WatchProgress, _Mapping]] = ..., event: _Optional[_Union[_types_pb2.Event, _Mapping]] = ...) -> None: ...
+
+class WatchProgress(_message.Message):
+    __slots__ = ("latest_seq", "oldest_retained_seq")
+    LATEST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_RETAINED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    latest_seq: int
+    oldest_retained_seq: int
+    def __init__(self, latest_seq: _Optional[int] = ..., oldest_retained_seq: _Optional[int] = ...) -> None: ...
+
+class WorkerSessionRequest(_message.Message):
+    __slots__ = ("open", "release", "heartbeat")
+    OPEN_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    open: OpenSession
+    release: ReleaseAssignment
+    heartbeat: SessionHeartbeat
+    def __init__(self, open: _Optional[_Union[OpenSession, _Mapping]] = ..., release: _Optional[_Union[ReleaseAssignment, _Mapping]] = ..., heartbeat: _Optional[_Union[SessionHeartbeat, _Mapping]] = ...) -> None: ...
+
+class OpenSession(_message.Message):
+    __slots__ = ("worker_id", "slots")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    slots: int
+    def __init__(self, worker_id: _Optional[str] = ..., slots: _Optional[int] = ...) -> None: ...
+
+class ReleaseAssignment(_message.Message):
+    __slots__ = ("rollout_id", "attempt_id")
+    ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    rollout_id: str
+    attempt_id: str
+    def __init__(self, rollout_id: _Optional[str] = ..., attempt_id: _Optional[str] = ...) -> None: ...
+
+class SessionHeartbeat(_message.Message):
+    __slots__ = ("heartbeat_stats_json",)
+    HEARTBEAT_STATS_JSON_FIELD_NUMBER: _ClassVar[int]
+    heartbeat_stats_json: str
+    def __init__(self, heartbeat_stats_json: _Optional[str] = ...) -> None: ...
+
+class WorkerSessionResponse(_message.Message):
+    __slots__ = ("opened", "assignment", "revoked")
+    OPENED_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    opened: SessionOpened
+    assignment: Assignment
+    revoked: Revocation
+    def __init__(self, opened: _Optional[_Union[SessionOpened, _Mapping]] = ..., assignment: _Optional[_Union[Assignment, _Mapping]] = ..., revoked: _Optional[_Union[Revocation, _Mapping]] = ...) -> None: ...
+
+class SessionOpened(_message.Message):
+    __slots__ = ("worker_id", "adopted")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADOPTED_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    adopted: _containers.RepeatedCompositeFieldContainer[RolloutAttemptRef]
+    def __init__(self, worker_id: _Optional[str] = ..., adopted: _Optional[_Iterable[_Union[RolloutAttemptRef, _Mapping]]] = ...) -> None: ...
+
+class Assignment(_message.Message):
+    __slots__ = ("rollout", "resources")
+    ROLLOUT_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    rollout: _types_pb2.Rollout
+    resources: _types_pb2.ResourcesUpdate
+    def __init__(self, rollout: _Optional[_Union[_types_pb2.Rollout, _Mapping]] = ..., resources: _Optional[_Union[_types_pb2.ResourcesUpdate, _Mapping]] = ...) -> None: ...
+
+class Revocation(_message.Message):
+    __slots__ = ("rollout_id", "attempt_id", "reason")
+    ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    rollout_id: str
+    attempt_id: str
+    reason: RevocationReason
+    def __init__(self, rollout_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., reason: _Optional[_Union[RevocationReason, str]] = ...) -> None: ...
