@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
@@ -26,7 +26,7 @@ from lightning_store.proto import store_pb2 as pb
 from lightning_store.proto import store_pb2_grpc
 from lightning_store.proto import types_pb2 as types
 from lightning_store.session import Assignment, SessionState
-from lightning_store.streams import CompletionWatch, EventSubscription, StreamState
+from lightning_store.streams import CompletionWatch, EventSubscription, StreamState, resumes
 from lightning_store.values import AttemptStatusName, EventKindName, RolloutStatusName
 
 __all__ = ["AsyncClient", "AsyncStream", "AsyncWorkerSession"]
@@ -103,7 +103,12 @@ class AsyncClient:
         delays = self.options.retry.delays() if call.safe else iter(())
         while True:
             try:
-                response = await method(call.request, timeout=deadline_of(self.options, call), metadata=self.metadata)
+                response = await method(
+                    call.request,
+                    timeout=deadline_of(self.options, call),
+                    metadata=self.metadata,
+                    wait_for_ready=self.options.wait_for_ready,
+                )
             except grpc.RpcError as rpc_error:
                 error = error_from_rpc(rpc_error)
                 delay = next(delays, None) if isinstance(error, Unavailable) else None
@@ -148,7 +153,7 @@ class AsyncClient:
         """Yields each rollout once it is terminal; see `Client.watch_completions`."""
         return AsyncStream(self, CompletionWatch(rollout_ids, timeout))
 
-    def events(
+    async def events(
         self,
         *,
         after: int | None = None,
@@ -157,9 +162,12 @@ class AsyncClient:
         rollout_status_in: Iterable[RolloutStatusName] = (),
         attempt_status_in: Iterable[AttemptStatusName] = (),
     ) -> AsyncStream[EventSubscription, types.Event]:
-        """Yields the store's change events after `after`, resuming after reconnections; see `Client.events`."""
+        """Subscribes to the store's change events after `after` (None: from now on); see `Client.events`.
+
+        Returns once the server confirmed the subscription: `stream = await client.events(...)`.
+        """
         subscription = EventSubscription(after, kinds, rollout_ids, rollout_status_in, attempt_status_in)
-        return AsyncStream(self, subscription)
+        return await AsyncStream(self, subscription).confirm()
 
     def worker_session(
         self,
@@ -186,6 +194,7 @@ class AsyncStream(Generic[S, Item]):
         self._client = client
         self._call: Any = None
         self._closed = False
+        self._first: Any = None
         self._items: AsyncIterator[Item] = self._run()
 
     def __aiter__(self) -> AsyncStream[S, Item]:
@@ -208,31 +217,58 @@ class AsyncStream(Generic[S, Item]):
         if self._call is not None:
             self._call.cancel()
 
-    async def _run(self) -> AsyncIterator[Item]:
-        delays = None
-        while not self._closed and (request := self.state.request()) is not None:
-            error: StoreError | None = None
-            self._call = getattr(self._client.stub, self.state.method)(request, metadata=self._client.metadata)
+    def _open(self, request: Any) -> Any:
+        self._call = getattr(self._client.stub, self.state.method)(request, metadata=self._client.metadata)
+        return self._call
+
+    async def confirm(self) -> AsyncStream[S, Item]:
+        """Opens the first connection and waits for the server to confirm it, retrying while it is unavailable."""
+        delays = self._client.options.retry.delays()
+        while True:
+            call = self._open(self.state.request())
             try:
-                async for message in self._call:
+                message = await call.read()
+            except grpc.RpcError as rpc_error:
+                call.cancel()
+                error = error_from_rpc(rpc_error)
+                delay = next(delays, None) if isinstance(error, Unavailable) else None
+                if delay is None:
+                    raise error from None
+                await asyncio.sleep(delay)
+                continue
+            if message is not grpc.aio.EOF:
+                self.state.receive(message)
+            self._first = call
+            return self
+
+    async def _run(self) -> AsyncIterator[Item]:
+        """Yields the items of the confirmed call (or of a new connection), reconnecting while the state says so."""
+        delays: Iterator[float] | None = None
+        call, self._first = self._first, None
+        while not self._closed:
+            if call is None:
+                request = self.state.request()
+                if request is None:
+                    return
+                call = self._open(request)
+            error: StoreError | None = None
+            try:
+                while (message := await call.read()) is not grpc.aio.EOF:
                     delays = None  # the connection works: a later failure starts a fresh backoff
                     item = self.state.receive(message)
                     if item is not None:
                         yield item
-                if not self.state.resumes_after_end():
-                    return
             except grpc.RpcError as rpc_error:
-                if self._closed:
-                    return
                 error = error_from_rpc(rpc_error)
-                if not self.state.resumes_after(error):
-                    return
             except asyncio.CancelledError:
                 if self._closed:
                     return
                 raise
             finally:
-                self._call.cancel()  # a consumer that stopped early ends the call
+                call.cancel()  # a consumer that stopped early ends the call
+            call = None
+            if self._closed or not resumes(self.state, error):
+                return
             delays = delays or self._client.options.retry.delays()
             delay = next(delays, None)
             if delay is None:

@@ -27,7 +27,7 @@ from lightning_store.proto import store_pb2 as pb
 from lightning_store.proto import store_pb2_grpc
 from lightning_store.proto import types_pb2 as types
 from lightning_store.session import Assignment, SessionState
-from lightning_store.streams import CompletionWatch, EventSubscription, StreamState
+from lightning_store.streams import CompletionWatch, EventSubscription, StreamState, resumes
 from lightning_store.values import AttemptStatusName, EventKindName, RolloutStatusName
 
 __all__ = ["Client", "Stream", "WorkerSession", "resolve_options"]
@@ -113,7 +113,12 @@ class Client:
         delays = self.options.retry.delays() if call.safe else iter(())
         while True:
             try:
-                response = method(call.request, timeout=deadline_of(self.options, call), metadata=self.metadata)
+                response = method(
+                    call.request,
+                    timeout=deadline_of(self.options, call),
+                    metadata=self.metadata,
+                    wait_for_ready=self.options.wait_for_ready,
+                )
             except grpc.RpcError as rpc_error:
                 error = error_from_rpc(rpc_error)
                 delay = next(delays, None) if isinstance(error, Unavailable) else None
@@ -209,7 +214,29 @@ class Stream(Generic[S, Item]):
         self._client = client
         self._call: Any = None
         self._closed = False
-        self._items: Iterator[Item] = self._run()
+        self._items: Iterator[Item] = self._run(self._confirmed() if state.handshake else None)
+
+    def _open(self, request: Any) -> Any:
+        self._call = getattr(self._client.stub, self.state.method)(request, metadata=self._client.metadata)
+        return self._call
+
+    def _confirmed(self) -> Any:
+        """Opens the first connection and waits for the server to confirm it, retrying while it is unavailable."""
+        delays = self._client.options.retry.delays()
+        while True:
+            call = self._open(self.state.request())
+            try:
+                self.state.receive(next(call))
+                return call
+            except StopIteration:
+                return call
+            except grpc.RpcError as rpc_error:
+                call.cancel()
+                error = error_from_rpc(rpc_error)
+                delay = next(delays, None) if isinstance(error, Unavailable) else None
+                if delay is None:
+                    raise error from None
+                time.sleep(delay)
 
     def __iter__(self) -> Stream[S, Item]:
         return self
@@ -231,27 +258,29 @@ class Stream(Generic[S, Item]):
         if self._call is not None:
             self._call.cancel()
 
-    def _run(self) -> Iterator[Item]:
+    def _run(self, call: Any) -> Iterator[Item]:
+        """Yields the items of `call` (or of a new connection), reconnecting while the state says so."""
         delays: Iterator[float] | None = None
-        while not self._closed and (request := self.state.request()) is not None:
+        while not self._closed:
+            if call is None:
+                request = self.state.request()
+                if request is None:
+                    return
+                call = self._open(request)
             error: StoreError | None = None
-            self._call = getattr(self._client.stub, self.state.method)(request, metadata=self._client.metadata)
             try:
-                for message in self._call:
+                for message in call:
                     delays = None  # the connection works: a later failure starts a fresh backoff
                     item = self.state.receive(message)
                     if item is not None:
                         yield item
-                if not self.state.resumes_after_end():
-                    return
             except grpc.RpcError as rpc_error:
-                if self._closed:
-                    return
                 error = error_from_rpc(rpc_error)
-                if not self.state.resumes_after(error):
-                    return
             finally:
-                self._call.cancel()  # a consumer that stopped early ends the call
+                call.cancel()  # a consumer that stopped early ends the call
+            call = None
+            if self._closed or not resumes(self.state, error):
+                return
             delays = delays or self._client.options.retry.delays()
             delay = next(delays, None)
             if delay is None:

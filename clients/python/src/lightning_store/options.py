@@ -103,6 +103,10 @@ class ConnectionOptions:
     """Deadline of a unary call in seconds (calls that wait get their wait on top); None: no deadline."""
     retry: RetryPolicy = RetryPolicy()
     """Backoff for safe retries and stream reconnection."""
+    wait_for_ready: bool = True
+    """Lets a unary call wait, within its deadline, while the server is unreachable (restarting) instead of failing
+    at once: a call waiting so was not sent yet, so even writes stay safe. False: fail fast with `Unavailable`.
+    Streams always fail fast and reconnect with `retry`."""
     max_message_bytes: int = 64 * 1024 * 1024
     """Largest message sent or received (the server's default limit)."""
 

@@ -27,7 +27,7 @@ from lightning_store.values import (
     RolloutStatusName,
 )
 
-__all__ = ["CompletionWatch", "EventSubscription", "StreamState"]
+__all__ = ["CompletionWatch", "EventSubscription", "StreamState", "resumes"]
 
 Item_co = TypeVar("Item_co", covariant=True)
 
@@ -37,6 +37,8 @@ class StreamState(Protocol, Generic[Item_co]):
 
     method: str
     """The streaming RPC's name."""
+    handshake: bool
+    """Whether the server's first message confirms the subscription: opening waits for it."""
 
     def request(self) -> Any | None:
         """Returns the request of the next connection, or None when nothing is left to receive."""
@@ -54,6 +56,11 @@ class StreamState(Protocol, Generic[Item_co]):
         """Tells whether a connection the server ended normally is resumed."""
 
 
+def resumes(state: StreamState[Any], error: StoreError | None) -> bool:
+    """Tells whether a connection that ended (normally when `error` is None) is resumed; may raise `error`."""
+    return state.resumes_after_end() if error is None else state.resumes_after(error)
+
+
 class CompletionWatch:
     """`WatchRolloutCompletions`: rollouts not yet delivered are asked for again after a reconnection.
 
@@ -63,6 +70,7 @@ class CompletionWatch:
     """
 
     method = "WatchRolloutCompletions"
+    handshake = False  # terminal rollouts stay terminal: a late start misses nothing
 
     def __init__(self, rollout_ids: Iterable[str], timeout: float | None) -> None:
         self.pending: dict[str, None] = dict.fromkeys(rollout_ids)
@@ -107,6 +115,7 @@ class EventSubscription:
     """
 
     method = "WatchEvents"
+    handshake = True  # "from now on" starts at the server's progress message
 
     def __init__(
         self,

@@ -1,0 +1,109 @@
+"""Worker sessions: pushed assignments within the slots, heartbeats, revocations, reconnection."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from server import Server
+
+from lightning_store import Aborted, Assignment, AsyncClient, AttemptRevoked, Client
+from lightning_store.values import ROLLOUT_STATUS, WORKER_STATUS, from_json
+
+WAIT = 20.0  # bound of every wait for something the server pushes
+
+
+def next_assignment(session: object) -> Assignment:
+    assignment = session.next_assignment(WAIT)  # type: ignore[attr-defined]
+    assert assignment is not None, "no assignment arrived"
+    return assignment  # type: ignore[no-any-return]
+
+
+def test_assignments_are_pushed_into_free_slots_only(client: Client) -> None:
+    ids = [client.enqueue_rollout(i).rollout_id for i in range(3)]
+    with client.worker_session("Worker-S", slots=2) as session:
+        first, second = next_assignment(session), next_assignment(session)
+        assert [first.rollout_id, second.rollout_id] == ids[:2]
+        assert first.rollout.attempt.worker_id == "Worker-S"
+        # both slots are held: the third stays queued until one is released
+        assert ROLLOUT_STATUS.name(client.get_rollout(ids[2]).status) == "queuing"
+        assert WORKER_STATUS.name(client.get_worker("Worker-S").status) == "busy"
+        with first:  # leaving the block releases the slot
+            client.update_attempt(first.rollout_id, first.attempt_id, status="succeeded")
+        assert next_assignment(session).rollout_id == ids[2]
+        assert {a.rollout_id for a in session.held} == {ids[1], ids[2]}
+    assert WORKER_STATUS.name(client.get_worker("Worker-S").status) == "lost"  # the session ended
+
+
+def test_heartbeats_carry_the_worker_statistics(client: Client) -> None:
+    events = client.events(kinds=["worker_changed"])
+    with client.worker_session("Worker-H", heartbeat_interval=0.05, heartbeat_stats=lambda: {"cpu": 0.25}):
+        for _, _ in zip(range(50), events, strict=False):
+            if from_json(client.get_worker("Worker-H").heartbeat_stats_json) == {"cpu": 0.25}:
+                break
+        else:
+            pytest.fail("no heartbeat with statistics reached the server")
+    events.close()
+
+
+def test_a_cancelled_rollout_is_revoked_by_callback_and_exception(client: Client) -> None:
+    revoked = threading.Event()
+    seen: list[Assignment] = []
+
+    def on_revoked(assignment: Assignment) -> None:
+        seen.append(assignment)
+        revoked.set()
+
+    with client.worker_session("Worker-R", on_revoked=on_revoked) as session:
+        rollout = client.enqueue_rollout("cancel me")
+        assignment = next_assignment(session)
+        assignment.check()  # not revoked yet
+        client.update_rollout(rollout.rollout_id, status="cancelled")
+        assert revoked.wait(WAIT)
+        assert seen == [assignment]
+        assert assignment.revoked
+        with pytest.raises(AttemptRevoked) as stop:
+            assignment.check()
+        assert (stop.value.rollout_id, stop.value.reason) == (rollout.rollout_id, "cancelled")
+        assignment.release()
+        assert session.held == []
+
+
+def test_a_newer_session_of_the_same_worker_aborts_the_older(client: Client) -> None:
+    older = client.worker_session("Worker-A")
+    with client.worker_session("Worker-A"), pytest.raises(Aborted):
+        older.next_assignment(WAIT)
+    older.close()
+
+
+def test_a_session_reconnects_after_a_restart_and_keeps_its_assignments(sqlite_server: Server) -> None:
+    with Client(sqlite_server.address) as client, client.worker_session("Worker-X", slots=2) as session:
+        before = client.enqueue_rollout("before")
+        held = next_assignment(session)
+        assert held.rollout_id == before.rollout_id
+        sqlite_server.restart()
+        after = client.enqueue_rollout("after")
+        assert next_assignment(session).rollout_id == after.rollout_id  # pushed over the new connection
+        assert held in session.held
+
+
+async def test_async_sessions_receive_release_and_see_revocations(server: Server) -> None:
+    revoked = asyncio.Event()
+    async with AsyncClient(server.address) as client:
+        session = client.worker_session("Worker-Y", on_revoked=lambda _: revoked.set())
+        async with session:
+            first = await client.enqueue_rollout("one")
+            assignment = await session.next_assignment(WAIT)
+            assert assignment is not None
+            assert assignment.rollout_id == first.rollout_id
+            await client.update_rollout(first.rollout_id, status="cancelled")
+            await asyncio.wait_for(revoked.wait(), WAIT)
+            assert assignment.revocation == "cancelled"
+            assignment.release()
+            second = await client.enqueue_rollout("two")
+            async for pushed in session:
+                assert pushed.rollout_id == second.rollout_id
+                break
+        worker = await client.get_worker("Worker-Y")
+        assert WORKER_STATUS.name(worker.status) == "lost"
