@@ -96,7 +96,9 @@ def test_a_waiting_dequeue_returns_when_a_rollout_is_queued(client: Client) -> N
     waiter.start()
     queued = client.enqueue_rollout("late")
     waiter.join(30)
-    assert claimed and claimed[0] is not None and claimed[0].rollout_id == queued.rollout_id
+    assert claimed
+    assert claimed[0] is not None
+    assert claimed[0].rollout_id == queued.rollout_id
     assert time.monotonic() - started < 15  # the enqueue woke it, long before its 20 s wait
 
 
@@ -129,7 +131,8 @@ def test_attempts_spans_and_sequence_ids(client: Client) -> None:
     assert [a.sequence_id for a in attempts] == [2, 1]
     assert attempts.total == 2
     latest = client.get_latest_attempt(rollout.rollout_id)
-    assert latest is not None and latest.attempt_id == retry.attempt.attempt_id
+    assert latest is not None
+    assert latest.attempt_id == retry.attempt.attempt_id
     assert client.get_latest_attempt(client.enqueue_rollout(None).rollout_id) is None
 
 
@@ -180,7 +183,8 @@ def test_resources_and_workers(client: Client) -> None:
     named = client.update_resources("my-prompts", {"p": {"resource_type": "prompt_template", "template": "t"}})
     assert (named.resources_id, named.version) == ("my-prompts", 1)
     latest = client.get_latest_resources()
-    assert latest is not None and latest.resources_id == "my-prompts"
+    assert latest is not None
+    assert latest.resources_id == "my-prompts"
     assert client.get_resources(added.resources_id).version == 2
     assert [r.resources_id for r in client.query_resources(resources_id_contains="prompts")] == ["my-prompts"]
     # a rollout without resources_id takes the latest snapshot

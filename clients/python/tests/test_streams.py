@@ -42,8 +42,10 @@ def test_events_start_now_filter_and_resume_after_a_cursor(client: Client) -> No
     created, changed = next(events), next(events)
     assert [EVENT_KIND.name(e.kind) for e in (created, changed)] == ["rollout_created", "rollout_changed"]
     assert (created.rollout_id, changed.rollout_status) == (rollout.rollout_id, types.ROLLOUT_STATUS_CANCELLED)
-    assert changed.seq > created.seq and events.state.cursor == changed.seq
-    assert events.state.progress is not None and events.state.progress.latest_seq < created.seq
+    assert changed.seq > created.seq
+    assert events.state.cursor == changed.seq
+    assert events.state.progress is not None
+    assert events.state.progress.latest_seq < created.seq
     events.close()
 
     # a new subscription after the first event's cursor gets exactly the second again

@@ -2,8 +2,9 @@
 
 An `AsyncClient` opens its channel on first use, in the running event loop,
 and must then stay on that loop (gRPC's asyncio channels are bound to one).
-To use a store from several loops or threads, give each loop its own client
-(`lightning_store.agentlightning.LightningStore` does this for you).
+To call the store from several loops or threads, or from processes forked
+after it was used (gRPC supports `fork` for its blocking stack only), use
+`Client`, whose `call_async` awaits any call from any loop.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import grpc
 from lightning_store import calls
 from lightning_store._version import USER_AGENT
 from lightning_store.calls import Call
-from lightning_store.client import deadline_of, resolve_options
+from lightning_store.client import deadline_of, resolve_options, retry_delay
 from lightning_store.errors import StoreError, Unavailable, error_from_rpc
 from lightning_store.options import ConnectionOptions
 from lightning_store.proto import store_pb2 as pb
@@ -111,7 +112,7 @@ class AsyncClient:
                 )
             except grpc.RpcError as rpc_error:
                 error = error_from_rpc(rpc_error)
-                delay = next(delays, None) if isinstance(error, Unavailable) else None
+                delay = retry_delay(error, delays)
                 if delay is None:
                     raise error from None
                 await asyncio.sleep(delay)
@@ -231,7 +232,7 @@ class AsyncStream(Generic[S, Item]):
             except grpc.RpcError as rpc_error:
                 call.cancel()
                 error = error_from_rpc(rpc_error)
-                delay = next(delays, None) if isinstance(error, Unavailable) else None
+                delay = retry_delay(error, delays)
                 if delay is None:
                     raise error from None
                 await asyncio.sleep(delay)
@@ -415,7 +416,7 @@ class AsyncWorkerSession:
             if self._opened_now:
                 delays, self._opened_now = None, False
             delays = delays or self._client.options.retry.delays()
-            delay = next(delays, None) if isinstance(error, Unavailable) else None
+            delay = retry_delay(error, delays)
             if delay is None:
                 self._failure = error
                 self._inbox.put_nowait(error)

@@ -7,6 +7,8 @@ that connects to the same server.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import queue
 import threading
@@ -52,6 +54,33 @@ def deadline_of(options: ConnectionOptions, call: Call[Any]) -> float | None:
     if options.timeout is None or call.wait is None:
         return None
     return options.timeout + call.wait
+
+
+def retry_delay(error: StoreError, delays: Iterator[float]) -> float | None:
+    """Returns how long to wait before retrying after `error`, or None to give up."""
+    return next(delays, None) if isinstance(error, Unavailable) else None
+
+
+def _awaitable(future: grpc.Future[Any], loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
+    """Returns an asyncio future of `loop` settled by a gRPC future; cancelling it cancels the call."""
+    waiter = loop.create_future()
+
+    def settle(done: grpc.Future[Any]) -> None:
+        if waiter.cancelled():
+            return
+        error = done.exception()
+        if error is not None:
+            waiter.set_exception(error)
+        else:
+            waiter.set_result(done.result())
+
+    def relay(done: grpc.Future[Any]) -> None:  # runs on a gRPC thread
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
+            loop.call_soon_threadsafe(settle, done)
+
+    future.add_done_callback(relay)
+    waiter.add_done_callback(lambda w: future.cancel() if w.cancelled() else None)
+    return waiter
 
 
 def _blocking(spec: Callable[P, Call[R]]) -> Callable[Concatenate[Client, P], R]:
@@ -113,20 +142,43 @@ class Client:
         delays = self.options.retry.delays() if call.safe else iter(())
         while True:
             try:
-                response = method(
-                    call.request,
-                    timeout=deadline_of(self.options, call),
-                    metadata=self.metadata,
-                    wait_for_ready=self.options.wait_for_ready,
-                )
+                response = method(call.request, **self._call_arguments(call))
             except grpc.RpcError as rpc_error:
                 error = error_from_rpc(rpc_error)
-                delay = next(delays, None) if isinstance(error, Unavailable) else None
+                delay = retry_delay(error, delays)
                 if delay is None:
                     raise error from None
                 time.sleep(delay)
                 continue
             return call.parse(response)
+
+    async def call_async(self, call: Call[R]) -> R:
+        """Awaits a unary call from any event loop, without blocking it; retries as `call` does.
+
+        The channel belongs to no event loop, so one client serves every loop
+        and thread of a process (`AsyncClient` is bound to one loop).
+        """
+        loop = asyncio.get_running_loop()
+        method = getattr(self.stub, call.method)
+        delays = self.options.retry.delays() if call.safe else iter(())
+        while True:
+            try:
+                response = await _awaitable(method.future(call.request, **self._call_arguments(call)), loop)
+            except grpc.RpcError as rpc_error:
+                error = error_from_rpc(rpc_error)
+                delay = retry_delay(error, delays)
+                if delay is None:
+                    raise error from None
+                await asyncio.sleep(delay)
+                continue
+            return call.parse(response)
+
+    def _call_arguments(self, call: Call[Any]) -> dict[str, Any]:
+        return {
+            "timeout": deadline_of(self.options, call),
+            "metadata": self.metadata,
+            "wait_for_ready": self.options.wait_for_ready,
+        }
 
     get_capabilities = _blocking(calls.get_capabilities)
     get_statistics = _blocking(calls.get_statistics)
@@ -233,7 +285,7 @@ class Stream(Generic[S, Item]):
             except grpc.RpcError as rpc_error:
                 call.cancel()
                 error = error_from_rpc(rpc_error)
-                delay = next(delays, None) if isinstance(error, Unavailable) else None
+                delay = retry_delay(error, delays)
                 if delay is None:
                     raise error from None
                 time.sleep(delay)
@@ -428,7 +480,7 @@ class WorkerSession:
             if self._opened_now:
                 delays, self._opened_now = None, False
             delays = delays or self._client.options.retry.delays()
-            delay = next(delays, None) if isinstance(error, Unavailable) else None
+            delay = retry_delay(error, delays)
             if delay is None:
                 self._failure = error
                 self._inbox.put(error)

@@ -9,10 +9,10 @@ NOT_FOUND there), `ValueError` where upstream raises it, `UNSET` versus
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import warnings
-import weakref
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Literal, TypeVar
@@ -54,9 +54,8 @@ from lightning_store.agentlightning._convert import (
     span_to_proto,
     worker_from_proto,
 )
-from lightning_store.aio import AsyncClient
 from lightning_store.calls import Call, Page
-from lightning_store.client import resolve_options
+from lightning_store.client import Client, Stream, resolve_options
 from lightning_store.errors import FailedPrecondition, InvalidArgument, NotFound, OutOfRange
 from lightning_store.options import ConnectionOptions
 from lightning_store.values import UNSET, Unset
@@ -64,6 +63,7 @@ from lightning_store.values import UNSET, Unset
 __all__ = ["LightningStore"]
 
 R = TypeVar("R")
+T = TypeVar("T")
 U = TypeVar("U")
 
 # Errors of a well-formed call about the store's content: upstream raises ValueError for all of them.
@@ -99,8 +99,8 @@ class LightningStore(UpstreamStore):
     `ClientServerExecutionStrategy(managed_store=False)` (the runners then use
     this store directly instead of an HTTP server in the trainer), or call it
     from any algorithm or runner. It is usable from any event loop and thread
-    (one gRPC channel per loop) and after `fork` or pickling (runner
-    subprocesses connect afresh).
+    (one gRPC channel, independent of event loops), and after `fork` or
+    pickling (runner subprocesses connect afresh).
 
     `dequeue_wait` lets `dequeue_rollout` wait server-side up to that many
     seconds for a rollout instead of returning None at once (upstream's
@@ -122,7 +122,7 @@ class LightningStore(UpstreamStore):
         """The connection options."""
         self.dequeue_wait = dequeue_wait
         self._otlp_traces_endpoint = otlp_traces_endpoint
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = weakref.WeakKeyDictionary()
+        self._connection: Client | None = None
         self._pid = os.getpid()
         self._lock = threading.Lock()
 
@@ -138,42 +138,36 @@ class LightningStore(UpstreamStore):
             state["options"], dequeue_wait=state["dequeue_wait"], otlp_traces_endpoint=state["otlp_traces_endpoint"]
         )
 
-    def _client(self) -> AsyncClient:
-        """Returns the client of the running event loop, made on first use."""
-        loop = asyncio.get_running_loop()
+    @property
+    def client(self) -> Client:
+        """Returns this process's client of the server (made on first use, and again after a fork).
+
+        Its channel belongs to no event loop: every loop and thread shares it.
+        """
         with self._lock:
-            if os.getpid() != self._pid:  # forked: the parent's channels are unusable here
-                self._clients = weakref.WeakKeyDictionary()
+            if self._connection is None or os.getpid() != self._pid:
+                # After a fork the parent's channel is unusable here, and is left alone: it is the parent's.
+                self._connection = Client(self.options)
                 self._pid = os.getpid()
-            client = self._clients.get(loop)
-            if client is None:
-                for closed in [other for other in self._clients if other.is_closed()]:
-                    del self._clients[closed]
-                client = self._clients[loop] = AsyncClient(self.options)
-            return client
+            return self._connection
 
     async def close(self) -> None:
-        """Closes the channels: this loop's now, other running loops' on their loop."""
-        current = asyncio.get_running_loop()
+        """Closes the channel (a later call opens a new one)."""
         with self._lock:
-            clients = list(self._clients.items())
-            self._clients = weakref.WeakKeyDictionary()
-        for loop, client in clients:
-            if loop is current:
-                await client.close()
-            elif loop.is_running():
-                asyncio.run_coroutine_threadsafe(client.close(), loop)
+            connection, self._connection = self._connection, None
+        if connection is not None and self._pid == os.getpid():
+            connection.close()
 
     async def _call(self, call: Call[R]) -> R:
         try:
-            return await self._client().call(call)
+            return await self.client.call_async(call)
         except _VALUE_ERRORS as error:
             raise ValueError(error.details) from error
 
     async def _call_or(self, call: Call[R], missing: U) -> R | U:
         """Sends a call; answers `missing` where the server says NOT_FOUND and upstream returns None or empty."""
         try:
-            return await self._client().call(call)
+            return await self.client.call_async(call)
         except NotFound:
             return missing
         except _VALUE_ERRORS as error:
@@ -436,10 +430,8 @@ class LightningStore(UpstreamStore):
         if timeout is not None and timeout <= 0:
             finished = await self._call(calls.wait_for_rollouts(rollout_ids, timeout=0))
         else:
-            finished = []
             try:
-                async with self._client().watch_completions(rollout_ids, timeout=timeout) as stream:
-                    finished = [rollout async for rollout in stream]
+                finished = await _drain(self.client.watch_completions(rollout_ids, timeout=timeout))
             except _VALUE_ERRORS as error:
                 raise ValueError(error.details) from error
         by_id = {r.rollout_id: rollout_from_proto(r, with_attempt=False) for r in finished}
@@ -582,6 +574,34 @@ class LightningStore(UpstreamStore):
             raise TypeError("heartbeat_stats must be a dict when given")
         call = calls.update_worker(worker_id, heartbeat_stats=_jsonable_given(stats))
         return worker_from_proto(await self._call(call))
+
+
+async def _drain(stream: Stream[Any, T]) -> list[T]:
+    """Returns every item of a blocking stream, read on a thread of its own; cancelling closes the stream."""
+    loop = asyncio.get_running_loop()
+    drained: asyncio.Future[list[T]] = loop.create_future()
+
+    def settle(items: list[T] | None, error: BaseException | None) -> None:
+        if drained.done():
+            return
+        if error is not None:
+            drained.set_exception(error)
+        else:
+            drained.set_result(items or [])
+
+    def read() -> None:
+        try:
+            items, error = list(stream), None
+        except Exception as failure:  # handed to the awaiting task
+            items, error = None, failure
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(settle, items, error)
+
+    threading.Thread(target=read, name="lightning-store-wait", daemon=True).start()
+    try:
+        return await drained
+    finally:
+        stream.close()
 
 
 def _jsonable_given(value: Any) -> Any:
