@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from server import Server
 
 from lightning_store import Client
+from tests.server import Server
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -7,11 +7,11 @@ import inspect
 import pickle
 
 import pytest
-from server import Server
 
 from lightning_store import AsyncClient, Client, NotFound, calls, rollout_spec, to_attributes
 from lightning_store.proto import types_pb2 as types
 from lightning_store.values import ROLLOUT_STATUS, from_json
+from tests.server import Server
 
 UNARY = [
     name

@@ -9,7 +9,6 @@ import time
 
 import grpc
 import pytest
-from server import Server
 
 from lightning_store import (
     UNSET,
@@ -28,6 +27,7 @@ from lightning_store import (
 )
 from lightning_store.proto import types_pb2 as types
 from lightning_store.values import ATTEMPT_STATUS, ROLLOUT_STATUS, WORKER_STATUS
+from tests.server import Server
 
 BIG = 2**53 + 1  # a double cannot hold it: only 64-bit integers all the way keep it
 

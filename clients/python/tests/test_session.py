@@ -6,10 +6,10 @@ import asyncio
 import threading
 
 import pytest
-from server import Server
 
 from lightning_store import Aborted, Assignment, AsyncClient, AttemptRevoked, Client
 from lightning_store.values import ROLLOUT_STATUS, WORKER_STATUS, from_json
+from tests.server import Server
 
 WAIT = 20.0  # bound of every wait for something the server pushes
 

@@ -6,12 +6,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import start_server
-from server import Server
 
 from lightning_store import AsyncClient, Client, OutOfRange
 from lightning_store.proto import types_pb2 as types
 from lightning_store.values import EVENT_KIND, ROLLOUT_STATUS
+from tests.conftest import start_server
+from tests.server import Server
 
 
 def finish(client: Client, rollout_id: str, status: str = "succeeded") -> None:

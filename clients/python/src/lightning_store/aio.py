@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
@@ -38,7 +38,7 @@ S = TypeVar("S", bound=StreamState[Any])
 Item = TypeVar("Item")
 
 
-def _awaited(spec: Callable[P, Call[R]]) -> Callable[Concatenate[AsyncClient, P], Awaitable[R]]:
+def _awaited(spec: Callable[P, Call[R]]) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, R]]:
     """Makes a method of `AsyncClient` that sends the call `spec` builds and returns its result."""
 
     @functools.wraps(spec)

@@ -11,9 +11,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # agent-lightning
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.trace import SpanKind, Status, StatusCode
-from server import Server
+from opentelemetry.util.types import AttributeValue
 
 from lightning_store.agentlightning import LightningStore
+from tests.server import Server
 
 
 @pytest.fixture
@@ -30,9 +31,9 @@ class Spans:
     def __init__(self) -> None:
         self._tracer = TracerProvider().get_tracer("agentlightning.test", "0.3.0")
 
-    def make(self, name: str = "openai.chat.completion", **attributes: object) -> ReadableSpan:
+    def make(self, name: str = "openai.chat.completion", **attributes: AttributeValue) -> ReadableSpan:
         with self._tracer.start_as_current_span(name, kind=SpanKind.CLIENT) as span:
-            span.set_attributes({"gen_ai.request.model": "m", **attributes})  # type: ignore[arg-type]
+            span.set_attributes({"gen_ai.request.model": "m", **attributes})
             span.add_event("first_token", {"latency_ms": 12.5})
             span.set_status(Status(StatusCode.OK))
         assert isinstance(span, ReadableSpan)

@@ -7,14 +7,24 @@ import asyncio
 import multiprocessing
 import pickle
 import threading
+from typing import Any
 
 import pytest
-from agentlightning.types import Event, Link, OtelResource, RolloutConfig, Span, SpanContext, TraceStatus
-from conftest import Spans
-from server import Server
+from agentlightning.types import (
+    Event,
+    Link,
+    OtelResource,
+    PromptTemplate,
+    RolloutConfig,
+    Span,
+    SpanContext,
+    TraceStatus,
+)
 
 from lightning_store import Client
 from lightning_store.agentlightning import LightningStore
+from tests.agentlightning.conftest import Spans
+from tests.server import Server
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 
@@ -42,24 +52,30 @@ def make_span(rollout_id: str, attempt_id: str, span_id: str, sequence_id: int, 
 
 async def test_every_span_field_round_trips(store: LightningStore) -> None:
     rollout = await store.start_rollout(input="x")
-    span = Span(
-        rollout_id=rollout.rollout_id,
-        attempt_id=rollout.attempt.attempt_id,
-        sequence_id=7,
-        trace_id=TRACE,
-        span_id="00f067aa0ba902b7",
-        parent_id="00f067aa0ba90200",
-        name="openai.chat.completion",
-        status=TraceStatus(status_code="ERROR", description="rate limited"),
-        attributes={"s": "v", "i": -(2**63), "f": 0.25, "b": False, "list": ["a", "b"]},
-        events=[Event(name="first_token", attributes={"latency_ms": 12.5}, timestamp=1_700_000_000.5)],
-        links=[Link(context=SpanContext(trace_id=TRACE, span_id="00f067aa0ba90201", is_remote=True, trace_state={}))],
-        start_time=1_700_000_000.0,
-        end_time=1_700_000_002.25,
-        context=SpanContext(trace_id=TRACE, span_id="00f067aa0ba902b7", is_remote=False, trace_state={"vendor": "x"}),
-        parent=SpanContext(trace_id=TRACE, span_id="00f067aa0ba90200", is_remote=False, trace_state={}),
-        resource=OtelResource(attributes={"service.name": "runner"}, schema_url="https://schema"),
-        kind="SpanKind.CLIENT",
+    span = Span.model_validate(
+        {
+            "rollout_id": rollout.rollout_id,
+            "attempt_id": rollout.attempt.attempt_id,
+            "sequence_id": 7,
+            "trace_id": TRACE,
+            "span_id": "00f067aa0ba902b7",
+            "parent_id": "00f067aa0ba90200",
+            "name": "openai.chat.completion",
+            "status": TraceStatus(status_code="ERROR", description="rate limited"),
+            "attributes": {"s": "v", "i": -(2**63), "f": 0.25, "b": False, "list": ["a", "b"]},
+            "events": [Event(name="first_token", attributes={"latency_ms": 12.5}, timestamp=1_700_000_000.5)],
+            "links": [
+                Link(context=SpanContext(trace_id=TRACE, span_id="00f067aa0ba90201", is_remote=True, trace_state={}))
+            ],
+            "start_time": 1_700_000_000.0,
+            "end_time": 1_700_000_002.25,
+            "context": SpanContext(
+                trace_id=TRACE, span_id="00f067aa0ba902b7", is_remote=False, trace_state={"vendor": "x"}
+            ),
+            "parent": SpanContext(trace_id=TRACE, span_id="00f067aa0ba90200", is_remote=False, trace_state={}),
+            "resource": OtelResource(attributes={"service.name": "runner"}, schema_url="https://schema"),
+            "kind": "SpanKind.CLIENT",  # an extra field, as Span.from_opentelemetry keeps the span kind
+        }
     )
     assert await store.add_span(span) is span
     [stored] = await store.query_spans(rollout.rollout_id)
@@ -231,12 +247,12 @@ async def test_statistics_and_capabilities(store: LightningStore, backend: str, 
     before = await store.statistics()
     rollout = await store.start_rollout(input="stats")
     await store.add_otel_span(rollout.rollout_id, rollout.attempt.attempt_id, spans.make())
-    await store.add_resources({"p": {"resource_type": "prompt_template", "template": "t", "engine": "jinja"}})
+    await store.add_resources({"p": PromptTemplate(template="t", engine="jinja")})
     await store.update_worker("stats-worker", heartbeat_stats={"cpu": 0.5})
     after = await store.statistics()
     assert after["name"] == backend
     for key in ("total_rollouts", "total_attempts", "total_spans", "total_resources", "total_workers"):
-        assert after[key] == before[key] + 1, key  # type: ignore[literal-required]
+        assert after[key] == before[key] + 1, key
     assert after["uptime"] > before["uptime"]
     assert store.capabilities == {"thread_safe": True, "async_safe": True, "zero_copy": True, "otlp_traces": False}
     with pytest.raises(NotImplementedError):
@@ -272,7 +288,7 @@ def _claim_in_child(store: LightningStore, results: multiprocessing.Queue[str | 
 def test_runner_subprocesses_use_the_store_after_fork_or_pickling(store: LightningStore, start_method: str) -> None:
     rollout = asyncio.run(store.enqueue_rollout(input="for a child"))  # the parent's channel exists before the fork
     assert pickle.loads(pickle.dumps(store)).options == store.options
-    context = multiprocessing.get_context(start_method)
+    context: Any = multiprocessing.get_context(start_method)
     results: multiprocessing.Queue[str | None] = context.Queue()
     child = context.Process(target=_claim_in_child, args=(store, results))
     child.start()
