@@ -5,7 +5,7 @@ It does what an agent-lightning runner does with an OTLP-capable store: the
 tracer provider's resource carries `agentlightning.rollout_id` and
 `agentlightning.attempt_id`, and the SDK's OTLP/gRPC exporter sends the spans
 to the store's own port. The spans are then read back through the store API
-(client generated from proto/ by runner.generate()) and every field compared.
+(with the generated stubs of the `lightning-store` package) and every field compared.
 
 Usage: python otel_export.py [ADDRESS]   (default $LIGHTNING_STORE_SERVER, then 127.0.0.1:4747)
 Exit status 0 when every check passed; the last line is `N passed, M failed`.
@@ -18,7 +18,7 @@ import os
 import sys
 import traceback
 
-from runner import DEFAULT_ADDRESS, GENERATED_DIR, RPC_TIMEOUT, CheckFailed, Checks, generate
+from runner import DEFAULT_ADDRESS, RPC_TIMEOUT, CheckFailed, Checks
 
 BIG_INT = 2**53 + 1
 
@@ -31,9 +31,9 @@ def run(address: str, checks: Checks) -> None:
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-    from lightningstore.v1 import store_pb2 as pb
-    from lightningstore.v1 import store_pb2_grpc
-    from lightningstore.v1 import types_pb2 as types
+    from lightning_store.proto import store_pb2 as pb
+    from lightning_store.proto import store_pb2_grpc
+    from lightning_store.proto import types_pb2 as types
 
     channel = grpc.insecure_channel(address)
     store = store_pb2_grpc.LightningStoreServiceStub(channel)
@@ -132,8 +132,6 @@ def run(address: str, checks: Checks) -> None:
 
 def main(argv: list[str]) -> int:
     address = argv[1] if len(argv) > 1 else os.environ.get("LIGHTNING_STORE_SERVER", DEFAULT_ADDRESS)
-    generate()
-    sys.path.insert(0, str(GENERATED_DIR))
     checks = Checks()
     failed = 0
     try:

@@ -1,5 +1,10 @@
 #!/usr/bin/env python3
-"""A Python client of lightning-store, generated from proto/ at run time.
+"""A Python client of lightning-store on the bare generated stubs.
+
+It uses the protobuf messages and gRPC stubs generated from proto/ that the
+`lightning-store` package ships (`lightning_store.proto`, checked against
+proto/ by CI) directly, without the package's client, to show the wire
+contract as any generated client sees it.
 
 It plays both sides of agent-lightning's loop against a running server:
 the algorithm (resources, enqueue, wait, read back) and the runner
@@ -18,17 +23,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 import traceback
-from pathlib import Path
-
-HERE = Path(__file__).resolve().parent
-REPO_ROOT = HERE.parent.parent
-PROTO_DIR = REPO_ROOT / "proto"
-GENERATED_DIR = HERE / "generated"
-PROTO_FILES = ["lightningstore/v1/types.proto", "lightningstore/v1/store.proto"]
 
 DEFAULT_ADDRESS = "127.0.0.1:4747"
 WORKER_ID = "Worker-0"
@@ -37,28 +34,6 @@ RPC_TIMEOUT = 10.0  # seconds, the deadline of every call
 # 2^53 + 1 cannot be represented as a double: it only survives the round trip
 # when every hop keeps it as a 64-bit integer.
 BIG_INT = 2**53 + 1
-
-
-def generate() -> None:
-    """Generates the Python modules for both proto files into generated/.
-
-    `python -m grpc_tools.protoc` adds the well-known types that grpcio-tools
-    bundles (google/protobuf/*.proto) to the include path by itself.
-    """
-    GENERATED_DIR.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "grpc_tools.protoc",
-        f"-I{PROTO_DIR}",
-        f"--python_out={GENERATED_DIR}",
-        f"--grpc_python_out={GENERATED_DIR}",
-        *(str(PROTO_DIR / f) for f in PROTO_FILES),
-    ]
-    subprocess.run(cmd, check=True)
-    # Regular packages so that `lightningstore.v1` imports the same way everywhere.
-    for pkg in ("lightningstore", "lightningstore/v1"):
-        (GENERATED_DIR / pkg / "__init__.py").touch()
 
 
 class CheckFailed(AssertionError):
@@ -82,14 +57,13 @@ class Checks:
 
 
 def run(address: str, checks: Checks) -> None:
-    # Imported here: the modules exist only once generate() has run.
     import grpc
     from google.protobuf import duration_pb2, field_mask_pb2
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    from lightningstore.v1 import store_pb2 as pb
-    from lightningstore.v1 import store_pb2_grpc
-    from lightningstore.v1 import types_pb2 as types
+    from lightning_store.proto import store_pb2 as pb
+    from lightning_store.proto import store_pb2_grpc
+    from lightning_store.proto import types_pb2 as types
 
     print(f"server: {address}")
     channel = grpc.insecure_channel(address)
@@ -318,8 +292,6 @@ def main(argv: list[str]) -> int:
     checks = Checks()
     failed = 0
     try:
-        generate()
-        sys.path.insert(0, str(GENERATED_DIR))
         run(address, checks)
     except CheckFailed as err:
         failed = 1

@@ -60,13 +60,16 @@ class BiasSearch(Algorithm):
         super().__init__()
         self.mean_rewards: list[float] = []
 
-    async def run(self, train_dataset: Any = None, val_dataset: Any = None) -> None:  # type: ignore[override]
+    async def run(self, train_dataset: Any = None, val_dataset: Any = None) -> None:
         store = self.get_store()
         bias = 3
         for _ in range(2):
             published = await store.update_resources("policy", resources(bias))
             queued = await store.enqueue_many_rollouts(
-                [EnqueueRolloutRequest(input=task, mode="train", resources_id=published.resources_id) for task in train_dataset]
+                [
+                    EnqueueRolloutRequest(input=task, mode="train", resources_id=published.resources_id)
+                    for task in train_dataset
+                ]
             )
             ids = [rollout.rollout_id for rollout in queued]
             finished = await store.wait_for_rollouts(rollout_ids=ids, timeout=120)
@@ -108,7 +111,7 @@ def main(argv: list[str]) -> int:
     trainer = Trainer(
         store=store,
         algorithm=algorithm,
-        runner=LitAgentRunner(OtelTracer(), poll_interval=0.1),
+        runner=LitAgentRunner(OtelTracer(), poll_interval=0.1),  # type: ignore[no-untyped-call]
         # managed_store=False: runners use this store directly instead of an HTTP server in the trainer
         strategy=ClientServerExecutionStrategy(role="both", n_runners=RUNNERS, managed_store=False),
     )
@@ -138,7 +141,9 @@ async def check_store(store: LightningStore, checks: Checks) -> None:
         {"agentlightning.message", "agentlightning.annotation"} <= set(names),
         names,
     )
-    checks.that("spans are ordered by sequence id", [s.sequence_id for s in spans] == sorted(s.sequence_id for s in spans))
+    checks.that(
+        "spans are ordered by sequence id", [s.sequence_id for s in spans] == sorted(s.sequence_id for s in spans)
+    )
     stats = await store.statistics()
     checks.that("statistics count every span", stats["total_spans"] >= 2 * len(rollouts), stats)
     await store.close()

@@ -1,0 +1,32 @@
+"""The Python examples, end to end, each against a fresh server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.server import REPO, Server
+
+EXAMPLES = REPO / "examples" / "python"
+
+
+def run_example(name: str, server: Server) -> str:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / name), server.address], check=False, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_an_agent_lightning_trainer_trains_with_several_runners(server: Server) -> None:
+    last = run_example("train.py", server).splitlines()[-1]
+    assert last == "8 passed, 0 failed"
+
+
+@pytest.mark.parametrize("backend", ["memory"])
+def test_a_plain_runner_works_on_a_worker_session_and_exports_over_otlp(server: Server) -> None:
+    last = run_example("session_runner.py", server).splitlines()[-1]
+    assert last == "7 passed, 0 failed"
