@@ -8,12 +8,12 @@ that connects to the same server.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
@@ -33,6 +33,9 @@ from lightning_store.streams import CompletionWatch, EventSubscription, StreamSt
 from lightning_store.values import AttemptStatusName, EventKindName, RolloutStatusName
 
 __all__ = ["Client", "Stream", "WorkerSession", "resolve_options"]
+
+ASYNC_THREADS = 32
+"""Threads of a client's pool for `call_async`: the unary calls that may run at once."""
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -59,28 +62,6 @@ def deadline_of(options: ConnectionOptions, call: Call[Any]) -> float | None:
 def retry_delay(error: StoreError, delays: Iterator[float]) -> float | None:
     """Returns how long to wait before retrying after `error`, or None to give up."""
     return next(delays, None) if isinstance(error, Unavailable) else None
-
-
-def _awaitable(future: grpc.Future[Any], loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
-    """Returns an asyncio future of `loop` settled by a gRPC future; cancelling it cancels the call."""
-    waiter = loop.create_future()
-
-    def settle(done: grpc.Future[Any]) -> None:
-        if waiter.cancelled():
-            return
-        error = done.exception()
-        if error is not None:
-            waiter.set_exception(error)
-        else:
-            waiter.set_result(done.result())
-
-    def relay(done: grpc.Future[Any]) -> None:  # runs on a gRPC thread
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
-            loop.call_soon_threadsafe(settle, done)
-
-    future.add_done_callback(relay)
-    waiter.add_done_callback(lambda w: future.cancel() if w.cancelled() else None)
-    return waiter
 
 
 def _blocking(spec: Callable[P, Call[R]]) -> Callable[Concatenate[Client, P], R]:
@@ -117,6 +98,8 @@ class Client:
         """The generated stub, for calls the client does not wrap."""
         self.metadata = self.options.call_metadata()
         """The metadata sent with every call."""
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
 
     def __getstate__(self) -> ConnectionOptions:
         return self.options
@@ -127,6 +110,8 @@ class Client:
     def close(self) -> None:
         """Closes the channel; calls in flight are cancelled."""
         self._channel.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
 
     def __enter__(self) -> Client:
         return self
@@ -155,23 +140,17 @@ class Client:
     async def call_async(self, call: Call[R]) -> R:
         """Awaits a unary call from any event loop, without blocking it; retries as `call` does.
 
-        The channel belongs to no event loop, so one client serves every loop
-        and thread of a process (`AsyncClient` is bound to one loop).
+        The call runs on a thread of the client's pool: the channel belongs to
+        no event loop, so one client serves every loop and thread of a process
+        (an `AsyncClient` is bound to one loop), and a process that used it
+        can still fork (gRPC supports `fork` for its blocking stack only). At
+        most `ASYNC_THREADS` calls run at once; more wait their turn.
         """
-        loop = asyncio.get_running_loop()
-        method = getattr(self.stub, call.method)
-        delays = self.options.retry.delays() if call.safe else iter(())
-        while True:
-            try:
-                response = await _awaitable(method.future(call.request, **self._call_arguments(call)), loop)
-            except grpc.RpcError as rpc_error:
-                error = error_from_rpc(rpc_error)
-                delay = retry_delay(error, delays)
-                if delay is None:
-                    raise error from None
-                await asyncio.sleep(delay)
-                continue
-            return call.parse(response)
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(ASYNC_THREADS, thread_name_prefix="lightning-store")
+            pool = self._pool
+        return await asyncio.get_running_loop().run_in_executor(pool, self.call, call)
 
     def _call_arguments(self, call: Call[Any]) -> dict[str, Any]:
         return {
