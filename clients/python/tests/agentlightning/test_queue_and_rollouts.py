@@ -8,10 +8,12 @@ answers them, ValueError where it raises.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import warnings
 
 import pytest
 from agentlightning.store.base import UNSET
+from agentlightning.store.base import LightningStore as UpstreamStore
 from agentlightning.types import (
     LLM,
     AttemptedRollout,
@@ -24,6 +26,16 @@ from agentlightning.types import (
 )
 
 from lightning_store.agentlightning import LightningStore
+
+
+def test_every_method_of_the_interface_is_implemented_with_its_signature() -> None:
+    public = [name for name in vars(UpstreamStore) if not name.startswith("_")]
+    assert len(public) == 30
+    for name in public:
+        ours, theirs = inspect.getattr_static(LightningStore, name), inspect.getattr_static(UpstreamStore, name)
+        assert ours is not theirs, f"{name} is inherited, not implemented"
+        if callable(theirs):
+            assert list(inspect.signature(ours).parameters) == list(inspect.signature(theirs).parameters), name
 
 
 async def test_enqueue_creates_a_queued_rollout_without_attempt(store: LightningStore) -> None:
