@@ -54,7 +54,8 @@ from lightning_store.agentlightning._convert import (
     span_to_proto,
     worker_from_proto,
 )
-from lightning_store.calls import Call, Page
+from lightning_store.agentlightning._pages import empty, paginated, server_limit, settle_empty_lists
+from lightning_store.calls import Call
 from lightning_store.client import Client, Stream, resolve_options
 from lightning_store.errors import FailedPrecondition, InvalidArgument, NotFound, OutOfRange
 from lightning_store.options import ConnectionOptions
@@ -73,23 +74,6 @@ _VALUE_ERRORS = (NotFound, InvalidArgument, FailedPrecondition, OutOfRange)
 def _given(value: Any) -> Any:
     """Maps agent-lightning's `UNSET` to ours; other values pass."""
     return UNSET if isinstance(value, UpstreamUnset) else value
-
-
-def _paginated(page: Page[Any], convert: Any, limit: int | None = None) -> PaginatedResult[Any]:
-    items = [convert(item) for item in page.items] if limit != 0 else []
-    return PaginatedResult(
-        items=items, limit=page.limit if limit is None else limit, offset=page.offset, total=page.total
-    )
-
-
-def _empty(limit: int, offset: int) -> PaginatedResult[Any]:
-    return PaginatedResult(items=[], limit=limit, offset=offset, total=0)
-
-
-def _server_limit(limit: int) -> int | None:
-    # `limit=0` asks for the total only: upstream answers an empty page, the server refuses 0 until the
-    # proto accepts it (issue 12), so the client asks for one item and drops it.
-    return None if limit == -1 else max(limit, 1) if limit == 0 else limit
 
 
 class LightningStore(UpstreamStore):
@@ -328,9 +312,9 @@ class LightningStore(UpstreamStore):
         if rollout_id_in is None and rollout_ids is not None:
             warnings.warn("rollout_ids is deprecated, use rollout_id_in instead", DeprecationWarning, stacklevel=2)
             rollout_id_in = rollout_ids
-        logic = _settle_empty_lists(filter_logic, [status_in, rollout_id_in], rollout_id_contains is not None)
+        logic = settle_empty_lists(filter_logic, [status_in, rollout_id_in], rollout_id_contains is not None)
         if logic is None:
-            return _empty(limit, offset)
+            return empty(limit, offset)
         call = calls.query_rollouts(
             status_in=status_in or None,  # an empty list was settled above
             rollout_id_in=rollout_id_in or None,
@@ -338,10 +322,10 @@ class LightningStore(UpstreamStore):
             filter_logic=logic,
             sort_by=sort_by,
             sort_order=sort_order,
-            limit=_server_limit(limit),
+            limit=server_limit(limit),
             offset=offset,
         )
-        return _paginated(await self._call(call), rollout_from_proto, limit if limit == 0 else None)
+        return paginated(await self._call(call), rollout_from_proto, limit)
 
     async def query_attempts(
         self,
@@ -354,12 +338,12 @@ class LightningStore(UpstreamStore):
     ) -> PaginatedResult[Attempt]:
         """Lists the attempts of a rollout; an unknown rollout has none."""
         call = calls.query_attempts(
-            rollout_id, sort_by=sort_by, sort_order=sort_order, limit=_server_limit(limit), offset=offset
+            rollout_id, sort_by=sort_by, sort_order=sort_order, limit=server_limit(limit), offset=offset
         )
         page = await self._call_or(call, None)
         if page is None:
-            return _empty(limit, offset)
-        return _paginated(page, attempt_from_proto, limit if limit == 0 else None)
+            return empty(limit, offset)
+        return paginated(page, attempt_from_proto, limit)
 
     async def get_rollout_by_id(self, rollout_id: str) -> Rollout | None:
         """Returns a rollout (with its latest attempt, if any), or None."""
@@ -387,10 +371,10 @@ class LightningStore(UpstreamStore):
             resources_id_contains=resources_id_contains,
             sort_by=sort_by,
             sort_order=sort_order,
-            limit=_server_limit(limit),
+            limit=server_limit(limit),
             offset=offset,
         )
-        return _paginated(await self._call(call), resources_from_proto, limit if limit == 0 else None)
+        return paginated(await self._call(call), resources_from_proto, limit)
 
     async def get_resources_by_id(self, resources_id: str) -> ResourcesUpdate | None:
         """Returns a resources snapshot, or None."""
@@ -471,7 +455,7 @@ class LightningStore(UpstreamStore):
             "name_contains": name_contains,
         }
         if filter_logic == "or" and all(value is None for value in filters.values()):
-            return _empty(limit, offset)  # upstream: an OR over no condition matches nothing
+            return empty(limit, offset)  # upstream: an OR over no condition matches nothing
         call = calls.query_spans(
             rollout_id,
             attempt_id,
@@ -479,7 +463,7 @@ class LightningStore(UpstreamStore):
             filter_logic=filter_logic,
             sort_by=sort_by,
             sort_order=sort_order,
-            limit=_server_limit(limit),
+            limit=server_limit(limit),
             offset=offset,
         )
         try:
@@ -489,8 +473,8 @@ class LightningStore(UpstreamStore):
                 raise RuntimeError(str(error)) from error.__cause__
             raise
         if page is None:
-            return _empty(limit, offset)
-        return _paginated(page, span_from_proto, limit if limit == 0 else None)
+            return empty(limit, offset)
+        return paginated(page, span_from_proto, limit)
 
     async def update_rollout(
         self,
@@ -546,19 +530,19 @@ class LightningStore(UpstreamStore):
         offset: int = 0,
     ) -> PaginatedResult[Worker]:
         """Lists workers."""
-        logic = _settle_empty_lists(filter_logic, [status_in], worker_id_contains is not None)
+        logic = settle_empty_lists(filter_logic, [status_in], worker_id_contains is not None)
         if logic is None:
-            return _empty(limit, offset)
+            return empty(limit, offset)
         call = calls.query_workers(
             status_in=status_in or None,  # an empty list was settled above
             worker_id_contains=worker_id_contains,
             filter_logic=logic,
             sort_by=sort_by,
             sort_order=sort_order,
-            limit=_server_limit(limit),
+            limit=server_limit(limit),
             offset=offset,
         )
-        return _paginated(await self._call(call), worker_from_proto, limit if limit == 0 else None)
+        return paginated(await self._call(call), worker_from_proto, limit)
 
     async def get_worker_by_id(self, worker_id: str) -> Worker | None:
         """Returns a worker, or None."""
@@ -607,21 +591,3 @@ async def _drain(stream: Stream[Any, T]) -> list[T]:
 def _jsonable_given(value: Any) -> Any:
     given = _given(value)
     return given if isinstance(given, Unset) else jsonable(given)
-
-
-def _settle_empty_lists(
-    filter_logic: Literal["and", "or"], lists: Sequence[Sequence[Any] | None], has_other: bool
-) -> Literal["and", "or"] | None:
-    """Returns the logic to send once explicitly empty `*_in` lists are dropped; None: nothing matches.
-
-    Upstream pools every condition under `filter_logic`: an empty list is a
-    condition nothing meets, and a query without any condition returns
-    everything, with AND or OR. The server reads an empty list as "no
-    filter", so the client settles them here (the proto's explicit empty
-    filter of issue 12 will let the server do it).
-    """
-    empty = any(values is not None and len(values) == 0 for values in lists)
-    given = any(values for values in lists) or has_other
-    if empty and (filter_logic == "and" or not given):
-        return None  # AND with a condition nothing meets, or OR over such conditions only
-    return filter_logic if given else "and"  # no condition at all: everything, whatever the logic
