@@ -3,18 +3,21 @@
 //! Layers, from the wire inwards:
 //! * [`proto`]: code generated from `proto/lightningstore/v1` (the public contract);
 //! * [`api`]: thin gRPC adapters: validate, convert, call the engine, convert back;
+//! * [`http`]: thin HTTP adapters on the same port (agent-lightning's store
+//!   API and OTLP/HTTP), calling the same engine;
 //! * [`core`]: domain types, the rollout/attempt state machine, queries and
 //!   the [`core::engine::Engine`] that runs every operation once for all
 //!   backends, over the storage port [`core::storage`];
 //! * [`store`]: the backends behind that port and [`store::open`].
 //!
-//! [`server`] assembles the gRPC services on one port; [`metrics`] serves
+//! [`server`] assembles the gRPC services and HTTP routes on one port; [`metrics`] serves
 //! Prometheus metrics on another; [`cli`] is the command line.
 
 pub mod api;
 pub mod bench;
 pub mod cli;
 pub mod core;
+pub mod http;
 pub mod metrics;
 pub mod proto;
 pub mod server;

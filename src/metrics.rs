@@ -9,6 +9,9 @@
 //!   gRPC status code, and their duration (for a stream, its lifetime);
 //! * `grpc_in_flight{service,method}`: calls in progress; for the streaming
 //!   methods, the open streams;
+//! * `http_requests_total{method,route,status}` and
+//!   `http_request_duration_seconds{method,route,status}`: finished HTTP
+//!   requests by route template (`unmatched` for unknown paths) and status;
 //! * `worker_sessions`: open `WorkerSession` streams;
 //! * `spans_ingested_total{result}`: spans received by `AddSpans`,
 //!   `AddSpan` and OTLP, by `stored`, `duplicate` or `rejected`;
@@ -66,6 +69,17 @@ pub struct MethodLabels {
     pub method: String,
 }
 
+/// Labels of the HTTP request metrics.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HttpLabels {
+    /// HTTP method (`other` for non-standard ones).
+    pub method: String,
+    /// Route template, e.g. `/v1/agl/rollouts/{rollout_id}`, or `unmatched`.
+    pub route: String,
+    /// Response status code, e.g. `200`.
+    pub status: String,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: &'static str,
@@ -90,6 +104,8 @@ pub struct Metrics {
     requests: Family<RpcLabels, Counter>,
     durations: Family<RpcLabels, Histogram>,
     in_flight: Family<MethodLabels, Gauge>,
+    http_requests: Family<HttpLabels, Counter>,
+    http_durations: Family<HttpLabels, Histogram>,
     worker_sessions: Gauge,
     spans: Family<ResultLabels, Counter>,
     verdicts: Family<StatusLabels, Counter>,
@@ -131,6 +147,20 @@ impl Metrics {
             "gRPC calls in progress (for streaming methods, the open streams)",
             in_flight.clone(),
         );
+        let http_requests = Family::<HttpLabels, Counter>::default();
+        registry.register(
+            "http_requests",
+            "Finished HTTP requests by method, route template and status",
+            http_requests.clone(),
+        );
+        let http_durations = Family::<HttpLabels, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            "http_request_duration_seconds",
+            "Seconds from an HTTP request to the start of its response",
+            http_durations.clone(),
+        );
         let worker_sessions = Gauge::default();
         registry.register(
             "worker_sessions",
@@ -164,6 +194,8 @@ impl Metrics {
             requests,
             durations,
             in_flight,
+            http_requests,
+            http_durations,
             worker_sessions,
             spans,
             verdicts,
@@ -188,6 +220,14 @@ impl Metrics {
         self.requests.get_or_create(&labels).inc();
         self.durations
             .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Records an HTTP request whose response started after `elapsed`.
+    pub fn http_request_finished(&self, labels: &HttpLabels, elapsed: Duration) {
+        self.http_requests.get_or_create(labels).inc();
+        self.http_durations
+            .get_or_create(labels)
             .observe(elapsed.as_secs_f64());
     }
 

@@ -1,5 +1,7 @@
-//! Assembles the gRPC services on one listener: the store, grpc.health.v1
-//! and server reflection (v1 and v1alpha, for grpcurl 1.8).
+//! Assembles everything served on one listener: the gRPC services (the
+//! store, OTLP TraceService, grpc.health.v1, server reflection v1 and
+//! v1alpha for grpcurl 1.8) and the HTTP routes ([`crate::http`]), over
+//! HTTP/2 (gRPC, h2c) and HTTP/1.1 alike.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -35,7 +37,8 @@ pub const LIVENESS_SERVICE: &str = "liveness";
 /// Settings of the gRPC server.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// Largest accepted request, in bytes (OTLP exporters expect 64 MiB).
+    /// Largest accepted request, in bytes (OTLP exporters expect 64 MiB):
+    /// gRPC messages and HTTP bodies (also after decompression).
     pub max_message_bytes: usize,
     /// How long in-flight calls may run after shutdown starts.
     pub drain_timeout: Duration,
@@ -203,19 +206,29 @@ pub async fn serve(
         stream.set_nodelay(true)?;
         Ok::<_, std::io::Error>(stream)
     });
+    let grpc = tonic::service::Routes::new(health_service)
+        .add_service(reflection().build_v1()?)
+        .add_service(reflection().build_v1alpha()?)
+        .add_service(store_service)
+        .add_service(trace_service)
+        .into_axum_router()
+        .reset_fallback();
+    let http = crate::http::routes(crate::http::HttpContext {
+        engine: engine.clone(),
+        max_body_bytes: config.max_message_bytes,
+    });
+    let routes = grpc.merge(http).fallback(crate::http::not_found);
     let server = tonic::transport::Server::builder()
+        // HTTP/1.1 beside HTTP/2: agent-lightning's clients speak HTTP/1.1.
+        .accept_http1(true)
         // Outermost, so that it records the codes the client sees.
         .layer(CallLayer::new(metrics))
         .layer(tower::util::MapResponseLayer::new(
             oversized_is_resource_exhausted,
         ))
-        .add_service(health_service)
-        .add_service(reflection().build_v1()?)
-        .add_service(reflection().build_v1alpha()?)
-        .add_service(store_service)
-        .add_service(trace_service)
+        .add_routes(tonic::service::Routes::from(routes).prepare())
         .serve_with_incoming_shutdown(incoming, signal);
-    tracing::info!(%local_addr, "serving gRPC");
+    tracing::info!(%local_addr, "serving gRPC and HTTP");
 
     // Bound the drain: a call that ignores shutdown must not hold the process.
     tokio::pin!(server);

@@ -1,8 +1,10 @@
-//! Observes every gRPC call, whatever its service: a tower layer gives the
+//! Observes every call on the port, gRPC or HTTP: a tower layer gives the
 //! call a request id (the client's `x-request-id`, or a new one, echoed in
-//! the response headers), runs it inside a `grpc` tracing span carrying that
-//! id, and when the call ends (its status is sent, or the client goes away)
-//! writes one log line and records it in [`Metrics`].
+//! the response headers), runs it inside a `grpc` or `http` tracing span
+//! carrying that id, and when the call ends (a gRPC status is sent, an HTTP
+//! response starts, or the client goes away) writes one log line and
+//! records it in [`Metrics`]. HTTP requests are labelled by the route
+//! template their adapter reports ([`MatchedRoute`]), never by raw paths.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,13 +18,30 @@ use pin_project_lite::pin_project;
 use tracing::Instrument;
 
 use super::status::code_name;
-use crate::metrics::{MethodLabels, Metrics};
+use crate::metrics::{HttpLabels, MethodLabels, Metrics};
 
 /// The request and response header carrying the request id.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
 /// Longest client-supplied request id that is kept.
 const MAX_REQUEST_ID_LEN: usize = 128;
+
+/// Route label of an HTTP request that matched no route.
+const UNMATCHED_ROUTE: &str = "unmatched";
+
+/// The route template an HTTP request matched (e.g.
+/// `/v1/agl/rollouts/{rollout_id}`), put in the response's extensions by the
+/// HTTP router so that calls are labelled without raw paths.
+#[derive(Debug, Clone)]
+pub struct MatchedRoute(pub axum::extract::MatchedPath);
+
+/// Returns true for a gRPC request (content type `application/grpc...`).
+pub fn is_grpc(headers: &HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"))
+}
 
 /// A tower layer that observes every call (see the module docs).
 #[derive(Debug, Clone)]
@@ -48,6 +67,10 @@ impl<S> tower::Layer<S> for CallLayer {
     }
 }
 
+/// The future of an observed call.
+pub type CallFuture<B, E> =
+    Pin<Box<dyn Future<Output = Result<http::Response<ObservedBody<B>>, E>> + Send>>;
+
 /// The service of [`CallLayer`].
 #[derive(Debug, Clone)]
 pub struct CallService<S> {
@@ -62,7 +85,7 @@ where
 {
     type Response = http::Response<ObservedBody<ResBody>>;
     type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+    type Future = CallFuture<ResBody, S::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -70,6 +93,9 @@ where
 
     fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
         let request_id = request_id(request.headers());
+        if !is_grpc(request.headers()) {
+            return self.call_http(request, request_id);
+        }
         let method = method_labels(request.uri().path());
         let span = tracing::info_span!(
             "grpc",
@@ -100,6 +126,72 @@ where
             };
             Ok(response.map(|inner| ObservedBody { inner, call }))
         })
+    }
+}
+
+impl<S> CallService<S> {
+    /// Observes a plain HTTP request: finished when its response starts.
+    fn call_http<ReqBody, ResBody>(
+        &mut self,
+        request: http::Request<ReqBody>,
+        request_id: String,
+    ) -> CallFuture<ResBody, S::Error>
+    where
+        S: tower::Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
+        S::Future: Send + 'static,
+    {
+        let span = tracing::info_span!(
+            "http",
+            request_id = %request_id,
+            method = %request.method(),
+            path = %request.uri().path(),
+        );
+        let method = method_label(request.method());
+        let metrics = self.metrics.clone();
+        let started = Instant::now();
+        let future = self.inner.call(request).instrument(span.clone());
+        Box::pin(async move {
+            let mut response = future.await?;
+            if let Ok(value) = HeaderValue::from_str(&request_id) {
+                response.headers_mut().insert(REQUEST_ID_HEADER, value);
+            }
+            let route = response
+                .extensions()
+                .get::<MatchedRoute>()
+                .map_or(UNMATCHED_ROUTE, |route| route.0.as_str());
+            let labels = HttpLabels {
+                method: method.to_owned(),
+                route: route.to_owned(),
+                status: response.status().as_u16().to_string(),
+            };
+            let elapsed = started.elapsed();
+            metrics.http_request_finished(&labels, elapsed);
+            let _entered = span.enter();
+            let status = response.status().as_u16();
+            let duration_ms = elapsed.as_secs_f64() * 1e3;
+            match status {
+                500.. => tracing::warn!(status, route, duration_ms, "request failed"),
+                400..500 => tracing::info!(status, route, duration_ms, "request refused"),
+                _ => tracing::debug!(status, route, duration_ms, "request finished"),
+            }
+            drop(_entered);
+            Ok(response.map(|inner| ObservedBody { inner, call: None }))
+        })
+    }
+}
+
+/// Returns an HTTP method's metric label; methods outside the standard set
+/// share one label, so clients cannot grow the label set.
+fn method_label(method: &http::Method) -> &'static str {
+    match *method {
+        http::Method::GET => "GET",
+        http::Method::POST => "POST",
+        http::Method::PUT => "PUT",
+        http::Method::DELETE => "DELETE",
+        http::Method::PATCH => "PATCH",
+        http::Method::HEAD => "HEAD",
+        http::Method::OPTIONS => "OPTIONS",
+        _ => "other",
     }
 }
 
@@ -228,6 +320,15 @@ mod tests {
         let generated = request_id(&headers);
         assert_eq!(generated.len(), 32);
         assert_ne!(generated, request_id(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn unusual_http_methods_share_one_label() {
+        assert_eq!(method_label(&http::Method::POST), "POST");
+        assert_eq!(
+            method_label(&http::Method::from_bytes(b"BREW").unwrap()),
+            "other"
+        );
     }
 
     #[test]

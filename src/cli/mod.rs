@@ -60,7 +60,8 @@ pub enum LogFormat {
 /// Options of `serve`; every option is also an environment variable.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// Address to listen on (gRPC: store, health, reflection).
+    /// Address to listen on: gRPC (store, OTLP, health, reflection) and HTTP
+    /// (agent-lightning's store API, OTLP/HTTP) share it.
     #[arg(long, env = "LIGHTNING_STORE_LISTEN", default_value = "127.0.0.1:4747")]
     pub listen: SocketAddr,
     /// Storage backend.
@@ -133,7 +134,8 @@ pub struct ServeArgs {
         default_value_t = 10.0
     )]
     pub span_retention_interval_secs: f64,
-    /// Largest accepted request in bytes.
+    /// Largest accepted request in bytes: a gRPC message or an HTTP body
+    /// (also after decompression).
     #[arg(long, env = "LIGHTNING_STORE_MAX_MESSAGE_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub max_message_bytes: usize,
     /// Seconds in-flight calls may run after SIGINT/SIGTERM before the server exits.

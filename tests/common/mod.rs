@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod http;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -256,7 +258,7 @@ impl ServerProcess {
             for line in std::io::BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 if let Ok(record) = serde_json::from_str::<serde_json::Value>(&line)
-                    && record["fields"]["message"] == "serving gRPC"
+                    && record["fields"]["message"] == "serving gRPC and HTTP"
                     && let Some(addr) = record["fields"]["local_addr"].as_str()
                 {
                     let _ = addr_tx.send(addr.parse::<std::net::SocketAddr>().unwrap());
