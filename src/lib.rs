@@ -10,6 +10,8 @@
 //!   backends, over the storage port [`core::storage`];
 //! * [`store`]: the backends behind that port and [`store::open`].
 //!
+//! [`otlp`] maps and stores OTLP traces for both OTLP receivers (gRPC and HTTP).
+//!
 //! [`server`] assembles the gRPC services and HTTP routes on one port; [`metrics`] serves
 //! Prometheus metrics on another; [`cli`] is the command line.
 
@@ -19,6 +21,7 @@ pub mod cli;
 pub mod core;
 pub mod http;
 pub mod metrics;
+pub mod otlp;
 pub mod proto;
 pub mod server;
 pub mod store;

@@ -24,6 +24,7 @@ use crate::api::streams::SubscriberLimits;
 use crate::core::engine::Engine;
 use crate::core::sessions::Sessions;
 use crate::metrics::Metrics;
+use crate::otlp::TraceIngest;
 use crate::proto::lightning_store_service_server::LightningStoreServiceServer;
 
 const STORE_SERVICE: &str = "lightningstore.v1.LightningStoreService";
@@ -42,7 +43,8 @@ pub struct ServerConfig {
     pub max_message_bytes: usize,
     /// How long in-flight calls may run after shutdown starts.
     pub drain_timeout: Duration,
-    /// OTLP exports processed at once; more are refused with UNAVAILABLE and a retry delay.
+    /// OTLP exports (gRPC and HTTP together) processed at once; more are
+    /// refused with a retry delay (gRPC UNAVAILABLE, HTTP 503).
     pub otlp_max_in_flight: usize,
     /// How long the attempts of a dropped worker session wait for the worker
     /// to reconnect before they become `unresponsive`.
@@ -140,13 +142,11 @@ pub async fn serve(
     .max_encoding_message_size(usize::MAX)
     .accept_compressed(CompressionEncoding::Gzip)
     .send_compressed(CompressionEncoding::Gzip);
-    let trace_service = TraceServiceServer::new(OtlpTraceService::new(
-        engine.clone(),
-        config.otlp_max_in_flight,
-    ))
-    .max_decoding_message_size(config.max_message_bytes)
-    .accept_compressed(CompressionEncoding::Gzip)
-    .send_compressed(CompressionEncoding::Gzip);
+    let trace_ingest = TraceIngest::new(engine.clone(), config.otlp_max_in_flight);
+    let trace_service = TraceServiceServer::new(OtlpTraceService::new(trace_ingest.clone()))
+        .max_decoding_message_size(config.max_message_bytes)
+        .accept_compressed(CompressionEncoding::Gzip)
+        .send_compressed(CompressionEncoding::Gzip);
 
     // Set up before serving: a waiter registered from now on sees every
     // event other servers commit.
@@ -215,6 +215,7 @@ pub async fn serve(
         .reset_fallback();
     let http = crate::http::routes(crate::http::HttpContext {
         engine: engine.clone(),
+        trace_ingest,
         max_body_bytes: config.max_message_bytes,
     });
     let routes = grpc.merge(http).fallback(crate::http::not_found);

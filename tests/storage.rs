@@ -139,6 +139,7 @@ fn span(rollout: u8, span: u8) -> Span {
         resource: None,
         kind: Default::default(),
         scope: None,
+        extra: Default::default(),
     }
 }
 

@@ -1,60 +1,27 @@
-//! The OTLP/gRPC trace receiver (`opentelemetry.proto.collector.trace.v1.TraceService`).
-//!
-//! Spans are mapped as agent-lightning does (SEMANTICS.md §10.4): rollout,
-//! attempt and sequence ids come from the `agentlightning.*` resource
-//! attributes, overridden by the span's own attributes. Unlike upstream we
-//! keep span kind, scope, trace state and the parent context. One Export is
-//! one store operation; spans that cannot be stored are reported through
-//! `partial_success`, never by failing the whole request.
-
-use std::sync::Arc;
-use std::time::Duration;
+//! The OTLP/gRPC trace receiver
+//! (`opentelemetry.proto.collector.trace.v1.TraceService`): a thin adapter
+//! over [`TraceIngest`], which maps and stores spans as agent-lightning
+//! does. A saturated receiver answers UNAVAILABLE with a `RetryInfo` delay.
 
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceService;
 use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue as OtlpKeyValue, any_value};
-use opentelemetry_proto::tonic::trace::v1 as otlp;
-use tokio::sync::Semaphore;
 use tonic::{Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::core::engine::Engine;
-use crate::core::ids;
-use crate::core::model::{
-    AttributeValue, InstrumentationScope, KeyValue, NewSpan, Span, SpanContext, SpanEvent,
-    SpanKind, SpanLink, SpanResource, SpanStatus, SpanStatusCode, Timestamp,
-};
+use crate::otlp::{RETRY_DELAY, TraceIngest};
 
-/// Resource or span attribute naming the rollout.
-pub const ROLLOUT_ID_KEY: &str = "agentlightning.rollout_id";
-/// Resource or span attribute naming the attempt.
-pub const ATTEMPT_ID_KEY: &str = "agentlightning.attempt_id";
-/// Resource or span attribute carrying an explicit sequence id.
-pub const SEQUENCE_ID_KEY: &str = "agentlightning.span_sequence_id";
-
-/// How long an exporter is asked to back off when the server is saturated.
-const RETRY_DELAY: Duration = Duration::from_millis(250);
-
-/// At most this many distinct rejection reasons are named in a partial success.
-const MAX_REASONS: usize = 3;
-
-/// The OTLP trace receiver.
+/// The OTLP/gRPC trace receiver.
 #[derive(Clone)]
 pub struct OtlpTraceService {
-    engine: Arc<Engine>,
-    in_flight: Arc<Semaphore>,
+    ingest: TraceIngest,
 }
 
 impl OtlpTraceService {
-    /// Returns a receiver that processes at most `max_in_flight` exports at
-    /// once and answers UNAVAILABLE with a retry delay beyond that.
-    pub fn new(engine: Arc<Engine>, max_in_flight: usize) -> Self {
-        Self {
-            engine,
-            in_flight: Arc::new(Semaphore::new(max_in_flight)),
-        }
+    /// Returns the receiver over `ingest` (shared with OTLP/HTTP).
+    pub fn new(ingest: TraceIngest) -> Self {
+        Self { ingest }
     }
 }
 
@@ -64,7 +31,7 @@ impl TraceService for OtlpTraceService {
         &self,
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-        let Ok(_permit) = self.in_flight.try_acquire() else {
+        let Some(admitted) = self.ingest.try_admit() else {
             let details = ErrorDetails::with_retry_info(Some(RETRY_DELAY));
             return Err(Status::with_error_details(
                 tonic::Code::Unavailable,
@@ -72,291 +39,17 @@ impl TraceService for OtlpTraceService {
                 details,
             ));
         };
-        let (spans, mut reasons) = spans_from_request(request.into_inner());
-        let mut rejected = reasons.len();
-        if !spans.is_empty() {
-            let added = self.engine.ingest_spans(spans).await?;
-            rejected += added.rejected.len();
-            reasons.extend(added.rejected.into_iter().map(|e| e.to_string()));
-        }
-        let partial_success = (rejected > 0).then(|| {
-            let mut distinct: Vec<String> = Vec::new();
-            for reason in reasons {
-                if distinct.len() < MAX_REASONS && !distinct.contains(&reason) {
-                    distinct.push(reason);
-                }
-            }
-            tracing::warn!(rejected, reasons = ?distinct, "otlp spans rejected");
-            ExportTracePartialSuccess {
-                rejected_spans: rejected as i64,
-                error_message: format!("{rejected} spans rejected: {}", distinct.join("; ")),
-            }
-        });
-        Ok(Response::new(ExportTraceServiceResponse {
-            partial_success,
-        }))
+        let response = admitted.export(request.into_inner()).await?;
+        Ok(Response::new(response))
     }
-}
-
-/// Ids that route a span to an attempt.
-#[derive(Debug, Clone, Default)]
-struct Routing {
-    rollout_id: Option<String>,
-    attempt_id: Option<String>,
-    sequence_id: Option<i64>,
-}
-
-impl Routing {
-    /// Returns this routing overridden by the routing attributes in `attributes`.
-    fn overridden_by(&self, attributes: &[OtlpKeyValue]) -> Self {
-        let mut routing = self.clone();
-        for kv in attributes {
-            let Some(value) = kv.value.as_ref().and_then(|v| v.value.as_ref()) else {
-                continue;
-            };
-            match kv.key.as_str() {
-                ROLLOUT_ID_KEY => routing.rollout_id = Some(stringify(value)),
-                ATTEMPT_ID_KEY => routing.attempt_id = Some(stringify(value)),
-                SEQUENCE_ID_KEY => routing.sequence_id = parse_sequence_id(value),
-                _ => {}
-            }
-        }
-        routing
-    }
-}
-
-/// Renders an id attribute as upstream's `str(value)` does.
-fn stringify(value: &any_value::Value) -> String {
-    match value {
-        any_value::Value::StringValue(s) => s.clone(),
-        any_value::Value::IntValue(i) => i.to_string(),
-        any_value::Value::DoubleValue(d) => d.to_string(),
-        any_value::Value::BoolValue(b) => if *b { "True" } else { "False" }.to_owned(),
-        any_value::Value::BytesValue(b) => hex(b),
-        other => format!("{other:?}"),
-    }
-}
-
-/// Parses a sequence id; unparsable or negative ids are dropped (a fresh id
-/// is allocated instead), as upstream does.
-fn parse_sequence_id(value: &any_value::Value) -> Option<i64> {
-    let parsed = match value {
-        any_value::Value::IntValue(i) => Some(*i),
-        any_value::Value::StringValue(s) => s.trim().parse().ok(),
-        _ => None,
-    };
-    match parsed {
-        Some(id) if id >= 0 => Some(id),
-        Some(id) => {
-            tracing::warn!(
-                sequence_id = id,
-                "negative otlp sequence id, allocating a new one"
-            );
-            None
-        }
-        None => {
-            tracing::warn!(?value, "unparsable otlp sequence id, allocating a new one");
-            None
-        }
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
-            let _ = write!(out, "{b:02x}");
-            out
-        })
-}
-
-/// Renders an OTLP id as lowercase hex left-padded to `digits` (empty: all
-/// zeros); ids longer than that are invalid.
-fn hex_id(bytes: &[u8], digits: usize) -> Option<String> {
-    (bytes.len() * 2 <= digits).then(|| format!("{:0>digits$}", hex(bytes)))
-}
-
-fn time(nanos: u64) -> Option<Timestamp> {
-    (nanos != 0).then(|| Timestamp(i64::try_from(nanos).unwrap_or(i64::MAX)))
-}
-
-/// Converts an OTLP attribute value (lossless).
-fn attribute_value(value: Option<AnyValue>) -> AttributeValue {
-    match value.and_then(|v| v.value) {
-        None => AttributeValue::Empty,
-        Some(any_value::Value::StringValue(s)) => AttributeValue::String(s),
-        Some(any_value::Value::BoolValue(b)) => AttributeValue::Bool(b),
-        Some(any_value::Value::IntValue(i)) => AttributeValue::Int(i),
-        Some(any_value::Value::DoubleValue(d)) => AttributeValue::Double(d),
-        Some(any_value::Value::BytesValue(b)) => AttributeValue::Bytes(b),
-        Some(any_value::Value::ArrayValue(a)) => AttributeValue::Array(
-            a.values
-                .into_iter()
-                .map(|v| attribute_value(Some(v)))
-                .collect(),
-        ),
-        Some(any_value::Value::KvlistValue(kv)) => AttributeValue::Map(attributes(kv.values)),
-        // String-table references are defined only for profiles; a trace
-        // has no table to resolve them against.
-        Some(any_value::Value::StringValueStrindex(_)) => AttributeValue::Empty,
-    }
-}
-
-fn attributes(values: Vec<OtlpKeyValue>) -> Vec<KeyValue> {
-    values
-        .into_iter()
-        .map(|kv| KeyValue {
-            key: kv.key,
-            value: attribute_value(kv.value),
-        })
-        .collect()
-}
-
-fn span_kind(kind: i32) -> SpanKind {
-    match otlp::span::SpanKind::try_from(kind) {
-        Ok(otlp::span::SpanKind::Internal) => SpanKind::Internal,
-        Ok(otlp::span::SpanKind::Server) => SpanKind::Server,
-        Ok(otlp::span::SpanKind::Client) => SpanKind::Client,
-        Ok(otlp::span::SpanKind::Producer) => SpanKind::Producer,
-        Ok(otlp::span::SpanKind::Consumer) => SpanKind::Consumer,
-        _ => SpanKind::Unspecified,
-    }
-}
-
-fn status(status: Option<otlp::Status>) -> SpanStatus {
-    let status = status.unwrap_or_default();
-    SpanStatus {
-        code: match otlp::status::StatusCode::try_from(status.code) {
-            Ok(otlp::status::StatusCode::Ok) => SpanStatusCode::Ok,
-            Ok(otlp::status::StatusCode::Error) => SpanStatusCode::Error,
-            _ => SpanStatusCode::Unset,
-        },
-        description: (!status.message.is_empty()).then_some(status.message),
-    }
-}
-
-/// OTLP span flag bits telling whether the parent context is remote.
-const HAS_REMOTE_PARENT_FLAG: u32 = 0x100;
-const REMOTE_PARENT_FLAG: u32 = 0x200;
-
-/// Converts one OTLP span; `Err` names why it cannot be stored.
-fn convert_span(
-    span: otlp::Span,
-    routing: &Routing,
-    resource: &SpanResource,
-    scope: &InstrumentationScope,
-) -> Result<NewSpan, String> {
-    let name = span.name;
-    let routing = routing.overridden_by(&span.attributes);
-    let (Some(rollout_id), Some(attempt_id)) = (routing.rollout_id, routing.attempt_id) else {
-        return Err(format!(
-            "span {name:?} has no {ROLLOUT_ID_KEY} or {ATTEMPT_ID_KEY} attribute"
-        ));
-    };
-    ids::validate_id("rollout id", &rollout_id).map_err(|e| e.to_string())?;
-    ids::validate_id("attempt id", &attempt_id).map_err(|e| e.to_string())?;
-    let trace_id = hex_id(&span.trace_id, 32).ok_or("trace_id is longer than 16 bytes")?;
-    let span_id = hex_id(&span.span_id, 16).ok_or("span_id is longer than 8 bytes")?;
-    let parent_id = if span.parent_span_id.is_empty() {
-        None
-    } else {
-        Some(hex_id(&span.parent_span_id, 16).ok_or("parent_span_id is longer than 8 bytes")?)
-    };
-    let link = |link: otlp::span::Link| -> Result<SpanLink, String> {
-        Ok(SpanLink {
-            context: SpanContext {
-                trace_id: hex_id(&link.trace_id, 32).ok_or("link trace_id is too long")?,
-                span_id: hex_id(&link.span_id, 16).ok_or("link span_id is too long")?,
-                is_remote: link.flags & REMOTE_PARENT_FLAG != 0,
-                trace_state: link.trace_state,
-            },
-            attributes: attributes(link.attributes),
-        })
-    };
-    let parent = parent_id.as_ref().map(|parent_id| SpanContext {
-        trace_id: trace_id.clone(),
-        span_id: parent_id.clone(),
-        is_remote: span.flags & HAS_REMOTE_PARENT_FLAG != 0 && span.flags & REMOTE_PARENT_FLAG != 0,
-        trace_state: String::new(),
-    });
-    Ok(NewSpan {
-        sequence_id: routing.sequence_id,
-        span: Span {
-            rollout_id,
-            attempt_id,
-            sequence_id: 0,
-            context: Some(SpanContext {
-                trace_id: trace_id.clone(),
-                span_id: span_id.clone(),
-                is_remote: false,
-                trace_state: span.trace_state,
-            }),
-            trace_id,
-            span_id,
-            parent_id,
-            name,
-            status: status(span.status),
-            attributes: attributes(span.attributes),
-            events: span
-                .events
-                .into_iter()
-                .map(|event| SpanEvent {
-                    name: event.name,
-                    attributes: attributes(event.attributes),
-                    time: time(event.time_unix_nano),
-                })
-                .collect(),
-            links: span.links.into_iter().map(link).collect::<Result<_, _>>()?,
-            start_time: time(span.start_time_unix_nano),
-            end_time: time(span.end_time_unix_nano),
-            parent,
-            resource: Some(resource.clone()),
-            kind: span_kind(span.kind),
-            scope: Some(scope.clone()),
-        },
-    })
-}
-
-/// Converts every span of a request, in order; returns the storable spans
-/// and the reasons of those that cannot be stored.
-pub fn spans_from_request(request: ExportTraceServiceRequest) -> (Vec<NewSpan>, Vec<String>) {
-    let mut spans = Vec::new();
-    let mut rejected = Vec::new();
-    for resource_spans in request.resource_spans {
-        let resource_attributes = resource_spans
-            .resource
-            .map(|r| r.attributes)
-            .unwrap_or_default();
-        let routing = Routing::default().overridden_by(&resource_attributes);
-        let resource = SpanResource {
-            attributes: attributes(resource_attributes),
-            schema_url: resource_spans.schema_url,
-        };
-        for scope_spans in resource_spans.scope_spans {
-            let scope = scope_spans
-                .scope
-                .map(|scope| InstrumentationScope {
-                    name: scope.name,
-                    version: scope.version,
-                    attributes: attributes(scope.attributes),
-                })
-                .unwrap_or_default();
-            for span in scope_spans.spans {
-                match convert_span(span, &routing, &resource, &scope) {
-                    Ok(span) => spans.push(span),
-                    Err(reason) => rejected.push(reason),
-                }
-            }
-        }
-    }
-    (spans, rejected)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
-    use crate::core::engine::EngineConfig;
+    use crate::core::engine::{Engine, EngineConfig};
     use crate::store::memory::MemoryStore;
 
     #[tokio::test]
@@ -365,8 +58,9 @@ mod tests {
             Arc::new(MemoryStore::new()),
             EngineConfig::default(),
         ));
-        let service = OtlpTraceService::new(engine, 1);
-        let held = service.in_flight.clone().try_acquire_owned().unwrap();
+        let ingest = TraceIngest::new(engine, 1);
+        let service = OtlpTraceService::new(ingest.clone());
+        let held = ingest.try_admit().unwrap();
         let status = service
             .export(Request::new(ExportTraceServiceRequest::default()))
             .await
@@ -381,23 +75,5 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(response.into_inner().partial_success, None);
-    }
-
-    #[test]
-    fn ids_are_hex_left_padded_and_routing_values_stringified() {
-        assert_eq!(hex_id(&[0xab, 0x01], 16).unwrap(), "000000000000ab01");
-        assert_eq!(hex_id(&[], 32).unwrap(), "0".repeat(32));
-        assert!(hex_id(&[0; 9], 16).is_none());
-        assert_eq!(stringify(&any_value::Value::IntValue(42)), "42");
-        assert_eq!(
-            parse_sequence_id(&any_value::Value::StringValue(" 12 ".into())),
-            Some(12)
-        );
-        assert_eq!(
-            parse_sequence_id(&any_value::Value::StringValue("x".into())),
-            None
-        );
-        assert_eq!(parse_sequence_id(&any_value::Value::IntValue(-1)), None);
-        assert_eq!(parse_sequence_id(&any_value::Value::IntValue(0)), Some(0));
     }
 }

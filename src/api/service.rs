@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tonic::{Request, Response, Status};
 
-use super::convert::{self as c, id, opt_id};
+use super::convert::{self as c, id, opt_id, opt_worker_id};
 use super::streams::{self, RpcStream, SubscriberLimits};
 use crate::core::engine::{AttemptPatch, Engine, RolloutPatch};
 use crate::core::error::StoreError;
@@ -72,16 +72,23 @@ fn text_match(exact: Option<String>, contains: Option<String>) -> TextMatch {
     TextMatch { exact, contains }
 }
 
-fn enum_list<T>(
-    values: &[i32],
-    convert: impl Fn(i32) -> Result<T, StoreError>,
+/// Returns a filter list: the explicit list when given (possibly empty: a
+/// condition nothing meets), else the legacy repeated field, whose empty
+/// value means "no condition".
+fn filter_list<T, V: Clone>(
+    explicit: Option<&[V]>,
+    legacy: &[V],
+    convert: impl Fn(V) -> Result<T, StoreError>,
 ) -> Result<Option<Vec<T>>, StoreError> {
-    if values.is_empty() {
-        return Ok(None);
-    }
+    let values = match explicit {
+        Some(values) => values,
+        None if legacy.is_empty() => return Ok(None),
+        None => legacy,
+    };
     values
         .iter()
-        .map(|&v| convert(v))
+        .cloned()
+        .map(convert)
         .collect::<Result<_, _>>()
         .map(Some)
 }
@@ -167,7 +174,7 @@ impl LightningStoreService for StoreService {
     ) -> RpcResult<pb::StartRolloutResponse> {
         let request = request.into_inner();
         let spec = c::spec_from_proto(request.rollout.as_ref())?;
-        let worker_id = opt_id("worker_id", request.worker_id.as_ref())?;
+        let worker_id = opt_worker_id("worker_id", request.worker_id.as_ref())?;
         let view = self.engine.start_rollout(spec, worker_id).await?;
         ok(pb::StartRolloutResponse {
             rollout: Some(c::view_to_proto(&view)),
@@ -206,7 +213,7 @@ impl LightningStoreService for StoreService {
         request: Request<pb::DequeueRolloutRequest>,
     ) -> RpcResult<pb::DequeueRolloutResponse> {
         let request = request.into_inner();
-        let worker_id = opt_id("worker_id", request.worker_id.as_ref())?;
+        let worker_id = opt_worker_id("worker_id", request.worker_id.as_ref())?;
         let wait = c::duration_from_proto("wait", request.wait.as_ref())?.unwrap_or_default();
         let claimed = self.engine.dequeue(1, worker_id, wait).await?;
         ok(pb::DequeueRolloutResponse {
@@ -229,7 +236,7 @@ impl LightningStoreService for StoreService {
                 .into());
             }
         };
-        let worker_id = opt_id("worker_id", request.worker_id.as_ref())?;
+        let worker_id = opt_worker_id("worker_id", request.worker_id.as_ref())?;
         let wait = c::duration_from_proto("wait", request.wait.as_ref())?.unwrap_or_default();
         let claimed = self.engine.dequeue(limit, worker_id, wait).await?;
         ok(pb::DequeueRolloutsResponse {
@@ -243,7 +250,7 @@ impl LightningStoreService for StoreService {
     ) -> RpcResult<pb::StartAttemptResponse> {
         let request = request.into_inner();
         let rollout_id = id("rollout_id", &request.rollout_id)?;
-        let worker_id = opt_id("worker_id", request.worker_id.as_ref())?;
+        let worker_id = opt_worker_id("worker_id", request.worker_id.as_ref())?;
         let view = self.engine.start_attempt(&rollout_id, worker_id).await?;
         ok(pb::StartAttemptResponse {
             rollout: Some(c::view_to_proto(&view)),
@@ -328,8 +335,19 @@ impl LightningStoreService for StoreService {
     ) -> RpcResult<pb::QueryRolloutsResponse> {
         let request = request.into_inner();
         let filter = RolloutFilter {
-            status_in: enum_list(&request.status_in, RolloutStatus::from_proto)?,
-            rollout_id_in: (!request.rollout_id_in.is_empty()).then_some(request.rollout_id_in),
+            status_in: filter_list(
+                request.status_in_list.as_ref().map(|l| l.values.as_slice()),
+                &request.status_in,
+                RolloutStatus::from_proto,
+            )?,
+            rollout_id_in: filter_list(
+                request
+                    .rollout_id_in_list
+                    .as_ref()
+                    .map(|l| l.values.as_slice()),
+                &request.rollout_id_in,
+                Ok,
+            )?,
             rollout_id_contains: request.rollout_id_contains,
             logic: c::filter_logic_from_proto(request.filter_logic)?,
         };
@@ -457,7 +475,9 @@ impl LightningStoreService for StoreService {
         for path in paths {
             match path {
                 "status" => patch.status = Some(AttemptStatus::from_proto(request.status)?),
-                "worker_id" => patch.worker_id = Some(id("worker_id", &request.worker_id)?),
+                "worker_id" => {
+                    patch.worker_id = Some(c::worker_id("worker_id", &request.worker_id)?)
+                }
                 "last_heartbeat_time" => {
                     let time = request.last_heartbeat_time.as_ref().ok_or_else(|| {
                         StoreError::invalid("last_heartbeat_time is in update_mask but not set")
@@ -609,7 +629,11 @@ impl LightningStoreService for StoreService {
     ) -> RpcResult<pb::QueryWorkersResponse> {
         let request = request.into_inner();
         let filter = WorkerFilter {
-            status_in: enum_list(&request.status_in, WorkerStatus::from_proto)?,
+            status_in: filter_list(
+                request.status_in_list.as_ref().map(|l| l.values.as_slice()),
+                &request.status_in,
+                WorkerStatus::from_proto,
+            )?,
             worker_id_contains: request.worker_id_contains,
             logic: c::filter_logic_from_proto(request.filter_logic)?,
         };
@@ -628,7 +652,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetWorkerRequest>,
     ) -> RpcResult<pb::GetWorkerResponse> {
-        let worker_id = id("worker_id", &request.get_ref().worker_id)?;
+        let worker_id = c::worker_id("worker_id", &request.get_ref().worker_id)?;
         let worker = self.engine.get_worker(&worker_id).await?;
         ok(pb::GetWorkerResponse {
             worker: Some(c::worker_to_proto(&worker)),
@@ -640,7 +664,7 @@ impl LightningStoreService for StoreService {
         request: Request<pb::UpdateWorkerRequest>,
     ) -> RpcResult<pb::UpdateWorkerResponse> {
         let request = request.get_ref();
-        let worker_id = id("worker_id", &request.worker_id)?;
+        let worker_id = c::worker_id("worker_id", &request.worker_id)?;
         let stats = match &request.heartbeat_stats_json {
             None => None,
             Some(text) => match c::json_from_text("heartbeat_stats_json", text, Json::Null)? {

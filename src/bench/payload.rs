@@ -15,7 +15,7 @@ use prost::Message;
 use prost::bytes::Bytes;
 
 use super::wire::Template;
-use crate::api::otlp::{ATTEMPT_ID_KEY, ROLLOUT_ID_KEY};
+use crate::otlp::spans::{ATTEMPT_ID_KEY, ROLLOUT_ID_KEY};
 use crate::proto as pb;
 
 /// The attribute that carries the filler text making a span its chosen size.
@@ -73,7 +73,7 @@ impl StoreSpan {
             name: "openai.chat.completion".to_owned(),
             status: Some(pb::SpanStatus {
                 code: pb::SpanStatusCode::Ok as i32,
-                description: None,
+                ..Default::default()
             }),
             attributes: vec![
                 store_text("gen_ai.system", "openai"),
@@ -87,8 +87,7 @@ impl StoreSpan {
             context: Some(pb::SpanContext {
                 trace_id,
                 span_id,
-                is_remote: false,
-                trace_state: String::new(),
+                ..Default::default()
             }),
             kind: pb::SpanKind::Client as i32,
             ..Default::default()

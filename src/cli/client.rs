@@ -693,8 +693,7 @@ async fn add_span(mut s: Session, args: AddSpanArgs) -> ClientResult {
         context: Some(pb::SpanContext {
             trace_id: trace_id.clone(),
             span_id: span_id.clone(),
-            is_remote: false,
-            trace_state: String::new(),
+            ..Default::default()
         }),
         trace_id,
         span_id,

@@ -29,33 +29,36 @@ pub fn new_resources_id() -> String {
     format!("rs-{}", random_hex(12))
 }
 
-/// Checks a caller-supplied id: non-empty, at most [`MAX_ID_LEN`] bytes, no
-/// whitespace or control characters. `what` names the field in the error.
+/// Checks a caller-supplied id as upstream accepts ids: any printable text,
+/// spaces included, non-empty and at most [`MAX_ID_LEN`] bytes (control
+/// characters are refused: they have no place in an id and corrupt logs).
+/// `what` names the field in the error.
 pub fn validate_id(what: &str, id: &str) -> StoreResult<()> {
     if id.is_empty() {
         return Err(StoreError::invalid(format!("{what} must not be empty")));
     }
+    validate_printable(what, id)
+}
+
+/// Checks a worker id: like [`validate_id`], but the empty id is accepted,
+/// as upstream stores it on attempts (an empty id never names a worker to
+/// keep in step with them).
+pub fn validate_worker_id(what: &str, id: &str) -> StoreResult<()> {
+    validate_printable(what, id)
+}
+
+fn validate_printable(what: &str, id: &str) -> StoreResult<()> {
     if id.len() > MAX_ID_LEN {
         return Err(StoreError::invalid(format!(
             "{what} is longer than {MAX_ID_LEN} bytes"
         )));
     }
-    if id.chars().any(|c| c.is_whitespace() || c.is_control()) {
+    if id.chars().any(char::is_control) {
         return Err(StoreError::invalid(format!(
-            "{what} {id:?} contains whitespace or control characters"
+            "{what} {id:?} contains control characters"
         )));
     }
     Ok(())
-}
-
-/// Checks and normalises a hex id of `digits` digits (trace ids: 32, span ids: 16) to lowercase.
-pub fn normalize_hex_id(what: &str, id: &str, digits: usize) -> StoreResult<String> {
-    if id.len() != digits || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(StoreError::invalid(format!(
-            "{what} must be {digits} hex digits, got {id:?}"
-        )));
-    }
-    Ok(id.to_ascii_lowercase())
 }
 
 #[cfg(test)]
@@ -75,17 +78,14 @@ mod tests {
     }
 
     #[test]
-    fn id_validation_rejects_malformed_ids() {
+    fn ids_are_printable_text_as_upstream_accepts_them() {
         assert!(validate_id("rollout_id", "ro-0123").is_ok());
+        assert!(validate_id("rollout_id", "my rollout #1 (é)").is_ok());
         assert!(validate_id("rollout_id", "").is_err());
-        assert!(validate_id("rollout_id", "ro 1").is_err());
         assert!(validate_id("rollout_id", "ro\n1").is_err());
         assert!(validate_id("rollout_id", &"x".repeat(MAX_ID_LEN + 1)).is_err());
-        assert_eq!(
-            normalize_hex_id("span_id", "ABCDEF0123456789", 16).unwrap(),
-            "abcdef0123456789"
-        );
-        assert!(normalize_hex_id("span_id", "abc", 16).is_err());
-        assert!(normalize_hex_id("span_id", "zzzzzzzzzzzzzzzz", 16).is_err());
+        assert!(validate_worker_id("worker_id", "").is_ok());
+        assert!(validate_worker_id("worker_id", "Worker 0").is_ok());
+        assert!(validate_worker_id("worker_id", "w\t0").is_err());
     }
 }

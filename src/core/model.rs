@@ -275,21 +275,83 @@ pub enum SpanKind {
     Consumer,
 }
 
+/// A JSON object, its keys in order.
+pub type JsonObject = serde_json::Map<String, Json>;
+
+/// Fields a part of a span carries beyond those the model names:
+/// agent-lightning's span models keep them (`extra="allow"`), so they
+/// round-trip verbatim, in order. Empty for most spans, and then free.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ExtraFields(Option<Box<JsonObject>>);
+
+impl ExtraFields {
+    /// Wraps the extra fields of a part (none when `fields` is empty).
+    pub fn new(fields: JsonObject) -> Self {
+        Self((!fields.is_empty()).then(|| Box::new(fields)))
+    }
+
+    /// Returns the fields, `None` when there are none.
+    pub fn fields(&self) -> Option<&JsonObject> {
+        self.0.as_deref()
+    }
+
+    /// Returns true when there are no extra fields.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+/// A trace state as ordered key/value entries: agent-lightning keeps it as
+/// a dict, OTLP and W3C as a `key=value,key=value` header.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TraceState(pub Vec<(String, String)>);
+
+impl TraceState {
+    /// Parses a W3C `tracestate` header: comma-separated `key=value`
+    /// members, blanks around them ignored, empty members skipped; a member
+    /// without `=` is a key with an empty value.
+    pub fn from_header(header: &str) -> Self {
+        Self(
+            header
+                .split(',')
+                .map(str::trim)
+                .filter(|member| !member.is_empty())
+                .map(|member| match member.split_once('=') {
+                    Some((key, value)) => (key.to_owned(), value.to_owned()),
+                    None => (member.to_owned(), String::new()),
+                })
+                .collect(),
+        )
+    }
+
+    /// Renders the entries as a W3C `tracestate` header.
+    pub fn to_header(&self) -> String {
+        let members: Vec<String> = self.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        members.join(",")
+    }
+
+    /// Returns true when there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// Outcome of a span.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SpanStatus {
     pub code: SpanStatusCode,
     pub description: Option<String>,
+    pub extra: ExtraFields,
 }
 
-/// Identity of a span within a trace.
+/// Identity of a span within a trace. The ids are opaque text.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SpanContext {
     pub trace_id: String,
     pub span_id: String,
     pub is_remote: bool,
-    /// W3C trace state header value.
-    pub trace_state: String,
+    pub trace_state: TraceState,
+    pub extra: ExtraFields,
 }
 
 /// A timestamped event inside a span.
@@ -298,13 +360,17 @@ pub struct SpanEvent {
     pub name: String,
     pub attributes: Vec<KeyValue>,
     pub time: Option<Timestamp>,
+    pub extra: ExtraFields,
 }
 
 /// A link to another span.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpanLink {
     pub context: SpanContext,
-    pub attributes: Vec<KeyValue>,
+    /// `None`: the link has no attribute map at all (agent-lightning's
+    /// `attributes: None`, what OTLP links without attributes become).
+    pub attributes: Option<Vec<KeyValue>>,
+    pub extra: ExtraFields,
 }
 
 /// The entity that produced a span.
@@ -322,7 +388,9 @@ pub struct InstrumentationScope {
     pub attributes: Vec<KeyValue>,
 }
 
-/// One recorded span of an attempt.
+/// One recorded span of an attempt. Its trace, span and parent ids are
+/// opaque text, stored and matched verbatim (OTLP's bytes become lowercase
+/// hex on ingest).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Span {
     pub rollout_id: String,
@@ -343,6 +411,7 @@ pub struct Span {
     pub resource: Option<SpanResource>,
     pub kind: SpanKind,
     pub scope: Option<InstrumentationScope>,
+    pub extra: ExtraFields,
 }
 
 /// A span submitted for storage: its sequence id may still have to be allocated.
@@ -386,4 +455,36 @@ pub struct Statistics {
     pub name: String,
     pub counts: Counts,
     pub uptime_seconds: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_state_headers_parse_into_entries_and_back() {
+        let state = TraceState::from_header(" congo=t61rcWkgMzE , rojo=00f067aa0ba902b7,,flag");
+        assert_eq!(
+            state.0,
+            [
+                ("congo".to_owned(), "t61rcWkgMzE".to_owned()),
+                ("rojo".to_owned(), "00f067aa0ba902b7".to_owned()),
+                ("flag".to_owned(), String::new()),
+            ]
+        );
+        assert_eq!(
+            state.to_header(),
+            "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7,flag="
+        );
+        assert!(TraceState::from_header("").is_empty());
+    }
+
+    #[test]
+    fn empty_extra_fields_take_no_room() {
+        assert!(ExtraFields::new(JsonObject::new()).is_empty());
+        let mut fields = JsonObject::new();
+        fields.insert("kept".into(), Json::Bool(true));
+        assert_eq!(ExtraFields::new(fields.clone()).fields(), Some(&fields));
+        assert_eq!(std::mem::size_of::<ExtraFields>(), 8);
+    }
 }

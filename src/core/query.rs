@@ -37,7 +37,7 @@ pub struct Page {
     /// Field to sort by; `None` keeps the query's default order.
     pub sort_by: Option<String>,
     pub descending: bool,
-    /// Maximum number of items; `None` for all.
+    /// Maximum number of items; `None` for all (`Some(0)`: none, only the total).
     pub limit: Option<usize>,
     pub offset: usize,
 }
@@ -275,7 +275,8 @@ impl Sortable for ResourcesUpdate {
     }
 }
 
-/// Filters of `query_rollouts`, pooled under `logic`.
+/// Filters of `query_rollouts`, pooled under `logic`. An empty list is a
+/// condition nothing meets ("no status"), unlike an absent one ("any").
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RolloutFilter {
     pub status_in: Option<Vec<RolloutStatus>>,
@@ -285,9 +286,19 @@ pub struct RolloutFilter {
 }
 
 impl RolloutFilter {
+    /// Returns the logic the conditions combine under. A filter without
+    /// conditions is no filter at all (upstream then queries without one),
+    /// so it matches every rollout even under OR.
+    pub fn effective_logic(&self) -> FilterLogic {
+        let given = self.status_in.is_some()
+            || self.rollout_id_in.is_some()
+            || self.rollout_id_contains.is_some();
+        if given { self.logic } else { FilterLogic::And }
+    }
+
     /// Returns true when the rollout matches.
     pub fn matches(&self, r: &Rollout) -> bool {
-        self.logic.combine(&[
+        self.effective_logic().combine(&[
             self.status_in.as_ref().map(|s| s.contains(&r.status)),
             self.rollout_id_in
                 .as_ref()
@@ -330,7 +341,9 @@ impl TextMatch {
 }
 
 /// Filters of `query_spans`. The rollout and attempt always apply; the text
-/// conditions are pooled under `logic`.
+/// conditions are pooled under `logic`. Unlike the other queries, upstream
+/// always builds the pool here, so an OR without text conditions matches no
+/// span.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SpanFilter {
     pub rollout_id: String,
@@ -355,7 +368,8 @@ impl SpanFilter {
     }
 }
 
-/// Filters of `query_workers`, pooled under `logic`.
+/// Filters of `query_workers`, pooled under `logic`; an empty status list
+/// is a condition nothing meets.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct WorkerFilter {
     pub status_in: Option<Vec<WorkerStatus>>,
@@ -364,9 +378,19 @@ pub struct WorkerFilter {
 }
 
 impl WorkerFilter {
+    /// Returns the logic the conditions combine under: without conditions,
+    /// AND (no filter at all, as upstream), so OR matches every worker too.
+    pub fn effective_logic(&self) -> FilterLogic {
+        if self.status_in.is_some() || self.worker_id_contains.is_some() {
+            self.logic
+        } else {
+            FilterLogic::And
+        }
+    }
+
     /// Returns true when the worker matches.
     pub fn matches(&self, worker: &Worker) -> bool {
-        self.logic.combine(&[
+        self.effective_logic().combine(&[
             self.status_in.as_ref().map(|s| s.contains(&worker.status)),
             self.worker_id_contains
                 .as_ref()
@@ -406,6 +430,50 @@ mod tests {
         assert!(!FilterLogic::Or.combine(&[None, None]));
         assert!(FilterLogic::Or.combine(&[Some(false), Some(true)]));
         assert!(!FilterLogic::And.combine(&[Some(true), Some(false)]));
+    }
+
+    #[test]
+    fn filters_without_conditions_match_everything_even_under_or() {
+        let or = |f: RolloutFilter| RolloutFilter {
+            logic: FilterLogic::Or,
+            ..f
+        };
+        let rollout = Rollout {
+            rollout_id: "ro-1".into(),
+            input: crate::core::model::Json::Null,
+            start_time: Timestamp(0),
+            end_time: None,
+            mode: None,
+            resources_id: None,
+            status: RolloutStatus::Queuing,
+            config: Default::default(),
+            metadata: crate::core::model::Json::Null,
+        };
+        assert!(or(RolloutFilter::default()).matches(&rollout));
+        // An explicitly empty list means "no status": nothing matches.
+        let no_status = RolloutFilter {
+            status_in: Some(Vec::new()),
+            ..RolloutFilter::default()
+        };
+        assert!(!no_status.matches(&rollout));
+        assert!(!or(no_status).matches(&rollout));
+        let worker = Worker::new("w");
+        let workers = WorkerFilter {
+            logic: FilterLogic::Or,
+            ..WorkerFilter::default()
+        };
+        assert!(workers.matches(&worker));
+    }
+
+    #[test]
+    fn a_zero_limit_returns_only_the_total() {
+        let page = Page {
+            limit: Some(0),
+            ..Page::default()
+        };
+        let paged = page.apply(vec![Worker::new("a"), Worker::new("b")]);
+        assert!(paged.items.is_empty());
+        assert_eq!(paged.total, 2);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use super::model::{AttributeValue, KeyValue, Span, SpanContext, Timestamp};
+use super::model::{AttributeValue, ExtraFields, Json, KeyValue, Span, SpanContext, Timestamp};
 
 /// When the spans of finished rollouts are deleted. The default keeps everything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -85,16 +85,26 @@ pub fn span_size(span: &Span) -> u64 {
         .status
         .description
         .as_ref()
-        .map_or(0, |d| d.len() as u64);
+        .map_or(0, |d| d.len() as u64)
+        + extra_size(&span.status.extra);
     let events: u64 = span
         .events
         .iter()
-        .map(|e| ITEM_OVERHEAD + e.name.len() as u64 + attributes_size(&e.attributes))
+        .map(|e| {
+            ITEM_OVERHEAD
+                + e.name.len() as u64
+                + attributes_size(&e.attributes)
+                + extra_size(&e.extra)
+        })
         .sum();
     let links: u64 = span
         .links
         .iter()
-        .map(|l| context_size(&l.context) + attributes_size(&l.attributes))
+        .map(|l| {
+            context_size(&l.context)
+                + l.attributes.as_deref().map_or(0, attributes_size)
+                + extra_size(&l.extra)
+        })
         .sum();
     let contexts = [&span.context, &span.parent]
         .into_iter()
@@ -117,11 +127,26 @@ pub fn span_size(span: &Span) -> u64 {
         + contexts
         + resource
         + scope
+        + extra_size(&span.extra)
 }
 
 fn context_size(context: &SpanContext) -> u64 {
+    let trace_state: usize = context
+        .trace_state
+        .0
+        .iter()
+        .map(|(key, value)| key.len() + value.len() + 2)
+        .sum();
     ITEM_OVERHEAD
-        + (context.trace_id.len() + context.span_id.len() + context.trace_state.len()) as u64
+        + (context.trace_id.len() + context.span_id.len() + trace_state) as u64
+        + extra_size(&context.extra)
+}
+
+/// Extra fields count as the bytes of their JSON text.
+fn extra_size(extra: &ExtraFields) -> u64 {
+    extra.fields().map_or(0, |fields| {
+        ITEM_OVERHEAD + Json::Object(fields.clone()).to_string().len() as u64
+    })
 }
 
 fn attributes_size(attributes: &[KeyValue]) -> u64 {

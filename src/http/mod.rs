@@ -31,12 +31,15 @@ use self::validate::{Issue, Loc};
 use crate::api::calls::{MatchedRoute, is_grpc};
 use crate::core::engine::Engine;
 use crate::core::model::Json;
+use crate::otlp::TraceIngest;
 
 /// What every HTTP handler shares.
 #[derive(Clone)]
 pub struct HttpContext {
     /// The engine the gRPC adapter uses too.
     pub engine: Arc<Engine>,
+    /// The OTLP trace receiver shared with OTLP/gRPC.
+    pub trace_ingest: TraceIngest,
     /// Largest accepted request body in bytes (after decompression too);
     /// larger ones get a 413.
     pub max_body_bytes: usize,

@@ -47,11 +47,11 @@ async fn malformed_requests_are_rejected_without_side_effects() {
     );
     assert_code(
         c.get_rollout(pb::GetRolloutRequest {
-            rollout_id: "ro 1".into(),
+            rollout_id: "ro\n1".into(),
         })
         .await,
         invalid,
-        "whitespace",
+        "control characters",
     );
     assert_code(
         c.get_rollout(pb::GetRolloutRequest {
@@ -61,15 +61,15 @@ async fn malformed_requests_are_rejected_without_side_effects() {
         invalid,
         "longer than",
     );
-    let mut bad_trace = span(&rollout.rollout_id, &attempt_id, "x", None);
-    bad_trace.trace_id = "xyz".into();
+    let mut bad_extra = span(&rollout.rollout_id, &attempt_id, "x", None);
+    bad_extra.extra_json = "[1]".into();
     assert_code(
         c.add_span(pb::AddSpanRequest {
-            span: Some(bad_trace),
+            span: Some(bad_extra),
         })
         .await,
         invalid,
-        "span.trace_id must be 32 hex digits",
+        "span.extra_json must be a JSON object",
     );
     assert_code(
         c.add_span(pb::AddSpanRequest { span: None }).await,
@@ -153,8 +153,7 @@ async fn malformed_requests_are_rejected_without_side_effects() {
 
     // Bad numbers.
     for (limit, offset, text) in [
-        (Some(0), 0, "limit must be -1 or greater than 0, got 0"),
-        (Some(-5), 0, "got -5"),
+        (Some(-5), 0, "limit must be -1 or >= 0, got -5"),
         (None, -1, "offset must be >= 0"),
     ] {
         assert_code(
@@ -200,15 +199,6 @@ async fn malformed_requests_are_rejected_without_side_effects() {
         "timeout_seconds must be a finite number",
     );
     assert_code(
-        add_span_result(
-            &mut c,
-            span(&rollout.rollout_id, &attempt_id, "neg", Some(-3)),
-        )
-        .await,
-        invalid,
-        "sequence_id must be >= 0",
-    );
-    assert_code(
         c.dequeue_rollout(pb::DequeueRolloutRequest {
             worker_id: None,
             wait: Some(prost_types::Duration {
@@ -232,11 +222,4 @@ async fn malformed_requests_are_rejected_without_side_effects() {
     );
 
     assert_eq!(snapshot(&mut c).await, before, "the store is unchanged");
-}
-
-async fn add_span_result(
-    c: &mut Client,
-    span: pb::Span,
-) -> Result<tonic::Response<pb::AddSpanResponse>, tonic::Status> {
-    c.add_span(pb::AddSpanRequest { span: Some(span) }).await
 }

@@ -153,7 +153,8 @@ async fn exported_spans_are_routed_by_resource_and_span_attributes() {
         s.status,
         Some(pb::SpanStatus {
             code: pb::SpanStatusCode::Error as i32,
-            description: Some("bad".into())
+            description: Some("bad".into()),
+            extra_json: String::new(),
         })
     );
     assert_eq!(s.parent_id.as_deref(), Some("0102030405060708"));

@@ -184,6 +184,7 @@ async fn worker_queries_filter_by_status_and_id() {
             worker_id_contains: contains.map(str::to_owned),
             filter_logic: logic as i32,
             page: page("worker_id", false, None, 0),
+            status_in_list: None,
         }
     };
     let names =

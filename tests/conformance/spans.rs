@@ -164,11 +164,19 @@ async fn every_span_field_round_trips_losslessly() {
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (r, at) = running_rollout(&mut c).await;
+    // Ids are opaque text (upstream accepts any string); the trace state
+    // keeps entries a W3C header could not carry.
+    let entry = |key: &str, value: &str| pb::TraceStateEntry {
+        key: key.into(),
+        value: value.into(),
+    };
     let context = pb::SpanContext {
-        trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
+        trace_id: "Trace 0AF7651916CD43DD".into(),
         span_id: "b7ad6b7169203331".into(),
         is_remote: true,
-        trace_state: "vendor=value".into(),
+        trace_state: "vendor=value,a,b=c=d".into(),
+        trace_state_entries: vec![entry("vendor", "value"), entry("a,b", "c=d")],
+        extra_json: r#"{"ctx":{"n":1}}"#.into(),
     };
     let attributes = vec![
         kv("s", Value::StringValue("text".into())),
@@ -213,17 +221,36 @@ async fn every_span_field_round_trips_losslessly() {
         status: Some(pb::SpanStatus {
             code: pb::SpanStatusCode::Error as i32,
             description: Some("boom".into()),
+            extra_json: r#"{"zz":1}"#.into(),
         }),
         attributes: attributes.clone(),
         events: vec![pb::SpanEvent {
             name: "ev".into(),
             attributes: attributes.clone(),
             time: time(5),
+            extra_json: r#"{"ev":null}"#.into(),
         }],
-        links: vec![pb::SpanLink {
-            context: Some(context.clone()),
-            attributes: attributes.clone(),
-        }],
+        links: vec![
+            pb::SpanLink {
+                context: Some(context.clone()),
+                attributes: attributes.clone(),
+                has_attributes: true,
+                extra_json: String::new(),
+            },
+            // An empty attribute map differs from none at all.
+            pb::SpanLink {
+                context: Some(context.clone()),
+                attributes: vec![],
+                has_attributes: true,
+                extra_json: r#"{"l":[1,2.5]}"#.into(),
+            },
+            pb::SpanLink {
+                context: Some(context.clone()),
+                attributes: vec![],
+                has_attributes: false,
+                extra_json: String::new(),
+            },
+        ],
         start_time: time(1),
         end_time: time(2),
         context: Some(context.clone()),
@@ -241,6 +268,7 @@ async fn every_span_field_round_trips_losslessly() {
             version: "1.2".into(),
             attributes,
         }),
+        extra_json: r#"{"top":{"b":[1],"a":true},"second":"x"}"#.into(),
     };
     let stored = add_span(&mut c, sent.clone()).await.unwrap();
     assert_eq!(stored, sent);

@@ -44,12 +44,30 @@ impl Engine {
     /// Allocates one sequence id per (rollout, attempt) pair: consecutive
     /// values per rollout in request order.
     pub async fn next_sequence_ids(&self, pairs: &[(String, String)]) -> StoreResult<Vec<i64>> {
+        self.allocate_sequence_ids(pairs, true).await
+    }
+
+    /// Allocates sequence ids like [`Engine::next_sequence_ids`] without
+    /// looking the pairs up, as upstream's `get_next_span_sequence_id` does:
+    /// an unknown rollout simply gets a counter.
+    pub async fn next_sequence_ids_unchecked(
+        &self,
+        pairs: &[(String, String)],
+    ) -> StoreResult<Vec<i64>> {
+        self.allocate_sequence_ids(pairs, false).await
+    }
+
+    async fn allocate_sequence_ids(
+        &self,
+        pairs: &[(String, String)],
+        require_known: bool,
+    ) -> StoreResult<Vec<i64>> {
         self.run(Scan::Skip, |tx| {
             Box::pin(async move {
                 let mut counts: Vec<(&str, u64)> = Vec::new();
                 let mut checked: HashSet<(&str, &str)> = HashSet::new();
                 for (rollout_id, attempt_id) in pairs {
-                    if checked.insert((rollout_id, attempt_id)) {
+                    if require_known && checked.insert((rollout_id, attempt_id)) {
                         tx.require_rollout(rollout_id, Access::Read).await?;
                         if tx.attempt(rollout_id, attempt_id).await?.is_none() {
                             return Err(StoreError::attempt_not_found(rollout_id, attempt_id));

@@ -354,6 +354,11 @@ pub(super) async fn sync_worker(
     attempt: &Attempt,
     dequeued: bool,
 ) -> StoreResult<()> {
+    // Upstream stores an empty worker id on attempts but never syncs a
+    // worker for it.
+    if worker_id.is_empty() {
+        return Ok(());
+    }
     let mut worker = tx.worker(worker_id).await?;
     lifecycle::sync_worker(&mut worker, attempt, tx.now);
     if dequeued {

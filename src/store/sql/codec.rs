@@ -11,9 +11,10 @@ use super::Row;
 use crate::core::error::{StoreError, StoreResult};
 use crate::core::events::{Change, Event};
 use crate::core::model::{
-    Attempt, AttemptStatus, AttributeValue, InstrumentationScope, Json, KeyValue, ResourcesUpdate,
-    Rollout, RolloutConfig, RolloutMode, RolloutStatus, Span, SpanContext, SpanEvent, SpanKind,
-    SpanLink, SpanResource, SpanStatus, SpanStatusCode, Timestamp, Worker, WorkerStatus,
+    Attempt, AttemptStatus, AttributeValue, ExtraFields, InstrumentationScope, Json, JsonObject,
+    KeyValue, ResourcesUpdate, Rollout, RolloutConfig, RolloutMode, RolloutStatus, Span,
+    SpanContext, SpanEvent, SpanKind, SpanLink, SpanResource, SpanStatus, SpanStatusCode,
+    Timestamp, TraceState, Worker, WorkerStatus,
 };
 
 /// Column list of [`rollout`], in order.
@@ -239,6 +240,7 @@ pub fn span(row: &impl Row) -> StoreResult<Span> {
                 _ => SpanStatusCode::Unset,
             },
             description: body.status.description,
+            extra: ExtraFields::new(body.status.extra),
         },
         attributes: attributes(body.attributes),
         events: body
@@ -248,6 +250,7 @@ pub fn span(row: &impl Row) -> StoreResult<Span> {
                 name: e.name,
                 attributes: attributes(e.attributes),
                 time: time(e.time),
+                extra: ExtraFields::new(e.extra),
             })
             .collect(),
         links: body
@@ -255,7 +258,8 @@ pub fn span(row: &impl Row) -> StoreResult<Span> {
             .into_iter()
             .map(|l| SpanLink {
                 context: l.context.into(),
-                attributes: attributes(l.attributes),
+                attributes: l.attributes.map(attributes),
+                extra: ExtraFields::new(l.extra),
             })
             .collect(),
         context: body.context.map(Into::into),
@@ -277,6 +281,7 @@ pub fn span(row: &impl Row) -> StoreResult<Span> {
             version: s.version,
             attributes: attributes(s.attributes),
         }),
+        extra: ExtraFields::new(body.extra),
     })
 }
 
@@ -299,9 +304,10 @@ impl Serialize for SpanBody<'_> {
         };
         map.serialize_entry(
             "status",
-            &StoredStatus {
-                code: code.to_owned(),
-                description: span.status.description.clone(),
+            &StatusRef {
+                code,
+                description: span.status.description.as_deref(),
+                extra: span.status.extra.fields(),
             },
         )?;
         map.serialize_entry("attributes", &Attributes(&span.attributes))?;
@@ -313,6 +319,7 @@ impl Serialize for SpanBody<'_> {
                     name: &e.name,
                     attributes: Attributes(&e.attributes),
                     time: e.time.map(|t| t.0),
+                    extra: e.extra.fields(),
                 })
                 .collect();
             map.serialize_entry("events", &events)?;
@@ -323,7 +330,8 @@ impl Serialize for SpanBody<'_> {
                 .iter()
                 .map(|l| LinkRef {
                     context: ContextRef(&l.context),
-                    attributes: Attributes(&l.attributes),
+                    attributes: l.attributes.as_deref().map(Attributes),
+                    extra: l.extra.fields(),
                 })
                 .collect();
             map.serialize_entry("links", &links)?;
@@ -362,15 +370,29 @@ impl Serialize for SpanBody<'_> {
                 },
             )?;
         }
+        if let Some(extra) = span.extra.fields() {
+            map.serialize_entry("extra", extra)?;
+        }
         map.end()
     }
 }
 
-#[derive(Serialize, Deserialize, Default)]
+#[derive(Serialize)]
+struct StatusRef<'a> {
+    code: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extra: Option<&'a JsonObject>,
+}
+
+#[derive(Deserialize, Default)]
 struct StoredStatus {
     code: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     description: Option<String>,
+    #[serde(default)]
+    extra: JsonObject,
 }
 
 #[derive(Serialize)]
@@ -378,12 +400,17 @@ struct EventRef<'a> {
     name: &'a str,
     attributes: Attributes<'a>,
     time: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extra: Option<&'a JsonObject>,
 }
 
+/// A link; `attributes` is `null` when the link has no attribute map.
 #[derive(Serialize)]
 struct LinkRef<'a> {
     context: ContextRef<'a>,
-    attributes: Attributes<'a>,
+    attributes: Option<Attributes<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extra: Option<&'a JsonObject>,
 }
 
 #[derive(Serialize)]
@@ -401,13 +428,18 @@ struct ScopeRef<'a> {
 
 struct ContextRef<'a>(&'a SpanContext);
 
+/// A context; its trace state is a list of `[key, value]` pairs (rows
+/// written before it kept entries hold a W3C header string instead).
 impl Serialize for ContextRef<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(4))?;
+        let mut map = serializer.serialize_map(None)?;
         map.serialize_entry("trace_id", &self.0.trace_id)?;
         map.serialize_entry("span_id", &self.0.span_id)?;
         map.serialize_entry("is_remote", &self.0.is_remote)?;
-        map.serialize_entry("trace_state", &self.0.trace_state)?;
+        map.serialize_entry("trace_state", &self.0.trace_state.0)?;
+        if let Some(extra) = self.0.extra.fields() {
+            map.serialize_entry("extra", extra)?;
+        }
         map.end()
     }
 }
@@ -504,6 +536,7 @@ struct StoredSpanBody {
     resource: Option<StoredResource>,
     kind: String,
     scope: Option<StoredScope>,
+    extra: JsonObject,
 }
 
 #[derive(Deserialize)]
@@ -512,13 +545,17 @@ struct StoredEvent {
     #[serde(default)]
     attributes: Vec<StoredKeyValue>,
     time: Option<i64>,
+    #[serde(default)]
+    extra: JsonObject,
 }
 
 #[derive(Deserialize)]
 struct StoredLink {
     context: StoredContext,
     #[serde(default)]
-    attributes: Vec<StoredKeyValue>,
+    attributes: Option<Vec<StoredKeyValue>>,
+    #[serde(default)]
+    extra: JsonObject,
 }
 
 #[derive(Deserialize)]
@@ -546,7 +583,22 @@ struct StoredContext {
     #[serde(default)]
     is_remote: bool,
     #[serde(default)]
-    trace_state: String,
+    trace_state: StoredTraceState,
+    #[serde(default)]
+    extra: JsonObject,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StoredTraceState {
+    Entries(Vec<(String, String)>),
+    Header(String),
+}
+
+impl Default for StoredTraceState {
+    fn default() -> Self {
+        Self::Entries(Vec::new())
+    }
 }
 
 impl From<StoredContext> for SpanContext {
@@ -555,7 +607,11 @@ impl From<StoredContext> for SpanContext {
             trace_id: c.trace_id,
             span_id: c.span_id,
             is_remote: c.is_remote,
-            trace_state: c.trace_state,
+            trace_state: match c.trace_state {
+                StoredTraceState::Entries(entries) => TraceState(entries),
+                StoredTraceState::Header(header) => TraceState::from_header(&header),
+            },
+            extra: ExtraFields::new(c.extra),
         }
     }
 }
@@ -794,12 +850,22 @@ mod tests {
         }
     }
 
+    fn extra(pairs: &[(&str, Json)]) -> ExtraFields {
+        ExtraFields::new(
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect(),
+        )
+    }
+
     fn sample_span() -> Span {
         let context = SpanContext {
-            trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
+            trace_id: "Opaque Trace 1".into(),
             span_id: "b7ad6b7169203331".into(),
             is_remote: true,
-            trace_state: "k=v".into(),
+            trace_state: TraceState(vec![("k".into(), "v".into()), ("a,b".into(), "c=d".into())]),
+            extra: extra(&[("ctx", Json::from(1))]),
         };
         let kv = |key: &str, value| KeyValue {
             key: key.into(),
@@ -816,6 +882,7 @@ mod tests {
             status: SpanStatus {
                 code: SpanStatusCode::Error,
                 description: Some("boom".into()),
+                extra: extra(&[("zz", Json::from("s"))]),
             },
             attributes: vec![
                 kv("empty", AttributeValue::Empty),
@@ -839,11 +906,25 @@ mod tests {
                 name: "e".into(),
                 attributes: vec![],
                 time: Some(Timestamp(5)),
+                extra: extra(&[("ev", Json::Null)]),
             }],
-            links: vec![SpanLink {
-                context: context.clone(),
-                attributes: vec![kv("l", AttributeValue::Int(2))],
-            }],
+            links: vec![
+                SpanLink {
+                    context: context.clone(),
+                    attributes: Some(vec![kv("l", AttributeValue::Int(2))]),
+                    extra: ExtraFields::default(),
+                },
+                SpanLink {
+                    context: context.clone(),
+                    attributes: Some(vec![]),
+                    extra: extra(&[("lk", serde_json::json!([1, {"x": 2.5}]))]),
+                },
+                SpanLink {
+                    context: context.clone(),
+                    attributes: None,
+                    extra: ExtraFields::default(),
+                },
+            ],
             start_time: Some(Timestamp(1)),
             end_time: None,
             context: Some(context),
@@ -858,6 +939,7 @@ mod tests {
                 version: "1".into(),
                 attributes: vec![],
             }),
+            extra: extra(&[("top", serde_json::json!({"b": [1], "a": true}))]),
         }
     }
 
@@ -895,6 +977,29 @@ mod tests {
             },
             _ => panic!("not a map"),
         }
+    }
+
+    #[test]
+    fn legacy_span_bodies_still_decode() {
+        // Written before trace states kept entries and links kept the
+        // absence of attributes.
+        let body = r#"{"status":{"code":"ok"},"attributes":[],"links":[{"context":{"trace_id":"t","span_id":"s","is_remote":false,"trace_state":"a=1,b=2"},"attributes":[]}],"kind":"internal"}"#;
+        let row = Cells(vec![
+            Some("ro".into()),
+            Some("at".into()),
+            Some("1".into()),
+            Some("t".into()),
+            Some("s".into()),
+            None,
+            Some("n".into()),
+            None,
+            None,
+            Some(body.into()),
+        ]);
+        let span = super::span(&row).unwrap();
+        assert_eq!(span.links[0].context.trace_state.to_header(), "a=1,b=2");
+        assert_eq!(span.links[0].attributes, Some(vec![]));
+        assert!(span.extra.is_empty());
     }
 
     #[test]

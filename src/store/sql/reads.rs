@@ -59,7 +59,7 @@ fn rollout_condition<'a>(b: &mut Builder<'a>, filter: &'a RolloutFilter) -> Stri
         .rollout_id_contains
         .as_deref()
         .map(|part| b.contains("r.rollout_id", part));
-    Builder::combine(filter.logic, vec![status, ids, contains])
+    Builder::combine(filter.effective_logic(), vec![status, ids, contains])
 }
 
 fn worker_condition<'a>(b: &mut Builder<'a>, filter: &'a WorkerFilter) -> String {
@@ -71,7 +71,7 @@ fn worker_condition<'a>(b: &mut Builder<'a>, filter: &'a WorkerFilter) -> String
         .worker_id_contains
         .as_deref()
         .map(|part| b.contains("worker_id", part));
-    Builder::combine(filter.logic, vec![status, contains])
+    Builder::combine(filter.effective_logic(), vec![status, contains])
 }
 
 fn resources_condition<'a>(b: &mut Builder<'a>, filter: &'a ResourcesFilter) -> String {

@@ -12,6 +12,10 @@ use crate::core::model::{
 use crate::core::query::{FilterLogic, Page, Paged};
 use crate::proto as pb;
 
+mod spans;
+
+pub use spans::{span_from_proto, span_to_proto};
+
 /// Converts a domain timestamp to protobuf.
 pub fn timestamp_to_proto(t: Timestamp) -> prost_types::Timestamp {
     prost_types::Timestamp {
@@ -34,7 +38,7 @@ pub fn status_counts<S: Copy + Ord + std::fmt::Display>(
         .collect()
 }
 
-fn opt_time(t: Option<Timestamp>) -> Option<prost_types::Timestamp> {
+pub(super) fn opt_time(t: Option<Timestamp>) -> Option<prost_types::Timestamp> {
     t.map(timestamp_to_proto)
 }
 
@@ -84,6 +88,17 @@ pub fn id(field: &str, value: &str) -> StoreResult<String> {
 /// Checks an optional caller-supplied id.
 pub fn opt_id(field: &str, value: Option<&String>) -> StoreResult<Option<String>> {
     value.map(|v| id(field, v)).transpose()
+}
+
+/// Checks a worker id given with an attempt (empty is accepted, as upstream does).
+pub fn worker_id(field: &str, value: &str) -> StoreResult<String> {
+    ids::validate_worker_id(field, value)?;
+    Ok(value.to_owned())
+}
+
+/// Checks an optional worker id given with an attempt.
+pub fn opt_worker_id(field: &str, value: Option<&String>) -> StoreResult<Option<String>> {
+    value.map(|v| worker_id(field, v)).transpose()
 }
 
 macro_rules! enum_conversions {
@@ -166,10 +181,10 @@ pub fn page_from_proto(page: Option<&pb::PageRequest>) -> StoreResult<Page> {
     };
     let limit = match page.limit {
         None | Some(-1) => None,
-        Some(n) if n > 0 => Some(n as usize),
+        Some(n) if n >= 0 => Some(n as usize),
         Some(n) => {
             return Err(StoreError::invalid(format!(
-                "limit must be -1 or greater than 0, got {n}"
+                "limit must be -1 or >= 0, got {n}"
             )));
         }
     };
@@ -329,252 +344,6 @@ pub fn resources_from_text(text: &str) -> StoreResult<Json> {
         ));
     }
     Ok(value)
-}
-
-fn value_to_proto(value: &m::AttributeValue) -> pb::AttributeValue {
-    use pb::attribute_value::Value;
-    let value = match value {
-        m::AttributeValue::Empty => None,
-        m::AttributeValue::String(s) => Some(Value::StringValue(s.clone())),
-        m::AttributeValue::Bool(b) => Some(Value::BoolValue(*b)),
-        m::AttributeValue::Int(i) => Some(Value::IntValue(*i)),
-        m::AttributeValue::Double(d) => Some(Value::DoubleValue(*d)),
-        m::AttributeValue::Bytes(b) => Some(Value::BytesValue(b.clone())),
-        m::AttributeValue::Array(items) => Some(Value::ArrayValue(pb::ArrayValue {
-            values: items.iter().map(value_to_proto).collect(),
-        })),
-        m::AttributeValue::Map(entries) => Some(Value::KvlistValue(pb::KeyValueList {
-            values: attributes_to_proto(entries),
-        })),
-    };
-    pb::AttributeValue { value }
-}
-
-fn value_from_proto(value: pb::AttributeValue) -> m::AttributeValue {
-    use pb::attribute_value::Value;
-    match value.value {
-        None => m::AttributeValue::Empty,
-        Some(Value::StringValue(s)) => m::AttributeValue::String(s),
-        Some(Value::BoolValue(b)) => m::AttributeValue::Bool(b),
-        Some(Value::IntValue(i)) => m::AttributeValue::Int(i),
-        Some(Value::DoubleValue(d)) => m::AttributeValue::Double(d),
-        Some(Value::BytesValue(b)) => m::AttributeValue::Bytes(b),
-        Some(Value::ArrayValue(a)) => {
-            m::AttributeValue::Array(a.values.into_iter().map(value_from_proto).collect())
-        }
-        Some(Value::KvlistValue(kv)) => m::AttributeValue::Map(attributes_from_proto(kv.values)),
-    }
-}
-
-fn attributes_to_proto(attributes: &[m::KeyValue]) -> Vec<pb::KeyValue> {
-    attributes
-        .iter()
-        .map(|kv| pb::KeyValue {
-            key: kv.key.clone(),
-            value: Some(value_to_proto(&kv.value)),
-        })
-        .collect()
-}
-
-fn attributes_from_proto(attributes: Vec<pb::KeyValue>) -> Vec<m::KeyValue> {
-    attributes
-        .into_iter()
-        .map(|kv| m::KeyValue {
-            key: kv.key,
-            value: kv.value.map_or(m::AttributeValue::Empty, value_from_proto),
-        })
-        .collect()
-}
-
-fn context_to_proto(c: &m::SpanContext) -> pb::SpanContext {
-    pb::SpanContext {
-        trace_id: c.trace_id.clone(),
-        span_id: c.span_id.clone(),
-        is_remote: c.is_remote,
-        trace_state: c.trace_state.clone(),
-    }
-}
-
-fn context_from_proto(field: &str, c: pb::SpanContext) -> StoreResult<m::SpanContext> {
-    Ok(m::SpanContext {
-        trace_id: ids::normalize_hex_id(&format!("{field}.trace_id"), &c.trace_id, 32)?,
-        span_id: ids::normalize_hex_id(&format!("{field}.span_id"), &c.span_id, 16)?,
-        is_remote: c.is_remote,
-        trace_state: c.trace_state,
-    })
-}
-
-fn span_kind_to_proto(kind: m::SpanKind) -> pb::SpanKind {
-    match kind {
-        m::SpanKind::Unspecified => pb::SpanKind::Unspecified,
-        m::SpanKind::Internal => pb::SpanKind::Internal,
-        m::SpanKind::Server => pb::SpanKind::Server,
-        m::SpanKind::Client => pb::SpanKind::Client,
-        m::SpanKind::Producer => pb::SpanKind::Producer,
-        m::SpanKind::Consumer => pb::SpanKind::Consumer,
-    }
-}
-
-fn span_kind_from_proto(value: i32) -> StoreResult<m::SpanKind> {
-    Ok(match pb::SpanKind::try_from(value) {
-        Ok(pb::SpanKind::Unspecified) => m::SpanKind::Unspecified,
-        Ok(pb::SpanKind::Internal) => m::SpanKind::Internal,
-        Ok(pb::SpanKind::Server) => m::SpanKind::Server,
-        Ok(pb::SpanKind::Client) => m::SpanKind::Client,
-        Ok(pb::SpanKind::Producer) => m::SpanKind::Producer,
-        Ok(pb::SpanKind::Consumer) => m::SpanKind::Consumer,
-        Err(_) => return Err(StoreError::invalid(format!("invalid span kind: {value}"))),
-    })
-}
-
-fn status_code_from_proto(value: i32) -> StoreResult<m::SpanStatusCode> {
-    Ok(match pb::SpanStatusCode::try_from(value) {
-        Ok(pb::SpanStatusCode::Unspecified) => m::SpanStatusCode::Unset,
-        Ok(pb::SpanStatusCode::Ok) => m::SpanStatusCode::Ok,
-        Ok(pb::SpanStatusCode::Error) => m::SpanStatusCode::Error,
-        Err(_) => {
-            return Err(StoreError::invalid(format!(
-                "invalid span status code: {value}"
-            )));
-        }
-    })
-}
-
-fn status_code_to_proto(code: m::SpanStatusCode) -> pb::SpanStatusCode {
-    match code {
-        m::SpanStatusCode::Unset => pb::SpanStatusCode::Unspecified,
-        m::SpanStatusCode::Ok => pb::SpanStatusCode::Ok,
-        m::SpanStatusCode::Error => pb::SpanStatusCode::Error,
-    }
-}
-
-/// Converts a span.
-pub fn span_to_proto(s: &m::Span) -> pb::Span {
-    pb::Span {
-        rollout_id: s.rollout_id.clone(),
-        attempt_id: s.attempt_id.clone(),
-        sequence_id: Some(s.sequence_id),
-        trace_id: s.trace_id.clone(),
-        span_id: s.span_id.clone(),
-        parent_id: s.parent_id.clone(),
-        name: s.name.clone(),
-        status: Some(pb::SpanStatus {
-            code: status_code_to_proto(s.status.code) as i32,
-            description: s.status.description.clone(),
-        }),
-        attributes: attributes_to_proto(&s.attributes),
-        events: s
-            .events
-            .iter()
-            .map(|e| pb::SpanEvent {
-                name: e.name.clone(),
-                attributes: attributes_to_proto(&e.attributes),
-                time: opt_time(e.time),
-            })
-            .collect(),
-        links: s
-            .links
-            .iter()
-            .map(|l| pb::SpanLink {
-                context: Some(context_to_proto(&l.context)),
-                attributes: attributes_to_proto(&l.attributes),
-            })
-            .collect(),
-        start_time: opt_time(s.start_time),
-        end_time: opt_time(s.end_time),
-        context: s.context.as_ref().map(context_to_proto),
-        parent: s.parent.as_ref().map(context_to_proto),
-        resource: s.resource.as_ref().map(|r| pb::SpanResource {
-            attributes: attributes_to_proto(&r.attributes),
-            schema_url: r.schema_url.clone(),
-        }),
-        kind: span_kind_to_proto(s.kind) as i32,
-        scope: s.scope.as_ref().map(|sc| pb::InstrumentationScope {
-            name: sc.name.clone(),
-            version: sc.version.clone(),
-            attributes: attributes_to_proto(&sc.attributes),
-        }),
-    }
-}
-
-/// Converts and checks a span submitted by a client.
-pub fn span_from_proto(s: pb::Span) -> StoreResult<m::NewSpan> {
-    if let Some(sequence_id) = s.sequence_id
-        && sequence_id < 0
-    {
-        return Err(StoreError::invalid(format!(
-            "sequence_id must be >= 0, got {sequence_id}"
-        )));
-    }
-    let time = |field: &str, t: Option<prost_types::Timestamp>| {
-        t.map(|t| timestamp_from_proto(field, &t)).transpose()
-    };
-    let status = s.status.unwrap_or_default();
-    let span = m::Span {
-        rollout_id: id("span.rollout_id", &s.rollout_id)?,
-        attempt_id: id("span.attempt_id", &s.attempt_id)?,
-        sequence_id: s.sequence_id.unwrap_or_default(),
-        trace_id: ids::normalize_hex_id("span.trace_id", &s.trace_id, 32)?,
-        span_id: ids::normalize_hex_id("span.span_id", &s.span_id, 16)?,
-        parent_id: s
-            .parent_id
-            .map(|p| ids::normalize_hex_id("span.parent_id", &p, 16))
-            .transpose()?,
-        name: s.name,
-        status: m::SpanStatus {
-            code: status_code_from_proto(status.code)?,
-            description: status.description,
-        },
-        attributes: attributes_from_proto(s.attributes),
-        events: s
-            .events
-            .into_iter()
-            .map(|e| {
-                Ok(m::SpanEvent {
-                    name: e.name,
-                    attributes: attributes_from_proto(e.attributes),
-                    time: time("span.events.time", e.time)?,
-                })
-            })
-            .collect::<StoreResult<_>>()?,
-        links: s
-            .links
-            .into_iter()
-            .map(|l| {
-                Ok(m::SpanLink {
-                    context: context_from_proto(
-                        "span.links.context",
-                        l.context.unwrap_or_default(),
-                    )?,
-                    attributes: attributes_from_proto(l.attributes),
-                })
-            })
-            .collect::<StoreResult<_>>()?,
-        start_time: time("span.start_time", s.start_time)?,
-        end_time: time("span.end_time", s.end_time)?,
-        context: s
-            .context
-            .map(|c| context_from_proto("span.context", c))
-            .transpose()?,
-        parent: s
-            .parent
-            .map(|c| context_from_proto("span.parent", c))
-            .transpose()?,
-        resource: s.resource.map(|r| m::SpanResource {
-            attributes: attributes_from_proto(r.attributes),
-            schema_url: r.schema_url,
-        }),
-        kind: span_kind_from_proto(s.kind)?,
-        scope: s.scope.map(|sc| m::InstrumentationScope {
-            name: sc.name,
-            version: sc.version,
-            attributes: attributes_from_proto(sc.attributes),
-        }),
-    };
-    Ok(m::NewSpan {
-        sequence_id: s.sequence_id,
-        span,
-    })
 }
 
 /// Converts a committed event.
