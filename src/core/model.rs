@@ -25,9 +25,28 @@ impl Timestamp {
         Self(self.0.saturating_add(nanos))
     }
 
-    /// Returns seconds since the epoch as a float, the unit agent-lightning uses.
+    /// Returns seconds since the epoch as a float, the unit agent-lightning
+    /// uses: the nearest float, so that [`Timestamp::from_secs_f64`] of any
+    /// float with at most nanosecond digits comes back to the same float.
     pub fn as_secs_f64(self) -> f64 {
-        self.0 as f64 / 1e9
+        let seconds = self.0.div_euclid(1_000_000_000);
+        let nanos = self.0.rem_euclid(1_000_000_000);
+        seconds as f64 + nanos as f64 / 1e9
+    }
+
+    /// Returns the time `seconds` after the epoch, to the nearest
+    /// nanosecond; `None` when it is not finite or beyond the year 2262.
+    pub fn from_secs_f64(seconds: f64) -> Option<Self> {
+        if !seconds.is_finite() || seconds.abs() >= 9.2e9 {
+            return None;
+        }
+        // The fractional part of a float is exact; only its scaling rounds.
+        let whole = seconds.floor();
+        let nanos = ((seconds - whole) * 1e9).round() as i64;
+        (whole as i64)
+            .checked_mul(1_000_000_000)?
+            .checked_add(nanos)
+            .map(Self)
     }
 }
 
@@ -477,6 +496,29 @@ mod tests {
             "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7,flag="
         );
         assert!(TraceState::from_header("").is_empty());
+    }
+
+    #[test]
+    fn float_seconds_round_trip_through_nanoseconds() {
+        for seconds in [
+            1795437044.1672018,
+            1795437044.0,
+            1700000000.123456,
+            12345.678,
+            1.0,
+            0.5,
+            -2.25,
+            0.0,
+        ] {
+            let time = Timestamp::from_secs_f64(seconds).unwrap();
+            assert_eq!(time.as_secs_f64(), seconds, "{seconds}");
+        }
+        assert_eq!(
+            Timestamp::from_secs_f64(1.5).unwrap(),
+            Timestamp(1_500_000_000)
+        );
+        assert_eq!(Timestamp::from_secs_f64(f64::NAN), None);
+        assert_eq!(Timestamp::from_secs_f64(1e20), None);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 pub mod agl;
 pub mod error;
 pub mod json;
+pub mod otlp;
 pub mod validate;
 
 use std::sync::Arc;
@@ -51,6 +52,7 @@ pub struct HttpContext {
 pub fn routes(context: HttpContext) -> Router {
     Router::new()
         .merge(agl::routes())
+        .merge(otlp::routes())
         .route_layer(axum::middleware::from_fn(record_route))
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(context)

@@ -1,6 +1,7 @@
-//! Request validation with pydantic's lax rules (JSON mode) and its error
-//! reports, so that a request agent-lightning's FastAPI server accepts is
-//! accepted here with the same values, and one it refuses gets the same 422:
+//! Request validation with pydantic's lax rules and its error reports (as
+//! FastAPI runs it: on the parsed body, in Python mode), so that a request
+//! agent-lightning's server accepts is accepted here with the same values,
+//! and one it refuses gets the same 422:
 //! `{"detail": [{"type", "loc", "msg", "input", "ctx"?}, ...]}`, issues in
 //! the models' field order.
 
@@ -113,22 +114,27 @@ impl Validator {
         }
     }
 
+    /// Returns the 422 of the issues recorded.
+    pub fn into_error(self) -> HttpError {
+        HttpError::Invalid(self.issues)
+    }
+
     /// Returns true when an issue was recorded.
     pub fn failed(&self) -> bool {
         !self.issues.is_empty()
     }
 
-    /// Reads a model: `value` must be an object (`class` names the model).
-    pub fn model<'a>(&mut self, loc: &Loc, value: &'a Json, class: &str) -> Option<&'a Object> {
+    /// Reads a model: `value` must be an object.
+    pub fn model<'a>(&mut self, loc: &Loc, value: &'a Json) -> Option<&'a Object> {
         match value {
             Json::Object(object) => Some(object),
             other => {
                 self.issue(
-                    "model_type",
+                    "model_attributes_type",
                     loc,
-                    "Input should be an object",
+                    "Input should be a valid dictionary or object to extract fields from",
                     other,
-                    Some(serde_json::json!({ "class_name": class })),
+                    None,
                 );
                 None
             }
@@ -261,7 +267,13 @@ impl Validator {
         match value {
             Json::Object(object) => Some(object),
             other => {
-                self.issue("dict_type", loc, "Input should be an object", other, None);
+                self.issue(
+                    "dict_type",
+                    loc,
+                    "Input should be a valid dictionary",
+                    other,
+                    None,
+                );
                 None
             }
         }
@@ -415,7 +427,7 @@ mod tests {
     fn issues_serialise_as_pydantic_reports_them() {
         let mut v = Validator::new();
         let body = json!({"rollouts": [{"mode": "bad"}]});
-        let object = v.model(&Loc::body(), &body, "Request").unwrap();
+        let object = v.model(&Loc::body(), &body).unwrap();
         let loc = Loc::body().key("rollouts").index(0).key("mode");
         v.literal(
             &loc,

@@ -1,0 +1,361 @@
+//! The queue, rollout, attempt and wait routes.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, StatusCode};
+
+use super::super::HttpContext;
+use super::super::error::{HttpError, HttpResult};
+use super::super::json::PyJson;
+use super::super::validate::{Loc, Object, Validator};
+use super::models::{AttemptJson, PageJson, RolloutJson};
+use super::requests::{
+    ATTEMPT_FIELDS, AttemptQuery, ROLLOUT_FIELDS, RolloutQuery, Source, opt_string_field,
+    read_attempt_patch, read_rollout_patch, read_spec,
+};
+use super::{body_json, query_pairs, required_body_json};
+use crate::core::error::StoreError;
+use crate::core::ids;
+use crate::core::model::{Json, RolloutSpec};
+use crate::core::query::RolloutFilter;
+
+/// Checks a worker id a request gives with an attempt (empty is accepted).
+fn worker_id(id: Option<String>) -> HttpResult<Option<String>> {
+    if let Some(id) = &id {
+        ids::validate_worker_id("worker_id", id)?;
+    }
+    Ok(id)
+}
+
+/// `POST /queues/rollouts/enqueue`: 201 and the queued rollouts.
+pub async fn enqueue(
+    State(context): State<HttpContext>,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let json = required_body_json(&context, &headers, body).await?;
+    let mut v = Validator::new();
+    let specs = read_enqueue(&mut v, &json);
+    let specs = v.finish(specs)?;
+    if specs.is_empty() {
+        return Ok(PyJson(StatusCode::CREATED, Vec::<Json>::new()).into_response());
+    }
+    let rollouts = context.engine.enqueue_rollouts(specs).await?;
+    let json: Vec<RolloutJson> = rollouts.iter().map(Into::into).collect();
+    Ok(PyJson(StatusCode::CREATED, json).into_response())
+}
+
+fn read_enqueue(v: &mut Validator, json: &Json) -> Option<Vec<RolloutSpec>> {
+    let loc = Loc::body();
+    let object = v.model(&loc, json)?;
+    let rollouts = v.required(object, &loc, "rollouts")?;
+    v.each(&loc.key("rollouts"), rollouts, |v, loc, item| {
+        let object = v.model(loc, item)?;
+        read_spec(v, loc, object)
+    })
+}
+
+/// `POST /queues/rollouts/dequeue`: the claimed rollouts (never waits).
+pub async fn dequeue(
+    State(context): State<HttpContext>,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let json = body_json(&context, &headers, body).await?;
+    let (limit, worker) = match json {
+        None | Some(Json::Null) => (1, None),
+        Some(json) => {
+            let mut v = Validator::new();
+            let read = read_dequeue(&mut v, &json);
+            v.finish(read)?
+        }
+    };
+    if limit <= 0 {
+        return Ok(PyJson(StatusCode::OK, Vec::<Json>::new()).into_response());
+    }
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let claimed = context
+        .engine
+        .dequeue(limit, worker_id(worker)?, Duration::ZERO)
+        .await?;
+    let json: Vec<RolloutJson> = claimed.iter().map(Into::into).collect();
+    Ok(PyJson(StatusCode::OK, json).into_response())
+}
+
+fn read_dequeue(v: &mut Validator, json: &Json) -> Option<(i64, Option<String>)> {
+    let object = v.model(&Loc::body(), json)?;
+    let limit = match object.get("limit") {
+        None => Some(1),
+        Some(value) => v.int(&Loc::body().key("limit"), value),
+    };
+    let worker = opt_string_field(v, object, "worker_id");
+    Some((limit?, worker?))
+}
+
+/// `POST /rollouts`: 201 and the started rollout with its first attempt.
+pub async fn start_rollout(
+    State(context): State<HttpContext>,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let json = required_body_json(&context, &headers, body).await?;
+    let mut v = Validator::new();
+    let read = read_start(&mut v, &json);
+    let (spec, worker) = v.finish(read)?;
+    let view = context
+        .engine
+        .start_rollout(spec, worker_id(worker)?)
+        .await?;
+    Ok(PyJson(StatusCode::CREATED, RolloutJson::from(&view)).into_response())
+}
+
+fn read_start(v: &mut Validator, json: &Json) -> Option<(RolloutSpec, Option<String>)> {
+    let object = v.model(&Loc::body(), json)?;
+    let spec = read_spec(v, &Loc::body(), object);
+    let worker = opt_string_field(v, object, "worker_id");
+    Some((spec?, worker?))
+}
+
+/// Runs a rollout query read from `source`.
+async fn run_query(context: &HttpContext, source: Source<'_>) -> HttpResult<Response> {
+    let mut v = Validator::new();
+    let read = RolloutQuery::read(&mut v, &source);
+    let query = v.finish(read)?;
+    let page = query.page.to_page(ROLLOUT_FIELDS)?;
+    let filter = RolloutFilter {
+        status_in: query.status_in,
+        rollout_id_in: query.rollout_id_in,
+        rollout_id_contains: query.rollout_id_contains,
+        logic: query.logic,
+    };
+    let result = context.engine.query_rollouts(&filter, &page).await?;
+    Ok(PyJson(StatusCode::OK, PageJson::new(&result, RolloutJson::from)).into_response())
+}
+
+/// `GET /rollouts`: the dashboard's rollout list.
+pub async fn query(
+    State(context): State<HttpContext>,
+    RawQuery(query): RawQuery,
+) -> HttpResult<Response> {
+    let pairs = query_pairs(query.as_deref());
+    run_query(&context, Source::Query(&pairs)).await
+}
+
+/// `POST /rollouts/search`: what `LightningStoreClient.query_rollouts` calls.
+pub async fn search(
+    State(context): State<HttpContext>,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let json = required_body_json(&context, &headers, body).await?;
+    let mut v = Validator::new();
+    let Some(object) = v.model(&Loc::body(), &json) else {
+        return Err(v.into_error());
+    };
+    run_query(&context, Source::Body(object)).await
+}
+
+/// `GET /rollouts/{rollout_id}`: the rollout (with its latest attempt), or
+/// `null` when unknown.
+pub async fn get_rollout(
+    State(context): State<HttpContext>,
+    Path(rollout_id): Path<String>,
+) -> HttpResult<Response> {
+    match context.engine.get_rollout(&rollout_id).await {
+        Ok(view) => Ok(PyJson(StatusCode::OK, RolloutJson::from(&view)).into_response()),
+        Err(StoreError::NotFound(_)) => Ok(null()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// `GET /rollouts/search`: upstream's router reads it as the rollout whose
+/// id is `search`.
+pub async fn get_rollout_named_search(state: State<HttpContext>) -> HttpResult<Response> {
+    get_rollout(state, Path("search".to_owned())).await
+}
+
+/// Returns `200 null`, upstream's answer for an unknown entity.
+fn null() -> Response {
+    PyJson(StatusCode::OK, Json::Null).into_response()
+}
+
+/// `POST /rollouts/{rollout_id}`: writes the fields present.
+pub async fn update_rollout(
+    State(context): State<HttpContext>,
+    Path(rollout_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let json = required_body_json(&context, &headers, body).await?;
+    let patch = read_rollout_patch(&json)?;
+    if let Some(Some(resources_id)) = &patch.resources_id {
+        ids::validate_id("resources_id", resources_id)?;
+    }
+    let rollout = context.engine.update_rollout(&rollout_id, patch).await?;
+    Ok(PyJson(StatusCode::OK, RolloutJson::from(&rollout)).into_response())
+}
+
+/// `POST /rollouts/{rollout_id}/attempts`: 201 and the rollout with its new attempt.
+pub async fn start_attempt(
+    State(context): State<HttpContext>,
+    Path(rollout_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let worker = match body_json(&context, &headers, body).await? {
+        None | Some(Json::Null) => None,
+        Some(json) => {
+            let mut v = Validator::new();
+            let read = v
+                .model(&Loc::body(), &json)
+                .and_then(|object: &Object| opt_string_field(&mut v, object, "worker_id"));
+            v.finish(read)?
+        }
+    };
+    let view = context
+        .engine
+        .start_attempt(&rollout_id, worker_id(worker)?)
+        .await?;
+    Ok(PyJson(StatusCode::CREATED, RolloutJson::from(&view)).into_response())
+}
+
+/// Runs an attempt query; an unknown rollout has an empty page, as upstream.
+async fn run_attempt_query(
+    context: &HttpContext,
+    rollout_id: &str,
+    source: Source<'_>,
+) -> HttpResult<Response> {
+    let mut v = Validator::new();
+    let read = AttemptQuery::read(&mut v, &source);
+    let query = v.finish(read)?;
+    let page = query.page.to_page(ATTEMPT_FIELDS)?;
+    match context.engine.query_attempts(rollout_id, &page).await {
+        Ok(result) => {
+            let json = PageJson::new(&result, AttemptJson::from);
+            Ok(PyJson(StatusCode::OK, json).into_response())
+        }
+        Err(StoreError::NotFound(_)) => {
+            let json = PageJson::<AttemptJson>::empty(page.limit, page.offset);
+            Ok(PyJson(StatusCode::OK, json).into_response())
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// `GET /rollouts/{rollout_id}/attempts`.
+pub async fn query_attempts(
+    State(context): State<HttpContext>,
+    Path(rollout_id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> HttpResult<Response> {
+    let pairs = query_pairs(query.as_deref());
+    run_attempt_query(&context, &rollout_id, Source::Query(&pairs)).await
+}
+
+/// `POST /rollouts/{rollout_id}/attempts/search`.
+pub async fn search_attempts(
+    State(context): State<HttpContext>,
+    Path(rollout_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let json = required_body_json(&context, &headers, body).await?;
+    let mut v = Validator::new();
+    let Some(object) = v.model(&Loc::body(), &json) else {
+        return Err(v.into_error());
+    };
+    run_attempt_query(&context, &rollout_id, Source::Body(object)).await
+}
+
+/// `GET /rollouts/{rollout_id}/attempts/latest`: the attempt, or `null`.
+pub async fn latest_attempt(
+    State(context): State<HttpContext>,
+    Path(rollout_id): Path<String>,
+) -> HttpResult<Response> {
+    match context.engine.latest_attempt(&rollout_id).await {
+        Ok(Some(attempt)) => {
+            Ok(PyJson(StatusCode::OK, AttemptJson::from(&attempt)).into_response())
+        }
+        Ok(None) | Err(StoreError::NotFound(_)) => Ok(null()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// `POST /rollouts/{rollout_id}/attempts/{attempt_id}`: writes the fields
+/// present (`attempt_id` may be `latest`).
+pub async fn update_attempt(
+    State(context): State<HttpContext>,
+    Path((rollout_id, attempt_id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let json = required_body_json(&context, &headers, body).await?;
+    let patch = read_attempt_patch(&json)?;
+    if let Some(worker) = &patch.worker_id {
+        ids::validate_worker_id("worker_id", worker)?;
+    }
+    let attempt = context
+        .engine
+        .update_attempt(&rollout_id, &attempt_id, patch)
+        .await?;
+    Ok(PyJson(StatusCode::OK, AttemptJson::from(&attempt)).into_response())
+}
+
+/// `POST /rollouts/{rollout_id}/attempts/latest`.
+pub async fn update_latest_attempt(
+    state: State<HttpContext>,
+    Path(rollout_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    update_attempt(
+        state,
+        Path((rollout_id, ids::LATEST.to_owned())),
+        headers,
+        body,
+    )
+    .await
+}
+
+/// `POST /waits/rollouts`: the finished rollouts among those named, once
+/// all are finished or `timeout` seconds passed (`null`: no limit).
+pub async fn wait(
+    State(context): State<HttpContext>,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let json = required_body_json(&context, &headers, body).await?;
+    let mut v = Validator::new();
+    let read = read_wait(&mut v, &json);
+    let (rollout_ids, timeout) = v.finish(read)?;
+    let timeout = match timeout {
+        None => None,
+        Some(seconds) if seconds.is_nan() => {
+            return Err(HttpError::bad_request("timeout must be a number"));
+        }
+        Some(seconds) if seconds == f64::INFINITY => None,
+        Some(seconds) => Some(Duration::from_secs_f64(seconds.clamp(0.0, 1e9))),
+    };
+    let rollouts = context
+        .engine
+        .wait_for_rollouts(&rollout_ids, timeout)
+        .await?;
+    let json: Vec<RolloutJson> = rollouts.iter().map(Into::into).collect();
+    Ok(PyJson(StatusCode::OK, json).into_response())
+}
+
+fn read_wait(v: &mut Validator, json: &Json) -> Option<(Vec<String>, Option<f64>)> {
+    let loc = Loc::body();
+    let object = v.model(&loc, json)?;
+    let ids = v
+        .required(object, &loc, "rollout_ids")
+        .and_then(|ids| v.each(&loc.key("rollout_ids"), ids, |v, loc, id| v.string(loc, id)));
+    let timeout = match object.get("timeout") {
+        None => Some(None),
+        Some(value) => v.opt_float(&loc.key("timeout"), value),
+    };
+    Some((ids?, timeout?))
+}

@@ -1,0 +1,118 @@
+//! The worker, statistics and health routes.
+
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, StatusCode};
+
+use super::super::HttpContext;
+use super::super::error::{HttpError, HttpResult};
+use super::super::json::PyJson;
+use super::super::validate::{Loc, Validator};
+use super::models::{PageJson, StatisticsJson, WorkerJson};
+use super::requests::{Source, WORKER_FIELDS, WorkerQuery};
+use super::{body_json, query_pairs, required_body_json};
+use crate::core::error::StoreError;
+use crate::core::ids;
+use crate::core::model::Json;
+use crate::core::query::WorkerFilter;
+
+/// `GET /health`.
+pub async fn health() -> Response {
+    PyJson(StatusCode::OK, serde_json::json!({"status": "ok"})).into_response()
+}
+
+/// `GET /statistics`.
+pub async fn statistics(State(context): State<HttpContext>) -> HttpResult<Response> {
+    let statistics = context.engine.statistics().await?;
+    Ok(PyJson(StatusCode::OK, StatisticsJson::from(&statistics)).into_response())
+}
+
+async fn run_query(context: &HttpContext, source: Source<'_>) -> HttpResult<Response> {
+    let mut v = Validator::new();
+    let read = WorkerQuery::read(&mut v, &source);
+    let query = v.finish(read)?;
+    let page = query.page.to_page(WORKER_FIELDS)?;
+    let filter = WorkerFilter {
+        status_in: query.status_in,
+        worker_id_contains: query.worker_id_contains,
+        logic: query.logic,
+    };
+    let result = context.engine.query_workers(&filter, &page).await?;
+    Ok(PyJson(StatusCode::OK, PageJson::new(&result, WorkerJson::from)).into_response())
+}
+
+/// `GET /workers`: the dashboard's worker list.
+pub async fn query(
+    State(context): State<HttpContext>,
+    RawQuery(query): RawQuery,
+) -> HttpResult<Response> {
+    let pairs = query_pairs(query.as_deref());
+    run_query(&context, Source::Query(&pairs)).await
+}
+
+/// `POST /workers/search`: what `LightningStoreClient.query_workers` calls.
+pub async fn search(
+    State(context): State<HttpContext>,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let json = required_body_json(&context, &headers, body).await?;
+    let mut v = Validator::new();
+    let Some(object) = v.model(&Loc::body(), &json) else {
+        return Err(v.into_error());
+    };
+    run_query(&context, Source::Body(object)).await
+}
+
+/// `GET /workers/{worker_id}`: the worker, or `null`.
+pub async fn get(
+    State(context): State<HttpContext>,
+    Path(worker_id): Path<String>,
+) -> HttpResult<Response> {
+    match context.engine.get_worker(&worker_id).await {
+        Ok(worker) => Ok(PyJson(StatusCode::OK, WorkerJson::from(&worker)).into_response()),
+        Err(StoreError::NotFound(_)) => Ok(PyJson(StatusCode::OK, Json::Null).into_response()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// `GET /workers/search`: upstream's router reads it as the worker whose id
+/// is `search`.
+pub async fn get_named_search(state: State<HttpContext>) -> HttpResult<Response> {
+    get(state, Path("search".to_owned())).await
+}
+
+/// `POST /workers/{worker_id}`: a heartbeat, with new `heartbeat_stats`
+/// when given (`null` is refused, as upstream).
+pub async fn update(
+    State(context): State<HttpContext>,
+    Path(worker_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let stats = match body_json(&context, &headers, body).await? {
+        None | Some(Json::Null) => None,
+        Some(json) => {
+            let mut v = Validator::new();
+            let loc = Loc::body();
+            let read = v.model(&loc, &json).map(|object| {
+                object
+                    .get("heartbeat_stats")
+                    .map(|value| v.opt_dict(&loc.key("heartbeat_stats"), value))
+            });
+            match v.finish(read)? {
+                None => None,
+                Some(Some(Json::Null)) => {
+                    return Err(HttpError::bad_request(
+                        "heartbeat_stats is invalid; it cannot be a null value.",
+                    ));
+                }
+                Some(stats) => stats,
+            }
+        }
+    };
+    ids::validate_worker_id("worker_id", &worker_id)?;
+    let worker = context.engine.update_worker(&worker_id, stats).await?;
+    Ok(PyJson(StatusCode::OK, WorkerJson::from(&worker)).into_response())
+}
