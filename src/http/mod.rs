@@ -121,9 +121,39 @@ pub fn json_body(headers: &http::HeaderMap, body: &[u8]) -> Result<Option<Json>,
             loc: Loc::body().index(position),
             msg: "JSON decode error".to_owned(),
             input: Json::Object(Default::default()),
-            ctx: Some(serde_json::json!({ "error": error.to_string() })),
+            ctx: Some(serde_json::json!({ "error": python_json_error(&error) })),
         }])
     })
+}
+
+/// Names a JSON syntax error as Python's `json` module does, the reason
+/// FastAPI reports.
+fn python_json_error(error: &serde_json::Error) -> String {
+    let message = error.to_string();
+    let reason = [
+        (
+            "key must be a string",
+            "Expecting property name enclosed in double quotes",
+        ),
+        ("expected `:`", "Expecting ':' delimiter"),
+        ("expected `,` or `}`", "Expecting ',' delimiter"),
+        ("expected `,` or `]`", "Expecting ',' delimiter"),
+        ("trailing characters", "Extra data"),
+        (
+            "trailing comma",
+            "Illegal trailing comma before end of object",
+        ),
+        ("control character", "Invalid control character at"),
+        ("invalid escape", "Invalid \\escape"),
+        (
+            "EOF while parsing a string",
+            "Unterminated string starting at",
+        ),
+    ]
+    .iter()
+    .find(|(serde, _)| message.starts_with(serde))
+    .map_or("Expecting value", |(_, python)| python);
+    reason.to_owned()
 }
 
 /// Converts serde_json's 1-based line and column into a character offset.
@@ -160,6 +190,10 @@ mod tests {
             panic!("expected a 422");
         };
         assert_eq!(issues[0].kind, "json_invalid");
+        assert_eq!(
+            issues[0].ctx,
+            Some(serde_json::json!({"error": "Expecting property name enclosed in double quotes"}))
+        );
         assert_eq!(
             serde_json::to_value(&issues[0].loc).unwrap(),
             serde_json::json!(["body", 1])

@@ -231,7 +231,10 @@ impl Validator {
         allowed: &[&str],
         parse: impl Fn(&str) -> Option<T>,
     ) -> Option<T> {
-        if let Some(parsed) = value.as_str().and_then(&parse) {
+        if let Some(text) = value.as_str()
+            && allowed.contains(&text)
+            && let Some(parsed) = parse(text)
+        {
             return Some(parsed);
         }
         let expected = literal_list(allowed);
@@ -253,7 +256,7 @@ impl Validator {
                 self.issue(
                     "list_type",
                     loc,
-                    "Input should be a valid array",
+                    "Input should be a valid list",
                     other,
                     None,
                 );

@@ -14,7 +14,7 @@ use crate::core::model::{
     AttributeValue, ExtraFields, InstrumentationScope, KeyValue, NewSpan, Span, SpanContext,
     SpanEvent, SpanKind, SpanLink, SpanResource, SpanStatus, SpanStatusCode, Timestamp, TraceState,
 };
-use crate::http::json::python_float;
+use crate::http::json::python_repr_float;
 
 /// Resource or span attribute naming the rollout.
 pub const ROLLOUT_ID_KEY: &str = "agentlightning.rollout_id";
@@ -55,7 +55,7 @@ fn stringify(value: &any_value::Value) -> String {
     match value {
         any_value::Value::StringValue(s) => s.clone(),
         any_value::Value::IntValue(i) => i.to_string(),
-        any_value::Value::DoubleValue(d) => python_float(*d),
+        any_value::Value::DoubleValue(d) => python_repr_float(*d),
         any_value::Value::BoolValue(b) => if *b { "True" } else { "False" }.to_owned(),
         any_value::Value::BytesValue(b) => hex(b),
         other => format!("{other:?}"),

@@ -54,7 +54,11 @@ impl Engine {
                 };
                 let mut created = Vec::with_capacity(specs.len());
                 for spec in specs {
-                    let rollout = new_rollout(spec, latest.clone(), tx.now);
+                    // As upstream, each rollout of a batch has its own
+                    // creation time, so sorting a batch by start time keeps
+                    // its order.
+                    let created_at = Timestamp::now().max(tx.now);
+                    let rollout = new_rollout(spec, latest.clone(), created_at);
                     tx.save_rollout(&rollout, None);
                     tx.enqueue(&rollout.rollout_id);
                     tx.record(Change::RolloutCreated {

@@ -374,11 +374,16 @@ impl SpanQuery {
         let rollout_id = match source.get("rollout_id") {
             Some(value) => v.string(&source.loc("rollout_id"), &value),
             None => {
+                // FastAPI reports a missing query parameter with input null.
+                let input = match source {
+                    Source::Body(_) => whole,
+                    Source::Query(_) => &Json::Null,
+                };
                 v.issue(
                     "missing",
                     &source.loc("rollout_id"),
                     "Field required",
-                    whole,
+                    input,
                     None,
                 );
                 None
