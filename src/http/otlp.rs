@@ -19,7 +19,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
 use prost::Message as _;
 
 use super::{HttpContext, read_body};
@@ -167,6 +169,21 @@ fn decode(encoding: Encoding, body: &[u8]) -> Result<ExportTraceServiceRequest, 
     }
 }
 
+/// Renders a response in OTLP/JSON: fields at their defaults are left out
+/// (a full success is `{}`) and 64-bit integers are strings.
+fn json_response(response: &ExportTraceServiceResponse) -> Vec<u8> {
+    let body = match &response.partial_success {
+        None => serde_json::json!({}),
+        Some(partial) => serde_json::json!({
+            "partialSuccess": {
+                "rejectedSpans": partial.rejected_spans.to_string(),
+                "errorMessage": partial.error_message,
+            }
+        }),
+    };
+    serde_json::to_vec(&body).expect("a response serialises")
+}
+
 /// `POST /v1/traces`.
 async fn export_traces(
     State(context): State<HttpContext>,
@@ -233,7 +250,7 @@ async fn export_traces(
         Ok(response) => {
             let body = match encoding {
                 Encoding::Protobuf => response.encode_to_vec(),
-                Encoding::Json => serde_json::to_vec(&response).expect("a response serialises"),
+                Encoding::Json => json_response(&response),
             };
             OtlpResponse {
                 status: StatusCode::OK,

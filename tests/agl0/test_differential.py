@@ -2,11 +2,12 @@
 lightning-store, the answers compared byte for byte: status, field order,
 floats, nulls, error bodies. Generated ids and times are the only parts
 replaced before comparing (each side's ids map to names in order of first
-appearance). Runs when `AGL_STORE_URL` names a running `agl store`.
+appearance). `AGL_STORE_URL` names a fresh `agl store` started for this run.
 
 The steps cover every route on the paths where both stores answer the
 same; deliberate differences (a 4xx instead of upstream's 500 for an unknown
 id, `null` instead of its 500 for an unknown rollout) are asserted elsewhere.
+It runs against the memory backend: the HTTP layer is the same for all.
 """
 
 from __future__ import annotations
@@ -120,7 +121,11 @@ STEPS = [
     Step(
         "POST",
         "/v1/agl/queues/rollouts/enqueue",
-        {"rollouts": [{"input": {"q": 1.0, "big": 1e16, "small": 1e-7, "n": [1, "x", None]}, "mode": "train"}]},
+        {
+            "rollouts": [
+                {"input": {"q": 1.0, "big": 1e16, "small": 1e-7, "n": [1, "x", None]}, "mode": "train"}
+            ]
+        },
         capture={"r1": "0.rollout_id"},
     ),
     Step(
@@ -128,14 +133,22 @@ STEPS = [
         "/v1/agl/queues/rollouts/enqueue",
         {
             "rollouts": [
-                {"input": "two", "config": {"timeout_seconds": 30, "max_attempts": 2, "retry_condition": ["failed"]}},
+                {
+                    "input": "two",
+                    "config": {"timeout_seconds": 30, "max_attempts": 2, "retry_condition": ["failed"]},
+                },
                 {"input": None, "metadata": {"k": "v"}, "resources_id": "pinned"},
             ]
         },
         capture={"r2": "0.rollout_id", "r3": "1.rollout_id"},
     ),
     Step("POST", "/v1/agl/queues/rollouts/enqueue", {"rollouts": []}),
-    Step("POST", "/v1/agl/queues/rollouts/dequeue", {"worker_id": "DiffWorker-0"}, capture={"a1": "0.attempt.attempt_id"}),
+    Step(
+        "POST",
+        "/v1/agl/queues/rollouts/dequeue",
+        {"worker_id": "DiffWorker-0"},
+        capture={"a1": "0.attempt.attempt_id"},
+    ),
     Step("POST", "/v1/agl/queues/rollouts/dequeue", {"limit": 0, "worker_id": "DiffWorker-0"}),
     Step("POST", "/v1/agl/rollouts", {"input": [1, 2], "worker_id": "DiffWorker 1", "metadata": None}),
     Step("GET", "/v1/agl/rollouts/{r1}"),
@@ -144,9 +157,16 @@ STEPS = [
     Step(
         "POST",
         "/v1/agl/rollouts/search",
-        {"rollout_id_in": ["{r1}", "{r2}", "{r3}"], "status_in": ["queuing"], "sort_by": "start_time", "sort_order": "desc"},
+        {
+            "rollout_id_in": ["{r1}", "{r2}", "{r3}"],
+            "status_in": ["queuing"],
+            "sort_by": "start_time",
+            "sort_order": "desc",
+        },
     ),
-    Step("POST", "/v1/agl/rollouts/search", {"rollout_id_in": ["{r2}"], "status_in": [], "filter_logic": "or"}),
+    Step(
+        "POST", "/v1/agl/rollouts/search", {"rollout_id_in": ["{r2}"], "status_in": [], "filter_logic": "or"}
+    ),
     Step("POST", "/v1/agl/rollouts/search", {"rollout_id_in": ["{r1}", "{r2}"], "limit": 1, "offset": 1}),
     Step("GET", "/v1/agl/rollouts?rollout_id_in={r1}&rollout_id_in={r3}&status_in=preparing&mode_in=train"),
     Step("GET", "/v1/agl/rollouts?limit=0"),
@@ -176,16 +196,42 @@ STEPS = [
             "llm.call",
             trace_id="Opaque Trace",
             status={"status_code": "ERROR", "description": "boom", "extra_status": 1},
-            attributes={"i": 1, "f": 2.5, "s": "x", "b": True, "ints": [1, 2], "mixed": [1, 2.5], "bools": [True, 1]},
+            attributes={
+                "i": 1,
+                "f": 2.5,
+                "s": "x",
+                "b": True,
+                "ints": [1, 2],
+                "mixed": [1, 2.5],
+                "bools": [True, 1],
+            },
             events=[{"name": "ev", "attributes": {"k": "v"}, "timestamp": 1700000000.125, "ev_extra": [1]}],
             links=[
                 {
-                    "context": {"trace_id": "t", "span_id": "s", "is_remote": False, "trace_state": {"a": "1"}},
+                    "context": {
+                        "trace_id": "t",
+                        "span_id": "s",
+                        "is_remote": False,
+                        "trace_state": {"a": "1"},
+                    },
                     "attributes": {},
                 },
-                {"context": {"trace_id": "t2", "span_id": "s2", "is_remote": 1, "trace_state": {}, "cx": "y"}},
+                {
+                    "context": {
+                        "trace_id": "t2",
+                        "span_id": "s2",
+                        "is_remote": 1,
+                        "trace_state": {},
+                        "cx": "y",
+                    }
+                },
             ],
-            context={"trace_id": "Opaque Trace", "span_id": "s", "is_remote": False, "trace_state": {"k": "v"}},
+            context={
+                "trace_id": "Opaque Trace",
+                "span_id": "s",
+                "is_remote": False,
+                "trace_state": {"k": "v"},
+            },
             custom={"nested": [1, {"a": None}]},
         ),
     ),
@@ -195,9 +241,15 @@ STEPS = [
     Step("POST", "/v1/agl/spans", _span(7, "bad", attributes={"k": None, "j": [1, "a"]})),
     Step("GET", "/v1/agl/rollouts/{r1}"),
     Step("POST", "/v1/agl/spans/search", {"rollout_id": "{r1}"}),
-    Step("POST", "/v1/agl/spans/search", {"rollout_id": "{r1}", "attempt_id": "latest", "name_contains": "sec"}),
+    Step(
+        "POST", "/v1/agl/spans/search", {"rollout_id": "{r1}", "attempt_id": "latest", "name_contains": "sec"}
+    ),
     Step("POST", "/v1/agl/spans/search", {"rollout_id": "{r1}", "filter_logic": "or"}),
-    Step("POST", "/v1/agl/spans/search", {"rollout_id": "{r1}", "trace_id": "Opaque Trace", "name": "second", "filter_logic": "or"}),
+    Step(
+        "POST",
+        "/v1/agl/spans/search",
+        {"rollout_id": "{r1}", "trace_id": "Opaque Trace", "name": "second", "filter_logic": "or"},
+    ),
     Step("GET", "/v1/agl/spans?rollout_id={r1}&sort_by=sequence_id&sort_order=desc&limit=1"),
     Step("GET", "/v1/agl/spans?rollout_id={r1}&span_id_contains=0005&parent_id_contains=05&filter_logic=or"),
     Step("GET", "/v1/agl/spans"),
@@ -205,7 +257,12 @@ STEPS = [
     # Attempt results drive the rollout.
     Step("POST", "/v1/agl/rollouts/{r1}/attempts/latest", {"status": "succeeded"}),
     Step("GET", "/v1/agl/rollouts/{r1}"),
-    Step("POST", "/v1/agl/queues/rollouts/dequeue", {"worker_id": "DiffWorker-0"}, capture={"a2": "0.attempt.attempt_id"}),
+    Step(
+        "POST",
+        "/v1/agl/queues/rollouts/dequeue",
+        {"worker_id": "DiffWorker-0"},
+        capture={"a2": "0.attempt.attempt_id"},
+    ),
     Step("POST", "/v1/agl/rollouts/{r2}/attempts/{a2}", {"status": "failed"}),
     Step("GET", "/v1/agl/rollouts/{r2}"),
     Step("POST", "/v1/agl/rollouts/{r2}/attempts", None),
@@ -225,14 +282,20 @@ STEPS = [
         "/v1/agl/resources/diff-resources",
         {"p": {"resource_type": "prompt_template", "template": "t", "engine": "jinja"}},
     ),
-    Step("POST", "/v1/agl/resources/diff-resources", {"p": {"resource_type": "proxy_llm", "endpoint": "e", "model": "m"}}),
+    Step(
+        "POST",
+        "/v1/agl/resources/diff-resources",
+        {"p": {"resource_type": "proxy_llm", "endpoint": "e", "model": "m"}},
+    ),
     Step("GET", "/v1/agl/resources/{rs1}"),
     Step("GET", "/v1/agl/resources/latest"),
     Step("GET", "/v1/agl/resources/rs-unknown"),
     Step("GET", "/v1/agl/resources?resources_id_contains=diff-&sort_by=version&sort_order=desc"),
     Step("POST", "/v1/agl/queues/rollouts/enqueue", {"rollouts": [{"input": "after resources"}]}),
     # Workers.
-    Step("GET", "/v1/agl/workers?status_in=idle&status_in=busy&worker_id_contains=DiffWorker&sort_by=worker_id"),
+    Step(
+        "GET", "/v1/agl/workers?status_in=idle&status_in=busy&worker_id_contains=DiffWorker&sort_by=worker_id"
+    ),
     Step("POST", "/v1/agl/workers/search", {"worker_id_contains": "DiffWorker", "sort_by": "worker_id"}),
     Step("POST", "/v1/agl/workers/DiffWorker-9", None),
     Step("POST", "/v1/agl/workers/DiffWorker-9", {"heartbeat_stats": {"cpu": 0.25}}),
@@ -243,8 +306,14 @@ STEPS = [
     # Malformed requests and unknown routes.
     Step("POST", "/v1/agl/queues/rollouts/enqueue", {}),
     Step("POST", "/v1/agl/queues/rollouts/enqueue", {"rollouts": [1]}),
-    Step("POST", "/v1/agl/queues/rollouts/enqueue", {"rollouts": [{"input": 1, "mode": "bad", "metadata": [1]}]}),
-    Step("POST", "/v1/agl/queues/rollouts/enqueue", raw=b"{bad", headers={"Content-Type": "application/json"}),
+    Step(
+        "POST",
+        "/v1/agl/queues/rollouts/enqueue",
+        {"rollouts": [{"input": 1, "mode": "bad", "metadata": [1]}]},
+    ),
+    Step(
+        "POST", "/v1/agl/queues/rollouts/enqueue", raw=b"{bad", headers={"Content-Type": "application/json"}
+    ),
     Step("POST", "/v1/agl/queues/rollouts/enqueue", raw=b'{"rollouts": []}'),
     Step("POST", "/v1/agl/queues/rollouts/dequeue", [1]),
     Step("POST", "/v1/agl/rollouts/{r1}", None),
@@ -255,11 +324,11 @@ STEPS = [
 ]
 
 
-def test_answers_match_agl_store_byte_for_byte(store_url: str) -> None:
+def test_answers_match_agl_store_byte_for_byte(store_urls: dict[str, str]) -> None:
     upstream = os.environ.get("AGL_STORE_URL")
     if not upstream:
-        pytest.skip("AGL_STORE_URL is not set: the Rust test sets it for one backend")
+        pytest.fail("AGL_STORE_URL is not set: run these tests through `cargo test --test agl0`")
     theirs = _transcript(upstream.rstrip("/"), STEPS)
-    ours = _transcript(store_url, STEPS)
+    ours = _transcript(store_urls["memory"], STEPS)
     mismatches = [f"upstream: {t}\n    ours: {o}" for t, o in zip(theirs, ours, strict=True) if t != o]
     assert not mismatches, "\n".join(mismatches)

@@ -5,12 +5,10 @@ upstream's return values and errors (agentlightning 0.3.0 semantics)."""
 from __future__ import annotations
 
 import time
+import uuid
+from collections.abc import Sequence
 
 import pytest
-from aiohttp import ClientResponseError
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
-
 from agentlightning.store.base import UNSET
 from agentlightning.store.client_server import LightningStoreClient
 from agentlightning.types import (
@@ -22,6 +20,10 @@ from agentlightning.types import (
     RolloutConfig,
     Span,
 )
+from aiohttp import ClientResponseError
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
 from helpers import drain, drive, make_span
 
 
@@ -61,7 +63,10 @@ def test_rollouts_queue_and_attempts(store_url: str) -> None:
         assert isinstance(first, Rollout) and not isinstance(first, AttemptedRollout)
         assert (first.status, first.metadata, first.end_time) == ("queuing", {"k": "v"}, None)
         more = await c.enqueue_many_rollouts(
-            [EnqueueRolloutRequest(input=2), EnqueueRolloutRequest(input=3, mode="val", resources_id="pinned")]
+            [
+                EnqueueRolloutRequest(input=2),
+                EnqueueRolloutRequest(input=3, mode="val", resources_id="pinned"),
+            ]
         )
         assert [r.input for r in more] == [2, 3]
         assert more[1].resources_id == "pinned"
@@ -198,9 +203,13 @@ def test_queries_filter_sort_and_paginate(store_url: str) -> None:
         assert [r.rollout_id for r in queued] == ids[1:]
         # Deprecated parameter names still work.
         assert len(await c.query_rollouts(rollout_ids=ids, status=["preparing"])) == 1
-        either = await c.query_rollouts(status_in=["preparing"], rollout_id_contains=ids[3], filter_logic="or")
+        either = await c.query_rollouts(
+            status_in=["preparing"], rollout_id_contains=ids[3], filter_logic="or"
+        )
         assert {ids[0], ids[3]} <= {r.rollout_id for r in either}
-        page = await c.query_rollouts(rollout_id_in=ids, sort_by="rollout_id", sort_order="desc", limit=2, offset=1)
+        page = await c.query_rollouts(
+            rollout_id_in=ids, sort_by="rollout_id", sort_order="desc", limit=2, offset=1
+        )
         assert [r.rollout_id for r in page] == sorted(ids, reverse=True)[1:3]
         assert (page.limit, page.offset, page.total) == (2, 1, 4)
         assert (await c.query_rollouts(rollout_id_in=[])).total == 0  # an empty list matches nothing
@@ -250,8 +259,8 @@ class _Collect(SpanExporter):
     def __init__(self) -> None:
         self.spans: list[ReadableSpan] = []
 
-    def export(self, spans: object) -> SpanExportResult:
-        self.spans.extend(spans)  # type: ignore[call-overload]
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans.extend(spans)
         return SpanExportResult.SUCCESS
 
 
@@ -278,7 +287,8 @@ def test_spans_sequence_ids_heartbeats_and_queries(store_url: str) -> None:
         other = await c.start_rollout(input="other")
         pairs = [(rid, aid), (other.rollout_id, other.attempt.attempt_id), (rid, aid), (rid, aid)]
         assert await c.get_many_span_sequence_ids(pairs) == [1, 1, 2, 3]
-        assert await c.get_next_span_sequence_id("ro-nowhere", "at-nowhere") == 1
+        nowhere = f"ro-nowhere-{uuid.uuid4().hex}"
+        assert await c.get_next_span_sequence_id(nowhere, "at-nowhere") == 1
 
         first = make_span(rid, aid, 10, "llm.call", custom_field={"kept": [1, 2]})
         stored = await c.add_span(first)
@@ -321,7 +331,9 @@ def test_waits_workers_and_statistics(store_url: str) -> None:
         done = await c.start_rollout(input="w1")
         pending = await c.start_rollout(input="w2")
         await c.update_attempt(done.rollout_id, "latest", status="succeeded")
-        waited = await c.wait_for_rollouts(rollout_ids=[done.rollout_id, pending.rollout_id, "ro-x"], timeout=0.05)
+        waited = await c.wait_for_rollouts(
+            rollout_ids=[done.rollout_id, pending.rollout_id, "ro-x"], timeout=0.05
+        )
         assert [r.rollout_id for r in waited] == [done.rollout_id]
         assert not isinstance(waited[0], AttemptedRollout)
         assert await c.wait_for_rollouts(rollout_ids=[pending.rollout_id], timeout=0.0) == []

@@ -92,6 +92,15 @@ impl HttpClient {
         }
     }
 
+    /// Sends a GET and returns its status, `None` when the connection fails.
+    pub async fn try_get(&self, path: &str) -> Option<u16> {
+        let request = http::Request::get(format!("{}{path}", self.base))
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let response = self.client.request(request).await.ok()?;
+        Some(response.status().as_u16())
+    }
+
     /// Sends a GET.
     pub async fn get(&self, path: &str) -> HttpResponse {
         self.request("GET", path, &[], Bytes::new()).await
