@@ -62,6 +62,9 @@ pub struct ServerConfig {
     /// How often the backend is probed; the health status is NOT_SERVING
     /// while the probe fails (and while the server drains).
     pub health_check_interval: Duration,
+    /// Browser origins allowed to call the HTTP routes (`*`: any); empty
+    /// sends no CORS headers.
+    pub cors_origins: Vec<String>,
 }
 
 /// An already-bound listener for the metrics endpoint, shareable so that
@@ -92,6 +95,7 @@ impl Default for ServerConfig {
             metrics_listener: None,
             metrics: Metrics::new(),
             health_check_interval: Duration::from_secs(5),
+            cors_origins: Vec::new(),
         }
     }
 }
@@ -213,11 +217,14 @@ pub async fn serve(
         .add_service(trace_service)
         .into_axum_router()
         .reset_fallback();
-    let http = crate::http::routes(crate::http::HttpContext {
+    let mut http = crate::http::routes(crate::http::HttpContext {
         engine: engine.clone(),
         trace_ingest,
         max_body_bytes: config.max_message_bytes,
     });
+    if let Some(cors) = crate::http::cors(&config.cors_origins)? {
+        http = http.layer(cors);
+    }
     let routes = grpc.merge(http).fallback(crate::http::not_found);
     let server = tonic::transport::Server::builder()
         // HTTP/1.1 beside HTTP/2: agent-lightning's clients speak HTTP/1.1.

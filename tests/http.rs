@@ -322,3 +322,51 @@ async fn grpc_and_http_under_concurrent_load_share_the_port_without_cross_talk()
     );
     std::sync::Arc::into_inner(server).unwrap().stop().await;
 }
+
+#[tokio::test]
+async fn cors_lets_the_dashboard_origin_read_the_api() {
+    let config = ServerConfig {
+        cors_origins: vec!["http://dashboard.local:5173".into()],
+        ..ServerConfig::default()
+    };
+    let server = TestServer::start_with(Backend::Memory, config).await;
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let preflight = http
+        .request(
+            "OPTIONS",
+            "/v1/agl/rollouts",
+            &[
+                ("origin", "http://dashboard.local:5173"),
+                ("access-control-request-method", "GET"),
+            ],
+            "",
+        )
+        .await;
+    assert_eq!(
+        preflight.headers["access-control-allow-origin"],
+        "http://dashboard.local:5173"
+    );
+    let read = http
+        .request(
+            "GET",
+            "/v1/agl/rollouts?limit=5",
+            &[("origin", "http://dashboard.local:5173")],
+            "",
+        )
+        .await;
+    assert_eq!(read.status, 200);
+    assert_eq!(
+        read.headers["access-control-allow-origin"],
+        "http://dashboard.local:5173"
+    );
+    let other = http
+        .request(
+            "GET",
+            "/v1/agl/rollouts",
+            &[("origin", "http://elsewhere")],
+            "",
+        )
+        .await;
+    assert!(!other.headers.contains_key("access-control-allow-origin"));
+    server.stop().await;
+}

@@ -1,6 +1,7 @@
-//! `bench ingest`: span ingest through the store API (AddSpans) and OTLP
-//! (TraceService/Export) into running attempts, with the server's memory
-//! growth per stored span when the benchmark started the server.
+//! `bench ingest`: span ingest through the store API (AddSpans), OTLP/gRPC
+//! (TraceService/Export) and OTLP/HTTP (`POST /v1/traces`, protobuf) into
+//! running attempts, with the server's memory growth per stored span when
+//! the benchmark started the server.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -9,6 +10,7 @@ use serde_json::json;
 use tonic::Status;
 
 use super::driver::{TaskContext, run_tasks};
+use super::otlp_http::OtlpHttpClient;
 use super::payload::{OtlpBatch, SpanIds, StoreBatch, StoreSpan};
 use super::report::{Memory, Report, Row, RowSpec};
 use super::stats::{Recorder, status_text};
@@ -29,7 +31,9 @@ pub enum Protocol {
     Store,
     /// opentelemetry.proto.collector.trace.v1.TraceService/Export.
     Otlp,
-    /// Both, one after the other.
+    /// OTLP/HTTP: `POST /v1/traces` with a protobuf body.
+    Http,
+    /// AddSpans and OTLP/gRPC, one after the other.
     Both,
 }
 
@@ -78,6 +82,7 @@ pub async fn run(target: &mut Target, args: IngestArgs, progress: bool) -> Bench
         Protocol::Both => &[Protocol::Store, Protocol::Otlp],
         Protocol::Store => &[Protocol::Store],
         Protocol::Otlp => &[Protocol::Otlp],
+        Protocol::Http => &[Protocol::Http],
     };
     for &protocol in protocols {
         for &clients in &levels {
@@ -85,7 +90,8 @@ pub async fn run(target: &mut Target, args: IngestArgs, progress: bool) -> Bench
             let attempts = running_attempts(&pool, args.attempts, &span).await?;
             let name = match protocol {
                 Protocol::Store => "ingest AddSpans",
-                _ => "ingest OTLP Export",
+                Protocol::Http => "ingest OTLP/HTTP",
+                Protocol::Otlp | Protocol::Both => "ingest OTLP Export",
             };
             let label = format!("{name} c={clients}");
             let rss_before = target.rss_bytes();
@@ -99,6 +105,10 @@ pub async fn run(target: &mut Target, args: IngestArgs, progress: bool) -> Bench
                         OtlpBatch::new(rollout_id, attempt_id, args.batch, args.spans.span_bytes)
                             .map(Request::Otlp)
                     }
+                    Protocol::Http => {
+                        OtlpBatch::new(rollout_id, attempt_id, args.batch, args.spans.span_bytes)
+                            .map(Request::Http)
+                    }
                 };
                 requests.push(Arc::new(request.ok_or_else(|| {
                     BenchError::new("cannot locate the span ids in the request template")
@@ -107,7 +117,8 @@ pub async fn run(target: &mut Target, args: IngestArgs, progress: bool) -> Bench
             let measured = run_tasks(&label, clients, limits, progress, |ctx| {
                 let request = requests[ctx.index % requests.len()].clone();
                 let client = pool.lean(ctx.index);
-                ingest_task(ctx, client, request, args.batch)
+                let exporter = OtlpHttpClient::new(target.url());
+                ingest_task(ctx, client, exporter, request, args.batch)
             })
             .await?;
             let mut row = Row::new(
@@ -140,6 +151,8 @@ pub async fn run(target: &mut Target, args: IngestArgs, progress: bool) -> Bench
 enum Request {
     Store(StoreBatch),
     Otlp(OtlpBatch),
+    /// The OTLP Export request posted over HTTP.
+    Http(OtlpBatch),
 }
 
 /// Creates `count` attempts and makes them running with one span each;
@@ -177,6 +190,7 @@ async fn stored_spans(pool: &Pool) -> BenchResult<u64> {
 async fn ingest_task(
     ctx: TaskContext,
     mut client: LeanClient,
+    exporter: Result<OtlpHttpClient, String>,
     request: Arc<Request>,
     batch: usize,
 ) -> Recorder {
@@ -205,6 +219,13 @@ async fn ingest_task(
                     ))),
                     _ => Ok(()),
                 }),
+            Request::Http(spans) => match &exporter {
+                Ok(exporter) => exporter
+                    .export(spans.request(&mut ids))
+                    .await
+                    .map_err(Status::unavailable),
+                Err(error) => Err(Status::invalid_argument(error.clone())),
+            },
         };
         match result {
             Ok(()) => recorder.success(start.elapsed(), 1, batch as u64),

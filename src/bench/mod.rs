@@ -17,6 +17,7 @@ mod fanout;
 mod ingest;
 mod lifecycle;
 mod noop;
+mod otlp_http;
 mod payload;
 mod progress;
 mod query;
@@ -102,8 +103,8 @@ pub enum Scenario {
     /// (10 spans in one call), UpdateAttempt(succeeded); with --batch N the
     /// batch RPCs and N UpdateAttempt calls.
     Lifecycle(lifecycle::LifecycleArgs),
-    /// Span ingest through AddSpans and OTLP TraceService/Export, N spans per
-    /// request, into running attempts.
+    /// Span ingest through AddSpans, OTLP/gRPC TraceService/Export and
+    /// OTLP/HTTP `POST /v1/traces`, N spans per request, into running attempts.
     Ingest(ingest::IngestArgs),
     /// Enqueue-to-claim latency for idle workers parked in a waiting
     /// DequeueRollout or holding a worker session.

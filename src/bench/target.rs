@@ -109,6 +109,11 @@ impl Target {
         Ok(target)
     }
 
+    /// Returns the URL of the server (gRPC and HTTP share it).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
     /// Describes the server for the report: its URL, and the command when
     /// the benchmark started it.
     pub fn description(&self) -> String {

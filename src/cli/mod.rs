@@ -186,6 +186,11 @@ pub struct ServeArgs {
         default_value_t = 5000
     )]
     pub health_check_interval_ms: u64,
+    /// Browser origins allowed to call the HTTP API (CORS), for example the
+    /// origin serving agent-lightning's dashboard; `*` allows any. Repeat
+    /// the option (or separate origins with commas) for several.
+    #[arg(long, env = "LIGHTNING_STORE_CORS_ORIGIN", value_delimiter = ',')]
+    pub cors_origin: Vec<String>,
     /// Address of the Prometheus metrics endpoint (`GET /metrics`), for
     /// example `0.0.0.0:9464`; no metrics are served when unset.
     #[arg(long, env = "LIGHTNING_STORE_METRICS_LISTEN")]
@@ -313,6 +318,7 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
         metrics_listener,
         metrics,
         health_check_interval: Duration::from_millis(args.health_check_interval_ms.max(1)),
+        cors_origins: args.cors_origin,
     };
     tracing::info!(backend = ?args.store, "store opened");
     server::serve(listener, engine, config, shutdown_signal()).await

@@ -58,6 +58,35 @@ pub fn routes(context: HttpContext) -> Router {
         .with_state(context)
 }
 
+/// Returns the CORS layer of the HTTP routes for `origins` (`*`: any; the
+/// request's origin is echoed, credentials allowed, as upstream's
+/// `--cors-origin` does); `None` when no origin is allowed.
+pub fn cors(origins: &[String]) -> Result<Option<tower_http::cors::CorsLayer>, String> {
+    use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
+    if origins.is_empty() {
+        return Ok(None);
+    }
+    let allow_origin = if origins.iter().any(|o| o.trim() == "*") {
+        AllowOrigin::mirror_request()
+    } else {
+        let list = origins
+            .iter()
+            .map(|o| {
+                http::HeaderValue::from_str(o.trim())
+                    .map_err(|_| format!("invalid CORS origin {o:?}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        AllowOrigin::list(list)
+    };
+    Ok(Some(
+        CorsLayer::new()
+            .allow_origin(allow_origin)
+            .allow_methods(AllowMethods::mirror_request())
+            .allow_headers(AllowHeaders::mirror_request())
+            .allow_credentials(true),
+    ))
+}
+
 /// Answers a request that matched no route: a gRPC call gets gRPC's
 /// UNIMPLEMENTED, anything else FastAPI's 404 `{"detail":"Not Found"}`.
 pub async fn not_found(request: Request) -> Response {
