@@ -13,7 +13,7 @@ use crate::core::model::{
 use crate::core::query::{FilterLogic, Page};
 
 /// The names of `RolloutMode`.
-pub const MODES: &[&str] = &["train", "val", "test"];
+const MODES: &[&str] = &["train", "val", "test"];
 const ROLLOUT_STATUSES: &[&str] = &[
     "queuing",
     "preparing",
