@@ -124,15 +124,18 @@ async fn a_size_limit_evicts_finished_rollouts_in_the_order_they_finished() {
 
 #[tokio::test]
 async fn an_age_limit_evicts_only_rollouts_finished_long_enough_ago() {
+    // Generous against a loaded machine: `recent` must be created, finished
+    // and judged within the age limit (no injected clock yet).
+    let max_age = Duration::from_secs(2);
     let server = server_with(RetentionPolicy {
-        max_age: Some(Duration::from_millis(300)),
+        max_age: Some(max_age),
         max_bytes: None,
     })
     .await;
     let mut c = server.client().await;
     let old = rollout_with_spans(&mut c).await;
     finish(&mut c, &old.0, &old.1).await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(max_age + Duration::from_millis(100)).await;
     let recent = rollout_with_spans(&mut c).await;
     finish(&mut c, &recent.0, &recent.1).await;
     let running = rollout_with_spans(&mut c).await;

@@ -60,7 +60,7 @@ impl Engine {
                     let created_at = Timestamp::now().max(tx.now);
                     let rollout = new_rollout(spec, latest.clone(), created_at);
                     tx.save_rollout(&rollout, None);
-                    tx.enqueue(&rollout.rollout_id);
+                    tx.enqueue_since(&rollout.rollout_id, created_at);
                     tx.record(Change::RolloutCreated {
                         rollout_id: rollout.rollout_id.clone(),
                         status: rollout.status,

@@ -188,9 +188,15 @@ impl<'a> Tx<'a> {
         }
     }
 
-    /// Buffers a rollout's entry at the queue's tail.
+    /// Buffers a rollout's entry at the queue's tail, queued since now.
     pub fn enqueue(&mut self, rollout_id: &str) {
-        self.writes.enqueue(rollout_id, self.now);
+        self.enqueue_since(rollout_id, self.now);
+    }
+
+    /// Buffers a rollout's entry at the queue's tail, queued since `since`
+    /// (a batch's rollouts each keep their own creation time).
+    pub fn enqueue_since(&mut self, rollout_id: &str, since: Timestamp) {
+        self.writes.enqueue(rollout_id, since);
         self.changes.enqueued = true;
     }
 
