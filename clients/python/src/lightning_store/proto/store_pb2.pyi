@@ -279,18 +279,40 @@ class GetSpanSequenceIdsResponse(_message.Message):
     def __init__(self, sequence_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class QueryRolloutsRequest(_message.Message):
-    __slots__ = ("status_in", "rollout_id_in", "rollout_id_contains", "filter_logic", "page")
+    __slots__ = ("status_in", "rollout_id_in", "rollout_id_contains", "filter_logic", "page", "status_in_list", "rollout_id_in_list")
     STATUS_IN_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_ID_IN_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_ID_CONTAINS_FIELD_NUMBER: _ClassVar[int]
     FILTER_LOGIC_FIELD_NUMBER: _ClassVar[int]
     PAGE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_IN_LIST_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_ID_IN_LIST_FIELD_NUMBER: _ClassVar[int]
     status_in: _containers.RepeatedScalarFieldContainer[_types_pb2.RolloutStatus]
     rollout_id_in: _containers.RepeatedScalarFieldContainer[str]
     rollout_id_contains: str
     filter_logic: FilterLogic
     page: PageRequest
-    def __init__(self, status_in: _Optional[_Iterable[_Union[_types_pb2.RolloutStatus, str]]] = ..., rollout_id_in: _Optional[_Iterable[str]] = ..., rollout_id_contains: _Optional[str] = ..., filter_logic: _Optional[_Union[FilterLogic, str]] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ...) -> None: ...
+    status_in_list: RolloutStatusList
+    rollout_id_in_list: StringList
+    def __init__(self, status_in: _Optional[_Iterable[_Union[_types_pb2.RolloutStatus, str]]] = ..., rollout_id_in: _Optional[_Iterable[str]] = ..., rollout_id_contains: _Optional[str] = ..., filter_logic: _Optional[_Union[FilterLogic, str]] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ..., status_in_list: _Optional[_Union[RolloutStatusList, _Mapping]] = ..., rollout_id_in_list: _Optional[_Union[StringList, _Mapping]] = ...) -> None: ...
+
+class RolloutStatusList(_message.Message):
+    __slots__ = ("values",)
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[_types_pb2.RolloutStatus]
+    def __init__(self, values: _Optional[_Iterable[_Union[_types_pb2.RolloutStatus, str]]] = ...) -> None: ...
+
+class WorkerStatusList(_message.Message):
+    __slots__ = ("values",)
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[_types_pb2.WorkerStatus]
+    def __init__(self, values: _Optional[_Iterable[_Union[_types_pb2.WorkerStatus, str]]] = ...) -> None: ...
+
+class StringList(_message.Message):
+    __slots__ = ("values",)
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, values: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class QueryRolloutsResponse(_message.Message):
     __slots__ = ("items", "limit", "offset", "total")
@@ -523,16 +545,18 @@ class QueryResourcesResponse(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[_types_pb2.ResourcesUpdate, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class QueryWorkersRequest(_message.Message):
-    __slots__ = ("status_in", "worker_id_contains", "filter_logic", "page")
+    __slots__ = ("status_in", "worker_id_contains", "filter_logic", "page", "status_in_list")
     STATUS_IN_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_CONTAINS_FIELD_NUMBER: _ClassVar[int]
     FILTER_LOGIC_FIELD_NUMBER: _ClassVar[int]
     PAGE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_IN_LIST_FIELD_NUMBER: _ClassVar[int]
     status_in: _containers.RepeatedScalarFieldContainer[_types_pb2.WorkerStatus]
     worker_id_contains: str
     filter_logic: FilterLogic
     page: PageRequest
-    def __init__(self, status_in: _Optional[_Iterable[_Union[_types_pb2.WorkerStatus, str]]] = ..., worker_id_contains: _Optional[str] = ..., filter_logic: _Optional[_Union[FilterLogic, str]] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ...) -> None: ...
+    status_in_list: WorkerStatusList
+    def __init__(self, status_in: _Optional[_Iterable[_Union[_types_pb2.WorkerStatus, str]]] = ..., worker_id_contains: _Optional[str] = ..., filter_logic: _Optional[_Union[FilterLogic, str]] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ..., status_in_list: _Optional[_Union[WorkerStatusList, _Mapping]] = ...) -> None: ...
 
 class QueryWorkersResponse(_message.Message):
     __slots__ = ("items", "limit", "offset", "total")

@@ -8,7 +8,8 @@ dequeue rollouts, report spans and complete attempts.
 Errors use standard gRPC status codes with agent-lightning's message text:
 * NOT_FOUND: an unknown rollout, attempt, resources snapshot or worker id
   (for example "Rollout ro-0123456789ab not found").
-* INVALID_ARGUMENT: malformed input (an empty or malformed id, invalid JSON
+* INVALID_ARGUMENT: malformed input (an empty id, an id with control
+  characters or over 256 bytes, invalid JSON
   text, an unknown enum value, a negative limit, an unknown `sort_by` field,
   a payload over the size limit). Nothing is written.
 * FAILED_PRECONDITION: the request is well-formed but the store's state

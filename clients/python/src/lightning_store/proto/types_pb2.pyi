@@ -246,42 +246,62 @@ class KeyValue(_message.Message):
     def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[AttributeValue, _Mapping]] = ...) -> None: ...
 
 class SpanStatus(_message.Message):
-    __slots__ = ("code", "description")
+    __slots__ = ("code", "description", "extra_json")
     CODE_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_JSON_FIELD_NUMBER: _ClassVar[int]
     code: SpanStatusCode
     description: str
-    def __init__(self, code: _Optional[_Union[SpanStatusCode, str]] = ..., description: _Optional[str] = ...) -> None: ...
+    extra_json: str
+    def __init__(self, code: _Optional[_Union[SpanStatusCode, str]] = ..., description: _Optional[str] = ..., extra_json: _Optional[str] = ...) -> None: ...
+
+class TraceStateEntry(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: str
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class SpanContext(_message.Message):
-    __slots__ = ("trace_id", "span_id", "is_remote", "trace_state")
+    __slots__ = ("trace_id", "span_id", "is_remote", "trace_state", "trace_state_entries", "extra_json")
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     SPAN_ID_FIELD_NUMBER: _ClassVar[int]
     IS_REMOTE_FIELD_NUMBER: _ClassVar[int]
     TRACE_STATE_FIELD_NUMBER: _ClassVar[int]
+    TRACE_STATE_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_JSON_FIELD_NUMBER: _ClassVar[int]
     trace_id: str
     span_id: str
     is_remote: bool
     trace_state: str
-    def __init__(self, trace_id: _Optional[str] = ..., span_id: _Optional[str] = ..., is_remote: _Optional[bool] = ..., trace_state: _Optional[str] = ...) -> None: ...
+    trace_state_entries: _containers.RepeatedCompositeFieldContainer[TraceStateEntry]
+    extra_json: str
+    def __init__(self, trace_id: _Optional[str] = ..., span_id: _Optional[str] = ..., is_remote: _Optional[bool] = ..., trace_state: _Optional[str] = ..., trace_state_entries: _Optional[_Iterable[_Union[TraceStateEntry, _Mapping]]] = ..., extra_json: _Optional[str] = ...) -> None: ...
 
 class SpanEvent(_message.Message):
-    __slots__ = ("name", "attributes", "time")
+    __slots__ = ("name", "attributes", "time", "extra_json")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_JSON_FIELD_NUMBER: _ClassVar[int]
     name: str
     attributes: _containers.RepeatedCompositeFieldContainer[KeyValue]
     time: _timestamp_pb2.Timestamp
-    def __init__(self, name: _Optional[str] = ..., attributes: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    extra_json: str
+    def __init__(self, name: _Optional[str] = ..., attributes: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., extra_json: _Optional[str] = ...) -> None: ...
 
 class SpanLink(_message.Message):
-    __slots__ = ("context", "attributes")
+    __slots__ = ("context", "attributes", "has_attributes", "extra_json")
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    HAS_ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_JSON_FIELD_NUMBER: _ClassVar[int]
     context: SpanContext
     attributes: _containers.RepeatedCompositeFieldContainer[KeyValue]
-    def __init__(self, context: _Optional[_Union[SpanContext, _Mapping]] = ..., attributes: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ...) -> None: ...
+    has_attributes: bool
+    extra_json: str
+    def __init__(self, context: _Optional[_Union[SpanContext, _Mapping]] = ..., attributes: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., has_attributes: _Optional[bool] = ..., extra_json: _Optional[str] = ...) -> None: ...
 
 class SpanResource(_message.Message):
     __slots__ = ("attributes", "schema_url")
@@ -302,7 +322,7 @@ class InstrumentationScope(_message.Message):
     def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., attributes: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ...) -> None: ...
 
 class Span(_message.Message):
-    __slots__ = ("rollout_id", "attempt_id", "sequence_id", "trace_id", "span_id", "parent_id", "name", "status", "attributes", "events", "links", "start_time", "end_time", "context", "parent", "resource", "kind", "scope")
+    __slots__ = ("rollout_id", "attempt_id", "sequence_id", "trace_id", "span_id", "parent_id", "name", "status", "attributes", "events", "links", "start_time", "end_time", "context", "parent", "resource", "kind", "scope", "extra_json")
     ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -321,6 +341,7 @@ class Span(_message.Message):
     RESOURCE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_JSON_FIELD_NUMBER: _ClassVar[int]
     rollout_id: str
     attempt_id: str
     sequence_id: int
@@ -339,7 +360,8 @@ class Span(_message.Message):
     resource: SpanResource
     kind: SpanKind
     scope: InstrumentationScope
-    def __init__(self, rollout_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., sequence_id: _Optional[int] = ..., trace_id: _Optional[str] = ..., span_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[_Union[SpanStatus, _Mapping]] = ..., attributes: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[SpanEvent, _Mapping]]] = ..., links: _Optional[_Iterable[_Union[SpanLink, _Mapping]]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., context: _Optional[_Union[SpanContext, _Mapping]] = ..., parent: _Optional[_Union[SpanContext, _Mapping]] = ..., resource: _Optional[_Union[SpanResource, _Mapping]] = ..., kind: _Optional[_Union[SpanKind, str]] = ..., scope: _Optional[_Union[InstrumentationScope, _Mapping]] = ...) -> None: ...
+    extra_json: str
+    def __init__(self, rollout_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., sequence_id: _Optional[int] = ..., trace_id: _Optional[str] = ..., span_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[_Union[SpanStatus, _Mapping]] = ..., attributes: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[SpanEvent, _Mapping]]] = ..., links: _Optional[_Iterable[_Union[SpanLink, _Mapping]]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., context: _Optional[_Union[SpanContext, _Mapping]] = ..., parent: _Optional[_Union[SpanContext, _Mapping]] = ..., resource: _Optional[_Union[SpanResource, _Mapping]] = ..., kind: _Optional[_Union[SpanKind, str]] = ..., scope: _Optional[_Union[InstrumentationScope, _Mapping]] = ..., extra_json: _Optional[str] = ...) -> None: ...
 
 class Event(_message.Message):
     __slots__ = ("seq", "time", "kind", "rollout_id", "attempt_id", "worker_id", "resources_id", "rollout_status", "attempt_status", "worker_status", "attempt_sequence_id", "span_count", "resources_version")
