@@ -58,7 +58,7 @@ class Server:
                 fields = json.loads(line).get("fields", {})
             except ValueError:
                 continue
-            if fields.get("message") == "serving gRPC":
+            if fields.get("message") == "serving gRPC and HTTP":
                 self.address = fields["local_addr"]
                 serving.set()
         serving.set()  # the process exited: start() reports the log
