@@ -175,6 +175,39 @@ def test_queries_filter_sort_and_page(client: Client) -> None:
     assert isinstance(bad_sort.value, ValueError)
 
 
+def test_explicit_empty_lists_match_nothing_and_limit_zero_counts(client: Client) -> None:
+    ids = [client.enqueue_rollout(i).rollout_id for i in range(3)]
+    client.update_worker("Worker-1")
+    # None is no condition; an empty list is a condition nothing meets, with AND and with OR
+    assert client.query_rollouts(status_in=None).total == 3
+    assert (client.query_rollouts(status_in=[]).total, client.query_rollouts(rollout_id_in=[]).total) == (0, 0)
+    assert client.query_rollouts(status_in=[], filter_logic="or").total == 0
+    either = client.query_rollouts(status_in=[], rollout_id_in=[ids[1]], filter_logic="or")
+    assert [r.rollout_id for r in either] == [ids[1]]
+    assert client.query_rollouts(filter_logic="or").total == 3  # OR without conditions: everything
+    assert (client.query_workers(status_in=[]).total, client.query_workers(status_in=None).total) == (0, 1)
+    assert client.query_workers(status_in=[], worker_id_contains="-1", filter_logic="or").total == 1
+    # limit=0: no items, the total (the server answers it; the page says limit 0)
+    counted = client.query_rollouts(limit=0, offset=1)
+    assert (counted.items, counted.limit, counted.offset, counted.total) == ([], 0, 1, 3)
+    assert (len(client.query_workers(limit=0)), client.query_workers(limit=0).total) == (0, 1)
+
+
+def test_span_ids_are_opaque_and_worker_ids_may_be_empty(client: Client) -> None:
+    client.enqueue_rollout(None)
+    rollout = client.dequeue_rollout(worker_id="")
+    assert rollout is not None and rollout.attempt.HasField("worker_id") and rollout.attempt.worker_id == ""
+    opaque = span(rollout, "Span 1 (ABC)")
+    opaque.trace_id = "Trace/UPPER case"
+    opaque.parent_id = "PARENT"
+    assert client.add_span(opaque) is not None
+    stored = client.query_spans(rollout.rollout_id, span_id="Span 1 (ABC)")
+    assert [(s.trace_id, s.span_id, s.parent_id) for s in stored] == [("Trace/UPPER case", "Span 1 (ABC)", "PARENT")]
+    assert client.query_spans(rollout.rollout_id, trace_id="trace/upper case").total == 0  # matched verbatim
+    attempt = client.update_attempt(rollout.rollout_id, worker_id="")
+    assert attempt.worker_id == ""
+
+
 def test_resources_and_workers(client: Client) -> None:
     llm = {"main": {"resource_type": "llm", "endpoint": "http://127.0.0.1:1/v1", "model": "m"}}
     added = client.add_resources(llm)

@@ -11,6 +11,11 @@ Results are the generated protobuf messages (`lightning_store.proto.types_pb2`:
 text in their `*_json` fields (`json.loads(rollout.input_json)`), statuses are
 enums (`lightning_store.values.ROLLOUT_STATUS.name(rollout.status)` gives
 `"succeeded"`).
+
+Queries return a `Page`. Their `limit` is None for every match, or a count;
+`limit=0` answers no items and the total. A filter list (`status_in`,
+`rollout_id_in`) left at None is no condition, while an empty list is a
+condition nothing meets, as agent-lightning's store reads them.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ from lightning_store.values import (
 
 R = TypeVar("R")
 T = TypeVar("T")
+L = TypeVar("L", bound=Message)
+V = TypeVar("V")
 
 LATEST = "latest"
 """Stands for the latest attempt of a rollout where an attempt id is expected."""
@@ -71,7 +78,7 @@ class Page(Generic[T]):
 
     items: list[T] = field(default_factory=list)
     limit: int = -1
-    """The limit applied; -1 for none."""
+    """The limit applied; -1 for none, 0 when only the total was asked for."""
     offset: int = 0
     total: int = 0
     """Matches before pagination."""
@@ -98,6 +105,11 @@ def _page(sort_by: str | None, sort_order: SortOrderName, limit: int | None, off
     if sort_order not in ("asc", "desc"):
         raise ValueError(f"sort_order must be 'asc' or 'desc', got {sort_order!r}")
     return pb.PageRequest(sort_by=sort_by, sort_order=f"SORT_ORDER_{sort_order.upper()}", limit=limit, offset=offset)
+
+
+def _list(message: Callable[..., L], values: Iterable[V] | None, convert: Callable[[V], Any]) -> L | None:
+    """Returns an explicit filter list (None: no condition; empty: a condition nothing meets)."""
+    return None if values is None else message(values=[convert(v) for v in values])
 
 
 def _logic(filter_logic: FilterLogicName) -> str:
@@ -238,10 +250,15 @@ def query_rollouts(
     limit: int | None = None,
     offset: int = 0,
 ) -> Call[Page[types.Rollout]]:
-    """Lists rollouts, each with its latest attempt; empty filter lists mean "no filter"."""
+    """Lists rollouts, each with its latest attempt.
+
+    A filter list left at None is no condition; an empty list is a condition
+    no rollout meets (agent-lightning's `status_in=[]`). `limit=0` answers the
+    total only.
+    """
     request = pb.QueryRolloutsRequest(
-        status_in=[ROLLOUT_STATUS.value(s) for s in status_in or ()],
-        rollout_id_in=list(rollout_id_in or ()),
+        status_in_list=_list(pb.RolloutStatusList, status_in, ROLLOUT_STATUS.value),
+        rollout_id_in_list=_list(pb.StringList, rollout_id_in, str),
         filter_logic=_logic(filter_logic),
         rollout_id_contains=rollout_id_contains,
         page=_page(sort_by, sort_order, limit, offset),
@@ -424,9 +441,9 @@ def query_workers(
     limit: int | None = None,
     offset: int = 0,
 ) -> Call[Page[types.Worker]]:
-    """Lists workers; an empty status list means "no filter"."""
+    """Lists workers; `status_in=None` is no condition, an empty list one no worker meets."""
     request = pb.QueryWorkersRequest(
-        status_in=[WORKER_STATUS.value(s) for s in status_in or ()],
+        status_in_list=_list(pb.WorkerStatusList, status_in, WORKER_STATUS.value),
         filter_logic=_logic(filter_logic),
         worker_id_contains=worker_id_contains,
         page=_page(sort_by, sort_order, limit, offset),
