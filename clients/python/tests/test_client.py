@@ -196,7 +196,9 @@ def test_explicit_empty_lists_match_nothing_and_limit_zero_counts(client: Client
 def test_span_ids_are_opaque_and_worker_ids_may_be_empty(client: Client) -> None:
     client.enqueue_rollout(None)
     rollout = client.dequeue_rollout(worker_id="")
-    assert rollout is not None and rollout.attempt.HasField("worker_id") and rollout.attempt.worker_id == ""
+    assert rollout is not None
+    assert rollout.attempt.HasField("worker_id")
+    assert rollout.attempt.worker_id == ""
     opaque = span(rollout, "Span 1 (ABC)")
     opaque.trace_id = "Trace/UPPER case"
     opaque.parent_id = "PARENT"

@@ -126,6 +126,11 @@ class ConnectionOptions:
         return self.address
 
     @property
+    def http_url(self) -> str:
+        """Returns the server's HTTP base URL (`http(s)://host:port`), where its HTTP routes and OTLP/HTTP listen."""
+        return f"{'https' if self.uses_tls else 'http'}://{self.target}"
+
+    @property
     def uses_tls(self) -> bool:
         """Tells whether the channel is encrypted."""
         return self.tls is not None or self.address.startswith("https://")

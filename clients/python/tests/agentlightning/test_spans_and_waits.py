@@ -11,8 +11,6 @@ from typing import Any
 
 import pytest
 from agentlightning.types import (
-    Event,
-    Link,
     OtelResource,
     PromptTemplate,
     RolloutConfig,
@@ -52,31 +50,62 @@ def make_span(rollout_id: str, attempt_id: str, span_id: str, sequence_id: int, 
 
 async def test_every_span_field_round_trips(store: LightningStore) -> None:
     rollout = await store.start_rollout(input="x")
+    context = {"trace_id": "Trace One", "is_remote": False}  # ids are opaque text, kept verbatim
     span = Span.model_validate(
         {
             "rollout_id": rollout.rollout_id,
             "attempt_id": rollout.attempt.attempt_id,
             "sequence_id": 7,
-            "trace_id": TRACE,
-            "span_id": "00f067aa0ba902b7",
-            "parent_id": "00f067aa0ba90200",
+            "trace_id": "Trace One",
+            "span_id": "Span/B7",
+            "parent_id": "PARENT-00",
             "name": "openai.chat.completion",
-            "status": TraceStatus(status_code="ERROR", description="rate limited"),
+            "status": {"status_code": "ERROR", "description": "rate limited", "status_extra": [1, "two"]},
             "attributes": {"s": "v", "i": -(2**63), "f": 0.25, "b": False, "list": ["a", "b"]},
-            "events": [Event(name="first_token", attributes={"latency_ms": 12.5}, timestamp=1_700_000_000.5)],
+            "events": [
+                {"name": "first_token", "attributes": {"latency_ms": 12.5}, "timestamp": 1_700_000_000.5, "dropped": 0},
+                {"name": "untimed", "attributes": {}},
+            ],
             "links": [
-                Link(context=SpanContext(trace_id=TRACE, span_id="00f067aa0ba90201", is_remote=True, trace_state={}))
+                {"context": {**context, "span_id": "L1", "is_remote": True, "trace_state": {}}},  # attributes None
+                {"context": {**context, "span_id": "L2", "trace_state": {}}, "attributes": {}},  # present but empty
+                {"context": {**context, "span_id": "L3", "trace_state": {}}, "attributes": {"a": 1}, "why": "x"},
             ],
             "start_time": 1_700_000_000.0,
             "end_time": 1_700_000_002.25,
-            "context": SpanContext(
-                trace_id=TRACE, span_id="00f067aa0ba902b7", is_remote=False, trace_state={"vendor": "x"}
-            ),
-            "parent": SpanContext(trace_id=TRACE, span_id="00f067aa0ba90200", is_remote=False, trace_state={}),
+            "context": {
+                **context,
+                "span_id": "Span/B7",
+                "trace_state": {"vendor": "x", "odd,key": "a=b", "z": ""},  # not expressible as a W3C header
+                "context_extra": {"nested": True},
+            },
+            "parent": {**context, "span_id": "PARENT-00", "trace_state": {}},
             "resource": OtelResource(attributes={"service.name": "runner"}, schema_url="https://schema"),
-            "kind": "SpanKind.CLIENT",  # an extra field, as Span.from_opentelemetry keeps the span kind
+            "kind": "SpanKind.CLIENT",  # extra fields, as Span.from_opentelemetry keeps them
+            "limits": "SpanLimits(max_span_attributes=128)",
+            "dropped_attributes": 0,
         }
     )
+    assert await store.add_span(span) is span
+    [stored] = await store.query_spans(rollout.rollout_id)
+    assert stored.model_dump() == span.model_dump()
+    assert stored.model_extra == span.model_extra
+    assert [link.attributes for link in stored.links] == [None, {}, {"a": 1}]
+    assert stored.context is not None
+    assert list(stored.context.trace_state.items()) == [("vendor", "x"), ("odd,key", "a=b"), ("z", "")]
+    assert [e.timestamp for e in stored.events] == [1_700_000_000.5, None]
+    by_id = await store.query_spans(rollout.rollout_id, span_id="Span/B7", trace_id="Trace One")
+    assert [s.span_id for s in by_id] == ["Span/B7"]
+    assert (await store.query_spans(rollout.rollout_id, span_id="span/b7")).total == 0  # matched verbatim
+
+
+async def test_spans_from_the_sdk_keep_every_extra_field(store: LightningStore, spans: Spans) -> None:
+    rollout = await store.start_rollout(input="x")
+    span = Span.from_opentelemetry(
+        spans.make(), rollout_id=rollout.rollout_id, attempt_id=rollout.attempt.attempt_id, sequence_id=3
+    )
+    assert span.model_extra
+    assert len(span.model_extra) > 1
     assert await store.add_span(span) is span
     [stored] = await store.query_spans(rollout.rollout_id)
     assert stored.model_dump() == span.model_dump()
@@ -134,8 +163,11 @@ async def test_otel_spans_get_sequence_ids_and_explicit_ones_raise_the_counter(
     assert (first.status.status_code, first.events[0].name, first.model_extra) == (
         "OK",
         "first_token",
-        {"kind": "SpanKind.CLIENT"},
+        stored.model_extra,  # every field Span.from_opentelemetry keeps, the kind among them
     )
+    assert first.model_dump(mode="json") == stored.model_dump(mode="json")  # a tuple attribute reads as a list
+    assert first.model_extra is not None
+    assert first.model_extra["kind"] == "SpanKind.CLIENT"
 
 
 async def test_sequence_ids_are_per_rollout_and_allocated_in_request_order(store: LightningStore) -> None:
@@ -254,12 +286,21 @@ async def test_statistics_and_capabilities(store: LightningStore, backend: str, 
     for key in ("total_rollouts", "total_attempts", "total_spans", "total_resources", "total_workers"):
         assert after[key] == before[key] + 1, key
     assert after["uptime"] > before["uptime"]
-    assert store.capabilities == {"thread_safe": True, "async_safe": True, "zero_copy": True, "otlp_traces": False}
+    assert store.capabilities == {"thread_safe": True, "async_safe": True, "zero_copy": True, "otlp_traces": True}
+    assert store.otlp_traces_endpoint() == f"http://{store.options.target}/v1/traces"  # the server's own port
+
+
+def test_the_otlp_endpoint_follows_the_address_unless_given() -> None:
+    assert LightningStore("127.0.0.1:1").otlp_traces_endpoint() == "http://127.0.0.1:1/v1/traces"
+    assert LightningStore("http://h:2/").otlp_traces_endpoint() == "http://h:2/v1/traces"
+    assert LightningStore("https://h:3").otlp_traces_endpoint() == "https://h:3/v1/traces"
+    given = LightningStore("127.0.0.1:1", otlp_traces_endpoint="http://collector:4318/v1/traces")
+    assert given.otlp_traces_endpoint() == "http://collector:4318/v1/traces"
+    assert pickle.loads(pickle.dumps(given)).otlp_traces_endpoint() == "http://collector:4318/v1/traces"
+    off = pickle.loads(pickle.dumps(LightningStore("127.0.0.1:1", otlp_traces=False)))
+    assert off.capabilities["otlp_traces"] is False
     with pytest.raises(NotImplementedError):
-        store.otlp_traces_endpoint()
-    exporting = LightningStore("127.0.0.1:1", otlp_traces_endpoint="http://127.0.0.1:1/v1/traces")
-    assert exporting.capabilities["otlp_traces"]
-    assert exporting.otlp_traces_endpoint() == "http://127.0.0.1:1/v1/traces"
+        off.otlp_traces_endpoint()
 
 
 def test_one_store_serves_several_event_loops_and_threads(store: LightningStore) -> None:

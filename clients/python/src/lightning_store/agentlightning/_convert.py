@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, get_args
 
@@ -21,6 +22,7 @@ from agentlightning.types import (
     Worker,
 )
 from opentelemetry.sdk.trace import ReadableSpan
+from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from lightning_store.proto import types_pb2 as types
@@ -148,22 +150,36 @@ def worker_from_proto(worker: types.Worker) -> Worker:
     )
 
 
+def _extra_json(model: BaseModel) -> str:
+    """Returns the fields a model keeps beyond its own (`extra="allow"`) as JSON text; empty for none."""
+    extra = model.model_extra
+    return json.dumps(jsonable(extra), separators=(",", ":")) if extra else ""
+
+
+def _extra(message: Any) -> dict[str, Any]:
+    """Returns the extra fields a message carries in `extra_json`, in order."""
+    return dict(json.loads(message.extra_json)) if message.extra_json else {}
+
+
 def _context_to_proto(context: SpanContext | None) -> types.SpanContext | None:
     if context is None:
         return None
-    trace_state = ",".join(f"{key}={value}" for key, value in context.trace_state.items())
     return types.SpanContext(
-        trace_id=context.trace_id, span_id=context.span_id, is_remote=context.is_remote, trace_state=trace_state
+        trace_id=context.trace_id,
+        span_id=context.span_id,
+        is_remote=context.is_remote,
+        trace_state_entries=[types.TraceStateEntry(key=k, value=v) for k, v in context.trace_state.items()],
+        extra_json=_extra_json(context),
     )
 
 
 def _context_from_proto(context: types.SpanContext) -> SpanContext:
-    pairs = (item.partition("=") for item in context.trace_state.split(",") if item)
     return SpanContext(
         trace_id=context.trace_id,
         span_id=context.span_id,
         is_remote=context.is_remote,
-        trace_state={key: value for key, _, value in pairs},
+        trace_state={entry.key: entry.value for entry in context.trace_state_entries},
+        **_extra(context),
     )
 
 
@@ -185,16 +201,25 @@ def span_to_proto(span: Span, *, allocate: bool = False) -> types.Span:
         status=types.SpanStatus(
             code=_STATUS_CODES.get(span.status.status_code, "SPAN_STATUS_CODE_UNSPECIFIED"),
             description=span.status.description,
+            extra_json=_extra_json(span.status),
         ),
         attributes=to_attributes(span.attributes),
         events=[
             types.SpanEvent(
-                name=event.name, attributes=to_attributes(event.attributes), time=_optional_seconds(event.timestamp)
+                name=event.name,
+                attributes=to_attributes(event.attributes),
+                time=_optional_seconds(event.timestamp),
+                extra_json=_extra_json(event),
             )
             for event in span.events
         ],
         links=[
-            types.SpanLink(context=_context_to_proto(link.context), attributes=to_attributes(link.attributes or {}))
+            types.SpanLink(
+                context=_context_to_proto(link.context),
+                attributes=to_attributes(link.attributes or {}),
+                has_attributes=link.attributes is not None,
+                extra_json=_extra_json(link),
+            )
             for link in span.links
         ],
         start_time=_optional_seconds(span.start_time),
@@ -205,6 +230,7 @@ def span_to_proto(span: Span, *, allocate: bool = False) -> types.Span:
             attributes=to_attributes(span.resource.attributes), schema_url=span.resource.schema_url
         ),
         kind=_KINDS.get(kind) if isinstance(kind, str) else None,
+        extra_json=_extra_json(span),
     )
 
 
@@ -219,10 +245,14 @@ def scope_to_proto(readable: ReadableSpan) -> types.InstrumentationScope | None:
 
 
 def span_from_proto(span: types.Span) -> Span:
-    """Returns agent-lightning's span."""
-    extra: dict[str, Any] = {}
+    """Returns agent-lightning's span, its extra fields included.
+
+    A span the server received over OTLP has a kind but no extra fields: it
+    gets the `kind` extra field that `Span.from_opentelemetry` would have given it.
+    """
+    extra = _extra(span)
     kind = SPAN_KIND.name(span.kind)
-    if kind is not None:
+    if kind is not None and "kind" not in extra:
         extra["kind"] = f"SpanKind.{kind.upper()}"
     return Span(
         rollout_id=span.rollout_id,
@@ -235,14 +265,21 @@ def span_from_proto(span: types.Span) -> Span:
         status=TraceStatus(
             status_code=_STATUS_NAMES.get(span.status.code, "UNSET"),
             description=span.status.description if span.status.HasField("description") else None,
+            **_extra(span.status),
         ),
         attributes=from_attributes(span.attributes),
         events=[
-            Event(name=e.name, attributes=from_attributes(e.attributes), timestamp=optional_time(e, "time"))
+            Event(
+                name=e.name, attributes=from_attributes(e.attributes), timestamp=optional_time(e, "time"), **_extra(e)
+            )
             for e in span.events
         ],
         links=[
-            Link(context=_context_from_proto(link.context), attributes=from_attributes(link.attributes) or None)
+            Link(
+                context=_context_from_proto(link.context),
+                attributes=from_attributes(link.attributes) if link.has_attributes else None,
+                **_extra(link),
+            )
             for link in span.links
         ],
         start_time=optional_time(span, "start_time"),

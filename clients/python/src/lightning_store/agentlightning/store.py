@@ -54,7 +54,7 @@ from lightning_store.agentlightning._convert import (
     span_to_proto,
     worker_from_proto,
 )
-from lightning_store.agentlightning._pages import empty, paginated, server_limit, settle_empty_lists
+from lightning_store.agentlightning._pages import empty, paginated, server_limit
 from lightning_store.calls import Call
 from lightning_store.client import Client, Stream, resolve_options
 from lightning_store.errors import FailedPrecondition, InvalidArgument, NotFound, OutOfRange
@@ -89,9 +89,13 @@ class LightningStore(UpstreamStore):
     `dequeue_wait` lets `dequeue_rollout` wait server-side up to that many
     seconds for a rollout instead of returning None at once (upstream's
     contract, and the default): runners polling every few seconds then start
-    work the moment it is queued. `otlp_traces_endpoint` names an OTLP/HTTP
-    traces endpoint for agent-lightning's tracer; without it the tracer sends
-    spans through `add_otel_span`, over gRPC.
+    work the moment it is queued.
+
+    agent-lightning's tracer exports spans over OTLP/HTTP to
+    `otlp_traces_endpoint()`: the server's own `/v1/traces` on its one port
+    (`http(s)://host:port/v1/traces` from the address), or the
+    `otlp_traces_endpoint` given. `otlp_traces=False` makes the tracer send
+    them through `add_otel_span` over gRPC instead.
     """
 
     def __init__(
@@ -99,12 +103,14 @@ class LightningStore(UpstreamStore):
         address: str | ConnectionOptions | None = None,
         *,
         dequeue_wait: float = 0.0,
+        otlp_traces: bool = True,
         otlp_traces_endpoint: str | None = None,
         **options: Any,
     ) -> None:
         self.options = resolve_options(address, options)
         """The connection options."""
         self.dequeue_wait = dequeue_wait
+        self._otlp_traces = otlp_traces
         self._otlp_traces_endpoint = otlp_traces_endpoint
         self._connection: Client | None = None
         self._pid = os.getpid()
@@ -114,13 +120,13 @@ class LightningStore(UpstreamStore):
         return {
             "options": self.options,
             "dequeue_wait": self.dequeue_wait,
+            "otlp_traces": self._otlp_traces,
             "otlp_traces_endpoint": self._otlp_traces_endpoint,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(  # type: ignore[misc]
-            state["options"], dequeue_wait=state["dequeue_wait"], otlp_traces_endpoint=state["otlp_traces_endpoint"]
-        )
+        options = state.pop("options")
+        self.__init__(options, **state)  # type: ignore[misc]
 
     @property
     def client(self) -> Client:
@@ -159,18 +165,18 @@ class LightningStore(UpstreamStore):
 
     @property
     def capabilities(self) -> LightningStoreCapabilities:
-        """Returns the capabilities: thread- and async-safe, one store for every process."""
+        """Returns the capabilities: thread- and async-safe, one store for every process, OTLP/HTTP traces."""
         return LightningStoreCapabilities(
-            thread_safe=True, async_safe=True, zero_copy=True, otlp_traces=self._otlp_traces_endpoint is not None
+            thread_safe=True, async_safe=True, zero_copy=True, otlp_traces=self._otlp_traces
         )
 
     def otlp_traces_endpoint(self) -> str:
-        """Returns the OTLP/HTTP traces endpoint given to the constructor."""
-        if self._otlp_traces_endpoint is None:
-            raise NotImplementedError(
-                f"no OTLP/HTTP endpoint configured; OTLP/gRPC exporters can send to {self.options.target}"
-            )
-        return self._otlp_traces_endpoint
+        """Returns where agent-lightning's tracer exports spans: the server's `/v1/traces`, unless given."""
+        if not self._otlp_traces:
+            raise NotImplementedError("OTLP traces are off for this store (otlp_traces=False)")
+        if self._otlp_traces_endpoint is not None:
+            return self._otlp_traces_endpoint
+        return f"{self.options.http_url}/v1/traces"
 
     async def statistics(self) -> LightningStoreStatistics:
         """Returns the entity counts; `name` is the server's backend (`memory`, `sqlite`, `postgres`)."""
@@ -312,20 +318,17 @@ class LightningStore(UpstreamStore):
         if rollout_id_in is None and rollout_ids is not None:
             warnings.warn("rollout_ids is deprecated, use rollout_id_in instead", DeprecationWarning, stacklevel=2)
             rollout_id_in = rollout_ids
-        logic = settle_empty_lists(filter_logic, [status_in, rollout_id_in], rollout_id_contains is not None)
-        if logic is None:
-            return empty(limit, offset)
         call = calls.query_rollouts(
-            status_in=status_in or None,  # an empty list was settled above
-            rollout_id_in=rollout_id_in or None,
+            status_in=status_in,  # an empty list is a condition nothing meets, as upstream
+            rollout_id_in=rollout_id_in,
             rollout_id_contains=rollout_id_contains,
-            filter_logic=logic,
+            filter_logic=filter_logic,
             sort_by=sort_by,
             sort_order=sort_order,
             limit=server_limit(limit),
             offset=offset,
         )
-        return paginated(await self._call(call), rollout_from_proto, limit)
+        return paginated(await self._call(call), rollout_from_proto)
 
     async def query_attempts(
         self,
@@ -343,7 +346,7 @@ class LightningStore(UpstreamStore):
         page = await self._call_or(call, None)
         if page is None:
             return empty(limit, offset)
-        return paginated(page, attempt_from_proto, limit)
+        return paginated(page, attempt_from_proto)
 
     async def get_rollout_by_id(self, rollout_id: str) -> Rollout | None:
         """Returns a rollout (with its latest attempt, if any), or None."""
@@ -374,7 +377,7 @@ class LightningStore(UpstreamStore):
             limit=server_limit(limit),
             offset=offset,
         )
-        return paginated(await self._call(call), resources_from_proto, limit)
+        return paginated(await self._call(call), resources_from_proto)
 
     async def get_resources_by_id(self, resources_id: str) -> ResourcesUpdate | None:
         """Returns a resources snapshot, or None."""
@@ -454,8 +457,6 @@ class LightningStore(UpstreamStore):
             "name": name,
             "name_contains": name_contains,
         }
-        if filter_logic == "or" and all(value is None for value in filters.values()):
-            return empty(limit, offset)  # upstream: an OR over no condition matches nothing
         call = calls.query_spans(
             rollout_id,
             attempt_id,
@@ -474,7 +475,7 @@ class LightningStore(UpstreamStore):
             raise
         if page is None:
             return empty(limit, offset)
-        return paginated(page, span_from_proto, limit)
+        return paginated(page, span_from_proto)
 
     async def update_rollout(
         self,
@@ -530,19 +531,16 @@ class LightningStore(UpstreamStore):
         offset: int = 0,
     ) -> PaginatedResult[Worker]:
         """Lists workers."""
-        logic = settle_empty_lists(filter_logic, [status_in], worker_id_contains is not None)
-        if logic is None:
-            return empty(limit, offset)
         call = calls.query_workers(
-            status_in=status_in or None,  # an empty list was settled above
+            status_in=status_in,  # an empty list is a condition nothing meets, as upstream
             worker_id_contains=worker_id_contains,
-            filter_logic=logic,
+            filter_logic=filter_logic,
             sort_by=sort_by,
             sort_order=sort_order,
             limit=server_limit(limit),
             offset=offset,
         )
-        return paginated(await self._call(call), worker_from_proto, limit)
+        return paginated(await self._call(call), worker_from_proto)
 
     async def get_worker_by_id(self, worker_id: str) -> Worker | None:
         """Returns a worker, or None."""
