@@ -8,7 +8,8 @@ rollouts on the server's completion stream, reads the rewards back from the
 spans, "trains" (sets the bias to what the rewards tell), and publishes the new
 resources. Three runner processes (agent-lightning's own LitAgentRunner and
 OtelTracer, forked by its ClientServerExecutionStrategy) claim the rollouts,
-record spans and report results. No LLM is involved.
+record spans (exported over OTLP/HTTP to the server's port) and report
+results. No LLM is involved.
 
 Usage: python train.py [ADDRESS]   (default $LIGHTNING_STORE_SERVER, then 127.0.0.1:4747)
 Use a fresh server. Exit status 0 when every check passed; the last line is `N passed, M failed`.
@@ -107,6 +108,10 @@ def main(argv: list[str]) -> int:
     address = argv[1] if len(argv) > 1 else os.environ.get("LIGHTNING_STORE_SERVER", "127.0.0.1:4747")
     # The runners call dequeue_rollout every poll_interval; a server-side wait makes them start at once.
     store = LightningStore(address, dequeue_wait=1.0)
+    # The tracer exports spans over OTLP/HTTP to the server's /v1/traces; OpenTelemetry SDKs 1.4x
+    # build the exporter's endpoint from this variable (the runners inherit it) and ignore the
+    # endpoint agent-lightning 0.3.0 sets later.
+    os.environ.setdefault("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", store.otlp_traces_endpoint())
     algorithm = BiasSearch()
     trainer = Trainer(
         store=store,
