@@ -107,7 +107,8 @@ class Checks:
 def main(argv: list[str]) -> int:
     address = argv[1] if len(argv) > 1 else os.environ.get("LIGHTNING_STORE_SERVER", "127.0.0.1:4747")
     # The runners call dequeue_rollout every poll_interval; a server-side wait makes them start at once.
-    store = LightningStore(address, dequeue_wait=1.0)
+    # otlp_traces=True: the tracer exports spans over OTLP/HTTP (the default sends them over gRPC).
+    store = LightningStore(address, dequeue_wait=1.0, otlp_traces=True)
     # The tracer exports spans over OTLP/HTTP to the server's /v1/traces; OpenTelemetry SDKs 1.4x
     # build the exporter's endpoint from this variable (the runners inherit it) and ignore the
     # endpoint agent-lightning 0.3.0 sets later.

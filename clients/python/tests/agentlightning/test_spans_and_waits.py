@@ -286,15 +286,18 @@ async def test_statistics_and_capabilities(store: LightningStore, backend: str, 
     for key in ("total_rollouts", "total_attempts", "total_spans", "total_resources", "total_workers"):
         assert after[key] == before[key] + 1, key
     assert after["uptime"] > before["uptime"]
-    assert store.capabilities == {"thread_safe": True, "async_safe": True, "zero_copy": True, "otlp_traces": True}
-    assert store.otlp_traces_endpoint() == f"http://{store.options.target}/v1/traces"  # the server's own port
+    assert store.capabilities == {"thread_safe": True, "async_safe": True, "zero_copy": True, "otlp_traces": False}
+    with pytest.raises(NotImplementedError):
+        store.otlp_traces_endpoint()
+    exporting = LightningStore(store.options, otlp_traces=True)
+    assert exporting.otlp_traces_endpoint() == f"http://{store.options.target}/v1/traces"  # the server's own port
 
 
 def test_the_otlp_endpoint_follows_the_address_unless_given() -> None:
-    assert LightningStore("127.0.0.1:1").otlp_traces_endpoint() == "http://127.0.0.1:1/v1/traces"
-    assert LightningStore("http://h:2/").otlp_traces_endpoint() == "http://h:2/v1/traces"
-    assert LightningStore("https://h:3").otlp_traces_endpoint() == "https://h:3/v1/traces"
-    given = LightningStore("127.0.0.1:1", otlp_traces_endpoint="http://collector:4318/v1/traces")
+    assert LightningStore("127.0.0.1:1", otlp_traces=True).otlp_traces_endpoint() == "http://127.0.0.1:1/v1/traces"
+    assert LightningStore("http://h:2/", otlp_traces=True).otlp_traces_endpoint() == "http://h:2/v1/traces"
+    assert LightningStore("https://h:3", otlp_traces=True).otlp_traces_endpoint() == "https://h:3/v1/traces"
+    given = LightningStore("127.0.0.1:1", otlp_traces=True, otlp_traces_endpoint="http://collector:4318/v1/traces")
     assert given.otlp_traces_endpoint() == "http://collector:4318/v1/traces"
     assert pickle.loads(pickle.dumps(given)).otlp_traces_endpoint() == "http://collector:4318/v1/traces"
     off = pickle.loads(pickle.dumps(LightningStore("127.0.0.1:1", otlp_traces=False)))

@@ -1,5 +1,5 @@
-"""agent-lightning's own runner loop and `OtelTracer` on this `LightningStore`: the tracer sees
-`otlp_traces` in the capabilities and exports its spans over OTLP/HTTP to
+"""agent-lightning's own runner loop and `OtelTracer` on this `LightningStore` with
+`otlp_traces=True`: the tracer sees `otlp_traces` in the capabilities and exports its spans over OTLP/HTTP to
 `store.otlp_traces_endpoint()`, the server's `/v1/traces` on its one port.
 
 With the OpenTelemetry SDK the `agl0` environment pins (1.45), the OTLP/HTTP
@@ -36,6 +36,8 @@ class Adder(LitAgent[dict[str, int]]):
 async def test_the_tracer_exports_over_otlp_http_to_the_servers_port(
     store: LightningStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    assert not store.capabilities["otlp_traces"]  # off unless asked for: spans go over gRPC
+    store = LightningStore(store.options, otlp_traces=True)
     assert store.capabilities["otlp_traces"]
     endpoint = store.otlp_traces_endpoint()
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint)

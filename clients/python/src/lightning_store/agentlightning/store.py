@@ -91,11 +91,14 @@ class LightningStore(UpstreamStore):
     contract, and the default): runners polling every few seconds then start
     work the moment it is queued.
 
-    agent-lightning's tracer exports spans over OTLP/HTTP to
-    `otlp_traces_endpoint()`: the server's own `/v1/traces` on its one port
-    (`http(s)://host:port/v1/traces` from the address), or the
-    `otlp_traces_endpoint` given. `otlp_traces=False` makes the tracer send
-    them through `add_otel_span` over gRPC instead.
+    By default agent-lightning's tracer sends spans through `add_otel_span`
+    over gRPC, which needs no configuration. `otlp_traces=True` makes it
+    export them over OTLP/HTTP to `otlp_traces_endpoint()` instead: the
+    server's own `/v1/traces` on its one port (`http(s)://host:port/v1/traces`
+    from the address), or the `otlp_traces_endpoint` given. With the
+    OpenTelemetry SDK 1.4x that also needs `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
+    set to that endpoint (the SDK ignores the one agent-lightning sets), so it
+    is not the default: a store must not lose spans silently.
     """
 
     def __init__(
@@ -103,7 +106,7 @@ class LightningStore(UpstreamStore):
         address: str | ConnectionOptions | None = None,
         *,
         dequeue_wait: float = 0.0,
-        otlp_traces: bool = True,
+        otlp_traces: bool = False,
         otlp_traces_endpoint: str | None = None,
         **options: Any,
     ) -> None:
@@ -173,7 +176,7 @@ class LightningStore(UpstreamStore):
     def otlp_traces_endpoint(self) -> str:
         """Returns where agent-lightning's tracer exports spans: the server's `/v1/traces`, unless given."""
         if not self._otlp_traces:
-            raise NotImplementedError("OTLP traces are off for this store (otlp_traces=False)")
+            raise NotImplementedError("OTLP traces are off for this store (pass otlp_traces=True)")
         if self._otlp_traces_endpoint is not None:
             return self._otlp_traces_endpoint
         return f"{self.options.http_url}/v1/traces"
