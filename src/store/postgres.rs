@@ -39,6 +39,7 @@
 //! of every server see what any server committed.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -47,7 +48,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, Row as _};
 
-use super::sql::{self, Arg, Dialect, SqlTx, Statement};
+use super::sql::{self, Arg, DeadlineFloor, Dialect, SqlTx, Statement};
 use crate::core::error::{StoreError, StoreResult};
 use crate::core::storage::{DEFAULT_EVENT_RETENTION, Store, StoreTx};
 
@@ -82,6 +83,12 @@ const FOLD_COUNTERS: &str = "WITH folded AS (DELETE FROM counters WHERE shard <>
      INSERT INTO counters (name, shard, value) SELECT name, 0, SUM(value) FROM folded \
      GROUP BY name ON CONFLICT (name, shard) DO UPDATE SET value = counters.value + excluded.value; \
      DELETE FROM commit_barrier WHERE pid NOT IN (SELECT pid FROM pg_stat_activity)";
+
+/// How long this server trusts the floor of the watchdog deadlines it
+/// read (see [`DeadlineFloor`]): an operation sees the verdicts of
+/// deadlines other servers wrote within this time, like a watchdog timer
+/// at the default interval.
+const SHARED_FLOOR_TTL: Duration = Duration::from_millis(50);
 
 /// The notification channel on which committed events are announced (by
 /// the dialect's `announce`, which names it too).
@@ -132,12 +139,23 @@ pub struct OpenError {
     reason: String,
 }
 
+/// Backend process ids of this server's connections, whose announcements
+/// are not hints: this server published those events itself. (A process id
+/// the database reuses later for another server's connection only costs
+/// that connection's hints, which the follower's polling makes up for.)
+type OwnBackends = Arc<parking_lot::Mutex<std::collections::HashSet<u32>>>;
+
 /// The PostgreSQL backend.
 pub struct PostgresStore {
     pool: PgPool,
+    own_backends: OwnBackends,
+    /// The floor of the watchdog deadlines this server's transactions share.
+    floor: Arc<DeadlineFloor>,
     event_retention: u64,
     /// The client-side deadline of one database call.
     deadline: Duration,
+    /// Connections in the pool.
+    max_connections: u32,
 }
 
 /// Whole milliseconds of a duration, as PostgreSQL settings take them.
@@ -169,6 +187,9 @@ impl PostgresStore {
             .application_name("lightning-store")
             .statement_cache_capacity(512)
             .options([
+                // Statements that travel without parameters quote texts
+                // for this setting (see `sql::query::text_literal`).
+                ("standard_conforming_strings", "on"),
                 ("statement_timeout", statement_timeout.as_str()),
                 (
                     "idle_in_transaction_session_timeout",
@@ -178,7 +199,21 @@ impl PostgresStore {
                 ("tcp_keepalives_interval", "5"),
                 ("tcp_keepalives_count", "3"),
             ]);
+        let own_backends = OwnBackends::default();
+        let registry = own_backends.clone();
+        // Connections are not pinged before each use (see `begin`).
         let pool = PgPoolOptions::new()
+            .test_before_acquire(false)
+            .after_connect(move |conn, _| {
+                let registry = registry.clone();
+                Box::pin(async move {
+                    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+                        .fetch_one(&mut *conn)
+                        .await?;
+                    registry.lock().insert(pid.unsigned_abs());
+                    Ok(())
+                })
+            })
             .max_connections(options.max_connections.max(1))
             .acquire_timeout(options.connect_timeout)
             .idle_timeout(options.idle_timeout)
@@ -202,8 +237,11 @@ impl PostgresStore {
         tracing::info!(database = target, "postgres database opened");
         Ok(Self {
             pool,
+            own_backends,
+            floor: Arc::new(DeadlineFloor::new(Some(SHARED_FLOOR_TTL))),
             event_retention: options.event_retention as u64,
             deadline: options.statement_timeout + Duration::from_secs(1),
+            max_connections: options.max_connections.max(1),
         })
     }
 }
@@ -238,6 +276,18 @@ fn store_error(error: sqlx::Error) -> StoreError {
     mapped
 }
 
+/// Returns whether an error says that the database closed the connection
+/// (or is shutting down): the connection is gone, nothing ran on it.
+fn closed_by_database(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_) => true,
+        sqlx::Error::Database(db) => db
+            .code()
+            .is_some_and(|code| code.starts_with("08") || code.starts_with("57P0")),
+        _ => false,
+    }
+}
+
 /// Returns the sqlx query of a statement, its arguments bound.
 fn query(
     statement: Statement<'_>,
@@ -256,6 +306,8 @@ fn query(
             Arg::NullText => query.bind(None::<String>),
             Arg::Int(value) => query.bind(value),
             Arg::Text(text) => query.bind(text.into_owned()),
+            Arg::Ints(values) => query.bind(values),
+            Arg::Texts(values) => query.bind(values),
         };
     }
     query
@@ -268,15 +320,28 @@ impl Store for PostgresStore {
     }
 
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
-        let conn = self.pool.acquire().await.map_err(store_error)?;
-        let mut conn = PgConn {
-            conn: Some(conn),
-            open: false,
-            deadline: self.deadline,
-        };
-        conn.control(BEGIN).await?;
-        conn.open = true;
-        Ok(Box::new(SqlTx::new(conn, self.event_retention)))
+        // Pooled connections are not tested before use (a round trip per
+        // transaction): one that the database closed while it sat in the
+        // pool fails its `BEGIN` at once, and the transaction takes another.
+        let mut closed = 0;
+        loop {
+            let conn = self.pool.acquire().await.map_err(store_error)?;
+            let mut conn = PgConn {
+                conn: Some(conn),
+                open: false,
+                deadline: self.deadline,
+            };
+            if conn.begin().await? {
+                let floor = self.floor.clone();
+                return Ok(Box::new(SqlTx::new(conn, self.event_retention, floor)));
+            }
+            closed += 1;
+            if closed > self.max_connections {
+                return Err(StoreError::Unavailable(
+                    "postgres: every pooled connection was closed".into(),
+                ));
+            }
+        }
     }
 
     async fn commit_hints(&self) -> StoreResult<Option<BoxStream<'static, ()>>> {
@@ -286,14 +351,19 @@ impl Store for PostgresStore {
         listener.listen(EVENTS_CHANNEL).await.map_err(store_error)?;
         // A lost connection is re-established on the next receive; what was
         // announced meanwhile is found by the reader's polling.
-        let hints = futures::stream::unfold(listener, |mut listener| async move {
-            loop {
-                match listener.try_recv().await {
-                    Ok(Some(_)) => return Some(((), listener)),
-                    Ok(None) => continue,
-                    Err(error) => {
-                        tracing::warn!(%error, "postgres: event notifications interrupted");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
+        let own = self.own_backends.clone();
+        let hints = futures::stream::unfold(listener, move |mut listener| {
+            let own = own.clone();
+            async move {
+                loop {
+                    match listener.try_recv().await {
+                        Ok(Some(notice)) if own.lock().contains(&notice.process_id()) => continue,
+                        Ok(Some(_)) => return Some(((), listener)),
+                        Ok(None) => continue,
+                        Err(error) => {
+                            tracing::warn!(%error, "postgres: event notifications interrupted");
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        }
                     }
                 }
             }
@@ -333,25 +403,66 @@ impl PgConn {
         &mut self,
         call: impl AsyncFnOnce(&mut PoolConnection<Postgres>) -> Result<T, sqlx::Error>,
     ) -> StoreResult<T> {
+        let error = match self.call_raw(call).await? {
+            Ok(value) => return Ok(value),
+            Err(error) => error,
+        };
+        self.discard();
+        Err(store_error(error))
+    }
+
+    /// Runs a database call under the deadline and returns the database's
+    /// error as it is; no answer in time closes the connection.
+    async fn call_raw<T>(
+        &mut self,
+        call: impl AsyncFnOnce(&mut PoolConnection<Postgres>) -> Result<T, sqlx::Error>,
+    ) -> StoreResult<Result<T, sqlx::Error>> {
         let deadline = self.deadline;
         let conn = self.conn()?;
-        let result = match tokio::time::timeout(deadline, call(conn)).await {
-            Ok(Ok(value)) => return Ok(value),
-            Ok(Err(error)) => store_error(error),
+        match tokio::time::timeout(deadline, call(conn)).await {
+            Ok(result) => Ok(result),
             Err(_) => {
+                self.discard();
                 let error = StoreError::Unavailable(format!(
                     "postgres: no answer within {} ms",
                     deadline.as_millis()
                 ));
                 tracing::error!(%error, "postgres statement failed");
-                error
+                Err(error)
             }
-        };
+        }
+    }
+
+    /// Closes the connection instead of returning it to the pool: its state
+    /// is unknown.
+    fn discard(&mut self) {
         if let Some(mut conn) = self.conn.take() {
             conn.close_on_drop();
         }
         self.open = false;
-        Err(result)
+    }
+
+    /// Opens the transaction; returns `false` (and discards the connection)
+    /// when the database had closed the connection while it sat in the pool.
+    async fn begin(&mut self) -> StoreResult<bool> {
+        let result = self
+            .call_raw(async |conn| sqlx::raw_sql(BEGIN).execute(&mut **conn).await)
+            .await?;
+        match result {
+            Ok(_) => {
+                self.open = true;
+                Ok(true)
+            }
+            Err(error) if closed_by_database(&error) => {
+                tracing::debug!(%error, "postgres: a pooled connection was closed, taking another");
+                self.discard();
+                Ok(false)
+            }
+            Err(error) => {
+                self.discard();
+                Err(store_error(error))
+            }
+        }
     }
 
     /// Runs a transaction control statement.
@@ -418,10 +529,20 @@ impl sql::Connection for PgConn {
         None
     }
 
-    async fn commit(mut self) -> StoreResult<()> {
-        self.control(COMMIT).await?;
+    async fn commit(mut self, last: Option<String>) -> StoreResult<Vec<PgRow>> {
+        let rows = match last {
+            None => {
+                self.control(COMMIT).await?;
+                Vec::new()
+            }
+            Some(last) => {
+                let sql = sqlx::AssertSqlSafe(format!("{last}; {COMMIT}"));
+                self.call(async |conn| sqlx::raw_sql(sql).fetch_all(&mut **conn).await)
+                    .await?
+            }
+        };
         self.open = false;
-        Ok(())
+        Ok(rows)
     }
 
     async fn rollback(mut self) {

@@ -3,19 +3,18 @@
 //!
 //! # On a shared database (PostgreSQL)
 //! The upserts travel as the data-modifying `WITH` clauses of one
-//! statement, whose last clauses number and insert the events:
+//! statement (`WITH w0 AS (INSERT INTO rollouts …), w1 AS (INSERT INTO
+//! attempts …), … SELECT 1`), prepared and cached like any other. The
+//! events are numbered by a second statement that travels with the
+//! `COMMIT`, in one simple query (its values written as literals):
 //!
 //! ```sql
-//! WITH w0 AS (INSERT INTO rollouts …), w1 AS (INSERT INTO attempts …), …,
-//!   event_counter_update AS (UPDATE event_counter SET last = last + $n RETURNING last),
-//!   event_rows AS (INSERT INTO events SELECT last - $n + k, … FROM event_counter_update, (VALUES …))
-//! SELECT last, pg_notify(…) FROM event_counter_update
+//! WITH event_counter_update AS (UPDATE event_counter SET last = last + n RETURNING last),
+//!   event_rows AS (INSERT INTO events SELECT last - n + k, … FROM event_counter_update, (VALUES …)),
+//!   trimmed AS (DELETE FROM events WHERE … only when a slice of the retention was crossed)
+//! SELECT last, pg_notify(…) FROM event_counter_update;
+//! COMMIT; INSERT INTO commit_barrier …
 //! ```
-//!
-//! and `COMMIT` follows: a transaction's writes cost one round trip, plus
-//! the commit. A large write set (a batch) is sent ahead of the events'
-//! statement instead, so that its upserts and their triggers run before the
-//! counter is taken.
 //!
 //! **Why the event numbers are gapless and in commit order on every
 //! server.** `event_counter` is one row. A transaction that records events
@@ -27,25 +26,26 @@
 //! handed out in the order transactions commit, and a transaction holding
 //! number `n` commits after every holder of a lower number, so any
 //! snapshot that sees event `n` sees all the events before it: a resuming
-//! subscriber on any server reads a gapless prefix. The lock is the only
-//! store-wide serialisation left, and it is taken last, for the span of one
-//! statement and the commit; transactions that record no events (none of
-//! the engine's writers) never take it.
+//! subscriber on any server reads a gapless prefix.
+//!
+//! The lock is the only store-wide serialisation, so it is held for as
+//! little as possible: taken by the last statement, which reaches the
+//! database in the same message as the `COMMIT` (asynchronous: it does not
+//! wait for the disk, see the PostgreSQL backend's group commit). No
+//! round trip to this server happens while it is held, whatever the load
+//! on this machine; it was held across one before (the events' statement's
+//! answer, then the `COMMIT`), and waits for it dominated every writer's
+//! latency (docs/performance.md).
 //!
 //! Elsewhere (SQLite) each upsert is its own statement (in-process, they
 //! cost microseconds), and the single writer numbers events from its cache.
 
 use super::codec::{self, attempt_columns, resources_columns, rollout_columns, worker_columns};
-use super::query::Builder;
-use super::{Arg, Connection, Dialect, Row as _, SqlTx, Statement};
+use super::query::{self, Builder};
+use super::{Arg, Connection, Dialect, SqlTx, Statement};
 use crate::core::error::StoreResult;
 use crate::core::events::Event;
 use crate::core::storage::WriteSet;
-
-/// The most parameters of upserts that share the events' statement (one
-/// round trip fewer); a larger write set is sent first, so that the event
-/// counter is held only for the events and the commit.
-const EVENTS_RIDE_ALONG: usize = 512;
 
 /// Statements being assembled for one write set: on a shared database the
 /// pieces join one statement as `WITH` clauses, as long as its parameters
@@ -100,11 +100,6 @@ impl<'a> Batch<'a> {
         b
     }
 
-    /// Returns the parameters the open statement binds so far.
-    fn open_params(&self) -> usize {
-        self.open.as_ref().map_or(0, Builder::params)
-    }
-
     /// Ends the open statement.
     fn close(&mut self) {
         if let Some(mut b) = self.open.take() {
@@ -112,44 +107,6 @@ impl<'a> Batch<'a> {
             self.statements.push(b.finish());
             self.clauses = 0;
         }
-    }
-
-    /// Ends the open statement with `events` numbered from the event
-    /// counter (shared database only); its one row is the new `last`.
-    fn close_with_events(&mut self, events: &[Event], announce: &str) -> Statement<'a> {
-        let params = 1 + 2 * events.len();
-        if self
-            .open
-            .as_ref()
-            .is_some_and(|b| b.params() + params > self.dialect.max_params)
-        {
-            self.close();
-        }
-        let first = self.clauses == 0;
-        let mut b = self
-            .open
-            .take()
-            .unwrap_or_else(|| Builder::new(self.dialect));
-        self.clauses = 0;
-        let count = b.arg(events.len() as u64);
-        b.push(if first { "WITH " } else { ", " });
-        b.push(&format!(
-            "event_counter_update AS (UPDATE event_counter SET last = last + CAST({count} AS BIGINT) \
-             RETURNING last), event_rows AS (INSERT INTO events (seq, time, change) \
-             SELECT c.last - CAST({count} AS BIGINT) + v.k, v.t, v.c FROM event_counter_update c, (VALUES "
-        ));
-        for (k, event) in events.iter().enumerate() {
-            let time = b.arg(event.time);
-            let change = b.arg(codec::change_text(&event.change));
-            if k > 0 {
-                b.push(", ");
-            }
-            b.push(&format!("({}, CAST({time} AS BIGINT), {change})", k + 1));
-        }
-        b.push(&format!(
-            ") AS v (k, t, c)) SELECT last, {announce} FROM event_counter_update"
-        ));
-        b.finish()
     }
 
     fn finish(mut self) -> Vec<Statement<'a>> {
@@ -188,11 +145,60 @@ fn upsert<'a, T: 'a>(
     }
 }
 
+/// On a shared database: the statement that numbers `events` from the
+/// event counter, inserts them and announces them, and trims the history
+/// when the numbers cross a slice of the retention (see
+/// [`SqlTx::trim_events`]). Its one row is the new `last`. It runs with the
+/// `COMMIT`, as one simple query, so its values are written as literals.
+///
+/// The trim cannot see the rows its own statement inserts (one snapshot),
+/// so of a write set with more events than the retention only the last
+/// `retention` are inserted: the others would be trimmed at once.
+fn numbering(events: &[Event], announce: &str, retention: u64) -> String {
+    use std::fmt::Write as _;
+    let n = events.len();
+    let slice = (retention / 8).max(1);
+    let skipped = n.saturating_sub(usize::try_from(retention).unwrap_or(usize::MAX));
+    let mut sql = format!(
+        "WITH event_counter_update AS (UPDATE event_counter SET last = last + {n} \
+         RETURNING last), event_rows AS (INSERT INTO events (seq, time, change) \
+         SELECT c.last - {n} + v.k, v.t, v.c FROM event_counter_update c, (VALUES "
+    );
+    for (k, event) in events.iter().enumerate().skip(skipped) {
+        let change = query::text_literal(&codec::change_text(&event.change));
+        let separator = if k > skipped { ", " } else { "" };
+        let _ = write!(
+            sql,
+            "{separator}({}, CAST({} AS BIGINT), {change})",
+            k + 1,
+            event.time.0
+        );
+    }
+    let _ = write!(
+        sql,
+        ") AS v (k, t, c)), trimmed AS (DELETE FROM events \
+         WHERE seq <= (SELECT last FROM event_counter_update) - {retention} \
+         AND (SELECT last % {slice} FROM event_counter_update) < {n}) \
+         SELECT last, {announce} FROM event_counter_update"
+    );
+    sql
+}
+
+/// Gives `events` their numbers, the last of which is `last`.
+pub(super) fn number_events(events: &mut [Event], last: u64) {
+    let first = last + 1 - events.len() as u64;
+    for (offset, event) in events.iter_mut().enumerate() {
+        event.seq = first + offset as u64;
+    }
+}
+
 impl<C: Connection> SqlTx<C> {
-    /// Applies a write set (see the module docs) and numbers its events.
-    pub(super) async fn apply(&mut self, writes: &mut WriteSet) -> StoreResult<()> {
+    /// Applies a write set (see the module docs). A single writer numbers
+    /// and inserts its events too; on a shared database, returns the
+    /// statement that does, to be run with the `COMMIT`.
+    pub(super) async fn apply(&mut self, writes: &mut WriteSet) -> StoreResult<Option<String>> {
         if writes.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let resources: Vec<_> = writes.resources.values().collect();
         let rollouts: Vec<_> = writes.rollouts.values().collect();
@@ -319,71 +325,19 @@ impl<C: Connection> SqlTx<C> {
             |&(rollout_id, since)| vec![rollout_id.as_str().into(), (*since).into()],
         );
 
+        for statement in batch.finish() {
+            self.write(statement).await?;
+        }
+        // A single writer's next transaction sees these deadlines at once.
+        if let Some(deadline) = earliest_deadline {
+            self.floor.lower(deadline.0);
+        }
         if C::DIALECT.shared {
-            self.apply_shared(batch, &mut writes.events).await?;
-        } else {
-            for statement in batch.finish() {
-                self.write(statement).await?;
-            }
-            self.append_events(&mut writes.events).await?;
+            return Ok((!writes.events.is_empty())
+                .then(|| numbering(&writes.events, C::DIALECT.announce, self.event_retention)));
         }
-        if let (Some(deadline), Some(cache)) = (earliest_deadline, self.conn.cache())
-            && let Some(floor) = &mut cache.deadline_floor
-        {
-            *floor = (*floor).min(deadline.0);
-        }
-        Ok(())
-    }
-
-    /// Sends a shared database's batch: the events ride with the last
-    /// statement (or, beyond one statement's parameters, each chunk with
-    /// its own), numbered by the event counter.
-    async fn apply_shared(
-        &mut self,
-        mut batch: Batch<'_>,
-        events: &mut [Event],
-    ) -> StoreResult<()> {
-        if events.is_empty() {
-            for statement in batch.finish() {
-                self.write(statement).await?;
-            }
-            return Ok(());
-        }
-        // A large write set goes ahead on its own: the events' statement
-        // takes the event counter, which every other writer needs next, and
-        // holds it until the commit; only small sets ride along with it.
-        if batch.open_params() > EVENTS_RIDE_ALONG {
-            batch.close();
-        }
-        let chunk = ((C::DIALECT.max_params - 1) / 2).max(1);
-        // (statement, whether it numbers a chunk of the events)
-        let mut statements: Vec<(Statement<'_>, bool)> = Vec::new();
-        for part in events.chunks(chunk) {
-            let numbering = batch.close_with_events(part, C::DIALECT.announce);
-            statements.extend(batch.statements.drain(..).map(|s| (s, false)));
-            statements.push((numbering, true));
-        }
-        let mut lasts = Vec::new();
-        for (statement, numbering) in statements {
-            let rows = self.write_returning(statement).await?;
-            if numbering {
-                let last = match rows.first() {
-                    Some(row) => u64::try_from(row.int(0)?)
-                        .map_err(|e| codec::corrupt("event counter", e))?,
-                    None => return Err(codec::corrupt("event counter", "no row")),
-                };
-                lasts.push(last);
-            }
-        }
-        let mut latest = 0;
-        for (last, part) in lasts.into_iter().zip(events.chunks_mut(chunk)) {
-            let first = last + 1 - part.len() as u64;
-            for (offset, event) in part.iter_mut().enumerate() {
-                event.seq = first + offset as u64;
-            }
-            latest = last;
-        }
-        self.trim_events(latest - events.len() as u64, latest).await
+        self.append_events(&mut writes.events).await?;
+        Ok(None)
     }
 
     /// Numbers and inserts events after the last one (a single writer's).

@@ -21,6 +21,7 @@
 
 mod apply;
 pub mod codec;
+mod floor;
 pub mod query;
 mod reads;
 mod spans;
@@ -30,6 +31,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+pub use self::floor::DeadlineFloor;
 use self::query::Builder;
 use crate::core::error::StoreResult;
 use crate::core::events::EventPage;
@@ -39,13 +41,18 @@ use crate::core::retention::{Eviction, RetentionPolicy};
 use crate::core::storage::{Access, StoreTx, WriteSet};
 
 /// A value bound to a statement parameter. NULLs carry their type:
-/// PostgreSQL types every parameter.
+/// PostgreSQL types every parameter. Arrays are bound only on a shared
+/// database (PostgreSQL); SQLite has none.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Arg<'a> {
     NullInt,
     NullText,
     Int(i64),
     Text(Cow<'a, str>),
+    /// A column of integers, for a shared database's `unnest`.
+    Ints(Vec<Option<i64>>),
+    /// A column of texts, for a shared database's `unnest`.
+    Texts(Vec<Option<String>>),
 }
 
 /// A parameter type: its NULL.
@@ -183,8 +190,6 @@ pub struct Dialect {
 pub struct Cache {
     /// The sequence number of the last event.
     pub latest_event: Option<u64>,
-    /// No watchdog deadline is earlier than this.
-    pub deadline_floor: Option<i64>,
 }
 
 impl Cache {
@@ -214,8 +219,11 @@ pub trait Connection: Send {
     /// Returns the cache of a single-writer backend (`None` for a database
     /// that others may write).
     fn cache(&mut self) -> Option<&mut Cache>;
-    /// Commits the transaction (see [`StoreTx::commit`]).
-    async fn commit(self) -> StoreResult<()>;
+    /// Runs `last` (a statement without parameters), if given, and
+    /// commits the transaction (see [`StoreTx::commit`]), in one round trip
+    /// on a database across the network: the locks `last` takes are held
+    /// for no round trip. Returns the rows of `last`.
+    async fn commit(self, last: Option<String>) -> StoreResult<Vec<Self::Row>>;
     /// Rolls the transaction back (see [`StoreTx::rollback`]).
     async fn rollback(self);
 }
@@ -225,15 +233,18 @@ pub struct SqlTx<C> {
     conn: C,
     /// Events retained for resuming subscribers.
     event_retention: u64,
+    /// The store's floor of the watchdog deadlines.
+    floor: Arc<DeadlineFloor>,
 }
 
 impl<C: Connection> SqlTx<C> {
     /// Returns a transaction over `conn` that keeps at least the last
-    /// `event_retention` events.
-    pub fn new(conn: C, event_retention: u64) -> Self {
+    /// `event_retention` events and skips due scans below `floor`.
+    pub fn new(conn: C, event_retention: u64, floor: Arc<DeadlineFloor>) -> Self {
         Self {
             conn,
             event_retention: event_retention.max(1),
+            floor,
         }
     }
 
@@ -432,8 +443,27 @@ impl<C: Connection> StoreTx for SqlTx<C> {
     }
 
     async fn commit(mut self: Box<Self>, writes: &mut WriteSet) -> StoreResult<()> {
-        self.apply(writes).await?;
-        self.conn.commit().await
+        let earliest_deadline = writes.rollouts.values().filter_map(|w| w.deadline).min();
+        let numbering = self.apply(writes).await?;
+        let numbered = numbering.is_some();
+        let floor = self.floor.clone();
+        let rows = self.conn.commit(numbering).await;
+        // Once committed, the deadlines are visible to every scan: a scan
+        // that began before must not raise the floor above them.
+        if let Some(deadline) = earliest_deadline {
+            floor.lower(deadline.0);
+        }
+        let rows = rows?;
+        if numbered {
+            let last = match rows.first() {
+                Some(row) => {
+                    u64::try_from(row.int(0)?).map_err(|e| codec::corrupt("event counter", e))?
+                }
+                None => return Err(codec::corrupt("event counter", "no row")),
+            };
+            apply::number_events(&mut writes.events, last);
+        }
+        Ok(())
     }
 
     async fn rollback(self: Box<Self>) {

@@ -126,6 +126,14 @@ impl<'a> Builder<'a> {
     }
 }
 
+/// Returns `text` as an SQL string literal, for statements that travel
+/// without parameters. Only quotes are special in a standard string (the
+/// PostgreSQL backend sets `standard_conforming_strings`); NUL cannot occur
+/// in the JSON texts written this way.
+pub fn text_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
 /// How a sort field compares.
 #[derive(Debug, Clone, Copy)]
 pub enum SortKind {
@@ -199,6 +207,12 @@ mod tests {
 
     fn names(fields: &[SortField]) -> Vec<&'static str> {
         fields.iter().map(|f| f.name).collect()
+    }
+
+    #[test]
+    fn a_text_literal_doubles_its_quotes() {
+        assert_eq!(text_literal(r#"{"id": "it's"}"#), r#"'{"id": "it''s"}'"#);
+        assert_eq!(text_literal(r"back\slash"), r"'back\slash'");
     }
 
     #[test]

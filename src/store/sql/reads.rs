@@ -214,24 +214,20 @@ impl<C: Connection> SqlTx<C> {
         now: Timestamp,
         limit: usize,
     ) -> StoreResult<Vec<RolloutView>> {
-        // A cached floor answers "nothing is due" without a query; it is only
-        // set after a query found nothing due, and every new deadline lowers it.
-        if let Some(cache) = self.conn.cache() {
-            if cache.deadline_floor.is_some_and(|floor| now.0 <= floor) {
-                return Ok(Vec::new());
-            }
-            let sql = "SELECT MIN(watchdog_deadline) FROM rollouts";
-            let earliest = match self.read_one(Statement::new(sql)).await? {
-                Some(row) => row.opt_int(0)?,
-                None => None,
-            };
-            let floor = earliest.unwrap_or(i64::MAX);
-            if now.0 <= floor {
-                if let Some(cache) = self.conn.cache() {
-                    cache.deadline_floor = Some(floor);
-                }
-                return Ok(Vec::new());
-            }
+        // The floor answers "nothing is due" without a query on most
+        // operations; the earliest deadline resets it when it cannot.
+        if self.floor.nothing_due(now.0) {
+            return Ok(Vec::new());
+        }
+        let start = self.floor.scan_starts();
+        let sql = "SELECT MIN(watchdog_deadline) FROM rollouts";
+        let earliest = match self.read_one(Statement::new(sql)).await? {
+            Some(row) => row.opt_int(0)?,
+            None => None,
+        };
+        if earliest.is_none_or(|earliest| now.0 <= earliest) {
+            self.floor.found(start, earliest);
+            return Ok(Vec::new());
         }
         let lock = if C::DIALECT.shared {
             " FOR UPDATE OF r SKIP LOCKED"

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::codec::{self, span_columns};
 use super::query::{Builder, SPAN_SORT};
-use super::{Connection, Row, SqlTx, Statement};
+use super::{Arg, Connection, Row, SqlTx, Statement};
 use crate::core::error::StoreResult;
 use crate::core::model::{Span, Timestamp};
 use crate::core::query::{AttemptSelector, Page, Paged, SpanFilter};
@@ -14,6 +14,42 @@ use crate::core::retention::{self, Eviction, RetentionPolicy};
 
 /// Columns of one span row, in insertion order.
 const SPAN_INSERT_COLUMNS: usize = 11;
+
+/// The columns [`SPAN_INSERT_COLUMNS`] counts.
+macro_rules! span_insert_columns {
+    () => {
+        "rollout_id, attempt_id, span_id, sequence_id, trace_id, parent_id, name, \
+         start_time, end_time, size, body"
+    };
+}
+
+/// A stored span's key: (rollout id, attempt id, span id).
+type SpanKey = (String, String, String);
+
+/// On a shared database: inserts the spans given as one array per column
+/// (in [`span_insert_columns`] order, kept in arrival order), skipping
+/// stored keys, adds the stored ones to their rollouts' totals and to this
+/// connection's counter shards, and returns their keys.
+const INSERT_SPANS_WITH_TOTALS: &str = concat!(
+    "WITH stored AS (INSERT INTO spans (",
+    span_insert_columns!(),
+    ") SELECT r, a, s, q, t, p, n, st, et, sz, b FROM unnest(CAST($1 AS TEXT[]), \
+     CAST($2 AS TEXT[]), CAST($3 AS TEXT[]), CAST($4 AS BIGINT[]), CAST($5 AS TEXT[]), \
+     CAST($6 AS TEXT[]), CAST($7 AS TEXT[]), CAST($8 AS BIGINT[]), CAST($9 AS BIGINT[]), \
+     CAST($10 AS BIGINT[]), CAST($11 AS TEXT[])) WITH ORDINALITY \
+     AS u (r, a, s, q, t, p, n, st, et, sz, b, k) ORDER BY k \
+     ON CONFLICT (rollout_id, attempt_id, span_id) DO NOTHING \
+     RETURNING rollout_id, attempt_id, span_id, size), \
+     totals AS (INSERT INTO rollout_spans (rollout_id, last_sequence_id, spans, span_bytes) \
+     SELECT rollout_id, 0, COUNT(*), SUM(size) FROM stored GROUP BY rollout_id \
+     ON CONFLICT (rollout_id) DO UPDATE SET spans = rollout_spans.spans + excluded.spans, \
+     span_bytes = rollout_spans.span_bytes + excluded.span_bytes), \
+     counted AS (INSERT INTO counters (name, shard, value) \
+     SELECT name, pg_backend_pid(), value FROM (SELECT 'spans' AS name, COUNT(*) AS value \
+     FROM stored UNION ALL SELECT 'span_bytes', COALESCE(SUM(size), 0) FROM stored) AS c \
+     WHERE value <> 0 ON CONFLICT (name, shard) DO UPDATE SET value = counters.value + excluded.value) \
+     SELECT rollout_id, attempt_id, span_id FROM stored"
+);
 
 fn span_condition<'a>(b: &mut Builder<'a>, filter: &'a SpanFilter) -> String {
     let mut condition = format!("rollout_id = {}", b.arg(filter.rollout_id.as_str()));
@@ -61,22 +97,89 @@ impl<C: Connection> SqlTx<C> {
         self.write(statement).await
     }
 
-    /// Inserts spans in multi-row statements, skipping stored keys, then
-    /// adds the stored ones to the per-rollout totals (one statement) and to
-    /// the store-wide counters.
+    /// Inserts spans, skipping stored keys, and adds the stored ones to the
+    /// per-rollout totals and to the store-wide counters. On a shared
+    /// database that is one statement of fixed text (whole columns bound as
+    /// arrays and expanded with `unnest`), prepared once per connection
+    /// whatever the batch size; elsewhere multi-row inserts and one
+    /// statement per total.
     pub(super) async fn store_spans(&mut self, spans: &[Arc<Span>]) -> StoreResult<Vec<bool>> {
-        let mut inserted: HashSet<(String, String, String)> = HashSet::new();
         let sizes: Vec<u64> = spans
             .iter()
             .map(|span| retention::span_size(span))
             .collect();
+        let mut inserted = if C::DIALECT.shared {
+            self.insert_spans_with_totals(spans, &sizes).await?
+        } else {
+            self.insert_spans(spans, &sizes).await?
+        };
+        // A key that appears twice in `spans` was stored by its first occurrence.
+        let mut stored = Vec::with_capacity(spans.len());
+        let mut per_rollout: Vec<(&str, i64, u64)> = Vec::new();
+        let mut at: HashMap<&str, usize> = HashMap::new();
+        let (mut count, mut bytes) = (0i64, 0u64);
+        for (span, &size) in spans.iter().zip(&sizes) {
+            let key = (
+                span.rollout_id.clone(),
+                span.attempt_id.clone(),
+                span.span_id.clone(),
+            );
+            let fresh = inserted.remove(&key);
+            if fresh {
+                let slot = *at.entry(span.rollout_id.as_str()).or_insert_with(|| {
+                    per_rollout.push((span.rollout_id.as_str(), 0, 0));
+                    per_rollout.len() - 1
+                });
+                per_rollout[slot].1 += 1;
+                per_rollout[slot].2 += size;
+                count += 1;
+                bytes += size;
+            }
+            stored.push(fresh);
+        }
+        if C::DIALECT.shared {
+            return Ok(stored);
+        }
+        for part in per_rollout.chunks((C::DIALECT.max_params / 3).max(1)) {
+            let mut b = Builder::new(C::DIALECT);
+            b.push("INSERT INTO rollout_spans (rollout_id, last_sequence_id, spans, span_bytes) VALUES ");
+            for (i, &(rollout_id, spans, bytes)) in part.iter().enumerate() {
+                let values = [b.arg(rollout_id), b.arg(spans), b.arg(bytes)];
+                if i > 0 {
+                    b.push(", ");
+                }
+                b.push(&format!("({}, 0, {}, {})", values[0], values[1], values[2]));
+            }
+            b.push(
+                " ON CONFLICT (rollout_id) DO UPDATE SET \
+                 spans = rollout_spans.spans + excluded.spans, \
+                 span_bytes = rollout_spans.span_bytes + excluded.span_bytes",
+            );
+            self.write(b.finish()).await?;
+        }
+        if count > 0 {
+            let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+            self.add_counters(&[("spans", count), ("span_bytes", bytes)])
+                .await?;
+        }
+        Ok(stored)
+    }
+
+    /// Inserts spans in multi-row statements; returns the stored keys.
+    async fn insert_spans(
+        &mut self,
+        spans: &[Arc<Span>],
+        sizes: &[u64],
+    ) -> StoreResult<HashSet<SpanKey>> {
+        let mut inserted = HashSet::new();
         let chunk = (C::DIALECT.max_params / SPAN_INSERT_COLUMNS).max(1);
         for (chunk_spans, chunk_sizes) in spans.chunks(chunk).zip(sizes.chunks(chunk)) {
             let mut b = Builder::new(C::DIALECT);
-            b.push(
-                "INSERT INTO spans (rollout_id, attempt_id, span_id, sequence_id, trace_id, \
-                 parent_id, name, start_time, end_time, size, body) VALUES ",
-            );
+            b.push(concat!(
+                "INSERT INTO spans (",
+                span_insert_columns!(),
+                ") VALUES "
+            ));
             for (i, (span, &size)) in chunk_spans.iter().zip(chunk_sizes).enumerate() {
                 let values = [
                     b.arg(span.rollout_id.as_str()),
@@ -104,54 +207,49 @@ impl<C: Connection> SqlTx<C> {
                 inserted.insert((row.text(0)?, row.text(1)?, row.text(2)?));
             }
         }
+        Ok(inserted)
+    }
 
-        // A key that appears twice in `spans` was stored by its first occurrence.
-        let mut stored = Vec::with_capacity(spans.len());
-        let mut per_rollout: Vec<(&str, i64, u64)> = Vec::new();
-        let mut at: HashMap<&str, usize> = HashMap::new();
-        let (mut count, mut bytes) = (0i64, 0u64);
-        for (span, &size) in spans.iter().zip(&sizes) {
-            let key = (
-                span.rollout_id.clone(),
-                span.attempt_id.clone(),
-                span.span_id.clone(),
-            );
-            let fresh = inserted.remove(&key);
-            if fresh {
-                let slot = *at.entry(span.rollout_id.as_str()).or_insert_with(|| {
-                    per_rollout.push((span.rollout_id.as_str(), 0, 0));
-                    per_rollout.len() - 1
-                });
-                per_rollout[slot].1 += 1;
-                per_rollout[slot].2 += size;
-                count += 1;
-                bytes += size;
-            }
-            stored.push(fresh);
+    /// Inserts spans and adds the stored ones to the per-rollout totals and
+    /// the counters, in one statement; returns the stored keys.
+    async fn insert_spans_with_totals(
+        &mut self,
+        spans: &[Arc<Span>],
+        sizes: &[u64],
+    ) -> StoreResult<HashSet<SpanKey>> {
+        let column = |value: fn(&Span) -> Option<&str>| -> Arg<'_> {
+            Arg::Texts(spans.iter().map(|s| value(s).map(str::to_owned)).collect())
+        };
+        let statement = Statement::new(INSERT_SPANS_WITH_TOTALS)
+            .bind(column(|s| Some(&s.rollout_id)))
+            .bind(column(|s| Some(&s.attempt_id)))
+            .bind(column(|s| Some(&s.span_id)))
+            .bind(Arg::Ints(
+                spans.iter().map(|s| Some(s.sequence_id)).collect(),
+            ))
+            .bind(column(|s| Some(&s.trace_id)))
+            .bind(column(|s| s.parent_id.as_deref()))
+            .bind(column(|s| Some(&s.name)))
+            .bind(Arg::Ints(
+                spans.iter().map(|s| s.start_time.map(|t| t.0)).collect(),
+            ))
+            .bind(Arg::Ints(
+                spans.iter().map(|s| s.end_time.map(|t| t.0)).collect(),
+            ))
+            .bind(Arg::Ints(
+                sizes
+                    .iter()
+                    .map(|&size| Some(i64::try_from(size).unwrap_or(i64::MAX)))
+                    .collect(),
+            ))
+            .bind(Arg::Texts(
+                spans.iter().map(|s| Some(codec::span_body(s))).collect(),
+            ));
+        let mut inserted = HashSet::new();
+        for row in self.write_returning(statement).await? {
+            inserted.insert((row.text(0)?, row.text(1)?, row.text(2)?));
         }
-        for part in per_rollout.chunks((C::DIALECT.max_params / 3).max(1)) {
-            let mut b = Builder::new(C::DIALECT);
-            b.push("INSERT INTO rollout_spans (rollout_id, last_sequence_id, spans, span_bytes) VALUES ");
-            for (i, &(rollout_id, spans, bytes)) in part.iter().enumerate() {
-                let values = [b.arg(rollout_id), b.arg(spans), b.arg(bytes)];
-                if i > 0 {
-                    b.push(", ");
-                }
-                b.push(&format!("({}, 0, {}, {})", values[0], values[1], values[2]));
-            }
-            b.push(
-                " ON CONFLICT (rollout_id) DO UPDATE SET \
-                 spans = rollout_spans.spans + excluded.spans, \
-                 span_bytes = rollout_spans.span_bytes + excluded.span_bytes",
-            );
-            self.write(b.finish()).await?;
-        }
-        if count > 0 {
-            let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
-            self.add_counters(&[("spans", count), ("span_bytes", bytes)])
-                .await?;
-        }
-        Ok(stored)
+        Ok(inserted)
     }
 
     pub(super) async fn select_spans(

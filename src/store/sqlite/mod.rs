@@ -3,11 +3,16 @@
 //! file, its settings, migrations, error codes and group commit.
 //!
 //! # Durability
-//! The database runs in WAL mode with `synchronous = FULL`: a physical
-//! `COMMIT` returns only after the log is fsynced, and no logical commit is
-//! acknowledged before the physical `COMMIT` that contains it has returned.
-//! The file is opened in exclusive locking mode, so a second server on the
-//! same file fails at startup instead of sharing it.
+//! The database runs in WAL mode. A physical `COMMIT` writes the log
+//! (`synchronous = NORMAL`: without syncing it), and the flusher then
+//! syncs the log file (`fdatasync`); no logical commit is acknowledged
+//! before the sync that covers its physical `COMMIT` has returned. That is
+//! what `synchronous = FULL` does inside the `COMMIT`, moved out of it so
+//! that the connection is free while the disk syncs. (Checkpoints sync the
+//! log before copying it into the database and the database after, so a
+//! log that restarts after a checkpoint loses nothing.) The file is opened
+//! in exclusive locking mode, so a second server on the same file fails at
+//! startup instead of sharing it.
 //!
 //! # Group commit
 //! One connection does all the work; a logical transaction ([`Store::begin`])
@@ -19,13 +24,15 @@
 //!   durability, hands the connection on and wakes the flusher;
 //! * the flusher task queues for the connection like everyone else, so it
 //!   gets it after every transaction that was already waiting: it issues one
-//!   `COMMIT` (one fsync) for all of them and tells each waiter the outcome.
+//!   `COMMIT` for all of them, hands the connection on, syncs the log on a
+//!   blocking thread and tells each waiter the outcome.
 //!
-//! Under load, the transactions that arrive while one `COMMIT` is syncing
-//! form the next batch, so throughput is bounded by statement execution,
-//! not by fsyncs; a lone client waits for one fsync per commit, as without
-//! batching. A logical transaction that read state other transactions left
-//! uncommitted waits for the same `COMMIT` when it commits (even without
+//! Under load, the transactions that arrive while one group's log syncs
+//! run their statements meanwhile and form the next group, so throughput
+//! is bounded by statement execution, not by syncs; a lone client waits
+//! for one sync per commit, as without batching. A logical transaction
+//! that read state other transactions left uncommitted, or committed but
+//! not yet synced, waits for the same sync when it commits (even without
 //! writes), so nothing it returns can be lost by a crash.
 //!
 //! A logical transaction dropped after writing leaves its savepoint to the
@@ -41,11 +48,12 @@
 //! rusqlite connection and runs each statement on the calling task's
 //! thread: SQLite answers from its page cache in microseconds, where a
 //! round trip to a worker thread per statement cost tens of microseconds
-//! (mostly thread wake-ups) and bounded throughput. Only the `COMMIT`,
+//! (mostly thread wake-ups) and bounded throughput. Only the log's sync,
 //! which waits for the disk, runs on a blocking thread. Since no other
 //! process can write the file, the connection also remembers the last
-//! event number and a lower bound of the watchdog deadlines across
-//! transactions ([`sql::Cache`]); it forgets both whenever it rolls back.
+//! event number ([`sql::Cache`]) and a lower bound of the watchdog deadlines
+//! ([`sql::DeadlineFloor`]) across transactions; it forgets both whenever
+//! it rolls back.
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -102,22 +110,32 @@ struct Shared {
     writer: Mutex<Writer>,
     /// Wakes the flusher: a logical commit is waiting for durability.
     flush: Notify,
+    /// The logical commits of the physical transaction whose log is being
+    /// synced (`None`: no sync in flight); readers that saw its writes join.
+    in_flight: parking_lot::Mutex<Option<Vec<Waiter>>>,
 }
+
+/// A logical commit waiting for durability.
+type Waiter = oneshot::Sender<StoreResult<()>>;
 
 /// The connection and the state of its physical transaction.
 struct Writer {
-    /// Locked only by the holder of the writer (the mutex lets the flusher's
-    /// blocking thread run the `COMMIT`).
-    conn: Arc<std::sync::Mutex<rusqlite::Connection>>,
+    conn: rusqlite::Connection,
+    /// The write-ahead log, synced by the flusher (opened at the first sync).
+    wal: Option<Arc<std::fs::File>>,
+    /// Where the write-ahead log is.
+    wal_path: PathBuf,
     /// A physical transaction is open.
     open: bool,
     /// A logical transaction wrote and was dropped without committing: its
     /// savepoint must be rolled back before anyone else uses the connection.
     abandoned: bool,
     /// Logical commits waiting for the physical `COMMIT`.
-    waiters: Vec<oneshot::Sender<StoreResult<()>>>,
+    waiters: Vec<Waiter>,
     /// What the connection remembers across transactions.
     cache: sql::Cache,
+    /// The floor of the watchdog deadlines, forgotten with the cache.
+    floor: Arc<sql::DeadlineFloor>,
 }
 
 static SQLITE: Dialect = Dialect {
@@ -184,13 +202,17 @@ impl SqliteStore {
         let conn = open_connection(path).map_err(|e| fail(e.to_string()))?;
         let shared = Arc::new(Shared {
             writer: Mutex::new(Writer {
-                conn: Arc::new(std::sync::Mutex::new(conn)),
+                conn,
+                wal: None,
+                wal_path: wal_path(path),
                 open: false,
                 abandoned: false,
                 waiters: Vec::new(),
                 cache: sql::Cache::default(),
+                floor: Arc::new(sql::DeadlineFloor::new(None)),
             }),
             flush: Notify::new(),
+            in_flight: parking_lot::Mutex::new(None),
         });
         let flusher = tokio::spawn(flush_loop(shared.clone()));
         tracing::info!(path = %path.display(), "sqlite database opened");
@@ -208,8 +230,17 @@ impl Drop for SqliteStore {
     }
 }
 
+/// Returns the path of a database's write-ahead log.
+fn wal_path(path: &Path) -> PathBuf {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    PathBuf::from(wal)
+}
+
 /// Opens the serving connection: exclusive (held from the first statement
-/// on, so a second server on the file fails), WAL, fsync on every commit.
+/// on, so a second server on the file fails), WAL. A `COMMIT` writes the
+/// log without syncing it (`synchronous = NORMAL`): the flusher syncs it
+/// before any commit is acknowledged (see the module docs).
 fn open_connection(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     let conn = rusqlite::Connection::open_with_flags(
         path,
@@ -219,7 +250,7 @@ fn open_connection(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     conn.set_prepared_statement_cache_capacity(512);
     conn.execute_batch(
         "PRAGMA locking_mode = EXCLUSIVE; PRAGMA journal_mode = WAL; \
-         PRAGMA synchronous = FULL; BEGIN IMMEDIATE; COMMIT;",
+         PRAGMA synchronous = NORMAL; BEGIN IMMEDIATE; COMMIT;",
     )?;
     Ok(conn)
 }
@@ -328,6 +359,11 @@ fn run(conn: &rusqlite::Connection, statement: &Statement<'_>) -> rusqlite::Resu
             }
             Arg::Int(value) => prepared.raw_bind_parameter(at + 1, value)?,
             Arg::Text(text) => prepared.raw_bind_parameter(at + 1, text.as_ref())?,
+            Arg::Ints(_) | Arg::Texts(_) => {
+                return Err(rusqlite::Error::ToSqlConversionFailure(
+                    "sqlite binds no arrays".into(),
+                ));
+            }
         }
     }
     let columns = prepared.column_count();
@@ -342,30 +378,16 @@ fn run(conn: &rusqlite::Connection, statement: &Statement<'_>) -> rusqlite::Resu
     Ok(out)
 }
 
-/// Locks the connection. Only the holder of the writer (or its flusher's
-/// `COMMIT`) uses it, so the lock is never contended; a panic while it was
-/// held leaves SQLite's own state consistent.
-fn lock(
-    conn: &std::sync::Mutex<rusqlite::Connection>,
-) -> std::sync::MutexGuard<'_, rusqlite::Connection> {
-    conn.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 impl Writer {
-    fn conn(&self) -> std::sync::MutexGuard<'_, rusqlite::Connection> {
-        lock(&self.conn)
-    }
-
     /// Runs a statement; a failure aborts the physical transaction.
     fn statement(&mut self, statement: &Statement<'_>) -> StoreResult<Vec<SqliteRow>> {
-        let result = run(&self.conn(), statement);
+        let result = run(&self.conn, statement);
         result.map_err(|error| self.fail(error))
     }
 
     /// Runs a transaction control statement; a failure aborts the batch.
     fn control(&mut self, sql: &'static str) -> StoreResult<()> {
-        let result = self.conn().execute_batch(sql);
+        let result = self.conn.execute_batch(sql);
         result.map_err(|error| self.fail(error))
     }
 
@@ -380,60 +402,100 @@ impl Writer {
     fn abort(&mut self, error: &StoreError) {
         // Harmless when no transaction is open (or SQLite already rolled it
         // back after the error).
-        let _ = self.conn().execute_batch("ROLLBACK");
+        let _ = self.conn.execute_batch("ROLLBACK");
         self.open = false;
         self.abandoned = false;
-        self.cache.clear();
+        self.forget();
         for waiter in self.waiters.drain(..) {
             let _ = waiter.send(Err(error.clone()));
         }
+    }
+
+    /// Forgets what the connection remembers: a rollback may have undone it.
+    fn forget(&mut self) {
+        self.cache.clear();
+        self.floor.forget();
     }
 
     /// Rolls back the savepoint of a transaction dropped after writing.
     fn recover(&mut self) {
         if self.abandoned {
             self.abandoned = false;
-            self.cache.clear();
+            self.forget();
             if self.control("ROLLBACK TO tx").is_ok() {
                 let _ = self.control("RELEASE tx");
             }
         }
     }
 
-    /// Commits the physical transaction and tells every waiter. The
-    /// `COMMIT` waits for an fsync, so it runs on a blocking thread.
-    async fn flush(&mut self) {
+    /// Commits the physical transaction: its log is written, not yet
+    /// synced. Hands its waiters to `in_flight` and returns the log to
+    /// sync; `None` when nothing was open or the `COMMIT` failed (its
+    /// waiters are then told).
+    fn commit_group(
+        &mut self,
+        in_flight: &parking_lot::Mutex<Option<Vec<Waiter>>>,
+    ) -> Option<Arc<std::fs::File>> {
         if !self.open {
-            return;
+            return None;
         }
-        let conn = self.conn.clone();
-        let committed =
-            tokio::task::spawn_blocking(move || lock(&conn).execute_batch("COMMIT")).await;
-        match committed {
-            Ok(Ok(())) => {
-                self.open = false;
-                for waiter in self.waiters.drain(..) {
-                    let _ = waiter.send(Ok(()));
+        if let Err(error) = self.conn.execute_batch("COMMIT") {
+            self.fail(error);
+            return None;
+        }
+        self.open = false;
+        *in_flight.lock() = Some(std::mem::take(&mut self.waiters));
+        if self.wal.is_none() {
+            match std::fs::File::open(&self.wal_path) {
+                Ok(file) => self.wal = Some(Arc::new(file)),
+                Err(error) => {
+                    let error = StoreError::Unavailable(format!(
+                        "sqlite: cannot open the write-ahead log: {error}"
+                    ));
+                    tracing::error!(%error, "sqlite commit failed");
+                    tell(in_flight, Err(error));
+                    return None;
                 }
             }
-            Ok(Err(error)) => {
-                self.fail(error);
-            }
-            Err(panicked) => {
-                let error = StoreError::Internal(format!("sqlite: commit panicked: {panicked}"));
-                self.abort(&error);
-            }
         }
+        self.wal.clone()
     }
 }
 
-/// The flusher: one physical `COMMIT` for every logical commit waiting.
+/// Tells the logical commits of the synced physical transaction its outcome.
+fn tell(in_flight: &parking_lot::Mutex<Option<Vec<Waiter>>>, outcome: StoreResult<()>) {
+    for waiter in in_flight.lock().take().unwrap_or_default() {
+        let _ = waiter.send(outcome.clone());
+    }
+}
+
+/// The flusher: one physical `COMMIT` for every logical commit waiting,
+/// then one sync of the log, which runs on a blocking thread without the
+/// connection: the next group's statements run meanwhile.
 async fn flush_loop(shared: Arc<Shared>) {
     loop {
         shared.flush.notified().await;
-        let mut writer = shared.writer.lock().await;
-        writer.recover();
-        writer.flush().await;
+        let wal = {
+            let mut writer = shared.writer.lock().await;
+            writer.recover();
+            writer.commit_group(&shared.in_flight)
+        };
+        let Some(wal) = wal else {
+            continue;
+        };
+        let outcome = match tokio::task::spawn_blocking(move || wal.sync_data()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => {
+                let error =
+                    StoreError::Unavailable(format!("sqlite: cannot sync the log: {error}"));
+                tracing::error!(%error, "sqlite commit failed");
+                Err(error)
+            }
+            Err(panicked) => Err(StoreError::Internal(format!(
+                "sqlite: log sync panicked: {panicked}"
+            ))),
+        };
+        tell(&shared.in_flight, outcome);
     }
 }
 
@@ -446,12 +508,13 @@ impl Store for SqliteStore {
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
         let mut writer = self.shared.writer.lock().await;
         writer.recover();
+        let floor = writer.floor.clone();
         let conn = SqliteConn {
             writer: Some(writer),
             shared: &self.shared,
             savepoint: false,
         };
-        Ok(Box::new(SqlTx::new(conn, self.event_retention)))
+        Ok(Box::new(SqlTx::new(conn, self.event_retention, floor)))
     }
 }
 
@@ -528,7 +591,17 @@ impl sql::Connection for SqliteConn<'_> {
         // Dropped: the next user of the connection rolls the savepoint back.
     }
 
-    async fn commit(mut self) -> StoreResult<()> {
+    async fn commit(mut self, last: Option<String>) -> StoreResult<Vec<SqliteRow>> {
+        let rows = match last {
+            Some(sql) => {
+                self.begin_write().await?;
+                self.run(&Statement {
+                    sql: sql.into(),
+                    args: Vec::new(),
+                })?
+            }
+            None => Vec::new(),
+        };
         if self.savepoint {
             // Whatever happens, the savepoint is gone: released, or rolled
             // back with the physical transaction.
@@ -536,18 +609,24 @@ impl sql::Connection for SqliteConn<'_> {
             self.writer().control("RELEASE tx")?;
         }
         let mut writer = self.writer.take().expect("held until commit");
-        if !writer.open {
-            // Everything this transaction read was already durable.
-            return Ok(());
-        }
         let (done, durable) = oneshot::channel();
-        writer.waiters.push(done);
+        if writer.open {
+            writer.waiters.push(done);
+        } else {
+            // What this transaction read was committed; it may still be
+            // syncing, and then this transaction waits for it too.
+            match self.shared.in_flight.lock().as_mut() {
+                Some(syncing) => syncing.push(done),
+                None => return Ok(rows),
+            }
+        }
         drop(writer);
         self.shared.flush.notify_one();
         durable.await.unwrap_or_else(|_| {
             Err(StoreError::Unavailable(
                 "sqlite: the store closed before the commit was durable".into(),
             ))
-        })
+        })?;
+        Ok(rows)
     }
 }
