@@ -60,6 +60,36 @@ async fn lifecycle_one_rollout_per_call() {
 }
 
 #[tokio::test]
+async fn lifecycle_over_worker_sessions() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    let report = bench(
+        &server,
+        &[
+            "lifecycle",
+            "--mode",
+            "session",
+            "-c",
+            "1,3",
+            "--count",
+            "9",
+        ],
+    )
+    .await;
+    assert_rows(&report, 2, 9, 90);
+    assert_eq!(report.rows[0].name, "lifecycle session");
+    let calls: Vec<(&str, u64)> = report.rows[1]
+        .calls
+        .iter()
+        .map(|c| (c.name, c.calls))
+        .collect();
+    assert_eq!(
+        calls,
+        [("EnqueueRollout", 9), ("AddSpans", 9), ("UpdateAttempt", 9)]
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn lifecycle_with_batches_counts_lifecycles() {
     let server = TestServer::start(common::Backend::Memory).await;
     // 2 clients, batches of 4: the last batch is partial (3 of 4).

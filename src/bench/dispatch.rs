@@ -22,6 +22,7 @@ use tokio::time::MissedTickBehavior;
 use super::driver::{Budget, Measured};
 use super::progress::Progress;
 use super::report::{Report, Row, RowSpec};
+use super::session::BenchSession;
 use super::stats::{Counters, Recorder, status_text};
 use super::target::{StoreClient, Target};
 use super::{BenchError, BenchResult, LoadArgs};
@@ -208,43 +209,23 @@ async fn session_worker(
     board: Arc<Board>,
     mut stop: watch::Receiver<bool>,
 ) {
-    use pb::worker_session_request::Message as ToServer;
-    use pb::worker_session_response::Message as FromServer;
-    let (to_server, requests) = tokio::sync::mpsc::unbounded_channel();
-    let _ = to_server.send(pb::WorkerSessionRequest {
-        message: Some(ToServer::Open(pb::OpenSession {
-            worker_id: format!("bench-session-{index}"),
-            slots: 1,
-        })),
-    });
-    let requests = tokio_stream::wrappers::UnboundedReceiverStream::new(requests);
-    let mut pushes = match client.worker_session(requests).await {
-        Ok(response) => response.into_inner(),
+    let worker_id = format!("bench-session-{index}");
+    let mut session = match BenchSession::open(&mut client, &worker_id, 1).await {
+        Ok(session) => session,
         Err(status) => return board.failure(status_text(&status)),
     };
     loop {
-        let message = tokio::select! {
-            message = pushes.message() => message,
+        let assignment = tokio::select! {
+            assignment = session.assignment() => assignment,
             _ = stop.changed() => break,
         };
-        match message {
-            Ok(Some(pb::WorkerSessionResponse {
-                message: Some(FromServer::Assignment(assignment)),
-            })) => {
-                let Some(rollout) = assignment.rollout else {
-                    continue;
-                };
+        match assignment {
+            Ok(Some(rollout)) => {
                 let received = Instant::now();
                 let attempt_id = rollout.attempt.map(|a| a.attempt_id).unwrap_or_default();
-                let _ = to_server.send(pb::WorkerSessionRequest {
-                    message: Some(ToServer::Release(pb::ReleaseAssignment {
-                        rollout_id: rollout.rollout_id.clone(),
-                        attempt_id,
-                    })),
-                });
+                session.release(&rollout.rollout_id, &attempt_id);
                 board.claimed(rollout.rollout_id, received);
             }
-            Ok(Some(_)) => {}
             Ok(None) => break,
             Err(status) => {
                 board.failure(status_text(&status));

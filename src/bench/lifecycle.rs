@@ -1,7 +1,8 @@
 //! `bench lifecycle`: full rollout lifecycles, as a runner and an algorithm
-//! drive them: enqueue, dequeue, add spans, complete.
+//! drive them: enqueue, dequeue (or a push to a worker session), add spans,
+//! complete.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use prost::Message;
@@ -11,6 +12,7 @@ use tonic::Status;
 use super::driver::{TaskContext, run_tasks, timed};
 use super::payload::{SpanIds, StoreSpan};
 use super::report::{Report, Row, RowSpec};
+use super::session::BenchSession;
 use super::stats::{Recorder, status_text};
 use super::target::{StoreClient, Target};
 use super::wire::LeanClient;
@@ -21,6 +23,19 @@ use crate::proto as pb;
 const DEFAULT_COUNT: u64 = 10_000_000;
 /// UpdateAttempt calls of one batch in flight at once.
 const COMPLETIONS_IN_FLIGHT: usize = 64;
+/// How long a session client waits for the push of a rollout before the
+/// lifecycle counts as failed.
+const PUSH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How the runner side receives its rollouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LifecycleMode {
+    /// DequeueRollout (DequeueRollouts with --batch).
+    Unary,
+    /// A one-slot WorkerSession per client: the server pushes the rollout,
+    /// and the client releases it after completing it.
+    Session,
+}
 
 /// Arguments of `bench lifecycle`.
 #[derive(Debug, Clone, clap::Args)]
@@ -38,12 +53,18 @@ pub struct LifecycleArgs {
     /// Spans added per rollout, all in one AddSpans call.
     #[arg(long, default_value_t = 10)]
     spans_per_rollout: usize,
+    /// How rollouts reach the runner side (`session` needs --batch 1).
+    #[arg(long, value_enum, default_value = "unary")]
+    mode: LifecycleMode,
 }
 
 /// Runs the scenario once per concurrency level (default 1, 4 and 16 clients).
 pub async fn run(target: &mut Target, args: LifecycleArgs, progress: bool) -> BenchResult<Report> {
     if !(1..=10_000).contains(&args.batch) {
         return Err(BenchError::new("--batch must be between 1 and 10000"));
+    }
+    if args.mode == LifecycleMode::Session && args.batch != 1 {
+        return Err(BenchError::new("--mode session takes no --batch"));
     }
     let levels = args.load.levels(&[1, 4, 16])?;
     let limits = args.load.limits(DEFAULT_COUNT)?;
@@ -56,9 +77,15 @@ pub async fn run(target: &mut Target, args: LifecycleArgs, progress: bool) -> Be
             "span_bytes": span.encoded_len(),
             "duration_secs": limits.duration.as_secs_f64(),
             "count": limits.count,
+            "mode": format!("{:?}", args.mode).to_lowercase(),
         }),
     );
-    let (name, latency_of) = if args.batch == 1 {
+    let (name, latency_of) = if args.mode == LifecycleMode::Session {
+        (
+            "lifecycle session".to_owned(),
+            "one lifecycle (enqueue, push, AddSpans, UpdateAttempt, release)",
+        )
+    } else if args.batch == 1 {
         (
             "lifecycle".to_owned(),
             "one lifecycle (4 calls in sequence)",
@@ -77,7 +104,14 @@ pub async fn run(target: &mut Target, args: LifecycleArgs, progress: bool) -> Be
                 store: pool.store(ctx.index),
                 lean: pool.lean(ctx.index),
             };
-            client_task(ctx, clients, span.clone(), args.clone())
+            let args = args.clone();
+            let span = span.clone();
+            async move {
+                match args.mode {
+                    LifecycleMode::Unary => client_task(ctx, clients, span, args).await,
+                    LifecycleMode::Session => session_task(ctx, clients, span, args).await,
+                }
+            }
         })
         .await?;
         report.rows.push(Row::new(
@@ -132,6 +166,102 @@ async fn client_task(
         }
     }
     recorder
+}
+
+/// Lifecycles through a one-slot worker session: each iteration enqueues a
+/// rollout and completes the next one pushed to the session (another
+/// client's, as often as not). The previous assignment is released only
+/// when the next iteration starts, so that a session whose client is done
+/// keeps its slot full and receives nothing another client waits for.
+async fn session_task(
+    ctx: TaskContext,
+    mut client: Clients,
+    span: StoreSpan,
+    args: LifecycleArgs,
+) -> Recorder {
+    let TaskContext {
+        index,
+        budget,
+        mut recorder,
+    } = ctx;
+    // A worker id no earlier run used: a session of an earlier run's worker
+    // would be adopted, with the assignment it kept.
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    let worker_id = format!("bench-lifecycle-{}-{index}", &run[..8]);
+    let mut session = match BenchSession::open(&mut client.store, &worker_id, 1).await {
+        Ok(session) => session,
+        Err(status) => {
+            recorder.failure(status_text(&status));
+            return recorder;
+        }
+    };
+    let mut ids = SpanIds::new();
+    let mut held: Option<(String, String)> = None;
+    while budget.take(1) == 1 {
+        if let Some((rollout_id, attempt_id)) = held.take() {
+            session.release(&rollout_id, &attempt_id);
+        }
+        let start = Instant::now();
+        match pushed(
+            &mut client,
+            &mut session,
+            &mut recorder,
+            &span,
+            &args,
+            &mut ids,
+        )
+        .await
+        {
+            Ok(attempt) => {
+                held = Some(attempt);
+                recorder.success(start.elapsed(), 1, args.spans_per_rollout as u64);
+            }
+            Err(status) => recorder.failure(status_text(&status)),
+        }
+    }
+    recorder
+}
+
+/// One lifecycle over a session; returns the attempt it completed.
+async fn pushed(
+    client: &mut Clients,
+    session: &mut BenchSession,
+    recorder: &mut Recorder,
+    span: &StoreSpan,
+    args: &LifecycleArgs,
+    ids: &mut SpanIds,
+) -> Result<(String, String), Status> {
+    timed(
+        recorder,
+        "EnqueueRollout",
+        client.store.enqueue_rollout(pb::EnqueueRolloutRequest {
+            rollout: Some(spec()),
+        }),
+    )
+    .await?;
+    let rollout = tokio::time::timeout(PUSH_TIMEOUT, session.assignment())
+        .await
+        .map_err(|_| Status::deadline_exceeded("no rollout was pushed to the session"))??
+        .ok_or_else(|| Status::unavailable("the session ended"))?;
+    let attempt_id = attempt_id(&rollout)?;
+    if args.spans_per_rollout > 0 {
+        let spans = span.spans(
+            &rollout.rollout_id,
+            &attempt_id,
+            args.spans_per_rollout,
+            ids,
+        );
+        add_spans(client, recorder, spans).await?;
+    }
+    timed(
+        recorder,
+        "UpdateAttempt",
+        client
+            .store
+            .update_attempt(succeeded(rollout.rollout_id.clone(), attempt_id.clone())),
+    )
+    .await?;
+    Ok((rollout.rollout_id, attempt_id))
 }
 
 /// One lifecycle through the single-rollout RPCs.

@@ -22,6 +22,7 @@ mod payload;
 mod progress;
 mod query;
 pub mod report;
+mod session;
 mod stats;
 mod target;
 mod wire;
