@@ -21,7 +21,7 @@ use crate::api::calls::CallLayer;
 use crate::api::otlp::OtlpTraceService;
 use crate::api::service::StoreService;
 use crate::api::streams::SubscriberLimits;
-use crate::core::engine::Engine;
+use crate::core::engine::{Engine, SessionPolicy};
 use crate::core::sessions::Sessions;
 use crate::metrics::Metrics;
 use crate::otlp::TraceIngest;
@@ -49,6 +49,14 @@ pub struct ServerConfig {
     /// How long the attempts of a dropped worker session wait for the worker
     /// to reconnect before they become `unresponsive`.
     pub session_grace: Duration,
+    /// How long a worker session's record stays valid without being renewed
+    /// (three times per lease): when this server dies, another takes its
+    /// sessions over this long after the last renewal.
+    pub session_lease: Duration,
+    /// This server's name in the worker session records. A server restarted
+    /// with the same name drops the sessions it held at once (their grace
+    /// period starts); under another name, they wait for their leases.
+    pub server_id: String,
     /// Messages buffered per event subscriber.
     pub subscriber_buffer: usize,
     /// How long a subscriber's full buffer may stay full before the
@@ -90,6 +98,8 @@ impl Default for ServerConfig {
             drain_timeout: Duration::from_secs(10),
             otlp_max_in_flight: 64,
             session_grace: Duration::from_secs(30),
+            session_lease: Duration::from_secs(10),
+            server_id: random_server_id(),
             subscriber_buffer: 4096,
             subscriber_timeout: Duration::from_secs(10),
             metrics_listener: None,
@@ -98,6 +108,11 @@ impl Default for ServerConfig {
             cors_origins: Vec::new(),
         }
     }
+}
+
+/// Returns a server name no other server uses: `server-` and 8 hex digits.
+pub fn random_server_id() -> String {
+    format!("server-{}", &uuid::Uuid::new_v4().simple().to_string()[..8])
 }
 
 /// Error returned when the server cannot start or fails while serving.
@@ -133,7 +148,17 @@ pub async fn serve(
             .with_service_name(TRACE_SERVICE)
             .with_service_name(HEALTH_SERVICE)
     };
-    let sessions = Sessions::new(engine.clone(), config.session_grace);
+    let sessions = Sessions::new(
+        engine.clone(),
+        SessionPolicy {
+            server_id: config.server_id.clone(),
+            lease: config.session_lease,
+            grace: config.session_grace,
+        },
+    );
+    // Sessions this server held before a restart are dropped before it
+    // serves: their runners may reconnect at once.
+    sessions.recover().await;
     let store_service = LightningStoreServiceServer::new(StoreService::new(
         engine.clone(),
         sessions.clone(),
@@ -163,7 +188,8 @@ pub async fn serve(
         }),
         tokio::spawn(engine.clone().run_watchdog()),
         tokio::spawn(sessions.clone().run_dispatcher()),
-        tokio::spawn(sessions.run_revocations()),
+        tokio::spawn(sessions.clone().run_revocations()),
+        tokio::spawn(sessions.clone().run_leases()),
         tokio::spawn(
             health
                 .clone()
@@ -260,6 +286,14 @@ pub async fn serve(
     {
         tracing::warn!(timeout = ?config.drain_timeout, "background tasks did not stop, aborting them");
         aborts.iter().for_each(tokio::task::AbortHandle::abort);
+    }
+    // The ends of the sessions that were open are recorded before the store
+    // closes: their attempts then get the grace period at once.
+    if tokio::time::timeout(config.drain_timeout, sessions.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(timeout = ?config.drain_timeout, "the ends of worker sessions were not all recorded");
     }
     engine.close_store().await;
     // Metrics stay up through the drain and stop with the server.

@@ -116,7 +116,13 @@ async fn drive(mut c: Client, worker: String, ledger: Arc<Mutex<Ledger>>) {
                 }
             })
             .collect();
-        let Ok(added) = c.add_spans(pb::AddSpansRequest { spans }).await else {
+        let Ok(added) = c
+            .add_spans(pb::AddSpansRequest {
+                spans,
+                ..Default::default()
+            })
+            .await
+        else {
             return;
         };
         let stored: Vec<(String, i64)> = added

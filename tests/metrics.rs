@@ -221,12 +221,14 @@ async fn scrape_reflects_calls_and_store_totals() {
     client
         .add_spans(pb::AddSpansRequest {
             spans: spans.clone(),
+            ..Default::default()
         })
         .await
         .unwrap();
     client
         .add_spans(pb::AddSpansRequest {
             spans: spans[..1].to_vec(),
+            ..Default::default()
         })
         .await
         .unwrap();

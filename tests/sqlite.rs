@@ -74,6 +74,7 @@ async fn add_span(c: &mut Client, rollout_id: &str, attempt_id: &str) -> i64 {
             name: "step".into(),
             ..Default::default()
         }),
+        ..Default::default()
     })
     .await
     .unwrap()

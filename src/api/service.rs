@@ -8,6 +8,7 @@ use tonic::{Request, Response, Status};
 
 use super::convert::{self as c, id, opt_id, opt_worker_id};
 use super::streams::{self, RpcStream, SubscriberLimits};
+use super::worker_session;
 use crate::core::engine::{AttemptPatch, Engine, RolloutPatch};
 use crate::core::error::StoreError;
 use crate::core::ids;
@@ -121,7 +122,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<tonic::Streaming<pb::WorkerSessionRequest>>,
     ) -> RpcResult<Self::WorkerSessionStream> {
-        streams::worker_session(&self.engine, &self.sessions, request.into_inner())
+        worker_session::worker_session(&self.engine, &self.sessions, request.into_inner())
             .await
             .map(Response::new)
     }
@@ -261,13 +262,13 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::AddSpanRequest>,
     ) -> RpcResult<pb::AddSpanResponse> {
+        let request = request.into_inner();
         let span = request
-            .into_inner()
             .span
             .ok_or_else(|| StoreError::invalid("span is required"))?;
         let added = self
             .engine
-            .add_spans(vec![c::span_from_proto(span)?])
+            .add_spans(vec![c::span_from_proto(span)?], request.owner_epoch)
             .await?;
         ok(pb::AddSpanResponse {
             span: added.spans.first().map(|span| c::span_to_proto(span)),
@@ -278,13 +279,13 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::AddSpansRequest>,
     ) -> RpcResult<pb::AddSpansResponse> {
+        let request = request.into_inner();
         let spans = request
-            .into_inner()
             .spans
             .into_iter()
             .map(c::span_from_proto)
             .collect::<Result<Vec<_>, _>>()?;
-        let added = self.engine.add_spans(spans).await?;
+        let added = self.engine.add_spans(spans, request.owner_epoch).await?;
         ok(pb::AddSpansResponse {
             spans: added
                 .spans
@@ -496,7 +497,7 @@ impl LightningStoreService for StoreService {
         }
         let attempt = self
             .engine
-            .update_attempt(&rollout_id, &attempt_id, patch)
+            .update_attempt(&rollout_id, &attempt_id, patch, request.owner_epoch)
             .await?;
         ok(pb::UpdateAttemptResponse {
             attempt: Some(c::attempt_to_proto(&attempt)),

@@ -1,6 +1,7 @@
-//! The streaming RPCs: completion watches, event subscriptions and worker
-//! sessions. Each stream is pumped by its own task into a bounded channel;
-//! a client that reads too slowly is cut off instead of slowing anyone else.
+//! The server-streaming RPCs: completion watches and event subscriptions
+//! (worker sessions are in [`super::worker_session`]). Each stream is pumped
+//! by its own task into a bounded channel; a client that reads too slowly is
+//! cut off instead of slowing anyone else.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -11,14 +12,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::{Notify, mpsc};
 use tokio_stream::wrappers::{ReceiverStream, UnboundedReceiverStream};
 use tokio_stream::{Stream, StreamExt};
+use tonic::Status;
 use tonic::metadata::MetadataValue;
-use tonic::{Status, Streaming};
 
 use super::convert::{self as c, id};
 use crate::core::engine::Engine;
 use crate::core::error::StoreError;
-use crate::core::model::{AttemptStatus, Json, RolloutStatus};
-use crate::core::sessions::{RevocationReason, SessionHandle, SessionPush, Sessions};
+use crate::core::model::{AttemptStatus, RolloutStatus};
 use crate::core::subscription::{EventFilter, SubscriptionError};
 use crate::proto as pb;
 
@@ -28,11 +28,13 @@ pub type RpcStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 /// Trailer carrying the last event sequence number a subscriber received.
 pub const LAST_SEQ_TRAILER: &str = "lightningstore-last-seq";
 
-fn stream_of<T: Send + 'static>(receiver: mpsc::Receiver<Result<T, Status>>) -> RpcStream<T> {
+pub(super) fn stream_of<T: Send + 'static>(
+    receiver: mpsc::Receiver<Result<T, Status>>,
+) -> RpcStream<T> {
     Box::pin(ReceiverStream::new(receiver))
 }
 
-fn closing_status() -> Status {
+pub(super) fn closing_status() -> Status {
     Status::unavailable("the server is shutting down; reconnect")
 }
 
@@ -260,131 +262,6 @@ impl<T: Send + 'static> Outbox<T> {
             }
         }
     }
-}
-
-fn push_to_proto(push: SessionPush) -> pb::WorkerSessionResponse {
-    use pb::worker_session_response::Message;
-    let message = match push {
-        SessionPush::Assignment { rollout, resources } => Message::Assignment(pb::Assignment {
-            rollout: Some(c::view_to_proto(&rollout)),
-            resources: resources.as_ref().map(c::resources_to_proto),
-        }),
-        SessionPush::Revoked {
-            rollout_id,
-            attempt_id,
-            reason,
-        } => Message::Revoked(pb::Revocation {
-            rollout_id,
-            attempt_id,
-            reason: match reason {
-                RevocationReason::Cancelled => pb::RevocationReason::Cancelled,
-                RevocationReason::Timeout => pb::RevocationReason::Timeout,
-                RevocationReason::Unresponsive => pb::RevocationReason::Unresponsive,
-            } as i32,
-        }),
-    };
-    pb::WorkerSessionResponse {
-        message: Some(message),
-    }
-}
-
-/// Runs a worker session; see the proto for the contract.
-pub async fn worker_session(
-    engine: &Arc<Engine>,
-    sessions: &Arc<Sessions>,
-    mut inbound: Streaming<pb::WorkerSessionRequest>,
-) -> Result<RpcStream<pb::WorkerSessionResponse>, Status> {
-    use pb::worker_session_request::Message;
-    let open = match inbound.message().await?.and_then(|m| m.message) {
-        Some(Message::Open(open)) => open,
-        _ => return Err(StoreError::invalid("the first session message must be open").into()),
-    };
-    let worker_id = id("worker_id", &open.worker_id)?;
-    let slots = usize::try_from(open.slots).unwrap_or(0);
-    let mut session = sessions.open(&worker_id, slots).await?;
-    let (sender, receiver) = mpsc::channel(64);
-    let opened = pb::WorkerSessionResponse {
-        message: Some(pb::worker_session_response::Message::Opened(
-            pb::SessionOpened {
-                worker_id: worker_id.clone(),
-                adopted: session
-                    .adopted
-                    .iter()
-                    .map(|(rollout_id, attempt_id)| pb::RolloutAttemptRef {
-                        rollout_id: rollout_id.clone(),
-                        attempt_id: attempt_id.clone(),
-                    })
-                    .collect(),
-            },
-        )),
-    };
-    let _ = sender.try_send(Ok(opened));
-    let engine = engine.clone();
-    tokio::spawn(async move {
-        let mut closing = engine.closing();
-        loop {
-            tokio::select! {
-                push = session.pushes.recv() => {
-                    let item = match push {
-                        Some(push) => Ok(push_to_proto(push)),
-                        None => Err(Status::aborted(format!("replaced by a newer session of worker {}", session.worker_id))),
-                    };
-                    let failed = item.is_err();
-                    if sender.send(item).await.is_err() || failed {
-                        break;
-                    }
-                }
-                message = inbound.message() => match message {
-                    Ok(Some(message)) => {
-                        if let Err(status) = handle_session_message(&engine, &session, message.message).await {
-                            let _ = sender.send(Err(status)).await;
-                            break;
-                        }
-                    }
-                    // The runner closed its side or went away.
-                    Ok(None) | Err(_) => break,
-                },
-                _ = async { let _ = closing.wait_for(|closing| *closing).await; } => {
-                    let _ = sender.send(Err(closing_status())).await;
-                    break;
-                }
-            }
-        }
-        drop(session);
-    });
-    Ok(stream_of(receiver))
-}
-
-async fn handle_session_message(
-    engine: &Engine,
-    session: &SessionHandle,
-    message: Option<pb::worker_session_request::Message>,
-) -> Result<(), Status> {
-    use pb::worker_session_request::Message;
-    let stats = match message {
-        Some(Message::Open(_)) => {
-            return Err(
-                StoreError::FailedPrecondition("the session is already open".into()).into(),
-            );
-        }
-        Some(Message::Release(release)) => {
-            session.release(&(release.rollout_id, release.attempt_id));
-            None
-        }
-        Some(Message::Heartbeat(heartbeat)) => {
-            match c::json_from_text(
-                "heartbeat_stats_json",
-                &heartbeat.heartbeat_stats_json,
-                Json::Null,
-            )? {
-                Json::Null => None,
-                stats => Some(stats),
-            }
-        }
-        None => None,
-    };
-    engine.update_worker(&session.worker_id, stats).await?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -169,6 +169,7 @@ async fn running_attempts(
         let (rollout_id, attempt_id) = start_rollout(&mut client, "bench ingest").await?;
         client
             .add_spans(pb::AddSpansRequest {
+                owner_epoch: None,
                 spans: span.spans(&rollout_id, &attempt_id, 1, &mut ids),
             })
             .await?;

@@ -251,14 +251,14 @@ async fn pushed(
             args.spans_per_rollout,
             ids,
         );
-        add_spans(client, recorder, spans).await?;
+        add_spans(client, recorder, spans, Some(session.owner_epoch)).await?;
     }
+    let mut update = succeeded(rollout.rollout_id.clone(), attempt_id.clone());
+    update.owner_epoch = Some(session.owner_epoch);
     timed(
         recorder,
         "UpdateAttempt",
-        client
-            .store
-            .update_attempt(succeeded(rollout.rollout_id.clone(), attempt_id.clone())),
+        client.store.update_attempt(update),
     )
     .await?;
     Ok((rollout.rollout_id, attempt_id))
@@ -298,7 +298,7 @@ async fn single(
             args.spans_per_rollout,
             ids,
         );
-        add_spans(client, recorder, spans).await?;
+        add_spans(client, recorder, spans, None).await?;
     }
     timed(
         recorder,
@@ -351,7 +351,7 @@ async fn batched(
         attempts.push((rollout.rollout_id, attempt_id));
     }
     if !spans.is_empty() {
-        add_spans(client, recorder, spans).await?;
+        add_spans(client, recorder, spans, None).await?;
     }
     let done = attempts.len() as u64;
     let results: Vec<_> = futures::stream::iter(attempts)
@@ -378,14 +378,18 @@ async fn batched(
     first_error.map_or(Ok(done), Err)
 }
 
-/// Stores spans with one AddSpans call and checks that all were stored.
+/// Stores spans with one AddSpans call (presenting `owner_epoch`, if any)
+/// and checks that all were stored.
 async fn add_spans(
     client: &mut Clients,
     recorder: &mut Recorder,
     spans: Vec<pb::Span>,
+    owner_epoch: Option<u64>,
 ) -> Result<(), Status> {
     let expected = spans.len();
-    let request = pb::AddSpansRequest { spans }.encode_to_vec().into();
+    let request = pb::AddSpansRequest { spans, owner_epoch }
+        .encode_to_vec()
+        .into();
     let ack = timed(recorder, "AddSpans", client.lean.add_spans(request)).await?;
     ack.check(expected)
 }

@@ -155,7 +155,14 @@ impl StoreBatch {
             markers.push(marker.into_bytes());
         }
         // Each span id appears twice: in the span and in its context.
-        let template = Template::new(&pb::AddSpansRequest { spans }, &markers, 2)?;
+        let template = Template::new(
+            &pb::AddSpansRequest {
+                spans,
+                owner_epoch: None,
+            },
+            &markers,
+            2,
+        )?;
         Some(Self { template, batch })
     }
 

@@ -82,6 +82,7 @@ async fn prepare(client: &mut StoreClient, span: &StoreSpan, count: usize) -> Be
         let n = PREPARE_BATCH.min(count - added);
         client
             .add_spans(pb::AddSpansRequest {
+                owner_epoch: None,
                 spans: span.spans(&rollout_id, &attempt_id, n, &mut ids),
             })
             .await?;

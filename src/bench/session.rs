@@ -14,6 +14,9 @@ use pb::worker_session_response::Message as FromServer;
 pub struct BenchSession {
     to_server: mpsc::UnboundedSender<pb::WorkerSessionRequest>,
     pushes: Streaming<pb::WorkerSessionResponse>,
+    /// The epoch the session's writes present (0 from a server without
+    /// fencing).
+    pub owner_epoch: u64,
 }
 
 impl BenchSession {
@@ -30,11 +33,21 @@ impl BenchSession {
                 slots,
             })),
         });
-        let pushes = client
+        let mut pushes = client
             .worker_session(UnboundedReceiverStream::new(requests))
             .await?
             .into_inner();
-        Ok(Self { to_server, pushes })
+        let owner_epoch = match pushes.message().await? {
+            Some(pb::WorkerSessionResponse {
+                message: Some(FromServer::Opened(opened)),
+            }) => opened.owner_epoch,
+            _ => return Err(Status::internal("the session did not open")),
+        };
+        Ok(Self {
+            to_server,
+            pushes,
+            owner_epoch,
+        })
     }
 
     /// Returns the next pushed assignment's rollout; `None` when the

@@ -253,6 +253,7 @@ mod tests {
                     ..Default::default()
                 })
                 .collect(),
+            owner_epoch: None,
         };
         let markers = vec![b"marker0".to_vec(), b"marker1".to_vec()];
         let template = Template::new(&request, &markers, 2).unwrap();

@@ -701,7 +701,10 @@ async fn add_span(mut s: Session, args: AddSpanArgs) -> ClientResult {
     };
     let stored = s
         .client
-        .add_span(pb::AddSpanRequest { span: Some(span) })
+        .add_span(pb::AddSpanRequest {
+            span: Some(span),
+            owner_epoch: None,
+        })
         .await?
         .into_inner()
         .span

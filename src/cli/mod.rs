@@ -156,6 +156,22 @@ pub struct ServeArgs {
         default_value_t = 30.0
     )]
     pub session_grace_secs: f64,
+    /// Seconds a worker session's record in the store stays valid without
+    /// being renewed (the server renews it three times per lease while the
+    /// stream lives): when a server dies, another takes its sessions over
+    /// this long after the last renewal, then applies the grace period.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_SESSION_LEASE_SECS",
+        default_value_t = 10.0
+    )]
+    pub session_lease_secs: f64,
+    /// This server's name in the worker session records (default: a random
+    /// name). Give a restarted server the name it had (the pod name in a
+    /// StatefulSet) and it drops the sessions it held at once instead of
+    /// waiting for their leases; two running servers must never share one.
+    #[arg(long, env = "LIGHTNING_STORE_SERVER_ID")]
+    pub server_id: Option<String>,
     /// Events buffered per WatchEvents subscriber.
     #[arg(
         long,
@@ -234,6 +250,7 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
     for (flag, value) in [
         ("--drain-timeout-secs", args.drain_timeout_secs),
         ("--session-grace-secs", args.session_grace_secs),
+        ("--session-lease-secs", args.session_lease_secs),
         ("--subscriber-timeout-secs", args.subscriber_timeout_secs),
     ] {
         if !(value.is_finite() && value >= 0.0) {
@@ -313,6 +330,15 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
         drain_timeout: Duration::from_secs_f64(args.drain_timeout_secs),
         otlp_max_in_flight: args.otlp_max_in_flight,
         session_grace: Duration::from_secs_f64(args.session_grace_secs),
+        session_lease: Duration::from_secs_f64(args.session_lease_secs)
+            .max(Duration::from_millis(3)),
+        server_id: match args.server_id {
+            Some(server_id) if server_id.trim().is_empty() => {
+                return Err("--server-id must not be empty".into());
+            }
+            Some(server_id) => server_id,
+            None => server::random_server_id(),
+        },
         subscriber_buffer: args.subscriber_buffer,
         subscriber_timeout: Duration::from_secs_f64(args.subscriber_timeout_secs),
         metrics_listener,

@@ -9,6 +9,7 @@ pub mod events;
 pub mod ids;
 pub mod lifecycle;
 pub mod model;
+pub mod ownership;
 pub mod query;
 pub mod retention;
 pub mod sessions;

@@ -51,10 +51,10 @@ impl Timestamp {
 }
 
 macro_rules! string_enum {
-    ($(#[$meta:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
+    ($(#[$meta:meta])* $name:ident { $($(#[$doc:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub enum $name { $($variant),+ }
+        pub enum $name { $($(#[$doc])* $variant),+ }
 
         impl $name {
             /// Every value, in declaration order.
@@ -128,6 +128,19 @@ string_enum! {
         Busy => "busy",
         Unknown => "unknown",
         Lost => "lost",
+    }
+}
+
+string_enum! {
+    /// Where a worker's session stands in the store.
+    SessionState {
+        /// A server holds the session's stream and renews its lease.
+        Open => "open",
+        /// The stream ended; the attempts it owns wait for the worker until
+        /// the grace period ends.
+        Dropped => "dropped",
+        /// Nothing is pending.
+        Closed => "closed",
     }
 }
 
@@ -240,6 +253,30 @@ impl Worker {
             current_attempt_id: None,
         }
     }
+}
+
+/// A (rollout id, attempt id) pair naming one attempt.
+pub type AttemptRef = (String, String);
+
+/// A worker's session as the store records it: which server holds its
+/// stream, the lease that proves it, and the attempts it owns. Each worker
+/// has one record, kept after its session ends so that epochs only grow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerSession {
+    pub worker_id: String,
+    /// The session's fencing token: store-wide unique, and new each time a
+    /// session of the worker opens, which moves the ownership of its
+    /// attempts to the new session.
+    pub epoch: u64,
+    /// The server that holds (or last held) the session's stream.
+    pub server_id: String,
+    pub state: SessionState,
+    /// `open`: when the lease expires unless the server renews it;
+    /// `dropped`: when the grace period ends; `closed`: none.
+    pub deadline: Option<Timestamp>,
+    /// The attempts the session owns (pushed or adopted, not released), in
+    /// the order it got them.
+    pub attempts: Vec<AttemptRef>,
 }
 
 /// A versioned snapshot of named resources.

@@ -1,24 +1,29 @@
-//! Worker sessions: a runner holds a stream with a number of slots, and the
-//! dispatcher pushes claimed rollouts into free slots the moment they are
-//! queued (no polling). Held attempts whose rollout is cancelled, or that the
-//! watchdog times out or finds unresponsive, are revoked at once. When a
-//! session drops, its worker is marked `lost`; unless the worker opens a new
-//! session within the grace period (which adopts the held attempts), those
-//! attempts become `unresponsive` and are retried per their configuration.
+//! Worker sessions on this server: a runner holds a stream with a number of
+//! slots, and the dispatcher pushes claimed rollouts into free slots the
+//! moment they are queued (no polling); attempts whose rollout is cancelled,
+//! or that the watchdog times out or finds unresponsive, are revoked at once.
+//!
+//! Ownership lives in the store (the rules in [`super::ownership`], the
+//! transactions in [`super::engine`]), so that any server can take a
+//! session over and a restart strands nothing. This registry keeps what a
+//! stream needs here (its slots, the attempts it holds, its push channel);
+//! its background task renews the leases of this server's sessions, ends
+//! the streams of sessions another server took over, and applies the
+//! leases and grace periods that passed, whichever server held them.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use indexmap::IndexMap;
 use parking_lot::Mutex;
 use tokio::sync::{Notify, broadcast::error::RecvError, mpsc};
-use tokio::task::AbortHandle;
+use tokio::task::JoinSet;
 
-use super::engine::Engine;
+use super::engine::{Engine, SessionPolicy, StreamEnd};
 use super::error::{StoreError, StoreResult};
 use super::events::Change;
-use super::model::{AttemptStatus, ResourcesUpdate, RolloutStatus, RolloutView};
+use super::model::{AttemptRef, AttemptStatus, Json, ResourcesUpdate, RolloutStatus, RolloutView};
 
 /// Largest number of slots one session may ask for.
 pub const MAX_SLOTS: usize = 1024;
@@ -26,9 +31,6 @@ pub const MAX_SLOTS: usize = 1024;
 /// Most rollouts claimed for one session per dispatch turn, so that a burst
 /// is spread over the idle sessions.
 const CLAIMS_PER_TURN: usize = 8;
-
-/// A (rollout id, attempt id) pair held by a session.
-pub type AttemptRef = (String, String);
 
 /// Why a held attempt must stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +58,8 @@ pub enum SessionPush {
 
 struct Session {
     worker_id: String,
+    /// The session's epoch in the store.
+    epoch: u64,
     slots: usize,
     held: HashSet<AttemptRef>,
     /// Held attempts already revoked: an event seen twice (several servers
@@ -64,76 +68,70 @@ struct Session {
     push: mpsc::UnboundedSender<SessionPush>,
 }
 
-/// Attempts of a worker whose session dropped, expiring after the grace period.
-struct LostWorker {
-    held: HashSet<AttemptRef>,
-    expiry: AbortHandle,
-}
-
 #[derive(Default)]
 struct Registry {
     next_id: u64,
     sessions: IndexMap<u64, Session>,
     /// Where the next dispatch round starts, for round-robin fairness.
     cursor: usize,
-    lost: HashMap<String, LostWorker>,
 }
 
-/// The open sessions and their dispatcher.
+/// This server's open sessions and their dispatcher.
 pub struct Sessions {
     engine: Arc<Engine>,
-    grace: Duration,
+    policy: SessionPolicy,
     registry: Mutex<Registry>,
     slot_freed: Notify,
+    /// Ends of streams being recorded in the store; shutdown waits for them.
+    endings: Mutex<JoinSet<()>>,
 }
 
-/// An open session; dropping it closes the session.
+/// An open session; dropping it ends the session (see [`SessionHandle::set_end`]).
 pub struct SessionHandle {
     sessions: Arc<Sessions>,
     id: u64,
     /// The session's worker id.
     pub worker_id: String,
-    /// Attempts adopted from the worker's previous session.
+    /// The session's epoch: the owner epoch its runner presents.
+    pub epoch: u64,
+    /// The live attempts adopted from the worker's previous session.
     pub adopted: Vec<AttemptRef>,
-    /// Pushes for this session; closes when a newer session of the same worker replaces it.
+    /// Pushes for this session; closes when the session is no longer this
+    /// server's (a newer session of the worker replaced it, or its lease
+    /// expired).
     pub pushes: mpsc::UnboundedReceiver<SessionPush>,
+    end: StreamEnd,
 }
 
 impl SessionHandle {
-    /// Frees the slot held by an attempt; releasing an attempt the session
-    /// does not hold does nothing.
-    pub fn release(&self, attempt: &AttemptRef) {
-        let mut registry = self.sessions.registry.lock();
-        if let Some(session) = registry.sessions.get_mut(&self.id)
-            && session.held.remove(attempt)
-        {
-            session.revoked.remove(attempt);
-            self.sessions.slot_freed.notify_one();
-        }
+    /// Notes how the stream ended (broken unless told otherwise), for when
+    /// the handle is dropped.
+    pub fn set_end(&mut self, end: StreamEnd) {
+        self.end = end;
     }
 }
 
 impl Drop for SessionHandle {
     fn drop(&mut self) {
-        self.sessions.close(self.id);
+        self.sessions.close(self.id, self.end);
     }
 }
 
 impl Sessions {
-    /// Returns an empty registry; held attempts of dropped sessions expire
-    /// after `grace`.
-    pub fn new(engine: Arc<Engine>, grace: Duration) -> Arc<Self> {
+    /// Returns an empty registry holding sessions under `policy`.
+    pub fn new(engine: Arc<Engine>, policy: SessionPolicy) -> Arc<Self> {
         Arc::new(Self {
             engine,
-            grace,
+            policy,
             registry: Mutex::new(Registry::default()),
             slot_freed: Notify::new(),
+            endings: Mutex::new(JoinSet::new()),
         })
     }
 
-    /// Opens a session for `worker_id` with `slots` slots. A session the
-    /// worker already has is replaced, and attempts of its previous session
-    /// (open or dropped within the grace period) are adopted.
+    /// Opens a session for `worker_id` with `slots` slots, taking the
+    /// worker's session over from wherever it was (see
+    /// [`Engine::open_session`]); a stream of the worker on this server ends.
     pub async fn open(
         self: &Arc<Self>,
         worker_id: &str,
@@ -144,34 +142,21 @@ impl Sessions {
                 "slots must be between 1 and {MAX_SLOTS}, got {slots}"
             )));
         }
-        self.engine.update_worker(worker_id, None).await?;
+        let opened = self.engine.open_session(worker_id, &self.policy).await?;
         let (push, pushes) = mpsc::unbounded_channel();
         let mut registry = self.registry.lock();
-        let mut held = HashSet::new();
-        let replaced: Vec<u64> = registry
-            .sessions
-            .iter()
-            .filter(|(_, s)| s.worker_id == worker_id)
-            .map(|(&id, _)| id)
-            .collect();
-        for id in replaced {
-            if let Some(old) = registry.sessions.shift_remove(&id) {
-                held.extend(old.held);
-            }
-        }
-        if let Some(lost) = registry.lost.remove(worker_id) {
-            lost.expiry.abort();
-            held.extend(lost.held);
-        }
+        // A previous stream of the worker here was replaced: it ends (its
+        // push channel closes) without a word to the store.
+        registry.sessions.retain(|_, s| s.worker_id != worker_id);
         registry.next_id += 1;
         let id = registry.next_id;
-        let adopted = held.iter().cloned().collect();
         registry.sessions.insert(
             id,
             Session {
                 worker_id: worker_id.to_owned(),
+                epoch: opened.epoch,
                 slots,
-                held,
+                held: opened.adopted.iter().cloned().collect(),
                 revoked: HashSet::new(),
                 push,
             },
@@ -181,68 +166,173 @@ impl Sessions {
             .worker_sessions(registry.sessions.len());
         drop(registry);
         self.slot_freed.notify_one();
-        tracing::info!(worker_id, slots, "worker session opened");
+        tracing::info!(
+            worker_id,
+            slots,
+            epoch = opened.epoch,
+            adopted = opened.adopted.len(),
+            "worker session opened"
+        );
         Ok(SessionHandle {
             sessions: self.clone(),
             id,
             worker_id: worker_id.to_owned(),
-            adopted,
+            epoch: opened.epoch,
+            adopted: opened.adopted,
             pushes,
+            end: StreamEnd::Broken,
         })
     }
 
-    /// Closes a session: its worker becomes `lost` and its held attempts
-    /// expire after the grace period unless the worker comes back.
-    fn close(self: &Arc<Self>, id: u64) {
+    /// Handles a runner message: frees the slot of `released` (if the
+    /// session holds it) and records a heartbeat with `stats`. Returns false
+    /// when the session is no longer this server's; its stream then ends.
+    pub async fn message(
+        &self,
+        session: &SessionHandle,
+        released: Option<AttemptRef>,
+        stats: Option<Json>,
+    ) -> StoreResult<bool> {
+        if let Some(attempt) = &released {
+            let mut registry = self.registry.lock();
+            if let Some(local) = registry.sessions.get_mut(&session.id)
+                && local.held.remove(attempt)
+            {
+                local.revoked.remove(attempt);
+                self.slot_freed.notify_one();
+            }
+        }
+        let (worker_id, epoch) = (&session.worker_id, session.epoch);
+        let ours = self
+            .engine
+            .session_heartbeat(worker_id, epoch, released.as_ref(), stats, &self.policy)
+            .await?;
+        if !ours {
+            self.forget(&[(worker_id.clone(), epoch)]);
+        }
+        Ok(ours)
+    }
+
+    /// Ends a session here and records how its stream ended; does nothing
+    /// when it was replaced or taken over (the store already moved on).
+    fn close(self: &Arc<Self>, id: u64, end: StreamEnd) {
         let mut registry = self.registry.lock();
         let Some(session) = registry.sessions.shift_remove(&id) else {
-            return; // replaced by a newer session, which took its attempts
+            return;
         };
         self.engine
             .observer()
             .worker_sessions(registry.sessions.len());
-        let worker_id = session.worker_id;
-        tracing::info!(
+        drop(registry);
+        let Session {
             worker_id,
-            held = session.held.len(),
-            "worker session closed"
-        );
+            epoch,
+            held,
+            ..
+        } = session;
+        tracing::info!(worker_id, held = held.len(), ?end, "worker session closed");
         let sessions = self.clone();
-        let lost_worker = worker_id.clone();
-        let expiry = tokio::spawn(async move {
-            if let Err(error) = sessions.engine.mark_worker_lost(&lost_worker).await {
-                tracing::warn!(%error, worker_id = lost_worker, "cannot mark worker lost");
+        let mut endings = self.endings.lock();
+        // Finished ends are collected as new ones start: the set stays small.
+        while endings.try_join_next().is_some() {}
+        endings.spawn(async move {
+            let engine = &sessions.engine;
+            if let Err(error) = engine
+                .end_session(&worker_id, epoch, end, &sessions.policy)
+                .await
+            {
+                tracing::warn!(%error, worker_id, "cannot record the end of a worker session");
             }
-            tokio::time::sleep(sessions.grace).await;
-            sessions.expire_lost(&lost_worker).await;
-        })
-        .abort_handle();
-        registry.lost.insert(
-            worker_id,
-            LostWorker {
-                held: session.held,
-                expiry,
-            },
-        );
+        });
     }
 
-    async fn expire_lost(&self, worker_id: &str) {
-        let Some(lost) = self.registry.lock().lost.remove(worker_id) else {
-            return;
-        };
-        for (rollout_id, attempt_id) in lost.held {
-            match self.engine.expire_attempt(&rollout_id, &attempt_id).await {
-                Ok(true) => tracing::info!(
-                    worker_id,
-                    rollout_id,
-                    attempt_id,
-                    "attempt of a lost worker is unresponsive"
-                ),
-                Ok(false) => {}
-                Err(error) => {
-                    tracing::warn!(%error, rollout_id, attempt_id, "cannot expire attempt")
-                }
+    /// Ends the streams of the given sessions (worker id, epoch) without a
+    /// word to the store: another server took them over, or their lease
+    /// expired.
+    fn forget(&self, sessions: &[(String, u64)]) {
+        let mut registry = self.registry.lock();
+        registry.sessions.retain(|_, session| {
+            let moved = sessions.iter().any(|(worker_id, epoch)| {
+                *worker_id == session.worker_id && *epoch == session.epoch
+            });
+            if moved {
+                tracing::info!(
+                    worker_id = session.worker_id,
+                    epoch = session.epoch,
+                    "worker session is no longer this server's: ending its stream"
+                );
             }
+            !moved
+        });
+        self.engine
+            .observer()
+            .worker_sessions(registry.sessions.len());
+    }
+
+    /// Drops the sessions an earlier run of this server left open (see
+    /// [`Engine::recover_sessions`]); called before the server serves.
+    pub async fn recover(&self) {
+        match self.engine.recover_sessions(&self.policy).await {
+            Ok(0) => {}
+            Ok(count) => tracing::info!(count, "worker sessions of an earlier run dropped"),
+            Err(error) => {
+                tracing::error!(%error, "cannot recover worker sessions; their leases will expire")
+            }
+        }
+    }
+
+    /// Records the end of every session still open here (their streams are
+    /// ending with the server) and waits until every end is recorded.
+    /// Called when the server has drained, before the store closes.
+    pub async fn shutdown(self: &Arc<Self>) {
+        let ids: Vec<u64> = self.registry.lock().sessions.keys().copied().collect();
+        for id in ids {
+            self.close(id, StreamEnd::Broken);
+        }
+        let mut endings = std::mem::take(&mut *self.endings.lock());
+        while endings.join_next().await.is_some() {}
+    }
+
+    /// Runs until the engine closes: renews this server's leases (ending
+    /// the streams of sessions that are no longer its own) three times per
+    /// lease, and applies the session deadlines that passed, as often as the
+    /// watchdog scans.
+    pub async fn run_leases(self: Arc<Self>) {
+        let mut closing = self.engine.closing();
+        let mut renewal =
+            tokio::time::interval((self.policy.lease / 3).max(Duration::from_millis(1)));
+        renewal.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut expiry = tokio::time::interval(self.engine.watchdog_interval());
+        expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let renewal_due = tokio::select! {
+                _ = renewal.tick() => true,
+                _ = expiry.tick() => false,
+                _ = closing.wait_for(|closed| *closed) => return,
+            };
+            if renewal_due {
+                self.renew().await;
+            } else if let Err(error) = self.engine.expire_sessions(&self.policy).await {
+                tracing::warn!(%error, "worker session expiry failed");
+            }
+        }
+    }
+
+    async fn renew(&self) {
+        let held: Vec<(String, u64)> = self
+            .registry
+            .lock()
+            .sessions
+            .values()
+            .map(|s| (s.worker_id.clone(), s.epoch))
+            .collect();
+        if held.is_empty() {
+            return;
+        }
+        match self.engine.renew_sessions(&held, &self.policy).await {
+            Ok(lost) if lost.is_empty() => {}
+            Ok(lost) => self.forget(&lost),
+            Err(error) => tracing::warn!(%error, "worker session leases not renewed"),
         }
     }
 
@@ -273,9 +363,9 @@ impl Sessions {
         }
     }
 
-    /// Returns (session id, worker id, free slots) of the sessions with free
-    /// slots, starting at the round-robin cursor.
-    fn candidates(&self) -> Vec<(u64, String, usize)> {
+    /// Returns (session id, worker id, epoch, free slots) of the sessions
+    /// with free slots, starting at the round-robin cursor.
+    fn candidates(&self) -> Vec<(u64, String, u64, usize)> {
         let mut registry = self.registry.lock();
         let count = registry.sessions.len();
         if count == 0 {
@@ -286,7 +376,7 @@ impl Sessions {
         (0..count)
             .filter_map(|i| registry.sessions.get_index((start + i) % count))
             .filter(|(_, s)| s.held.len() < s.slots)
-            .map(|(&id, s)| (id, s.worker_id.clone(), s.slots - s.held.len()))
+            .map(|(&id, s)| (id, s.worker_id.clone(), s.epoch, s.slots - s.held.len()))
             .collect()
     }
 
@@ -296,22 +386,26 @@ impl Sessions {
             if candidates.is_empty() {
                 return Ok(());
             }
-            for (id, worker_id, free) in candidates {
-                let claimed = self
+            for (id, worker_id, epoch, free) in candidates {
+                let limit = free.min(CLAIMS_PER_TURN);
+                let claim = self
                     .engine
-                    .claim(free.min(CLAIMS_PER_TURN), &worker_id)
-                    .await?;
+                    .claim_for_session(&worker_id, epoch, limit, &self.policy);
+                let Some(claimed) = claim.await? else {
+                    self.forget(&[(worker_id, epoch)]);
+                    continue;
+                };
                 if claimed.is_empty() {
                     return Ok(()); // the queue is empty
                 }
                 for rollout in claimed {
-                    self.deliver(id, &worker_id, rollout).await;
+                    self.deliver(id, rollout).await;
                 }
             }
         }
     }
 
-    async fn deliver(&self, id: u64, worker_id: &str, rollout: RolloutView) {
+    async fn deliver(&self, id: u64, rollout: RolloutView) {
         let resources = match &rollout.rollout.resources_id {
             Some(resources_id) => self.engine.get_resources(resources_id).await.ok(),
             None => None,
@@ -323,40 +417,18 @@ impl Sessions {
             .unwrap_or_default();
         let held: AttemptRef = (rollout.rollout.rollout_id.clone(), attempt_id);
         let mut registry = self.registry.lock();
-        if let Some(session) = registry.sessions.get_mut(&id) {
-            session.held.insert(held.clone());
-            if session
-                .push
-                .send(SessionPush::Assignment {
-                    rollout: Box::new(rollout),
-                    resources,
-                })
-                .is_ok()
-            {
-                return;
-            }
-        }
-        // The session went away after the claim: the attempt waits for the
-        // worker like any attempt of a dropped session.
-        match registry.lost.get_mut(worker_id) {
-            Some(lost) => {
-                lost.held.insert(held);
-            }
-            None => {
-                tracing::warn!(
-                    worker_id,
-                    rollout_id = held.0,
-                    "claimed for a session that is gone; expiring after the grace period"
-                );
-                drop(registry);
-                let engine = self.engine.clone();
-                let grace = self.grace;
-                tokio::spawn(async move {
-                    tokio::time::sleep(grace).await;
-                    let _ = engine.expire_attempt(&held.0, &held.1).await;
-                });
-            }
-        }
+        let Some(session) = registry.sessions.get_mut(&id) else {
+            // The stream ended after the claim: the store's record of the
+            // session owns the attempt, which waits for the worker for the
+            // grace period like any attempt of a dropped session.
+            tracing::debug!(rollout_id = held.0, "claimed for a session that ended");
+            return;
+        };
+        session.held.insert(held);
+        let _ = session.push.send(SessionPush::Assignment {
+            rollout: Box::new(rollout),
+            resources,
+        });
     }
 
     /// Runs until the engine closes: pushes a revocation to the session

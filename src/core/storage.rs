@@ -69,17 +69,23 @@
 //!   rollouts exactly as [`crate::core::retention`] decides, taking rollouts
 //!   in the order they finished (no end time last), ties in creation order,
 //!   and accounts each span with [`crate::core::retention::span_size`].
+//! * Each worker has at most one session record ([`WorkerSession`]); a
+//!   locked read of it ([`StoreTx::sessions`], [`StoreTx::due_sessions`],
+//!   [`StoreTx::open_sessions`]) serialises every change of the worker's
+//!   session, on every server. Session epochs
+//!   ([`StoreTx::next_session_epoch`]) are store-wide unique and grow; a
+//!   backend may skip values (a rolled-back transaction's).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use indexmap::IndexMap;
+use indexmap::{IndexMap, IndexSet};
 
 use super::error::StoreResult;
 use super::events::{Event, EventPage};
 use super::model::{
-    Attempt, Counts, ResourcesUpdate, Rollout, RolloutView, Span, Timestamp, Worker,
+    Attempt, Counts, ResourcesUpdate, Rollout, RolloutView, Span, Timestamp, Worker, WorkerSession,
 };
 use super::query::{Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter};
 use super::retention::{Eviction, RetentionPolicy};
@@ -102,6 +108,13 @@ pub trait Store: Send + Sync + 'static {
     /// [`Store::begin`] transaction.
     async fn begin_read(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
         self.begin().await
+    }
+
+    /// Returns whether this server is the only one that uses the backend
+    /// (SQLite holds its file exclusively): every session it records as open
+    /// at start-up was then left by an earlier run of this server.
+    fn exclusive(&self) -> bool {
+        false
     }
 
     /// For a backend that other servers share: a stream that yields
@@ -208,6 +221,27 @@ pub trait StoreTx: Send {
         page: &Page,
     ) -> StoreResult<Paged<Worker>>;
 
+    /// Returns the session records of the existing workers among
+    /// `worker_ids`, in id order (duplicates once).
+    async fn sessions(
+        &mut self,
+        worker_ids: &[&str],
+        access: Access,
+    ) -> StoreResult<Vec<WorkerSession>>;
+    /// Returns, locked, up to `limit` session records whose deadline is
+    /// before `now`, earliest deadline first (ties in worker id order);
+    /// records concurrent transactions hold are passed over.
+    async fn due_sessions(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+    ) -> StoreResult<Vec<WorkerSession>>;
+    /// Returns, locked, the `open` session records in worker id order: all
+    /// of them, or only those `server_id` holds.
+    async fn open_sessions(&mut self, server_id: Option<&str>) -> StoreResult<Vec<WorkerSession>>;
+    /// Returns a session epoch greater than every one returned before.
+    async fn next_session_epoch(&mut self) -> StoreResult<u64>;
+
     /// Returns entity counts, the counts per status and the time the queue's
     /// head entered the queue.
     async fn counts(&mut self) -> StoreResult<Counts>;
@@ -238,7 +272,7 @@ pub struct RolloutWrite {
 /// Everything a transaction changes, keyed by id: the last write of an
 /// entity wins, and the engine reads its own writes from here. Applied by
 /// [`StoreTx::commit`] in this order: resources, rollouts, attempts,
-/// workers, queue, events.
+/// workers, sessions, queue (removals, then appends), events.
 #[derive(Debug, Default)]
 pub struct WriteSet {
     /// Rollouts inserted or replaced, in first-write order.
@@ -247,6 +281,11 @@ pub struct WriteSet {
     pub attempts: IndexMap<(String, String), Attempt>,
     /// Workers inserted or replaced.
     pub workers: IndexMap<String, Worker>,
+    /// Session records inserted or replaced, keyed by worker id.
+    pub sessions: IndexMap<String, WorkerSession>,
+    /// Rollouts taken out of the queue: they left the queuing statuses
+    /// without being claimed.
+    pub unqueue: IndexSet<String>,
     /// Rollouts appended to the queue's tail (unless already queued), in
     /// order, with the time each entered the queue.
     pub enqueue: IndexMap<String, Timestamp>,
@@ -262,6 +301,8 @@ impl WriteSet {
         self.rollouts.is_empty()
             && self.attempts.is_empty()
             && self.workers.is_empty()
+            && self.sessions.is_empty()
+            && self.unqueue.is_empty()
             && self.enqueue.is_empty()
             && self.resources.is_empty()
             && self.events.is_empty()
@@ -296,15 +337,33 @@ impl WriteSet {
             .insert(update.resources_id.clone(), update.clone());
     }
 
+    /// Buffers a session record.
+    pub fn put_session(&mut self, session: &WorkerSession) {
+        self.sessions
+            .insert(session.worker_id.clone(), session.clone());
+    }
+
     /// Buffers a rollout's entry at the queue's tail (kept where it is when
     /// already queued).
     pub fn enqueue(&mut self, rollout_id: &str, now: Timestamp) {
+        self.unqueue.shift_remove(rollout_id);
         self.enqueue.entry(rollout_id.to_owned()).or_insert(now);
+    }
+
+    /// Buffers the removal of a rollout's queue entry, if it has one.
+    pub fn unqueue(&mut self, rollout_id: &str) {
+        self.enqueue.shift_remove(rollout_id);
+        self.unqueue.insert(rollout_id.to_owned());
     }
 
     /// Returns the worker as this transaction last wrote it.
     pub fn worker(&self, worker_id: &str) -> Option<&Worker> {
         self.workers.get(worker_id)
+    }
+
+    /// Returns the session record as this transaction last wrote it.
+    pub fn session(&self, worker_id: &str) -> Option<&WorkerSession> {
+        self.sessions.get(worker_id)
     }
 
     /// Returns the latest resources snapshot this transaction wrote.

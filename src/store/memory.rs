@@ -19,8 +19,8 @@ use tokio::sync::{Mutex, MutexGuard};
 use crate::core::error::StoreResult;
 use crate::core::events::{Event, EventPage};
 use crate::core::model::{
-    Attempt, AttemptStatus, Counts, ResourcesUpdate, Rollout, RolloutStatus, RolloutView, Span,
-    Timestamp, Worker,
+    Attempt, AttemptStatus, Counts, ResourcesUpdate, Rollout, RolloutStatus, RolloutView,
+    SessionState, Span, Timestamp, Worker, WorkerSession,
 };
 use crate::core::query::{
     AttemptSelector, Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter,
@@ -113,9 +113,13 @@ struct State {
     /// Attempts per rollout in sequence order.
     attempts: HashMap<String, Vec<Attempt>>,
     attempt_count: u64,
-    /// Queued rollout ids with the time each entered the queue, head first.
-    queue: VecDeque<(String, Timestamp)>,
-    queued: HashSet<String>,
+    /// Queue entries, head first. An entry whose ticket is no longer its
+    /// rollout's in `queued` was taken out of the queue (and is skipped):
+    /// removing it from the middle would cost a shift of the entries behind.
+    queue: VecDeque<QueueEntry>,
+    /// The ticket of each queued rollout's entry.
+    queued: HashMap<String, u64>,
+    next_ticket: u64,
     rollouts_by_status: BTreeMap<RolloutStatus, u64>,
     attempts_by_status: BTreeMap<AttemptStatus, u64>,
     deadlines: BTreeSet<(Timestamp, String)>,
@@ -134,6 +138,10 @@ struct State {
     latest_resources: Option<String>,
     /// Workers in first-seen order.
     workers: IndexMap<String, Worker>,
+    /// Session records by worker id, with an index of their deadlines.
+    sessions: HashMap<String, WorkerSession>,
+    session_deadlines: BTreeSet<(Timestamp, String)>,
+    last_session_epoch: u64,
     /// The most recent events, oldest first.
     events: VecDeque<Event>,
     event_retention: usize,
@@ -146,6 +154,10 @@ impl Store for MemoryStore {
         "memory"
     }
 
+    fn exclusive(&self) -> bool {
+        true
+    }
+
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
         Ok(Box::new(MemoryTx {
             state: self.state.lock().await,
@@ -155,11 +167,23 @@ impl Store for MemoryStore {
     }
 }
 
+/// One entry of the queue.
+#[derive(Debug, Clone)]
+struct QueueEntry {
+    rollout_id: String,
+    /// When the rollout entered the queue.
+    since: Timestamp,
+    ticket: u64,
+}
+
 /// What a transaction did at once, to be undone if it is dropped.
 #[derive(Default)]
 struct Undo {
-    /// Queue entries claimed, head first.
-    claimed: Vec<(String, Timestamp)>,
+    /// Queue entries popped, head first, each with whether it was claimed
+    /// (the others had been taken out of the queue and were passed over).
+    claimed: Vec<(QueueEntry, bool)>,
+    /// The last session epoch before the transaction took one.
+    session_epoch: Option<u64>,
     /// Span sequence counters before their first change (`None`: absent).
     sequence_ids: HashMap<String, Option<i64>>,
     /// Rollouts whose spans got a span appended, once per span, in order.
@@ -177,9 +201,14 @@ impl Drop for MemoryTx<'_> {
     fn drop(&mut self) {
         let undo = std::mem::take(&mut self.undo);
         let state = &mut *self.state;
-        for (rollout_id, since) in undo.claimed.into_iter().rev() {
-            state.queued.insert(rollout_id.clone());
-            state.queue.push_front((rollout_id, since));
+        for (entry, claimed) in undo.claimed.into_iter().rev() {
+            if claimed {
+                state.queued.insert(entry.rollout_id.clone(), entry.ticket);
+            }
+            state.queue.push_front(entry);
+        }
+        if let Some(epoch) = undo.session_epoch {
+            state.last_session_epoch = epoch;
         }
         for (rollout_id, before) in undo.sequence_ids {
             match before {
@@ -289,6 +318,25 @@ impl State {
         }
     }
 
+    /// Returns whether a queue entry still stands for its rollout.
+    fn is_queued(&self, entry: &QueueEntry) -> bool {
+        self.queued.get(&entry.rollout_id) == Some(&entry.ticket)
+    }
+
+    fn put_session(&mut self, session: WorkerSession) {
+        let worker_id = session.worker_id.clone();
+        if let Some(old) = self.sessions.get(&worker_id)
+            && let Some(deadline) = old.deadline
+        {
+            self.session_deadlines
+                .remove(&(deadline, worker_id.clone()));
+        }
+        if let Some(deadline) = session.deadline {
+            self.session_deadlines.insert((deadline, worker_id.clone()));
+        }
+        self.sessions.insert(worker_id, session);
+    }
+
     /// Applies a committed write set.
     fn apply(&mut self, writes: &mut WriteSet) {
         for (resources_id, update) in writes.resources.drain(..) {
@@ -304,10 +352,31 @@ impl State {
         for (worker_id, worker) in writes.workers.drain(..) {
             self.workers.insert(worker_id, worker);
         }
-        for (rollout_id, now) in writes.enqueue.drain(..) {
-            if self.queued.insert(rollout_id.clone()) {
-                self.queue.push_back((rollout_id, now));
+        for (_, session) in writes.sessions.drain(..) {
+            self.put_session(session);
+        }
+        for rollout_id in writes.unqueue.drain(..) {
+            self.queued.remove(&rollout_id);
+        }
+        for (rollout_id, since) in writes.enqueue.drain(..) {
+            if !self.queued.contains_key(&rollout_id) {
+                self.next_ticket += 1;
+                let ticket = self.next_ticket;
+                self.queued.insert(rollout_id.clone(), ticket);
+                self.queue.push_back(QueueEntry {
+                    rollout_id,
+                    since,
+                    ticket,
+                });
             }
+        }
+        // The head is always a queued entry, so that counts read it as is.
+        while self
+            .queue
+            .front()
+            .is_some_and(|entry| !self.is_queued(entry))
+        {
+            self.queue.pop_front();
         }
         for event in &mut writes.events {
             self.latest_event += 1;
@@ -372,12 +441,15 @@ impl StoreTx for MemoryTx<'_> {
     async fn claim_queued(&mut self, limit: usize) -> StoreResult<Vec<RolloutView>> {
         let mut claimed = Vec::new();
         while claimed.len() < limit {
-            let Some((rollout_id, since)) = self.state.queue.pop_front() else {
+            let Some(entry) = self.state.queue.pop_front() else {
                 break;
             };
-            self.state.queued.remove(&rollout_id);
-            claimed.extend(self.state.view(&rollout_id));
-            self.undo.claimed.push((rollout_id, since));
+            let queued = self.state.is_queued(&entry);
+            if queued {
+                self.state.queued.remove(&entry.rollout_id);
+                claimed.extend(self.state.view(&entry.rollout_id));
+            }
+            self.undo.claimed.push((entry, queued));
         }
         Ok(claimed)
     }
@@ -575,6 +647,57 @@ impl StoreTx for MemoryTx<'_> {
         Ok(page_of(matching, page))
     }
 
+    async fn sessions(
+        &mut self,
+        worker_ids: &[&str],
+        _access: Access,
+    ) -> StoreResult<Vec<WorkerSession>> {
+        let mut ids: Vec<&str> = worker_ids.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(ids
+            .into_iter()
+            .filter_map(|id| self.state.sessions.get(id).cloned())
+            .collect())
+    }
+
+    async fn due_sessions(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+    ) -> StoreResult<Vec<WorkerSession>> {
+        let state = &*self.state;
+        Ok(state
+            .session_deadlines
+            .iter()
+            .take_while(|(deadline, _)| *deadline < now)
+            .take(limit)
+            .filter_map(|(_, worker_id)| state.sessions.get(worker_id).cloned())
+            .collect())
+    }
+
+    async fn open_sessions(&mut self, server_id: Option<&str>) -> StoreResult<Vec<WorkerSession>> {
+        let mut open: Vec<WorkerSession> = self
+            .state
+            .sessions
+            .values()
+            .filter(|s| s.state == SessionState::Open)
+            .filter(|s| server_id.is_none_or(|id| s.server_id == id))
+            .cloned()
+            .collect();
+        open.sort_unstable_by(|a, b| a.worker_id.cmp(&b.worker_id));
+        Ok(open)
+    }
+
+    async fn next_session_epoch(&mut self) -> StoreResult<u64> {
+        let state = &mut *self.state;
+        self.undo
+            .session_epoch
+            .get_or_insert(state.last_session_epoch);
+        state.last_session_epoch += 1;
+        Ok(state.last_session_epoch)
+    }
+
     async fn counts(&mut self) -> StoreResult<Counts> {
         let state = &*self.state;
         Ok(Counts {
@@ -583,10 +706,10 @@ impl StoreTx for MemoryTx<'_> {
             spans: state.span_count,
             resources: state.resources.len() as u64,
             workers: state.workers.len() as u64,
-            queued: state.queue.len() as u64,
+            queued: state.queued.len() as u64,
             rollouts_by_status: state.rollouts_by_status.clone(),
             attempts_by_status: state.attempts_by_status.clone(),
-            oldest_queued_time: state.queue.front().map(|(_, since)| *since),
+            oldest_queued_time: state.queue.front().map(|entry| entry.since),
             span_bytes: state.span_bytes,
             evicted_rollouts: state.evictions.rollouts,
             evicted_spans: state.evictions.spans,

@@ -100,6 +100,8 @@ static POSTGRES: Dialect = Dialect {
     max_params: 65_535,
     shared: true,
     announce: "pg_notify('lightning_store', '')",
+    // A sequence: no row lock, so opens on several servers never queue.
+    next_session_epoch: "SELECT nextval('session_epochs')",
 };
 
 /// Settings of a PostgreSQL store.

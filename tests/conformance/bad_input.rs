@@ -66,13 +66,14 @@ async fn malformed_requests_are_rejected_without_side_effects() {
     assert_code(
         c.add_span(pb::AddSpanRequest {
             span: Some(bad_extra),
+            ..Default::default()
         })
         .await,
         invalid,
         "span.extra_json must be a JSON object",
     );
     assert_code(
-        c.add_span(pb::AddSpanRequest { span: None }).await,
+        c.add_span(pb::AddSpanRequest { span: None, ..Default::default() }).await,
         invalid,
         "span is required",
     );

@@ -95,6 +95,7 @@ async fn add_spans_allocates_missing_ids_in_order_then_applies_explicit_ones() {
                 span(&r, &at, "s2", Some(50)),
                 span(&r, &at, "s3", None),
             ],
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -123,6 +124,7 @@ async fn duplicates_are_ignored_and_batches_are_atomic() {
     let batch = c
         .add_spans(pb::AddSpansRequest {
             spans: vec![original.clone(), span(&r, &at, "new", None)],
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -138,6 +140,7 @@ async fn duplicates_are_ignored_and_batches_are_atomic() {
                 span(&r, &at, "good", None),
                 span(&r, "at-00000000", "bad", None),
             ],
+            ..Default::default()
         })
         .await;
     assert_code(

@@ -3,7 +3,7 @@
 use super::super::error::{StoreError, StoreResult};
 use super::super::ids;
 use super::super::lifecycle;
-use super::super::model::{Attempt, AttemptStatus, RolloutView};
+use super::super::model::{Attempt, RolloutView};
 use super::super::query::{Page, Paged};
 use super::super::storage::Access;
 use super::tx::{self, AttemptWrite};
@@ -65,12 +65,15 @@ impl Engine {
     }
 
     /// Overwrites selected fields of an attempt (`attempt_id` may be
-    /// `latest`) and propagates its status to the rollout (§4.3).
+    /// `latest`) and propagates its status to the rollout (§4.3). A writer
+    /// that presents its session's `owner_epoch` is refused
+    /// (FAILED_PRECONDITION) unless that session still owns the attempt.
     pub async fn update_attempt(
         &self,
         rollout_id: &str,
         attempt_id: &str,
         patch: AttemptPatch,
+        owner_epoch: Option<u64>,
     ) -> StoreResult<Attempt> {
         self.run(Scan::Due, |tx| {
             Box::pin(async move {
@@ -87,6 +90,7 @@ impl Engine {
                         .await?
                         .ok_or_else(|| StoreError::attempt_not_found(rollout_id, attempt_id))?
                 };
+                tx::check_owner(tx, &attempt, &latest, owner_epoch).await?;
                 let mut sync = false;
                 if let Some(worker_id) = patch.worker_id {
                     sync |= !worker_id.is_empty();
@@ -108,42 +112,6 @@ impl Engine {
                 };
                 tx::write_attempt(tx, &mut rollout, &attempt, how).await?;
                 Ok(attempt)
-            })
-        })
-        .await
-    }
-
-    /// Marks an attempt `unresponsive` through the normal update path
-    /// (propagation, retry, worker sync) if it is still `preparing` or
-    /// `running`; returns whether it did.
-    pub async fn expire_attempt(&self, rollout_id: &str, attempt_id: &str) -> StoreResult<bool> {
-        self.run(Scan::Due, |tx| {
-            Box::pin(async move {
-                let Some(RolloutView {
-                    mut rollout,
-                    attempt: latest,
-                }) = tx.rollout(rollout_id, Access::Update).await?
-                else {
-                    return Ok(false);
-                };
-                let Some(mut attempt) = tx.attempt(rollout_id, attempt_id).await? else {
-                    return Ok(false);
-                };
-                if !matches!(
-                    attempt.status,
-                    AttemptStatus::Preparing | AttemptStatus::Running
-                ) {
-                    return Ok(false);
-                }
-                let is_latest = latest.is_some_and(|latest| latest.attempt_id == attempt_id);
-                lifecycle::set_attempt_status(&mut attempt, AttemptStatus::Unresponsive, tx.now);
-                tx.expired(AttemptStatus::Unresponsive);
-                let how = AttemptWrite {
-                    is_latest,
-                    sync_worker: true,
-                };
-                tx::write_attempt(tx, &mut rollout, &attempt, how).await?;
-                Ok(true)
             })
         })
         .await

@@ -9,14 +9,18 @@
 //! back whole.
 //!
 //! The operations are grouped by what they act on: [`rollouts`],
-//! [`attempts`], [`spans`] and [`resources_workers`]; [`tx`] holds the
-//! transaction with its write set and the rule steps the groups share.
+//! [`attempts`], [`spans`], [`resources_workers`] and worker [`sessions`];
+//! [`tx`] holds the transaction with its write set and the rule steps the
+//! groups share.
 
 mod attempts;
 mod resources_workers;
 mod rollouts;
+mod sessions;
 mod spans;
 mod tx;
+
+pub use self::sessions::{OpenedSession, SessionPolicy, StreamEnd};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -168,6 +172,11 @@ impl Engine {
     /// Returns the observer that receives the engine's reports.
     pub fn observer(&self) -> &dyn Observer {
         self.observer.as_ref()
+    }
+
+    /// Returns how often the watchdog timer scans.
+    pub fn watchdog_interval(&self) -> Duration {
+        self.config.watchdog_interval
     }
 
     /// Returns the bus on which committed changes are published.

@@ -2,7 +2,7 @@
 
 use super::super::error::{StoreError, StoreResult};
 use super::super::ids;
-use super::super::model::{Json, ResourcesUpdate, Timestamp, Worker, WorkerStatus};
+use super::super::model::{Json, ResourcesUpdate, Timestamp, Worker};
 use super::super::query::{Page, Paged, ResourcesFilter, WorkerFilter};
 use super::super::storage::Access;
 use super::{Engine, Scan};
@@ -112,20 +112,6 @@ impl Engine {
             .into_iter()
             .next()
             .ok_or_else(|| StoreError::worker_not_found(worker_id))
-    }
-
-    /// Marks a worker `lost`: its session stream dropped.
-    pub async fn mark_worker_lost(&self, worker_id: &str) -> StoreResult<()> {
-        self.run(Scan::Skip, |tx| {
-            Box::pin(async move {
-                let mut worker = tx.worker(worker_id).await?;
-                worker.status = WorkerStatus::Lost;
-                worker.last_idle_time = Some(Timestamp::now());
-                tx.save_worker(&worker);
-                Ok(())
-            })
-        })
-        .await
     }
 
     /// Records a worker heartbeat, creating the worker when unknown; never

@@ -103,14 +103,6 @@ impl Engine {
         }
     }
 
-    /// Claims up to `limit` rollouts for a worker session: like a dequeue,
-    /// but finding the queue empty does not mark the worker idle (a session
-    /// may still hold other attempts).
-    pub async fn claim(&self, limit: usize, worker_id: &str) -> StoreResult<Vec<RolloutView>> {
-        self.claim_from_queue(limit, Some(worker_id.to_owned()), false)
-            .await
-    }
-
     async fn claim_from_queue(
         &self,
         limit: usize,
@@ -118,51 +110,7 @@ impl Engine {
         idle_when_empty: bool,
     ) -> StoreResult<Vec<RolloutView>> {
         self.run(Scan::Due, |tx| {
-            Box::pin(async move {
-                let mut claimed = Vec::new();
-                // Entries whose rollout is no longer queuing are dropped
-                // from the queue; the claim goes on past them.
-                while claimed.len() < limit {
-                    let entries = tx.store.claim_queued(limit - claimed.len()).await?;
-                    if entries.is_empty() {
-                        break;
-                    }
-                    for view in entries {
-                        let RolloutView {
-                            mut rollout,
-                            attempt: latest,
-                        } = view;
-                        if !rollout.status.is_queuing() {
-                            let rollout_id = rollout.rollout_id.as_str();
-                            tracing::debug!(rollout_id, status = %rollout.status, "queued rollout is no longer queuing, skipping");
-                            continue;
-                        }
-                        let attempt = tx::create_attempt(
-                            tx,
-                            &mut rollout,
-                            latest.as_ref(),
-                            false,
-                            worker_id.clone(),
-                        );
-                        claimed.push(RolloutView {
-                            rollout,
-                            attempt: Some(attempt),
-                        });
-                    }
-                }
-                if let Some(worker_id) = &worker_id {
-                    match claimed.last().and_then(|view| view.attempt.as_ref()) {
-                        Some(attempt) => tx::sync_worker(tx, worker_id, attempt, true).await?,
-                        None if !idle_when_empty => {}
-                        None => {
-                            let mut worker = tx.worker(worker_id).await?;
-                            lifecycle::mark_idle_after_empty_dequeue(&mut worker, tx.now);
-                            tx.save_worker(&worker);
-                        }
-                    }
-                }
-                Ok(claimed)
-            })
+            Box::pin(async move { claim(tx, limit, worker_id.as_deref(), idle_when_empty).await })
         })
         .await
     }
@@ -201,7 +149,9 @@ impl Engine {
                     mut rollout,
                     attempt: latest,
                 } = view.ok_or_else(|| StoreError::item_not_found("rollout_id", rollout_id))?;
+                let before = rollout.status;
                 patch_rollout(tx, &mut rollout, patch);
+                tx.leave_queue(&rollout, before);
                 tx.save_rollout(&rollout, latest.as_ref());
                 tx.record(Change::RolloutChanged {
                     rollout_id: rollout.rollout_id.clone(),
@@ -279,6 +229,56 @@ impl Engine {
             .filter_map(|id| finished.get(id).cloned())
             .collect())
     }
+}
+
+/// Claims up to `limit` rollouts from the queue's head, each with a new
+/// attempt of `worker_id`, whose worker is synchronised with the last one;
+/// finding the queue empty marks the worker idle when `idle_when_empty`
+/// (a dequeue's rule; a session may still hold other attempts).
+pub(super) async fn claim(
+    tx: &mut Tx<'_>,
+    limit: usize,
+    worker_id: Option<&str>,
+    idle_when_empty: bool,
+) -> StoreResult<Vec<RolloutView>> {
+    let mut claimed = Vec::new();
+    // Entries whose rollout is no longer queuing are dropped from the
+    // queue; the claim goes on past them.
+    while claimed.len() < limit {
+        let entries = tx.claim_queued(limit - claimed.len()).await?;
+        if entries.is_empty() {
+            break;
+        }
+        for view in entries {
+            let RolloutView {
+                mut rollout,
+                attempt: latest,
+            } = view;
+            if !rollout.status.is_queuing() {
+                let rollout_id = rollout.rollout_id.as_str();
+                tracing::debug!(rollout_id, status = %rollout.status, "queued rollout is no longer queuing, skipping");
+                continue;
+            }
+            let worker = worker_id.map(str::to_owned);
+            let attempt = tx::create_attempt(tx, &mut rollout, latest.as_ref(), false, worker);
+            claimed.push(RolloutView {
+                rollout,
+                attempt: Some(attempt),
+            });
+        }
+    }
+    if let Some(worker_id) = worker_id {
+        match claimed.last().and_then(|view| view.attempt.as_ref()) {
+            Some(attempt) => tx::sync_worker(tx, worker_id, attempt, true).await?,
+            None if !idle_when_empty => {}
+            None => {
+                let mut worker = tx.worker(worker_id).await?;
+                lifecycle::mark_idle_after_empty_dequeue(&mut worker, tx.now);
+                tx.save_worker(&worker);
+            }
+        }
+    }
+    Ok(claimed)
 }
 
 /// Applies a client's patch to a rollout; a status that puts the rollout

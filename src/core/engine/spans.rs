@@ -18,22 +18,33 @@ impl Engine {
     /// Stores spans atomically: if any span names an unknown rollout or
     /// attempt, nothing is stored. Missing sequence ids are allocated in
     /// request order before explicit ones raise the counters; each attempt
-    /// that got a new span records a heartbeat.
-    pub async fn add_spans(&self, new_spans: Vec<NewSpan>) -> StoreResult<AddedSpans> {
-        self.store_spans(new_spans, true).await
+    /// that got a new span records a heartbeat. A writer that presents its
+    /// session's `owner_epoch` is refused (FAILED_PRECONDITION, nothing
+    /// stored) unless that session still owns every attempt named.
+    pub async fn add_spans(
+        &self,
+        new_spans: Vec<NewSpan>,
+        owner_epoch: Option<u64>,
+    ) -> StoreResult<AddedSpans> {
+        self.store_spans(new_spans, SpanWrite::Strict { owner_epoch })
+            .await
     }
 
     /// Stores spans like [`Engine::add_spans`], but skips the spans whose
     /// rollout or attempt is unknown and reports them in
     /// [`AddedSpans::rejected`] (OTLP's partial success).
     pub async fn ingest_spans(&self, new_spans: Vec<NewSpan>) -> StoreResult<AddedSpans> {
-        self.store_spans(new_spans, false).await
+        self.store_spans(new_spans, SpanWrite::Lenient).await
     }
 
-    async fn store_spans(&self, new_spans: Vec<NewSpan>, strict: bool) -> StoreResult<AddedSpans> {
+    async fn store_spans(
+        &self,
+        new_spans: Vec<NewSpan>,
+        how: SpanWrite,
+    ) -> StoreResult<AddedSpans> {
         let added = self
             .run(Scan::Skip, |tx| {
-                Box::pin(async move { store_spans(tx, new_spans, strict).await })
+                Box::pin(async move { store_spans(tx, new_spans, how).await })
             })
             .await?;
         self.observer
@@ -127,11 +138,21 @@ impl Engine {
     }
 }
 
+/// How a span write treats the spans it cannot store.
+#[derive(Debug, Clone, Copy)]
+enum SpanWrite {
+    /// Any unknown rollout or attempt (or an owner epoch that no longer
+    /// owns an attempt) fails the whole call.
+    Strict { owner_epoch: Option<u64> },
+    /// Spans of unknown rollouts and attempts are skipped and reported.
+    Lenient,
+}
+
 /// The body of [`Engine::store_spans`].
 async fn store_spans(
     tx: &mut Tx<'_>,
     mut new_spans: Vec<NewSpan>,
-    strict: bool,
+    how: SpanWrite,
 ) -> StoreResult<AddedSpans> {
     // The rollouts the spans name, locked: their heartbeats write them.
     let mut rollout_ids: Vec<&str> = new_spans
@@ -163,10 +184,17 @@ async fn store_spans(
         };
         match attempt {
             Ok(attempt) => {
+                if let SpanWrite::Strict {
+                    owner_epoch: owner_epoch @ Some(_),
+                } = how
+                {
+                    let latest = rollouts[&key.0].attempt.clone().expect("an attempt exists");
+                    tx::check_owner(tx, &attempt, &latest, owner_epoch).await?;
+                }
                 attempts.insert(key.clone(), attempt);
                 groups.push(key);
             }
-            Err(error) if strict => return Err(error),
+            Err(error) if matches!(how, SpanWrite::Strict { .. }) => return Err(error),
             Err(error) => {
                 unknown.insert(key, error);
             }

@@ -2,7 +2,7 @@
 //! it buffers (and reads back: read-your-writes), and the changes it will
 //! record; plus the rule steps several operations share.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::super::error::{StoreError, StoreResult};
 use super::super::events::{Change, Changes};
@@ -10,7 +10,9 @@ use super::super::ids;
 use super::super::lifecycle;
 use super::super::model::{
     Attempt, AttemptStatus, Json, Rollout, RolloutStatus, RolloutView, Timestamp, Worker,
+    WorkerSession,
 };
+use super::super::ownership;
 use super::super::storage::{Access, StoreTx, WriteSet};
 
 /// One engine transaction.
@@ -22,6 +24,8 @@ pub(super) struct Tx<'a> {
     pub now: Timestamp,
     writes: WriteSet,
     changes: Changes,
+    /// Rollouts whose queue entry this transaction claimed.
+    claimed: HashSet<String>,
 }
 
 impl<'a> Tx<'a> {
@@ -31,6 +35,7 @@ impl<'a> Tx<'a> {
             now,
             writes: WriteSet::default(),
             changes: Changes::default(),
+            claimed: HashSet::new(),
         }
     }
 
@@ -64,6 +69,15 @@ impl<'a> Tx<'a> {
                 (view.rollout.rollout_id.clone(), view)
             })
             .collect())
+    }
+
+    /// Claims up to `limit` entries from the queue's head (see
+    /// [`StoreTx::claim_queued`]).
+    pub async fn claim_queued(&mut self, limit: usize) -> StoreResult<Vec<RolloutView>> {
+        let claimed = self.store.claim_queued(limit).await?;
+        self.claimed
+            .extend(claimed.iter().map(|view| view.rollout.rollout_id.clone()));
+        Ok(claimed)
     }
 
     /// Returns a rollout with its latest attempt, as this transaction sees it.
@@ -134,6 +148,28 @@ impl<'a> Tx<'a> {
             .unwrap_or_else(|| Worker::new(worker_id)))
     }
 
+    /// Returns a worker's session record as this transaction sees it.
+    pub async fn session(
+        &mut self,
+        worker_id: &str,
+        access: Access,
+    ) -> StoreResult<Option<WorkerSession>> {
+        if let Some(session) = self.writes.session(worker_id) {
+            return Ok(Some(session.clone()));
+        }
+        Ok(self
+            .store
+            .sessions(&[worker_id], access)
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// Buffers a session record.
+    pub fn save_session(&mut self, session: &WorkerSession) {
+        self.writes.put_session(session);
+    }
+
     /// Returns the latest resources snapshot as this transaction sees it.
     pub async fn latest_resources_id(&mut self) -> StoreResult<Option<String>> {
         if let Some(update) = self.writes.latest_resources() {
@@ -168,6 +204,18 @@ impl<'a> Tx<'a> {
         self.writes.put_rollout(rollout, deadline);
     }
 
+    /// Takes a rollout that left the queuing statuses (`before` is its
+    /// status when read) out of the queue, unless this transaction claimed
+    /// its entry: the queue holds only rollouts that can be dequeued.
+    pub fn leave_queue(&mut self, rollout: &Rollout, before: RolloutStatus) {
+        if before.is_queuing()
+            && !rollout.status.is_queuing()
+            && !self.claimed.contains(&rollout.rollout_id)
+        {
+            self.writes.unqueue(&rollout.rollout_id);
+        }
+    }
+
     /// Buffers a rollout whose status was `before` (`None`: a new rollout)
     /// and records the change, if any.
     pub fn save_rollout_change(
@@ -177,6 +225,9 @@ impl<'a> Tx<'a> {
         before: Option<RolloutStatus>,
     ) {
         self.save_rollout(rollout, latest);
+        if let Some(before) = before {
+            self.leave_queue(rollout, before);
+        }
         let rollout_id = rollout.rollout_id.clone();
         let status = rollout.status;
         match before {
@@ -351,6 +402,51 @@ pub(super) async fn watchdog(tx: &mut Tx<'_>, now: Timestamp, limit: usize) -> S
         write_attempt(tx, &mut rollout, &attempt, how).await?;
     }
     Ok(handled)
+}
+
+/// Marks a worker's live attempt `unresponsive` (its session's grace period
+/// is over) through the normal update path: propagation, retry, worker
+/// sync.
+pub(super) async fn expire_attempt(tx: &mut Tx<'_>, view: RolloutView) -> StoreResult<()> {
+    let RolloutView {
+        mut rollout,
+        attempt,
+    } = view;
+    let Some(mut attempt) = attempt else {
+        return Ok(());
+    };
+    let (rollout_id, attempt_id) = (rollout.rollout_id.as_str(), attempt.attempt_id.as_str());
+    tracing::info!(
+        rollout_id,
+        attempt_id,
+        worker_id = attempt.worker_id,
+        "attempt of a lost worker is unresponsive"
+    );
+    lifecycle::set_attempt_status(&mut attempt, AttemptStatus::Unresponsive, tx.now);
+    tx.expired(AttemptStatus::Unresponsive);
+    let how = AttemptWrite {
+        is_latest: true,
+        sync_worker: true,
+    };
+    write_attempt(tx, &mut rollout, &attempt, how).await
+}
+
+/// Refuses a write for `attempt` that presents `owner_epoch` unless the
+/// session with that epoch still owns it (see [`ownership::check_owner`]).
+pub(super) async fn check_owner(
+    tx: &mut Tx<'_>,
+    attempt: &Attempt,
+    latest: &Attempt,
+    owner_epoch: Option<u64>,
+) -> StoreResult<()> {
+    let Some(epoch) = owner_epoch else {
+        return Ok(());
+    };
+    let owner = match &attempt.worker_id {
+        Some(worker_id) => tx.session(worker_id, Access::Read).await?,
+        None => None,
+    };
+    ownership::check_owner(attempt, latest, owner.as_ref(), epoch)
 }
 
 /// Synchronises a worker (created if unknown) with an attempt (§7).

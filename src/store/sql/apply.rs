@@ -42,6 +42,7 @@
 
 use super::codec::{self, attempt_columns, resources_columns, rollout_columns, worker_columns};
 use super::query::{self, Builder};
+use super::sessions::{self, session_columns};
 use super::{Arg, Connection, Dialect, SqlTx, Statement};
 use crate::core::error::StoreResult;
 use crate::core::events::Event;
@@ -204,6 +205,8 @@ impl<C: Connection> SqlTx<C> {
         let rollouts: Vec<_> = writes.rollouts.values().collect();
         let attempts: Vec<_> = writes.attempts.values().collect();
         let workers: Vec<_> = writes.workers.values().collect();
+        let sessions: Vec<_> = writes.sessions.values().collect();
+        let unqueued: Vec<&str> = writes.unqueue.iter().map(String::as_str).collect();
         let queued: Vec<_> = writes.enqueue.iter().collect();
         let earliest_deadline = rollouts.iter().filter_map(|w| w.deadline).min();
         let mut batch = Batch::new(C::DIALECT);
@@ -314,6 +317,39 @@ impl<C: Connection> SqlTx<C> {
                 ]
             },
         );
+        upsert(
+            &mut batch,
+            &sessions,
+            sessions::SESSION_COLUMNS,
+            concat!(
+                "INSERT INTO worker_sessions (",
+                session_columns!(),
+                ") VALUES "
+            ),
+            " ON CONFLICT (worker_id) DO UPDATE SET epoch = excluded.epoch, \
+             server_id = excluded.server_id, state = excluded.state, \
+             deadline = excluded.deadline, attempts = excluded.attempts",
+            |session| {
+                vec![
+                    session.worker_id.as_str().into(),
+                    session.epoch.into(),
+                    session.server_id.as_str().into(),
+                    session.state.as_str().into(),
+                    session.deadline.into(),
+                    sessions::attempts_text(&session.attempts).into(),
+                ]
+            },
+        );
+        // Removals never name a rollout the appends name (the write set
+        // keeps the last intent), so their order within one statement does
+        // not matter.
+        for part in unqueued.chunks(batch.dialect.max_params) {
+            batch.add(part.len(), |b| {
+                b.push("DELETE FROM queue WHERE ");
+                let condition = b.one_of("rollout_id", part.iter().copied());
+                b.push(&condition);
+            });
+        }
         // A multi-row insert assigns positions in `VALUES` order: the queue
         // keeps the order of the write set.
         upsert(

@@ -8,9 +8,10 @@
 //! migrations; the tables and columns they must define are the ones used here.
 //!
 //! By concern: [`reads`] holds the aggregate reads and the queries,
-//! [`spans`] the span operations and retention, [`apply`] the write set's
-//! application at commit (multi-row upserts, and on a shared database one
-//! statement for the whole set).
+//! [`spans`] the span operations and retention, [`sessions`] the worker
+//! session records, [`apply`] the write set's application at commit
+//! (multi-row upserts, and on a shared database one statement for the
+//! whole set).
 //!
 //! Counts for statistics come from a `counters` table. The schema's triggers
 //! keep the entity rows (`rollouts`, `attempts`, `resources`, `workers`,
@@ -24,6 +25,7 @@ pub mod codec;
 mod floor;
 pub mod query;
 mod reads;
+mod sessions;
 mod spans;
 
 use std::borrow::Cow;
@@ -35,7 +37,9 @@ pub use self::floor::DeadlineFloor;
 use self::query::Builder;
 use crate::core::error::StoreResult;
 use crate::core::events::EventPage;
-use crate::core::model::{Attempt, Counts, ResourcesUpdate, RolloutView, Span, Timestamp, Worker};
+use crate::core::model::{
+    Attempt, Counts, ResourcesUpdate, RolloutView, Span, Timestamp, Worker, WorkerSession,
+};
 use crate::core::query::{Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter};
 use crate::core::retention::{Eviction, RetentionPolicy};
 use crate::core::storage::{Access, StoreTx, WriteSet};
@@ -181,6 +185,9 @@ pub struct Dialect {
     /// that events were committed (evaluated in the statement that numbers
     /// them; delivered at commit).
     pub announce: &'static str,
+    /// A statement whose one row holds a new session epoch, greater than
+    /// every one before it.
+    pub next_session_epoch: &'static str,
 }
 
 /// Values a single-writer backend remembers across transactions (nothing
@@ -432,6 +439,30 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         page: &Page,
     ) -> StoreResult<Paged<Worker>> {
         self.select_workers(filter, page).await
+    }
+
+    async fn sessions(
+        &mut self,
+        worker_ids: &[&str],
+        access: Access,
+    ) -> StoreResult<Vec<WorkerSession>> {
+        self.read_sessions(worker_ids, access).await
+    }
+
+    async fn due_sessions(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+    ) -> StoreResult<Vec<WorkerSession>> {
+        self.read_due_sessions(now, limit).await
+    }
+
+    async fn open_sessions(&mut self, server_id: Option<&str>) -> StoreResult<Vec<WorkerSession>> {
+        self.read_open_sessions(server_id).await
+    }
+
+    async fn next_session_epoch(&mut self) -> StoreResult<u64> {
+        self.take_session_epoch().await
     }
 
     async fn counts(&mut self) -> StoreResult<Counts> {

@@ -144,6 +144,8 @@ static SQLITE: Dialect = Dialect {
     max_params: 32_766,
     shared: false,
     announce: "",
+    next_session_epoch: "UPDATE counters SET value = value + 1 WHERE name = 'session_epoch' \
+                         RETURNING value",
 };
 
 impl SqliteStore {
@@ -503,6 +505,10 @@ async fn flush_loop(shared: Arc<Shared>) {
 impl Store for SqliteStore {
     fn name(&self) -> &'static str {
         "sqlite"
+    }
+
+    fn exclusive(&self) -> bool {
+        true
     }
 
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
