@@ -26,6 +26,7 @@ macro_rules! conformance_suite {
                 mod retention;
                 mod server;
                 mod spans;
+                mod sessions;
                 mod upstream_parity;
                 mod streams;
                 mod watchdog;

@@ -117,13 +117,6 @@ async fn completion_watch_ends_with_deadline_exceeded() {
     assert_code(watch.message().await, Code::DeadlineExceeded, "timed out");
 }
 
-fn event_of(message: pb::WatchEventsResponse) -> Option<pb::Event> {
-    match message.message {
-        Some(WatchMessage::Event(event)) => Some(event),
-        _ => None,
-    }
-}
-
 async fn subscribe(c: &mut Client, after_seq: Option<u64>) -> (u64, Streaming<pb::WatchEventsResponse>) {
     let mut stream = c
         .watch_events(pb::WatchEventsRequest { after_seq, ..Default::default() })
@@ -248,53 +241,6 @@ async fn event_filters_select_kinds_rollouts_and_statuses() {
     );
 }
 
-/// A runner's side of a session.
-struct Runner {
-    to_server: mpsc::UnboundedSender<pb::WorkerSessionRequest>,
-    from_server: Streaming<pb::WorkerSessionResponse>,
-    opened: pb::SessionOpened,
-}
-
-impl Runner {
-    async fn open(client: &mut Client, worker_id: &str, slots: i32) -> Runner {
-        let (to_server, requests) = mpsc::unbounded_channel();
-        to_server
-            .send(pb::WorkerSessionRequest {
-                message: Some(ToServer::Open(pb::OpenSession { worker_id: worker_id.into(), slots })),
-            })
-            .unwrap();
-        let mut from_server = client
-            .worker_session(UnboundedReceiverStream::new(requests))
-            .await
-            .unwrap()
-            .into_inner();
-        let Some(FromServer::Opened(opened)) = from_server.message().await.unwrap().unwrap().message else {
-            panic!("the first message is opened");
-        };
-        Runner { to_server, from_server, opened }
-    }
-
-    async fn next(&mut self) -> FromServer {
-        self.from_server.message().await.unwrap().expect("session open").message.unwrap()
-    }
-
-    async fn assignment(&mut self) -> pb::Rollout {
-        match self.next().await {
-            FromServer::Assignment(assignment) => assignment.rollout.unwrap(),
-            other => panic!("expected an assignment, got {other:?}"),
-        }
-    }
-
-    fn release(&self, rollout: &pb::Rollout) {
-        let _ = self.to_server.send(pb::WorkerSessionRequest {
-            message: Some(ToServer::Release(pb::ReleaseAssignment {
-                rollout_id: rollout.rollout_id.clone(),
-                attempt_id: attempt_of(rollout).attempt_id.clone(),
-            })),
-        });
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sessions_share_rollouts_exactly_once_within_their_slots() {
     const SESSIONS: usize = 50;
@@ -391,10 +337,12 @@ async fn a_worker_reconnecting_within_the_grace_adopts_its_attempts() {
     )
     .await;
     let mut c = server.client().await;
-    let mut first = Runner::open(&mut Client::new(server.channel().await), "Worker-0", 2).await;
+    let proxy = Proxy::to(server.addr).await;
+    let mut first = Runner::open(&mut proxy.client().await, "Worker-0", 2).await;
     let rollout = enqueue(&mut c, "1").await;
     let held = first.assignment().await;
-    drop(first);
+    // The runner's connection breaks.
+    proxy.cut();
     let mut events = c
         .watch_events(pb::WatchEventsRequest {
             after_seq: Some(0),

@@ -3,7 +3,17 @@
 use lightning_store::proto::{
     self as pb, lightning_store_service_client::LightningStoreServiceClient,
 };
+use pb::watch_events_response::Message as WatchMessage;
+use pb::worker_session_request::Message as ToServer;
+use pb::worker_session_response::Message as FromServer;
 use prost_types::FieldMask;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::Streaming;
 use tonic::transport::Channel;
 
 pub type Client = LightningStoreServiceClient<Channel>;
@@ -170,7 +180,10 @@ pub fn span(rollout_id: &str, attempt_id: &str, name: &str, sequence_id: Option<
 
 pub async fn add_span(client: &mut Client, span: pb::Span) -> Option<pb::Span> {
     client
-        .add_span(pb::AddSpanRequest { span: Some(span) })
+        .add_span(pb::AddSpanRequest {
+            span: Some(span),
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner()
@@ -246,4 +259,176 @@ pub fn assert_code<T: std::fmt::Debug>(
         "message {:?} does not contain {text:?}",
         status.message()
     );
+}
+
+/// Returns the event a subscription message carries.
+pub fn event_of(message: pb::WatchEventsResponse) -> Option<pb::Event> {
+    match message.message {
+        Some(WatchMessage::Event(event)) => Some(event),
+        _ => None,
+    }
+}
+
+/// Subscribes to the events committed from now on.
+pub async fn watch(client: &mut Client) -> Streaming<pb::WatchEventsResponse> {
+    client
+        .watch_events(pb::WatchEventsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+/// Reads `events` until one matches `wanted`, and returns it.
+pub async fn next_event(
+    events: &mut Streaming<pb::WatchEventsResponse>,
+    wanted: impl Fn(&pb::Event) -> bool,
+) -> pb::Event {
+    loop {
+        let message = events
+            .message()
+            .await
+            .unwrap()
+            .expect("the subscription is open");
+        if let Some(event) = event_of(message)
+            && wanted(&event)
+        {
+            return event;
+        }
+    }
+}
+
+/// A runner's side of a session.
+pub struct Runner {
+    pub to_server: mpsc::UnboundedSender<pb::WorkerSessionRequest>,
+    pub from_server: Streaming<pb::WorkerSessionResponse>,
+    pub opened: pb::SessionOpened,
+}
+
+impl Runner {
+    pub async fn open(client: &mut Client, worker_id: &str, slots: i32) -> Runner {
+        let (to_server, requests) = mpsc::unbounded_channel();
+        to_server
+            .send(pb::WorkerSessionRequest {
+                message: Some(ToServer::Open(pb::OpenSession {
+                    worker_id: worker_id.into(),
+                    slots,
+                })),
+            })
+            .unwrap();
+        let mut from_server = client
+            .worker_session(UnboundedReceiverStream::new(requests))
+            .await
+            .unwrap()
+            .into_inner();
+        let Some(FromServer::Opened(opened)) =
+            from_server.message().await.unwrap().unwrap().message
+        else {
+            panic!("the first message is opened");
+        };
+        Runner {
+            to_server,
+            from_server,
+            opened,
+        }
+    }
+
+    /// The session's owner epoch.
+    pub fn epoch(&self) -> u64 {
+        self.opened.owner_epoch
+    }
+
+    pub async fn next(&mut self) -> FromServer {
+        self.from_server
+            .message()
+            .await
+            .unwrap()
+            .expect("session open")
+            .message
+            .unwrap()
+    }
+
+    /// Returns the server's next message, or the status that ended the stream.
+    pub async fn try_next(&mut self) -> Result<Option<FromServer>, tonic::Status> {
+        Ok(self.from_server.message().await?.and_then(|m| m.message))
+    }
+
+    pub async fn assignment(&mut self) -> pb::Rollout {
+        match self.next().await {
+            FromServer::Assignment(assignment) => {
+                assert_eq!(assignment.owner_epoch, self.epoch());
+                assignment.rollout.unwrap()
+            }
+            other => panic!("expected an assignment, got {other:?}"),
+        }
+    }
+
+    pub fn release(&self, rollout: &pb::Rollout) {
+        let _ = self.to_server.send(pb::WorkerSessionRequest {
+            message: Some(ToServer::Release(pb::ReleaseAssignment {
+                rollout_id: rollout.rollout_id.clone(),
+                attempt_id: attempt_of(rollout).attempt_id.clone(),
+            })),
+        });
+    }
+
+    /// Closes the runner's side of the stream (a clean close) and reads
+    /// the server's side to its end.
+    pub async fn close(self) {
+        let Runner {
+            to_server,
+            mut from_server,
+            ..
+        } = self;
+        drop(to_server);
+        while from_server.message().await.unwrap().is_some() {}
+    }
+}
+
+/// A loopback TCP proxy to a server whose connections can be cut, so that
+/// the streams through it break as when a runner's host goes away.
+pub struct Proxy {
+    pub url: String,
+    connections: Arc<Mutex<JoinSet<()>>>,
+    accept: JoinHandle<()>,
+}
+
+impl Proxy {
+    /// Starts a proxy to `server`.
+    pub async fn to(server: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let connections = Arc::new(Mutex::new(JoinSet::new()));
+        let accepted = connections.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let Ok(mut outbound) = TcpStream::connect(server).await else {
+                    return;
+                };
+                accepted.lock().unwrap().spawn(async move {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                });
+            }
+        });
+        Proxy {
+            url,
+            connections,
+            accept,
+        }
+    }
+
+    /// Returns a client connected through the proxy.
+    pub async fn client(&self) -> Client {
+        Client::connect(self.url.clone()).await.unwrap()
+    }
+
+    /// Closes every connection through the proxy.
+    pub fn cut(&self) {
+        self.connections.lock().unwrap().abort_all();
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
 }
