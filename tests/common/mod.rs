@@ -310,6 +310,16 @@ impl ServerProcess {
     }
 }
 
+/// A test that fails leaves no server behind.
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// A throwaway PostgreSQL cluster on a free loopback port, created with the
 /// server binaries of the machine (initdb and pg_ctl, run as the `postgres`
 /// user when the tests run as root) and removed when dropped. The cluster

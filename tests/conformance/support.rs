@@ -306,6 +306,15 @@ pub struct Runner {
 
 impl Runner {
     pub async fn open(client: &mut Client, worker_id: &str, slots: i32) -> Runner {
+        Self::try_open(client, worker_id, slots).await.unwrap()
+    }
+
+    /// Opens a session; fails when the server cannot be reached.
+    pub async fn try_open(
+        client: &mut Client,
+        worker_id: &str,
+        slots: i32,
+    ) -> Result<Runner, tonic::Status> {
         let (to_server, requests) = mpsc::unbounded_channel();
         to_server
             .send(pb::WorkerSessionRequest {
@@ -317,19 +326,17 @@ impl Runner {
             .unwrap();
         let mut from_server = client
             .worker_session(UnboundedReceiverStream::new(requests))
-            .await
-            .unwrap()
+            .await?
             .into_inner();
-        let Some(FromServer::Opened(opened)) =
-            from_server.message().await.unwrap().unwrap().message
+        let Some(FromServer::Opened(opened)) = from_server.message().await?.and_then(|m| m.message)
         else {
-            panic!("the first message is opened");
+            return Err(tonic::Status::internal("the first message is not opened"));
         };
-        Runner {
+        Ok(Runner {
             to_server,
             from_server,
             opened,
-        }
+        })
     }
 
     /// The session's owner epoch.
