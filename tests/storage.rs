@@ -1,7 +1,8 @@
 //! The storage contract at the port, below the engine: a differential test
 //! that runs the same random transactions (write sets, claims, span inserts,
-//! commits and drops) against memory, SQLite and PostgreSQL and compares
-//! every read, and the rollback of a dropped transaction on every backend.
+//! commits and drops, worker session records) against memory, SQLite and
+//! PostgreSQL and compares every read, and the rollback of a dropped
+//! transaction on every backend.
 
 mod common;
 
@@ -10,8 +11,8 @@ use std::sync::Arc;
 use common::{Backend, TestOptions};
 use lightning_store::core::events::{Change, Event};
 use lightning_store::core::model::{
-    Attempt, AttemptStatus, Counts, Json, Rollout, RolloutConfig, RolloutStatus, RolloutView, Span,
-    Timestamp, Worker, WorkerStatus,
+    Attempt, AttemptStatus, Counts, Json, Rollout, RolloutConfig, RolloutStatus, RolloutView,
+    SessionState, Span, Timestamp, Worker, WorkerSession, WorkerStatus,
 };
 use lightning_store::core::query::{
     AttemptSelector, FilterLogic, Page, RolloutFilter, SpanFilter, TextMatch,
@@ -51,6 +52,23 @@ enum Op {
     Event {
         rollout: u8,
     },
+    Unqueue {
+        rollout: u8,
+    },
+    PutSession {
+        worker: u8,
+        epoch: u8,
+        server: u8,
+        state: u8,
+        deadline: Option<u8>,
+        attempts: u8,
+    },
+    ReadSessions {
+        due: u8,
+        limit: u8,
+        server: Option<u8>,
+    },
+    NextEpochs,
 }
 
 /// A transaction: its steps, then a commit or a drop.
@@ -80,6 +98,28 @@ fn op() -> impl Strategy<Value = Op> {
         (0..6u8, proptest::collection::vec(0..6u8, 1..4))
             .prop_map(|(rollout, spans)| Op::AddSpans { rollout, spans }),
         (0..6u8).prop_map(|rollout| Op::Event { rollout }),
+        (0..6u8).prop_map(|rollout| Op::Unqueue { rollout }),
+        (
+            0..3u8,
+            1..50u8,
+            0..2u8,
+            0..3u8,
+            proptest::option::of(0..20u8),
+            0..3u8
+        )
+            .prop_map(|(worker, epoch, server, state, deadline, attempts)| {
+                Op::PutSession {
+                    worker,
+                    epoch,
+                    server,
+                    state,
+                    deadline,
+                    attempts,
+                }
+            }),
+        (0..20u8, 1..4u8, proptest::option::of(0..2u8))
+            .prop_map(|(due, limit, server)| Op::ReadSessions { due, limit, server }),
+        Just(Op::NextEpochs),
     ]
 }
 
@@ -143,6 +183,31 @@ fn span(rollout: u8, span: u8) -> Span {
     }
 }
 
+fn session(
+    worker: u8,
+    epoch: u8,
+    server: u8,
+    state: u8,
+    deadline: Option<u8>,
+    attempts: u8,
+) -> WorkerSession {
+    WorkerSession {
+        worker_id: format!("wo-{worker}"),
+        epoch: u64::from(epoch),
+        server_id: format!("server-{server}"),
+        state: SessionState::ALL[usize::from(state) % SessionState::ALL.len()],
+        deadline: deadline.map(|d| Timestamp(i64::from(d))),
+        attempts: (0..attempts)
+            .map(|n| (format!("ro-{n}"), format!("at-{n}")))
+            .collect(),
+    }
+}
+
+/// Every worker id the transactions use.
+fn worker_ids() -> Vec<String> {
+    (0..3).map(|n| format!("wo-{n}")).collect()
+}
+
 /// Everything observable after a transaction, normalised across backends.
 #[derive(Debug, PartialEq)]
 struct Observed {
@@ -151,6 +216,7 @@ struct Observed {
     rollouts: Vec<RolloutView>,
     due: Vec<String>,
     workers: Vec<Worker>,
+    sessions: Vec<WorkerSession>,
     spans: Vec<(String, i64)>,
     events: Vec<(u64, Change)>,
     counts: Counts,
@@ -231,6 +297,36 @@ async fn run(store: &dyn Store, t: &Transaction) -> Observed {
                     status: RolloutStatus::Running,
                 },
             }),
+            Op::Unqueue { rollout: r } => writes.unqueue(&format!("ro-{r}")),
+            Op::PutSession {
+                worker,
+                epoch,
+                server,
+                state,
+                deadline,
+                attempts,
+            } => writes.put_session(&session(
+                *worker, *epoch, *server, *state, *deadline, *attempts,
+            )),
+            Op::ReadSessions { due, limit, server } => {
+                let ids = worker_ids();
+                let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+                let all = tx.sessions(&ids, Access::Update).await.unwrap();
+                let due = tx
+                    .due_sessions(Timestamp(i64::from(*due)), usize::from(*limit))
+                    .await
+                    .unwrap();
+                let server = server.map(|n| format!("server-{n}"));
+                let open = tx.open_sessions(server.as_deref()).await.unwrap();
+                results.push(format!("{all:?} {due:?} {open:?}"));
+            }
+            Op::NextEpochs => {
+                // Values differ (a PostgreSQL sequence skips rolled-back
+                // ones); that they grow does not.
+                let first = tx.next_session_epoch().await.unwrap();
+                let second = tx.next_session_epoch().await.unwrap();
+                results.push(format!("epochs grow: {}", second > first && first > 0));
+            }
         }
     }
     if t.commit {
@@ -263,9 +359,10 @@ async fn observe(store: &dyn Store, results: Vec<String>) -> Observed {
         .into_iter()
         .map(|view| view.rollout.rollout_id)
         .collect();
-    let ids: Vec<String> = (0..3).map(|n| format!("wo-{n}")).collect();
+    let ids = worker_ids();
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
     let workers = tx.workers(&ids, Access::Read).await.unwrap();
+    let sessions = tx.sessions(&ids, Access::Read).await.unwrap();
     let mut spans = Vec::new();
     for n in 0..6 {
         let filter = SpanFilter {
@@ -301,6 +398,7 @@ async fn observe(store: &dyn Store, results: Vec<String>) -> Observed {
         rollouts,
         due,
         workers,
+        sessions,
         spans,
         events,
         counts,
@@ -368,6 +466,14 @@ async fn dropping_a_transaction_rolls_back_everything_on_every_backend() {
                     spans: vec![0],
                 },
                 Op::PutWorker { id: 0, status: 0 },
+                Op::PutSession {
+                    worker: 0,
+                    epoch: 1,
+                    server: 0,
+                    state: 0,
+                    deadline: Some(5),
+                    attempts: 1,
+                },
                 Op::Event { rollout: 1 },
             ],
             commit: true,
@@ -386,6 +492,15 @@ async fn dropping_a_transaction_rolls_back_everything_on_every_backend() {
                     deadline: None,
                 },
                 Op::PutWorker { id: 0, status: 2 },
+                Op::PutSession {
+                    worker: 0,
+                    epoch: 2,
+                    server: 1,
+                    state: 1,
+                    deadline: None,
+                    attempts: 0,
+                },
+                Op::Unqueue { rollout: 1 },
                 Op::Event { rollout: 1 },
             ],
             commit: false,
@@ -400,6 +515,7 @@ async fn dropping_a_transaction_rolls_back_everything_on_every_backend() {
                 after.rollouts,
                 after.due,
                 after.workers,
+                after.sessions,
                 after.spans,
                 after.events,
                 after.counts
@@ -408,6 +524,7 @@ async fn dropping_a_transaction_rolls_back_everything_on_every_backend() {
                 before.rollouts,
                 before.due,
                 before.workers,
+                before.sessions,
                 before.spans,
                 before.events,
                 before.counts
