@@ -219,10 +219,12 @@ class StartAttemptResponse(_message.Message):
     def __init__(self, rollout: _Optional[_Union[_types_pb2.Rollout, _Mapping]] = ...) -> None: ...
 
 class AddSpanRequest(_message.Message):
-    __slots__ = ("span",)
+    __slots__ = ("span", "owner_epoch")
     SPAN_FIELD_NUMBER: _ClassVar[int]
+    OWNER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     span: _types_pb2.Span
-    def __init__(self, span: _Optional[_Union[_types_pb2.Span, _Mapping]] = ...) -> None: ...
+    owner_epoch: int
+    def __init__(self, span: _Optional[_Union[_types_pb2.Span, _Mapping]] = ..., owner_epoch: _Optional[int] = ...) -> None: ...
 
 class AddSpanResponse(_message.Message):
     __slots__ = ("span",)
@@ -231,10 +233,12 @@ class AddSpanResponse(_message.Message):
     def __init__(self, span: _Optional[_Union[_types_pb2.Span, _Mapping]] = ...) -> None: ...
 
 class AddSpansRequest(_message.Message):
-    __slots__ = ("spans",)
+    __slots__ = ("spans", "owner_epoch")
     SPANS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     spans: _containers.RepeatedCompositeFieldContainer[_types_pb2.Span]
-    def __init__(self, spans: _Optional[_Iterable[_Union[_types_pb2.Span, _Mapping]]] = ...) -> None: ...
+    owner_epoch: int
+    def __init__(self, spans: _Optional[_Iterable[_Union[_types_pb2.Span, _Mapping]]] = ..., owner_epoch: _Optional[int] = ...) -> None: ...
 
 class AddSpansResponse(_message.Message):
     __slots__ = ("spans", "duplicates")
@@ -397,7 +401,7 @@ class GetLatestAttemptResponse(_message.Message):
     def __init__(self, attempt: _Optional[_Union[_types_pb2.Attempt, _Mapping]] = ...) -> None: ...
 
 class UpdateAttemptRequest(_message.Message):
-    __slots__ = ("rollout_id", "attempt_id", "update_mask", "status", "worker_id", "last_heartbeat_time", "metadata_json")
+    __slots__ = ("rollout_id", "attempt_id", "update_mask", "status", "worker_id", "last_heartbeat_time", "metadata_json", "owner_epoch")
     ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
     UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
@@ -405,6 +409,7 @@ class UpdateAttemptRequest(_message.Message):
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     LAST_HEARTBEAT_TIME_FIELD_NUMBER: _ClassVar[int]
     METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    OWNER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     rollout_id: str
     attempt_id: str
     update_mask: _field_mask_pb2.FieldMask
@@ -412,7 +417,8 @@ class UpdateAttemptRequest(_message.Message):
     worker_id: str
     last_heartbeat_time: _timestamp_pb2.Timestamp
     metadata_json: str
-    def __init__(self, rollout_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., status: _Optional[_Union[_types_pb2.AttemptStatus, str]] = ..., worker_id: _Optional[str] = ..., last_heartbeat_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., metadata_json: _Optional[str] = ...) -> None: ...
+    owner_epoch: int
+    def __init__(self, rollout_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., status: _Optional[_Union[_types_pb2.AttemptStatus, str]] = ..., worker_id: _Optional[str] = ..., last_heartbeat_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., metadata_json: _Optional[str] = ..., owner_epoch: _Optional[int] = ...) -> None: ...
 
 class UpdateAttemptResponse(_message.Message):
     __slots__ = ("attempt",)
@@ -683,20 +689,24 @@ class WorkerSessionResponse(_message.Message):
     def __init__(self, opened: _Optional[_Union[SessionOpened, _Mapping]] = ..., assignment: _Optional[_Union[Assignment, _Mapping]] = ..., revoked: _Optional[_Union[Revocation, _Mapping]] = ...) -> None: ...
 
 class SessionOpened(_message.Message):
-    __slots__ = ("worker_id", "adopted")
+    __slots__ = ("worker_id", "adopted", "owner_epoch")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     ADOPTED_FIELD_NUMBER: _ClassVar[int]
+    OWNER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     adopted: _containers.RepeatedCompositeFieldContainer[RolloutAttemptRef]
-    def __init__(self, worker_id: _Optional[str] = ..., adopted: _Optional[_Iterable[_Union[RolloutAttemptRef, _Mapping]]] = ...) -> None: ...
+    owner_epoch: int
+    def __init__(self, worker_id: _Optional[str] = ..., adopted: _Optional[_Iterable[_Union[RolloutAttemptRef, _Mapping]]] = ..., owner_epoch: _Optional[int] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("rollout", "resources")
+    __slots__ = ("rollout", "resources", "owner_epoch")
     ROLLOUT_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    OWNER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     rollout: _types_pb2.Rollout
     resources: _types_pb2.ResourcesUpdate
-    def __init__(self, rollout: _Optional[_Union[_types_pb2.Rollout, _Mapping]] = ..., resources: _Optional[_Union[_types_pb2.ResourcesUpdate, _Mapping]] = ...) -> None: ...
+    owner_epoch: int
+    def __init__(self, rollout: _Optional[_Union[_types_pb2.Rollout, _Mapping]] = ..., resources: _Optional[_Union[_types_pb2.ResourcesUpdate, _Mapping]] = ..., owner_epoch: _Optional[int] = ...) -> None: ...
 
 class Revocation(_message.Message):
     __slots__ = ("rollout_id", "attempt_id", "reason")

@@ -373,15 +373,34 @@ class LightningStoreServiceServicer:
 
     def WorkerSession(self, request_iterator, context):
         """A runner's session. The runner first sends `open` with its worker id and
-        number of slots; the server then pushes an `assignment` (a claimed
-        rollout with its new attempt and resources) whenever a rollout is queued
-        and a slot is free, and a `revoked` message at once when a held attempt's
-        rollout is cancelled or the watchdog times it out or finds it
-        unresponsive. The runner reports results with UpdateAttempt/AddSpans as
-        usual and sends `release` to free the slot. Every runner message is a
-        worker heartbeat. When the stream drops, the worker becomes `lost` and,
-        unless it opens a new session within the grace period, its unfinished
-        attempts become `unresponsive` (retried per their configuration).
+        number of slots; the server answers `opened` with the session's
+        `owner_epoch` and the attempts it adopted, then pushes an `assignment`
+        (a claimed rollout with its new attempt and resources) whenever a
+        rollout is queued and a slot is free, and a `revoked` message at once
+        when an owned attempt's rollout is cancelled or the watchdog times it
+        out or finds it unresponsive. The runner reports results with
+        UpdateAttempt/AddSpans as usual, presenting `owner_epoch` (fencing), and
+        sends `release` to free the slot. Every runner message is a worker
+        heartbeat.
+
+        Ownership is recorded in the store, whatever the number of servers:
+        which server holds the worker's session, a lease that server renews
+        while the stream lives, and the attempts the session owns. When the
+        stream breaks (or the server holding it dies and its lease expires, or
+        it restarts), the worker becomes `lost` and its unfinished attempts wait
+        for the grace period; when the runner closes the stream itself, the
+        worker becomes `idle` (`busy` while it still owns unfinished attempts,
+        which wait likewise). A session the worker opens within the grace
+        period, on any server, gets a new `owner_epoch` and adopts the live
+        attempts (`preparing` or `running`, neither finished, timed out,
+        unresponsive, retried nor cancelled): they fill its slots, and
+        revocations and the grace period apply to them as to pushed ones. After
+        the grace period they become `unresponsive` and are retried per their
+        configuration. A runner that reconnects must carry on with the adopted
+        attempts only, presenting the new epoch, and abandon any other attempt
+        it was running: writes that present an older session's epoch are
+        refused with FAILED_PRECONDITION. A session of the same worker opened
+        elsewhere ends this one with ABORTED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

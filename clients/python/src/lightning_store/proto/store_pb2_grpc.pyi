@@ -14,7 +14,8 @@ Errors use standard gRPC status codes with agent-lightning's message text:
   a payload over the size limit). Nothing is written.
 * FAILED_PRECONDITION: the request is well-formed but the store's state
   does not allow it (for example updating the latest attempt of a rollout
-  that has none).
+  that has none, or a write presenting an `owner_epoch` whose session no
+  longer owns the attempt).
 * UNAVAILABLE: the server is shutting down or its backend is unreachable; retry.
 A failed call never leaves a partial write behind.
 """
@@ -132,15 +133,34 @@ class LightningStoreServiceStub:
     """
     WorkerSession: _grpc.StreamStreamMultiCallable[_store_pb2.WorkerSessionRequest, _store_pb2.WorkerSessionResponse]
     """A runner's session. The runner first sends `open` with its worker id and
-    number of slots; the server then pushes an `assignment` (a claimed
-    rollout with its new attempt and resources) whenever a rollout is queued
-    and a slot is free, and a `revoked` message at once when a held attempt's
-    rollout is cancelled or the watchdog times it out or finds it
-    unresponsive. The runner reports results with UpdateAttempt/AddSpans as
-    usual and sends `release` to free the slot. Every runner message is a
-    worker heartbeat. When the stream drops, the worker becomes `lost` and,
-    unless it opens a new session within the grace period, its unfinished
-    attempts become `unresponsive` (retried per their configuration).
+    number of slots; the server answers `opened` with the session's
+    `owner_epoch` and the attempts it adopted, then pushes an `assignment`
+    (a claimed rollout with its new attempt and resources) whenever a
+    rollout is queued and a slot is free, and a `revoked` message at once
+    when an owned attempt's rollout is cancelled or the watchdog times it
+    out or finds it unresponsive. The runner reports results with
+    UpdateAttempt/AddSpans as usual, presenting `owner_epoch` (fencing), and
+    sends `release` to free the slot. Every runner message is a worker
+    heartbeat.
+
+    Ownership is recorded in the store, whatever the number of servers:
+    which server holds the worker's session, a lease that server renews
+    while the stream lives, and the attempts the session owns. When the
+    stream breaks (or the server holding it dies and its lease expires, or
+    it restarts), the worker becomes `lost` and its unfinished attempts wait
+    for the grace period; when the runner closes the stream itself, the
+    worker becomes `idle` (`busy` while it still owns unfinished attempts,
+    which wait likewise). A session the worker opens within the grace
+    period, on any server, gets a new `owner_epoch` and adopts the live
+    attempts (`preparing` or `running`, neither finished, timed out,
+    unresponsive, retried nor cancelled): they fill its slots, and
+    revocations and the grace period apply to them as to pushed ones. After
+    the grace period they become `unresponsive` and are retried per their
+    configuration. A runner that reconnects must carry on with the adopted
+    attempts only, presenting the new epoch, and abandon any other attempt
+    it was running: writes that present an older session's epoch are
+    refused with FAILED_PRECONDITION. A session of the same worker opened
+    elsewhere ends this one with ABORTED.
     """
     QuerySpans: _grpc.UnaryUnaryMultiCallable[_store_pb2.QuerySpansRequest, _store_pb2.QuerySpansResponse]
     """Lists the spans of a rollout with filters, sorting and pagination
@@ -257,15 +277,34 @@ class LightningStoreServiceAsyncStub(LightningStoreServiceStub):
     """
     WorkerSession: _aio.StreamStreamMultiCallable[_store_pb2.WorkerSessionRequest, _store_pb2.WorkerSessionResponse]  # type: ignore[assignment]
     """A runner's session. The runner first sends `open` with its worker id and
-    number of slots; the server then pushes an `assignment` (a claimed
-    rollout with its new attempt and resources) whenever a rollout is queued
-    and a slot is free, and a `revoked` message at once when a held attempt's
-    rollout is cancelled or the watchdog times it out or finds it
-    unresponsive. The runner reports results with UpdateAttempt/AddSpans as
-    usual and sends `release` to free the slot. Every runner message is a
-    worker heartbeat. When the stream drops, the worker becomes `lost` and,
-    unless it opens a new session within the grace period, its unfinished
-    attempts become `unresponsive` (retried per their configuration).
+    number of slots; the server answers `opened` with the session's
+    `owner_epoch` and the attempts it adopted, then pushes an `assignment`
+    (a claimed rollout with its new attempt and resources) whenever a
+    rollout is queued and a slot is free, and a `revoked` message at once
+    when an owned attempt's rollout is cancelled or the watchdog times it
+    out or finds it unresponsive. The runner reports results with
+    UpdateAttempt/AddSpans as usual, presenting `owner_epoch` (fencing), and
+    sends `release` to free the slot. Every runner message is a worker
+    heartbeat.
+
+    Ownership is recorded in the store, whatever the number of servers:
+    which server holds the worker's session, a lease that server renews
+    while the stream lives, and the attempts the session owns. When the
+    stream breaks (or the server holding it dies and its lease expires, or
+    it restarts), the worker becomes `lost` and its unfinished attempts wait
+    for the grace period; when the runner closes the stream itself, the
+    worker becomes `idle` (`busy` while it still owns unfinished attempts,
+    which wait likewise). A session the worker opens within the grace
+    period, on any server, gets a new `owner_epoch` and adopts the live
+    attempts (`preparing` or `running`, neither finished, timed out,
+    unresponsive, retried nor cancelled): they fill its slots, and
+    revocations and the grace period apply to them as to pushed ones. After
+    the grace period they become `unresponsive` and are retried per their
+    configuration. A runner that reconnects must carry on with the adopted
+    attempts only, presenting the new epoch, and abandon any other attempt
+    it was running: writes that present an older session's epoch are
+    refused with FAILED_PRECONDITION. A session of the same worker opened
+    elsewhere ends this one with ABORTED.
     """
     QuerySpans: _aio.UnaryUnaryMultiCallable[_store_pb2.QuerySpansRequest, _store_pb2.QuerySpansResponse]  # type: ignore[assignment]
     """Lists the spans of a rollout with filters, sorting and pagination
@@ -511,15 +550,34 @@ class LightningStoreServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_store_pb2.WorkerSessionResponse], _abc.AsyncIterator[_store_pb2.WorkerSessionResponse]]:
         """A runner's session. The runner first sends `open` with its worker id and
-        number of slots; the server then pushes an `assignment` (a claimed
-        rollout with its new attempt and resources) whenever a rollout is queued
-        and a slot is free, and a `revoked` message at once when a held attempt's
-        rollout is cancelled or the watchdog times it out or finds it
-        unresponsive. The runner reports results with UpdateAttempt/AddSpans as
-        usual and sends `release` to free the slot. Every runner message is a
-        worker heartbeat. When the stream drops, the worker becomes `lost` and,
-        unless it opens a new session within the grace period, its unfinished
-        attempts become `unresponsive` (retried per their configuration).
+        number of slots; the server answers `opened` with the session's
+        `owner_epoch` and the attempts it adopted, then pushes an `assignment`
+        (a claimed rollout with its new attempt and resources) whenever a
+        rollout is queued and a slot is free, and a `revoked` message at once
+        when an owned attempt's rollout is cancelled or the watchdog times it
+        out or finds it unresponsive. The runner reports results with
+        UpdateAttempt/AddSpans as usual, presenting `owner_epoch` (fencing), and
+        sends `release` to free the slot. Every runner message is a worker
+        heartbeat.
+
+        Ownership is recorded in the store, whatever the number of servers:
+        which server holds the worker's session, a lease that server renews
+        while the stream lives, and the attempts the session owns. When the
+        stream breaks (or the server holding it dies and its lease expires, or
+        it restarts), the worker becomes `lost` and its unfinished attempts wait
+        for the grace period; when the runner closes the stream itself, the
+        worker becomes `idle` (`busy` while it still owns unfinished attempts,
+        which wait likewise). A session the worker opens within the grace
+        period, on any server, gets a new `owner_epoch` and adopts the live
+        attempts (`preparing` or `running`, neither finished, timed out,
+        unresponsive, retried nor cancelled): they fill its slots, and
+        revocations and the grace period apply to them as to pushed ones. After
+        the grace period they become `unresponsive` and are retried per their
+        configuration. A runner that reconnects must carry on with the adopted
+        attempts only, presenting the new epoch, and abandon any other attempt
+        it was running: writes that present an older session's epoch are
+        refused with FAILED_PRECONDITION. A session of the same worker opened
+        elsewhere ends this one with ABORTED.
         """
 
     @_abc_1.abstractmethod
