@@ -109,8 +109,14 @@ spec:
       envFrom:
         - configMapRef:
             name: {{ include "lightning-store.fullname" . }}
-      {{- if eq .Values.mode "postgres" }}
       env:
+        # The pod's name names the server in worker session records: a
+        # StatefulSet pod restarted under its name drops its old sessions at once.
+        - name: LIGHTNING_STORE_SERVER_ID
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.name
+        {{- if eq .Values.mode "postgres" }}
         - name: LIGHTNING_STORE_DATABASE_URL
           valueFrom:
             secretKeyRef:
