@@ -251,6 +251,7 @@ async fn grpc_lifecycles(server: &TestServer, client: &str, rounds: usize) {
                 name: marker.clone(),
                 ..Default::default()
             }),
+            owner_epoch: None,
         })
         .await
         .unwrap();

@@ -25,8 +25,8 @@ macro_rules! conformance_suite {
                 mod resources_workers;
                 mod retention;
                 mod server;
-                mod spans;
                 mod sessions;
+                mod spans;
                 mod upstream_parity;
                 mod streams;
                 mod watchdog;

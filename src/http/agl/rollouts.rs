@@ -299,7 +299,7 @@ pub async fn update_attempt(
     }
     let attempt = context
         .engine
-        .update_attempt(&rollout_id, &attempt_id, patch)
+        .update_attempt(&rollout_id, &attempt_id, patch, None)
         .await?;
     Ok(PyJson(StatusCode::OK, AttemptJson::from(&attempt)).into_response())
 }

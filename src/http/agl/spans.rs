@@ -28,7 +28,7 @@ pub async fn add(
     let mut v = Validator::new();
     let read = read_span(&mut v, &Loc::body(), &json);
     let span = v.finish(read)?;
-    let added = context.engine.add_spans(vec![span]).await?;
+    let added = context.engine.add_spans(vec![span], None).await?;
     let body = added.spans.first().map(|span| SpanJson(span));
     Ok(PyJson(StatusCode::CREATED, body).into_response())
 }
