@@ -319,8 +319,8 @@ impl LoadRunner {
                 to = moves.recv() => {
                     // Move the session to another server while it lives.
                     if let Some(to) = to {
-                        let (new_client, new_session) = self.connect(to).await;
-                        self.adopt(&mut current, &new_session, &finish);
+                        let (mut new_client, new_session) = self.connect(to).await;
+                        self.adopt(&mut new_client, &mut current, &new_session, &finish).await;
                         (client, session) = (new_client, new_session);
                     }
                     None
@@ -345,17 +345,21 @@ impl LoadRunner {
                 Some(Ok(Some(_))) => {}
                 // The stream ended: the server died or another took over.
                 Some(Ok(None) | Err(_)) => {
-                    let (new_client, new_session) = self.connect(self.index + 1).await;
-                    self.adopt(&mut current, &new_session, &finish);
+                    let (mut new_client, new_session) = self.connect(self.index + 1).await;
+                    self.adopt(&mut new_client, &mut current, &new_session, &finish)
+                        .await;
                     (client, session) = (new_client, new_session);
                 }
             }
         }
     }
 
-    /// Keeps the current attempt only if the new session adopted it.
-    fn adopt(
+    /// Keeps the current attempt only if the new session adopted it, and
+    /// takes up an adopted attempt it never received (pushed just before
+    /// its server died).
+    async fn adopt(
         &self,
+        client: &mut Client,
         current: &mut Option<(pb::Rollout, Instant, usize)>,
         session: &Runner,
         finish: &impl Fn(&mut Option<(pb::Rollout, Instant, usize)>, Outcome),
@@ -369,6 +373,11 @@ impl LoadRunner {
         });
         if !adopted {
             finish(current, Outcome::Abandoned);
+            if let Some(unknown) = session.opened.adopted.first() {
+                let rollout = get(client, &unknown.rollout_id).await;
+                assert_eq!(attempt_of(&rollout).attempt_id, unknown.attempt_id);
+                *current = Some((rollout, Instant::now(), 0));
+            }
         }
     }
 }
