@@ -69,6 +69,10 @@
 //!   rollouts exactly as [`crate::core::retention`] decides, taking rollouts
 //!   in the order they finished (no end time last), ties in creation order,
 //!   and accounts each span with [`crate::core::retention::span_size`].
+//!
+//! agent-lightning 1.x's records are one such addition: [`agl1`].
+
+pub mod agl1;
 
 use std::sync::Arc;
 
@@ -127,9 +131,10 @@ pub enum Access {
     Update,
 }
 
-/// One transaction of a backend. See the module docs for the contract.
+/// One transaction of a backend. See the module docs for the contract; the
+/// 1.x reads are in [`agl1::Agl1Reads`].
 #[async_trait]
-pub trait StoreTx: Send {
+pub trait StoreTx: agl1::Agl1Reads + Send {
     /// Returns the existing rollouts among `rollout_ids`, each with its
     /// latest attempt, in the order of `rollout_ids` (duplicates once).
     async fn rollouts(
@@ -238,7 +243,7 @@ pub struct RolloutWrite {
 /// Everything a transaction changes, keyed by id: the last write of an
 /// entity wins, and the engine reads its own writes from here. Applied by
 /// [`StoreTx::commit`] in this order: resources, rollouts, attempts,
-/// workers, queue, events.
+/// workers, queue, the 1.x records ([`agl1::Agl1Writes`]), events.
 #[derive(Debug, Default)]
 pub struct WriteSet {
     /// Rollouts inserted or replaced, in first-write order.
@@ -252,6 +257,8 @@ pub struct WriteSet {
     pub enqueue: IndexMap<String, Timestamp>,
     /// Resources snapshots inserted or replaced; the last one becomes the latest.
     pub resources: IndexMap<String, ResourcesUpdate>,
+    /// agent-lightning 1.x's records.
+    pub agl1: agl1::Agl1Writes,
     /// Events to record; the backend assigns their sequence numbers.
     pub events: Vec<Event>,
 }
@@ -264,6 +271,7 @@ impl WriteSet {
             && self.workers.is_empty()
             && self.enqueue.is_empty()
             && self.resources.is_empty()
+            && self.agl1.is_empty()
             && self.events.is_empty()
     }
 

@@ -30,6 +30,9 @@ use crate::core::storage::{Access, RolloutWrite, Store, StoreTx, WriteSet};
 
 pub use crate::core::storage::DEFAULT_EVENT_RETENTION;
 
+/// agent-lightning 1.x's records.
+mod agl1;
+
 /// The in-memory backend.
 pub struct MemoryStore {
     state: Mutex<State>,
@@ -138,6 +141,8 @@ struct State {
     events: VecDeque<Event>,
     event_retention: usize,
     latest_event: u64,
+    /// agent-lightning 1.x's records.
+    agl1: agl1::Agl1State,
 }
 
 #[async_trait]
@@ -309,6 +314,7 @@ impl State {
                 self.queue.push_back((rollout_id, now));
             }
         }
+        self.apply_agl1(&mut writes.agl1);
         for event in &mut writes.events {
             self.latest_event += 1;
             event.seq = self.latest_event;

@@ -12,6 +12,7 @@
 //! [`attempts`], [`spans`] and [`resources_workers`]; [`tx`] holds the
 //! transaction with its write set and the rule steps the groups share.
 
+mod agl1;
 mod attempts;
 mod resources_workers;
 mod rollouts;

@@ -29,7 +29,8 @@ impl Engine {
                     None => tx.latest_resources_id().await?,
                 };
                 let mut rollout = new_rollout(spec, latest, tx.now);
-                let attempt = tx::create_attempt(tx, &mut rollout, None, true, worker_id);
+                let new = tx::NewAttempt::for_worker(worker_id);
+                let attempt = tx::create_attempt(tx, &mut rollout, None, true, new);
                 if let Some(worker_id) = &attempt.worker_id {
                     tx::sync_worker(tx, worker_id, &attempt, false).await?;
                 }
@@ -142,7 +143,7 @@ impl Engine {
                             &mut rollout,
                             latest.as_ref(),
                             false,
-                            worker_id.clone(),
+                            tx::NewAttempt::for_worker(worker_id.clone()),
                         );
                         claimed.push(RolloutView {
                             rollout,
@@ -201,8 +202,10 @@ impl Engine {
                     mut rollout,
                     attempt: latest,
                 } = view.ok_or_else(|| StoreError::item_not_found("rollout_id", rollout_id))?;
+                let before = rollout.status;
                 patch_rollout(tx, &mut rollout, patch);
                 tx.save_rollout(&rollout, latest.as_ref());
+                tx.note_completion(&rollout, Some(before));
                 tx.record(Change::RolloutChanged {
                     rollout_id: rollout.rollout_id.clone(),
                     status: rollout.status,
@@ -256,6 +259,9 @@ impl Engine {
             };
             match event {
                 Ok(event) => {
+                    if let Change::RolloutDeleted { rollout_id } = &event.change {
+                        pending.remove(rollout_id);
+                    }
                     if let Change::RolloutChanged { rollout_id, status } = &event.change
                         && status.is_finished()
                         && pending.remove(rollout_id)
