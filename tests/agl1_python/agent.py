@@ -36,10 +36,7 @@ def post(
             if time.monotonic() > deadline:
                 raise
         else:
-            if (
-                response.status_code not in RETRIED_STATUSES
-                or time.monotonic() > deadline
-            ):
+            if response.status_code not in RETRIED_STATUSES or time.monotonic() > deadline:
                 return response
         time.sleep(delay)
         delay = min(delay * 2, 1.0)
@@ -86,6 +83,4 @@ class Agent:
                 "event_type": "reward",
                 "data": {"value": float(len(second)), "source": "agent"},
             }
-            post(
-                client, event_url, reward, {"Idempotency-Key": uuid.uuid4().hex}
-            ).raise_for_status()
+            post(client, event_url, reward, {"Idempotency-Key": uuid.uuid4().hex}).raise_for_status()

@@ -49,9 +49,7 @@ def run_manager(args: argparse.Namespace, questions: list[str]) -> list[dict[str
         local_env_map=ENV_MAP,
     )
     manager.register_model([args.model_server])
-    completed = manager.enqueue_and_wait_until_completed(
-        {"question": questions}, is_train=True
-    )
+    completed = manager.enqueue_and_wait_until_completed({"question": questions}, is_train=True)
     manager.delete_model()
     return [
         {
@@ -60,9 +58,7 @@ def run_manager(args: argparse.Namespace, questions: list[str]) -> list[dict[str
             "state": str(rollout.rollout_state),
             "reward": rollout.final_reward,
             "prompts": [triplet.prompt["token_ids"] for triplet in rollout.triplets],
-            "responses": [
-                triplet.response["token_ids"] for triplet in rollout.triplets
-            ],
+            "responses": [triplet.response["token_ids"] for triplet in rollout.triplets],
             "raw_events": len(rollout.events),
         }
         for rollout in completed
@@ -73,9 +69,7 @@ class Client:
     """agentlightning's client with retries that outlast a server restart."""
 
     def __init__(self, url: str, key: str) -> None:
-        self.http = AgentLightningSyncClient(
-            base_url=url, key=key, timeout=60.0, max_retries=0
-        )
+        self.http = AgentLightningSyncClient(base_url=url, key=key, timeout=60.0, max_retries=0)
 
     def call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         deadline = time.monotonic() + DEADLINE_SECONDS
@@ -98,13 +92,9 @@ class Client:
 def run_loop(args: argparse.Namespace, questions: list[str]) -> list[dict[str, Any]]:
     client = Client(args.url, args.key)
     endpoint = f"http://{args.model_server}/v1"
-    client.call(
-        "POST", "/api/models", json=[{"model": args.model, "endpoint": endpoint}]
-    )
+    client.call("POST", "/api/models", json=[{"model": args.model, "endpoint": endpoint}])
     cursor = int(
-        client.call(
-            "GET", "/api/rollouts/terminal", params={"after": 0, "limit": 1}
-        ).json()["total_terminal"]
+        client.call("GET", "/api/rollouts/terminal", params={"after": 0, "limit": 1}).json()["total_terminal"]
     )
     requests = [
         RolloutCreate(
@@ -120,23 +110,16 @@ def run_loop(args: argparse.Namespace, questions: list[str]) -> list[dict[str, A
         for index, question in enumerate(questions)
         for _ in range(args.n)
     ]
-    payload = [
-        request.model_dump(mode="json", exclude_none=True) for request in requests
-    ]
+    payload = [request.model_dump(mode="json", exclude_none=True) for request in requests]
     created = [
-        Rollout.model_validate(item)
-        for item in client.call("POST", "/api/rollouts", json=payload).json()
+        Rollout.model_validate(item) for item in client.call("POST", "/api/rollouts", json=payload).json()
     ]
-    assert [rollout.rollout_id for rollout in created] == [
-        request.rollout_id for request in requests
-    ]
+    assert [rollout.rollout_id for rollout in created] == [request.rollout_id for request in requests]
     pending = {rollout.rollout_id for rollout in created}
     log(f"created {len(pending)} rollouts")
     summary: list[dict[str, Any]] = []
     while pending:
-        page = client.call(
-            "GET", "/api/rollouts/terminal", params={"after": cursor, "wait": 30}
-        ).json()
+        page = client.call("GET", "/api/rollouts/terminal", params={"after": cursor, "wait": 30}).json()
         cursor = int(page["next_after"])
         for item in page["items"]:
             rollout_id = item["rollout_id"]
@@ -156,9 +139,7 @@ def run_loop(args: argparse.Namespace, questions: list[str]) -> list[dict[str, A
                     params={"format": "triplet"},
                 ).json()
             ]
-            requests_seen = [
-                e.data for e in triplets if e.event_type == "model_request"
-            ]
+            requests_seen = [e.data for e in triplets if e.event_type == "model_request"]
             rewards = [e.data["value"] for e in triplets if e.event_type == "reward"]
             summary.append(
                 {
@@ -192,11 +173,7 @@ def main() -> None:
     parser.add_argument("--mode", choices=["manager", "loop"], default="manager")
     args = parser.parse_args()
     questions = [f"question {index}" for index in range(args.samples)]
-    summary = (
-        run_manager(args, questions)
-        if args.mode == "manager"
-        else run_loop(args, questions)
-    )
+    summary = run_manager(args, questions) if args.mode == "manager" else run_loop(args, questions)
     print(json.dumps(summary))
 
 
