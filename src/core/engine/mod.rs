@@ -9,8 +9,9 @@
 //! back whole.
 //!
 //! The operations are grouped by what they act on: [`rollouts`],
-//! [`attempts`], [`spans`] and [`resources_workers`]; [`tx`] holds the
-//! transaction with its write set and the rule steps the groups share.
+//! [`attempts`], [`spans`], [`resources_workers`] and agent-lightning 1.x's
+//! ([`agl1`]); [`tx`] holds the transaction with its write set and the rule
+//! steps the groups share.
 
 mod agl1;
 mod attempts;
