@@ -242,8 +242,9 @@ pub struct RolloutWrite {
 
 /// Everything a transaction changes, keyed by id: the last write of an
 /// entity wins, and the engine reads its own writes from here. Applied by
-/// [`StoreTx::commit`] in this order: resources, rollouts, attempts,
-/// workers, queue, the 1.x records ([`agl1::Agl1Writes`]), events.
+/// [`StoreTx::commit`] in this order: the 1.x records
+/// ([`agl1::Agl1Writes`]), resources, rollouts, attempts, workers, queue,
+/// events.
 #[derive(Debug, Default)]
 pub struct WriteSet {
     /// Rollouts inserted or replaced, in first-write order.

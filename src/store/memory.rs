@@ -296,6 +296,7 @@ impl State {
 
     /// Applies a committed write set.
     fn apply(&mut self, writes: &mut WriteSet) {
+        self.apply_agl1(&mut writes.agl1);
         for (resources_id, update) in writes.resources.drain(..) {
             self.latest_resources = Some(resources_id.clone());
             self.resources.insert(resources_id, update);
@@ -314,7 +315,6 @@ impl State {
                 self.queue.push_back((rollout_id, now));
             }
         }
-        self.apply_agl1(&mut writes.agl1);
         for event in &mut writes.events {
             self.latest_event += 1;
             event.seq = self.latest_event;

@@ -7,8 +7,7 @@
 //! The same shape as the core's entities (module docs of [`super`]): the
 //! reads the 1.x rules need ([`Agl1Reads`], part of every
 //! [`StoreTx`](super::StoreTx)) and one more part of the write set
-//! ([`Agl1Writes`]), applied at commit after the core's entities and before
-//! the events.
+//! ([`Agl1Writes`]), applied at commit before the core's entities.
 //!
 //! # Contract
 //! * A rollout's 1.x fields and events are written only by a transaction
@@ -86,7 +85,7 @@ pub trait Agl1Reads: Send {
     async fn models(&mut self, model: &str) -> StoreResult<Vec<ModelServer>>;
     /// Returns the gateway's pause.
     async fn pause(&mut self, access: Access) -> StoreResult<Pause>;
-    /// Returns every server's gateway presence.
+    /// Returns every server's gateway presence, in server id order.
     async fn replicas(&mut self) -> StoreResult<Vec<Replica>>;
 }
 

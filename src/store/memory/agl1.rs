@@ -93,15 +93,15 @@ impl State {
     }
 
     /// Deletes a rollout with everything that hangs off it but its
-    /// completion log entries, keeping every count exact.
+    /// completion log entries, keeping every count exact (also what hangs
+    /// off an id without a rollout, as the SQL backends do).
     fn delete_rollout(&mut self, rollout_id: &str) {
         self.agl1.fields.shift_remove(rollout_id);
         self.agl1.events.remove(rollout_id);
         self.agl1.keys.retain(|(id, _, _), _| id != rollout_id);
-        let Some(rollout) = self.rollouts.shift_remove(rollout_id) else {
-            return;
-        };
-        if let Some(count) = self.rollouts_by_status.get_mut(&rollout.status) {
+        if let Some(rollout) = self.rollouts.shift_remove(rollout_id)
+            && let Some(count) = self.rollouts_by_status.get_mut(&rollout.status)
+        {
             *count = count.saturating_sub(1);
         }
         for attempt in self.attempts.remove(rollout_id).unwrap_or_default() {
@@ -264,6 +264,8 @@ impl Agl1Reads for MemoryTx<'_> {
     }
 
     async fn replicas(&mut self) -> StoreResult<Vec<Replica>> {
-        Ok(self.state.agl1.replicas.values().cloned().collect())
+        let mut replicas: Vec<Replica> = self.state.agl1.replicas.values().cloned().collect();
+        replicas.sort_by(|a, b| a.server_id.cmp(&b.server_id));
+        Ok(replicas)
     }
 }
