@@ -16,9 +16,11 @@
 //! Prometheus metrics on another; [`cli`] is the command line.
 
 pub mod api;
+pub mod auth;
 pub mod bench;
 pub mod cli;
 pub mod core;
+pub mod gateway;
 pub mod http;
 pub mod metrics;
 pub mod otlp;

@@ -23,7 +23,10 @@
 //!   `attempts{status}`, `queue_depth`, `queue_oldest_age_seconds`, `spans`,
 //!   `span_bytes`, `resources`, `workers`, the `retention_evicted_*_total`
 //!   counters, `store_up` (1 when the store answered the scrape's query),
-//!   `store_statistics_duration_seconds` and `uptime_seconds`.
+//!   `store_statistics_duration_seconds` and `uptime_seconds`;
+//! * agent-lightning 1.x's gateway and API ([`agl1`]).
+
+mod agl1;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -42,6 +45,8 @@ use crate::api::status::code_name;
 use crate::core::engine::Engine;
 use crate::core::model::{AttemptStatus, RolloutStatus, Statistics, Timestamp};
 use crate::core::telemetry::{BackendPhase, Observer};
+
+pub use self::agl1::Agl1Metrics;
 
 /// Latency buckets in seconds: 100 µs to 10 s.
 const LATENCY_BUCKETS: [f64; 16] = [
@@ -110,6 +115,7 @@ pub struct Metrics {
     spans: Family<ResultLabels, Counter>,
     verdicts: Family<StatusLabels, Counter>,
     backend: Family<BackendLabels, Histogram>,
+    agl1: Agl1Metrics,
     store: Arc<StoreCollector>,
 }
 
@@ -187,6 +193,7 @@ impl Metrics {
             "Seconds the storage backend took to begin or commit a transaction",
             backend.clone(),
         );
+        let agl1 = Agl1Metrics::register(&mut registry);
         let store = Arc::new(StoreCollector::default());
         registry.register_collector(Box::new(store.clone()));
         Self {
@@ -200,8 +207,14 @@ impl Metrics {
             spans,
             verdicts,
             backend,
+            agl1,
             store,
         }
+    }
+
+    /// Returns the metrics of agent-lightning 1.x's gateway and API.
+    pub fn agl1(&self) -> &Agl1Metrics {
+        &self.agl1
     }
 
     /// Counts a call to `/service/method` as in progress until [`Metrics::call_finished`].
@@ -286,6 +299,14 @@ impl Observer for Metrics {
     fn worker_sessions(&self, open: usize) {
         self.worker_sessions
             .set(i64::try_from(open).unwrap_or(i64::MAX));
+    }
+
+    fn v1_event(&self, event_type: &str) {
+        self.agl1.event(event_type);
+    }
+
+    fn v1_transition(&self, state: &'static str) {
+        self.agl1.transition(state);
     }
 }
 

@@ -23,6 +23,7 @@ use crate::api::service::StoreService;
 use crate::api::streams::SubscriberLimits;
 use crate::core::engine::{Engine, SessionPolicy};
 use crate::core::sessions::Sessions;
+use crate::gateway::{Gateway, GatewayConfig};
 use crate::metrics::Metrics;
 use crate::otlp::TraceIngest;
 use crate::proto::lightning_store_service_server::LightningStoreServiceServer;
@@ -73,6 +74,11 @@ pub struct ServerConfig {
     /// Browser origins allowed to call the HTTP routes (`*`: any); empty
     /// sends no CORS headers.
     pub cors_origins: Vec<String>,
+    /// The key every call but the health checks must carry; `None` leaves
+    /// the port open ([`crate::auth`]).
+    pub api_key: Option<String>,
+    /// agent-lightning 1.x's LLM gateway.
+    pub gateway: GatewayConfig,
 }
 
 /// An already-bound listener for the metrics endpoint, shareable so that
@@ -106,6 +112,8 @@ impl Default for ServerConfig {
             metrics: Metrics::new(),
             health_check_interval: Duration::from_secs(5),
             cors_origins: Vec::new(),
+            api_key: None,
+            gateway: GatewayConfig::default(),
         }
     }
 }
@@ -180,6 +188,16 @@ pub async fn serve(
     // Set up before serving: a waiter registered from now on sees every
     // event other servers commit.
     let follower = engine.clone().start_follower().await;
+    let gateway = Gateway::new(
+        engine.clone(),
+        config.gateway.clone(),
+        config.metrics.clone(),
+        config.max_message_bytes,
+    );
+    // A restarted server honours a pause before its first call.
+    if let Err(error) = gateway.load().await {
+        tracing::warn!(%error, "gateway: cannot read the pause at startup");
+    }
     let background = [
         tokio::spawn(async move {
             if let Some(follower) = follower {
@@ -187,6 +205,7 @@ pub async fn serve(
             }
         }),
         tokio::spawn(engine.clone().run_watchdog()),
+        tokio::spawn(gateway.clone().run()),
         tokio::spawn(sessions.clone().run_dispatcher()),
         tokio::spawn(sessions.clone().run_revocations()),
         tokio::spawn(sessions.clone().run_leases()),
@@ -243,11 +262,17 @@ pub async fn serve(
         .add_service(trace_service)
         .into_axum_router()
         .reset_fallback();
-    let mut http = crate::http::routes(crate::http::HttpContext {
+    let http = crate::http::routes(crate::http::HttpContext {
         engine: engine.clone(),
         trace_ingest,
         max_body_bytes: config.max_message_bytes,
+        gateway,
+        metrics: config.metrics.clone(),
     });
+    // The key is checked inside CORS: a browser's preflight carries none.
+    let api_key = crate::auth::ApiKeyLayer::new(config.api_key.clone());
+    let grpc = grpc.route_layer(api_key.clone());
+    let mut http = http.route_layer(api_key);
     if let Some(cors) = crate::http::cors(&config.cors_origins)? {
         http = http.layer(cors);
     }

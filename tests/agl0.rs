@@ -64,7 +64,11 @@ impl AglStore {
         // connection is refused.
         tokio::time::timeout(AGL_STORE_STARTUP, async {
             loop {
-                if http.try_get("/v1/agl/health").await == Some(200) {
+                if http
+                    .try_get("/v1/agl/health")
+                    .await
+                    .is_some_and(|r| r.status == 200)
+                {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;

@@ -1,14 +1,15 @@
 //! The storage contract at the port, below the engine: a differential test
 //! that runs the same random transactions (write sets, claims, span inserts,
 //! commits and drops, worker session records) against memory, SQLite and
-//! PostgreSQL and compares every read, and the rollback of a dropped
-//! transaction on every backend.
+//! PostgreSQL and compares every read, agent-lightning 1.x's records
+//! included, and the rollback of a dropped transaction on every backend.
 
 mod common;
 
 use std::sync::Arc;
 
 use common::{Backend, TestOptions};
+use lightning_store::core::agl1::{IdempotencyKey, ModelServer, Pause, Replica, V1Event, V1Fields};
 use lightning_store::core::events::{Change, Event};
 use lightning_store::core::model::{
     Attempt, AttemptStatus, Counts, Json, Rollout, RolloutConfig, RolloutStatus, RolloutView,
@@ -17,7 +18,8 @@ use lightning_store::core::model::{
 use lightning_store::core::query::{
     AttemptSelector, FilterLogic, Page, RolloutFilter, SpanFilter, TextMatch,
 };
-use lightning_store::core::storage::{Access, Store, WriteSet};
+use lightning_store::core::storage::agl1::EventWrite;
+use lightning_store::core::storage::{Access, Store, StoreTx, WriteSet};
 use proptest::prelude::*;
 
 const BACKENDS: [Backend; 3] = [Backend::Memory, Backend::Sqlite, Backend::Postgres];
@@ -69,6 +71,40 @@ enum Op {
         server: Option<u8>,
     },
     NextEpochs,
+    /// 1.x fields of a rollout (written with it when the set lacks it).
+    V1Fields {
+        rollout: u8,
+        version: u8,
+    },
+    /// A 1.x model request, under an idempotency key unless one is stored.
+    V1Event {
+        rollout: u8,
+        attempt: u8,
+        key: Option<u8>,
+    },
+    /// Rewrites the data of an attempt's latest 1.x event.
+    RewriteEvent {
+        rollout: u8,
+    },
+    Complete {
+        rollout: u8,
+    },
+    /// Deletes a rollout the set does not write.
+    Delete {
+        rollout: u8,
+    },
+    Model {
+        endpoint: u8,
+        version: u8,
+    },
+    ClearModels,
+    Pause {
+        generation: u8,
+    },
+    Replica {
+        id: u8,
+        present: bool,
+    },
 }
 
 /// A transaction: its steps, then a commit or a drop.
@@ -120,6 +156,21 @@ fn op() -> impl Strategy<Value = Op> {
         (0..20u8, 1..4u8, proptest::option::of(0..2u8))
             .prop_map(|(due, limit, server)| Op::ReadSessions { due, limit, server }),
         Just(Op::NextEpochs),
+        (0..6u8, 0..4u8).prop_map(|(rollout, version)| Op::V1Fields { rollout, version }),
+        (0..6u8, 0..2u8, proptest::option::of(0..3u8)).prop_map(|(rollout, attempt, key)| {
+            Op::V1Event {
+                rollout,
+                attempt,
+                key,
+            }
+        }),
+        (0..6u8).prop_map(|rollout| Op::RewriteEvent { rollout }),
+        (0..6u8).prop_map(|rollout| Op::Complete { rollout }),
+        (0..6u8).prop_map(|rollout| Op::Delete { rollout }),
+        (0..3u8, 0..3u8).prop_map(|(endpoint, version)| Op::Model { endpoint, version }),
+        Just(Op::ClearModels),
+        (0..9u8).prop_map(|generation| Op::Pause { generation }),
+        (0..3u8, any::<bool>()).prop_map(|(id, present)| Op::Replica { id, present }),
     ]
 }
 
@@ -220,6 +271,8 @@ struct Observed {
     spans: Vec<(String, i64)>,
     events: Vec<(u64, Change)>,
     counts: Counts,
+    /// The 1.x records, event positions left out (they only grow).
+    agl1: Vec<String>,
 }
 
 /// Drops zero per-status counts (memory keeps emptied statuses, SQL all).
@@ -327,6 +380,7 @@ async fn run(store: &dyn Store, t: &Transaction) -> Observed {
                 let second = tx.next_session_epoch().await.unwrap();
                 results.push(format!("epochs grow: {}", second > first && first > 0));
             }
+            op => agl1_op(tx.as_mut(), &mut writes, op).await,
         }
     }
     if t.commit {
@@ -392,6 +446,7 @@ async fn observe(store: &dyn Store, results: Vec<String>) -> Observed {
         .map(|e| (e.seq, e.change))
         .collect();
     let counts = normalised(tx.counts().await.unwrap());
+    let agl1 = observe_agl1(tx.as_mut()).await;
     tx.commit(&mut WriteSet::default()).await.unwrap();
     Observed {
         results,
@@ -402,7 +457,139 @@ async fn observe(store: &dyn Store, results: Vec<String>) -> Observed {
         spans,
         events,
         counts,
+        agl1,
     }
+}
+
+/// Buffers one 1.x step the way the engine does (reads first where the
+/// engine reads).
+async fn agl1_op(tx: &mut dyn StoreTx, writes: &mut WriteSet, op: &Op) {
+    match *op {
+        Op::V1Fields {
+            rollout: r,
+            version,
+        } => {
+            let id = format!("ro-{r}");
+            if !writes.rollouts.contains_key(&id) {
+                writes.put_rollout(&rollout(r, 0), None);
+            }
+            let fields = V1Fields {
+                config: Json::from(version),
+                k8s_job_name: None,
+                last_attempt_id: (version % 2 == 1).then(|| "at-1".to_owned()),
+                error_message: None,
+                version: i64::from(version) + 1,
+                created_at: Timestamp(5_000),
+                updated_at: Timestamp(5_000 + i64::from(version)),
+            };
+            writes.agl1.fields.insert(id, fields);
+        }
+        Op::V1Event {
+            rollout: r,
+            attempt: a,
+            key,
+        } => {
+            let (rollout_id, attempt_id) = (format!("ro-{r}"), format!("at-{a}"));
+            let data = format!("{{\"n\": {}}}", writes.agl1.events.len());
+            let mut key = key.map(|k| IdempotencyKey::new(format!("k{k}"), "m", &data));
+            if let Some(k) = &key {
+                let buffered = writes.agl1.events.iter().any(|w| {
+                    w.event.rollout_id == rollout_id
+                        && w.event.attempt_id == attempt_id
+                        && w.key.as_ref().is_some_and(|b| b.key == k.key)
+                });
+                let stored = tx
+                    .keyed_event(&rollout_id, &attempt_id, &k.key)
+                    .await
+                    .unwrap();
+                if buffered || stored.is_some() {
+                    key = None;
+                }
+            }
+            let event = V1Event {
+                event_type: "m".to_owned(),
+                rollout_id,
+                attempt_id,
+                timestamp: Timestamp(6_000),
+                data,
+            };
+            writes.agl1.events.push(EventWrite { event, key });
+        }
+        Op::RewriteEvent { rollout: r } => {
+            let rollout_id = format!("ro-{r}");
+            if let Some(latest) = tx.latest_v1_event(&rollout_id, "at-0", "m").await.unwrap() {
+                let data = format!("{{\"rewritten\": {}}}", latest.event.data);
+                writes
+                    .agl1
+                    .event_data
+                    .insert((rollout_id, latest.pos), data);
+            }
+        }
+        Op::Complete { rollout: r } => writes.agl1.completions.push(format!("ro-{r}")),
+        Op::Delete { rollout: r } => {
+            let id = format!("ro-{r}");
+            if !writes.rollouts.contains_key(&id) && !writes.agl1.fields.contains_key(&id) {
+                writes.agl1.deleted.insert(id);
+            }
+        }
+        Op::Model { endpoint, version } => writes.agl1.put_model(&ModelServer {
+            model: "m".to_owned(),
+            endpoint: format!("http://e{endpoint}"),
+            version: i64::from(version),
+        }),
+        Op::ClearModels => writes.agl1.clear_models(),
+        Op::Pause { generation } => {
+            writes.agl1.pause = Some(Pause {
+                paused: generation % 2 == 1,
+                retry_after_seconds: i64::from(generation),
+                reason: (generation % 3 == 0).then(|| format!("r{generation}")),
+                generation: i64::from(generation),
+            })
+        }
+        Op::Replica { id, present } => {
+            let replica = present.then(|| Replica {
+                server_id: format!("s{id}"),
+                inflight: i64::from(id),
+                generation_seen: 1,
+                heartbeat: Timestamp(7_000),
+            });
+            writes.agl1.replicas.insert(format!("s{id}"), replica);
+        }
+        _ => unreachable!("not a 1.x step: {op:?}"),
+    }
+}
+
+/// Reads every 1.x record through the port.
+async fn observe_agl1(tx: &mut dyn StoreTx) -> Vec<String> {
+    let mut seen = Vec::new();
+    let listed = tx.list_v1_rollouts(RolloutStatus::ALL, None).await.unwrap();
+    seen.push(format!("{listed:?}"));
+    let ids: Vec<String> = (0..6).map(|n| format!("ro-{n}")).collect();
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let read = tx.v1_rollouts(&ids, Access::Read).await.unwrap();
+    seen.push(format!("{read:?}"));
+    let page = tx.completions(0, 100).await.unwrap();
+    seen.push(format!("{page:?}"));
+    for rollout_id in ids {
+        seen.push(format!(
+            "{:?}",
+            tx.event_attempts(rollout_id).await.unwrap()
+        ));
+        for attempt_id in ["at-0", "at-1"] {
+            let events = tx.v1_events(rollout_id, attempt_id, None).await.unwrap();
+            let events: Vec<_> = events.into_iter().map(|e| e.event).collect();
+            seen.push(format!("{events:?}"));
+            for key in ["k0", "k1", "k2"] {
+                let keyed = tx.keyed_event(rollout_id, attempt_id, key).await.unwrap();
+                let keyed = keyed.map(|(digest, e)| (digest, e.event));
+                seen.push(format!("{keyed:?}"));
+            }
+        }
+    }
+    seen.push(format!("{:?}", tx.models("m").await.unwrap()));
+    seen.push(format!("{:?}", tx.pause(Access::Read).await.unwrap()));
+    seen.push(format!("{:?}", tx.replicas().await.unwrap()));
+    seen
 }
 
 /// Opens a fresh store of every backend.
@@ -475,12 +662,40 @@ async fn dropping_a_transaction_rolls_back_everything_on_every_backend() {
                     attempts: 1,
                 },
                 Op::Event { rollout: 1 },
+                Op::V1Fields {
+                    rollout: 1,
+                    version: 0,
+                },
+                Op::V1Event {
+                    rollout: 1,
+                    attempt: 0,
+                    key: Some(0),
+                },
+                Op::Complete { rollout: 1 },
+                Op::Model {
+                    endpoint: 0,
+                    version: 0,
+                },
             ],
             commit: true,
         };
         let before = run(store.as_ref(), &setup).await;
         let dropped = Transaction {
             ops: vec![
+                Op::Delete { rollout: 1 },
+                Op::V1Event {
+                    rollout: 1,
+                    attempt: 0,
+                    key: Some(1),
+                },
+                Op::RewriteEvent { rollout: 1 },
+                Op::Complete { rollout: 2 },
+                Op::ClearModels,
+                Op::Pause { generation: 3 },
+                Op::Replica {
+                    id: 0,
+                    present: true,
+                },
                 Op::Claim { limit: 3 },
                 Op::AddSpans {
                     rollout: 1,
@@ -509,6 +724,10 @@ async fn dropping_a_transaction_rolls_back_everything_on_every_backend() {
         assert!(
             after.results[0].contains("ro-1"),
             "{backend:?}: the claim saw the rollout"
+        );
+        assert_eq!(
+            after.agl1, before.agl1,
+            "{backend:?}: a dropped transaction leaves no 1.x record behind"
         );
         assert_eq!(
             (

@@ -8,12 +8,15 @@
 //! Layout: [`target`] reaches the server under test, [`driver`] runs the
 //! client tasks, [`stats`] records latencies, [`progress`] draws the live
 //! line, [`report`] prints the results, [`payload`] builds spans, [`wire`]
-//! keeps the client's own encoding cost low, and each scenario has its own file.
+//! keeps the client's own encoding cost low, [`http`] speaks HTTP for the
+//! agent-lightning 1.x scenarios ([`agl1`]), and each scenario has its own file.
 
+mod agl1;
 mod bulk;
 mod dispatch;
 mod driver;
 mod fanout;
+mod http;
 mod ingest;
 mod lifecycle;
 mod noop;
@@ -61,8 +64,8 @@ pub struct TargetArgs {
     )]
     pub server: String,
     /// Starts the server under test with this shell command, where `{addr}`
-    /// is replaced by a free loopback address, and stops it with SIGTERM at
-    /// the end; for example
+    /// is replaced by a free loopback address (`{port}` by its port), and
+    /// stops it with SIGTERM at the end; for example
     /// `target/release/lightning-store serve --store memory --listen {addr}`.
     #[arg(long, global = true, value_name = "COMMAND")]
     pub server_cmd: Option<String>,
@@ -119,6 +122,9 @@ pub enum Scenario {
     /// One large EnqueueRollouts while other clients enqueue and dequeue:
     /// the batch's duration and the others' latency meanwhile.
     Bulk(bulk::BulkArgs),
+    /// agent-lightning 1.x's server API over HTTP (this server or
+    /// agentlightning's own): event POSTs, rollout GETs, the gateway.
+    Agl1(agl1::Agl1Args),
 }
 
 /// Error of a benchmark run (setup or a failed call outside the measured loop).
@@ -145,7 +151,11 @@ pub type BenchResult<T> = Result<T, BenchError>;
 /// `--server-cmd`, if any, is stopped whatever the outcome.
 pub async fn execute(args: BenchArgs) -> BenchResult<Report> {
     let show_progress = progress::enabled();
-    let mut target = target::Target::open(&args.target).await?;
+    let probe = match args.scenario {
+        Scenario::Agl1(_) => target::Probe::Http,
+        _ => target::Probe::Grpc,
+    };
+    let mut target = target::Target::open(&args.target, probe).await?;
     let result = run_scenario(&mut target, args.scenario, show_progress).await;
     let stopped = target.stop().await;
     let mut report = result?;
@@ -185,6 +195,7 @@ async fn run_scenario(
         Scenario::Query(args) => query::run(target, args, progress).await,
         Scenario::Noop(args) => noop::run(target, args, progress).await,
         Scenario::Bulk(args) => bulk::run(target, args, progress).await,
+        Scenario::Agl1(args) => agl1::run(target, args, progress).await,
     }
 }
 

@@ -30,6 +30,17 @@ pub struct Target {
     url: String,
     tasks_per_channel: usize,
     spawned: Option<Spawned>,
+    probe: Probe,
+}
+
+/// How the benchmark tells that the server under test is ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// grpc.health.v1 reports SERVING.
+    Grpc,
+    /// `GET /healthz` answers 200 (agent-lightning 1.x's servers, ours and
+    /// agentlightning's own).
+    Http,
 }
 
 /// A server process started by the benchmark.
@@ -41,19 +52,24 @@ struct Spawned {
 
 impl Target {
     /// Reaches the server named by `args`, starting it first with
-    /// `--server-cmd` when given, and waits until it reports SERVING.
-    pub async fn open(args: &TargetArgs) -> BenchResult<Self> {
+    /// `--server-cmd` when given, and waits until it is ready as `probe` tells.
+    pub async fn open(args: &TargetArgs, probe: Probe) -> BenchResult<Self> {
         if args.tasks_per_channel == 0 {
             return Err(BenchError::new("--tasks-per-channel must be at least 1"));
         }
         let startup = Duration::try_from_secs_f64(args.startup_timeout_secs)
             .map_err(|_| BenchError::new("--startup-timeout-secs must be a number >= 0"))?;
         let Some(command) = &args.server_cmd else {
-            let target = Self {
+            let mut target = Self {
                 url: args.server.clone(),
                 tasks_per_channel: args.tasks_per_channel,
                 spawned: None,
+                probe,
             };
+            if probe == Probe::Http {
+                target.wait_until_serving(startup).await?;
+                return Ok(target);
+            }
             let endpoint = target.endpoint()?;
             endpoint.connect().await.map_err(|e| {
                 BenchError::new(format!(
@@ -65,13 +81,15 @@ impl Target {
             })?;
             return Ok(target);
         };
-        if !command.contains("{addr}") {
+        if !command.contains("{addr}") && !command.contains("{port}") {
             return Err(BenchError::new(
-                "--server-cmd must contain `{addr}`, the address the server should listen on",
+                "--server-cmd must contain `{addr}` (or `{port}`), the address the server \
+                 should listen on",
             ));
         }
         let addr = free_loopback_addr()?;
-        let command = command.replace("{addr}", &addr);
+        let port = addr.rsplit(':').next().unwrap_or_default();
+        let command = command.replace("{addr}", &addr).replace("{port}", port);
         let log = std::env::temp_dir().join(format!(
             "lightning-store-bench-{}-{}.log",
             std::process::id(),
@@ -101,6 +119,7 @@ impl Target {
                 command,
                 log,
             }),
+            probe,
         };
         if let Err(error) = target.wait_until_serving(startup).await {
             let _ = target.stop().await;
@@ -109,7 +128,7 @@ impl Target {
         Ok(target)
     }
 
-    /// Returns the URL of the server (gRPC and HTTP share it).
+    /// Returns the server's base URL, e.g. `http://127.0.0.1:4747`.
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -183,16 +202,20 @@ impl Target {
                     spawned.log.display()
                 )));
             }
-            if let Ok(channel) = endpoint.connect().await {
-                let serving = HealthClient::new(channel)
-                    .check(HealthCheckRequest {
-                        service: String::new(),
-                    })
-                    .await
-                    .is_ok_and(|r| r.into_inner().status == ServingStatus::Serving as i32);
-                if serving {
-                    return Ok(());
-                }
+            let serving = match self.probe {
+                Probe::Grpc => match endpoint.connect().await {
+                    Ok(channel) => HealthClient::new(channel)
+                        .check(HealthCheckRequest {
+                            service: String::new(),
+                        })
+                        .await
+                        .is_ok_and(|r| r.into_inner().status == ServingStatus::Serving as i32),
+                    Err(_) => false,
+                },
+                Probe::Http => super::http::healthy(&self.url).await,
+            };
+            if serving {
+                return Ok(());
             }
             if Instant::now() >= deadline {
                 let log = self
@@ -221,7 +244,8 @@ impl Target {
         let deadline = Instant::now() + STOP_TIMEOUT;
         loop {
             match spawned.child.try_wait() {
-                Ok(Some(status)) if status.success() => {
+                // Some servers (uvicorn) re-raise the SIGTERM they handled.
+                Ok(Some(status)) if status.success() || stopped_by_sigterm(status) => {
                     let _ = std::fs::remove_file(&spawned.log);
                     return Ok(());
                 }
@@ -255,6 +279,12 @@ impl Drop for Spawned {
             let _ = self.child.wait();
         }
     }
+}
+
+/// Returns whether a process ended from the SIGTERM it was sent.
+fn stopped_by_sigterm(status: std::process::ExitStatus) -> bool {
+    use std::os::unix::process::ExitStatusExt as _;
+    status.signal() == Some(libc::SIGTERM)
 }
 
 /// Sends SIGTERM to a child process.

@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::core::agl1::gateway::GatewaySettings;
 use crate::core::engine::{Engine, EngineConfig};
 use crate::core::retention::RetentionPolicy;
+use crate::gateway::GatewayConfig;
 use crate::metrics::Metrics;
 use crate::server::{self, ServerConfig};
 use crate::store::postgres::PostgresOptions;
@@ -27,6 +29,8 @@ pub struct Cli {
 }
 
 /// Top-level subcommands.
+// Parsed once per process: the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Runs the gRPC server.
@@ -211,6 +215,49 @@ pub struct ServeArgs {
     /// example `0.0.0.0:9464`; no metrics are served when unset.
     #[arg(long, env = "LIGHTNING_STORE_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+    /// The model agent-lightning 1.x's LLM gateway sends every call to
+    /// (served by the servers registered for it under `/api/models`);
+    /// without it, proxy calls answer 503.
+    #[arg(long, env = "LIGHTNING_STORE_GATEWAY_MODEL")]
+    pub gateway_model: Option<String>,
+    /// Temperature the gateway sets on training calls.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_GATEWAY_TRAIN_TEMPERATURE",
+        default_value_t = 1.0
+    )]
+    pub gateway_train_temperature: f64,
+    /// Temperature the gateway sets on validation calls.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_GATEWAY_VAL_TEMPERATURE",
+        default_value_t = 0.7
+    )]
+    pub gateway_val_temperature: f64,
+    /// Whether training calls ask the model server for log-probabilities.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_GATEWAY_LOGPROBS",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub gateway_logprobs: bool,
+    /// Whether training calls ask the model server for the MoE routing
+    /// tensor (`return_routed_experts`).
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_GATEWAY_ROUTED_EXPERTS",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    pub gateway_routed_experts: bool,
+    /// Seconds the gateway waits for one model server call before retrying.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_GATEWAY_TIMEOUT_SECS",
+        default_value_t = 300.0
+    )]
+    pub gateway_timeout_secs: f64,
     /// Log format.
     #[arg(
         long,
@@ -345,9 +392,32 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
         metrics,
         health_check_interval: Duration::from_millis(args.health_check_interval_ms.max(1)),
         cors_origins: args.cors_origin,
+        api_key: api_key(),
+        gateway: GatewayConfig {
+            settings: args.gateway_model.as_ref().map(|model| GatewaySettings {
+                model: model.clone(),
+                train_temperature: args.gateway_train_temperature,
+                val_temperature: args.gateway_val_temperature,
+                include_log_probs: args.gateway_logprobs,
+                include_routed_experts: args.gateway_routed_experts,
+            }),
+            upstream_timeout: seconds("--gateway-timeout-secs", args.gateway_timeout_secs)?,
+            ..GatewayConfig::default()
+        },
     };
     tracing::info!(backend = ?args.store, "store opened");
     server::serve(listener, engine, config, shutdown_signal()).await
+}
+
+/// The environment variable holding the API key (never a command-line
+/// argument: those are visible to every local user).
+pub const API_KEY_ENV: &str = "LIGHTNING_STORE_API_KEY";
+
+/// Returns the API key of the environment, if set and not empty.
+pub fn api_key() -> Option<String> {
+    std::env::var(API_KEY_ENV)
+        .ok()
+        .filter(|key| !key.is_empty())
 }
 
 /// Converts a number of seconds given as `flag`.

@@ -49,6 +49,13 @@ pub enum Change {
         worker_id: String,
         status: WorkerStatus,
     },
+    /// A rollout was deleted, with its attempts, spans and 1.x events.
+    RolloutDeleted { rollout_id: String },
+    /// The LLM gateway was paused or resumed; `generation` counts pauses
+    /// and resumes.
+    GatewayChanged { paused: bool, generation: i64 },
+    /// The gateway's model servers were registered or removed.
+    ModelsChanged,
 }
 
 /// The kinds of [`Change`], for filtering.
@@ -61,6 +68,9 @@ pub enum ChangeKind {
     SpansAdded,
     ResourcesChanged,
     WorkerChanged,
+    RolloutDeleted,
+    GatewayChanged,
+    ModelsChanged,
 }
 
 impl Change {
@@ -83,6 +93,9 @@ impl Change {
             Self::SpansAdded { .. } => ChangeKind::SpansAdded,
             Self::ResourcesChanged { .. } => ChangeKind::ResourcesChanged,
             Self::WorkerChanged { .. } => ChangeKind::WorkerChanged,
+            Self::RolloutDeleted { .. } => ChangeKind::RolloutDeleted,
+            Self::GatewayChanged { .. } => ChangeKind::GatewayChanged,
+            Self::ModelsChanged => ChangeKind::ModelsChanged,
         }
     }
 
@@ -93,8 +106,12 @@ impl Change {
             | Self::RolloutChanged { rollout_id, .. }
             | Self::AttemptCreated { rollout_id, .. }
             | Self::AttemptChanged { rollout_id, .. }
-            | Self::SpansAdded { rollout_id, .. } => Some(rollout_id),
-            Self::ResourcesChanged { .. } | Self::WorkerChanged { .. } => None,
+            | Self::SpansAdded { rollout_id, .. }
+            | Self::RolloutDeleted { rollout_id } => Some(rollout_id),
+            Self::ResourcesChanged { .. }
+            | Self::WorkerChanged { .. }
+            | Self::GatewayChanged { .. }
+            | Self::ModelsChanged => None,
         }
     }
 }

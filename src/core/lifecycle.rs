@@ -56,6 +56,13 @@ pub fn set_rollout_status(rollout: &mut Rollout, status: RolloutStatus, now: Tim
     status.is_queuing()
 }
 
+/// Returns whether a rollout moving from `before` (`None`: created) to
+/// `after` enters the completion log: it becomes terminal from a live
+/// status. Moves between terminal statuses do not complete it again.
+pub fn completes(before: Option<RolloutStatus>, after: RolloutStatus) -> bool {
+    after.is_finished() && !before.is_some_and(RolloutStatus::is_finished)
+}
+
 /// Sets an attempt's status (§4.3): `failed` and `succeeded` stamp `end_time`
 /// (again each time); `timeout` and `unresponsive` do not.
 pub fn set_attempt_status(attempt: &mut Attempt, status: AttemptStatus, now: Timestamp) {
@@ -292,6 +299,21 @@ mod tests {
         let _ = set_rollout_status(&mut r, R::Failed, NOW);
         let _ = set_rollout_status(&mut r, R::Running, Timestamp(NOW.0 + 1));
         assert_eq!(r.end_time, Some(NOW));
+    }
+
+    #[test]
+    fn completion_is_the_entry_into_a_terminal_status() {
+        for &after in R::ALL {
+            assert_eq!(completes(None, after), after.is_finished(), "new {after}");
+            for &before in R::ALL {
+                let expected = after.is_finished() && !before.is_finished();
+                assert_eq!(
+                    completes(Some(before), after),
+                    expected,
+                    "{before}->{after}"
+                );
+            }
+        }
     }
 
     #[test]

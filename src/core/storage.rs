@@ -75,6 +75,10 @@
 //!   session, on every server. Session epochs
 //!   ([`StoreTx::next_session_epoch`]) are store-wide unique and grow; a
 //!   backend may skip values (a rolled-back transaction's).
+//!
+//! agent-lightning 1.x's records are one such addition: [`agl1`].
+
+pub mod agl1;
 
 use std::sync::Arc;
 
@@ -140,9 +144,10 @@ pub enum Access {
     Update,
 }
 
-/// One transaction of a backend. See the module docs for the contract.
+/// One transaction of a backend. See the module docs for the contract; the
+/// 1.x reads are in [`agl1::Agl1Reads`].
 #[async_trait]
-pub trait StoreTx: Send {
+pub trait StoreTx: agl1::Agl1Reads + Send {
     /// Returns the existing rollouts among `rollout_ids`, each with its
     /// latest attempt, in the order of `rollout_ids` (duplicates once).
     async fn rollouts(
@@ -271,8 +276,9 @@ pub struct RolloutWrite {
 
 /// Everything a transaction changes, keyed by id: the last write of an
 /// entity wins, and the engine reads its own writes from here. Applied by
-/// [`StoreTx::commit`] in this order: resources, rollouts, attempts,
-/// workers, sessions, queue (removals, then appends), events.
+/// [`StoreTx::commit`] in this order: the 1.x records
+/// ([`agl1::Agl1Writes`]), resources, rollouts, attempts, workers, sessions,
+/// queue (removals, then appends), events.
 #[derive(Debug, Default)]
 pub struct WriteSet {
     /// Rollouts inserted or replaced, in first-write order.
@@ -291,6 +297,8 @@ pub struct WriteSet {
     pub enqueue: IndexMap<String, Timestamp>,
     /// Resources snapshots inserted or replaced; the last one becomes the latest.
     pub resources: IndexMap<String, ResourcesUpdate>,
+    /// agent-lightning 1.x's records.
+    pub agl1: agl1::Agl1Writes,
     /// Events to record; the backend assigns their sequence numbers.
     pub events: Vec<Event>,
 }
@@ -305,6 +313,7 @@ impl WriteSet {
             && self.unqueue.is_empty()
             && self.enqueue.is_empty()
             && self.resources.is_empty()
+            && self.agl1.is_empty()
             && self.events.is_empty()
     }
 

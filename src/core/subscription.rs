@@ -223,6 +223,15 @@ pub struct CompletionWatch {
 }
 
 impl CompletionWatch {
+    /// Reads a watched rollout again; `None` once it was deleted.
+    async fn reread(&self, rollout_id: &str) -> Result<Option<RolloutView>, SubscriptionError> {
+        match self.engine.get_rollout(rollout_id).await {
+            Ok(view) => Ok(Some(view)),
+            Err(StoreError::NotFound(_)) => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+
     /// Returns the next terminal rollout, or `None` when every watched
     /// rollout was returned.
     pub async fn next(&mut self) -> Result<Option<RolloutView>, SubscriptionError> {
@@ -241,23 +250,33 @@ impl CompletionWatch {
                 _ = self.closing.changed() => return Err(SubscriptionError::Closing),
             };
             match received {
-                Ok(event) => {
-                    if let Change::RolloutChanged { rollout_id, status } = &event.change
-                        && status.is_finished()
-                        && self.pending.remove(rollout_id)
+                Ok(event) => match &event.change {
+                    Change::RolloutChanged { rollout_id, status }
+                        if status.is_finished() && self.pending.remove(rollout_id) =>
                     {
-                        self.ready
-                            .push_back(self.engine.get_rollout(rollout_id).await?);
+                        // Deleted meanwhile: omitted, as unknown ids are.
+                        if let Some(view) = self.reread(rollout_id).await? {
+                            self.ready.push_back(view);
+                        }
                     }
-                }
+                    Change::RolloutDeleted { rollout_id } => {
+                        self.pending.remove(rollout_id);
+                    }
+                    _ => {}
+                },
                 Err(RecvError::Lagged(_)) => {
                     // Some completions were skipped: re-read what is still pending.
                     let pending: Vec<String> = self.pending.iter().cloned().collect();
                     for rollout_id in pending {
-                        let view = self.engine.get_rollout(&rollout_id).await?;
-                        if view.rollout.status.is_finished() {
-                            self.pending.remove(&rollout_id);
-                            self.ready.push_back(view);
+                        match self.reread(&rollout_id).await? {
+                            Some(view) if view.rollout.status.is_finished() => {
+                                self.pending.remove(&rollout_id);
+                                self.ready.push_back(view);
+                            }
+                            Some(_) => {}
+                            None => {
+                                self.pending.remove(&rollout_id);
+                            }
                         }
                     }
                 }

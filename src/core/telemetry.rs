@@ -42,6 +42,12 @@ pub trait Observer: Send + Sync + 'static {
 
     /// The number of open worker sessions changed to `open`.
     fn worker_sessions(&self, _open: usize) {}
+
+    /// An agent-lightning 1.x event of `event_type` was recorded.
+    fn v1_event(&self, _event_type: &str) {}
+
+    /// A PATCH moved an agent-lightning 1.x rollout to `state`.
+    fn v1_transition(&self, _state: &'static str) {}
 }
 
 impl fmt::Debug for dyn Observer {

@@ -4,6 +4,7 @@
 //! JSON types stop here.
 //!
 //! Route groups ([`agl`]: agent-lightning 0.x's store API under `/v1/agl`;
+//! [`agl1`]: agent-lightning 1.x's server API under `/api` and `/proxy`;
 //! [`otlp`]: OTLP/HTTP `POST /v1/traces`) each return their router, and
 //! [`routes`] merges them in one place. Shared pieces: request bodies read
 //! within the configured limit (413 beyond), JSON answers written as
@@ -12,6 +13,7 @@
 //! and JSON 404/405 answers for unknown routes and methods.
 
 pub mod agl;
+pub mod agl1;
 pub mod error;
 pub mod json;
 pub mod otlp;
@@ -32,6 +34,8 @@ use self::validate::{Issue, Loc};
 use crate::api::calls::{MatchedRoute, is_grpc};
 use crate::core::engine::Engine;
 use crate::core::model::Json;
+use crate::gateway::Gateway;
+use crate::metrics::Metrics;
 use crate::otlp::TraceIngest;
 
 /// What every HTTP handler shares.
@@ -44,6 +48,10 @@ pub struct HttpContext {
     /// Largest accepted request body in bytes (after decompression too);
     /// larger ones get a 413.
     pub max_body_bytes: usize,
+    /// agent-lightning 1.x's LLM gateway.
+    pub gateway: Arc<Gateway>,
+    /// The server's metrics.
+    pub metrics: Metrics,
 }
 
 /// Returns every HTTP route group merged into one router (the one place
@@ -53,6 +61,7 @@ pub fn routes(context: HttpContext) -> Router {
     Router::new()
         .merge(agl::routes())
         .merge(otlp::routes())
+        .merge(agl1::routes())
         .route_layer(axum::middleware::from_fn(record_route))
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(context)

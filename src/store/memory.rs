@@ -30,6 +30,9 @@ use crate::core::storage::{Access, RolloutWrite, Store, StoreTx, WriteSet};
 
 pub use crate::core::storage::DEFAULT_EVENT_RETENTION;
 
+/// agent-lightning 1.x's records.
+mod agl1;
+
 /// The in-memory backend.
 pub struct MemoryStore {
     state: Mutex<State>,
@@ -146,6 +149,8 @@ struct State {
     events: VecDeque<Event>,
     event_retention: usize,
     latest_event: u64,
+    /// agent-lightning 1.x's records.
+    agl1: agl1::Agl1State,
 }
 
 #[async_trait]
@@ -339,6 +344,7 @@ impl State {
 
     /// Applies a committed write set.
     fn apply(&mut self, writes: &mut WriteSet) {
+        self.apply_agl1(&mut writes.agl1);
         for (resources_id, update) in writes.resources.drain(..) {
             self.latest_resources = Some(resources_id.clone());
             self.resources.insert(resources_id, update);

@@ -92,13 +92,20 @@ impl HttpClient {
         }
     }
 
-    /// Sends a GET and returns its status, `None` when the connection fails.
-    pub async fn try_get(&self, path: &str) -> Option<u16> {
+    /// Sends a GET; `None` when the server cannot be reached.
+    pub async fn try_get(&self, path: &str) -> Option<HttpResponse> {
         let request = http::Request::get(format!("{}{path}", self.base))
             .body(Full::new(Bytes::new()))
             .unwrap();
         let response = self.client.request(request).await.ok()?;
-        Some(response.status().as_u16())
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = response.into_body().collect().await.ok()?.to_bytes();
+        Some(HttpResponse {
+            status,
+            headers,
+            body,
+        })
     }
 
     /// Sends a GET.

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod model_server;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -238,12 +239,24 @@ impl ServerProcess {
     /// Starts `serve` with `args` added, returning once it logged the
     /// address it serves on.
     pub fn start(args: &[&str]) -> Self {
+        Self::start_with_env(args, &[])
+    }
+
+    /// Starts `serve` with `args` added (a free loopback port unless they
+    /// name `--listen`) and `env` set, returning once it logged the
+    /// address it serves on.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
         use std::io::BufRead as _;
         use std::process::{Command, Stdio};
 
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lightning-store"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
+        let mut command = Command::new(env!("CARGO_BIN_EXE_lightning-store"));
+        command.args(["serve", "--log-format", "json"]);
+        if !args.contains(&"--listen") {
+            command.args(["--listen", "127.0.0.1:0"]);
+        }
+        let mut child = command
             .args(args)
+            .envs(env.iter().copied())
             .env_remove("LIGHTNING_STORE_BACKEND")
             .env_remove("LIGHTNING_STORE_LOG")
             .stdout(Stdio::null())

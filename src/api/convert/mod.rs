@@ -410,6 +410,16 @@ pub fn event_to_proto(event: &crate::core::events::Event) -> pb::Event {
             out.worker_id = worker_id.clone();
             out.worker_status = pb::WorkerStatus::from(*status) as i32;
         }
+        Change::RolloutDeleted { rollout_id } => {
+            out.kind = pb::EventKind::RolloutDeleted as i32;
+            out.rollout_id = rollout_id.clone();
+        }
+        Change::GatewayChanged { paused, generation } => {
+            out.kind = pb::EventKind::GatewayChanged as i32;
+            out.gateway_paused = *paused;
+            out.gateway_generation = *generation;
+        }
+        Change::ModelsChanged => out.kind = pb::EventKind::ModelsChanged as i32,
     }
     out
 }
@@ -425,6 +435,9 @@ pub fn event_kind_from_proto(value: i32) -> StoreResult<crate::core::events::Cha
         Ok(pb::EventKind::SpansAdded) => K::SpansAdded,
         Ok(pb::EventKind::ResourcesChanged) => K::ResourcesChanged,
         Ok(pb::EventKind::WorkerChanged) => K::WorkerChanged,
+        Ok(pb::EventKind::RolloutDeleted) => K::RolloutDeleted,
+        Ok(pb::EventKind::GatewayChanged) => K::GatewayChanged,
+        Ok(pb::EventKind::ModelsChanged) => K::ModelsChanged,
         _ => return Err(StoreError::invalid(format!("invalid event kind: {value}"))),
     })
 }

@@ -22,8 +22,13 @@ impl Engine {
                     mut rollout,
                     attempt: latest,
                 } = tx.require_rollout(rollout_id, Access::Update).await?;
-                let attempt =
-                    tx::create_attempt(tx, &mut rollout, latest.as_ref(), false, worker_id);
+                let attempt = tx::create_attempt(
+                    tx,
+                    &mut rollout,
+                    latest.as_ref(),
+                    false,
+                    tx::NewAttempt::for_worker(worker_id),
+                );
                 if let Some(worker_id) = &attempt.worker_id {
                     tx::sync_worker(tx, worker_id, &attempt, false).await?;
                 }

@@ -9,10 +9,11 @@
 //! back whole.
 //!
 //! The operations are grouped by what they act on: [`rollouts`],
-//! [`attempts`], [`spans`], [`resources_workers`] and worker [`sessions`];
-//! [`tx`] holds the transaction with its write set and the rule steps the
-//! groups share.
+//! [`attempts`], [`spans`], [`resources_workers`], worker [`sessions`] and
+//! agent-lightning 1.x's ([`agl1`]); [`tx`] holds the transaction with its
+//! write set and the rule steps the groups share.
 
+mod agl1;
 mod attempts;
 mod resources_workers;
 mod rollouts;

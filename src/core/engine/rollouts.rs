@@ -29,7 +29,8 @@ impl Engine {
                     None => tx.latest_resources_id().await?,
                 };
                 let mut rollout = new_rollout(spec, latest, tx.now);
-                let attempt = tx::create_attempt(tx, &mut rollout, None, true, worker_id);
+                let new = tx::NewAttempt::for_worker(worker_id);
+                let attempt = tx::create_attempt(tx, &mut rollout, None, true, new);
                 if let Some(worker_id) = &attempt.worker_id {
                     tx::sync_worker(tx, worker_id, &attempt, false).await?;
                 }
@@ -153,6 +154,7 @@ impl Engine {
                 patch_rollout(tx, &mut rollout, patch);
                 tx.leave_queue(&rollout, before);
                 tx.save_rollout(&rollout, latest.as_ref());
+                tx.note_completion(&rollout, Some(before));
                 tx.record(Change::RolloutChanged {
                     rollout_id: rollout.rollout_id.clone(),
                     status: rollout.status,
@@ -206,6 +208,9 @@ impl Engine {
             };
             match event {
                 Ok(event) => {
+                    if let Change::RolloutDeleted { rollout_id } = &event.change {
+                        pending.remove(rollout_id);
+                    }
                     if let Change::RolloutChanged { rollout_id, status } = &event.change
                         && status.is_finished()
                         && pending.remove(rollout_id)
@@ -259,8 +264,8 @@ pub(super) async fn claim(
                 tracing::debug!(rollout_id, status = %rollout.status, "queued rollout is no longer queuing, skipping");
                 continue;
             }
-            let worker = worker_id.map(str::to_owned);
-            let attempt = tx::create_attempt(tx, &mut rollout, latest.as_ref(), false, worker);
+            let new = tx::NewAttempt::for_worker(worker_id.map(str::to_owned));
+            let attempt = tx::create_attempt(tx, &mut rollout, latest.as_ref(), false, new);
             claimed.push(RolloutView {
                 rollout,
                 attempt: Some(attempt),

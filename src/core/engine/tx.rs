@@ -13,6 +13,7 @@ use super::super::model::{
     WorkerSession,
 };
 use super::super::ownership;
+use super::super::storage::agl1::Agl1Writes;
 use super::super::storage::{Access, StoreTx, WriteSet};
 
 /// One engine transaction.
@@ -228,6 +229,7 @@ impl<'a> Tx<'a> {
         if let Some(before) = before {
             self.leave_queue(rollout, before);
         }
+        self.note_completion(rollout, before);
         let rollout_id = rollout.rollout_id.clone();
         let status = rollout.status;
         match before {
@@ -237,6 +239,20 @@ impl<'a> Tx<'a> {
             }
             Some(_) => {}
         }
+    }
+
+    /// Appends a rollout to the completion log when it enters a terminal
+    /// status (from a live one, or at creation).
+    pub fn note_completion(&mut self, rollout: &Rollout, before: Option<RolloutStatus>) {
+        if lifecycle::completes(before, rollout.status) {
+            let rollout_id = rollout.rollout_id.clone();
+            self.writes.agl1.completions.push(rollout_id);
+        }
+    }
+
+    /// Returns the 1.x part of the write set.
+    pub fn agl1(&mut self) -> &mut Agl1Writes {
+        &mut self.writes.agl1
     }
 
     /// Buffers a rollout's entry at the queue's tail, queued since now.
@@ -266,6 +282,26 @@ impl<'a> Tx<'a> {
     }
 }
 
+/// Who an attempt is created for, and under which id.
+#[derive(Debug, Clone, Default)]
+pub(super) struct NewAttempt {
+    /// The worker that runs it, if known.
+    pub worker_id: Option<String>,
+    /// The caller's id for it (agent-lightning 1.x names its attempts);
+    /// `None` draws a new one.
+    pub attempt_id: Option<String>,
+}
+
+impl NewAttempt {
+    /// An attempt under a new id, for `worker_id`.
+    pub fn for_worker(worker_id: Option<String>) -> Self {
+        Self {
+            worker_id,
+            attempt_id: None,
+        }
+    }
+}
+
 /// Creates the rollout's next attempt (`preparing`) after `latest` and
 /// moves the rollout to `preparing`; `is_new` tells that the rollout itself
 /// is being created.
@@ -274,17 +310,17 @@ pub(super) fn create_attempt(
     rollout: &mut Rollout,
     latest: Option<&Attempt>,
     is_new: bool,
-    worker_id: Option<String>,
+    new: NewAttempt,
 ) -> Attempt {
     let now = tx.now;
     let attempt = Attempt {
         rollout_id: rollout.rollout_id.clone(),
-        attempt_id: ids::new_attempt_id(),
+        attempt_id: new.attempt_id.unwrap_or_else(ids::new_attempt_id),
         sequence_id: latest.map_or(0, |a| a.sequence_id) + 1,
         start_time: now,
         end_time: None,
         status: AttemptStatus::Preparing,
-        worker_id,
+        worker_id: new.worker_id,
         last_heartbeat_time: None,
         metadata: Json::Null,
     };

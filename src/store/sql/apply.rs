@@ -51,7 +51,7 @@ use crate::core::storage::WriteSet;
 /// Statements being assembled for one write set: on a shared database the
 /// pieces join one statement as `WITH` clauses, as long as its parameters
 /// fit; elsewhere each piece is a statement.
-struct Batch<'a> {
+pub(super) struct Batch<'a> {
     dialect: &'static Dialect,
     statements: Vec<Statement<'a>>,
     open: Option<Builder<'a>>,
@@ -59,7 +59,7 @@ struct Batch<'a> {
 }
 
 impl<'a> Batch<'a> {
-    fn new(dialect: &'static Dialect) -> Self {
+    pub(super) fn new(dialect: &'static Dialect) -> Self {
         Self {
             dialect,
             statements: Vec::new(),
@@ -69,7 +69,7 @@ impl<'a> Batch<'a> {
     }
 
     /// Adds a piece binding `params` parameters, written by `build`.
-    fn add(&mut self, params: usize, build: impl FnOnce(&mut Builder<'a>)) {
+    pub(super) fn add(&mut self, params: usize, build: impl FnOnce(&mut Builder<'a>)) {
         if !self.dialect.shared {
             let mut b = Builder::new(self.dialect);
             build(&mut b);
@@ -110,7 +110,7 @@ impl<'a> Batch<'a> {
         }
     }
 
-    fn finish(mut self) -> Vec<Statement<'a>> {
+    pub(super) fn finish(mut self) -> Vec<Statement<'a>> {
         self.close();
         self.statements
     }
@@ -128,7 +128,7 @@ fn values<'a>(b: &mut Builder<'a>, rows: impl Iterator<Item = Vec<Arg<'a>>>) {
 }
 
 /// Adds one upsert per chunk of `rows` (each of `columns` values).
-fn upsert<'a, T: 'a>(
+pub(super) fn upsert<'a, T: 'a>(
     batch: &mut Batch<'a>,
     rows: &'a [T],
     columns: usize,
@@ -209,6 +209,7 @@ impl<C: Connection> SqlTx<C> {
         let unqueued: Vec<&str> = writes.unqueue.iter().map(String::as_str).collect();
         let queued: Vec<_> = writes.enqueue.iter().collect();
         let earliest_deadline = rollouts.iter().filter_map(|w| w.deadline).min();
+        self.apply_agl1(&mut writes.agl1).await?;
         let mut batch = Batch::new(C::DIALECT);
         upsert(
             &mut batch,

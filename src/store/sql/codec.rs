@@ -714,6 +714,14 @@ enum StoredChange {
         worker_id: String,
         status: String,
     },
+    RolloutDeleted {
+        rollout_id: String,
+    },
+    GatewayChanged {
+        paused: bool,
+        generation: i64,
+    },
+    ModelsChanged,
 }
 
 /// Returns the JSON text of a change.
@@ -767,6 +775,11 @@ pub fn change_text(change: &Change) -> String {
             worker_id,
             status: status.as_str().to_owned(),
         },
+        Change::RolloutDeleted { rollout_id } => StoredChange::RolloutDeleted { rollout_id },
+        Change::GatewayChanged { paused, generation } => {
+            StoredChange::GatewayChanged { paused, generation }
+        }
+        Change::ModelsChanged => StoredChange::ModelsChanged,
     };
     serde_json::to_string(&stored).expect("a change serialises")
 }
@@ -826,6 +839,11 @@ pub fn event(row: &impl Row) -> StoreResult<Event> {
             worker_id,
             status: parse_enum("worker status", &status, WorkerStatus::parse)?,
         },
+        StoredChange::RolloutDeleted { rollout_id } => Change::RolloutDeleted { rollout_id },
+        StoredChange::GatewayChanged { paused, generation } => {
+            Change::GatewayChanged { paused, generation }
+        }
+        StoredChange::ModelsChanged => Change::ModelsChanged,
     };
     Ok(Event {
         seq,
@@ -1019,6 +1037,14 @@ mod tests {
                 worker_id: "w".into(),
                 status: WorkerStatus::Busy,
             },
+            Change::RolloutDeleted {
+                rollout_id: "r".into(),
+            },
+            Change::GatewayChanged {
+                paused: true,
+                generation: 4,
+            },
+            Change::ModelsChanged,
         ];
         for change in changes {
             let row = Cells(vec![

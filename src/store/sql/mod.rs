@@ -11,7 +11,7 @@
 //! [`spans`] the span operations and retention, [`sessions`] the worker
 //! session records, [`apply`] the write set's application at commit
 //! (multi-row upserts, and on a shared database one statement for the
-//! whole set).
+//! whole set), [`agl1`] agent-lightning 1.x's records.
 //!
 //! Counts for statistics come from a `counters` table. The schema's triggers
 //! keep the entity rows (`rollouts`, `attempts`, `resources`, `workers`,
@@ -20,6 +20,7 @@
 //! totals. On a shared database a counter is several rows (shards) summed
 //! when read, so that concurrent transactions do not queue on one row.
 
+mod agl1;
 mod apply;
 pub mod codec;
 mod floor;

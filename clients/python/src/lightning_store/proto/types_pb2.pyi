@@ -71,6 +71,9 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_KIND_SPANS_ADDED: _ClassVar[EventKind]
     EVENT_KIND_RESOURCES_CHANGED: _ClassVar[EventKind]
     EVENT_KIND_WORKER_CHANGED: _ClassVar[EventKind]
+    EVENT_KIND_ROLLOUT_DELETED: _ClassVar[EventKind]
+    EVENT_KIND_GATEWAY_CHANGED: _ClassVar[EventKind]
+    EVENT_KIND_MODELS_CHANGED: _ClassVar[EventKind]
 ROLLOUT_STATUS_UNSPECIFIED: RolloutStatus
 ROLLOUT_STATUS_QUEUING: RolloutStatus
 ROLLOUT_STATUS_PREPARING: RolloutStatus
@@ -112,6 +115,9 @@ EVENT_KIND_ATTEMPT_CHANGED: EventKind
 EVENT_KIND_SPANS_ADDED: EventKind
 EVENT_KIND_RESOURCES_CHANGED: EventKind
 EVENT_KIND_WORKER_CHANGED: EventKind
+EVENT_KIND_ROLLOUT_DELETED: EventKind
+EVENT_KIND_GATEWAY_CHANGED: EventKind
+EVENT_KIND_MODELS_CHANGED: EventKind
 
 class RolloutConfig(_message.Message):
     __slots__ = ("timeout_seconds", "unresponsive_seconds", "max_attempts", "retry_condition")
@@ -364,7 +370,7 @@ class Span(_message.Message):
     def __init__(self, rollout_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., sequence_id: _Optional[int] = ..., trace_id: _Optional[str] = ..., span_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[_Union[SpanStatus, _Mapping]] = ..., attributes: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[SpanEvent, _Mapping]]] = ..., links: _Optional[_Iterable[_Union[SpanLink, _Mapping]]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., context: _Optional[_Union[SpanContext, _Mapping]] = ..., parent: _Optional[_Union[SpanContext, _Mapping]] = ..., resource: _Optional[_Union[SpanResource, _Mapping]] = ..., kind: _Optional[_Union[SpanKind, str]] = ..., scope: _Optional[_Union[InstrumentationScope, _Mapping]] = ..., extra_json: _Optional[str] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("seq", "time", "kind", "rollout_id", "attempt_id", "worker_id", "resources_id", "rollout_status", "attempt_status", "worker_status", "attempt_sequence_id", "span_count", "resources_version")
+    __slots__ = ("seq", "time", "kind", "rollout_id", "attempt_id", "worker_id", "resources_id", "rollout_status", "attempt_status", "worker_status", "attempt_sequence_id", "span_count", "resources_version", "gateway_paused", "gateway_generation")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -378,6 +384,8 @@ class Event(_message.Message):
     ATTEMPT_SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
     SPAN_COUNT_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_VERSION_FIELD_NUMBER: _ClassVar[int]
+    GATEWAY_PAUSED_FIELD_NUMBER: _ClassVar[int]
+    GATEWAY_GENERATION_FIELD_NUMBER: _ClassVar[int]
     seq: int
     time: _timestamp_pb2.Timestamp
     kind: EventKind
@@ -391,4 +399,6 @@ class Event(_message.Message):
     attempt_sequence_id: int
     span_count: int
     resources_version: int
-    def __init__(self, seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[_Union[EventKind, str]] = ..., rollout_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., resources_id: _Optional[str] = ..., rollout_status: _Optional[_Union[RolloutStatus, str]] = ..., attempt_status: _Optional[_Union[AttemptStatus, str]] = ..., worker_status: _Optional[_Union[WorkerStatus, str]] = ..., attempt_sequence_id: _Optional[int] = ..., span_count: _Optional[int] = ..., resources_version: _Optional[int] = ...) -> None: ...
+    gateway_paused: bool
+    gateway_generation: int
+    def __init__(self, seq: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[_Union[EventKind, str]] = ..., rollout_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., resources_id: _Optional[str] = ..., rollout_status: _Optional[_Union[RolloutStatus, str]] = ..., attempt_status: _Optional[_Union[AttemptStatus, str]] = ..., worker_status: _Optional[_Union[WorkerStatus, str]] = ..., attempt_sequence_id: _Optional[int] = ..., span_count: _Optional[int] = ..., resources_version: _Optional[int] = ..., gateway_paused: _Optional[bool] = ..., gateway_generation: _Optional[int] = ...) -> None: ...

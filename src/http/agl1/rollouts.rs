@@ -1,0 +1,220 @@
+//! The rollout routes: create, list, the terminal cursor (a page, a long
+//! poll or server-sent events), get, PATCH of the status, delete.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+
+use super::render::{RolloutBody, TerminalItem};
+use super::{answer, json_request, query_int, query_pairs, query_value, required_body, schema};
+use crate::core::agl1::CompletionPage;
+use crate::core::model::Json;
+use crate::http::HttpContext;
+use crate::http::error::HttpResult;
+use crate::http::validate::{Loc, Validator};
+
+/// The longest `wait` of a terminal cursor long poll, in seconds.
+const MAX_WAIT_SECONDS: f64 = 300.0;
+
+/// Completions one server-sent events read takes at most.
+const STREAM_PAGE: usize = 256;
+
+pub(super) async fn create(
+    State(context): State<HttpContext>,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let body = json_request(&context, &headers, body).await?;
+    let mut v = Validator::new();
+    let requests = required_body(&mut v, body)
+        .and_then(|body| schema::each(&mut v, &Loc::body(), &body, schema::rollout_create));
+    let requests = v.finish(requests)?;
+    let created = context.engine.create_v1_rollouts(requests).await?;
+    let bodies: Vec<RolloutBody> = created.iter().map(RolloutBody::new).collect();
+    Ok(answer(StatusCode::CREATED, &bodies))
+}
+
+pub(super) async fn list(State(context): State<HttpContext>, uri: Uri) -> HttpResult<Response> {
+    let pairs = query_pairs(&uri);
+    let mut v = Validator::new();
+    let given: Vec<&str> = pairs
+        .iter()
+        .filter(|(key, _)| key == "state_in")
+        .map(|(_, value)| value.as_str())
+        .collect();
+    let states = if given.is_empty() {
+        v.issue(
+            "missing",
+            &Loc::query("state_in"),
+            "Field required",
+            &Json::Null,
+            None,
+        );
+        None
+    } else {
+        let mut states = Vec::with_capacity(given.len());
+        for (index, text) in given.iter().enumerate() {
+            let loc = Loc::query("state_in").index(index);
+            states.extend(schema::state(
+                &mut v,
+                &loc,
+                &Json::String((*text).to_owned()),
+            ));
+        }
+        Some(states)
+    };
+    let limit = query_int(&mut v, &pairs, "limit", 500);
+    let (states, limit) = v.finish(states.zip(limit))?;
+    let rollouts = context.engine.list_v1_rollouts(&states, limit).await?;
+    let bodies: Vec<RolloutBody> = rollouts.iter().map(RolloutBody::new).collect();
+    Ok(answer(StatusCode::OK, &bodies))
+}
+
+/// `GET /api/rollouts/terminal?after&limit[&wait]`: a page of the
+/// completion log (upstream's), waiting up to `wait` seconds for the first
+/// entry; with `Accept: text/event-stream`, every entry from `after` (or
+/// `Last-Event-ID`) on as server-sent events, until the server shuts down.
+pub(super) async fn terminal(
+    State(context): State<HttpContext>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> HttpResult<Response> {
+    let pairs = query_pairs(&uri);
+    let mut v = Validator::new();
+    let after = query_int(&mut v, &pairs, "after", 0);
+    let limit = query_int(&mut v, &pairs, "limit", 1000);
+    let wait = match query_value(&pairs, "wait") {
+        Some(text) => v.float(&Loc::query("wait"), &Json::String(text.to_owned())),
+        None => Some(0.0),
+    };
+    let ((after, limit), wait) = v.finish(after.zip(limit).zip(wait))?;
+    let after = after.max(0);
+    let limit = usize::try_from(limit.max(1)).unwrap_or(usize::MAX);
+    let streams = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    if streams {
+        let resume = headers
+            .get("last-event-id")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<i64>().ok());
+        return Ok(completion_stream(context, resume.unwrap_or(after)));
+    }
+    let wait = Duration::from_secs_f64(wait.clamp(0.0, MAX_WAIT_SECONDS));
+    let page = context
+        .engine
+        .wait_for_completions(after, limit, wait)
+        .await?;
+    Ok(answer(StatusCode::OK, &terminal_page(after, &page)))
+}
+
+#[derive(serde::Serialize)]
+struct TerminalPage {
+    items: Vec<TerminalItem>,
+    next_after: i64,
+    total_terminal: i64,
+}
+
+fn terminal_page(after: i64, page: &CompletionPage) -> TerminalPage {
+    TerminalPage {
+        items: page.entries.iter().filter_map(TerminalItem::of).collect(),
+        next_after: after + page.entries.len() as i64,
+        total_terminal: page.total,
+    }
+}
+
+/// Streams the completion log from `after` as server-sent events: one
+/// `terminal` event per 1.x rollout, its `id` the cursor to resume after.
+fn completion_stream(context: HttpContext, after: i64) -> Response {
+    let mut closing = context.engine.closing();
+    let stream = futures::stream::unfold((context, after), move |(context, after)| {
+        let closed = *closing.borrow_and_update();
+        async move {
+            if closed {
+                return None;
+            }
+            let wait = Duration::from_secs(30);
+            let page = match context
+                .engine
+                .wait_for_completions(after, STREAM_PAGE, wait)
+                .await
+            {
+                Ok(page) => page,
+                Err(error) => {
+                    tracing::warn!(%error, "terminal stream ends");
+                    return None;
+                }
+            };
+            let mut events = Vec::with_capacity(page.entries.len());
+            let mut next = after;
+            for entry in &page.entries {
+                next = entry.position + 1;
+                if let Some(item) = TerminalItem::of(entry) {
+                    let event = SseEvent::default()
+                        .event("terminal")
+                        .id(next.to_string())
+                        .data(serde_json::to_string(&item).expect("a terminal item serialises"));
+                    events.push(Ok::<_, Infallible>(event));
+                }
+            }
+            Some((futures::stream::iter(events), (context, next)))
+        }
+    });
+    let stream = futures::StreamExt::flatten(stream);
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+pub(super) async fn get(
+    State(context): State<HttpContext>,
+    Path(rollout_id): Path<String>,
+) -> HttpResult<Response> {
+    let detail = context.engine.get_v1_rollout(&rollout_id).await?;
+    #[derive(serde::Serialize)]
+    struct Detail<'a> {
+        rollout: RolloutBody<'a>,
+        attempts: &'a [String],
+    }
+    let body = Detail {
+        rollout: RolloutBody::new(&detail.rollout),
+        attempts: &detail.attempts,
+    };
+    Ok(answer(StatusCode::OK, &body))
+}
+
+pub(super) async fn patch(
+    State(context): State<HttpContext>,
+    Path(rollout_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let body = json_request(&context, &headers, body).await?;
+    let mut v = Validator::new();
+    let patch = required_body(&mut v, body)
+        .and_then(|body| schema::rollout_patch(&mut v, &Loc::body(), &body));
+    let patch = v.finish(patch)?;
+    let rollout = context.engine.patch_v1_rollout(&rollout_id, patch).await?;
+    Ok(answer(StatusCode::OK, &RolloutBody::new(&rollout)))
+}
+
+pub(super) async fn delete(
+    State(context): State<HttpContext>,
+    Path(rollout_id): Path<String>,
+) -> HttpResult<Response> {
+    context.engine.delete_v1_rollout(&rollout_id).await?;
+    context.gateway.rollout_deleted(&rollout_id);
+    // Upstream's 204 carries FastAPI's default JSON content type.
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
+}

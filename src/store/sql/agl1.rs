@@ -1,0 +1,517 @@
+//! The SQL backends' 1.x records, written once for SQLite and PostgreSQL
+//! over the tables of the `agl1` migrations: [`Agl1Reads`] and the apply
+//! step of [`Agl1Writes`].
+
+use async_trait::async_trait;
+
+use super::apply::{Batch, upsert};
+use super::codec::{self, rollout_columns};
+use super::query::Builder;
+use super::{Connection, Row, SqlTx, Statement};
+use crate::core::agl1::{
+    Completion, CompletionPage, ModelServer, Pause, Replica, StoredEvent, V1Event, V1Fields,
+    V1Rollout,
+};
+use crate::core::error::StoreResult;
+use crate::core::model::{Json, RolloutStatus, Timestamp};
+use crate::core::storage::Access;
+use crate::core::storage::agl1::{Agl1Reads, Agl1Writes};
+
+/// The 1.x field columns [`v1_rollout`] reads after a rollout's.
+macro_rules! field_columns {
+    () => {
+        "f.config, f.k8s_job_name, f.last_attempt_id, f.error_message, f.version, \
+         f.created_at, f.updated_at"
+    };
+}
+
+/// The columns [`event`] reads.
+macro_rules! event_columns {
+    () => {
+        "e.pos, e.rollout_id, e.attempt_id, e.event_type, e.time, e.data"
+    };
+}
+
+/// The tables that hold a rollout's rows, deleted with it (the rollout's
+/// own row last).
+const ROLLOUT_TABLES: [&str; 7] = [
+    "spans",
+    "rollout_spans",
+    "attempts",
+    "queue",
+    "agl1_events",
+    "agl1_rollouts",
+    "rollouts",
+];
+
+/// Decodes a 1.x rollout: a rollout's columns at `at`, then [`field_columns`].
+fn v1_rollout(row: &impl Row, at: usize) -> StoreResult<V1Rollout> {
+    let f = at + codec::ROLLOUT_COLUMNS;
+    let config: Json =
+        serde_json::from_str(&row.text(f)?).map_err(|error| codec::corrupt("1.x config", error))?;
+    Ok(V1Rollout {
+        rollout: codec::rollout(row, at)?,
+        fields: V1Fields {
+            config,
+            k8s_job_name: row.opt_text(f + 1)?,
+            last_attempt_id: row.opt_text(f + 2)?,
+            error_message: row.opt_text(f + 3)?,
+            version: row.int(f + 4)?,
+            created_at: Timestamp(row.int(f + 5)?),
+            updated_at: Timestamp(row.int(f + 6)?),
+        },
+    })
+}
+
+/// Decodes an event from [`event_columns`] at `at`.
+fn event(row: &impl Row, at: usize) -> StoreResult<StoredEvent> {
+    Ok(StoredEvent {
+        pos: row.int(at)?,
+        event: V1Event {
+            rollout_id: row.text(at + 1)?,
+            attempt_id: row.text(at + 2)?,
+            event_type: row.text(at + 3)?,
+            timestamp: Timestamp(row.int(at + 4)?),
+            data: row.text(at + 5)?,
+        },
+    })
+}
+
+fn model(row: &impl Row) -> StoreResult<ModelServer> {
+    Ok(ModelServer {
+        model: row.text(0)?,
+        endpoint: row.text(1)?,
+        version: row.int(2)?,
+    })
+}
+
+impl<C: Connection> SqlTx<C> {
+    /// Applies the 1.x part of a write set: deletions, then one batch of
+    /// upserts and appends, then the completion log.
+    pub(super) async fn apply_agl1(&mut self, writes: &mut Agl1Writes) -> StoreResult<()> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        if !writes.deleted.is_empty() {
+            let deleted: Vec<&str> = writes.deleted.iter().map(String::as_str).collect();
+            self.delete_rollouts(&deleted).await?;
+        }
+        // On its own: the clauses of one statement do not see each other's
+        // changes, and models may be registered again in the same set.
+        if writes.clear_models {
+            self.write(Statement::new("DELETE FROM agl1_models"))
+                .await?;
+        }
+        let mut batch = Batch::new(C::DIALECT);
+        let fields: Vec<_> = writes.fields.iter().collect();
+        upsert(
+            &mut batch,
+            &fields,
+            8,
+            "INSERT INTO agl1_rollouts (rollout_id, config, k8s_job_name, last_attempt_id, \
+             error_message, version, created_at, updated_at) VALUES ",
+            " ON CONFLICT (rollout_id) DO UPDATE SET config = excluded.config, \
+             k8s_job_name = excluded.k8s_job_name, last_attempt_id = excluded.last_attempt_id, \
+             error_message = excluded.error_message, version = excluded.version, \
+             created_at = excluded.created_at, updated_at = excluded.updated_at",
+            |&(rollout_id, fields)| {
+                vec![
+                    rollout_id.as_str().into(),
+                    codec::json_text(&fields.config).into(),
+                    fields.k8s_job_name.as_deref().into(),
+                    fields.last_attempt_id.as_deref().into(),
+                    fields.error_message.as_deref().into(),
+                    fields.version.into(),
+                    fields.created_at.into(),
+                    fields.updated_at.into(),
+                ]
+            },
+        );
+        for ((_, pos), data) in &writes.event_data {
+            batch.add(2, |b| {
+                let data = b.arg(data.as_str());
+                let pos = b.arg(*pos);
+                b.push(&format!(
+                    "UPDATE agl1_events SET data = {data} WHERE pos = {pos}"
+                ));
+            });
+        }
+        // A multi-row insert assigns positions in `VALUES` order.
+        upsert(
+            &mut batch,
+            &writes.events,
+            7,
+            "INSERT INTO agl1_events (rollout_id, attempt_id, event_type, time, data, \
+             idempotency_key, digest) VALUES ",
+            "",
+            |write| {
+                let event = &write.event;
+                vec![
+                    event.rollout_id.as_str().into(),
+                    event.attempt_id.as_str().into(),
+                    event.event_type.as_str().into(),
+                    event.timestamp.into(),
+                    event.data.as_str().into(),
+                    write.key.as_ref().map(|k| k.key.as_str()).into(),
+                    write.key.as_ref().map(|k| k.digest.as_str()).into(),
+                ]
+            },
+        );
+        let models: Vec<_> = writes.models.values().collect();
+        upsert(
+            &mut batch,
+            &models,
+            3,
+            "INSERT INTO agl1_models (model, endpoint, version) VALUES ",
+            " ON CONFLICT (model, endpoint) DO UPDATE SET version = excluded.version",
+            |server| {
+                vec![
+                    server.model.as_str().into(),
+                    server.endpoint.as_str().into(),
+                    server.version.into(),
+                ]
+            },
+        );
+        if let Some(pause) = &writes.pause {
+            batch.add(4, |b| {
+                let paused = b.arg(i64::from(pause.paused));
+                let retry = b.arg(pause.retry_after_seconds);
+                let reason = b.arg(pause.reason.as_deref());
+                let generation = b.arg(pause.generation);
+                b.push(&format!(
+                    "UPDATE agl1_gateway SET paused = {paused}, retry_after_seconds = {retry}, \
+                     reason = {reason}, generation = {generation} WHERE id = 0"
+                ));
+            });
+        }
+        let (present, gone): (Vec<_>, Vec<_>) =
+            writes.replicas.iter().partition(|(_, r)| r.is_some());
+        let present: Vec<&Replica> = present
+            .into_iter()
+            .filter_map(|(_, r)| r.as_ref())
+            .collect();
+        upsert(
+            &mut batch,
+            &present,
+            4,
+            "INSERT INTO agl1_replicas (server_id, inflight, generation_seen, heartbeat) VALUES ",
+            " ON CONFLICT (server_id) DO UPDATE SET inflight = excluded.inflight, \
+             generation_seen = excluded.generation_seen, heartbeat = excluded.heartbeat",
+            |replica| {
+                vec![
+                    replica.server_id.as_str().into(),
+                    replica.inflight.into(),
+                    replica.generation_seen.into(),
+                    replica.heartbeat.into(),
+                ]
+            },
+        );
+        if !gone.is_empty() {
+            batch.add(gone.len(), |b| {
+                let condition = b.one_of("server_id", gone.iter().map(|(id, _)| id.as_str()));
+                b.push(&format!("DELETE FROM agl1_replicas WHERE {condition}"));
+            });
+        }
+        for statement in batch.finish() {
+            self.write(statement).await?;
+        }
+        self.append_completions(&writes.completions).await
+    }
+
+    /// Deletes rollouts with every row that hangs off them (their
+    /// completion log entries stay); the triggers and the span totals keep
+    /// the counts exact.
+    async fn delete_rollouts(&mut self, rollout_ids: &[&str]) -> StoreResult<()> {
+        let mut b = Builder::new(C::DIALECT);
+        let condition = b.one_of("rollout_id", rollout_ids.iter().copied());
+        b.push(&format!(
+            "SELECT CAST(COALESCE(SUM(spans), 0) AS BIGINT), \
+             CAST(COALESCE(SUM(span_bytes), 0) AS BIGINT) FROM rollout_spans WHERE {condition}"
+        ));
+        if let Some(row) = self.read_one(b.finish()).await? {
+            let (count, bytes) = (row.int(0)?, row.int(1)?);
+            if count != 0 || bytes != 0 {
+                self.add_counters(&[("spans", -count), ("span_bytes", -bytes)])
+                    .await?;
+            }
+        }
+        for table in ROLLOUT_TABLES {
+            let mut b = Builder::new(C::DIALECT);
+            let condition = b.one_of("rollout_id", rollout_ids.iter().copied());
+            b.push(&format!("DELETE FROM {table} WHERE {condition}"));
+            self.write(b.finish()).await?;
+        }
+        Ok(())
+    }
+
+    /// Appends to the completion log at the positions the counter row hands
+    /// out (see the migration: the row's lock orders the appends).
+    async fn append_completions(&mut self, rollout_ids: &[String]) -> StoreResult<()> {
+        if rollout_ids.is_empty() {
+            return Ok(());
+        }
+        let count = rollout_ids.len() as i64;
+        let sql = "UPDATE completion_counter SET total = total + $1 WHERE id = 0 RETURNING total";
+        let rows = self
+            .write_returning(Statement::new(sql).bind(count))
+            .await?;
+        let total = rows
+            .first()
+            .ok_or_else(|| codec::corrupt("completion counter", "no row"))?
+            .int(0)?;
+        let first = total - count;
+        let chunk = (C::DIALECT.max_params / 2).max(1);
+        for (index, part) in rollout_ids.chunks(chunk).enumerate() {
+            let mut b = Builder::new(C::DIALECT);
+            b.push("INSERT INTO completions (seq, rollout_id) VALUES ");
+            for (offset, rollout_id) in part.iter().enumerate() {
+                let seq = b.arg(first + (index * chunk + offset) as i64);
+                let rollout_id = b.arg(rollout_id.as_str());
+                if offset > 0 {
+                    b.push(", ");
+                }
+                b.push(&format!("(CAST({seq} AS BIGINT), {rollout_id})"));
+            }
+            self.write(b.finish()).await?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<C: Connection> Agl1Reads for SqlTx<C> {
+    async fn v1_rollouts(
+        &mut self,
+        rollout_ids: &[&str],
+        access: Access,
+    ) -> StoreResult<Vec<V1Rollout>> {
+        if rollout_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut b = Builder::new(C::DIALECT);
+        b.push(concat!(
+            "SELECT ",
+            rollout_columns!("r."),
+            ", ",
+            field_columns!(),
+            " FROM agl1_rollouts f JOIN rollouts r ON r.rollout_id = f.rollout_id WHERE "
+        ));
+        let condition = b.one_of("f.rollout_id", rollout_ids.iter().copied());
+        b.push(&condition);
+        if access == Access::Update && C::DIALECT.shared {
+            b.push(" FOR UPDATE OF r");
+        }
+        let found = self
+            .read(b.finish())
+            .await?
+            .iter()
+            .map(|row| v1_rollout(row, 0))
+            .collect::<StoreResult<Vec<_>>>()?;
+        let mut out: Vec<V1Rollout> = Vec::with_capacity(found.len());
+        for rollout_id in rollout_ids {
+            if let Some(v1) = found.iter().find(|v1| v1.rollout.rollout_id == *rollout_id)
+                && !out.iter().any(|o| o.rollout.rollout_id == *rollout_id)
+            {
+                out.push(v1.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    async fn list_v1_rollouts(
+        &mut self,
+        statuses: &[RolloutStatus],
+        limit: Option<usize>,
+    ) -> StoreResult<Vec<V1Rollout>> {
+        let mut b = Builder::new(C::DIALECT);
+        b.push(concat!(
+            "SELECT ",
+            rollout_columns!("r."),
+            ", ",
+            field_columns!(),
+            " FROM agl1_rollouts f JOIN rollouts r ON r.rollout_id = f.rollout_id WHERE "
+        ));
+        let condition = b.one_of("r.status", statuses.iter().map(|s| s.as_str()));
+        b.push(&condition);
+        b.push(" ORDER BY f.pos");
+        if let Some(limit) = limit {
+            let limit = b.arg(limit as i64);
+            b.push(&format!(" LIMIT {limit}"));
+        }
+        self.read(b.finish())
+            .await?
+            .iter()
+            .map(|row| v1_rollout(row, 0))
+            .collect()
+    }
+
+    async fn completions(&mut self, after: i64, limit: usize) -> StoreResult<CompletionPage> {
+        let sql = concat!(
+            "SELECT c.seq, c.rollout_id, ",
+            rollout_columns!("r."),
+            ", ",
+            field_columns!(),
+            " FROM completions c LEFT JOIN agl1_rollouts f ON f.rollout_id = c.rollout_id \
+             LEFT JOIN rollouts r ON r.rollout_id = f.rollout_id \
+             WHERE c.seq >= $1 ORDER BY c.seq LIMIT $2"
+        );
+        let rows = self
+            .read(
+                Statement::new(sql)
+                    .bind(after)
+                    .bind(i64::try_from(limit).unwrap_or(i64::MAX)),
+            )
+            .await?;
+        let mut entries = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let rollout = match row.opt_text(2)? {
+                Some(_) => Some(v1_rollout(row, 2)?),
+                None => None,
+            };
+            entries.push(Completion {
+                position: row.int(0)?,
+                rollout_id: row.text(1)?,
+                rollout,
+            });
+        }
+        let total = self
+            .read_int(Statement::new(
+                "SELECT total FROM completion_counter WHERE id = 0",
+            ))
+            .await?;
+        Ok(CompletionPage { entries, total })
+    }
+
+    async fn v1_events(
+        &mut self,
+        rollout_id: &str,
+        attempt_id: &str,
+        event_type: Option<&str>,
+    ) -> StoreResult<Vec<StoredEvent>> {
+        let sql = match event_type {
+            None => concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM agl1_events e WHERE e.rollout_id = $1 AND e.attempt_id = $2 ORDER BY e.pos"
+            ),
+            Some(_) => concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM agl1_events e WHERE e.rollout_id = $1 AND e.attempt_id = $2 \
+                 AND e.event_type = $3 ORDER BY e.pos"
+            ),
+        };
+        let mut statement = Statement::new(sql).bind(rollout_id).bind(attempt_id);
+        if let Some(event_type) = event_type {
+            statement = statement.bind(event_type);
+        }
+        self.read(statement)
+            .await?
+            .iter()
+            .map(|row| event(row, 0))
+            .collect()
+    }
+
+    async fn latest_v1_event(
+        &mut self,
+        rollout_id: &str,
+        attempt_id: &str,
+        event_type: &str,
+    ) -> StoreResult<Option<StoredEvent>> {
+        let sql = concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM agl1_events e WHERE e.rollout_id = $1 AND e.attempt_id = $2 \
+             AND e.event_type = $3 ORDER BY e.pos DESC LIMIT 1"
+        );
+        let statement = Statement::new(sql)
+            .bind(rollout_id)
+            .bind(attempt_id)
+            .bind(event_type);
+        self.read_one(statement)
+            .await?
+            .map(|row| event(&row, 0))
+            .transpose()
+    }
+
+    async fn event_attempts(&mut self, rollout_id: &str) -> StoreResult<Vec<String>> {
+        let sql = "SELECT attempt_id FROM agl1_events WHERE rollout_id = $1 \
+                   GROUP BY attempt_id ORDER BY MIN(pos)";
+        self.read(Statement::new(sql).bind(rollout_id))
+            .await?
+            .iter()
+            .map(|row| row.text(0))
+            .collect()
+    }
+
+    async fn keyed_event(
+        &mut self,
+        rollout_id: &str,
+        attempt_id: &str,
+        key: &str,
+    ) -> StoreResult<Option<(String, StoredEvent)>> {
+        let sql = concat!(
+            "SELECT e.digest, ",
+            event_columns!(),
+            " FROM agl1_events e \
+             WHERE e.rollout_id = $1 AND e.attempt_id = $2 AND e.idempotency_key = $3"
+        );
+        let statement = Statement::new(sql)
+            .bind(rollout_id)
+            .bind(attempt_id)
+            .bind(key);
+        match self.read_one(statement).await? {
+            Some(row) => Ok(Some((row.text(0)?, event(&row, 1)?))),
+            None => Ok(None),
+        }
+    }
+
+    async fn models(&mut self, model_name: &str) -> StoreResult<Vec<ModelServer>> {
+        let sql = "SELECT model, endpoint, version FROM agl1_models WHERE model = $1 ORDER BY pos";
+        self.read(Statement::new(sql).bind(model_name))
+            .await?
+            .iter()
+            .map(model)
+            .collect()
+    }
+
+    async fn pause(&mut self, access: Access) -> StoreResult<Pause> {
+        let sql = match access {
+            Access::Update if C::DIALECT.shared => {
+                "SELECT paused, retry_after_seconds, reason, generation FROM agl1_gateway \
+                 WHERE id = 0 FOR UPDATE"
+            }
+            _ => {
+                "SELECT paused, retry_after_seconds, reason, generation FROM agl1_gateway \
+                 WHERE id = 0"
+            }
+        };
+        let row = self
+            .read_one(Statement::new(sql))
+            .await?
+            .ok_or_else(|| codec::corrupt("gateway pause", "no row"))?;
+        Ok(Pause {
+            paused: row.int(0)? != 0,
+            retry_after_seconds: row.int(1)?,
+            reason: row.opt_text(2)?,
+            generation: row.int(3)?,
+        })
+    }
+
+    async fn replicas(&mut self) -> StoreResult<Vec<Replica>> {
+        let sql = "SELECT server_id, inflight, generation_seen, heartbeat FROM agl1_replicas \
+                   ORDER BY server_id";
+        self.read(Statement::new(sql))
+            .await?
+            .iter()
+            .map(|row| {
+                Ok(Replica {
+                    server_id: row.text(0)?,
+                    inflight: row.int(1)?,
+                    generation_seen: row.int(2)?,
+                    heartbeat: Timestamp(row.int(3)?),
+                })
+            })
+            .collect()
+    }
+}
