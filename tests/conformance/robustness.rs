@@ -85,6 +85,7 @@ async fn case_08_sequence_ids_past_the_largest_are_refused() {
         assert_code(
             c.add_span(pb::AddSpanRequest {
                 span: Some(span(&rollout.rollout_id, &attempt_id, "x", Some(too_large))),
+                owner_epoch: None,
             })
             .await,
             Code::InvalidArgument,
