@@ -17,6 +17,7 @@ use tonic::{Status, Streaming};
 use super::convert::{self as c, id};
 use crate::core::engine::Engine;
 use crate::core::error::StoreError;
+use crate::core::limits;
 use crate::core::model::{AttemptStatus, Json, RolloutStatus};
 use crate::core::sessions::{RevocationReason, SessionHandle, SessionPush, Sessions};
 use crate::core::subscription::{EventFilter, SubscriptionError};
@@ -67,8 +68,7 @@ pub async fn watch_rollout_completions(
         .map(|r| id("rollout_ids", r))
         .collect::<Result<Vec<_>, _>>()?;
     let timeout = c::duration_from_proto("timeout", request.timeout.as_ref())?;
-    let deadline =
-        tokio::time::Instant::now() + timeout.unwrap_or(Duration::from_secs(86_400 * 365));
+    let deadline = limits::deadline_after(timeout.unwrap_or(limits::LONGEST_WAIT));
     let mut watch = engine.watch_completions(rollout_ids).await?;
     let (sender, receiver) = mpsc::channel(64);
     tokio::spawn(async move {

@@ -9,6 +9,7 @@ pub mod error;
 pub mod events;
 pub mod ids;
 pub mod lifecycle;
+pub mod limits;
 pub mod model;
 pub mod query;
 pub mod retention;

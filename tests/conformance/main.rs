@@ -24,6 +24,7 @@ macro_rules! conformance_suite {
                 mod queries;
                 mod resources_workers;
                 mod retention;
+                mod robustness;
                 mod server;
                 mod spans;
                 mod upstream_parity;

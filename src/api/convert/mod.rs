@@ -54,12 +54,16 @@ pub fn timestamp_from_proto(field: &str, t: &prost_types::Timestamp) -> StoreRes
         .ok_or_else(|| StoreError::invalid(format!("{field} is out of range")))
 }
 
-/// Converts a protobuf duration to std, rejecting negative ones.
+/// Converts a protobuf duration to std, rejecting negative ones and nanos
+/// outside the range protobuf defines (±999,999,999).
 pub fn duration_from_proto(
     field: &str,
     d: Option<&prost_types::Duration>,
 ) -> StoreResult<Option<std::time::Duration>> {
     let Some(d) = d else { return Ok(None) };
+    if !(-999_999_999..=999_999_999).contains(&d.nanos) {
+        return Err(StoreError::invalid(format!("{field} has invalid nanos")));
+    }
     std::time::Duration::try_from(*d)
         .map(Some)
         .map_err(|_| StoreError::invalid(format!("{field} must be a non-negative duration")))

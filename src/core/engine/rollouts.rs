@@ -9,6 +9,7 @@ use super::super::error::{StoreError, StoreResult};
 use super::super::events::Change;
 use super::super::ids;
 use super::super::lifecycle;
+use super::super::limits;
 use super::super::model::{Rollout, RolloutSpec, RolloutStatus, RolloutView, Timestamp};
 use super::super::query::{Page, Paged, RolloutFilter};
 use super::super::storage::Access;
@@ -82,7 +83,7 @@ impl Engine {
         worker_id: Option<String>,
         wait: Duration,
     ) -> StoreResult<Vec<RolloutView>> {
-        let deadline = tokio::time::Instant::now() + wait;
+        let deadline = limits::deadline_after(wait);
         let mut closing = self.closing();
         loop {
             // Register interest before looking, so an enqueue between the
@@ -224,7 +225,7 @@ impl Engine {
         rollout_ids: &[String],
         timeout: Option<Duration>,
     ) -> StoreResult<Vec<Rollout>> {
-        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let deadline = timeout.map(limits::deadline_after);
         let mut closing = self.closing();
         let mut events = self.bus.subscribe();
         let mut finished: HashMap<String, Rollout> = HashMap::new();
@@ -251,7 +252,7 @@ impl Engine {
             if pending.is_empty() || *closing.borrow() {
                 break;
             }
-            let deadline = deadline.unwrap_or_else(far_future);
+            let deadline = deadline.unwrap_or_else(|| limits::deadline_after(limits::LONGEST_WAIT));
             let event = tokio::select! {
                 event = events.recv() => event,
                 _ = tokio::time::sleep_until(deadline) => break,
@@ -310,10 +311,6 @@ fn patch_rollout(tx: &mut Tx<'_>, rollout: &mut Rollout, patch: RolloutPatch) {
     {
         tx.enqueue(&rollout.rollout_id);
     }
-}
-
-fn far_future() -> tokio::time::Instant {
-    tokio::time::Instant::now() + Duration::from_secs(86_400 * 365)
 }
 
 fn new_rollout(spec: RolloutSpec, latest_resources: Option<String>, now: Timestamp) -> Rollout {

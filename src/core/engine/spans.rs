@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::super::error::{StoreError, StoreResult};
 use super::super::events::Change;
+use super::super::limits;
 use super::super::model::{NewSpan, RolloutView, Span};
 use super::super::query::{AttemptSelector, Page, Paged, SpanFilter};
 use super::super::storage::Access;
@@ -31,6 +32,18 @@ impl Engine {
     }
 
     async fn store_spans(&self, new_spans: Vec<NewSpan>, strict: bool) -> StoreResult<AddedSpans> {
+        // Checked before the transaction: a bad request must not fail the
+        // writes that share its commit.
+        if let Some(too_large) = new_spans
+            .iter()
+            .filter_map(|new| new.sequence_id)
+            .find(|&id| id > limits::LARGEST_SEQUENCE_ID)
+        {
+            return Err(StoreError::invalid(format!(
+                "sequence_id must be at most {}, got {too_large}",
+                limits::LARGEST_SEQUENCE_ID
+            )));
+        }
         let added = self
             .run(Scan::Skip, |tx| {
                 Box::pin(async move { store_spans(tx, new_spans, strict).await })
