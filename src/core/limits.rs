@@ -24,8 +24,9 @@ mod tests {
 
     #[test]
     fn the_longest_duration_is_clamped_instead_of_overflowing() {
+        let before = tokio::time::Instant::now();
         let far = deadline_after(Duration::MAX);
-        assert_eq!(far, deadline_after(LONGEST_WAIT).max(far));
-        assert!(far > tokio::time::Instant::now() + LONGEST_WAIT / 2);
+        let after = tokio::time::Instant::now();
+        assert!(before + LONGEST_WAIT <= far && far <= after + LONGEST_WAIT);
     }
 }
