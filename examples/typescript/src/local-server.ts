@@ -96,7 +96,7 @@ export async function startServer(
       }
       try {
         const entry = JSON.parse(line) as { fields?: { message?: string; local_addr?: string } };
-        if (entry.fields?.message === "serving gRPC" && entry.fields.local_addr !== undefined) {
+        if (entry.fields?.message?.startsWith("serving gRPC") === true && entry.fields.local_addr !== undefined) {
           clearTimeout(timer);
           resolveAddress(entry.fields.local_addr);
         }
