@@ -48,7 +48,10 @@ def work(assignment: Assignment, tracer: Tracer, provider: TracerProvider, clien
             assignment.check()  # raises AttemptRevoked: the rollout was cancelled meanwhile
         root.set_attribute("agentlightning.reward.0.value", 1.0)
     provider.force_flush()  # every span is stored before the attempt is reported
-    client.update_attempt(assignment.rollout_id, assignment.attempt_id, status="succeeded")
+    # The owner epoch fences the write: refused (FailedPrecondition) if the attempt has another owner now.
+    client.update_attempt(
+        assignment.rollout_id, assignment.attempt_id, status="succeeded", owner_epoch=assignment.owner_epoch
+    )
 
 
 revoked = threading.Event()
@@ -124,7 +127,9 @@ def main(argv: list[str]) -> int:
         assigned = {r.attempt.worker_id for r in finished}
         checks.that("the session's worker ran them all", assigned == {WORKER_ID}, assigned)
         worker = client.get_worker(WORKER_ID)
-        checks.that("the worker is lost once its session closed", WORKER_STATUS.name(worker.status) == "lost", worker)
+        checks.that(
+            "the worker is idle once its session closed cleanly", WORKER_STATUS.name(worker.status) == "idle", worker
+        )
     print(f"{checks.passed} passed, {checks.failed} failed")
     return 1 if checks.failed else 0
 

@@ -21,7 +21,7 @@ from lightning_store import calls
 from lightning_store._version import USER_AGENT
 from lightning_store.calls import Call
 from lightning_store.client import deadline_of, resolve_options, retry_delay
-from lightning_store.errors import StoreError, Unavailable, error_from_rpc
+from lightning_store.errors import NotFound, StoreError, Unavailable, error_from_rpc
 from lightning_store.options import ConnectionOptions
 from lightning_store.proto import store_pb2 as pb
 from lightning_store.proto import store_pb2_grpc
@@ -356,7 +356,7 @@ class AsyncWorkerSession:
             self._outbox.put_nowait(message)
 
     async def close(self) -> None:
-        """Ends the session; the server marks the worker `lost`."""
+        """Ends the session cleanly: the worker is `idle` (`busy` while it holds unfinished attempts)."""
         self._stopping = True
         self._outbox.put_nowait(None)
         if self._task is not None:
@@ -390,18 +390,31 @@ class AsyncWorkerSession:
                 if assignment is not None:
                     self._inbox.put_nowait(assignment)
                 elif message.HasField("opened"):
-                    self._adopt()
+                    await self._take_up()
                     self._opened_now = True
                     self._settled.set()
+        except StoreError:
+            self._call.cancel()  # the next connection adopts again
+            raise
         finally:
             outbox.put_nowait(None)
 
-    def _adopt(self) -> None:
-        """Frees the slots of adopted attempts this process does not hold (released while disconnected)."""
-        for rollout_id, attempt_id in self._state.adopted:
-            if (rollout_id, attempt_id) not in self._state.held:
-                release = pb.ReleaseAssignment(rollout_id=rollout_id, attempt_id=attempt_id)
-                self._outbox.put_nowait(pb.WorkerSessionRequest(release=release))
+    async def _take_up(self) -> None:
+        """Hands the runner the adopted attempts this process does not hold (see `SessionState.take_up`)."""
+        for key in self._state.unheld_adoptions():
+            rollout: types.Rollout | None = None
+            resources: types.ResourcesUpdate | None = None
+            try:
+                rollout = await self._client.get_rollout(key[0])
+                if rollout.HasField("resources_id"):
+                    resources = await self._client.get_resources(rollout.resources_id)
+            except NotFound:
+                pass
+            taken = self._state.take_up(key, rollout, resources, self.release)
+            if isinstance(taken, Assignment):
+                self._inbox.put_nowait(taken)
+            else:
+                self._outbox.put_nowait(taken)
 
     async def _run(self) -> None:
         delays = None
@@ -411,6 +424,8 @@ class AsyncWorkerSession:
                 error: StoreError = Unavailable(grpc.StatusCode.UNAVAILABLE, "the server ended the session")
             except grpc.RpcError as rpc_error:
                 error = error_from_rpc(rpc_error)
+            except StoreError as store_error:  # taking up an adopted attempt failed
+                error = store_error
             if self._stopping:
                 break
             if self._opened_now:

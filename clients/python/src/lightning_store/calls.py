@@ -213,18 +213,22 @@ def start_attempt(rollout_id: str, *, worker_id: str | None = None) -> Call[type
     return Call("StartAttempt", request, lambda r: r.rollout)
 
 
-def add_span(span: types.Span) -> Call[types.Span | None]:
+def add_span(span: types.Span, *, owner_epoch: int | None = None) -> Call[types.Span | None]:
     """Stores a span (a heartbeat of its attempt); None when it was a duplicate.
 
     Retried when the server is unavailable: a span that did arrive is then a
-    duplicate, ignored, and the answer is None.
+    duplicate, ignored, and the answer is None. `owner_epoch` (an
+    `Assignment`'s) makes the server refuse the span with `FailedPrecondition`
+    once the worker session no longer owns the attempt.
     """
-    return Call("AddSpan", pb.AddSpanRequest(span=span), lambda r: _optional(r, "span"), safe=True)
+    request = pb.AddSpanRequest(span=span, owner_epoch=owner_epoch)
+    return Call("AddSpan", request, lambda r: _optional(r, "span"), safe=True)
 
 
-def add_spans(spans: Iterable[types.Span]) -> Call[list[types.Span]]:
+def add_spans(spans: Iterable[types.Span], *, owner_epoch: int | None = None) -> Call[list[types.Span]]:
     """Stores many spans atomically; returns those stored, duplicates left out (safe to retry, as `add_span`)."""
-    return Call("AddSpans", pb.AddSpansRequest(spans=spans), lambda r: list(r.spans), safe=True)
+    request = pb.AddSpansRequest(spans=spans, owner_epoch=owner_epoch)
+    return Call("AddSpans", request, lambda r: list(r.spans), safe=True)
 
 
 def next_span_sequence_id(rollout_id: str, attempt_id: str) -> Call[int]:
@@ -326,8 +330,15 @@ def update_attempt(
     worker_id: str | Unset = UNSET,
     last_heartbeat_time: float | Unset = UNSET,
     metadata: Mapping[str, Any] | Unset | None = UNSET,
+    owner_epoch: int | None = None,
 ) -> Call[types.Attempt]:
-    """Writes the given fields of an attempt (`latest` by default); a status change drives the rollout."""
+    """Writes the given fields of an attempt (`latest` by default); a status change drives the rollout.
+
+    `owner_epoch` (an `Assignment`'s) makes the server refuse the write with
+    `FailedPrecondition` once the worker session no longer owns the attempt
+    (it moved to a newer session, or the attempt was retried): stop working
+    on it then.
+    """
     given: dict[str, Any] = {}
     if not isinstance(status, Unset):
         given["status"] = ATTEMPT_STATUS.value(status)
@@ -338,7 +349,11 @@ def update_attempt(
     if not isinstance(metadata, Unset):
         given["metadata_json"] = "" if metadata is None else to_json(dict(metadata))
     request = pb.UpdateAttemptRequest(
-        rollout_id=rollout_id, attempt_id=attempt_id, update_mask=FieldMask(paths=given), **given
+        rollout_id=rollout_id,
+        attempt_id=attempt_id,
+        update_mask=FieldMask(paths=given),
+        owner_epoch=owner_epoch,
+        **given,
     )
     return Call("UpdateAttempt", request, lambda r: r.attempt)
 

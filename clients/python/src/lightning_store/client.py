@@ -23,7 +23,7 @@ import grpc
 from lightning_store import calls
 from lightning_store._version import USER_AGENT
 from lightning_store.calls import Call
-from lightning_store.errors import StoreError, Unavailable, error_from_rpc
+from lightning_store.errors import NotFound, StoreError, Unavailable, error_from_rpc
 from lightning_store.options import ConnectionOptions
 from lightning_store.proto import store_pb2 as pb
 from lightning_store.proto import store_pb2_grpc
@@ -324,9 +324,13 @@ class Stream(Generic[S, Item]):
 class WorkerSession:
     """A runner's session: iterate it for assignments; `close()` (or leaving `with`) ends it.
 
-    The session reconnects when the server restarts; assignments held
-    meanwhile stay held. Errors that end the session (ABORTED when another
-    session of the same worker replaced it) are raised by the iteration.
+    The session reconnects when its server restarts or goes away (to any
+    server behind the address): held assignments the new connection adopted
+    stay held under its owner epoch, the others are revoked (`not adopted`),
+    and adopted attempts this process does not hold are handed to the
+    runner as assignments (`adopted=True`). Errors that end the session
+    (ABORTED when another session of the same worker replaced it) are
+    raised by the iteration.
     """
 
     def __init__(self, client: Client, state: SessionState, heartbeat_interval: float) -> None:
@@ -392,7 +396,11 @@ class WorkerSession:
                 self._outbox.put(message)
 
     def close(self) -> None:
-        """Ends the session; the server marks the worker `lost` (held attempts go `unresponsive` after its grace)."""
+        """Ends the session cleanly: the worker is `idle`, or `busy` while it holds unfinished attempts.
+
+        Those go `unresponsive` after the server's grace period unless a new
+        session of the worker adopts them.
+        """
         self._stopping.set()
         with self._lock:
             self._outbox.put(None)
@@ -432,19 +440,32 @@ class WorkerSession:
                 if assignment is not None:
                     self._inbox.put(assignment)
                 elif message.HasField("opened"):
-                    self._adopt()
+                    self._take_up()
                     self._opened_now = True
                     self._settled.set()
+        except StoreError:
+            self._call.cancel()  # the next connection adopts again
+            raise
         finally:
             outbox.put(None)
 
-    def _adopt(self) -> None:
-        """Frees the slots of adopted attempts this process does not hold (released while disconnected)."""
-        for rollout_id, attempt_id in self._state.adopted:
-            if (rollout_id, attempt_id) not in self._state.held:
-                release = pb.ReleaseAssignment(rollout_id=rollout_id, attempt_id=attempt_id)
+    def _take_up(self) -> None:
+        """Hands the runner the adopted attempts this process does not hold (see `SessionState.take_up`)."""
+        for key in self._state.unheld_adoptions():
+            rollout: types.Rollout | None = None
+            resources: types.ResourcesUpdate | None = None
+            try:
+                rollout = self._client.get_rollout(key[0])
+                if rollout.HasField("resources_id"):
+                    resources = self._client.get_resources(rollout.resources_id)
+            except NotFound:
+                pass
+            taken = self._state.take_up(key, rollout, resources, self.release)
+            if isinstance(taken, Assignment):
+                self._inbox.put(taken)
+            else:
                 with self._lock:
-                    self._outbox.put(pb.WorkerSessionRequest(release=release))
+                    self._outbox.put(taken)
 
     def _run(self) -> None:
         delays: Iterator[float] | None = None
@@ -454,6 +475,8 @@ class WorkerSession:
                 error: StoreError = Unavailable(grpc.StatusCode.UNAVAILABLE, "the server ended the session")
             except grpc.RpcError as rpc_error:
                 error = error_from_rpc(rpc_error)
+            except StoreError as store_error:  # taking up an adopted attempt failed
+                error = store_error
             if self._stopping.is_set():
                 break
             if self._opened_now:

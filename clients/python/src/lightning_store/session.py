@@ -6,6 +6,15 @@ server pushes an assignment into each free slot (the session's credits); a
 slot is free again once the runner releases the assignment. A revocation
 marks the held assignment, calls the `on_revoked` callback, and makes
 `Assignment.check()` raise `AttemptRevoked`.
+
+Every connection is a new session in the store with a new owner epoch (the
+fencing token writes present). On reconnect the server adopts the worker's
+live attempts: held assignments it adopted carry on under the new epoch,
+held ones it did not adopt (finished meanwhile, or retried elsewhere) are
+revoked (`not adopted`), and adopted attempts this process does not hold
+(pushed just before a server died, or held by an earlier process of the
+worker) are taken up: handed to the runner as assignments, since an
+attempt nobody runs would hold its slot and never be retried.
 """
 
 from __future__ import annotations
@@ -27,24 +36,38 @@ _REASONS = {
     pb.REVOCATION_REASON_TIMEOUT: "timeout",
     pb.REVOCATION_REASON_UNRESPONSIVE: "unresponsive",
 }
+NOT_ADOPTED = "not adopted"
+"""The revocation of a held assignment the session's new connection did not adopt."""
 
 
 class Assignment:
     """A rollout the server handed to this session, with its new attempt; holds one slot until released.
 
     Use it as a context manager to release the slot when done:
-    `with assignment: ...`.
+    `with assignment: ...`. Present `owner_epoch` with the attempt's writes
+    (`update_attempt`, `add_span`, `add_spans`): a `FailedPrecondition`
+    answer means another owner has the attempt now, so stop working on it.
     """
 
     def __init__(
-        self, rollout: types.Rollout, resources: types.ResourcesUpdate | None, release: Callable[[Assignment], None]
+        self,
+        rollout: types.Rollout,
+        resources: types.ResourcesUpdate | None,
+        release: Callable[[Assignment], None],
+        owner_epoch: int,
+        *,
+        adopted: bool = False,
     ) -> None:
         self.rollout = rollout
-        """The rollout (status `preparing`) with its new attempt in `rollout.attempt`."""
+        """The rollout with its attempt in `rollout.attempt` (new and `preparing` unless adopted)."""
         self.resources = resources
         """The resources snapshot the rollout names, if any."""
+        self.owner_epoch = owner_epoch
+        """The owner epoch of the session that owns the attempt; it changes when a reconnection adopts it."""
+        self.adopted = adopted
+        """Whether the attempt came from the worker's previous session instead of a push (it may be running)."""
         self.revocation: str | None = None
-        """Why the server revoked the attempt (`cancelled`, `timeout`, `unresponsive`), or None."""
+        """Why the attempt must stop (`cancelled`, `timeout`, `unresponsive`, `not adopted`), or None."""
         self._release = release
 
     @property
@@ -104,6 +127,8 @@ class SessionState:
         """Assignments not yet released, by (rollout id, attempt id)."""
         self.adopted: list[tuple[str, str]] = []
         """Attempts the server handed over from this worker's previous session at the latest opening."""
+        self.owner_epoch = 0
+        """The owner epoch of the latest opening."""
         self._heartbeat_stats = heartbeat_stats
         self._on_revoked = on_revoked
         self._lock = threading.Lock()
@@ -129,12 +154,12 @@ class SessionState:
         """Records a server message; returns a new assignment to hand to the runner."""
         which = message.WhichOneof("message")
         if which == "opened":
-            self.adopted = [(ref.rollout_id, ref.attempt_id) for ref in message.opened.adopted]
+            self._opened(message.opened)
             return None
         if which == "assignment":
             pushed = message.assignment
             resources = pushed.resources if pushed.HasField("resources") else None
-            assignment = Assignment(pushed.rollout, resources, release)
+            assignment = Assignment(pushed.rollout, resources, release, pushed.owner_epoch)
             with self._lock:
                 self.held[(assignment.rollout_id, assignment.attempt_id)] = assignment
             return assignment
@@ -142,7 +167,46 @@ class SessionState:
             with self._lock:
                 held = self.held.get((message.revoked.rollout_id, message.revoked.attempt_id))
             if held is not None:
-                held.revoke(_REASONS.get(message.revoked.reason, "unknown"))
-                if self._on_revoked is not None:
-                    self._on_revoked(held)
+                self._revoke(held, _REASONS.get(message.revoked.reason, "unknown"))
         return None
+
+    def _opened(self, opened: pb.SessionOpened) -> None:
+        """Moves the held assignments the new session adopted to its epoch and revokes the others."""
+        self.adopted = [(ref.rollout_id, ref.attempt_id) for ref in opened.adopted]
+        self.owner_epoch = opened.owner_epoch
+        with self._lock:
+            held = list(self.held.items())
+        for key, assignment in held:
+            if key in self.adopted:
+                assignment.owner_epoch = opened.owner_epoch
+            elif not assignment.revoked:
+                self._revoke(assignment, NOT_ADOPTED)
+
+    def _revoke(self, assignment: Assignment, reason: str) -> None:
+        assignment.revoke(reason)
+        if self._on_revoked is not None:
+            self._on_revoked(assignment)
+
+    def unheld_adoptions(self) -> list[tuple[str, str]]:
+        """Returns the attempts the latest opening adopted that this process does not hold: take each up."""
+        with self._lock:
+            return [key for key in self.adopted if key not in self.held]
+
+    def take_up(
+        self,
+        key: tuple[str, str],
+        rollout: types.Rollout | None,
+        resources: types.ResourcesUpdate | None,
+        release: Callable[[Assignment], None],
+    ) -> Assignment | pb.WorkerSessionRequest:
+        """Returns the assignment of an adopted attempt (`rollout` as read from the store).
+
+        When the rollout is gone or its latest attempt is no longer `key`'s
+        (it moved on since the opening), returns the message freeing the slot.
+        """
+        if rollout is None or (rollout.rollout_id, rollout.attempt.attempt_id) != key:
+            return pb.WorkerSessionRequest(release=pb.ReleaseAssignment(rollout_id=key[0], attempt_id=key[1]))
+        assignment = Assignment(rollout, resources, release, self.owner_epoch, adopted=True)
+        with self._lock:
+            self.held[key] = assignment
+        return assignment
