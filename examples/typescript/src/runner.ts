@@ -110,7 +110,7 @@ export class Runner {
     });
     try {
       for (const ref of session.adopted) {
-        await this.abandon(ref.rolloutId, ref.attemptId);
+        await this.abandon(ref.rolloutId, ref.attemptId, session.ownerEpoch);
         session.release(ref.rolloutId, ref.attemptId);
       }
     } catch (error) {
@@ -148,9 +148,10 @@ export class Runner {
    * this process did not run it and cannot resume it, so an attempt still
    * `preparing` or `running` is reported failed (the rollout's
    * retry_condition decides about a retry). Attempts that already finished
-   * (a drained runner keeps its finished slots) are left as they are.
+   * (a drained runner keeps its finished slots) are left as they are. The
+   * report presents the new session's owner epoch, which owns them now.
    */
-  private async abandon(rolloutId: string, attemptId: string): Promise<void> {
+  private async abandon(rolloutId: string, attemptId: string, ownerEpoch: bigint): Promise<void> {
     const latest = (await this.client.getLatestAttempt({ rolloutId })).attempt;
     const unfinished =
       latest?.attemptId === attemptId &&
@@ -161,6 +162,7 @@ export class Runner {
         attemptId,
         updateMask: { paths: ["status"] },
         status: AttemptStatus.FAILED,
+        ownerEpoch,
       });
     }
   }
@@ -237,6 +239,8 @@ export class Runner {
           attemptId: attempt.attemptId,
           updateMask: { paths: ["status"] },
           status: outcome === "succeeded" ? AttemptStatus.SUCCEEDED : AttemptStatus.FAILED,
+          // Fenced: refused (FAILED_PRECONDITION, in reportError) once another session owns the attempt.
+          ownerEpoch: assignment.ownerEpoch,
         });
       }
     } catch (failure) {

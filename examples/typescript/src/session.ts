@@ -1,7 +1,8 @@
 // A typed wrapper around the bidirectional `WorkerSession` stream: open it,
 // receive assignments as an async iterable, learn about revocations through
 // each assignment's AbortSignal, release slots (the session's credits) and
-// keep the worker's heartbeat fresh.
+// keep the worker's heartbeat fresh. Writes for the session's attempts
+// present its owner epoch (fencing: see docs/sessions.md).
 
 import type { MessageInitShape } from "@bufbuild/protobuf";
 
@@ -46,6 +47,12 @@ export interface SessionAssignment {
   /** The resources snapshot the rollout names, when it exists. */
   readonly resources: ResourcesUpdate | undefined;
   /**
+   * The owner epoch of the session that owns the attempt: present it as
+   * `ownerEpoch` in UpdateAttempt and AddSpans; FAILED_PRECONDITION then
+   * means another owner has the attempt now.
+   */
+  readonly ownerEpoch: bigint;
+  /**
    * Aborted with a `Revoked` reason when the rollout is cancelled or the
    * watchdog times the attempt out or finds it unresponsive, and with
    * `SessionEnded` when the stream ends first. Work should stop either way.
@@ -87,6 +94,7 @@ export class WorkerSession implements AsyncIterable<SessionAssignment> {
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private pump: Promise<void> = Promise.resolve();
   private adoptedRefs: RolloutAttemptRef[] = [];
+  private epoch = 0n;
 
   private constructor(private readonly client: StoreClient) {}
 
@@ -97,9 +105,18 @@ export class WorkerSession implements AsyncIterable<SessionAssignment> {
     return session;
   }
 
-  /** Attempts of this worker adopted from its previous session (they hold slots). */
+  /**
+   * Attempts of this worker adopted from its previous session: they hold
+   * slots until released, and nobody else runs them, so run each (read it
+   * with GetRollout) or report it failed, presenting `ownerEpoch`.
+   */
   get adopted(): readonly RolloutAttemptRef[] {
     return this.adoptedRefs;
+  }
+
+  /** This session's owner epoch (new for every session, also of the same worker). */
+  get ownerEpoch(): bigint {
+    return this.epoch;
   }
 
   private async start(options: SessionOptions): Promise<void> {
@@ -122,6 +139,7 @@ export class WorkerSession implements AsyncIterable<SessionAssignment> {
       throw new Error("the server did not confirm the worker session");
     }
     this.adoptedRefs = first.value.message.value.adopted;
+    this.epoch = first.value.message.value.ownerEpoch;
     for (const ref of this.adoptedRefs) {
       this.held.set(refKey(ref.rolloutId, ref.attemptId), new AbortController());
     }
@@ -155,6 +173,7 @@ export class WorkerSession implements AsyncIterable<SessionAssignment> {
             rollout,
             attempt,
             resources: message.value.resources,
+            ownerEpoch: message.value.ownerEpoch,
             signal: controller.signal,
           });
         } else if (message.case === "revoked") {
@@ -201,8 +220,9 @@ export class WorkerSession implements AsyncIterable<SessionAssignment> {
   /**
    * Closes the session: ends the runner's side of the stream and waits until
    * the server ended its side, or cancels the stream after `timeoutMs`. The
-   * server marks the worker `lost`; attempts still held become `unresponsive`
-   * after its grace period unless the worker opens a new session.
+   * server marks the worker `idle` (`busy` while it holds unfinished
+   * attempts, which become `unresponsive` after its grace period unless the
+   * worker opens a new session); a broken stream leaves it `lost`.
    */
   async close(timeoutMs = 5_000): Promise<void> {
     this.stopHeartbeats();

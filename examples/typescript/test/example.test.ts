@@ -356,10 +356,12 @@ describe("typescript runner", () => {
       attemptId: finished.attempt.attemptId,
       updateMask: { paths: ["status"] },
       status: AttemptStatus.SUCCEEDED,
+      ownerEpoch: finished.ownerEpoch,
     });
     await previous.close();
 
-    // The restart, within the server's grace period: it adopts both.
+    // The restart, within the server's grace period: it adopts the
+    // unfinished attempt (a finished one is not adopted) under a new epoch.
     const events = new Events();
     const runner = startRunner(workerId, 2, events);
     try {
@@ -371,6 +373,17 @@ describe("typescript runner", () => {
       const [left] = await collectCompletions([unfinished.rollout.rolloutId]);
       assert.equal(RolloutStatus[left?.status ?? 0], "FAILED", "the unfinished adopted attempt was reported failed");
       assert.equal(left?.attempt?.attemptId, unfinished.attempt.attemptId);
+      // The previous process's epoch is fenced off: its late write changes nothing.
+      await assert.rejects(
+        client.updateAttempt({
+          rolloutId: unfinished.rollout.rolloutId,
+          attemptId: unfinished.attempt.attemptId,
+          updateMask: { paths: ["status"] },
+          status: AttemptStatus.SUCCEEDED,
+          ownerEpoch: unfinished.ownerEpoch,
+        }),
+        (error: unknown) => error instanceof ConnectError && error.code === Code.FailedPrecondition,
+      );
       const kept = (await client.getRollout({ rolloutId: finished.rollout.rolloutId })).rollout;
       assert.equal(RolloutStatus[kept?.status ?? 0], "SUCCEEDED", "a finished adopted attempt is left alone");
       assert.deepEqual(events.all.filter((e) => e.rolloutId !== next.rolloutId), [], "adopted attempts are not run again");
