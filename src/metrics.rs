@@ -1,5 +1,6 @@
-//! Prometheus metrics, served as text at `GET /metrics` on their own
-//! listener. Three sources feed them: the gRPC call layer
+//! Prometheus metrics, served at `GET /metrics` on their own listener, as
+//! OpenMetrics or the Prometheus text format by the scraper's `Accept`
+//! header ([`exposition`]). Three sources feed them: the gRPC call layer
 //! ([`crate::api::calls`]) records every call, the engine reports its work
 //! through [`Observer`], and the store's statistics are read on each scrape.
 //!
@@ -27,6 +28,9 @@
 //! * agent-lightning 1.x's gateway and API ([`agl1`]).
 
 mod agl1;
+mod exposition;
+
+pub use exposition::Exposition;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -244,9 +248,8 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    /// Reads the store's statistics, then renders every metric in the
-    /// Prometheus text format.
-    pub async fn render(&self, engine: &Engine) -> String {
+    /// Reads the store's statistics, then renders every metric in `format`.
+    pub async fn render(&self, engine: &Engine, format: Exposition) -> String {
         let started = Instant::now();
         let statistics = engine.statistics().await;
         if let Err(error) = &statistics {
@@ -261,7 +264,7 @@ impl Metrics {
         if let Err(error) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
             tracing::warn!(%error, "metrics: encoding failed");
         }
-        text
+        format.from_openmetrics(text)
     }
 }
 
@@ -459,13 +462,14 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let app = axum::Router::new().route(
         "/metrics",
-        axum::routing::get(move || async move {
+        axum::routing::get(move |headers: http::HeaderMap| async move {
+            let accept = headers
+                .get(http::header::ACCEPT)
+                .and_then(|value| value.to_str().ok());
+            let format = Exposition::negotiate(accept);
             (
-                [(
-                    http::header::CONTENT_TYPE,
-                    "text/plain; version=0.0.4; charset=utf-8",
-                )],
-                metrics.render(&engine).await,
+                [(http::header::CONTENT_TYPE, format.content_type())],
+                metrics.render(&engine, format).await,
             )
         }),
     );

@@ -86,7 +86,12 @@ async fn http_requests_carry_request_ids_and_are_counted_by_route() {
     assert_eq!(generated.headers["x-request-id"].len(), 32);
     http.get("/v1/agl/unknown/ro-123").await;
 
-    let text = metrics.render(&server.engine).await;
+    let text = metrics
+        .render(
+            &server.engine,
+            lightning_store::metrics::Exposition::PrometheusText,
+        )
+        .await;
     let has = |line: &str| text.lines().any(|l| l == line);
     assert!(
         has(

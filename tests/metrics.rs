@@ -16,23 +16,34 @@ use tokio::net::{TcpListener, TcpStream};
 
 const STORE: &str = "lightningstore.v1.LightningStoreService";
 
-/// Returns the body of `GET /metrics`, checking the status line.
+/// Returns the body of `GET /metrics` in the Prometheus text format (what a
+/// scraper gets without an `Accept` header), checking the status line.
 async fn scrape(addr: SocketAddr) -> String {
+    let (content_type, body) = scrape_accepting(addr, None).await;
+    assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
+    body
+}
+
+/// Returns the `Content-Type` and body of `GET /metrics` sent with `accept`.
+async fn scrape_accepting(addr: SocketAddr, accept: Option<&str>) -> (String, String) {
     let mut stream = TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
+    let accept = accept.map_or(String::new(), |a| format!("Accept: {a}\r\n"));
+    let request =
+        format!("GET /metrics HTTP/1.1\r\nHost: test\r\n{accept}Connection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).await.unwrap();
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(
-        head.to_ascii_lowercase()
-            .contains("content-type: text/plain"),
-        "{head}"
-    );
-    body.to_owned()
+    let content_type = head
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("content-type")
+                .then(|| value.trim().to_owned())
+        })
+        .expect("a content-type header");
+    (content_type, body.to_owned())
 }
 
 /// Returns the value of the sample `name` whose labels include every pair of
@@ -433,6 +444,81 @@ async fn responses_echo_or_assign_request_ids() {
     };
     assert_eq!(id(&first).len(), 32);
     assert_ne!(id(&first), id(&second));
+    let _ = served.stop.send(());
+    served.task.await.unwrap().unwrap();
+}
+
+/// Runs Prometheus' own `promtool check metrics` (parser and linter of the
+/// text format) over `text`, returning its exit status and output.
+async fn promtool_check(text: &str) -> (std::process::ExitStatus, String) {
+    let repository = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let found = tokio::process::Command::new(repository.join("tools/promtool.sh"))
+        .output()
+        .await
+        .expect("tools/promtool.sh runs");
+    assert!(found.status.success(), "tools/promtool.sh failed");
+    let promtool = String::from_utf8(found.stdout).unwrap();
+    let mut check = tokio::process::Command::new(promtool.trim())
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = check.stdin.take().unwrap();
+    stdin.write_all(text.as_bytes()).await.unwrap();
+    drop(stdin);
+    let output = check.wait_with_output().await.unwrap();
+    let mut said = String::from_utf8_lossy(&output.stdout).into_owned();
+    said.push_str(&String::from_utf8_lossy(&output.stderr));
+    (output.status, said)
+}
+
+#[tokio::test]
+async fn the_format_follows_the_accept_header_and_the_text_format_passes_promtool() {
+    let served = serve_with_metrics().await;
+    let mut client = LightningStoreServiceClient::connect(format!("http://{}", served.grpc))
+        .await
+        .unwrap();
+    client
+        .enqueue_rollout(pb::EnqueueRolloutRequest {
+            rollout: Some(spec()),
+        })
+        .await
+        .unwrap();
+
+    let text = scrape(served.metrics).await;
+    assert!(!text.contains("# EOF"), "{text}");
+    assert!(
+        text.contains("# TYPE lightning_store_grpc_requests_total counter"),
+        "{text}"
+    );
+    let (status, said) = promtool_check(&text).await;
+    assert!(status.success(), "promtool check metrics: {said}\n{text}");
+
+    // What Prometheus sends when it scrapes.
+    let prometheus_accept = "application/openmetrics-text;version=1.0.0,\
+        application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    let (content_type, openmetrics) =
+        scrape_accepting(served.metrics, Some(prometheus_accept)).await;
+    assert_eq!(
+        content_type,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    assert!(openmetrics.ends_with("# EOF\n"), "{openmetrics}");
+    assert!(
+        openmetrics.contains("# TYPE lightning_store_grpc_requests counter"),
+        "{openmetrics}"
+    );
+    // The same samples either way.
+    let samples = |body: &str| -> Vec<String> {
+        body.lines()
+            .filter(|line| !line.starts_with('#'))
+            .filter_map(|line| line.rsplit_once(' ').map(|(series, _)| series.to_owned()))
+            .collect()
+    };
+    assert_eq!(samples(&text), samples(&openmetrics));
+
     let _ = served.stop.send(());
     served.task.await.unwrap().unwrap();
 }
