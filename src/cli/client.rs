@@ -2,17 +2,18 @@
 //! default, agent-lightning's JSON shapes with `--json`) and drive it from a
 //! shell (enqueue, dequeue, add a span, complete an attempt).
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use comfy_table::{Table, presets};
 use serde_json::{Map, Value, json};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use crate::api::convert::mode_from_proto;
+use crate::client::error_chain;
 use crate::core::model::{AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus};
 use crate::proto as pb;
+use crate::proto::code_name;
 use crate::proto::lightning_store_service_client::LightningStoreServiceClient;
 use crate::server::ServeError;
 
@@ -50,12 +51,8 @@ pub enum ClientCommand {
 #[derive(Debug, clap::Args)]
 #[command(next_help_heading = "Client options")]
 pub struct ClientOptions {
-    /// URL of the lightning-store server.
-    #[arg(
-        long,
-        env = "LIGHTNING_STORE_SERVER",
-        default_value = "http://127.0.0.1:4747"
-    )]
+    /// The lightning-store server: `host:port` or an `http://` URL.
+    #[arg(long, env = "LIGHTNING_STORE_SERVER", default_value = "127.0.0.1:4747")]
     pub server: String,
     /// Prints JSON in agent-lightning's shapes instead of tables.
     #[arg(long)]
@@ -224,9 +221,9 @@ pub struct CompleteArgs {
 
 /// Errors of client subcommands.
 #[derive(Debug, thiserror::Error)]
-enum ClientError {
-    #[error("invalid server url `{url}`: {reason}")]
-    Url { url: String, reason: String },
+pub(crate) enum ClientError {
+    #[error("{0}")]
+    Address(String),
     #[error(
         "cannot connect to {url}: {reason} (is `lightning-store serve` running there? \
          set --server or LIGHTNING_STORE_SERVER)"
@@ -236,6 +233,18 @@ enum ClientError {
     Grpc(#[from] tonic::Status),
     #[error("{0}")]
     Other(String),
+}
+
+impl ClientError {
+    /// The process exit code (see [`super::exit_code`]).
+    pub(crate) fn exit_code(&self) -> u8 {
+        match self {
+            Self::Grpc(status) => super::GRPC_EXIT_BASE + status.code() as u8,
+            Self::Connect { .. } => super::GRPC_EXIT_BASE + tonic::Code::Unavailable as u8,
+            Self::Address(_) => super::USAGE_EXIT,
+            Self::Other(_) => super::FAILURE_EXIT,
+        }
+    }
 }
 
 type ClientResult<T = ()> = Result<T, ClientError>;
@@ -251,20 +260,14 @@ struct Session {
 impl ClientOptions {
     /// Returns a session connected to the server named by `--server`.
     async fn connect(&self) -> ClientResult<Session> {
-        let url = || self.server.clone();
-        let invalid = |reason: String| ClientError::Url { url: url(), reason };
-        let endpoint = Endpoint::from_shared(url()).map_err(|e| invalid(error_chain(&e)))?;
-        if endpoint.uri().scheme_str() != Some("http") {
-            return Err(invalid(
-                "expected an http url such as http://127.0.0.1:4747".to_owned(),
-            ));
-        }
+        let url = crate::client::server_url(&self.server).map_err(ClientError::Address)?;
+        let endpoint = crate::client::endpoint(&url).map_err(ClientError::Address)?;
         let channel = endpoint
             .connect_timeout(CONNECT_TIMEOUT)
             .connect()
             .await
             .map_err(|e| ClientError::Connect {
-                url: url(),
+                url,
                 reason: error_chain(&e),
             })?;
         Ok(Session {
@@ -840,45 +843,6 @@ fn mode_to_proto(mode: Option<RolloutMode>) -> pb::RolloutMode {
 
 // ----- errors -----
 
-/// Returns the canonical name of a gRPC status code, for example `NOT_FOUND`.
-fn code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code as K;
-    match code {
-        K::Ok => "OK",
-        K::Cancelled => "CANCELLED",
-        K::Unknown => "UNKNOWN",
-        K::InvalidArgument => "INVALID_ARGUMENT",
-        K::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        K::NotFound => "NOT_FOUND",
-        K::AlreadyExists => "ALREADY_EXISTS",
-        K::PermissionDenied => "PERMISSION_DENIED",
-        K::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        K::FailedPrecondition => "FAILED_PRECONDITION",
-        K::Aborted => "ABORTED",
-        K::OutOfRange => "OUT_OF_RANGE",
-        K::Unimplemented => "UNIMPLEMENTED",
-        K::Internal => "INTERNAL",
-        K::Unavailable => "UNAVAILABLE",
-        K::DataLoss => "DATA_LOSS",
-        K::Unauthenticated => "UNAUTHENTICATED",
-    }
-}
-
-/// Returns an error and its sources joined by `: `, leaving out sources
-/// whose text is already part of the message.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(inner) = source {
-        let part = inner.to_string();
-        if !text.contains(&part) {
-            let _ = write!(text, ": {part}");
-        }
-        source = inner.source();
-    }
-    text
-}
-
 // ----- names and values -----
 
 fn rollout_status(value: i32) -> &'static str {
@@ -1077,17 +1041,10 @@ fn attribute_json(value: Option<&pb::AttributeValue>) -> Value {
         Some(V::BoolValue(b)) => Value::from(*b),
         Some(V::IntValue(i)) => Value::from(*i),
         Some(V::DoubleValue(d)) => Value::from(*d),
-        Some(V::BytesValue(bytes)) => Value::from(hex(bytes)),
+        Some(V::BytesValue(bytes)) => Value::from(hex::encode(bytes)),
         Some(V::ArrayValue(array)) => array.values.iter().map(Some).map(attribute_json).collect(),
         Some(V::KvlistValue(list)) => attributes_json(&list.values),
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().fold(String::new(), |mut text, b| {
-        let _ = write!(text, "{b:02x}");
-        text
-    })
 }
 
 // ----- text output -----
@@ -1252,28 +1209,14 @@ fn time_cell(t: Option<&prost_types::Timestamp>) -> String {
     t.map_or_else(|| "-".to_owned(), |t| rfc3339(t.seconds))
 }
 
-/// Formats seconds since the Unix epoch as RFC 3339 UTC, for example
+/// Formats whole seconds since the Unix epoch as RFC 3339 UTC, for example
 /// `2023-11-14T22:13:20Z`.
 fn rfc3339(unix_seconds: i64) -> String {
-    let days = unix_seconds.div_euclid(86_400);
-    let second_of_day = unix_seconds.rem_euclid(86_400);
-    // Howard Hinnant's civil-from-days algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let mp = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        second_of_day / 3_600,
-        second_of_day % 3_600 / 60,
-        second_of_day % 60
-    )
+    prost_types::Timestamp {
+        seconds: unix_seconds,
+        nanos: 0,
+    }
+    .to_string()
 }
 
 #[cfg(test)]
