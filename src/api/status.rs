@@ -20,8 +20,3 @@ impl From<StoreError> for Status {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-}
