@@ -294,3 +294,62 @@ async fn the_server_is_host_port_or_an_http_url_and_a_bad_one_is_a_usage_error()
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("expected host:port"), "{stderr}");
 }
+
+#[tokio::test]
+async fn start_runs_a_rollout_beside_the_queue_without_claiming_queued_work() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    let queued = ok_json(&server, &["enqueue", "--input", "{}"]).await;
+
+    let started = ok_json(
+        &server,
+        &[
+            "start",
+            "--input",
+            r#"{"probe": 1}"#,
+            "--worker-id",
+            "helm-test",
+        ],
+    )
+    .await;
+    let rollout_id = started["rollout_id"].as_str().unwrap().to_owned();
+    assert_ne!(rollout_id, queued["rollout_id"].as_str().unwrap());
+    assert_eq!(started["attempt"]["worker_id"], "helm-test");
+    ok(
+        &server,
+        &["add-span", &rollout_id, "latest", "--name", "probe"],
+    )
+    .await;
+    ok(&server, &["complete", &rollout_id]).await;
+    let done = ok_json(&server, &["rollout", &rollout_id]).await;
+    assert_eq!(done["status"], "succeeded");
+
+    let still_queued = ok_json(
+        &server,
+        &["rollout", queued["rollout_id"].as_str().unwrap()],
+    )
+    .await;
+    assert_eq!(still_queued["status"], "queuing");
+}
+
+#[tokio::test]
+async fn a_reader_that_stops_early_ends_the_command_quietly() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    ok(&server, &["enqueue", "--input", "{}"]).await;
+    let url = server.url.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_lightning-store"))
+            .args(["rollouts", "--server", &url])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes away before the command prints (as `| head -0`).
+        drop(child.stdout.take());
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+}

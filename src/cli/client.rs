@@ -1,6 +1,6 @@
 //! Client subcommands: look inside a running store (readable tables by
 //! default, agent-lightning's JSON shapes with `--json`) and drive it from a
-//! shell (enqueue, dequeue, add a span, complete an attempt).
+//! shell (enqueue, start, dequeue, add a span, complete an attempt).
 
 use std::time::Duration;
 
@@ -16,6 +16,16 @@ use crate::proto as pb;
 use crate::proto::code_name;
 use crate::proto::lightning_store_service_client::LightningStoreServiceClient;
 use crate::server::ServeError;
+
+/// Writes a line to stdout like `println!`, returning the write error (a
+/// reader that stopped early, as `| head` or `| grep -q` do, ends the command
+/// quietly instead of panicking: see [`run`]).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*).map_err(ClientError::Output)?
+    }};
+}
 
 /// How long connecting to the server may take before the command gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -39,6 +49,9 @@ pub enum ClientCommand {
     Stats(ClientOptions),
     /// Enqueues a rollout and prints it.
     Enqueue(WithOptions<EnqueueArgs>),
+    /// Creates a rollout with its first attempt already started, bypassing
+    /// the queue (no queued rollout is claimed), and prints it.
+    Start(WithOptions<StartArgs>),
     /// Claims the rollout at the head of the queue and prints it with its new attempt.
     Dequeue(WithOptions<DequeueArgs>),
     /// Adds a span to an attempt and prints it with its sequence id.
@@ -178,6 +191,17 @@ pub struct EnqueueArgs {
     pub resources_id: Option<String>,
 }
 
+/// Arguments of `start`.
+#[derive(Debug, clap::Args)]
+pub struct StartArgs {
+    /// The rollout to create.
+    #[command(flatten)]
+    pub rollout: EnqueueArgs,
+    /// Worker that runs the attempt.
+    #[arg(long)]
+    pub worker_id: Option<String>,
+}
+
 /// Arguments of `dequeue`.
 #[derive(Debug, clap::Args)]
 pub struct DequeueArgs {
@@ -231,6 +255,8 @@ pub(crate) enum ClientError {
     Connect { url: String, reason: String },
     #[error("{}: {}", code_name(.0.code()), .0.message())]
     Grpc(#[from] tonic::Status),
+    #[error("cannot write the output: {0}")]
+    Output(std::io::Error),
     #[error("{0}")]
     Other(String),
 }
@@ -242,7 +268,7 @@ impl ClientError {
             Self::Grpc(status) => super::GRPC_EXIT_BASE + status.code() as u8,
             Self::Connect { .. } => super::GRPC_EXIT_BASE + tonic::Code::Unavailable as u8,
             Self::Address(_) => super::USAGE_EXIT,
-            Self::Other(_) => super::FAILURE_EXIT,
+            Self::Output(_) | Self::Other(_) => super::FAILURE_EXIT,
         }
     }
 }
@@ -279,21 +305,29 @@ impl ClientOptions {
 
 /// Runs a client subcommand.
 pub async fn run(command: ClientCommand) -> Result<(), ServeError> {
+    match dispatch(command).await {
+        // The reader of our output went away (`| head`): nothing to report.
+        Err(ClientError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        result => result.map_err(ServeError::from),
+    }
+}
+
+async fn dispatch(command: ClientCommand) -> ClientResult {
     use ClientCommand as C;
     match command {
-        C::Rollouts(c) => rollouts(c.options.connect().await?, c.args).await?,
-        C::Rollout(c) => rollout(c.options.connect().await?, c.args).await?,
-        C::Attempts(c) => attempts(c.options.connect().await?, c.args).await?,
-        C::Spans(c) => spans(c.options.connect().await?, c.args).await?,
-        C::Resources(c) => resources(c.options.connect().await?, c.args).await?,
-        C::Workers(c) => workers(c.options.connect().await?, c.args).await?,
-        C::Stats(options) => stats(options.connect().await?).await?,
-        C::Enqueue(c) => enqueue(c.options.connect().await?, c.args).await?,
-        C::Dequeue(c) => dequeue(c.options.connect().await?, c.args).await?,
-        C::AddSpan(c) => add_span(c.options.connect().await?, c.args).await?,
-        C::Complete(c) => complete(c.options.connect().await?, c.args).await?,
+        C::Rollouts(c) => rollouts(c.options.connect().await?, c.args).await,
+        C::Rollout(c) => rollout(c.options.connect().await?, c.args).await,
+        C::Attempts(c) => attempts(c.options.connect().await?, c.args).await,
+        C::Spans(c) => spans(c.options.connect().await?, c.args).await,
+        C::Resources(c) => resources(c.options.connect().await?, c.args).await,
+        C::Workers(c) => workers(c.options.connect().await?, c.args).await,
+        C::Stats(options) => stats(options.connect().await?).await,
+        C::Enqueue(c) => enqueue(c.options.connect().await?, c.args).await,
+        C::Start(c) => start(c.options.connect().await?, c.args).await,
+        C::Dequeue(c) => dequeue(c.options.connect().await?, c.args).await,
+        C::AddSpan(c) => add_span(c.options.connect().await?, c.args).await,
+        C::Complete(c) => complete(c.options.connect().await?, c.args).await,
     }
-    Ok(())
 }
 
 async fn rollouts(mut s: Session, args: RolloutsArgs) -> ClientResult {
@@ -329,7 +363,7 @@ async fn rollouts(mut s: Session, args: RolloutsArgs) -> ClientResult {
             time_cell(r.end_time.as_ref()),
         ]);
     }
-    print_list(table, "rollouts", page.items.len(), page.offset, page.total);
+    print_list(table, "rollouts", page.items.len(), page.offset, page.total)?;
     Ok(())
 }
 
@@ -357,11 +391,11 @@ async fn rollout(mut s: Session, args: RolloutArgs) -> ClientResult {
         value["attempts"] = attempts.iter().map(attempt_json).collect();
         return print_json(&value);
     }
-    println!("{}", details(rollout_rows(&rollout, false)));
+    out!("{}", details(rollout_rows(&rollout, false)));
     if attempts.is_empty() {
-        println!("\nno attempts");
+        out!("\nno attempts");
     } else {
-        println!("\nattempts:\n{}", render(attempts_table(&attempts)));
+        out!("\nattempts:\n{}", render(attempts_table(&attempts)));
     }
     Ok(())
 }
@@ -380,7 +414,7 @@ async fn attempts(mut s: Session, args: AttemptsArgs) -> ClientResult {
         return print_json(&page_json(items, page.limit, page.offset, page.total));
     }
     let table = attempts_table(&page.items);
-    print_list(table, "attempts", page.items.len(), page.offset, page.total);
+    print_list(table, "attempts", page.items.len(), page.offset, page.total)?;
     Ok(())
 }
 
@@ -411,7 +445,7 @@ async fn spans(mut s: Session, args: SpansArgs) -> ClientResult {
             span_duration(span),
         ]);
     }
-    print_list(table, "spans", page.items.len(), page.offset, page.total);
+    print_list(table, "spans", page.items.len(), page.offset, page.total)?;
     Ok(())
 }
 
@@ -436,7 +470,7 @@ async fn resources(mut s: Session, args: ResourcesArgs) -> ClientResult {
     match shown {
         Some(resources) if s.json => print_json(&resources_json(&resources)),
         Some(resources) => {
-            println!(
+            out!(
                 "{}",
                 details(vec![
                     ("resources", resources.resources_id.clone()),
@@ -450,7 +484,7 @@ async fn resources(mut s: Session, args: ResourcesArgs) -> ClientResult {
         }
         None if s.json => print_json(&Value::Null),
         None => {
-            println!("no resources");
+            out!("no resources");
             Ok(())
         }
     }
@@ -486,7 +520,7 @@ async fn list_resources(mut s: Session) -> ClientResult {
         page.items.len(),
         page.offset,
         page.total,
-    );
+    )?;
     Ok(())
 }
 
@@ -502,7 +536,7 @@ async fn workers(mut s: Session, args: WorkersArgs) -> ClientResult {
         if s.json {
             return print_json(&worker_json(&worker));
         }
-        println!(
+        out!(
             "{}",
             details(vec![
                 ("worker", worker.worker_id.clone()),
@@ -548,7 +582,7 @@ async fn workers(mut s: Session, args: WorkersArgs) -> ClientResult {
             time_cell(w.last_dequeue_time.as_ref()),
         ]);
     }
-    print_list(table, "workers", page.items.len(), page.offset, page.total);
+    print_list(table, "workers", page.items.len(), page.offset, page.total)?;
     Ok(())
 }
 
@@ -577,7 +611,7 @@ async fn stats(mut s: Session) -> ClientResult {
             "oldest_queued_time": stats.oldest_queued_time.as_ref().map(|t| rfc3339(t.seconds)),
         }));
     }
-    println!(
+    out!(
         "{}",
         details(vec![
             ("backend", stats.name.clone()),
@@ -614,8 +648,9 @@ async fn stats(mut s: Session) -> ClientResult {
     Ok(())
 }
 
-async fn enqueue(mut s: Session, args: EnqueueArgs) -> ClientResult {
-    let spec = pb::RolloutSpec {
+/// The rollout that `enqueue` and `start` create.
+fn rollout_spec(args: EnqueueArgs) -> pb::RolloutSpec {
+    pb::RolloutSpec {
         input_json: args.input,
         mode: mode_to_proto(args.mode) as i32,
         resources_id: args.resources_id,
@@ -630,11 +665,28 @@ async fn enqueue(mut s: Session, args: EnqueueArgs) -> ClientResult {
                 .collect(),
         }),
         metadata_json: args.metadata.unwrap_or_default(),
-    };
+    }
+}
+
+async fn enqueue(mut s: Session, args: EnqueueArgs) -> ClientResult {
     let rollout = s
         .client
         .enqueue_rollout(pb::EnqueueRolloutRequest {
-            rollout: Some(spec),
+            rollout: Some(rollout_spec(args)),
+        })
+        .await?
+        .into_inner()
+        .rollout
+        .unwrap_or_default();
+    print_rollout(&s, &rollout)
+}
+
+async fn start(mut s: Session, args: StartArgs) -> ClientResult {
+    let rollout = s
+        .client
+        .start_rollout(pb::StartRolloutRequest {
+            rollout: Some(rollout_spec(args.rollout)),
+            worker_id: args.worker_id,
         })
         .await?
         .into_inner()
@@ -661,7 +713,7 @@ async fn dequeue(mut s: Session, args: DequeueArgs) -> ClientResult {
         Some(rollout) => print_rollout(&s, &rollout),
         None if s.json => print_json(&Value::Null),
         None => {
-            println!("the queue is empty");
+            out!("the queue is empty");
             Ok(())
         }
     }
@@ -720,7 +772,7 @@ async fn add_span(mut s: Session, args: AddSpanArgs) -> ClientResult {
         .map(|kv| format!("{}={}", kv.key, attribute_json(kv.value.as_ref())))
         .collect::<Vec<_>>()
         .join("\n");
-    println!(
+    out!(
         "{}",
         details(vec![
             (
@@ -761,7 +813,7 @@ async fn complete(mut s: Session, args: CompleteArgs) -> ClientResult {
     if s.json {
         return print_json(&attempt_json(&attempt));
     }
-    println!("{}", details(attempt_rows(&attempt)));
+    out!("{}", details(attempt_rows(&attempt)));
     Ok(())
 }
 
@@ -893,7 +945,7 @@ fn seconds(t: Option<&prost_types::Timestamp>) -> Value {
 fn print_json(value: &Value) -> ClientResult {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| ClientError::Other(format!("cannot render json: {e}")))?;
-    println!("{text}");
+    out!("{text}");
     Ok(())
 }
 
@@ -1082,30 +1134,31 @@ fn render(mut table: Table) -> String {
 
 /// Prints a list table, or a line saying the list is empty, with a note
 /// when the page shows only part of the matches.
-fn print_list(table: Table, noun: &str, shown: usize, offset: i32, total: i64) {
+fn print_list(table: Table, noun: &str, shown: usize, offset: i32, total: i64) -> ClientResult {
     if shown == 0 {
         if total == 0 {
-            println!("no {noun}");
+            out!("no {noun}");
         } else {
-            println!("no {noun} at offset {offset} ({total} in total)");
+            out!("no {noun} at offset {offset} ({total} in total)");
         }
-        return;
+        return Ok(());
     }
-    println!("{}", render(table));
+    out!("{}", render(table));
     if shown as i64 != total {
         let first = i64::from(offset) + 1;
-        println!(
+        out!(
             "showing {first}-{} of {total} {noun}",
             first + shown as i64 - 1
         );
     }
+    Ok(())
 }
 
 fn print_rollout(s: &Session, rollout: &pb::Rollout) -> ClientResult {
     if s.json {
         return print_json(&rollout_json(rollout));
     }
-    println!("{}", details(rollout_rows(rollout, true)));
+    out!("{}", details(rollout_rows(rollout, true)));
     Ok(())
 }
 
