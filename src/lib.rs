@@ -19,6 +19,7 @@ pub mod api;
 pub mod auth;
 pub mod bench;
 pub mod cli;
+pub mod client;
 pub mod core;
 pub mod gateway;
 pub mod http;

@@ -7,7 +7,7 @@ async fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
-            std::process::ExitCode::FAILURE
+            std::process::ExitCode::from(lightning_store::cli::exit_code(error.as_ref()))
         }
     }
 }

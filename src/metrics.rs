@@ -45,10 +45,10 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
-use crate::api::status::code_name;
 use crate::core::engine::Engine;
 use crate::core::model::{AttemptStatus, RolloutStatus, Statistics, Timestamp};
 use crate::core::telemetry::{BackendPhase, Observer};
+use crate::proto::code_name;
 
 pub use self::agl1::Agl1Metrics;
 

@@ -202,7 +202,8 @@ async fn dequeue_from_an_empty_queue_prints_null() {
 async fn unknown_rollout_fails_with_not_found() {
     let server = TestServer::start(common::Backend::Memory).await;
     let output = cli(&server, &["rollout", "ro-000000000000"]).await;
-    assert!(!output.status.success());
+    // 64 + NOT_FOUND (5), as grpcurl exits.
+    assert_eq!(output.status.code(), Some(69));
     assert!(output.stdout.is_empty());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.starts_with("error: NOT_FOUND: "), "{stderr}");
@@ -212,13 +213,15 @@ async fn unknown_rollout_fails_with_not_found() {
 #[test]
 fn unreachable_server_is_named_in_the_error() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
+    let address = listener.local_addr().unwrap().to_string();
+    let url = format!("http://{address}");
     drop(listener);
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_lightning-store"))
-        .args(["stats", "--server", &url])
+        .args(["stats", "--server", &address])
         .output()
         .unwrap();
-    assert!(!output.status.success());
+    // 64 + UNAVAILABLE (14).
+    assert_eq!(output.status.code(), Some(78));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains(&format!("cannot connect to {url}")),
@@ -259,4 +262,94 @@ async fn lists_and_shows_resources() {
     assert!(table.contains("main_llm"), "{table}");
     let shown = ok(&server, &["resources", &added.resources_id]).await;
     assert!(shown.contains(r#""model": "m""#), "{shown}");
+}
+
+#[tokio::test]
+async fn the_server_is_host_port_or_an_http_url_and_a_bad_one_is_a_usage_error() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    let address = server.url.strip_prefix("http://").unwrap().to_owned();
+    for form in [address.clone(), format!("http://{address}")] {
+        let output = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_lightning-store"))
+                .args(["stats", "--json", "--server", &form])
+                .env_remove("LIGHTNING_STORE_SERVER")
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let stats: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert!(stats["rollouts_by_status"].is_object(), "{stats}");
+    }
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_lightning-store"))
+        .args(["stats", "--server", "ftp://127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("expected host:port"), "{stderr}");
+}
+
+#[tokio::test]
+async fn start_runs_a_rollout_beside_the_queue_without_claiming_queued_work() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    let queued = ok_json(&server, &["enqueue", "--input", "{}"]).await;
+
+    let started = ok_json(
+        &server,
+        &[
+            "start",
+            "--input",
+            r#"{"probe": 1}"#,
+            "--worker-id",
+            "helm-test",
+        ],
+    )
+    .await;
+    let rollout_id = started["rollout_id"].as_str().unwrap().to_owned();
+    assert_ne!(rollout_id, queued["rollout_id"].as_str().unwrap());
+    assert_eq!(started["attempt"]["worker_id"], "helm-test");
+    ok(
+        &server,
+        &["add-span", &rollout_id, "latest", "--name", "probe"],
+    )
+    .await;
+    ok(&server, &["complete", &rollout_id]).await;
+    let done = ok_json(&server, &["rollout", &rollout_id]).await;
+    assert_eq!(done["status"], "succeeded");
+
+    let still_queued = ok_json(
+        &server,
+        &["rollout", queued["rollout_id"].as_str().unwrap()],
+    )
+    .await;
+    assert_eq!(still_queued["status"], "queuing");
+}
+
+#[tokio::test]
+async fn a_reader_that_stops_early_ends_the_command_quietly() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    ok(&server, &["enqueue", "--input", "{}"]).await;
+    let url = server.url.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_lightning-store"))
+            .args(["rollouts", "--server", &url])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes away before the command prints (as `| head -0`).
+        drop(child.stdout.take());
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
 }

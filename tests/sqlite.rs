@@ -342,7 +342,18 @@ async fn a_database_of_a_newer_version_is_refused() {
     .await
     .unwrap();
     conn.close().await.unwrap();
-    assert_refused(&path, "newer lightning-store");
+    // Both versions named: the database's migration and what this binary knows.
+    let known = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite"))
+        .unwrap()
+        .count();
+    assert_refused(
+        &path,
+        &format!(
+            "newer lightning-store: its schema is at migration 99, and this lightning-store {} \
+             knows migrations up to {known}",
+            env!("CARGO_PKG_VERSION")
+        ),
+    );
 }
 
 #[test]

@@ -17,8 +17,8 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tracing::Instrument;
 
-use super::status::code_name;
 use crate::metrics::{HttpLabels, MethodLabels, Metrics};
+use crate::proto::code_name;
 
 /// The request and response header carrying the request id.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";

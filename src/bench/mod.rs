@@ -55,12 +55,13 @@ pub struct BenchArgs {
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Server options")]
 pub struct TargetArgs {
-    /// URL of a running lightning-store server (ignored with --server-cmd).
+    /// A running lightning-store server: `host:port` or an `http://` URL
+    /// (ignored with --server-cmd).
     #[arg(
         long,
         global = true,
         env = "LIGHTNING_STORE_SERVER",
-        default_value = "http://127.0.0.1:4747"
+        default_value = "127.0.0.1:4747"
     )]
     pub server: String,
     /// Starts the server under test with this shell command, where `{addr}`

@@ -13,6 +13,7 @@ use tonic_health::pb::health_client::HealthClient;
 
 use super::wire::LeanClient;
 use super::{BenchError, BenchResult, TargetArgs};
+use crate::client::error_chain;
 use crate::proto::lightning_store_service_client::LightningStoreServiceClient;
 
 /// How long connecting one channel may take.
@@ -61,7 +62,7 @@ impl Target {
             .map_err(|_| BenchError::new("--startup-timeout-secs must be a number >= 0"))?;
         let Some(command) = &args.server_cmd else {
             let mut target = Self {
-                url: args.server.clone(),
+                url: crate::client::server_url(&args.server).map_err(BenchError::new)?,
                 tasks_per_channel: args.tasks_per_channel,
                 spawned: None,
                 probe,
@@ -174,14 +175,7 @@ impl Target {
     }
 
     fn endpoint(&self) -> BenchResult<Endpoint> {
-        let endpoint = Endpoint::from_shared(self.url.clone())
-            .map_err(|e| BenchError::new(format!("invalid server url `{}`: {e}", self.url)))?;
-        if endpoint.uri().scheme_str() != Some("http") {
-            return Err(BenchError::new(format!(
-                "invalid server url `{}`: expected an http url such as http://127.0.0.1:4747",
-                self.url
-            )));
-        }
+        let endpoint = crate::client::endpoint(&self.url).map_err(BenchError::new)?;
         Ok(endpoint
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(CALL_TIMEOUT)
@@ -306,21 +300,6 @@ fn free_loopback_addr() -> BenchResult<String> {
         .local_addr()
         .map_err(|e| BenchError::new(format!("cannot find a free port: {e}")))?;
     Ok(addr.to_string())
-}
-
-/// Returns an error and its sources joined by `: `.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(inner) = source {
-        let part = inner.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = inner.source();
-    }
-    text
 }
 
 /// Channels shared by the client tasks of one run.

@@ -1,20 +1,31 @@
 //! Client subcommands: look inside a running store (readable tables by
 //! default, agent-lightning's JSON shapes with `--json`) and drive it from a
-//! shell (enqueue, dequeue, add a span, complete an attempt).
+//! shell (enqueue, start, dequeue, add a span, complete an attempt).
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use comfy_table::{Table, presets};
 use serde_json::{Map, Value, json};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use crate::api::convert::mode_from_proto;
+use crate::client::error_chain;
 use crate::core::model::{AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus};
 use crate::proto as pb;
+use crate::proto::code_name;
 use crate::proto::lightning_store_service_client::LightningStoreServiceClient;
 use crate::server::ServeError;
+
+/// Writes a line to stdout like `println!`, returning the write error (a
+/// reader that stopped early, as `| head` or `| grep -q` do, ends the command
+/// quietly instead of panicking: see [`run`]).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*).map_err(ClientError::Output)?
+    }};
+}
 
 /// How long connecting to the server may take before the command gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -38,6 +49,9 @@ pub enum ClientCommand {
     Stats(ClientOptions),
     /// Enqueues a rollout and prints it.
     Enqueue(WithOptions<EnqueueArgs>),
+    /// Creates a rollout with its first attempt already started, bypassing
+    /// the queue (no queued rollout is claimed), and prints it.
+    Start(WithOptions<StartArgs>),
     /// Claims the rollout at the head of the queue and prints it with its new attempt.
     Dequeue(WithOptions<DequeueArgs>),
     /// Adds a span to an attempt and prints it with its sequence id.
@@ -50,12 +64,8 @@ pub enum ClientCommand {
 #[derive(Debug, clap::Args)]
 #[command(next_help_heading = "Client options")]
 pub struct ClientOptions {
-    /// URL of the lightning-store server.
-    #[arg(
-        long,
-        env = "LIGHTNING_STORE_SERVER",
-        default_value = "http://127.0.0.1:4747"
-    )]
+    /// The lightning-store server: `host:port` or an `http://` URL.
+    #[arg(long, env = "LIGHTNING_STORE_SERVER", default_value = "127.0.0.1:4747")]
     pub server: String,
     /// Prints JSON in agent-lightning's shapes instead of tables.
     #[arg(long)]
@@ -181,6 +191,17 @@ pub struct EnqueueArgs {
     pub resources_id: Option<String>,
 }
 
+/// Arguments of `start`.
+#[derive(Debug, clap::Args)]
+pub struct StartArgs {
+    /// The rollout to create.
+    #[command(flatten)]
+    pub rollout: EnqueueArgs,
+    /// Worker that runs the attempt.
+    #[arg(long)]
+    pub worker_id: Option<String>,
+}
+
 /// Arguments of `dequeue`.
 #[derive(Debug, clap::Args)]
 pub struct DequeueArgs {
@@ -224,9 +245,9 @@ pub struct CompleteArgs {
 
 /// Errors of client subcommands.
 #[derive(Debug, thiserror::Error)]
-enum ClientError {
-    #[error("invalid server url `{url}`: {reason}")]
-    Url { url: String, reason: String },
+pub(crate) enum ClientError {
+    #[error("{0}")]
+    Address(String),
     #[error(
         "cannot connect to {url}: {reason} (is `lightning-store serve` running there? \
          set --server or LIGHTNING_STORE_SERVER)"
@@ -234,8 +255,22 @@ enum ClientError {
     Connect { url: String, reason: String },
     #[error("{}: {}", code_name(.0.code()), .0.message())]
     Grpc(#[from] tonic::Status),
+    #[error("cannot write the output: {0}")]
+    Output(std::io::Error),
     #[error("{0}")]
     Other(String),
+}
+
+impl ClientError {
+    /// The process exit code (see [`super::exit_code`]).
+    pub(crate) fn exit_code(&self) -> u8 {
+        match self {
+            Self::Grpc(status) => super::GRPC_EXIT_BASE + status.code() as u8,
+            Self::Connect { .. } => super::GRPC_EXIT_BASE + tonic::Code::Unavailable as u8,
+            Self::Address(_) => super::USAGE_EXIT,
+            Self::Output(_) | Self::Other(_) => super::FAILURE_EXIT,
+        }
+    }
 }
 
 type ClientResult<T = ()> = Result<T, ClientError>;
@@ -251,20 +286,14 @@ struct Session {
 impl ClientOptions {
     /// Returns a session connected to the server named by `--server`.
     async fn connect(&self) -> ClientResult<Session> {
-        let url = || self.server.clone();
-        let invalid = |reason: String| ClientError::Url { url: url(), reason };
-        let endpoint = Endpoint::from_shared(url()).map_err(|e| invalid(error_chain(&e)))?;
-        if endpoint.uri().scheme_str() != Some("http") {
-            return Err(invalid(
-                "expected an http url such as http://127.0.0.1:4747".to_owned(),
-            ));
-        }
+        let url = crate::client::server_url(&self.server).map_err(ClientError::Address)?;
+        let endpoint = crate::client::endpoint(&url).map_err(ClientError::Address)?;
         let channel = endpoint
             .connect_timeout(CONNECT_TIMEOUT)
             .connect()
             .await
             .map_err(|e| ClientError::Connect {
-                url: url(),
+                url,
                 reason: error_chain(&e),
             })?;
         Ok(Session {
@@ -276,21 +305,29 @@ impl ClientOptions {
 
 /// Runs a client subcommand.
 pub async fn run(command: ClientCommand) -> Result<(), ServeError> {
+    match dispatch(command).await {
+        // The reader of our output went away (`| head`): nothing to report.
+        Err(ClientError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        result => result.map_err(ServeError::from),
+    }
+}
+
+async fn dispatch(command: ClientCommand) -> ClientResult {
     use ClientCommand as C;
     match command {
-        C::Rollouts(c) => rollouts(c.options.connect().await?, c.args).await?,
-        C::Rollout(c) => rollout(c.options.connect().await?, c.args).await?,
-        C::Attempts(c) => attempts(c.options.connect().await?, c.args).await?,
-        C::Spans(c) => spans(c.options.connect().await?, c.args).await?,
-        C::Resources(c) => resources(c.options.connect().await?, c.args).await?,
-        C::Workers(c) => workers(c.options.connect().await?, c.args).await?,
-        C::Stats(options) => stats(options.connect().await?).await?,
-        C::Enqueue(c) => enqueue(c.options.connect().await?, c.args).await?,
-        C::Dequeue(c) => dequeue(c.options.connect().await?, c.args).await?,
-        C::AddSpan(c) => add_span(c.options.connect().await?, c.args).await?,
-        C::Complete(c) => complete(c.options.connect().await?, c.args).await?,
+        C::Rollouts(c) => rollouts(c.options.connect().await?, c.args).await,
+        C::Rollout(c) => rollout(c.options.connect().await?, c.args).await,
+        C::Attempts(c) => attempts(c.options.connect().await?, c.args).await,
+        C::Spans(c) => spans(c.options.connect().await?, c.args).await,
+        C::Resources(c) => resources(c.options.connect().await?, c.args).await,
+        C::Workers(c) => workers(c.options.connect().await?, c.args).await,
+        C::Stats(options) => stats(options.connect().await?).await,
+        C::Enqueue(c) => enqueue(c.options.connect().await?, c.args).await,
+        C::Start(c) => start(c.options.connect().await?, c.args).await,
+        C::Dequeue(c) => dequeue(c.options.connect().await?, c.args).await,
+        C::AddSpan(c) => add_span(c.options.connect().await?, c.args).await,
+        C::Complete(c) => complete(c.options.connect().await?, c.args).await,
     }
-    Ok(())
 }
 
 async fn rollouts(mut s: Session, args: RolloutsArgs) -> ClientResult {
@@ -326,7 +363,7 @@ async fn rollouts(mut s: Session, args: RolloutsArgs) -> ClientResult {
             time_cell(r.end_time.as_ref()),
         ]);
     }
-    print_list(table, "rollouts", page.items.len(), page.offset, page.total);
+    print_list(table, "rollouts", page.items.len(), page.offset, page.total)?;
     Ok(())
 }
 
@@ -354,11 +391,11 @@ async fn rollout(mut s: Session, args: RolloutArgs) -> ClientResult {
         value["attempts"] = attempts.iter().map(attempt_json).collect();
         return print_json(&value);
     }
-    println!("{}", details(rollout_rows(&rollout, false)));
+    out!("{}", details(rollout_rows(&rollout, false)));
     if attempts.is_empty() {
-        println!("\nno attempts");
+        out!("\nno attempts");
     } else {
-        println!("\nattempts:\n{}", render(attempts_table(&attempts)));
+        out!("\nattempts:\n{}", render(attempts_table(&attempts)));
     }
     Ok(())
 }
@@ -377,7 +414,7 @@ async fn attempts(mut s: Session, args: AttemptsArgs) -> ClientResult {
         return print_json(&page_json(items, page.limit, page.offset, page.total));
     }
     let table = attempts_table(&page.items);
-    print_list(table, "attempts", page.items.len(), page.offset, page.total);
+    print_list(table, "attempts", page.items.len(), page.offset, page.total)?;
     Ok(())
 }
 
@@ -408,7 +445,7 @@ async fn spans(mut s: Session, args: SpansArgs) -> ClientResult {
             span_duration(span),
         ]);
     }
-    print_list(table, "spans", page.items.len(), page.offset, page.total);
+    print_list(table, "spans", page.items.len(), page.offset, page.total)?;
     Ok(())
 }
 
@@ -433,7 +470,7 @@ async fn resources(mut s: Session, args: ResourcesArgs) -> ClientResult {
     match shown {
         Some(resources) if s.json => print_json(&resources_json(&resources)),
         Some(resources) => {
-            println!(
+            out!(
                 "{}",
                 details(vec![
                     ("resources", resources.resources_id.clone()),
@@ -447,7 +484,7 @@ async fn resources(mut s: Session, args: ResourcesArgs) -> ClientResult {
         }
         None if s.json => print_json(&Value::Null),
         None => {
-            println!("no resources");
+            out!("no resources");
             Ok(())
         }
     }
@@ -483,7 +520,7 @@ async fn list_resources(mut s: Session) -> ClientResult {
         page.items.len(),
         page.offset,
         page.total,
-    );
+    )?;
     Ok(())
 }
 
@@ -499,7 +536,7 @@ async fn workers(mut s: Session, args: WorkersArgs) -> ClientResult {
         if s.json {
             return print_json(&worker_json(&worker));
         }
-        println!(
+        out!(
             "{}",
             details(vec![
                 ("worker", worker.worker_id.clone()),
@@ -545,7 +582,7 @@ async fn workers(mut s: Session, args: WorkersArgs) -> ClientResult {
             time_cell(w.last_dequeue_time.as_ref()),
         ]);
     }
-    print_list(table, "workers", page.items.len(), page.offset, page.total);
+    print_list(table, "workers", page.items.len(), page.offset, page.total)?;
     Ok(())
 }
 
@@ -574,7 +611,7 @@ async fn stats(mut s: Session) -> ClientResult {
             "oldest_queued_time": stats.oldest_queued_time.as_ref().map(|t| rfc3339(t.seconds)),
         }));
     }
-    println!(
+    out!(
         "{}",
         details(vec![
             ("backend", stats.name.clone()),
@@ -611,8 +648,9 @@ async fn stats(mut s: Session) -> ClientResult {
     Ok(())
 }
 
-async fn enqueue(mut s: Session, args: EnqueueArgs) -> ClientResult {
-    let spec = pb::RolloutSpec {
+/// The rollout that `enqueue` and `start` create.
+fn rollout_spec(args: EnqueueArgs) -> pb::RolloutSpec {
+    pb::RolloutSpec {
         input_json: args.input,
         mode: mode_to_proto(args.mode) as i32,
         resources_id: args.resources_id,
@@ -627,11 +665,28 @@ async fn enqueue(mut s: Session, args: EnqueueArgs) -> ClientResult {
                 .collect(),
         }),
         metadata_json: args.metadata.unwrap_or_default(),
-    };
+    }
+}
+
+async fn enqueue(mut s: Session, args: EnqueueArgs) -> ClientResult {
     let rollout = s
         .client
         .enqueue_rollout(pb::EnqueueRolloutRequest {
-            rollout: Some(spec),
+            rollout: Some(rollout_spec(args)),
+        })
+        .await?
+        .into_inner()
+        .rollout
+        .unwrap_or_default();
+    print_rollout(&s, &rollout)
+}
+
+async fn start(mut s: Session, args: StartArgs) -> ClientResult {
+    let rollout = s
+        .client
+        .start_rollout(pb::StartRolloutRequest {
+            rollout: Some(rollout_spec(args.rollout)),
+            worker_id: args.worker_id,
         })
         .await?
         .into_inner()
@@ -658,7 +713,7 @@ async fn dequeue(mut s: Session, args: DequeueArgs) -> ClientResult {
         Some(rollout) => print_rollout(&s, &rollout),
         None if s.json => print_json(&Value::Null),
         None => {
-            println!("the queue is empty");
+            out!("the queue is empty");
             Ok(())
         }
     }
@@ -720,7 +775,7 @@ async fn add_span(mut s: Session, args: AddSpanArgs) -> ClientResult {
         .map(|kv| format!("{}={}", kv.key, attribute_json(kv.value.as_ref())))
         .collect::<Vec<_>>()
         .join("\n");
-    println!(
+    out!(
         "{}",
         details(vec![
             (
@@ -761,7 +816,7 @@ async fn complete(mut s: Session, args: CompleteArgs) -> ClientResult {
     if s.json {
         return print_json(&attempt_json(&attempt));
     }
-    println!("{}", details(attempt_rows(&attempt)));
+    out!("{}", details(attempt_rows(&attempt)));
     Ok(())
 }
 
@@ -843,45 +898,6 @@ fn mode_to_proto(mode: Option<RolloutMode>) -> pb::RolloutMode {
 
 // ----- errors -----
 
-/// Returns the canonical name of a gRPC status code, for example `NOT_FOUND`.
-fn code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code as K;
-    match code {
-        K::Ok => "OK",
-        K::Cancelled => "CANCELLED",
-        K::Unknown => "UNKNOWN",
-        K::InvalidArgument => "INVALID_ARGUMENT",
-        K::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        K::NotFound => "NOT_FOUND",
-        K::AlreadyExists => "ALREADY_EXISTS",
-        K::PermissionDenied => "PERMISSION_DENIED",
-        K::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        K::FailedPrecondition => "FAILED_PRECONDITION",
-        K::Aborted => "ABORTED",
-        K::OutOfRange => "OUT_OF_RANGE",
-        K::Unimplemented => "UNIMPLEMENTED",
-        K::Internal => "INTERNAL",
-        K::Unavailable => "UNAVAILABLE",
-        K::DataLoss => "DATA_LOSS",
-        K::Unauthenticated => "UNAUTHENTICATED",
-    }
-}
-
-/// Returns an error and its sources joined by `: `, leaving out sources
-/// whose text is already part of the message.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(inner) = source {
-        let part = inner.to_string();
-        if !text.contains(&part) {
-            let _ = write!(text, ": {part}");
-        }
-        source = inner.source();
-    }
-    text
-}
-
 // ----- names and values -----
 
 fn rollout_status(value: i32) -> &'static str {
@@ -932,7 +948,7 @@ fn seconds(t: Option<&prost_types::Timestamp>) -> Value {
 fn print_json(value: &Value) -> ClientResult {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| ClientError::Other(format!("cannot render json: {e}")))?;
-    println!("{text}");
+    out!("{text}");
     Ok(())
 }
 
@@ -1080,17 +1096,10 @@ fn attribute_json(value: Option<&pb::AttributeValue>) -> Value {
         Some(V::BoolValue(b)) => Value::from(*b),
         Some(V::IntValue(i)) => Value::from(*i),
         Some(V::DoubleValue(d)) => Value::from(*d),
-        Some(V::BytesValue(bytes)) => Value::from(hex(bytes)),
+        Some(V::BytesValue(bytes)) => Value::from(hex::encode(bytes)),
         Some(V::ArrayValue(array)) => array.values.iter().map(Some).map(attribute_json).collect(),
         Some(V::KvlistValue(list)) => attributes_json(&list.values),
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().fold(String::new(), |mut text, b| {
-        let _ = write!(text, "{b:02x}");
-        text
-    })
 }
 
 // ----- text output -----
@@ -1128,30 +1137,31 @@ fn render(mut table: Table) -> String {
 
 /// Prints a list table, or a line saying the list is empty, with a note
 /// when the page shows only part of the matches.
-fn print_list(table: Table, noun: &str, shown: usize, offset: i32, total: i64) {
+fn print_list(table: Table, noun: &str, shown: usize, offset: i32, total: i64) -> ClientResult {
     if shown == 0 {
         if total == 0 {
-            println!("no {noun}");
+            out!("no {noun}");
         } else {
-            println!("no {noun} at offset {offset} ({total} in total)");
+            out!("no {noun} at offset {offset} ({total} in total)");
         }
-        return;
+        return Ok(());
     }
-    println!("{}", render(table));
+    out!("{}", render(table));
     if shown as i64 != total {
         let first = i64::from(offset) + 1;
-        println!(
+        out!(
             "showing {first}-{} of {total} {noun}",
             first + shown as i64 - 1
         );
     }
+    Ok(())
 }
 
 fn print_rollout(s: &Session, rollout: &pb::Rollout) -> ClientResult {
     if s.json {
         return print_json(&rollout_json(rollout));
     }
-    println!("{}", details(rollout_rows(rollout, true)));
+    out!("{}", details(rollout_rows(rollout, true)));
     Ok(())
 }
 
@@ -1255,28 +1265,14 @@ fn time_cell(t: Option<&prost_types::Timestamp>) -> String {
     t.map_or_else(|| "-".to_owned(), |t| rfc3339(t.seconds))
 }
 
-/// Formats seconds since the Unix epoch as RFC 3339 UTC, for example
+/// Formats whole seconds since the Unix epoch as RFC 3339 UTC, for example
 /// `2023-11-14T22:13:20Z`.
 fn rfc3339(unix_seconds: i64) -> String {
-    let days = unix_seconds.div_euclid(86_400);
-    let second_of_day = unix_seconds.rem_euclid(86_400);
-    // Howard Hinnant's civil-from-days algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let mp = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        second_of_day / 3_600,
-        second_of_day % 3_600 / 60,
-        second_of_day % 60
-    )
+    prost_types::Timestamp {
+        seconds: unix_seconds,
+        nanos: 0,
+    }
+    .to_string()
 }
 
 #[cfg(test)]

@@ -271,6 +271,25 @@ pub struct ServeArgs {
     pub log: String,
 }
 
+/// Exit code of a failure that is not a call's (a server that cannot start,
+/// bad output, a benchmark that failed).
+const FAILURE_EXIT: u8 = 1;
+/// Exit code of a bad command line (clap's, also for a bad `--server`).
+const USAGE_EXIT: u8 = 2;
+/// A call that failed with gRPC status code `c` exits with `64 + c`, as
+/// grpcurl does (for example 69 for NOT_FOUND); a server that cannot be
+/// reached exits as UNAVAILABLE (78).
+const GRPC_EXIT_BASE: u8 = 64;
+
+/// Returns the process exit code for a command that failed with `error`:
+/// `64 + code` for a failed call, 78 when the server cannot be reached, 2 for
+/// a bad `--server`, 1 otherwise.
+pub fn exit_code(error: &(dyn std::error::Error + 'static)) -> u8 {
+    error
+        .downcast_ref::<client::ClientError>()
+        .map_or(FAILURE_EXIT, client::ClientError::exit_code)
+}
+
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> Result<(), server::ServeError> {
     match cli.command {

@@ -57,7 +57,7 @@ fn stringify(value: &any_value::Value) -> String {
         any_value::Value::IntValue(i) => i.to_string(),
         any_value::Value::DoubleValue(d) => python_repr_float(*d),
         any_value::Value::BoolValue(b) => if *b { "True" } else { "False" }.to_owned(),
-        any_value::Value::BytesValue(b) => hex(b),
+        any_value::Value::BytesValue(b) => hex::encode(b),
         other => format!("{other:?}"),
     }
 }
@@ -86,20 +86,10 @@ fn parse_sequence_id(value: &any_value::Value) -> Option<i64> {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
-            let _ = write!(out, "{b:02x}");
-            out
-        })
-}
-
 /// Renders an OTLP id as lowercase hex left-padded to `digits` (empty: all
 /// zeros), as upstream's `hex().rjust()` does; longer ids stay whole.
 fn hex_id(bytes: &[u8], digits: usize) -> String {
-    format!("{:0>digits$}", hex(bytes))
+    format!("{:0>digits$}", hex::encode(bytes))
 }
 
 fn time(nanos: u64) -> Option<Timestamp> {

@@ -222,14 +222,10 @@ impl PostgresStore {
             .connect_with(connect)
             .await
             .map_err(|e| fail(e.to_string()))?;
-        MIGRATOR.run(&pool).await.map_err(|e| {
-            fail(match e {
-                sqlx::migrate::MigrateError::VersionMissing(version) => format!(
-                    "it was written by a newer lightning-store (unknown schema migration {version})"
-                ),
-                other => other.to_string(),
-            })
-        })?;
+        MIGRATOR
+            .run(&pool)
+            .await
+            .map_err(|e| fail(sql::migration_failure(e, &MIGRATOR, |e| e.to_string())))?;
         // Counter shards of closed connections fold into shard 0, so that
         // their number stays that of the live connections.
         sqlx::raw_sql(FOLD_COUNTERS)

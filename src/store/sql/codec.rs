@@ -494,7 +494,7 @@ impl Serialize for ValueRef<'_> {
                 };
                 map.serialize_entry("double", special)?
             }
-            AttributeValue::Bytes(b) => map.serialize_entry("bytes", &hex(b))?,
+            AttributeValue::Bytes(b) => map.serialize_entry("bytes", &hex::encode(b))?,
             AttributeValue::Array(items) => {
                 let items: Vec<_> = items.iter().map(ValueRef).collect();
                 map.serialize_entry("array", &items)?
@@ -503,25 +503,6 @@ impl Serialize for ValueRef<'_> {
         }
         map.end()
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut text = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(text, "{b:02x}");
-    }
-    text
-}
-
-fn unhex<E: serde::de::Error>(text: &str) -> Result<Vec<u8>, E> {
-    if !text.len().is_multiple_of(2) {
-        return Err(E::custom("odd number of hex digits"));
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).map_err(E::custom))
-        .collect()
 }
 
 #[derive(Deserialize, Default)]
@@ -643,7 +624,7 @@ enum StoredDouble {
 
 fn deserialize_hex<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
     let text = String::deserialize(deserializer)?;
-    unhex(&text)
+    hex::decode(&text).map_err(serde::de::Error::custom)
 }
 
 fn attributes(stored: Vec<StoredKeyValue>) -> Vec<KeyValue> {

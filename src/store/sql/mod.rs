@@ -502,3 +502,27 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         self.conn.rollback().await;
     }
 }
+
+/// Explains a failed schema migration, with `explain` for the database's own
+/// errors. A database that a newer lightning-store migrated further than this
+/// binary knows names both versions, so an operator rolling back sees why.
+pub(crate) fn migration_failure(
+    error: sqlx::migrate::MigrateError,
+    migrator: &sqlx::migrate::Migrator,
+    explain: impl Fn(&sqlx::Error) -> String,
+) -> String {
+    use sqlx::migrate::MigrateError;
+    match error {
+        MigrateError::VersionMissing(version) => {
+            let known = migrator.iter().map(|m| m.version).max().unwrap_or(0);
+            format!(
+                "it was written by a newer lightning-store: its schema is at migration {version}, \
+                 and this lightning-store {} knows migrations up to {known} (upgrade this \
+                 binary, or restore a backup taken before the upgrade)",
+                env!("CARGO_PKG_VERSION")
+            )
+        }
+        MigrateError::Execute(e) => explain(&e),
+        other => other.to_string(),
+    }
+}

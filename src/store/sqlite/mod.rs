@@ -188,15 +188,10 @@ impl SqliteStore {
                 "cannot enable write-ahead logging (journal mode stays {mode})"
             )));
         }
-        MIGRATOR.run(&mut conn).await.map_err(|e| {
-            fail(match e {
-                sqlx::migrate::MigrateError::VersionMissing(version) => format!(
-                    "it was written by a newer lightning-store (unknown schema migration {version})"
-                ),
-                sqlx::migrate::MigrateError::Execute(e) => open_reason(&e),
-                other => other.to_string(),
-            })
-        })?;
+        MIGRATOR
+            .run(&mut conn)
+            .await
+            .map_err(|e| fail(sql::migration_failure(e, &MIGRATOR, open_reason)))?;
         // sqlx opened, checked and migrated the file; the store runs on a
         // rusqlite connection, which executes statements on the calling
         // thread instead of a round trip to a worker thread each.
