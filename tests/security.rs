@@ -953,3 +953,115 @@ fn token_new_prints_a_token_and_a_line_that_accepts_it() {
             .is_some_and(|entry| entry.may_act_for("w-1") && !entry.may_act_for("w-2"))
     );
 }
+
+/// Exports one span with the OpenTelemetry SDK's OTLP/gRPC and OTLP/HTTP
+/// exporters, which take their headers from `OTEL_EXPORTER_OTLP_HEADERS`;
+/// prints each export's result.
+const OTEL_EXPORT: &str = r#"
+import sys
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+address, rollout_id, attempt_id = sys.argv[1:4]
+memory = InMemorySpanExporter()
+resource = Resource.create({"agentlightning.rollout_id": rollout_id, "agentlightning.attempt_id": attempt_id})
+provider = TracerProvider(resource=resource)
+provider.add_span_processor(SimpleSpanProcessor(memory))
+with provider.get_tracer("security-test").start_as_current_span("llm"):
+    pass
+spans = memory.get_finished_spans()
+grpc_result = GrpcExporter(endpoint=address, insecure=True, timeout=5).export(spans)
+http_result = HttpExporter(endpoint=f"http://{address}/v1/traces", timeout=5).export(spans)
+print(grpc_result.name, http_result.name)
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn opentelemetry_exporters_send_their_token_through_the_standard_headers_option() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let venv = tokio::process::Command::new(root.join("tools/pyenv.sh"))
+        .arg("agl0")
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .await
+        .unwrap();
+    assert!(venv.status.success(), "tools/pyenv.sh agl0 failed");
+    let python = Path::new(String::from_utf8(venv.stdout).unwrap().trim()).join("bin/python");
+
+    let (_dir, path) = tokens_file(&role_tokens());
+    let server = TestServer::start_with(
+        Backend::Memory,
+        ServerConfig {
+            tokens: Tokens::load(Some(&path), None).unwrap(),
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let channel = server.channel().await;
+    let mut admin =
+        LightningStoreServiceClient::with_interceptor(channel, |mut r: tonic::Request<()>| {
+            r.metadata_mut()
+                .insert("authorization", "Bearer admin-token".parse().unwrap());
+            Ok(r)
+        });
+    admin
+        .enqueue_rollout(proto::EnqueueRolloutRequest {
+            rollout: Some(proto::RolloutSpec {
+                input_json: "{}".into(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+    let rollout = admin
+        .dequeue_rollout(proto::DequeueRolloutRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .rollout
+        .unwrap();
+    let attempt_id = rollout.attempt.unwrap().attempt_id;
+    let export = |headers: Option<&str>| {
+        let mut command = tokio::process::Command::new(&python);
+        command
+            .args([
+                "-c",
+                OTEL_EXPORT,
+                &server.addr.to_string(),
+                &rollout.rollout_id,
+                &attempt_id,
+            ])
+            .env_remove("OTEL_EXPORTER_OTLP_HEADERS")
+            .kill_on_drop(true);
+        if let Some(headers) = headers {
+            command.env("OTEL_EXPORTER_OTLP_HEADERS", headers);
+        }
+        async move {
+            let output = tokio::time::timeout(Duration::from_secs(120), command.output())
+                .await
+                .expect("the exporters finish in time")
+                .unwrap();
+            assert!(
+                output.status.success(),
+                "{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            String::from_utf8(output.stdout).unwrap().trim().to_owned()
+        }
+    };
+    assert_eq!(export(None).await, "FAILURE FAILURE");
+    assert_eq!(
+        export(Some("authorization=Bearer%20read-token")).await,
+        "FAILURE FAILURE"
+    );
+    assert_eq!(server.engine.statistics().await.unwrap().counts.spans, 0);
+    assert_eq!(
+        export(Some("authorization=Bearer%20ingest-token")).await,
+        "SUCCESS SUCCESS"
+    );
+    assert_eq!(server.engine.statistics().await.unwrap().counts.spans, 1);
+    server.stop().await;
+}
