@@ -16,7 +16,7 @@ use lightning_store::auth::policy::Role;
 use lightning_store::auth::tokens::file_line;
 use lightning_store::client::ConnectArgs;
 use lightning_store::core::model::Counts;
-use lightning_store::metrics::Metrics;
+use lightning_store::metrics::{Exposition, Metrics};
 use lightning_store::proto;
 use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
 use lightning_store::server::ServerConfig;
@@ -345,7 +345,9 @@ fn refusal_codes(allowed: bool, code: Code) -> bool {
 }
 
 async fn auth_failures(metrics: &Metrics, server: &TestServer, reason: &str) -> u64 {
-    let text = metrics.render(&server.engine).await;
+    let text = metrics
+        .render(&server.engine, Exposition::PrometheusText)
+        .await;
     let prefix = format!("lightning_store_auth_failures_total{{reason=\"{reason}\"}} ");
     text.lines()
         .find_map(|line| line.strip_prefix(&prefix))
@@ -808,7 +810,7 @@ async fn tls_with_rotation_of_the_certificate_and_the_tokens_while_clients_are_c
         let (metrics, server) = (&metrics, &server);
         async move {
             metrics
-                .render(&server.engine)
+                .render(&server.engine, Exposition::PrometheusText)
                 .await
                 .contains("lightning_store_reloads_total{file=\"tokens\",result=\"error\"} 1")
         }
@@ -886,7 +888,9 @@ async fn mtls_refuses_a_client_without_a_certificate() {
     };
     let channel = args.endpoint(&url).unwrap().connect().await.unwrap();
     statistics(channel, "").await.unwrap();
-    let text = metrics.render(&server.engine).await;
+    let text = metrics
+        .render(&server.engine, Exposition::PrometheusText)
+        .await;
     assert!(
         !text.contains("lightning_store_tls_handshake_failures_total 0"),
         "{text}"
@@ -926,7 +930,15 @@ fn a_non_loopback_bind_without_tokens_is_refused_unless_insecure() {
         "--tokens-file",
         path,
     ]);
-    let log = server.log.lock().unwrap().clone();
+    // The reader thread appends the start-up line just after reporting it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let log = loop {
+        let log = server.log.lock().unwrap().clone();
+        if log.contains("serving gRPC and HTTP") || Instant::now() > deadline {
+            break log;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
     assert!(log.contains("\"tokens\":5"), "{log}");
     assert!(!log.contains("admin-token"), "a token reached the log");
     server.kill();

@@ -58,7 +58,7 @@ fn digest(token: &str) -> [u8; 32] {
 /// Returns the tokens-file line of `token` with `roles`, bound to
 /// `workers` when not empty, labelled `name` when given.
 pub fn file_line(token: &str, roles: &[Role], workers: &[String], name: Option<&str>) -> String {
-    let hex: String = digest(token).iter().map(|b| format!("{b:02x}")).collect();
+    let hex = hex::encode(digest(token));
     let roles: Vec<String> = roles.iter().map(Role::to_string).collect();
     let mut line = format!("{HASH_PREFIX}{hex} roles={}", roles.join(","));
     if !workers.is_empty() {
@@ -122,14 +122,9 @@ pub fn parse_file(text: &str) -> Result<Vec<TokenEntry>, String> {
     Ok(entries)
 }
 
-fn parse_hex(hex: &str) -> Option<[u8; 32]> {
-    if hex.len() != 64 || !hex.is_ascii() {
-        return None;
-    }
+fn parse_hex(text: &str) -> Option<[u8; 32]> {
     let mut out = [0u8; 32];
-    for (byte, pair) in out.iter_mut().zip(hex.as_bytes().chunks(2)) {
-        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
-    }
+    hex::decode_to_slice(text, &mut out).ok()?;
     Some(out)
 }
 

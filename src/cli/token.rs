@@ -76,5 +76,5 @@ fn random_token() -> Result<String, ServeError> {
         .secure_random
         .fill(&mut bytes)
         .map_err(|_| "the system's random generator failed")?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex::encode(bytes))
 }
