@@ -1,12 +1,23 @@
 //! What the command-line client and the benchmark share as clients of a
 //! lightning-store server: the server address given to `--server`, the gRPC
-//! endpoint to it, and error text. The client side depends on this module and
-//! on the generated code in [`crate::proto`], not on server internals.
+//! endpoint to it with TLS for `https://` URLs (the server's certificate
+//! checked against `--ca-cert`, or the public web roots) and a client
+//! certificate for mTLS, the bearer token sent on every call, and error
+//! text. The token comes from `LIGHTNING_STORE_TOKEN` or `--token-file`,
+//! never from a command-line value (visible to every local user). The client
+//! side depends on this module and on the generated code in
+//! [`crate::proto`], not on server internals.
 
-use tonic::transport::Endpoint;
+use std::path::PathBuf;
+
+use http::HeaderValue;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 /// Returns the URL of the server named by a `--server` value: `host:port`
-/// (as grpcurl takes it) means `http://host:port`; an `http://` URL is kept.
+/// (as grpcurl takes it) means `http://host:port`; an `http://` or
+/// `https://` URL is kept.
 pub fn server_url(server: &str) -> Result<String, String> {
     let url = if server.contains("://") {
         server.to_owned()
@@ -15,19 +26,14 @@ pub fn server_url(server: &str) -> Result<String, String> {
     };
     let endpoint = Endpoint::from_shared(url.clone())
         .map_err(|e| format!("invalid server address `{server}`: {}", error_chain(&e)))?;
-    if endpoint.uri().scheme_str() != Some("http") || endpoint.uri().port_u16().is_none() {
+    let scheme = endpoint.uri().scheme_str();
+    if !matches!(scheme, Some("http" | "https")) || endpoint.uri().port_u16().is_none() {
         return Err(format!(
-            "invalid server address `{server}`: expected host:port or an http:// URL with a \
-             port, such as 127.0.0.1:4747"
+            "invalid server address `{server}`: expected host:port or an http:// or https:// \
+             URL with a port, such as 127.0.0.1:4747"
         ));
     }
     Ok(url)
-}
-
-/// Returns the gRPC endpoint of the server named by a `--server` value.
-pub fn endpoint(server: &str) -> Result<Endpoint, String> {
-    let url = server_url(server)?;
-    Endpoint::from_shared(url).map_err(|e| error_chain(&e))
 }
 
 /// Returns an error and its sources joined by `: `, leaving out sources
@@ -46,6 +52,131 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// The environment variable holding the client's token.
+pub const TOKEN_ENV: &str = "LIGHTNING_STORE_TOKEN";
+
+/// TLS and token options of a client.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ConnectArgs {
+    /// File holding the bearer token to send (default: the
+    /// `LIGHTNING_STORE_TOKEN` environment variable).
+    #[arg(long, global = true, env = "LIGHTNING_STORE_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// CA certificate (PEM) the server's certificate must chain to, for an
+    /// `https://` server URL (default: the public web roots).
+    #[arg(long, global = true, env = "LIGHTNING_STORE_CA_CERT")]
+    pub ca_cert: Option<PathBuf>,
+    /// Client certificate (PEM) presented to a server that asks for one (mTLS).
+    #[arg(long, global = true, env = "LIGHTNING_STORE_CLIENT_CERT")]
+    pub client_cert: Option<PathBuf>,
+    /// Private key (PEM) of `--client-cert`.
+    #[arg(long, global = true, env = "LIGHTNING_STORE_CLIENT_KEY")]
+    pub client_key: Option<PathBuf>,
+    /// Name the server's certificate must carry (default: the URL's host).
+    #[arg(long, global = true, env = "LIGHTNING_STORE_TLS_SERVER_NAME")]
+    pub tls_server_name: Option<String>,
+}
+
+/// A gRPC channel that sends the token on every call.
+pub type AuthChannel = InterceptedService<Channel, BearerToken>;
+
+/// Adds `authorization: Bearer <token>` to every call (nothing without a token).
+#[derive(Debug, Clone, Default)]
+pub struct BearerToken(Option<MetadataValue<Ascii>>);
+
+impl tonic::service::Interceptor for BearerToken {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+impl ConnectArgs {
+    /// Returns the endpoint of `url` (`http://`, or `https://` with TLS).
+    pub fn endpoint(&self, url: &str) -> Result<Endpoint, String> {
+        let endpoint = Endpoint::from_shared(url.to_owned()).map_err(|e| e.to_string())?;
+        match endpoint.uri().scheme_str() {
+            Some("http") => {
+                if self.ca_cert.is_some() || self.client_cert.is_some() {
+                    return Err("--ca-cert and --client-cert need an https:// url".to_owned());
+                }
+                Ok(endpoint)
+            }
+            Some("https") => endpoint.tls_config(self.tls()?).map_err(|e| e.to_string()),
+            _ => {
+                Err("expected an http:// or https:// url such as http://127.0.0.1:4747".to_owned())
+            }
+        }
+    }
+
+    fn tls(&self) -> Result<ClientTlsConfig, String> {
+        let read = |path: &PathBuf| {
+            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+        };
+        let mut tls = ClientTlsConfig::new();
+        tls = match &self.ca_cert {
+            Some(path) => tls.ca_certificate(Certificate::from_pem(read(path)?)),
+            None => tls.with_webpki_roots(),
+        };
+        match (&self.client_cert, &self.client_key) {
+            (Some(cert), Some(key)) => {
+                tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
+            }
+            (None, None) => {}
+            _ => return Err("--client-cert and --client-key go together".to_owned()),
+        }
+        if let Some(name) = &self.tls_server_name {
+            tls = tls.domain_name(name.clone());
+        }
+        Ok(tls)
+    }
+
+    /// Returns the token to send, if any.
+    pub fn token(&self) -> Result<Option<String>, String> {
+        let token = match &self.token_file {
+            Some(path) => std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+            None => std::env::var(TOKEN_ENV).unwrap_or_default(),
+        };
+        let token = token.trim();
+        Ok((!token.is_empty()).then(|| token.to_owned()))
+    }
+
+    /// Returns the `authorization` header value of the token, if any.
+    pub fn authorization(&self) -> Result<Option<HeaderValue>, String> {
+        self.token()?
+            .map(|token| {
+                let mut value = HeaderValue::try_from(format!("Bearer {token}"))
+                    .map_err(|_| "the token is not a valid header value".to_owned())?;
+                value.set_sensitive(true);
+                Ok(value)
+            })
+            .transpose()
+    }
+
+    /// Returns the interceptor that sends the token.
+    pub fn bearer(&self) -> Result<BearerToken, String> {
+        let value = self
+            .token()?
+            .map(|token| {
+                let mut value: MetadataValue<Ascii> = format!("Bearer {token}")
+                    .parse()
+                    .map_err(|_| "the token is not a valid header value".to_owned())?;
+                value.set_sensitive(true);
+                Ok::<_, String>(value)
+            })
+            .transpose()?;
+        Ok(BearerToken(value))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,6 +193,7 @@ mod tests {
             server_url("http://store.example:4747").unwrap(),
             "http://store.example:4747"
         );
+        assert_eq!(server_url("https://h:443").unwrap(), "https://h:443");
         for bad in ["ftp://h:1", "127.0.0.1", "http://h", "h:notaport", ""] {
             assert!(server_url(bad).is_err(), "{bad}");
         }

@@ -26,5 +26,7 @@ pub mod http;
 pub mod metrics;
 pub mod otlp;
 pub mod proto;
+pub mod reload;
 pub mod server;
 pub mod store;
+pub mod tls;

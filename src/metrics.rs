@@ -25,6 +25,11 @@
 //!   `span_bytes`, `resources`, `workers`, the `retention_evicted_*_total`
 //!   counters, `store_up` (1 when the store answered the scrape's query),
 //!   `store_statistics_duration_seconds` and `uptime_seconds`;
+//! * `auth_failures_total{reason}`: calls refused for a `missing` or
+//!   `invalid` token, one `forbidden` by its roles, or a `worker` id the
+//!   token is not bound to ([`crate::auth`]);
+//! * `tls_handshake_failures_total` and `reloads_total{file,result}`: failed
+//!   TLS handshakes, and reloads of the `tokens` and `tls` files;
 //! * agent-lightning 1.x's gateway and API ([`agl1`]).
 
 mod agl1;
@@ -100,6 +105,17 @@ struct StatusLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReloadLabels {
+    file: &'static str,
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BackendLabels {
     phase: &'static str,
     result: &'static str,
@@ -119,6 +135,9 @@ pub struct Metrics {
     spans: Family<ResultLabels, Counter>,
     verdicts: Family<StatusLabels, Counter>,
     backend: Family<BackendLabels, Histogram>,
+    auth_failures: Family<ReasonLabels, Counter>,
+    tls_handshake_failures: Counter,
+    reloads: Family<ReloadLabels, Counter>,
     agl1: Agl1Metrics,
     store: Arc<StoreCollector>,
 }
@@ -197,6 +216,24 @@ impl Metrics {
             "Seconds the storage backend took to begin or commit a transaction",
             backend.clone(),
         );
+        let auth_failures = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "auth_failures",
+            "Calls refused by reason: missing or invalid token, forbidden by its roles, another worker's id",
+            auth_failures.clone(),
+        );
+        let tls_handshake_failures = Counter::default();
+        registry.register(
+            "tls_handshake_failures",
+            "TLS handshakes that failed or timed out (mTLS: also clients without a valid certificate)",
+            tls_handshake_failures.clone(),
+        );
+        let reloads = Family::<ReloadLabels, Counter>::default();
+        registry.register(
+            "reloads",
+            "Reloads of the tokens file and the TLS files after they changed, by result",
+            reloads.clone(),
+        );
         let agl1 = Agl1Metrics::register(&mut registry);
         let store = Arc::new(StoreCollector::default());
         registry.register_collector(Box::new(store.clone()));
@@ -211,6 +248,9 @@ impl Metrics {
             spans,
             verdicts,
             backend,
+            auth_failures,
+            tls_handshake_failures,
+            reloads,
             agl1,
             store,
         }
@@ -219,6 +259,27 @@ impl Metrics {
     /// Returns the metrics of agent-lightning 1.x's gateway and API.
     pub fn agl1(&self) -> &Agl1Metrics {
         &self.agl1
+    }
+
+    /// Returns the counter of calls refused for `reason` (created at zero,
+    /// so that every reason is exported).
+    pub fn auth_failures(&self, reason: &'static str) -> Counter {
+        self.auth_failures
+            .get_or_create(&ReasonLabels { reason })
+            .clone()
+    }
+
+    /// Counts a failed TLS handshake.
+    pub fn tls_handshake_failed(&self) {
+        self.tls_handshake_failures.inc();
+    }
+
+    /// Counts a reload of `file` (`tokens` or `tls`) that succeeded or not.
+    pub fn reloaded(&self, file: &'static str, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.reloads
+            .get_or_create(&ReloadLabels { file, result })
+            .inc();
     }
 
     /// Counts a call to `/service/method` as in progress until [`Metrics::call_finished`].

@@ -8,8 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio_stream::StreamExt;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::codec::CompressionEncoding;
 
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer;
@@ -21,12 +19,14 @@ use crate::api::calls::CallLayer;
 use crate::api::otlp::OtlpTraceService;
 use crate::api::service::StoreService;
 use crate::api::streams::SubscriberLimits;
+use crate::auth::{AuthLayer, Tokens};
 use crate::core::engine::{Engine, SessionPolicy};
 use crate::core::sessions::Sessions;
 use crate::gateway::{Gateway, GatewayConfig};
 use crate::metrics::Metrics;
 use crate::otlp::TraceIngest;
 use crate::proto::lightning_store_service_server::LightningStoreServiceServer;
+use crate::tls::TlsAcceptor;
 
 const STORE_SERVICE: &str = "lightningstore.v1.LightningStoreService";
 const TRACE_SERVICE: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
@@ -74,9 +74,15 @@ pub struct ServerConfig {
     /// Browser origins allowed to call the HTTP routes (`*`: any); empty
     /// sends no CORS headers.
     pub cors_origins: Vec<String>,
-    /// The key every call but the health checks must carry; `None` leaves
-    /// the port open ([`crate::auth`]).
-    pub api_key: Option<String>,
+    /// The tokens calls must carry (all but health checks and reflection);
+    /// `None` leaves the port open ([`crate::auth`]).
+    pub tokens: Option<Tokens>,
+    /// TLS on the listener; `None` serves plaintext ([`crate::tls`]).
+    pub tls: Option<TlsAcceptor>,
+    /// How often the tokens file and the TLS files are checked for changes.
+    pub reload_interval: Duration,
+    /// Whether gRPC server reflection is served.
+    pub reflection: bool,
     /// agent-lightning 1.x's LLM gateway.
     pub gateway: GatewayConfig,
 }
@@ -112,7 +118,10 @@ impl Default for ServerConfig {
             metrics: Metrics::new(),
             health_check_interval: Duration::from_secs(5),
             cors_origins: Vec::new(),
-            api_key: None,
+            tokens: None,
+            tls: None,
+            reload_interval: Duration::from_secs(5),
+            reflection: true,
             gateway: GatewayConfig::default(),
         }
     }
@@ -209,6 +218,13 @@ pub async fn serve(
         tokio::spawn(sessions.clone().run_dispatcher()),
         tokio::spawn(sessions.clone().run_revocations()),
         tokio::spawn(sessions.clone().run_leases()),
+        tokio::spawn(crate::reload::run(
+            config.tokens.clone(),
+            config.tls.clone(),
+            config.reload_interval,
+            config.metrics.clone(),
+            engine.closing(),
+        )),
         tokio::spawn(
             health
                 .clone()
@@ -248,20 +264,17 @@ pub async fn serve(
     };
 
     let local_addr = listener.local_addr()?;
-    // Small gRPC frames must not wait for Nagle's algorithm and delayed ACKs
-    // (40 ms per round trip otherwise).
-    let incoming = TcpListenerStream::new(listener).map(|stream| {
-        let stream = stream?;
-        stream.set_nodelay(true)?;
-        Ok::<_, std::io::Error>(stream)
-    });
-    let grpc = tonic::service::Routes::new(health_service)
-        .add_service(reflection().build_v1()?)
-        .add_service(reflection().build_v1alpha()?)
+    let tls = config.tls.is_some();
+    let incoming = crate::tls::incoming(listener, config.tls.clone(), metrics.clone());
+    let mut grpc = tonic::service::Routes::new(health_service)
         .add_service(store_service)
-        .add_service(trace_service)
-        .into_axum_router()
-        .reset_fallback();
+        .add_service(trace_service);
+    if config.reflection {
+        grpc = grpc
+            .add_service(reflection().build_v1()?)
+            .add_service(reflection().build_v1alpha()?);
+    }
+    let grpc = grpc.into_axum_router().reset_fallback();
     let http = crate::http::routes(crate::http::HttpContext {
         engine: engine.clone(),
         trace_ingest,
@@ -269,10 +282,10 @@ pub async fn serve(
         gateway,
         metrics: config.metrics.clone(),
     });
-    // The key is checked inside CORS: a browser's preflight carries none.
-    let api_key = crate::auth::ApiKeyLayer::new(config.api_key.clone());
-    let grpc = grpc.route_layer(api_key.clone());
-    let mut http = http.route_layer(api_key);
+    // Tokens are checked inside CORS: a browser's preflight carries none.
+    let auth = AuthLayer::new(config.tokens.clone(), &config.metrics);
+    let grpc = grpc.route_layer(auth.clone());
+    let mut http = http.route_layer(auth);
     if let Some(cors) = crate::http::cors(&config.cors_origins)? {
         http = http.layer(cors);
     }
@@ -287,7 +300,12 @@ pub async fn serve(
         ))
         .add_routes(tonic::service::Routes::from(routes).prepare())
         .serve_with_incoming_shutdown(incoming, signal);
-    tracing::info!(%local_addr, "serving gRPC and HTTP");
+    tracing::info!(
+        %local_addr,
+        tls,
+        tokens = config.tokens.as_ref().map_or(0, Tokens::count),
+        "serving gRPC and HTTP"
+    );
 
     // Bound the drain: a call that ignores shutdown must not hold the process.
     tokio::pin!(server);

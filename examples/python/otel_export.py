@@ -8,6 +8,10 @@ to the store's own port. The spans are then read back through the store API
 (with the generated stubs of the `lightning-store` package) and every field compared.
 
 Usage: python otel_export.py [ADDRESS]   (default $LIGHTNING_STORE_SERVER, then 127.0.0.1:4747)
+With `LIGHTNING_STORE_TOKEN` set, the store calls and the exporter send it
+(`authorization: Bearer ...`; the exporter would also take it from the standard
+`OTEL_EXPORTER_OTLP_HEADERS`); with `LIGHTNING_STORE_CA_CERT` (a PEM file)
+both speak TLS to a server with that CA.
 Exit status 0 when every check passed; the last line is `N passed, M failed`.
 """
 
@@ -35,13 +39,20 @@ def run(address: str, checks: Checks) -> None:
     from lightning_store.proto import store_pb2_grpc
     from lightning_store.proto import types_pb2 as types
 
-    channel = grpc.insecure_channel(address)
+    token = os.environ.get("LIGHTNING_STORE_TOKEN")
+    md = (("authorization", f"Bearer {token}"),) if token else ()
+    ca_file = os.environ.get("LIGHTNING_STORE_CA_CERT")
+    tls = None
+    if ca_file:
+        with open(ca_file, "rb") as f:
+            tls = grpc.ssl_channel_credentials(f.read())
+    channel = grpc.secure_channel(address, tls) if tls else grpc.insecure_channel(address)
     store = store_pb2_grpc.LightningStoreServiceStub(channel)
     t = RPC_TIMEOUT
 
     # The algorithm's side: a rollout, claimed by a runner.
-    store.EnqueueRollout(pb.EnqueueRolloutRequest(rollout=pb.RolloutSpec(input_json="{}")), timeout=t)
-    claimed = store.DequeueRollout(pb.DequeueRolloutRequest(worker_id="Worker-otel"), timeout=t).rollout
+    store.EnqueueRollout(pb.EnqueueRolloutRequest(rollout=pb.RolloutSpec(input_json="{}")), timeout=t, metadata=md)
+    claimed = store.DequeueRollout(pb.DequeueRolloutRequest(worker_id="Worker-otel"), timeout=t, metadata=md).rollout
     rollout_id, attempt_id = claimed.rollout_id, claimed.attempt.attempt_id
     checks.that("a rollout was claimed", bool(rollout_id), claimed)
 
@@ -54,7 +65,7 @@ def run(address: str, checks: Checks) -> None:
         }
     )
     provider = TracerProvider(resource=resource)
-    exporter = OTLPSpanExporter(endpoint=address, insecure=True)
+    exporter = OTLPSpanExporter(endpoint=address, insecure=tls is None, credentials=tls, headers=md or None)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("agentlightning.test", "0.3.0")
     with tracer.start_as_current_span("agent.rollout", kind=SpanKind.SERVER) as root:
@@ -77,7 +88,7 @@ def run(address: str, checks: Checks) -> None:
     provider.force_flush()
     provider.shutdown()
 
-    spans = store.QuerySpans(pb.QuerySpansRequest(rollout_id=rollout_id), timeout=t).items
+    spans = store.QuerySpans(pb.QuerySpansRequest(rollout_id=rollout_id), timeout=t, metadata=md).items
     checks.equal("both spans stored", sorted(s.name for s in spans), ["agent.rollout", "openai.chat.completion"])
     by_name = {s.name: s for s in spans}
     llm_span, root_span = by_name["openai.chat.completion"], by_name["agent.rollout"]
@@ -126,7 +137,7 @@ def run(address: str, checks: Checks) -> None:
     checks.equal("resource service.name", resource_attrs["service.name"], "agent-runner")
     checks.equal("scope", (llm_span.scope.name, llm_span.scope.version), ("agentlightning.test", "0.3.0"))
 
-    rollout = store.GetRollout(pb.GetRolloutRequest(rollout_id=rollout_id), timeout=t).rollout
+    rollout = store.GetRollout(pb.GetRolloutRequest(rollout_id=rollout_id), timeout=t, metadata=md).rollout
     checks.equal("spans are heartbeats: the rollout runs", types.RolloutStatus.Name(rollout.status), "ROLLOUT_STATUS_RUNNING")
 
 

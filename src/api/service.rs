@@ -9,6 +9,7 @@ use tonic::{Request, Response, Status};
 use super::convert::{self as c, id, opt_id, opt_worker_id};
 use super::streams::{self, RpcStream, SubscriberLimits};
 use super::worker_session;
+use crate::auth;
 use crate::core::engine::{AttemptPatch, Engine, RolloutPatch};
 use crate::core::error::StoreError;
 use crate::core::ids;
@@ -122,7 +123,8 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<tonic::Streaming<pb::WorkerSessionRequest>>,
     ) -> RpcResult<Self::WorkerSessionStream> {
-        worker_session::worker_session(&self.engine, &self.sessions, request.into_inner())
+        let (_, extensions, inbound) = request.into_parts();
+        worker_session::worker_session(&self.engine, &self.sessions, &extensions, inbound)
             .await
             .map(Response::new)
     }
@@ -173,9 +175,10 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::StartRolloutRequest>,
     ) -> RpcResult<pb::StartRolloutResponse> {
-        let request = request.into_inner();
+        let (_, extensions, request) = request.into_parts();
         let spec = c::spec_from_proto(request.rollout.as_ref())?;
         let worker_id = opt_worker_id("worker_id", request.worker_id.as_ref())?;
+        auth::check_worker(extensions.get(), worker_id.as_deref())?;
         let view = self.engine.start_rollout(spec, worker_id).await?;
         ok(pb::StartRolloutResponse {
             rollout: Some(c::view_to_proto(&view)),
@@ -213,8 +216,9 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::DequeueRolloutRequest>,
     ) -> RpcResult<pb::DequeueRolloutResponse> {
-        let request = request.into_inner();
+        let (_, extensions, request) = request.into_parts();
         let worker_id = opt_worker_id("worker_id", request.worker_id.as_ref())?;
+        auth::check_worker_named(extensions.get(), worker_id.as_deref())?;
         let wait = c::duration_from_proto("wait", request.wait.as_ref())?.unwrap_or_default();
         let claimed = self.engine.dequeue(1, worker_id, wait).await?;
         ok(pb::DequeueRolloutResponse {
@@ -226,7 +230,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::DequeueRolloutsRequest>,
     ) -> RpcResult<pb::DequeueRolloutsResponse> {
-        let request = request.into_inner();
+        let (_, extensions, request) = request.into_parts();
         let limit = match request.limit {
             0 => 1,
             n @ 1..=MAX_DEQUEUE_BATCH => n as usize,
@@ -238,6 +242,7 @@ impl LightningStoreService for StoreService {
             }
         };
         let worker_id = opt_worker_id("worker_id", request.worker_id.as_ref())?;
+        auth::check_worker_named(extensions.get(), worker_id.as_deref())?;
         let wait = c::duration_from_proto("wait", request.wait.as_ref())?.unwrap_or_default();
         let claimed = self.engine.dequeue(limit, worker_id, wait).await?;
         ok(pb::DequeueRolloutsResponse {
@@ -249,9 +254,10 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::StartAttemptRequest>,
     ) -> RpcResult<pb::StartAttemptResponse> {
-        let request = request.into_inner();
+        let (_, extensions, request) = request.into_parts();
         let rollout_id = id("rollout_id", &request.rollout_id)?;
         let worker_id = opt_worker_id("worker_id", request.worker_id.as_ref())?;
+        auth::check_worker(extensions.get(), worker_id.as_deref())?;
         let view = self.engine.start_attempt(&rollout_id, worker_id).await?;
         ok(pb::StartAttemptResponse {
             rollout: Some(c::view_to_proto(&view)),
@@ -460,7 +466,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::UpdateAttemptRequest>,
     ) -> RpcResult<pb::UpdateAttemptResponse> {
-        let request = request.into_inner();
+        let (_, extensions, request) = request.into_parts();
         let rollout_id = id("rollout_id", &request.rollout_id)?;
         let attempt_id = id("attempt_id", &request.attempt_id)?;
         let paths = mask_paths(
@@ -477,7 +483,9 @@ impl LightningStoreService for StoreService {
             match path {
                 "status" => patch.status = Some(AttemptStatus::from_proto(request.status)?),
                 "worker_id" => {
-                    patch.worker_id = Some(c::worker_id("worker_id", &request.worker_id)?)
+                    let worker_id = c::worker_id("worker_id", &request.worker_id)?;
+                    auth::check_worker(extensions.get(), Some(&worker_id))?;
+                    patch.worker_id = Some(worker_id);
                 }
                 "last_heartbeat_time" => {
                     let time = request.last_heartbeat_time.as_ref().ok_or_else(|| {
@@ -664,6 +672,10 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::UpdateWorkerRequest>,
     ) -> RpcResult<pb::UpdateWorkerResponse> {
+        auth::check_worker(
+            request.extensions().get(),
+            Some(&request.get_ref().worker_id),
+        )?;
         let request = request.get_ref();
         let worker_id = c::worker_id("worker_id", &request.worker_id)?;
         let stats = match &request.heartbeat_stats_json {

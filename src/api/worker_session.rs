@@ -53,6 +53,7 @@ fn moved_status(worker_id: &str) -> Status {
 pub async fn worker_session(
     engine: &Arc<Engine>,
     sessions: &Arc<Sessions>,
+    extensions: &http::Extensions,
     mut inbound: Streaming<pb::WorkerSessionRequest>,
 ) -> Result<RpcStream<pb::WorkerSessionResponse>, Status> {
     use pb::worker_session_request::Message;
@@ -61,6 +62,7 @@ pub async fn worker_session(
         _ => return Err(StoreError::invalid("the first session message must be open").into()),
     };
     let worker_id = id("worker_id", &open.worker_id)?;
+    crate::auth::check_worker(extensions.get(), Some(&worker_id))?;
     let slots = usize::try_from(open.slots).unwrap_or(0);
     let mut session = sessions.open(&worker_id, slots).await?;
     let (sender, receiver) = mpsc::channel(64);

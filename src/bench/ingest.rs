@@ -114,10 +114,11 @@ pub async fn run(target: &mut Target, args: IngestArgs, progress: bool) -> Bench
                     BenchError::new("cannot locate the span ids in the request template")
                 })?));
             }
+            let authorization = target.authorization()?;
             let measured = run_tasks(&label, clients, limits, progress, |ctx| {
                 let request = requests[ctx.index % requests.len()].clone();
                 let client = pool.lean(ctx.index);
-                let exporter = OtlpHttpClient::new(target.url());
+                let exporter = OtlpHttpClient::new(target.url(), authorization.clone());
                 ingest_task(ctx, client, exporter, request, args.batch)
             })
             .await?;

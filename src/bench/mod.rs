@@ -76,6 +76,9 @@ pub struct TargetArgs {
     /// Client tasks sharing one gRPC channel (HTTP/2 connection).
     #[arg(long, global = true, default_value_t = 4)]
     pub tasks_per_channel: usize,
+    /// TLS and token of the gRPC and OTLP/HTTP scenarios.
+    #[command(flatten)]
+    pub connect: crate::client::ConnectArgs,
 }
 
 /// Bounds and concurrency shared by every scenario.

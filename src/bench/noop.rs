@@ -4,8 +4,8 @@
 
 use std::time::Instant;
 
+use crate::client::AuthChannel;
 use serde_json::json;
-use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
@@ -58,7 +58,7 @@ pub async fn run(target: &mut Target, args: NoopArgs, progress: bool) -> BenchRe
     Ok(report)
 }
 
-async fn check_task(ctx: TaskContext, mut client: HealthClient<Channel>) -> Recorder {
+async fn check_task(ctx: TaskContext, mut client: HealthClient<AuthChannel>) -> Recorder {
     let TaskContext {
         budget,
         mut recorder,

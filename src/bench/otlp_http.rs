@@ -16,11 +16,18 @@ use super::target::CALL_TIMEOUT;
 pub struct OtlpHttpClient {
     client: Client<HttpConnector, Full<Bytes>>,
     uri: http::Uri,
+    authorization: Option<http::HeaderValue>,
 }
 
 impl OtlpHttpClient {
-    /// Returns an exporter posting to `{base_url}/v1/traces`.
-    pub fn new(base_url: &str) -> Result<Self, String> {
+    /// Returns an exporter posting to `{base_url}/v1/traces` (plaintext
+    /// only), with the `authorization` header when given.
+    pub fn new(base_url: &str, authorization: Option<http::HeaderValue>) -> Result<Self, String> {
+        if !base_url.starts_with("http://") {
+            return Err(format!(
+                "OTLP/HTTP scenarios need an http:// server, got {base_url}"
+            ));
+        }
         let uri = format!("{}/v1/traces", base_url.trim_end_matches('/'))
             .parse()
             .map_err(|e| format!("invalid server URL {base_url}: {e}"))?;
@@ -29,16 +36,19 @@ impl OtlpHttpClient {
         Ok(Self {
             client: Client::builder(TokioExecutor::new()).build(connector),
             uri,
+            authorization,
         })
     }
 
     /// Posts one encoded Export request; an error names a failed call, a
     /// non-200 status or rejected spans.
     pub async fn export(&self, body: Bytes) -> Result<(), String> {
-        let request = http::Request::post(self.uri.clone())
-            .header(http::header::CONTENT_TYPE, "application/x-protobuf")
-            .body(Full::new(body))
-            .map_err(|e| e.to_string())?;
+        let mut request = http::Request::post(self.uri.clone())
+            .header(http::header::CONTENT_TYPE, "application/x-protobuf");
+        if let Some(value) = &self.authorization {
+            request = request.header(http::header::AUTHORIZATION, value.clone());
+        }
+        let request = request.body(Full::new(body)).map_err(|e| e.to_string())?;
         let response = tokio::time::timeout(CALL_TIMEOUT, self.client.request(request))
             .await
             .map_err(|_| "timed out".to_owned())?

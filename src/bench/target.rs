@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -13,7 +14,7 @@ use tonic_health::pb::health_client::HealthClient;
 
 use super::wire::LeanClient;
 use super::{BenchError, BenchResult, TargetArgs};
-use crate::client::error_chain;
+use crate::client::{AuthChannel, BearerToken, ConnectArgs, error_chain};
 use crate::proto::lightning_store_service_client::LightningStoreServiceClient;
 
 /// How long connecting one channel may take.
@@ -24,11 +25,13 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Store client used by the scenarios.
-pub type StoreClient = LightningStoreServiceClient<Channel>;
+pub type StoreClient = LightningStoreServiceClient<AuthChannel>;
 
 /// The server under test.
 pub struct Target {
     url: String,
+    connect: ConnectArgs,
+    bearer: BearerToken,
     tasks_per_channel: usize,
     spawned: Option<Spawned>,
     probe: Probe,
@@ -60,9 +63,12 @@ impl Target {
         }
         let startup = Duration::try_from_secs_f64(args.startup_timeout_secs)
             .map_err(|_| BenchError::new("--startup-timeout-secs must be a number >= 0"))?;
+        let bearer = args.connect.bearer().map_err(BenchError::new)?;
         let Some(command) = &args.server_cmd else {
             let mut target = Self {
                 url: crate::client::server_url(&args.server).map_err(BenchError::new)?,
+                connect: args.connect.clone(),
+                bearer: bearer.clone(),
                 tasks_per_channel: args.tasks_per_channel,
                 spawned: None,
                 probe,
@@ -112,8 +118,16 @@ impl Target {
             .stderr(log_file)
             .spawn()
             .map_err(|e| BenchError::new(format!("cannot run `{command}`: {e}")))?;
+        // A started server speaks TLS when the client is given a CA for it.
+        let scheme = if args.connect.ca_cert.is_some() || args.server.starts_with("https:") {
+            "https"
+        } else {
+            "http"
+        };
         let mut target = Self {
-            url: format!("http://{addr}"),
+            url: format!("{scheme}://{addr}"),
+            connect: args.connect.clone(),
+            bearer: bearer.clone(),
             tasks_per_channel: args.tasks_per_channel,
             spawned: Some(Spawned {
                 child,
@@ -127,6 +141,11 @@ impl Target {
             return Err(error);
         }
         Ok(target)
+    }
+
+    /// Returns the `authorization` header of the token, if any.
+    pub fn authorization(&self) -> BenchResult<Option<http::HeaderValue>> {
+        self.connect.authorization().map_err(BenchError::new)
     }
 
     /// Returns the server's base URL, e.g. `http://127.0.0.1:4747`.
@@ -170,12 +189,13 @@ impl Target {
         }
         Ok(Pool {
             channels,
+            bearer: self.bearer.clone(),
             tasks_per_channel: self.tasks_per_channel,
         })
     }
 
     fn endpoint(&self) -> BenchResult<Endpoint> {
-        let endpoint = crate::client::endpoint(&self.url).map_err(BenchError::new)?;
+        let endpoint = self.connect.endpoint(&self.url).map_err(BenchError::new)?;
         Ok(endpoint
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(CALL_TIMEOUT)
@@ -305,13 +325,15 @@ fn free_loopback_addr() -> BenchResult<String> {
 /// Channels shared by the client tasks of one run.
 pub struct Pool {
     channels: Vec<Channel>,
+    bearer: BearerToken,
     tasks_per_channel: usize,
 }
 
 impl Pool {
     /// Returns the channel of client task `task`.
-    pub fn channel(&self, task: usize) -> Channel {
-        self.channels[(task / self.tasks_per_channel) % self.channels.len()].clone()
+    pub fn channel(&self, task: usize) -> AuthChannel {
+        let channel = self.channels[(task / self.tasks_per_channel) % self.channels.len()].clone();
+        InterceptedService::new(channel, self.bearer.clone())
     }
 
     /// Returns a store client for client task `task`.
@@ -325,7 +347,7 @@ impl Pool {
     }
 
     /// Returns a health client for client task `task`.
-    pub fn health(&self, task: usize) -> HealthClient<Channel> {
+    pub fn health(&self, task: usize) -> HealthClient<AuthChannel> {
         HealthClient::new(self.channel(task))
     }
 }

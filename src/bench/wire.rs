@@ -6,12 +6,12 @@
 
 use std::collections::HashMap;
 
+use crate::client::AuthChannel;
 use http::uri::PathAndQuery;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
 use prost::Message;
 use prost::bytes::{Buf, BufMut, Bytes};
 use prost::encoding::{DecodeContext, WireType};
-use tonic::transport::Channel;
 use tonic::{Response, Status};
 use tonic_prost::ProstCodec;
 
@@ -91,12 +91,12 @@ pub struct SpanPage {
 /// A client for the calls whose requests or responses are large.
 #[derive(Clone)]
 pub struct LeanClient {
-    grpc: tonic::client::Grpc<Channel>,
+    grpc: tonic::client::Grpc<AuthChannel>,
 }
 
 impl LeanClient {
     /// Returns a client on `channel` that accepts responses of any size.
-    pub fn new(channel: Channel) -> Self {
+    pub fn new(channel: AuthChannel) -> Self {
         Self {
             grpc: tonic::client::Grpc::new(channel).max_decoding_message_size(usize::MAX),
         }

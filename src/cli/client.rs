@@ -7,10 +7,9 @@ use std::time::Duration;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use comfy_table::{Table, presets};
 use serde_json::{Map, Value, json};
-use tonic::transport::Channel;
 
 use crate::api::convert::mode_from_proto;
-use crate::client::error_chain;
+use crate::client::{AuthChannel, error_chain};
 use crate::core::model::{AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus};
 use crate::proto as pb;
 use crate::proto::code_name;
@@ -67,6 +66,9 @@ pub struct ClientOptions {
     /// The lightning-store server: `host:port` or an `http://` URL.
     #[arg(long, env = "LIGHTNING_STORE_SERVER", default_value = "127.0.0.1:4747")]
     pub server: String,
+    /// TLS and token.
+    #[command(flatten)]
+    pub connect: crate::client::ConnectArgs,
     /// Prints JSON in agent-lightning's shapes instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -275,7 +277,7 @@ impl ClientError {
 
 type ClientResult<T = ()> = Result<T, ClientError>;
 
-type Grpc = LightningStoreServiceClient<Channel>;
+type Grpc = LightningStoreServiceClient<AuthChannel>;
 
 /// A connection to the server plus the output format.
 struct Session {
@@ -287,7 +289,8 @@ impl ClientOptions {
     /// Returns a session connected to the server named by `--server`.
     async fn connect(&self) -> ClientResult<Session> {
         let url = crate::client::server_url(&self.server).map_err(ClientError::Address)?;
-        let endpoint = crate::client::endpoint(&url).map_err(ClientError::Address)?;
+        let endpoint = self.connect.endpoint(&url).map_err(ClientError::Address)?;
+        let bearer = self.connect.bearer().map_err(ClientError::Address)?;
         let channel = endpoint
             .connect_timeout(CONNECT_TIMEOUT)
             .connect()
@@ -297,7 +300,8 @@ impl ClientOptions {
                 reason: error_chain(&e),
             })?;
         Ok(Session {
-            client: LightningStoreServiceClient::new(channel).max_decoding_message_size(usize::MAX),
+            client: LightningStoreServiceClient::with_interceptor(channel, bearer)
+                .max_decoding_message_size(usize::MAX),
             json: self.json,
         })
     }

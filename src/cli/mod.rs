@@ -2,6 +2,7 @@
 //! client for looking inside (and driving) a running store.
 
 pub mod client;
+mod token;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,6 +11,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::auth::Tokens;
 use crate::core::agl1::gateway::GatewaySettings;
 use crate::core::engine::{Engine, EngineConfig};
 use crate::core::retention::RetentionPolicy;
@@ -19,6 +21,7 @@ use crate::server::{self, ServerConfig};
 use crate::store::postgres::PostgresOptions;
 use crate::store::sqlite::SqliteOptions;
 use crate::store::{self, StoreConfig};
+use crate::tls::{TlsAcceptor, TlsFiles};
 
 /// lightning-store: the LightningStore of agent-lightning as a gRPC service.
 #[derive(Debug, Parser)]
@@ -37,6 +40,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Drives a server with a load scenario and reports throughput and latency.
     Bench(crate::bench::BenchArgs),
+    /// Makes access tokens and their lines for the tokens file.
+    #[command(subcommand)]
+    Token(token::TokenCommand),
     #[command(flatten)]
     Client(client::ClientCommand),
 }
@@ -258,6 +264,43 @@ pub struct ServeArgs {
         default_value_t = 300.0
     )]
     pub gateway_timeout_secs: f64,
+    /// File of access tokens (`sha256:<hex> roles=... [workers=...]
+    /// [name=...]` lines, made by `lightning-store token new`), reloaded
+    /// when it changes; every call but health checks and reflection must
+    /// then carry a token. `LIGHTNING_STORE_API_KEY` adds one admin token.
+    #[arg(long, env = "LIGHTNING_STORE_TOKENS_FILE")]
+    pub tokens_file: Option<PathBuf>,
+    /// TLS certificate chain (PEM) of the port, reloaded when it changes;
+    /// with `--tls-key`, every protocol on the port then speaks TLS only.
+    #[arg(long, env = "LIGHTNING_STORE_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) of `--tls-cert`.
+    #[arg(long, env = "LIGHTNING_STORE_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// CA certificates (PEM): clients must present a certificate issued by
+    /// one of them (mTLS). Needs `--tls-cert`.
+    #[arg(long, env = "LIGHTNING_STORE_TLS_CLIENT_CA", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Seconds between checks of the tokens and TLS files for changes.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_RELOAD_INTERVAL_SECS",
+        default_value_t = 5.0
+    )]
+    pub reload_interval_secs: f64,
+    /// Whether gRPC server reflection (the public schema, for grpcurl) is served.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_REFLECTION",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub reflection: bool,
+    /// Allows listening on a non-loopback address with neither tokens nor
+    /// client certificates: anyone who reaches the port can then read and
+    /// rewrite the training.
+    #[arg(long, env = "LIGHTNING_STORE_INSECURE")]
+    pub insecure: bool,
     /// Log format.
     #[arg(
         long,
@@ -295,6 +338,7 @@ pub async fn run(cli: Cli) -> Result<(), server::ServeError> {
     match cli.command {
         Command::Serve(args) => serve(args).await,
         Command::Bench(args) => crate::bench::run(args).await,
+        Command::Token(command) => token::run(command),
         Command::Client(command) => client::run(command).await,
     }
 }
@@ -368,6 +412,16 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
             },
         },
     };
+    let tokens = Tokens::load(args.tokens_file.as_deref(), api_key().as_deref())?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsAcceptor::load(TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: args.tls_client_ca.clone(),
+        })?),
+        _ => None,
+    };
+    check_exposure(&args, tokens.as_ref(), tls.as_ref())?;
     let store = store::open(&config).await?;
     let metrics = Metrics::new();
     let engine = Arc::new(Engine::new(
@@ -411,7 +465,11 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
         metrics,
         health_check_interval: Duration::from_millis(args.health_check_interval_ms.max(1)),
         cors_origins: args.cors_origin,
-        api_key: api_key(),
+        tokens,
+        tls,
+        reload_interval: seconds("--reload-interval-secs", args.reload_interval_secs)?
+            .max(Duration::from_millis(10)),
+        reflection: args.reflection,
         gateway: GatewayConfig {
             settings: args.gateway_model.as_ref().map(|model| GatewaySettings {
                 model: model.clone(),
@@ -428,8 +486,42 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
     server::serve(listener, engine, config, shutdown_signal()).await
 }
 
-/// The environment variable holding the API key (never a command-line
-/// argument: those are visible to every local user).
+/// Refuses a non-loopback `--listen` that nothing guards (no tokens, no
+/// client certificates) unless `--insecure`; says how the port is guarded.
+fn check_exposure(
+    args: &ServeArgs,
+    tokens: Option<&Tokens>,
+    tls: Option<&TlsAcceptor>,
+) -> Result<(), server::ServeError> {
+    let guarded = tokens.is_some() || tls.is_some_and(TlsAcceptor::mutual);
+    let loopback = args.listen.ip().is_loopback();
+    match (guarded, loopback, args.insecure) {
+        (true, ..) => {}
+        (false, true, _) => tracing::info!(
+            listen = %args.listen,
+            "no tokens configured: listening on loopback only, every local process has full access"
+        ),
+        (false, false, true) => tracing::warn!(
+            listen = %args.listen,
+            "--insecure: no tokens and no client certificates, anyone who reaches the port has full access"
+        ),
+        (false, false, false) => {
+            return Err(format!(
+                "refusing to listen on {} without tokens: set --tokens-file (or \
+                 LIGHTNING_STORE_API_KEY), or --tls-client-ca, or pass --insecure",
+                args.listen
+            )
+            .into());
+        }
+    }
+    if tls.is_none() && !loopback {
+        tracing::warn!(listen = %args.listen, "no TLS: tokens and data cross the network in cleartext");
+    }
+    Ok(())
+}
+
+/// The environment variable holding the API key: one admin token (never a
+/// command-line argument: those are visible to every local user).
 pub const API_KEY_ENV: &str = "LIGHTNING_STORE_API_KEY";
 
 /// Returns the API key of the environment, if set and not empty.

@@ -45,7 +45,7 @@ pub async fn start(backend: Backend) -> TestServer {
 pub async fn start_with(backend: Backend, adjust: impl FnOnce(&mut TestOptions)) -> TestServer {
     let mut options = TestOptions {
         config: ServerConfig {
-            api_key: Some(KEY.to_owned()),
+            tokens: lightning_store::auth::Tokens::load(None, Some(KEY)).unwrap(),
             gateway: gateway_config(),
             ..ServerConfig::default()
         },

@@ -51,6 +51,11 @@ app.kubernetes.io/component: server
 {{- default (printf "%s-postgres" (include "lightning-store.fullname" .)) .Values.postgres.existingSecret }}
 {{- end }}
 
+{{/* Name of the Secret holding the tokens file. */}}
+{{- define "lightning-store.tokensSecretName" -}}
+{{- default (printf "%s-tokens" (include "lightning-store.fullname" .)) .Values.auth.existingSecret }}
+{{- end }}
+
 {{/* Path of the SQLite database file. */}}
 {{- define "lightning-store.databasePath" -}}
 {{- printf "%s/%s" (trimSuffix "/" .Values.sqlite.dataDir) .Values.sqlite.fileName }}
@@ -116,6 +121,20 @@ spec:
           valueFrom:
             fieldRef:
               fieldPath: metadata.name
+        {{- if not .Values.auth.insecure }}
+        - name: LIGHTNING_STORE_TOKENS_FILE
+          value: /etc/lightning-store/tokens/{{ .Values.auth.secretKey }}
+        {{- end }}
+        {{- if .Values.tls.secretName }}
+        - name: LIGHTNING_STORE_TLS_CERT
+          value: /etc/lightning-store/tls/tls.crt
+        - name: LIGHTNING_STORE_TLS_KEY
+          value: /etc/lightning-store/tls/tls.key
+        {{- if .Values.tls.clientAuth }}
+        - name: LIGHTNING_STORE_TLS_CLIENT_CA
+          value: /etc/lightning-store/tls/ca.crt
+        {{- end }}
+        {{- end }}
         {{- if eq .Values.mode "postgres" }}
         - name: LIGHTNING_STORE_DATABASE_URL
           valueFrom:
@@ -133,21 +152,42 @@ spec:
           protocol: TCP
         {{- end }}
       startupProbe:
+        {{- if .Values.tls.secretName }}
+        httpGet:
+          scheme: HTTPS
+          path: /healthz
+          port: {{ .Values.server.grpcPort }}
+        {{- else }}
         grpc:
           port: {{ .Values.server.grpcPort }}
+        {{- end }}
         periodSeconds: {{ .Values.probes.startup.periodSeconds }}
         failureThreshold: {{ .Values.probes.startup.failureThreshold }}
       livenessProbe:
+        {{- if .Values.tls.secretName }}
+        httpGet:
+          scheme: HTTPS
+          path: /healthz
+          port: {{ .Values.server.grpcPort }}
+        {{- else }}
         grpc:
           port: {{ .Values.server.grpcPort }}
           service: liveness
+        {{- end }}
         periodSeconds: {{ .Values.probes.liveness.periodSeconds }}
         timeoutSeconds: {{ .Values.probes.liveness.timeoutSeconds }}
         failureThreshold: {{ .Values.probes.liveness.failureThreshold }}
       readinessProbe:
+        {{- if .Values.tls.secretName }}
+        httpGet:
+          scheme: HTTPS
+          path: /healthz
+          port: {{ .Values.server.grpcPort }}
+        {{- else }}
         grpc:
           port: {{ .Values.server.grpcPort }}
           service: lightningstore.v1.LightningStoreService
+        {{- end }}
         periodSeconds: {{ .Values.probes.readiness.periodSeconds }}
         timeoutSeconds: {{ .Values.probes.readiness.timeoutSeconds }}
         failureThreshold: {{ .Values.probes.readiness.failureThreshold }}
@@ -164,6 +204,16 @@ spec:
       volumeMounts:
         - name: tmp
           mountPath: /tmp
+        {{- if not .Values.auth.insecure }}
+        - name: tokens
+          mountPath: /etc/lightning-store/tokens
+          readOnly: true
+        {{- end }}
+        {{- if .Values.tls.secretName }}
+        - name: tls
+          mountPath: /etc/lightning-store/tls
+          readOnly: true
+        {{- end }}
         {{- if eq .Values.mode "sqlite" }}
         - name: data
           mountPath: {{ .Values.sqlite.dataDir }}
@@ -173,6 +223,21 @@ spec:
     - name: tmp
       emptyDir:
         sizeLimit: 256Mi
+    {{- if not .Values.auth.insecure }}
+    # Mounted as a directory (no subPath), so that Secret updates reach the
+    # server, which re-reads the file.
+    - name: tokens
+      secret:
+        secretName: {{ include "lightning-store.tokensSecretName" . }}
+        items:
+          - key: {{ .Values.auth.secretKey }}
+            path: {{ .Values.auth.secretKey }}
+    {{- end }}
+    {{- if .Values.tls.secretName }}
+    - name: tls
+      secret:
+        secretName: {{ .Values.tls.secretName }}
+    {{- end }}
     {{- if and (eq .Values.mode "sqlite") (not .Values.sqlite.persistence.enabled) }}
     - name: data
       emptyDir: {}

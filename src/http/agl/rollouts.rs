@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
@@ -17,6 +18,7 @@ use super::requests::{
     read_attempt_patch, read_rollout_patch, read_spec,
 };
 use super::{body_json, query_pairs, required_body_json};
+use crate::auth::{self, Grant};
 use crate::core::error::StoreError;
 use crate::core::ids;
 use crate::core::model::{Json, RolloutSpec};
@@ -61,6 +63,7 @@ fn read_enqueue(v: &mut Validator, json: &Json) -> Option<Vec<RolloutSpec>> {
 /// `POST /queues/rollouts/dequeue`: the claimed rollouts (never waits).
 pub async fn dequeue(
     State(context): State<HttpContext>,
+    grant: Option<Extension<Grant>>,
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
@@ -73,6 +76,7 @@ pub async fn dequeue(
             v.finish(read)?
         }
     };
+    auth::check_worker_named(grant.as_deref(), worker.as_deref())?;
     if limit <= 0 {
         return Ok(PyJson(StatusCode::OK, Vec::<Json>::new()).into_response());
     }
@@ -98,6 +102,7 @@ fn read_dequeue(v: &mut Validator, json: &Json) -> Option<(i64, Option<String>)>
 /// `POST /rollouts`: 201 and the started rollout with its first attempt.
 pub async fn start_rollout(
     State(context): State<HttpContext>,
+    grant: Option<Extension<Grant>>,
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
@@ -105,6 +110,7 @@ pub async fn start_rollout(
     let mut v = Validator::new();
     let read = read_start(&mut v, &json);
     let (spec, worker) = v.finish(read)?;
+    auth::check_worker(grant.as_deref(), worker.as_deref())?;
     let view = context
         .engine
         .start_rollout(spec, worker_id(worker)?)
@@ -202,6 +208,7 @@ pub async fn update_rollout(
 pub async fn start_attempt(
     State(context): State<HttpContext>,
     Path(rollout_id): Path<String>,
+    grant: Option<Extension<Grant>>,
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
@@ -215,6 +222,7 @@ pub async fn start_attempt(
             v.finish(read)?
         }
     };
+    auth::check_worker(grant.as_deref(), worker.as_deref())?;
     let view = context
         .engine
         .start_attempt(&rollout_id, worker_id(worker)?)
@@ -289,6 +297,7 @@ pub async fn latest_attempt(
 pub async fn update_attempt(
     State(context): State<HttpContext>,
     Path((rollout_id, attempt_id)): Path<(String, String)>,
+    grant: Option<Extension<Grant>>,
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
@@ -297,6 +306,7 @@ pub async fn update_attempt(
     if let Some(worker) = &patch.worker_id {
         ids::validate_worker_id("worker_id", worker)?;
     }
+    auth::check_worker(grant.as_deref(), patch.worker_id.as_deref())?;
     let attempt = context
         .engine
         .update_attempt(&rollout_id, &attempt_id, patch, None)
@@ -308,12 +318,14 @@ pub async fn update_attempt(
 pub async fn update_latest_attempt(
     state: State<HttpContext>,
     Path(rollout_id): Path<String>,
+    grant: Option<Extension<Grant>>,
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
     update_attempt(
         state,
         Path((rollout_id, ids::LATEST.to_owned())),
+        grant,
         headers,
         body,
     )

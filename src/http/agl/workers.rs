@@ -1,5 +1,6 @@
 //! The worker, statistics and health routes.
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
@@ -12,6 +13,7 @@ use super::super::validate::{Loc, Validator};
 use super::models::{PageJson, StatisticsJson, WorkerJson};
 use super::requests::{Source, WORKER_FIELDS, WorkerQuery};
 use super::{body_json, query_pairs, required_body_json};
+use crate::auth::{self, Grant};
 use crate::core::error::StoreError;
 use crate::core::ids;
 use crate::core::model::Json;
@@ -88,9 +90,11 @@ pub async fn get_named_search(state: State<HttpContext>) -> HttpResult<Response>
 pub async fn update(
     State(context): State<HttpContext>,
     Path(worker_id): Path<String>,
+    grant: Option<Extension<Grant>>,
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
+    auth::check_worker(grant.as_deref(), Some(&worker_id))?;
     let stats = match body_json(&context, &headers, body).await? {
         None | Some(Json::Null) => None,
         Some(json) => {

@@ -1,0 +1,286 @@
+//! TLS at the listener, so that every protocol on the port (gRPC, OTLP,
+//! HTTP/1.1 and HTTP/2 routes) gets it: certificate and key from PEM files,
+//! optionally a client CA that every client must present a certificate
+//! from (mTLS), ALPN `h2` and `http/1.1`. [`TlsAcceptor::reload`] re-reads
+//! the files and swaps the configuration when they changed: connections
+//! accepted afterwards use the new certificate, open ones keep theirs.
+//! Handshakes run beside the accept loop, bounded by a deadline, so a slow
+//! or silent client holds nothing but its own connection.
+
+use std::io;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use parking_lot::RwLock;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tonic::transport::server::{Connected, TcpConnectInfo};
+
+use crate::metrics::Metrics;
+
+/// How long a client may take to complete its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections whose handshake is done but that the server has not taken yet.
+const ACCEPTED_BACKLOG: usize = 128;
+
+/// The PEM files of the server's TLS.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// The private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// CA certificates that client certificates must chain to; `None`
+    /// asks no client certificate.
+    pub client_ca: Option<PathBuf>,
+}
+
+/// The server's TLS configuration, reloadable. Clones share it.
+#[derive(Debug, Clone)]
+pub struct TlsAcceptor {
+    files: TlsFiles,
+    state: Arc<RwLock<Loaded>>,
+}
+
+#[derive(Debug)]
+struct Loaded {
+    /// The files' bytes the configuration was built from.
+    source: Vec<Vec<u8>>,
+    config: Arc<rustls::ServerConfig>,
+}
+
+impl TlsAcceptor {
+    /// Reads the files and builds the configuration.
+    pub fn load(files: TlsFiles) -> Result<Self, String> {
+        let source = read_all(&files)?;
+        let config = Arc::new(build(&files, &source)?);
+        Ok(Self {
+            files,
+            state: Arc::new(RwLock::new(Loaded { source, config })),
+        })
+    }
+
+    /// Re-reads the files; swaps the configuration when they changed.
+    /// Returns whether it did; on error the configuration in use stays.
+    pub fn reload(&self) -> Result<bool, String> {
+        let source = read_all(&self.files)?;
+        if self.state.read().source == source {
+            return Ok(false);
+        }
+        // A certificate written before its key fails here and succeeds at
+        // the next poll, once both are in place; a bad file is reported
+        // once, not at every poll, until it changes.
+        let built = build(&self.files, &source);
+        let mut state = self.state.write();
+        state.source = source;
+        state.config = Arc::new(built?);
+        Ok(true)
+    }
+
+    /// Returns whether clients must present a certificate.
+    pub fn mutual(&self) -> bool {
+        self.files.client_ca.is_some()
+    }
+
+    fn config(&self) -> Arc<rustls::ServerConfig> {
+        self.state.read().config.clone()
+    }
+}
+
+fn read_all(files: &TlsFiles) -> Result<Vec<Vec<u8>>, String> {
+    [
+        Some(&files.cert),
+        Some(&files.key),
+        files.client_ca.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|path| std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display())))
+    .collect()
+}
+
+/// Builds the rustls configuration from the files' bytes (cert, key, CA).
+fn build(files: &TlsFiles, source: &[Vec<u8>]) -> Result<rustls::ServerConfig, String> {
+    let certs = CertificateDer::pem_slice_iter(&source[0])
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{}: {e}", files.cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{}: no certificate", files.cert.display()));
+    }
+    let key = PrivateKeyDer::from_pem_slice(&source[1])
+        .map_err(|e| format!("{}: {e}", files.key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let builder = match (&files.client_ca, source.get(2)) {
+        (Some(path), Some(pem)) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(pem) {
+                let cert = cert.map_err(|e| format!("{}: {e}", path.display()))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
+                .build()
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    let mut config = builder
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("{} and {}: {e}", files.cert.display(), files.key.display()))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// A connection on the port: plain TCP, or TLS over it.
+#[derive(Debug)]
+pub enum Conn {
+    /// Without TLS.
+    Plain(TcpStream),
+    /// After a TLS handshake.
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+/// Returns the connections of `listener`: plain, or TLS connections whose
+/// handshake with `tls` succeeded (failed ones are counted in `metrics` and
+/// dropped). Small gRPC frames must not wait for Nagle's algorithm and
+/// delayed ACKs (40 ms per round trip otherwise): every socket gets
+/// `TCP_NODELAY`. Dropping the stream closes the listener.
+pub fn incoming(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    metrics: Metrics,
+) -> BoxStream<'static, io::Result<Conn>> {
+    let Some(tls) = tls else {
+        return TcpListenerStream::new(listener)
+            .map(|stream| {
+                let stream = stream?;
+                stream.set_nodelay(true)?;
+                Ok(Conn::Plain(stream))
+            })
+            .boxed();
+    };
+    let (accepted, connections) = tokio::sync::mpsc::channel(ACCEPTED_BACKLOG);
+    tokio::spawn(async move {
+        loop {
+            let (stream, peer) = tokio::select! {
+                result = listener.accept() => match result {
+                    Ok(accepted) => accepted,
+                    Err(error) => {
+                        // The server logs and skips accept errors.
+                        if accepted.send(Err(error)).await.is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                },
+                () = accepted.closed() => return,
+            };
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::debug!(%error, %peer, "cannot set TCP_NODELAY");
+            }
+            let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
+            let accepted = accepted.clone();
+            let metrics = metrics.clone();
+            tokio::spawn(async move {
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => {
+                        let _ = accepted.send(Ok(Conn::Tls(Box::new(stream)))).await;
+                    }
+                    Ok(Err(error)) => {
+                        metrics.tls_handshake_failed();
+                        tracing::debug!(%error, %peer, "tls handshake failed");
+                    }
+                    Err(_) => {
+                        metrics.tls_handshake_failed();
+                        tracing::debug!(%peer, "tls handshake timed out");
+                    }
+                }
+            });
+        }
+    });
+    ReceiverStream::new(connections).boxed()
+}
+
+impl Connected for Conn {
+    type ConnectInfo = TcpConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        match self {
+            Conn::Plain(stream) => stream.connect_info(),
+            Conn::Tls(stream) => stream.get_ref().0.connect_info(),
+        }
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(stream) => Pin::new(stream).poll_read(cx, buf),
+            Conn::Tls(stream) => Pin::new(stream).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(stream) => Pin::new(stream).poll_write(cx, buf),
+            Conn::Tls(stream) => Pin::new(stream).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
+            Conn::Tls(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Conn::Plain(stream) => stream.is_write_vectored(),
+            Conn::Tls(stream) => stream.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(stream) => Pin::new(stream).poll_flush(cx),
+            Conn::Tls(stream) => Pin::new(stream).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(stream) => Pin::new(stream).poll_shutdown(cx),
+            Conn::Tls(stream) => Pin::new(stream).poll_shutdown(cx),
+        }
+    }
+}
