@@ -17,6 +17,7 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tracing::Instrument;
 
+use super::status::blame_undecodable_in_headers;
 use crate::metrics::{HttpLabels, MethodLabels, Metrics};
 use crate::proto::code_name;
 
@@ -117,7 +118,7 @@ where
             }
             // A status in the headers is a trailers-only response: the call
             // ends here. Otherwise it ends with the body's trailers.
-            let call = match tonic::Status::from_header_map(response.headers()) {
+            let call = match blame_undecodable_in_headers(response.headers_mut()) {
                 Some(status) => {
                     call.finish(&status);
                     None
@@ -281,12 +282,12 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.project();
         let _entered = this.call.as_ref().map(|call| call.span.enter());
-        let frame = this.inner.poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &frame
-            && let Some(trailers) = frame.trailers_ref()
+        let mut frame = this.inner.poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &mut frame
+            && let Some(trailers) = frame.trailers_mut()
         {
             drop(_entered);
-            let status = tonic::Status::from_header_map(trailers)
+            let status = blame_undecodable_in_headers(trailers)
                 .unwrap_or_else(|| tonic::Status::unknown("trailers without grpc-status"));
             if let Some(call) = this.call.take() {
                 call.finish(&status);

@@ -15,6 +15,7 @@ use tonic::metadata::MetadataValue;
 use tonic::{Status, Streaming};
 
 use super::convert::{self as c, id};
+use super::status::blame_undecodable_request;
 use crate::core::engine::Engine;
 use crate::core::error::StoreError;
 use crate::core::limits;
@@ -300,8 +301,7 @@ pub async fn worker_session(
         _ => return Err(StoreError::invalid("the first session message must be open").into()),
     };
     let worker_id = id("worker_id", &open.worker_id)?;
-    let slots = usize::try_from(open.slots).unwrap_or(0);
-    let mut session = sessions.open(&worker_id, slots).await?;
+    let mut session = sessions.open(&worker_id, open.slots.into()).await?;
     let (sender, receiver) = mpsc::channel(64);
     let opened = pb::WorkerSessionResponse {
         message: Some(pb::worker_session_response::Message::Opened(
@@ -341,8 +341,13 @@ pub async fn worker_session(
                             break;
                         }
                     }
-                    // The runner closed its side or went away.
-                    Ok(None) | Err(_) => break,
+                    // The runner closed its side (or went away: tonic ends
+                    // a cancelled request stream without an error).
+                    Ok(None) => break,
+                    Err(status) => {
+                        let _ = sender.send(Err(blame_undecodable_request(status))).await;
+                        break;
+                    }
                 },
                 _ = async { let _ = closing.wait_for(|closing| *closing).await; } => {
                     let _ = sender.send(Err(closing_status())).await;

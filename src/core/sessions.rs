@@ -131,19 +131,20 @@ impl Sessions {
         })
     }
 
-    /// Opens a session for `worker_id` with `slots` slots. A session the
-    /// worker already has is replaced, and attempts of its previous session
-    /// (open or dropped within the grace period) are adopted.
-    pub async fn open(
-        self: &Arc<Self>,
-        worker_id: &str,
-        slots: usize,
-    ) -> StoreResult<SessionHandle> {
-        if !(1..=MAX_SLOTS).contains(&slots) {
-            return Err(StoreError::invalid(format!(
-                "slots must be between 1 and {MAX_SLOTS}, got {slots}"
-            )));
-        }
+    /// Opens a session for `worker_id` with the `slots` the runner asked
+    /// for (checked here, as sent, so that the error quotes the client's
+    /// value). A session the worker already has is replaced, and attempts of
+    /// its previous session (open or dropped within the grace period) are
+    /// adopted.
+    pub async fn open(self: &Arc<Self>, worker_id: &str, slots: i64) -> StoreResult<SessionHandle> {
+        let slots = usize::try_from(slots)
+            .ok()
+            .filter(|slots| (1..=MAX_SLOTS).contains(slots))
+            .ok_or_else(|| {
+                StoreError::invalid(format!(
+                    "slots must be between 1 and {MAX_SLOTS}, got {slots}"
+                ))
+            })?;
         self.engine.update_worker(worker_id, None).await?;
         let (push, pushes) = mpsc::unbounded_channel();
         let mut registry = self.registry.lock();

@@ -7,6 +7,7 @@ use tonic::Code;
 
 use super::BACKEND;
 use crate::common::TestServer;
+use crate::common::http::{HttpClient, Version};
 use crate::support::*;
 
 /// The longest duration protobuf can carry.
@@ -127,4 +128,94 @@ async fn case_16_duration_nanos_out_of_range_are_refused() {
         Code::InvalidArgument,
         "wait has invalid nanos",
     );
+}
+
+/// Frames `message` as one gRPC message (uncompressed).
+fn grpc_frame(message: &[u8]) -> Vec<u8> {
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+    frame.extend_from_slice(message);
+    frame
+}
+
+/// A message no protobuf decoder accepts: field 1, length-delimited, claims
+/// 127 bytes and carries one.
+const UNDECODABLE: &[u8] = &[0x0a, 0x7f, 0x00];
+
+/// Posts `body` to a gRPC method over h2c and returns the call's status.
+async fn raw_grpc(server: &TestServer, path: &str, body: Vec<u8>) -> tonic::Status {
+    let h2 = HttpClient::new(server.addr, Version::H2c);
+    let response = h2
+        .request(
+            "POST",
+            path,
+            &[("content-type", "application/grpc"), ("te", "trailers")],
+            body,
+        )
+        .await;
+    assert_eq!(response.status, 200, "{response:?}");
+    response.grpc_status()
+}
+
+/// Case 11: a request that does not decode is the client's fault on every
+/// service: INVALID_ARGUMENT, not INTERNAL.
+#[tokio::test]
+async fn case_11_undecodable_requests_are_invalid_arguments() {
+    let server = TestServer::start(BACKEND).await;
+    for path in [
+        "/lightningstore.v1.LightningStoreService/EnqueueRollout",
+        "/lightningstore.v1.LightningStoreService/GetRollout",
+        "/lightningstore.v1.LightningStoreService/QuerySpans",
+        "/lightningstore.v1.LightningStoreService/WatchEvents",
+        "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+        "/grpc.health.v1.Health/Check",
+    ] {
+        let status = raw_grpc(&server, path, grpc_frame(UNDECODABLE)).await;
+        assert_eq!(status.code(), Code::InvalidArgument, "{path}: {status:?}");
+        assert!(status.message().contains("failed to decode"), "{path}: {status:?}");
+    }
+    // The server still answers well-formed calls.
+    let mut c = server.client().await;
+    enqueue(&mut c, "\"after\"").await;
+}
+
+/// Case 16 (sessions): an undecodable message inside an open worker session
+/// ends it with INVALID_ARGUMENT, not OK.
+#[tokio::test]
+async fn case_16_an_undecodable_session_message_is_an_invalid_argument() {
+    use prost::Message as _;
+    let server = TestServer::start(BACKEND).await;
+    let open = pb::WorkerSessionRequest {
+        message: Some(pb::worker_session_request::Message::Open(pb::OpenSession {
+            worker_id: "Worker-0".to_owned(),
+            slots: 1,
+        })),
+    };
+    let mut body = grpc_frame(&open.encode_to_vec());
+    body.extend(grpc_frame(UNDECODABLE));
+    let status = raw_grpc(
+        &server,
+        "/lightningstore.v1.LightningStoreService/WorkerSession",
+        body,
+    )
+    .await;
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("failed to decode"), "{status:?}");
+}
+
+/// Case 16 (slots): a negative slot count is quoted as sent, not as 0.
+#[tokio::test]
+async fn case_16_negative_slots_are_quoted_as_sent() {
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    for slots in [-1, i32::MIN, 1025] {
+        let open = pb::WorkerSessionRequest {
+            message: Some(pb::worker_session_request::Message::Open(pb::OpenSession {
+                worker_id: "Worker-0".to_owned(),
+                slots,
+            })),
+        };
+        let result = c.worker_session(tokio_stream::iter([open])).await.map(|_| ());
+        assert_code(result, Code::InvalidArgument, &format!("got {slots}"));
+    }
 }
