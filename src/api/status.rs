@@ -3,17 +3,18 @@
 
 use tonic::{Code, Status};
 
-use crate::core::error::StoreError;
+use crate::core::error::{MESSAGE_LIMIT, StoreError, bounded};
 
+/// Messages are cut to [`MESSAGE_LIMIT`]: one that quotes input without
+/// [`crate::core::error::echo`] still cannot grow with it.
 impl From<StoreError> for Status {
     fn from(error: StoreError) -> Self {
+        let status = |code, message: String| Status::new(code, bounded(&message, MESSAGE_LIMIT));
         match error {
-            StoreError::NotFound(message) => Status::new(Code::NotFound, message),
-            StoreError::InvalidArgument(message) => Status::new(Code::InvalidArgument, message),
-            StoreError::FailedPrecondition(message) => {
-                Status::new(Code::FailedPrecondition, message)
-            }
-            StoreError::Unavailable(message) => Status::new(Code::Unavailable, message),
+            StoreError::NotFound(message) => status(Code::NotFound, message),
+            StoreError::InvalidArgument(message) => status(Code::InvalidArgument, message),
+            StoreError::FailedPrecondition(message) => status(Code::FailedPrecondition, message),
+            StoreError::Unavailable(message) => status(Code::Unavailable, message),
             StoreError::Internal(message) => {
                 tracing::error!(error = message, "internal error");
                 Status::new(Code::Internal, "internal error")

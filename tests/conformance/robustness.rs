@@ -219,3 +219,48 @@ async fn case_16_negative_slots_are_quoted_as_sent() {
         assert_code(result, Code::InvalidArgument, &format!("got {slots}"));
     }
 }
+
+/// Longest error message the server sends (`core::error::MESSAGE_LIMIT`,
+/// plus the suffix that states the whole length).
+const LONGEST_MESSAGE: usize = 1100;
+
+/// Case 12: an error quotes no more than a bounded prefix of a huge input,
+/// over gRPC and over agent-lightning's HTTP routes (both the 400 of an
+/// explicit check and the 422 of a model that does not validate).
+#[tokio::test]
+async fn case_12_errors_quote_a_bounded_prefix_of_huge_inputs() {
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    let huge = "y".repeat(1 << 20);
+
+    let status = c
+        .query_workers(pb::QueryWorkersRequest {
+            page: page(&huge, false, None, 0),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(status.message().starts_with("Invalid sort_by: yyyy"), "{}", &status.message()[..100]);
+    assert!(status.message().contains(&format!("({} bytes)", huge.len())));
+    assert!(status.message().len() < 400, "{} bytes", status.message().len());
+
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let refused = http
+        .post_json("/v1/agl/rollouts/search", &serde_json::json!({ "sort_by": huge }))
+        .await;
+    assert_eq!(refused.status, 400, "{}", &refused.text()[..100]);
+    let detail = refused.json()["detail"].as_str().unwrap().to_owned();
+    assert!(detail.starts_with("Invalid sort_by: yyyy"), "{}", &detail[..100]);
+    assert!(refused.body.len() < LONGEST_MESSAGE, "{} bytes", refused.body.len());
+
+    let invalid = http
+        .post_json("/v1/agl/queues/rollouts/enqueue", &serde_json::json!({ "mode": huge }))
+        .await;
+    assert_eq!(invalid.status, 422, "{}", &invalid.text()[..100]);
+    let issue = &invalid.json()["detail"][0];
+    // pydantic quotes the whole body of a missing field: a prefix of it here.
+    assert_eq!(issue["loc"], serde_json::json!(["body", "rollouts"]), "{issue}");
+    assert!(issue["input"].as_str().unwrap().starts_with(r#"{"mode":"yyyy"#), "{issue}");
+    assert!(invalid.body.len() < 2 * LONGEST_MESSAGE, "{} bytes", invalid.body.len());
+}
