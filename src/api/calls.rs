@@ -196,13 +196,26 @@ fn method_label(method: &http::Method) -> &'static str {
     }
 }
 
-/// Returns the client's request id when it is usable, else a new one.
+/// Returns the client's request id when it is safe to log, else a new one.
+/// Safe ids are 1 to [`MAX_REQUEST_ID_LEN`] bytes of letters, digits and
+/// `-_.:/+=@`: the text log format writes the id unquoted, so a space, a
+/// quote or a control character could forge fields or lines.
 fn request_id(headers: &HeaderMap) -> String {
     headers
         .get(REQUEST_ID_HEADER)
-        .and_then(|value| value.to_str().ok())
-        .filter(|id| !id.is_empty() && id.len() <= MAX_REQUEST_ID_LEN)
-        .map_or_else(|| uuid::Uuid::new_v4().simple().to_string(), str::to_owned)
+        .map(HeaderValue::as_bytes)
+        .filter(|id| {
+            !id.is_empty()
+                && id.len() <= MAX_REQUEST_ID_LEN
+                && id
+                    .iter()
+                    .all(|&b| b.is_ascii_alphanumeric() || b"-_.:/+=@".contains(&b))
+        })
+        .map_or_else(
+            || uuid::Uuid::new_v4().simple().to_string(),
+            // Only ASCII passed the filter.
+            |id| String::from_utf8_lossy(id).into_owned(),
+        )
 }
 
 /// Splits `/package.Service/Method` into its service and method.
@@ -320,6 +333,15 @@ mod tests {
         );
         let generated = request_id(&headers);
         assert_eq!(generated.len(), 32);
+        for unsafe_id in ["a b", "a\tb", "a\"b", "a,b"] {
+            headers.insert(REQUEST_ID_HEADER, HeaderValue::from_str(unsafe_id).unwrap());
+            assert_eq!(request_id(&headers).len(), 32, "{unsafe_id:?}");
+        }
+        headers.insert(
+            REQUEST_ID_HEADER,
+            HeaderValue::from_bytes(b"caf\xe9").unwrap(),
+        );
+        assert_eq!(request_id(&headers).len(), 32);
         assert_ne!(generated, request_id(&HeaderMap::new()));
     }
 
