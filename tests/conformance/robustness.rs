@@ -264,3 +264,58 @@ async fn case_12_errors_quote_a_bounded_prefix_of_huge_inputs() {
     assert!(issue["input"].as_str().unwrap().starts_with(r#"{"mode":"yyyy"#), "{issue}");
     assert!(invalid.body.len() < 2 * LONGEST_MESSAGE, "{} bytes", invalid.body.len());
 }
+
+/// Case 16 (retry conditions): a status that can never requeue a rollout
+/// is refused in a retry condition; the ones that can are accepted.
+#[tokio::test]
+async fn case_16_retry_conditions_hold_retryable_statuses_only() {
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    for never in [A::Succeeded, A::Running, A::Preparing] {
+        assert_code(
+            c.enqueue_rollout(pb::EnqueueRolloutRequest {
+                rollout: Some(retry_spec(3, &[A::Failed, never])),
+            })
+            .await,
+            Code::InvalidArgument,
+            "config.retry_condition may only hold failed, timeout and unresponsive",
+        );
+    }
+    let rollout = enqueue_spec(&mut c, retry_spec(3, &[A::Failed, A::Timeout, A::Unresponsive])).await;
+    assert_eq!(rollout.config.unwrap().retry_condition.len(), 3);
+}
+
+/// Case 16 (exact-match filters): ids in exact-match query filters are
+/// checked as ids are everywhere else (empty, too long, control characters).
+#[tokio::test]
+async fn case_16_exact_match_filters_validate_ids() {
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    let rollout = enqueue(&mut c, "1").await;
+    for bad in [String::new(), "r".repeat(1 << 20), "ro-\n1".to_owned()] {
+        assert_code(
+            c.query_rollouts(pb::QueryRolloutsRequest {
+                rollout_id_in_list: Some(pb::StringList { values: vec![rollout.rollout_id.clone(), bad.clone()] }),
+                ..Default::default()
+            })
+            .await,
+            Code::InvalidArgument,
+            "rollout_id_in",
+        );
+        assert_code(
+            c.query_resources(pb::QueryResourcesRequest { resources_id: Some(bad.clone()), ..Default::default() })
+                .await,
+            Code::InvalidArgument,
+            "resources_id",
+        );
+    }
+    let found = c
+        .query_rollouts(pb::QueryRolloutsRequest {
+            rollout_id_in_list: Some(pb::StringList { values: vec![rollout.rollout_id.clone()] }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(found.items.len(), 1);
+}
