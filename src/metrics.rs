@@ -8,7 +8,8 @@
 //! * `grpc_requests_total{service,method,code}` and
 //!   `grpc_request_duration_seconds{service,method,code}`: finished calls by
 //!   gRPC status code, and their duration (for a stream, its lifetime);
-//! * `grpc_in_flight{service,method}`: calls in progress; for the streaming
+//! * `grpc_in_flight{service,method}`: calls in progress (back to zero when
+//!   clients abandon calls); for the streaming
 //!   methods, the open streams;
 //! * `http_requests_total{method,route,status}` and
 //!   `http_request_duration_seconds{method,route,status}`: finished HTTP

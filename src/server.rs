@@ -15,7 +15,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::Trac
 use tonic_health::pb::health_server::HealthServer;
 use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
 
-use crate::api::calls::CallLayer;
+use crate::api::calls::{CallLayer, KnownMethods};
 use crate::api::otlp::OtlpTraceService;
 use crate::api::service::StoreService;
 use crate::api::streams::SubscriberLimits;
@@ -35,6 +35,27 @@ const HEALTH_SERVICE: &str = "grpc.health.v1.Health";
 /// whatever the backend: for liveness probes, which must not restart the
 /// server because its database is down.
 pub const LIVENESS_SERVICE: &str = "liveness";
+
+/// The gRPC methods served on the port (the call layer labels any other
+/// path `unknown`).
+fn served_methods() -> KnownMethods {
+    KnownMethods::from_descriptor_sets(
+        &[
+            crate::proto::FILE_DESCRIPTOR_SET,
+            tonic_health::pb::FILE_DESCRIPTOR_SET,
+            opentelemetry_proto::DESCRIPTORS,
+            tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET,
+            tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
+        ],
+        &[
+            STORE_SERVICE,
+            TRACE_SERVICE,
+            HEALTH_SERVICE,
+            "grpc.reflection.v1.ServerReflection",
+            "grpc.reflection.v1alpha.ServerReflection",
+        ],
+    )
+}
 
 /// Settings of the gRPC server.
 #[derive(Debug, Clone)]
@@ -294,7 +315,7 @@ pub async fn serve(
         // HTTP/1.1 beside HTTP/2: agent-lightning's clients speak HTTP/1.1.
         .accept_http1(true)
         // Outermost, so that it records the codes the client sees.
-        .layer(CallLayer::new(metrics))
+        .layer(CallLayer::new(metrics, served_methods()))
         .layer(tower::util::MapResponseLayer::new(
             oversized_is_resource_exhausted,
         ))

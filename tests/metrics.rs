@@ -522,3 +522,82 @@ async fn the_format_follows_the_accept_header_and_the_text_format_passes_promtoo
     let _ = served.stop.send(());
     served.task.await.unwrap().unwrap();
 }
+
+/// Issue 17 case 7: paths the server does not serve share one label (they
+/// used to create a label value each, and to drive a gauge negative), and a
+/// call the client abandons is counted as CANCELLED and leaves the
+/// in-flight gauge at zero.
+#[tokio::test]
+async fn unknown_paths_share_one_label_and_abandoned_calls_are_counted() {
+    let served = serve_with_metrics().await;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", served.grpc))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel.clone());
+    for i in 0..5 {
+        grpc.ready().await.unwrap();
+        let path = format!("/made.up.Service{i}/Method{i}").parse().unwrap();
+        let codec =
+            tonic_prost::ProstCodec::<pb::GetRolloutRequest, pb::GetRolloutResponse>::default();
+        let status = grpc
+            .unary(
+                tonic::Request::new(pb::GetRolloutRequest::default()),
+                path,
+                codec,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unimplemented);
+    }
+
+    let mut client = LightningStoreServiceClient::new(channel);
+    let waiting = tokio::spawn(async move {
+        client
+            .dequeue_rollout(pb::DequeueRolloutRequest {
+                worker_id: None,
+                wait: Some(prost_types::Duration {
+                    seconds: 600,
+                    nanos: 0,
+                }),
+            })
+            .await
+    });
+    let dequeue_in_flight = |text: &str| {
+        sample(
+            text,
+            "lightning_store_grpc_in_flight",
+            &["method=\"DequeueRollout\""],
+        )
+    };
+    let text = scrape_until(served.metrics, |t| dequeue_in_flight(t) == Some(1.0)).await;
+    assert_eq!(dequeue_in_flight(&text), Some(1.0), "{text}");
+    waiting.abort();
+    let _ = waiting.await;
+    let text = scrape_until(served.metrics, |t| dequeue_in_flight(t) == Some(0.0)).await;
+    assert_eq!(dequeue_in_flight(&text), Some(0.0), "{text}");
+    assert_eq!(calls(&text, "DequeueRollout", "CANCELLED"), 1.0, "{text}");
+
+    assert!(
+        !text.contains("made.up") && !text.contains("Method"),
+        "{text}"
+    );
+    let unknown = [
+        "service=\"unknown\"",
+        "method=\"unknown\"",
+        "code=\"UNIMPLEMENTED\"",
+    ];
+    assert_eq!(
+        sample(&text, "lightning_store_grpc_requests_total", &unknown),
+        Some(5.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "lightning_store_grpc_in_flight", &unknown[..2]),
+        Some(0.0),
+        "{text}"
+    );
+    let _ = served.stop.send(());
+    served.task.await.unwrap().unwrap();
+}

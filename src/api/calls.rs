@@ -4,10 +4,15 @@
 //! carrying that id, and when the call ends (a gRPC status is sent, an HTTP
 //! response starts, or the client goes away) writes one log line and
 //! records it in [`Metrics`]. HTTP requests are labelled by the route
-//! template their adapter reports ([`MatchedRoute`]), never by raw paths.
+//! template their adapter reports ([`MatchedRoute`]), gRPC calls by their
+//! method when the server serves it ([`KnownMethods`]), never by raw paths.
+//! A call dropped before it ends (the client went away) is finished as
+//! `CANCELLED`, so in-flight gauges return to zero.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -15,8 +20,10 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
+use prost::Message as _;
 use tracing::Instrument;
 
+use super::status::blame_undecodable_in_headers;
 use crate::metrics::{HttpLabels, MethodLabels, Metrics};
 use crate::proto::code_name;
 
@@ -28,6 +35,57 @@ const MAX_REQUEST_ID_LEN: usize = 128;
 
 /// Route label of an HTTP request that matched no route.
 const UNMATCHED_ROUTE: &str = "unmatched";
+
+/// Service and method label of a gRPC call to a method the server does not serve.
+const UNKNOWN_METHOD: &str = "unknown";
+
+/// The gRPC methods the server serves, as `package.Service/Method`: calls to
+/// any other path share the label `unknown`, so clients cannot grow the
+/// label set.
+#[derive(Debug, Clone, Default)]
+pub struct KnownMethods(Arc<HashSet<String>>);
+
+impl KnownMethods {
+    /// Returns the methods of `services` (fully qualified names) declared in
+    /// the encoded descriptor sets (those compiled into the binary; one that
+    /// does not decode declares nothing).
+    pub fn from_descriptor_sets(sets: &[&[u8]], services: &[&str]) -> Self {
+        let mut known = HashSet::new();
+        for set in sets {
+            let Ok(set) = prost_types::FileDescriptorSet::decode(*set) else {
+                continue;
+            };
+            for file in &set.file {
+                for service in &file.service {
+                    let name = format!("{}.{}", file.package(), service.name());
+                    if services.contains(&name.as_str()) {
+                        for method in &service.method {
+                            known.insert(format!("{name}/{}", method.name()));
+                        }
+                    }
+                }
+            }
+        }
+        Self(Arc::new(known))
+    }
+
+    /// Returns the labels of a call to `path` (`/package.Service/Method`).
+    fn labels(&self, path: &str) -> MethodLabels {
+        match path.strip_prefix('/') {
+            Some(name) if self.0.contains(name) => {
+                let (service, method) = name.split_once('/').unwrap_or((name, ""));
+                MethodLabels {
+                    service: service.to_owned(),
+                    method: method.to_owned(),
+                }
+            }
+            _ => MethodLabels {
+                service: UNKNOWN_METHOD.to_owned(),
+                method: UNKNOWN_METHOD.to_owned(),
+            },
+        }
+    }
+}
 
 /// The route template an HTTP request matched (e.g.
 /// `/v1/agl/rollouts/{rollout_id}`), put in the response's extensions by the
@@ -47,12 +105,14 @@ pub fn is_grpc(headers: &HeaderMap) -> bool {
 #[derive(Debug, Clone)]
 pub struct CallLayer {
     metrics: Metrics,
+    methods: KnownMethods,
 }
 
 impl CallLayer {
-    /// Creates the layer, recording into `metrics`.
-    pub fn new(metrics: Metrics) -> Self {
-        Self { metrics }
+    /// Creates the layer, recording into `metrics` the calls to `methods`
+    /// by name and any other call as `unknown`.
+    pub fn new(metrics: Metrics, methods: KnownMethods) -> Self {
+        Self { metrics, methods }
     }
 }
 
@@ -63,6 +123,7 @@ impl<S> tower::Layer<S> for CallLayer {
         CallService {
             inner,
             metrics: self.metrics.clone(),
+            methods: self.methods.clone(),
         }
     }
 }
@@ -76,6 +137,7 @@ pub type CallFuture<B, E> =
 pub struct CallService<S> {
     inner: S,
     metrics: Metrics,
+    methods: KnownMethods,
 }
 
 impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for CallService<S>
@@ -96,7 +158,7 @@ where
         if !is_grpc(request.headers()) {
             return self.call_http(request, request_id);
         }
-        let method = method_labels(request.uri().path());
+        let method = self.methods.labels(request.uri().path());
         let span = tracing::info_span!(
             "grpc",
             request_id = %request_id,
@@ -107,6 +169,7 @@ where
             method,
             started: Instant::now(),
             span: span.clone(),
+            finished: false,
         };
         call.metrics.call_started(&call.method);
         let future = self.inner.call(request).instrument(span);
@@ -117,7 +180,7 @@ where
             }
             // A status in the headers is a trailers-only response: the call
             // ends here. Otherwise it ends with the body's trailers.
-            let call = match tonic::Status::from_header_map(response.headers()) {
+            let call = match blame_undecodable_in_headers(response.headers_mut()) {
                 Some(status) => {
                     call.finish(&status);
                     None
@@ -195,44 +258,58 @@ fn method_label(method: &http::Method) -> &'static str {
     }
 }
 
-/// Returns the client's request id when it is usable, else a new one.
+/// Returns the client's request id when it is safe to log, else a new one.
+/// Safe ids are 1 to [`MAX_REQUEST_ID_LEN`] bytes of letters, digits and
+/// `-_.:/+=@`: the text log format writes the id unquoted, so a space, a
+/// quote or a control character could forge fields or lines.
 fn request_id(headers: &HeaderMap) -> String {
     headers
         .get(REQUEST_ID_HEADER)
-        .and_then(|value| value.to_str().ok())
-        .filter(|id| !id.is_empty() && id.len() <= MAX_REQUEST_ID_LEN)
-        .map_or_else(|| uuid::Uuid::new_v4().simple().to_string(), str::to_owned)
+        .map(HeaderValue::as_bytes)
+        .filter(|id| {
+            !id.is_empty()
+                && id.len() <= MAX_REQUEST_ID_LEN
+                && id
+                    .iter()
+                    .all(|&b| b.is_ascii_alphanumeric() || b"-_.:/+=@".contains(&b))
+        })
+        .map_or_else(
+            || uuid::Uuid::new_v4().simple().to_string(),
+            // Only ASCII passed the filter.
+            |id| String::from_utf8_lossy(id).into_owned(),
+        )
 }
 
-/// Splits `/package.Service/Method` into its service and method.
-fn method_labels(path: &str) -> MethodLabels {
-    let (service, method) = path
-        .trim_start_matches('/')
-        .split_once('/')
-        .unwrap_or(("unknown", "unknown"));
-    MethodLabels {
-        service: service.to_owned(),
-        method: method.to_owned(),
-    }
-}
-
-/// A call in progress, finished exactly once.
+/// A call in progress, finished exactly once: by its status, or as
+/// `CANCELLED` when it is dropped first (the client went away before the
+/// response started, or before its trailers).
 #[derive(Debug)]
 struct Call {
     metrics: Metrics,
     method: MethodLabels,
     started: Instant,
     span: tracing::Span,
+    finished: bool,
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.record(&tonic::Status::cancelled("the client went away"));
+        }
+    }
 }
 
 impl Call {
-    /// Logs the call's one line and records it in the metrics.
+    /// Finishes the call with `status`.
     fn finish(mut self, status: &tonic::Status) {
+        self.record(status);
+        self.finished = true;
+    }
+
+    /// Logs the call's one line and records it in the metrics.
+    fn record(&self, status: &tonic::Status) {
         let elapsed = self.started.elapsed();
-        // Any path a client sends ends in UNIMPLEMENTED: do not label by it.
-        if status.code() == tonic::Code::Unimplemented {
-            self.method.method = "unknown".to_owned();
-        }
         self.metrics
             .call_finished(&self.method, status.code(), elapsed);
         let _entered = self.span.enter();
@@ -252,19 +329,11 @@ impl Call {
 pin_project! {
     /// A response body that finishes its [`Call`] when the trailers pass
     /// through or, if they never do, when the body is dropped (the client
-    /// cancelled or went away).
+    /// cancelled or went away: the call's own drop finishes it).
     pub struct ObservedBody<B> {
         #[pin]
         inner: B,
         call: Option<Call>,
-    }
-
-    impl<B> PinnedDrop for ObservedBody<B> {
-        fn drop(this: Pin<&mut Self>) {
-            if let Some(call) = this.project().call.take() {
-                call.finish(&tonic::Status::cancelled("the client went away"));
-            }
-        }
     }
 }
 
@@ -281,12 +350,12 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.project();
         let _entered = this.call.as_ref().map(|call| call.span.enter());
-        let frame = this.inner.poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &frame
-            && let Some(trailers) = frame.trailers_ref()
+        let mut frame = this.inner.poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &mut frame
+            && let Some(trailers) = frame.trailers_mut()
         {
             drop(_entered);
-            let status = tonic::Status::from_header_map(trailers)
+            let status = blame_undecodable_in_headers(trailers)
                 .unwrap_or_else(|| tonic::Status::unknown("trailers without grpc-status"));
             if let Some(call) = this.call.take() {
                 call.finish(&status);
@@ -319,6 +388,15 @@ mod tests {
         );
         let generated = request_id(&headers);
         assert_eq!(generated.len(), 32);
+        for unsafe_id in ["a b", "a\tb", "a\"b", "a,b"] {
+            headers.insert(REQUEST_ID_HEADER, HeaderValue::from_str(unsafe_id).unwrap());
+            assert_eq!(request_id(&headers).len(), 32, "{unsafe_id:?}");
+        }
+        headers.insert(
+            REQUEST_ID_HEADER,
+            HeaderValue::from_bytes(b"caf\xe9").unwrap(),
+        );
+        assert_eq!(request_id(&headers).len(), 32);
         assert_ne!(generated, request_id(&HeaderMap::new()));
     }
 
@@ -332,10 +410,24 @@ mod tests {
     }
 
     #[test]
-    fn splits_paths() {
-        let labels = method_labels("/lightningstore.v1.LightningStoreService/EnqueueRollout");
-        assert_eq!(labels.service, "lightningstore.v1.LightningStoreService");
+    fn labels_served_methods_by_name_and_anything_else_as_unknown() {
+        let store = "lightningstore.v1.LightningStoreService";
+        let methods =
+            KnownMethods::from_descriptor_sets(&[crate::proto::FILE_DESCRIPTOR_SET], &[store]);
+        let labels = methods.labels(&format!("/{store}/EnqueueRollout"));
+        assert_eq!(labels.service, store);
         assert_eq!(labels.method, "EnqueueRollout");
-        assert_eq!(method_labels("/").method, "unknown");
+        for path in [
+            "/",
+            "",
+            &format!("/{store}/NoSuchMethod"),
+            "/x.Y/EnqueueRollout",
+        ] {
+            let labels = methods.labels(path);
+            assert_eq!(
+                (labels.service.as_str(), labels.method.as_str()),
+                ("unknown", "unknown")
+            );
+        }
     }
 }

@@ -353,7 +353,7 @@ impl LightningStoreService for StoreService {
                     .as_ref()
                     .map(|l| l.values.as_slice()),
                 &request.rollout_id_in,
-                Ok,
+                |rollout_id| id("rollout_id_in", &rollout_id),
             )?,
             rollout_id_contains: request.rollout_id_contains,
             logic: c::filter_logic_from_proto(request.filter_logic)?,
@@ -618,7 +618,7 @@ impl LightningStoreService for StoreService {
     ) -> RpcResult<pb::QueryResourcesResponse> {
         let request = request.into_inner();
         let filter = ResourcesFilter {
-            resources_id: request.resources_id,
+            resources_id: opt_id("resources_id", request.resources_id.as_ref())?,
             resources_id_contains: request.resources_id_contains,
         };
         let page = c::page_from_proto(request.page.as_ref())?;

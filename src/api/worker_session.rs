@@ -7,6 +7,7 @@ use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
 use super::convert::{self as c, id};
+use super::status::blame_undecodable_request;
 use super::streams::{RpcStream, closing_status, stream_of};
 use crate::core::engine::{Engine, StreamEnd};
 use crate::core::error::StoreError;
@@ -63,8 +64,7 @@ pub async fn worker_session(
     };
     let worker_id = id("worker_id", &open.worker_id)?;
     crate::auth::check_worker(extensions.get(), Some(&worker_id))?;
-    let slots = usize::try_from(open.slots).unwrap_or(0);
-    let mut session = sessions.open(&worker_id, slots).await?;
+    let mut session = sessions.open(&worker_id, open.slots.into()).await?;
     let (sender, receiver) = mpsc::channel(64);
     let opened = pb::WorkerSessionResponse {
         message: Some(pb::worker_session_response::Message::Opened(
@@ -110,8 +110,12 @@ pub async fn worker_session(
                         session.set_end(StreamEnd::Closed);
                         break;
                     }
-                    // The runner went away.
-                    Err(_) => break,
+                    // The runner went away, or sent a message that does not
+                    // decode (INVALID_ARGUMENT, not OK).
+                    Err(status) => {
+                        let _ = sender.send(Err(blame_undecodable_request(status))).await;
+                        break;
+                    }
                 },
                 _ = async { let _ = closing.wait_for(|closing| *closing).await; } => {
                     let _ = sender.send(Err(closing_status())).await;

@@ -1,5 +1,37 @@
 //! The one error type of the store. The API layer maps each variant to a gRPC
 //! status code in a single exhaustive match.
+//!
+//! Messages that quote a client's input quote it through [`echo`], and every
+//! message an adapter sends is cut to [`MESSAGE_LIMIT`], so that neither an
+//! answer nor a log line grows with the input.
+
+use std::borrow::Cow;
+
+/// Longest part of a client's input that an error message quotes, in bytes.
+pub const ECHO_LIMIT: usize = 128;
+
+/// Longest error message sent to a client (and logged), in bytes.
+pub const MESSAGE_LIMIT: usize = 1024;
+
+/// Returns `input` as an error message quotes it: whole when it is at most
+/// [`ECHO_LIMIT`] bytes, else a prefix and its length.
+pub fn echo(input: &str) -> Cow<'_, str> {
+    bounded(input, ECHO_LIMIT)
+}
+
+/// Returns `text` when it is at most `limit` bytes, else its longest prefix
+/// of at most `limit` bytes that ends on a character boundary, followed by
+/// `... (N bytes)` with the whole length.
+pub fn bounded(text: &str, limit: usize) -> Cow<'_, str> {
+    if text.len() <= limit {
+        return Cow::Borrowed(text);
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}... ({} bytes)", &text[..end], text.len()))
+}
 
 /// An error returned by a store operation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -27,13 +59,15 @@ pub type StoreResult<T> = Result<T, StoreError>;
 impl StoreError {
     /// Returns upstream's error for an unknown rollout.
     pub fn rollout_not_found(rollout_id: &str) -> Self {
-        Self::NotFound(format!("Rollout {rollout_id} not found"))
+        Self::NotFound(format!("Rollout {} not found", echo(rollout_id)))
     }
 
     /// Returns upstream's error for an unknown attempt.
     pub fn attempt_not_found(rollout_id: &str, attempt_id: &str) -> Self {
         Self::NotFound(format!(
-            "Attempt {attempt_id} not found for rollout {rollout_id}"
+            "Attempt {} not found for rollout {}",
+            echo(attempt_id),
+            echo(rollout_id)
         ))
     }
 
@@ -41,27 +75,48 @@ impl StoreError {
     /// primary key column and value).
     pub fn item_not_found(key: &str, value: &str) -> Self {
         Self::NotFound(format!(
-            "Item does not exist with primary key(s): {key}='{value}'"
+            "Item does not exist with primary key(s): {key}='{}'",
+            echo(value)
         ))
     }
 
     /// Returns upstream's error for an unknown resources snapshot.
     pub fn resources_not_found(resources_id: &str) -> Self {
-        Self::NotFound(format!("Resources {resources_id} not found"))
+        Self::NotFound(format!("Resources {} not found", echo(resources_id)))
     }
 
     /// Returns upstream's error for an unknown worker.
     pub fn worker_not_found(worker_id: &str) -> Self {
-        Self::NotFound(format!("Worker {worker_id} not found"))
+        Self::NotFound(format!("Worker {} not found", echo(worker_id)))
     }
 
     /// Returns upstream's error for an attempt update on a rollout without attempts.
     pub fn no_attempts(rollout_id: &str) -> Self {
-        Self::FailedPrecondition(format!("No attempts found for rollout {rollout_id}"))
+        Self::FailedPrecondition(format!(
+            "No attempts found for rollout {}",
+            echo(rollout_id)
+        ))
     }
 
     /// Returns a bad-input error.
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::InvalidArgument(message.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echoes_short_inputs_whole_and_long_ones_as_a_prefix() {
+        assert_eq!(echo("ro-1"), "ro-1");
+        let long = "é".repeat(ECHO_LIMIT);
+        let echoed = echo(&long);
+        assert!(echoed.len() < ECHO_LIMIT + 20, "{echoed}");
+        assert!(echoed.ends_with(&format!("... ({} bytes)", long.len())));
+        assert!(echoed.starts_with(&"é".repeat(ECHO_LIMIT / 2)));
+        let rollout = StoreError::rollout_not_found(&"x".repeat(1 << 20)).to_string();
+        assert!(rollout.len() < 200, "{rollout}");
     }
 }

@@ -121,6 +121,15 @@ string_enum! {
     }
 }
 
+impl AttemptStatus {
+    /// Returns true for the statuses that can requeue a rollout when they are
+    /// in its `retry_condition` (`failed`, `timeout`, `unresponsive`; see
+    /// [`crate::core::lifecycle::rollout_status_from_attempt`]).
+    pub fn can_be_retried(self) -> bool {
+        matches!(self, Self::Failed | Self::Timeout | Self::Unresponsive)
+    }
+}
+
 string_enum! {
     /// Status of a worker, derived from the attempts it holds.
     WorkerStatus {

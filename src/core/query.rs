@@ -4,7 +4,7 @@
 
 use std::cmp::Ordering;
 
-use super::error::{StoreError, StoreResult};
+use super::error::{StoreError, StoreResult, echo};
 use super::model::{
     Attempt, ResourcesUpdate, Rollout, RolloutStatus, RolloutView, Span, Timestamp, Worker,
     WorkerStatus,
@@ -107,7 +107,8 @@ impl Page {
         match &self.sort_by {
             Some(field) if !T::SORT_FIELDS.contains(&field.as_str()) => {
                 Err(StoreError::invalid(format!(
-                    "Invalid sort_by: {field}, allowed fields are: {}",
+                    "Invalid sort_by: {}, allowed fields are: {}",
+                    echo(field),
                     T::SORT_FIELDS.join(", ")
                 )))
             }

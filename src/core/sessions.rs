@@ -129,19 +129,19 @@ impl Sessions {
         })
     }
 
-    /// Opens a session for `worker_id` with `slots` slots, taking the
-    /// worker's session over from wherever it was (see
+    /// Opens a session for `worker_id` with the `slots` the runner asked
+    /// for (checked here, as sent, so that the error quotes the client's
+    /// value), taking the worker's session over from wherever it was (see
     /// [`Engine::open_session`]); a stream of the worker on this server ends.
-    pub async fn open(
-        self: &Arc<Self>,
-        worker_id: &str,
-        slots: usize,
-    ) -> StoreResult<SessionHandle> {
-        if !(1..=MAX_SLOTS).contains(&slots) {
-            return Err(StoreError::invalid(format!(
-                "slots must be between 1 and {MAX_SLOTS}, got {slots}"
-            )));
-        }
+    pub async fn open(self: &Arc<Self>, worker_id: &str, slots: i64) -> StoreResult<SessionHandle> {
+        let slots = usize::try_from(slots)
+            .ok()
+            .filter(|slots| (1..=MAX_SLOTS).contains(slots))
+            .ok_or_else(|| {
+                StoreError::invalid(format!(
+                    "slots must be between 1 and {MAX_SLOTS}, got {slots}"
+                ))
+            })?;
         let opened = self.engine.open_session(worker_id, &self.policy).await?;
         let (push, pushes) = mpsc::unbounded_channel();
         let mut registry = self.registry.lock();

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::json::PyJson;
 use super::validate::Issue;
-use crate::core::error::StoreError;
+use crate::core::error::{MESSAGE_LIMIT, StoreError, bounded};
 
 /// An HTTP error answer.
 #[derive(Debug)]
@@ -74,7 +74,11 @@ impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
         let status = self.status();
         match &self {
-            Self::Detail(_, message) => PyJson(status, Detail { detail: message }).into_response(),
+            // Cut as gRPC messages are (see `api::status`).
+            Self::Detail(_, message) => {
+                let detail = bounded(message, MESSAGE_LIMIT);
+                PyJson(status, Detail { detail: &detail }).into_response()
+            }
             Self::Invalid(issues) => PyJson(status, Detail { detail: issues }).into_response(),
         }
     }

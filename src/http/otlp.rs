@@ -25,7 +25,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 use prost::Message as _;
 
 use super::{HttpContext, read_body};
-use crate::core::error::StoreError;
+use crate::core::error::{StoreError, echo};
 use crate::otlp::RETRY_DELAY;
 
 /// Returns the OTLP/HTTP routes.
@@ -239,7 +239,7 @@ async fn export_traces(
     } else {
         return fail(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            format!("Unsupported Content-Encoding '{content_encoding}'"),
+            format!("Unsupported Content-Encoding '{}'", echo(content_encoding)),
         );
     };
     let request = match decode(encoding, &payload) {

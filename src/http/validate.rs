@@ -8,6 +8,7 @@
 use serde::Serialize;
 
 use super::error::HttpError;
+use crate::core::error::{MESSAGE_LIMIT, bounded};
 use crate::core::model::Json;
 
 /// A JSON object.
@@ -101,7 +102,7 @@ impl Validator {
             kind,
             loc: loc.clone(),
             msg: msg.into(),
-            input: input.clone(),
+            input: echo_json(input),
             ctx,
         });
     }
@@ -312,6 +313,24 @@ impl Validator {
 }
 
 /// Renders `'a', 'b' or 'c'` as pydantic lists literal choices.
+/// Returns the input an issue quotes, as pydantic does, but bounded: a
+/// string or a structure whose JSON is longer than [`MESSAGE_LIMIT`]
+/// becomes a string of its bounded prefix, so a 422 never echoes a huge body.
+fn echo_json(input: &Json) -> Json {
+    match input {
+        Json::String(text) => Json::String(bounded(text, MESSAGE_LIMIT).into_owned()),
+        Json::Array(_) | Json::Object(_) => {
+            let text = input.to_string();
+            if text.len() <= MESSAGE_LIMIT {
+                input.clone()
+            } else {
+                Json::String(bounded(&text, MESSAGE_LIMIT).into_owned())
+            }
+        }
+        scalar => scalar.clone(),
+    }
+}
+
 fn literal_list(allowed: &[&str]) -> String {
     let quoted: Vec<String> = allowed.iter().map(|a| format!("'{a}'")).collect();
     match quoted.split_last() {

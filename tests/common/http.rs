@@ -23,6 +23,8 @@ pub struct HttpResponse {
     pub status: u16,
     pub headers: http::HeaderMap,
     pub body: Bytes,
+    /// The trailers (gRPC's status of a streamed response), if any.
+    pub trailers: Option<http::HeaderMap>,
 }
 
 impl HttpResponse {
@@ -35,6 +37,18 @@ impl HttpResponse {
                 String::from_utf8_lossy(&self.body)
             )
         })
+    }
+
+    /// Returns the gRPC status, from the headers of a trailers-only
+    /// response or else from the trailers.
+    pub fn grpc_status(&self) -> tonic::Status {
+        tonic::Status::from_header_map(&self.headers)
+            .or_else(|| {
+                self.trailers
+                    .as_ref()
+                    .and_then(tonic::Status::from_header_map)
+            })
+            .unwrap_or_else(|| panic!("no grpc-status in {self:?}"))
     }
 
     /// Returns the body as text.
@@ -84,11 +98,13 @@ impl HttpClient {
             .unwrap();
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let collected = response.into_body().collect().await.unwrap();
+        let trailers = collected.trailers().cloned();
         HttpResponse {
             status,
             headers,
-            body,
+            body: collected.to_bytes(),
+            trailers,
         }
     }
 
@@ -100,11 +116,13 @@ impl HttpClient {
         let response = self.client.request(request).await.ok()?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let body = response.into_body().collect().await.ok()?.to_bytes();
+        let collected = response.into_body().collect().await.ok()?;
+        let trailers = collected.trailers().cloned();
         Some(HttpResponse {
             status,
             headers,
-            body,
+            body: collected.to_bytes(),
+            trailers,
         })
     }
 

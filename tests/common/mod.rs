@@ -250,7 +250,10 @@ impl ServerProcess {
         use std::process::{Command, Stdio};
 
         let mut command = Command::new(env!("CARGO_BIN_EXE_lightning-store"));
-        command.args(["serve", "--log-format", "json"]);
+        command.arg("serve");
+        if !args.contains(&"--log-format") {
+            command.args(["--log-format", "json"]);
+        }
         if !args.contains(&"--listen") {
             command.args(["--listen", "127.0.0.1:0"]);
         }
@@ -275,6 +278,14 @@ impl ServerProcess {
                     && let Some(addr) = record["fields"]["local_addr"].as_str()
                 {
                     let _ = addr_tx.send(addr.parse::<std::net::SocketAddr>().unwrap());
+                }
+                // The same line in the text format (without colours).
+                if line.contains("serving gRPC and HTTP")
+                    && let Some((_, rest)) = line.split_once("local_addr=")
+                    && let Some(addr) = rest.split_whitespace().next()
+                    && let Ok(addr) = addr.parse::<std::net::SocketAddr>()
+                {
+                    let _ = addr_tx.send(addr);
                 }
                 let mut log = sink.lock().unwrap();
                 log.push_str(&line);

@@ -7,6 +7,7 @@ use tonic::Code;
 
 use super::BACKEND;
 use crate::common::TestServer;
+use crate::common::http::{HttpClient, Version};
 use crate::support::*;
 
 /// The longest duration protobuf can carry.
@@ -128,4 +129,194 @@ async fn case_16_duration_nanos_out_of_range_are_refused() {
         Code::InvalidArgument,
         "wait has invalid nanos",
     );
+}
+
+/// Frames `message` as one gRPC message (uncompressed).
+fn grpc_frame(message: &[u8]) -> Vec<u8> {
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+    frame.extend_from_slice(message);
+    frame
+}
+
+/// A message no protobuf decoder accepts: field 1, length-delimited, claims
+/// 127 bytes and carries one.
+const UNDECODABLE: &[u8] = &[0x0a, 0x7f, 0x00];
+
+/// Posts `body` to a gRPC method over h2c and returns the call's status.
+async fn raw_grpc(server: &TestServer, path: &str, body: Vec<u8>) -> tonic::Status {
+    let h2 = HttpClient::new(server.addr, Version::H2c);
+    let response = h2
+        .request(
+            "POST",
+            path,
+            &[("content-type", "application/grpc"), ("te", "trailers")],
+            body,
+        )
+        .await;
+    assert_eq!(response.status, 200, "{response:?}");
+    response.grpc_status()
+}
+
+/// Case 11: a request that does not decode is the client's fault on every
+/// service: INVALID_ARGUMENT, not INTERNAL.
+#[tokio::test]
+async fn case_11_undecodable_requests_are_invalid_arguments() {
+    let server = TestServer::start(BACKEND).await;
+    for path in [
+        "/lightningstore.v1.LightningStoreService/EnqueueRollout",
+        "/lightningstore.v1.LightningStoreService/GetRollout",
+        "/lightningstore.v1.LightningStoreService/QuerySpans",
+        "/lightningstore.v1.LightningStoreService/WatchEvents",
+        "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+        "/grpc.health.v1.Health/Check",
+    ] {
+        let status = raw_grpc(&server, path, grpc_frame(UNDECODABLE)).await;
+        assert_eq!(status.code(), Code::InvalidArgument, "{path}: {status:?}");
+        assert!(status.message().contains("failed to decode"), "{path}: {status:?}");
+    }
+    // The server still answers well-formed calls.
+    let mut c = server.client().await;
+    enqueue(&mut c, "\"after\"").await;
+}
+
+/// Case 16 (sessions): an undecodable message inside an open worker session
+/// ends it with INVALID_ARGUMENT, not OK.
+#[tokio::test]
+async fn case_16_an_undecodable_session_message_is_an_invalid_argument() {
+    use prost::Message as _;
+    let server = TestServer::start(BACKEND).await;
+    let open = pb::WorkerSessionRequest {
+        message: Some(pb::worker_session_request::Message::Open(pb::OpenSession {
+            worker_id: "Worker-0".to_owned(),
+            slots: 1,
+        })),
+    };
+    let mut body = grpc_frame(&open.encode_to_vec());
+    body.extend(grpc_frame(UNDECODABLE));
+    let status = raw_grpc(
+        &server,
+        "/lightningstore.v1.LightningStoreService/WorkerSession",
+        body,
+    )
+    .await;
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("failed to decode"), "{status:?}");
+}
+
+/// Case 16 (slots): a negative slot count is quoted as sent, not as 0.
+#[tokio::test]
+async fn case_16_negative_slots_are_quoted_as_sent() {
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    for slots in [-1, i32::MIN, 1025] {
+        let open = pb::WorkerSessionRequest {
+            message: Some(pb::worker_session_request::Message::Open(pb::OpenSession {
+                worker_id: "Worker-0".to_owned(),
+                slots,
+            })),
+        };
+        let result = c.worker_session(tokio_stream::iter([open])).await.map(|_| ());
+        assert_code(result, Code::InvalidArgument, &format!("got {slots}"));
+    }
+}
+
+/// Longest error message the server sends (`core::error::MESSAGE_LIMIT`,
+/// plus the suffix that states the whole length).
+const LONGEST_MESSAGE: usize = 1100;
+
+/// Case 12: an error quotes no more than a bounded prefix of a huge input,
+/// over gRPC and over agent-lightning's HTTP routes (both the 400 of an
+/// explicit check and the 422 of a model that does not validate).
+#[tokio::test]
+async fn case_12_errors_quote_a_bounded_prefix_of_huge_inputs() {
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    let huge = "y".repeat(1 << 20);
+
+    let status = c
+        .query_workers(pb::QueryWorkersRequest {
+            page: page(&huge, false, None, 0),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(status.message().starts_with("Invalid sort_by: yyyy"), "{}", &status.message()[..100]);
+    assert!(status.message().contains(&format!("({} bytes)", huge.len())));
+    assert!(status.message().len() < 400, "{} bytes", status.message().len());
+
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let refused = http
+        .post_json("/v1/agl/rollouts/search", &serde_json::json!({ "sort_by": huge }))
+        .await;
+    assert_eq!(refused.status, 400, "{}", &refused.text()[..100]);
+    let detail = refused.json()["detail"].as_str().unwrap().to_owned();
+    assert!(detail.starts_with("Invalid sort_by: yyyy"), "{}", &detail[..100]);
+    assert!(refused.body.len() < LONGEST_MESSAGE, "{} bytes", refused.body.len());
+
+    let invalid = http
+        .post_json("/v1/agl/queues/rollouts/enqueue", &serde_json::json!({ "mode": huge }))
+        .await;
+    assert_eq!(invalid.status, 422, "{}", &invalid.text()[..100]);
+    let issue = &invalid.json()["detail"][0];
+    // pydantic quotes the whole body of a missing field: a prefix of it here.
+    assert_eq!(issue["loc"], serde_json::json!(["body", "rollouts"]), "{issue}");
+    assert!(issue["input"].as_str().unwrap().starts_with(r#"{"mode":"yyyy"#), "{issue}");
+    assert!(invalid.body.len() < 2 * LONGEST_MESSAGE, "{} bytes", invalid.body.len());
+}
+
+/// Case 16 (retry conditions): a status that can never requeue a rollout
+/// is refused in a retry condition; the ones that can are accepted.
+#[tokio::test]
+async fn case_16_retry_conditions_hold_retryable_statuses_only() {
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    for never in [A::Succeeded, A::Running, A::Preparing] {
+        assert_code(
+            c.enqueue_rollout(pb::EnqueueRolloutRequest {
+                rollout: Some(retry_spec(3, &[A::Failed, never])),
+            })
+            .await,
+            Code::InvalidArgument,
+            "config.retry_condition may only hold failed, timeout and unresponsive",
+        );
+    }
+    let rollout = enqueue_spec(&mut c, retry_spec(3, &[A::Failed, A::Timeout, A::Unresponsive])).await;
+    assert_eq!(rollout.config.unwrap().retry_condition.len(), 3);
+}
+
+/// Case 16 (exact-match filters): ids in exact-match query filters are
+/// checked as ids are everywhere else (empty, too long, control characters).
+#[tokio::test]
+async fn case_16_exact_match_filters_validate_ids() {
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    let rollout = enqueue(&mut c, "1").await;
+    for bad in [String::new(), "r".repeat(1 << 20), "ro-\n1".to_owned()] {
+        assert_code(
+            c.query_rollouts(pb::QueryRolloutsRequest {
+                rollout_id_in_list: Some(pb::StringList { values: vec![rollout.rollout_id.clone(), bad.clone()] }),
+                ..Default::default()
+            })
+            .await,
+            Code::InvalidArgument,
+            "rollout_id_in",
+        );
+        assert_code(
+            c.query_resources(pb::QueryResourcesRequest { resources_id: Some(bad.clone()), ..Default::default() })
+                .await,
+            Code::InvalidArgument,
+            "resources_id",
+        );
+    }
+    let found = c
+        .query_rollouts(pb::QueryRolloutsRequest {
+            rollout_id_in_list: Some(pb::StringList { values: vec![rollout.rollout_id.clone()] }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(found.items.len(), 1);
 }

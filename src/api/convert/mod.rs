@@ -239,9 +239,24 @@ pub fn config_from_proto(config: Option<&pb::RolloutConfig>) -> StoreResult<m::R
         retry_condition: config
             .retry_condition
             .iter()
-            .map(|&s| AttemptStatus::from_proto(s))
+            .map(|&s| retry_status_from_proto(s))
             .collect::<StoreResult<_>>()?,
     })
+}
+
+/// Converts one status of a retry condition. Only the statuses that can
+/// requeue a rollout are accepted: any other (`succeeded`, say) would never
+/// retry anything, so it is a client's mistake (agent-lightning's HTTP API
+/// accepts them, and so do its routes here).
+fn retry_status_from_proto(value: i32) -> StoreResult<AttemptStatus> {
+    let status = AttemptStatus::from_proto(value)?;
+    if status.can_be_retried() {
+        Ok(status)
+    } else {
+        Err(StoreError::invalid(format!(
+            "config.retry_condition may only hold failed, timeout and unresponsive, got {status}"
+        )))
+    }
 }
 
 fn config_to_proto(config: &m::RolloutConfig) -> pb::RolloutConfig {

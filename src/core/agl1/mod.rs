@@ -16,6 +16,7 @@
 pub mod events;
 pub mod gateway;
 
+use super::error::echo;
 use super::model::{Json, Rollout, RolloutMode, RolloutStatus, Timestamp};
 
 /// The attempt a 1.x rollout runs when nobody named one (upstream's
@@ -198,12 +199,15 @@ impl StatusPatch {
 /// forbids (`None`: a transition to null).
 pub fn transition_error(rollout_id: &str, from: V1State, to: Option<V1State>) -> String {
     let to = to.map_or("None", V1State::as_str);
-    format!("Rollout {rollout_id}: cannot transition {from} -> {to}")
+    format!(
+        "Rollout {}: cannot transition {from} -> {to}",
+        echo(rollout_id)
+    )
 }
 
 /// Returns upstream's 404 message for an unknown 1.x rollout.
 pub fn not_found(rollout_id: &str) -> String {
-    format!("Rollout not found: {rollout_id}")
+    format!("Rollout not found: {}", echo(rollout_id))
 }
 
 /// One event of a 1.x trajectory: arbitrary JSON of a type, recorded per

@@ -6,6 +6,7 @@
 use super::super::error::{HttpError, HttpResult};
 use super::super::validate::{Loc, Object, Validator};
 use crate::core::engine::{AttemptPatch, RolloutPatch};
+use crate::core::error::echo;
 use crate::core::model::{
     AttemptStatus, Json, RolloutConfig, RolloutMode, RolloutSpec, RolloutStatus, Timestamp,
     WorkerStatus,
@@ -231,7 +232,8 @@ impl PageParams {
             && !model_fields.contains(&field.as_str())
         {
             return Err(HttpError::bad_request(format!(
-                "Invalid sort_by: {field}, allowed fields are: {}",
+                "Invalid sort_by: {}, allowed fields are: {}",
+                echo(field),
                 model_fields.join(", ")
             )));
         }

@@ -8,6 +8,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use super::render::PauseBody;
 use super::{answer, json_request, required_body, schema};
 use crate::core::agl1::gateway::{GatewayMode, UPSTREAM_PATHS};
+use crate::core::error::echo;
 use crate::gateway::{GatewayState, ProxyAnswer, ProxyCall};
 use crate::http::error::{HttpError, HttpResult};
 use crate::http::validate::{Loc, Validator};
@@ -52,13 +53,13 @@ pub(super) async fn proxy(
     let Some(mode) = GatewayMode::parse(&mode) else {
         return Err(HttpError::Detail(
             StatusCode::NOT_FOUND,
-            format!("Unsupported proxy mode: {mode}"),
+            format!("Unsupported proxy mode: {}", echo(&mode)),
         ));
     };
     if !UPSTREAM_PATHS.contains(&upstream_path.as_str()) {
         return Err(HttpError::Detail(
             StatusCode::NOT_FOUND,
-            format!("Unsupported upstream path: {upstream_path}"),
+            format!("Unsupported upstream path: {}", echo(&upstream_path)),
         ));
     }
     let body = read_body(body, context.max_body_bytes).await?;
