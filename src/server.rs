@@ -8,8 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio_stream::StreamExt;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::codec::CompressionEncoding;
 
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer;
@@ -27,6 +25,7 @@ use crate::gateway::{Gateway, GatewayConfig};
 use crate::metrics::Metrics;
 use crate::otlp::TraceIngest;
 use crate::proto::lightning_store_service_server::LightningStoreServiceServer;
+use crate::transport::{ActivityLayer, TransportLimits};
 
 const STORE_SERVICE: &str = "lightningstore.v1.LightningStoreService";
 const TRACE_SERVICE: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
@@ -50,6 +49,8 @@ pub struct ServerConfig {
     /// How long the attempts of a dropped worker session wait for the worker
     /// to reconnect before they become `unresponsive`.
     pub session_grace: Duration,
+    /// Connections, idle timeout and streams per connection.
+    pub transport: TransportLimits,
     /// Messages buffered per event subscriber.
     pub subscriber_buffer: usize,
     /// How long a subscriber's full buffer may stay full before the
@@ -96,6 +97,7 @@ impl Default for ServerConfig {
             drain_timeout: Duration::from_secs(10),
             otlp_max_in_flight: 64,
             session_grace: Duration::from_secs(30),
+            transport: TransportLimits::default(),
             subscriber_buffer: 4096,
             subscriber_timeout: Duration::from_secs(10),
             metrics_listener: None,
@@ -222,13 +224,7 @@ pub async fn serve(
     };
 
     let local_addr = listener.local_addr()?;
-    // Small gRPC frames must not wait for Nagle's algorithm and delayed ACKs
-    // (40 ms per round trip otherwise).
-    let incoming = TcpListenerStream::new(listener).map(|stream| {
-        let stream = stream?;
-        stream.set_nodelay(true)?;
-        Ok::<_, std::io::Error>(stream)
-    });
+    let incoming = crate::transport::incoming(listener, config.transport);
     let grpc = tonic::service::Routes::new(health_service)
         .add_service(reflection().build_v1()?)
         .add_service(reflection().build_v1alpha()?)
@@ -254,8 +250,10 @@ pub async fn serve(
     let server = tonic::transport::Server::builder()
         // HTTP/1.1 beside HTTP/2: agent-lightning's clients speak HTTP/1.1.
         .accept_http1(true)
+        .max_concurrent_streams(config.transport.max_concurrent_streams)
         // Outermost, so that it records the codes the client sees.
         .layer(CallLayer::new(metrics))
+        .layer(ActivityLayer)
         .layer(tower::util::MapResponseLayer::new(
             oversized_is_resource_exhausted,
         ))

@@ -19,6 +19,7 @@ use crate::server::{self, ServerConfig};
 use crate::store::postgres::PostgresOptions;
 use crate::store::sqlite::SqliteOptions;
 use crate::store::{self, StoreConfig};
+use crate::transport::TransportLimits;
 
 /// lightning-store: the LightningStore of agent-lightning as a gRPC service.
 #[derive(Debug, Parser)]
@@ -150,6 +151,30 @@ pub struct ServeArgs {
     /// OTLP exports processed at once; beyond that exporters are told to retry later.
     #[arg(long, env = "LIGHTNING_STORE_OTLP_MAX_IN_FLIGHT", default_value_t = 64)]
     pub otlp_max_in_flight: usize,
+    /// Connections served at once; further connections are closed as soon
+    /// as they are accepted.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_MAX_CONNECTIONS",
+        default_value_t = TransportLimits::default().max_connections,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+    )]
+    pub max_connections: usize,
+    /// Seconds a connection with no call in flight stays open.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_IDLE_TIMEOUT_SECS",
+        default_value_t = TransportLimits::default().idle_timeout.as_secs_f64()
+    )]
+    pub idle_timeout_secs: f64,
+    /// Concurrent calls (HTTP/2 streams) per connection; clients queue more.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_MAX_CONCURRENT_STREAMS",
+        default_value_t = TransportLimits::default().max_concurrent_streams,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub max_concurrent_streams: u32,
     /// Seconds the attempts of a dropped worker session wait for the worker to
     /// reconnect before they become unresponsive.
     #[arg(
@@ -304,6 +329,9 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
             return Err(format!("{flag} must be a number >= 0").into());
         }
     }
+    if !(args.idle_timeout_secs.is_finite() && args.idle_timeout_secs > 0.0) {
+        return Err("--idle-timeout-secs must be a number > 0".into());
+    }
     let span_retention = RetentionPolicy {
         max_age: args
             .span_retention_age_secs
@@ -377,6 +405,11 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
         drain_timeout: Duration::from_secs_f64(args.drain_timeout_secs),
         otlp_max_in_flight: args.otlp_max_in_flight,
         session_grace: Duration::from_secs_f64(args.session_grace_secs),
+        transport: TransportLimits {
+            max_connections: args.max_connections,
+            idle_timeout: Duration::from_secs_f64(args.idle_timeout_secs),
+            max_concurrent_streams: args.max_concurrent_streams,
+        },
         subscriber_buffer: args.subscriber_buffer,
         subscriber_timeout: Duration::from_secs_f64(args.subscriber_timeout_secs),
         metrics_listener,
