@@ -18,7 +18,6 @@ use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
 use crate::api::calls::CallLayer;
 use crate::api::otlp::OtlpTraceService;
 use crate::api::service::StoreService;
-use crate::api::streams::SubscriberLimits;
 use crate::core::engine::Engine;
 use crate::core::sessions::Sessions;
 use crate::gateway::{Gateway, GatewayConfig};
@@ -49,10 +48,9 @@ pub struct ServerConfig {
     /// How long the attempts of a dropped worker session wait for the worker
     /// to reconnect before they become `unresponsive`.
     pub session_grace: Duration,
-    /// Connections, idle timeout and streams per connection.
+    /// Connections, idle timeout, streams per connection, subscribers and
+    /// their buffers.
     pub transport: TransportLimits,
-    /// Messages buffered per event subscriber.
-    pub subscriber_buffer: usize,
     /// How long a subscriber's full buffer may stay full before the
     /// subscriber is cut off as too slow.
     pub subscriber_timeout: Duration,
@@ -98,7 +96,6 @@ impl Default for ServerConfig {
             otlp_max_in_flight: 64,
             session_grace: Duration::from_secs(30),
             transport: TransportLimits::default(),
-            subscriber_buffer: 4096,
             subscriber_timeout: Duration::from_secs(10),
             metrics_listener: None,
             metrics: Metrics::new(),
@@ -147,10 +144,8 @@ pub async fn serve(
     let store_service = LightningStoreServiceServer::new(StoreService::new(
         engine.clone(),
         sessions.clone(),
-        SubscriberLimits {
-            buffer: config.subscriber_buffer,
-            timeout: config.subscriber_timeout,
-        },
+        config.transport,
+        config.subscriber_timeout,
     ))
     .max_decoding_message_size(config.max_message_bytes)
     .max_encoding_message_size(usize::MAX)

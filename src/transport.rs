@@ -1,5 +1,5 @@
-//! Connection-level limits of the one listener: how many connections are
-//! served at once, how long a connection with no call in flight stays open,
+//! Transport limits ([`TransportLimits`]), and the connection-level ones of
+//! the one listener: how many connections are served at once, how long a connection with no call in flight stays open,
 //! and accept errors (file descriptors exhausted) backed off instead of
 //! retried in a busy loop. Streams per connection are HTTP/2's
 //! `SETTINGS_MAX_CONCURRENT_STREAMS`, set where the server is built.
@@ -33,15 +33,24 @@ pub struct TransportLimits {
     /// Concurrent HTTP/2 streams (calls) per connection; clients queue
     /// further calls until one ends.
     pub max_concurrent_streams: u32,
+    /// Event subscriptions (`WatchEvents`, `WatchRolloutCompletions`) open
+    /// at once; more are RESOURCE_EXHAUSTED with RetryInfo.
+    pub max_subscribers: usize,
+    /// Bytes of events queued for one `WatchEvents` subscriber that has not
+    /// read them yet.
+    pub subscriber_buffer_bytes: usize,
 }
 
 impl Default for TransportLimits {
-    /// Defaults that fit the Helm chart's 2 GiB pod.
+    /// Defaults that fit the Helm chart's 2 GiB pod: every subscriber's
+    /// buffer full at once is 512 MiB.
     fn default() -> Self {
         Self {
             max_connections: 4096,
             idle_timeout: Duration::from_secs(300),
             max_concurrent_streams: 1024,
+            max_subscribers: 4096,
+            subscriber_buffer_bytes: 128 * 1024,
         }
     }
 }

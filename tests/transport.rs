@@ -246,3 +246,219 @@ async fn case_04_exhausted_file_descriptors_do_not_spin_the_accept_loop() {
     let (status, _) = server.terminate();
     assert!(status.success());
 }
+
+async fn start_subscribers(max_subscribers: usize, buffer_bytes: usize) -> TestServer {
+    TestServer::start_with(
+        Backend::Memory,
+        ServerConfig {
+            transport: TransportLimits {
+                max_subscribers,
+                subscriber_buffer_bytes: buffer_bytes,
+                ..TransportLimits::default()
+            },
+            subscriber_timeout: Duration::from_millis(200),
+            ..ServerConfig::default()
+        },
+    )
+    .await
+}
+
+/// Takes a subscription place as soon as one is free, within [`BOUND`].
+async fn subscribe_when_admitted(url: &str) -> tonic::Streaming<pb::WatchEventsResponse> {
+    let mut client = connect(url).await.unwrap();
+    let started = Instant::now();
+    loop {
+        match client.watch_events(pb::WatchEventsRequest::default()).await {
+            Ok(stream) => return stream.into_inner(),
+            Err(status) => assert_eq!(status.code(), tonic::Code::ResourceExhausted),
+        }
+        assert!(started.elapsed() < BOUND, "no subscription place was freed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn enqueue_many(client: &mut LightningStoreServiceClient<Channel>, count: usize) {
+    client
+        .enqueue_rollouts(pb::EnqueueRolloutsRequest {
+            rollouts: vec![
+                pb::RolloutSpec {
+                    input_json: "\"a rollout input of a few dozen bytes\"".into(),
+                    ..Default::default()
+                };
+                count
+            ],
+        })
+        .await
+        .unwrap();
+}
+
+/// Case 5: subscriptions beyond the cap are RESOURCE_EXHAUSTED with a retry
+/// delay (event subscriptions and completion watches alike); a closed one
+/// frees its place.
+#[tokio::test]
+async fn case_05_subscribers_beyond_the_cap_are_told_to_retry() {
+    let server = start_subscribers(2, 64 * 1024).await;
+    let mut client = connect(&server.url).await.unwrap();
+    let limits = capabilities(&mut client).await.unwrap().limits.unwrap();
+    assert_eq!(
+        limits.max_subscribers, 2,
+        "GetCapabilities reports the limit"
+    );
+    assert_eq!(limits.subscriber_buffer_bytes, 64 * 1024);
+    assert_eq!(limits.max_connections, 4096);
+    let first = subscribe(&mut client).await;
+    let pending = client
+        .enqueue_rollout(pb::EnqueueRolloutRequest {
+            rollout: Some(pb::RolloutSpec {
+                input_json: "1".into(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rollout
+        .unwrap();
+    let mut second = client
+        .watch_rollout_completions(pb::WatchRolloutCompletionsRequest {
+            rollout_ids: vec![pending.rollout_id],
+            timeout: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+
+    for refused in [
+        client
+            .watch_events(pb::WatchEventsRequest::default())
+            .await
+            .map(drop),
+        client
+            .watch_rollout_completions(pb::WatchRolloutCompletionsRequest::default())
+            .await
+            .map(drop),
+    ] {
+        let status = refused.expect_err("a third subscription is refused");
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+        assert!(
+            status.message().contains("limit of 2 subscriptions"),
+            "{status:?}"
+        );
+        assert!(status.get_details_retry_info().is_some(), "a retry delay");
+    }
+
+    drop(first);
+    let mut third = subscribe_when_admitted(&server.url).await;
+    assert!(
+        third.message().await.unwrap().is_some(),
+        "the new subscriber is served"
+    );
+    // The completion watch was untouched: it still waits.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), second.message())
+            .await
+            .is_err()
+    );
+    server.stop().await;
+}
+
+/// Case 5: a subscriber that stops reading is cut off once its byte budget
+/// stays full; its queued events are dropped at once (its place is free
+/// before it reads anything), and the status it gets when it reads again
+/// names the position to resume from: the last event it received, with
+/// nothing lost in between.
+#[tokio::test]
+async fn case_05_a_stalled_subscriber_is_cut_off_and_released_at_once() {
+    let server = start_subscribers(1, 16 * 1024).await;
+    // The smallest HTTP/2 window: the client itself buffers little.
+    let channel = Endpoint::from_shared(server.url.clone())
+        .unwrap()
+        .initial_stream_window_size(Some(65_535))
+        .initial_connection_window_size(Some(65_535))
+        .connect()
+        .await
+        .unwrap();
+    let mut stalled = LightningStoreServiceClient::new(channel)
+        .watch_events(pb::WatchEventsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let mut writer = server.client().await;
+    // Far more events than the window and the budget hold.
+    let written = 10_000;
+    for _ in 0..written / 1000 {
+        enqueue_many(&mut writer, 1000).await;
+    }
+
+    // The only place frees up once the stalled subscriber is cut off: its
+    // pump is gone without the client reading anything.
+    let mut next = subscribe_when_admitted(&server.url).await;
+    next.message()
+        .await
+        .unwrap()
+        .expect("the new subscriber is served");
+
+    let mut last = 0;
+    let mut received = 0;
+    let status = loop {
+        match tokio::time::timeout(BOUND, stalled.message())
+            .await
+            .unwrap()
+        {
+            Ok(Some(pb::WatchEventsResponse {
+                message: Some(pb::watch_events_response::Message::Event(event)),
+            })) => {
+                assert_eq!(event.seq, last + 1, "in order, without gaps");
+                last = event.seq;
+                received += 1;
+            }
+            Ok(Some(_progress)) => {}
+            Ok(None) => panic!("the stream must end with a status"),
+            Err(status) => break status,
+        }
+    };
+    assert!(
+        received < written / 2,
+        "the queued events were dropped, not delivered ({received} of {written})"
+    );
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    let resume: u64 = status
+        .metadata()
+        .get("lightningstore-last-seq")
+        .expect("the resume position")
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(resume, last, "resume from the last event received");
+
+    drop(next);
+    let mut client = connect(&server.url).await.unwrap();
+    let started = Instant::now();
+    let mut resumed = loop {
+        match client
+            .watch_events(pb::WatchEventsRequest {
+                after_seq: Some(resume),
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(stream) => break stream.into_inner(),
+            Err(status) => assert_eq!(status.code(), tonic::Code::ResourceExhausted),
+        }
+        assert!(started.elapsed() < BOUND, "no place to resume in");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let first_event = loop {
+        match resumed.message().await.unwrap().unwrap().message {
+            Some(pb::watch_events_response::Message::Event(event)) => break event,
+            _ => continue,
+        }
+    };
+    assert_eq!(
+        first_event.seq,
+        resume + 1,
+        "nothing lost across the cut-off"
+    );
+    server.stop().await;
+}

@@ -7,3 +7,4 @@ pub mod otlp;
 pub mod service;
 pub mod status;
 pub mod streams;
+pub mod subscribers;

@@ -33,7 +33,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Runs the gRPC server.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Drives a server with a load scenario and reports throughput and latency.
     Bench(crate::bench::BenchArgs),
     #[command(flatten)]
@@ -183,13 +183,22 @@ pub struct ServeArgs {
         default_value_t = 30.0
     )]
     pub session_grace_secs: f64,
-    /// Events buffered per WatchEvents subscriber.
+    /// Event subscriptions (WatchEvents, WatchRolloutCompletions) open at
+    /// once; more are refused with RESOURCE_EXHAUSTED and a retry delay.
     #[arg(
         long,
-        env = "LIGHTNING_STORE_SUBSCRIBER_BUFFER",
-        default_value_t = 4096
+        env = "LIGHTNING_STORE_MAX_SUBSCRIBERS",
+        default_value_t = TransportLimits::default().max_subscribers
     )]
-    pub subscriber_buffer: usize,
+    pub max_subscribers: usize,
+    /// Bytes of events queued for one WatchEvents subscriber that has not
+    /// read them yet.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_SUBSCRIBER_BUFFER_BYTES",
+        default_value_t = TransportLimits::default().subscriber_buffer_bytes
+    )]
+    pub subscriber_buffer_bytes: usize,
     /// Seconds a subscriber's buffer may stay full before the subscriber is
     /// disconnected as too slow (it can resume from the last event it got).
     #[arg(
@@ -300,7 +309,7 @@ pub fn exit_code(error: &(dyn std::error::Error + 'static)) -> u8 {
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> Result<(), server::ServeError> {
     match cli.command {
-        Command::Serve(args) => serve(args).await,
+        Command::Serve(args) => serve(*args).await,
         Command::Bench(args) => crate::bench::run(args).await,
         Command::Client(command) => client::run(command).await,
     }
@@ -409,8 +418,9 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
             max_connections: args.max_connections,
             idle_timeout: Duration::from_secs_f64(args.idle_timeout_secs),
             max_concurrent_streams: args.max_concurrent_streams,
+            max_subscribers: args.max_subscribers,
+            subscriber_buffer_bytes: args.subscriber_buffer_bytes,
         },
-        subscriber_buffer: args.subscriber_buffer,
         subscriber_timeout: Duration::from_secs_f64(args.subscriber_timeout_secs),
         metrics_listener,
         metrics,
