@@ -12,7 +12,8 @@
 //!
 //! [`otlp`] maps and stores OTLP traces for both OTLP receivers (gRPC and HTTP).
 //!
-//! [`server`] assembles the gRPC services and HTTP routes on one port; [`metrics`] serves
+//! [`server`] assembles the gRPC services and HTTP routes on one port, within the
+//! connection limits of [`transport`]; [`metrics`] serves
 //! Prometheus metrics on another; [`cli`] is the command line.
 
 pub mod api;
@@ -30,3 +31,4 @@ pub mod reload;
 pub mod server;
 pub mod store;
 pub mod tls;
+pub mod transport;

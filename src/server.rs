@@ -18,7 +18,6 @@ use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
 use crate::api::calls::{CallLayer, KnownMethods};
 use crate::api::otlp::OtlpTraceService;
 use crate::api::service::StoreService;
-use crate::api::streams::SubscriberLimits;
 use crate::auth::{AuthLayer, Tokens};
 use crate::core::engine::{Engine, SessionPolicy};
 use crate::core::sessions::Sessions;
@@ -27,6 +26,7 @@ use crate::metrics::Metrics;
 use crate::otlp::TraceIngest;
 use crate::proto::lightning_store_service_server::LightningStoreServiceServer;
 use crate::tls::TlsAcceptor;
+use crate::transport::{ActivityLayer, TransportLimits};
 
 const STORE_SERVICE: &str = "lightningstore.v1.LightningStoreService";
 const TRACE_SERVICE: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
@@ -79,8 +79,9 @@ pub struct ServerConfig {
     /// with the same name drops the sessions it held at once (their grace
     /// period starts); under another name, they wait for their leases.
     pub server_id: String,
-    /// Messages buffered per event subscriber.
-    pub subscriber_buffer: usize,
+    /// Connections, idle timeout, streams per connection, subscribers and
+    /// their buffers.
+    pub transport: TransportLimits,
     /// How long a subscriber's full buffer may stay full before the
     /// subscriber is cut off as too slow.
     pub subscriber_timeout: Duration,
@@ -133,7 +134,7 @@ impl Default for ServerConfig {
             session_grace: Duration::from_secs(30),
             session_lease: Duration::from_secs(10),
             server_id: random_server_id(),
-            subscriber_buffer: 4096,
+            transport: TransportLimits::default(),
             subscriber_timeout: Duration::from_secs(10),
             metrics_listener: None,
             metrics: Metrics::new(),
@@ -200,10 +201,8 @@ pub async fn serve(
     let store_service = LightningStoreServiceServer::new(StoreService::new(
         engine.clone(),
         sessions.clone(),
-        SubscriberLimits {
-            buffer: config.subscriber_buffer,
-            timeout: config.subscriber_timeout,
-        },
+        config.transport,
+        config.subscriber_timeout,
     ))
     .max_decoding_message_size(config.max_message_bytes)
     .max_encoding_message_size(usize::MAX)
@@ -286,7 +285,11 @@ pub async fn serve(
 
     let local_addr = listener.local_addr()?;
     let tls = config.tls.is_some();
-    let incoming = crate::tls::incoming(listener, config.tls.clone(), metrics.clone());
+    let incoming = crate::tls::incoming(
+        crate::transport::incoming(listener, config.transport),
+        config.tls.clone(),
+        metrics.clone(),
+    );
     let mut grpc = tonic::service::Routes::new(health_service)
         .add_service(store_service)
         .add_service(trace_service);
@@ -314,8 +317,10 @@ pub async fn serve(
     let server = tonic::transport::Server::builder()
         // HTTP/1.1 beside HTTP/2: agent-lightning's clients speak HTTP/1.1.
         .accept_http1(true)
+        .max_concurrent_streams(config.transport.max_concurrent_streams)
         // Outermost, so that it records the codes the client sees.
         .layer(CallLayer::new(metrics, served_methods()))
+        .layer(ActivityLayer)
         .layer(tower::util::MapResponseLayer::new(
             oversized_is_resource_exhausted,
         ))

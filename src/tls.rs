@@ -14,18 +14,18 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
 use parking_lot::RwLock;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
-use tonic::transport::server::{Connected, TcpConnectInfo};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::server::Connected;
 
 use crate::metrics::Metrics;
+use crate::transport::{Connection, ConnectionInfo};
 
 /// How long a client may take to complete its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -150,54 +150,50 @@ fn build(files: &TlsFiles, source: &[Vec<u8>]) -> Result<rustls::ServerConfig, S
 #[derive(Debug)]
 pub enum Conn {
     /// Without TLS.
-    Plain(TcpStream),
+    Plain(Connection),
     /// After a TLS handshake.
-    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    Tls(Box<tokio_rustls::server::TlsStream<Connection>>),
 }
 
-/// Returns the connections of `listener`: plain, or TLS connections whose
+/// Returns `connections` (the transport's: within the connection limit,
+/// `TCP_NODELAY` set) as they are without `tls`, or as TLS connections whose
 /// handshake with `tls` succeeded (failed ones are counted in `metrics` and
-/// dropped). Small gRPC frames must not wait for Nagle's algorithm and
-/// delayed ACKs (40 ms per round trip otherwise): every socket gets
-/// `TCP_NODELAY`. Dropping the stream closes the listener.
+/// dropped; handshakes run beside the accept loop). Dropping the stream
+/// closes the listener.
 pub fn incoming(
-    listener: TcpListener,
+    connections: impl Stream<Item = io::Result<Connection>> + Send + 'static,
     tls: Option<TlsAcceptor>,
     metrics: Metrics,
 ) -> BoxStream<'static, io::Result<Conn>> {
     let Some(tls) = tls else {
-        return TcpListenerStream::new(listener)
-            .map(|stream| {
-                let stream = stream?;
-                stream.set_nodelay(true)?;
-                Ok(Conn::Plain(stream))
-            })
+        return connections
+            .map(|connection| connection.map(Conn::Plain))
             .boxed();
     };
-    let (accepted, connections) = tokio::sync::mpsc::channel(ACCEPTED_BACKLOG);
+    let (accepted, handshaken) = tokio::sync::mpsc::channel(ACCEPTED_BACKLOG);
     tokio::spawn(async move {
+        let mut connections = std::pin::pin!(connections);
         loop {
-            let (stream, peer) = tokio::select! {
-                result = listener.accept() => match result {
-                    Ok(accepted) => accepted,
-                    Err(error) => {
+            let connection = tokio::select! {
+                next = connections.next() => match next {
+                    Some(Ok(connection)) => connection,
+                    Some(Err(error)) => {
                         // The server logs and skips accept errors.
                         if accepted.send(Err(error)).await.is_err() {
                             return;
                         }
                         continue;
                     }
+                    None => return,
                 },
                 () = accepted.closed() => return,
             };
-            if let Err(error) = stream.set_nodelay(true) {
-                tracing::debug!(%error, %peer, "cannot set TCP_NODELAY");
-            }
+            let peer = connection.connect_info().peer;
             let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
             let accepted = accepted.clone();
             let metrics = metrics.clone();
             tokio::spawn(async move {
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(connection)).await {
                     Ok(Ok(stream)) => {
                         let _ = accepted.send(Ok(Conn::Tls(Box::new(stream)))).await;
                     }
@@ -213,11 +209,11 @@ pub fn incoming(
             });
         }
     });
-    ReceiverStream::new(connections).boxed()
+    ReceiverStream::new(handshaken).boxed()
 }
 
 impl Connected for Conn {
-    type ConnectInfo = TcpConnectInfo;
+    type ConnectInfo = ConnectionInfo;
 
     fn connect_info(&self) -> Self::ConnectInfo {
         match self {

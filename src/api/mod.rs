@@ -7,4 +7,5 @@ pub mod otlp;
 pub mod service;
 pub mod status;
 pub mod streams;
+pub mod subscribers;
 pub mod worker_session;

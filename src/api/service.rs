@@ -20,6 +20,7 @@ use crate::core::query::{
 use crate::core::sessions::Sessions;
 use crate::proto as pb;
 use crate::proto::lightning_store_service_server::LightningStoreService;
+use crate::transport::TransportLimits;
 
 /// Largest `limit` of one DequeueRollouts call.
 pub const MAX_DEQUEUE_BATCH: i32 = 10_000;
@@ -30,20 +31,41 @@ pub struct StoreService {
     engine: Arc<Engine>,
     sessions: Arc<Sessions>,
     subscriber_limits: SubscriberLimits,
+    /// The transport limits, reported by `GetCapabilities`.
+    transport: TransportLimits,
 }
 
 impl StoreService {
-    /// Returns the service over `engine` and its worker sessions.
+    /// Returns the service over `engine` and its worker sessions, within
+    /// the `transport` limits.
     pub fn new(
         engine: Arc<Engine>,
         sessions: Arc<Sessions>,
-        subscriber_limits: SubscriberLimits,
+        transport: TransportLimits,
+        subscriber_timeout: Duration,
     ) -> Self {
         Self {
             engine,
             sessions,
-            subscriber_limits,
+            subscriber_limits: SubscriberLimits::new(
+                transport.max_subscribers,
+                transport.subscriber_buffer_bytes,
+                subscriber_timeout,
+            ),
+            transport,
         }
+    }
+}
+
+/// The effective limits, as `GetCapabilities` reports them.
+fn limits_to_proto(transport: &TransportLimits) -> pb::Limits {
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    pb::Limits {
+        max_connections: count(transport.max_connections),
+        idle_timeout: prost_types::Duration::try_from(transport.idle_timeout).ok(),
+        max_concurrent_streams: i64::from(transport.max_concurrent_streams),
+        max_subscribers: count(transport.max_subscribers),
+        subscriber_buffer_bytes: count(transport.subscriber_buffer_bytes),
     }
 }
 
@@ -105,16 +127,20 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::WatchRolloutCompletionsRequest>,
     ) -> RpcResult<Self::WatchRolloutCompletionsStream> {
-        streams::watch_rollout_completions(&self.engine, request.into_inner())
-            .await
-            .map(Response::new)
+        streams::watch_rollout_completions(
+            &self.engine,
+            request.into_inner(),
+            &self.subscriber_limits,
+        )
+        .await
+        .map(Response::new)
     }
 
     async fn watch_events(
         &self,
         request: Request<pb::WatchEventsRequest>,
     ) -> RpcResult<Self::WatchEventsStream> {
-        streams::watch_events(&self.engine, request.into_inner(), self.subscriber_limits)
+        streams::watch_events(&self.engine, request.into_inner(), &self.subscriber_limits)
             .await
             .map(Response::new)
     }
@@ -138,6 +164,7 @@ impl LightningStoreService for StoreService {
             async_safe: true,
             zero_copy: true,
             otlp_traces: true,
+            limits: Some(limits_to_proto(&self.transport)),
         })
     }
 

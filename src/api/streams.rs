@@ -5,17 +5,17 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use tokio::sync::{Notify, mpsc};
-use tokio_stream::wrappers::{ReceiverStream, UnboundedReceiverStream};
-use tokio_stream::{Stream, StreamExt};
+use prost::Message as _;
+use tokio::sync::mpsc;
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 use tonic::metadata::MetadataValue;
 
 use super::convert::{self as c, id};
+use super::subscribers::Outbox;
+pub use super::subscribers::SubscriberLimits;
 use crate::core::engine::Engine;
 use crate::core::error::StoreError;
 use crate::core::limits;
@@ -63,6 +63,7 @@ fn with_last_seq(status: Status, last_seq: u64) -> Status {
 pub async fn watch_rollout_completions(
     engine: &Arc<Engine>,
     request: pb::WatchRolloutCompletionsRequest,
+    limits: &SubscriberLimits,
 ) -> Result<RpcStream<pb::WatchRolloutCompletionsResponse>, Status> {
     let rollout_ids = request
         .rollout_ids
@@ -71,9 +72,11 @@ pub async fn watch_rollout_completions(
         .collect::<Result<Vec<_>, _>>()?;
     let timeout = c::duration_from_proto("timeout", request.timeout.as_ref())?;
     let deadline = limits::deadline_after(timeout.unwrap_or(limits::LONGEST_WAIT));
+    let place = limits.admit()?;
     let mut watch = engine.watch_completions(rollout_ids).await?;
     let (sender, receiver) = mpsc::channel(64);
     tokio::spawn(async move {
+        let _place = place;
         loop {
             let next = tokio::select! {
                 next = watch.next() => next,
@@ -143,125 +146,73 @@ fn list_of_ids(ids: &[String]) -> Result<Option<std::collections::HashSet<String
         .map(Some)
 }
 
-/// How much an event subscriber may lag before it is cut off.
-#[derive(Debug, Clone, Copy)]
-pub struct SubscriberLimits {
-    /// Messages buffered for the subscriber.
-    pub buffer: usize,
-    /// How long the buffer may stay full.
-    pub timeout: Duration,
-}
-
 /// Streams the store's events after a position; see the proto for the contract.
 pub async fn watch_events(
     engine: &Arc<Engine>,
     request: pb::WatchEventsRequest,
-    limits: SubscriberLimits,
+    limits: &SubscriberLimits,
 ) -> Result<RpcStream<pb::WatchEventsResponse>, Status> {
     let filter = event_filter(&request)?;
+    let place = limits.admit()?;
     let mut subscription = engine
         .subscribe(request.after_seq)
         .await
         .map_err(subscription_status)?;
-    let (outbox, stream) = Outbox::new(limits.buffer.max(1));
-    outbox.push(Ok(pb::WatchEventsResponse {
+    // Everything up to here is delivered or filtered out: a resume point.
+    let mut resume_from = subscription.last_seq();
+    let (mut outbox, stream) = Outbox::new(limits.buffer_bytes, resume_from);
+    let progress = pb::WatchEventsResponse {
         message: Some(pb::watch_events_response::Message::Progress(
             pb::WatchProgress {
                 latest_seq: subscription.start_latest,
                 oldest_retained_seq: subscription.start_oldest,
             },
         )),
-    }));
+    };
+    outbox.push(progress.clone(), progress.encoded_len(), resume_from);
+    let timeout = limits.timeout;
     tokio::spawn(async move {
-        // Everything up to here is delivered or filtered out: a resume point.
-        let mut resume_from = subscription.last_seq();
+        // Held until the pump ends: a cut-off subscriber frees its place.
+        let _place = place;
         loop {
             let next = tokio::select! {
                 next = subscription.next() => next,
-                _ = outbox.items.closed() => return,
+                () = outbox.gone() => return,
             };
             let event = match next {
                 Ok(event) => event,
                 Err(error) => {
-                    outbox.push(Err(with_last_seq(subscription_status(error), resume_from)));
+                    outbox.finish(with_last_seq(subscription_status(error), resume_from));
                     return;
                 }
             };
             if filter.matches(&event.change) {
-                // A subscriber that stays behind is cut off, never waited for.
-                if !outbox.wait_for_room(limits.timeout).await {
-                    tracing::info!(resume_from, "event subscriber too slow, disconnecting");
-                    outbox.push(Err(with_last_seq(
-                        Status::resource_exhausted("the subscriber reads events too slowly"),
-                        resume_from,
-                    )));
-                    return;
-                }
-                outbox.push(Ok(pb::WatchEventsResponse {
+                let message = pb::WatchEventsResponse {
                     message: Some(pb::watch_events_response::Message::Event(
                         c::event_to_proto(&event),
                     )),
-                }));
+                };
+                let bytes = message.encoded_len();
+                // A subscriber that stays behind is cut off, never waited for.
+                if !outbox.wait_for_room(bytes, timeout).await {
+                    outbox.cut_off(|delivered| {
+                        tracing::info!(
+                            resume_from = delivered,
+                            "event subscriber too slow, disconnecting"
+                        );
+                        with_last_seq(
+                            Status::resource_exhausted("the subscriber reads events too slowly"),
+                            delivered,
+                        )
+                    });
+                    return;
+                }
+                outbox.push(message, bytes, event.seq);
             }
             resume_from = event.seq;
         }
     });
-    Ok(stream)
-}
-
-/// The sending side of a subscription: counts the messages the client has
-/// not taken yet, so the producer can tell a slow client from a burst.
-struct Outbox<T> {
-    items: mpsc::UnboundedSender<Result<T, Status>>,
-    queued: Arc<AtomicUsize>,
-    taken: Arc<Notify>,
-    capacity: usize,
-}
-
-impl<T: Send + 'static> Outbox<T> {
-    /// Returns the outbox and the response stream that drains it.
-    fn new(capacity: usize) -> (Self, RpcStream<T>) {
-        let (items, receiver) = mpsc::unbounded_channel();
-        let queued = Arc::new(AtomicUsize::new(0));
-        let taken = Arc::new(Notify::new());
-        let stream = {
-            let queued = queued.clone();
-            let taken = taken.clone();
-            UnboundedReceiverStream::new(receiver).map(move |item| {
-                queued.fetch_sub(1, Ordering::AcqRel);
-                taken.notify_one();
-                item
-            })
-        };
-        let outbox = Self {
-            items,
-            queued,
-            taken,
-            capacity,
-        };
-        (outbox, Box::pin(stream))
-    }
-
-    /// Queues a message (the status that ends the stream always fits).
-    fn push(&self, item: Result<T, Status>) {
-        self.queued.fetch_add(1, Ordering::AcqRel);
-        let _ = self.items.send(item);
-    }
-
-    /// Waits until fewer than `capacity` messages are queued; returns false
-    /// when that did not happen within `timeout`.
-    async fn wait_for_room(&self, timeout: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let taken = self.taken.notified();
-            if self.queued.load(Ordering::Acquire) < self.capacity {
-                return true;
-            }
-            if tokio::time::timeout_at(deadline, taken).await.is_err() {
-                return false;
-            }
-        }
-    }
+    Ok(Box::pin(stream))
 }
 
 #[cfg(test)]
@@ -270,6 +221,10 @@ mod tests {
     //! through a real connection, HTTP/2 flow-control buffers of unknown
     //! size sit between the client and this code and make the point at
     //! which a non-reading client stalls the server unpredictable.
+
+    use std::time::Duration;
+
+    use tokio_stream::StreamExt as _;
 
     use super::*;
     use crate::core::engine::EngineConfig;
@@ -291,14 +246,11 @@ mod tests {
             Arc::new(MemoryStore::new()),
             EngineConfig::default(),
         ));
-        let limits = SubscriberLimits {
-            buffer: 16,
-            timeout: Duration::from_millis(200),
-        };
-        let mut slow = watch_events(&engine, pb::WatchEventsRequest::default(), limits)
+        let limits = SubscriberLimits::new(2, 4096, Duration::from_millis(200));
+        let mut slow = watch_events(&engine, pb::WatchEventsRequest::default(), &limits)
             .await
             .unwrap();
-        let mut fast = watch_events(&engine, pb::WatchEventsRequest::default(), limits)
+        let mut fast = watch_events(&engine, pb::WatchEventsRequest::default(), &limits)
             .await
             .unwrap();
         // Both start with the progress message.
@@ -331,26 +283,17 @@ mod tests {
 
         // Let the slow subscriber's pump fill its buffer and give up on it.
         tokio::time::sleep(limits.timeout * 2).await;
-        // The slow one never read: it gets its buffer, in order, then the cut-off.
-        let mut last = 0;
-        let status = loop {
-            match tokio::time::timeout(Duration::from_secs(60), slow.next())
-                .await
-                .unwrap()
-            {
-                Some(Ok(message)) => {
-                    let seq = seq_of(message);
-                    assert_eq!(seq, last + 1);
-                    last = seq;
-                }
-                Some(Err(status)) => break status,
-                None => panic!("the slow subscriber must be told why it was cut off"),
-            }
+        // The slow one never read: its buffered events were dropped at the
+        // cut-off, so it gets the status at once, resuming after the last
+        // event it took (none).
+        let status = match tokio::time::timeout(Duration::from_secs(60), slow.next())
+            .await
+            .unwrap()
+        {
+            Some(Err(status)) => status,
+            other => panic!("expected the cut-off status first, got {other:?}"),
         };
-        assert_eq!(
-            last, limits.buffer as u64,
-            "the buffer held the first events"
-        );
+        let last = 0;
         assert_eq!(status.code(), tonic::Code::ResourceExhausted);
         assert!(
             status

@@ -22,6 +22,7 @@ use crate::store::postgres::PostgresOptions;
 use crate::store::sqlite::SqliteOptions;
 use crate::store::{self, StoreConfig};
 use crate::tls::{TlsAcceptor, TlsFiles};
+use crate::transport::TransportLimits;
 
 /// lightning-store: the LightningStore of agent-lightning as a gRPC service.
 #[derive(Debug, Parser)]
@@ -37,7 +38,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Runs the gRPC server.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Drives a server with a load scenario and reports throughput and latency.
     Bench(crate::bench::BenchArgs),
     /// Makes access tokens and their lines for the tokens file.
@@ -158,6 +159,30 @@ pub struct ServeArgs {
     /// OTLP exports processed at once; beyond that exporters are told to retry later.
     #[arg(long, env = "LIGHTNING_STORE_OTLP_MAX_IN_FLIGHT", default_value_t = 64)]
     pub otlp_max_in_flight: usize,
+    /// Connections served at once; further connections are closed as soon
+    /// as they are accepted.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_MAX_CONNECTIONS",
+        default_value_t = TransportLimits::default().max_connections,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+    )]
+    pub max_connections: usize,
+    /// Seconds a connection with no call in flight stays open.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_IDLE_TIMEOUT_SECS",
+        default_value_t = TransportLimits::default().idle_timeout.as_secs_f64()
+    )]
+    pub idle_timeout_secs: f64,
+    /// Concurrent calls (HTTP/2 streams) per connection; clients queue more.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_MAX_CONCURRENT_STREAMS",
+        default_value_t = TransportLimits::default().max_concurrent_streams,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub max_concurrent_streams: u32,
     /// Seconds the attempts of a dropped worker session wait for the worker to
     /// reconnect before they become unresponsive.
     #[arg(
@@ -182,13 +207,22 @@ pub struct ServeArgs {
     /// waiting for their leases; two running servers must never share one.
     #[arg(long, env = "LIGHTNING_STORE_SERVER_ID")]
     pub server_id: Option<String>,
-    /// Events buffered per WatchEvents subscriber.
+    /// Event subscriptions (WatchEvents, WatchRolloutCompletions) open at
+    /// once; more are refused with RESOURCE_EXHAUSTED and a retry delay.
     #[arg(
         long,
-        env = "LIGHTNING_STORE_SUBSCRIBER_BUFFER",
-        default_value_t = 4096
+        env = "LIGHTNING_STORE_MAX_SUBSCRIBERS",
+        default_value_t = TransportLimits::default().max_subscribers
     )]
-    pub subscriber_buffer: usize,
+    pub max_subscribers: usize,
+    /// Bytes of events queued for one WatchEvents subscriber that has not
+    /// read them yet.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_SUBSCRIBER_BUFFER_BYTES",
+        default_value_t = TransportLimits::default().subscriber_buffer_bytes
+    )]
+    pub subscriber_buffer_bytes: usize,
     /// Seconds a subscriber's buffer may stay full before the subscriber is
     /// disconnected as too slow (it can resume from the last event it got).
     #[arg(
@@ -336,7 +370,7 @@ pub fn exit_code(error: &(dyn std::error::Error + 'static)) -> u8 {
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> Result<(), server::ServeError> {
     match cli.command {
-        Command::Serve(args) => serve(args).await,
+        Command::Serve(args) => serve(*args).await,
         Command::Bench(args) => crate::bench::run(args).await,
         Command::Token(command) => token::run(command),
         Command::Client(command) => client::run(command).await,
@@ -366,6 +400,9 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
         if !(value.is_finite() && value >= 0.0) {
             return Err(format!("{flag} must be a number >= 0").into());
         }
+    }
+    if !(args.idle_timeout_secs.is_finite() && args.idle_timeout_secs > 0.0) {
+        return Err("--idle-timeout-secs must be a number > 0".into());
     }
     let span_retention = RetentionPolicy {
         max_age: args
@@ -459,7 +496,13 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
             Some(server_id) => server_id,
             None => server::random_server_id(),
         },
-        subscriber_buffer: args.subscriber_buffer,
+        transport: TransportLimits {
+            max_connections: args.max_connections,
+            idle_timeout: Duration::from_secs_f64(args.idle_timeout_secs),
+            max_concurrent_streams: args.max_concurrent_streams,
+            max_subscribers: args.max_subscribers,
+            subscriber_buffer_bytes: args.subscriber_buffer_bytes,
+        },
         subscriber_timeout: Duration::from_secs_f64(args.subscriber_timeout_secs),
         metrics_listener,
         metrics,

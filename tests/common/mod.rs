@@ -246,10 +246,37 @@ impl ServerProcess {
     /// name `--listen`) and `env` set, returning once it logged the
     /// address it serves on.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::spawn(args, env, None)
+    }
+
+    /// Starts `serve` with `args` added and at most `open_files` file
+    /// descriptors (`RLIMIT_NOFILE`).
+    pub fn start_with_fd_limit(args: &[&str], open_files: u64) -> Self {
+        Self::spawn(args, &[], Some(open_files))
+    }
+
+    fn spawn(args: &[&str], env: &[(&str, &str)], open_files: Option<u64>) -> Self {
         use std::io::BufRead as _;
+        use std::os::unix::process::CommandExt as _;
         use std::process::{Command, Stdio};
 
         let mut command = Command::new(env!("CARGO_BIN_EXE_lightning-store"));
+        if let Some(open_files) = open_files {
+            let limit = libc::rlimit {
+                rlim_cur: open_files,
+                rlim_max: open_files,
+            };
+            // SAFETY: setrlimit is async-signal-safe; the closure allocates nothing.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
         command.arg("serve");
         if !args.contains(&"--log-format") {
             command.args(["--log-format", "json"]);
@@ -311,6 +338,17 @@ impl ServerProcess {
             .await
             .unwrap();
         LightningStoreServiceClient::new(channel)
+    }
+
+    /// Returns the CPU time (user + system) the process used so far.
+    pub fn cpu_time(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        // The fields after the command name, which is in parentheses.
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        // SAFETY: sysconf only reads a system setting.
+        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+        Duration::from_millis(ticks * 1000 / per_second)
     }
 
     /// Kills the process (SIGKILL) and reaps it.

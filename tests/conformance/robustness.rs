@@ -320,3 +320,46 @@ async fn case_16_exact_match_filters_validate_ids() {
         .into_inner();
     assert_eq!(found.items.len(), 1);
 }
+
+/// Case 2: a request whose statement fails (here a query with more ids than
+/// SQLite binds) never fails the writes of other requests that shared its
+/// commit: every acknowledged enqueue succeeds and is there afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn case_02_a_failing_request_never_fails_the_others_writes() {
+    let server = TestServer::start(BACKEND).await;
+    let too_many_ids: Vec<String> = (0..32_765).map(|n| format!("r-{n}")).collect();
+    let mut tasks = tokio::task::JoinSet::new();
+    for writer in 0..8 {
+        let mut c = server.client().await;
+        tasks.spawn(async move {
+            let mut ids = Vec::new();
+            for n in 0..25 {
+                ids.push(enqueue(&mut c, &format!("{}", writer * 100 + n)).await.rollout_id);
+            }
+            ids
+        });
+    }
+    let mut failing = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let mut c = server.client().await;
+        let ids = too_many_ids.clone();
+        failing.spawn(async move {
+            for _ in 0..5 {
+                // Its own answer is case 9's; only the others' writes matter here.
+                let _ = c
+                    .query_rollouts(pb::QueryRolloutsRequest {
+                        rollout_id_in: ids.clone(),
+                        ..Default::default()
+                    })
+                    .await;
+            }
+        });
+    }
+    let written: Vec<String> = tasks.join_all().await.into_iter().flatten().collect();
+    failing.join_all().await;
+    assert_eq!(written.len(), 200);
+    let mut c = server.client().await;
+    for rollout_id in &written {
+        assert_eq!(&get(&mut c, rollout_id).await.rollout_id, rollout_id);
+    }
+}

@@ -37,11 +37,15 @@
 //!
 //! A logical transaction dropped after writing leaves its savepoint to the
 //! next user of the connection, which rolls it back first (`Drop` cannot
-//! run statements). Any SQLite error while a physical transaction is open
-//! aborts that physical transaction: it is rolled back and every logical
-//! commit waiting on it fails with that error (disk full and I/O errors are
-//! UNAVAILABLE), so an error never silently loses an acknowledged write and
-//! a failed statement cannot leave a half-applied transaction behind.
+//! run statements). A statement that fails on its own input (a bad
+//! argument, a constraint) rolls back only its logical transaction's
+//! savepoint: the other logical transactions of the group still commit.
+//! Any other SQLite error while a physical transaction is open (i/o, disk
+//! full, busy, corruption, or SQLite rolled it back itself) aborts that
+//! physical transaction: it is rolled back and every logical commit waiting
+//! on it fails with that error (disk full and I/O errors are UNAVAILABLE),
+//! so an error never silently loses an acknowledged write and a failed
+//! statement cannot leave a half-applied transaction behind.
 //!
 //! # Statements on the calling thread
 //! sqlx opens, checks and migrates the file; the store then serves on a
@@ -294,6 +298,21 @@ fn sqlite_code(error: &sqlx::Error) -> Option<i32> {
     }
 }
 
+/// Returns true for an error that concerns the connection or the whole
+/// database (i/o, disk full, busy, corruption): it aborts the physical
+/// transaction even when SQLite kept it open.
+fn is_connection_wide(error: &rusqlite::Error) -> bool {
+    match error {
+        rusqlite::Error::SqliteFailure(failure, _) => {
+            matches!(
+                failure.extended_code & 0xff,
+                5 | 6 | 7 | 9 | 10 | 11 | 13 | 26
+            )
+        }
+        _ => false,
+    }
+}
+
 /// Maps a failure while serving to a store error.
 fn store_error(error: rusqlite::Error) -> StoreError {
     let unavailable = |what: &str| StoreError::Unavailable(format!("sqlite: {what}"));
@@ -376,10 +395,30 @@ fn run(conn: &rusqlite::Connection, statement: &Statement<'_>) -> rusqlite::Resu
 }
 
 impl Writer {
-    /// Runs a statement; a failure aborts the physical transaction.
-    fn statement(&mut self, statement: &Statement<'_>) -> StoreResult<Vec<SqliteRow>> {
-        let result = run(&self.conn, statement);
-        result.map_err(|error| self.fail(error))
+    /// Runs a statement of a logical transaction (`savepoint`: it wrote). A
+    /// failure that left the physical transaction open (a bad argument, a
+    /// constraint) undoes only this logical transaction's savepoint, so the
+    /// other transactions of the group still commit; any other failure
+    /// aborts the physical transaction.
+    fn statement(
+        &mut self,
+        statement: &Statement<'_>,
+        savepoint: bool,
+    ) -> StoreResult<Vec<SqliteRow>> {
+        let error = match run(&self.conn, statement) {
+            Ok(rows) => return Ok(rows),
+            Err(error) => error,
+        };
+        let confined = !self.open || (!self.conn.is_autocommit() && !is_connection_wide(&error));
+        if !confined {
+            return Err(self.fail(error));
+        }
+        let error = store_error(error);
+        if savepoint {
+            self.forget();
+            self.control("ROLLBACK TO tx; RELEASE tx")?;
+        }
+        Err(error)
     }
 
     /// Runs a transaction control statement; a failure aborts the batch.
@@ -535,10 +574,11 @@ impl SqliteConn<'_> {
         self.writer.as_mut().expect("held until commit")
     }
 
-    /// Runs a statement; a failure ends the transaction's savepoint with
-    /// the physical transaction.
+    /// Runs a statement; a failure ends the transaction's savepoint (rolled
+    /// back alone, or with the physical transaction).
     fn run(&mut self, statement: &Statement<'_>) -> StoreResult<Vec<SqliteRow>> {
-        let result = self.writer().statement(statement);
+        let savepoint = self.savepoint;
+        let result = self.writer().statement(statement, savepoint);
         if result.is_err() {
             self.savepoint = false;
         }

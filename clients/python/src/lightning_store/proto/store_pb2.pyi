@@ -59,16 +59,32 @@ class GetCapabilitiesRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetCapabilitiesResponse(_message.Message):
-    __slots__ = ("thread_safe", "async_safe", "zero_copy", "otlp_traces")
+    __slots__ = ("thread_safe", "async_safe", "zero_copy", "otlp_traces", "limits")
     THREAD_SAFE_FIELD_NUMBER: _ClassVar[int]
     ASYNC_SAFE_FIELD_NUMBER: _ClassVar[int]
     ZERO_COPY_FIELD_NUMBER: _ClassVar[int]
     OTLP_TRACES_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
     thread_safe: bool
     async_safe: bool
     zero_copy: bool
     otlp_traces: bool
-    def __init__(self, thread_safe: _Optional[bool] = ..., async_safe: _Optional[bool] = ..., zero_copy: _Optional[bool] = ..., otlp_traces: _Optional[bool] = ...) -> None: ...
+    limits: Limits
+    def __init__(self, thread_safe: _Optional[bool] = ..., async_safe: _Optional[bool] = ..., zero_copy: _Optional[bool] = ..., otlp_traces: _Optional[bool] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ...) -> None: ...
+
+class Limits(_message.Message):
+    __slots__ = ("max_connections", "idle_timeout", "max_concurrent_streams", "max_subscribers", "subscriber_buffer_bytes")
+    MAX_CONNECTIONS_FIELD_NUMBER: _ClassVar[int]
+    IDLE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENT_STREAMS_FIELD_NUMBER: _ClassVar[int]
+    MAX_SUBSCRIBERS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBER_BUFFER_BYTES_FIELD_NUMBER: _ClassVar[int]
+    max_connections: int
+    idle_timeout: _duration_pb2.Duration
+    max_concurrent_streams: int
+    max_subscribers: int
+    subscriber_buffer_bytes: int
+    def __init__(self, max_connections: _Optional[int] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_concurrent_streams: _Optional[int] = ..., max_subscribers: _Optional[int] = ..., subscriber_buffer_bytes: _Optional[int] = ...) -> None: ...
 
 class GetStatisticsRequest(_message.Message):
     __slots__ = ()
