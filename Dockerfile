@@ -2,8 +2,12 @@
 # Container image of lightning-store (the Helm chart's default image).
 #   docker build -t ghcr.io/lightning-store/lightning-store:0.1.0 .
 #   docker run --rm -p 4747:4747 -p 9464:9464 -v lsdata:/var/lib/lightning-store \
+#     -e LIGHTNING_STORE_API_KEY="$(openssl rand -hex 24)" \
 #     ghcr.io/lightning-store/lightning-store:0.1.0 \
 #     serve --listen 0.0.0.0:4747 --metrics-listen 0.0.0.0:9464
+# A non-loopback listen address needs tokens (LIGHTNING_STORE_API_KEY is one
+# admin token; LIGHTNING_STORE_TOKENS_FILE a file of them, README "Security"),
+# or --insecure for a throwaway store: without either the server refuses to start.
 
 # --- build -------------------------------------------------------------------
 FROM rust:1.95-bookworm AS builder
