@@ -2,6 +2,7 @@
 # Walks one rollout through lightning-store with grpcurl: the commands the
 # README shows. Usage: .ci/grpcurl_example.sh HOST:PORT
 # grpcurl must be on PATH (or set GRPCURL); python3 parses the JSON answers.
+# LIGHTNING_STORE_TOKEN, when set, is sent as the bearer token.
 # Run it against a server whose queue is empty: it dequeues the head of the
 # queue and expects the rollout it just enqueued. Exits non-zero on any
 # mismatch, and unless the rollout ends ROLLOUT_STATUS_SUCCEEDED.
@@ -12,11 +13,17 @@ GRPCURL=${GRPCURL:-grpcurl}
 PYTHON=${PYTHON:-python3}
 SVC=lightningstore.v1.LightningStoreService
 
-# Prints the command, runs it, and keeps its output in $OUT.
+# A server with tokens needs one on every call but health and reflection.
+AUTH=()
+if [ -n "${LIGHTNING_STORE_TOKEN:-}" ]; then
+  AUTH=(-H "authorization: Bearer $LIGHTNING_STORE_TOKEN")
+fi
+
+# Prints the command (the token elided), runs it, and keeps its output in $OUT.
 call() {
   local method=$1 body=$2
-  echo "\$ grpcurl -plaintext -d '$body' $ADDR $method"
-  OUT=$("$GRPCURL" -plaintext -d "$body" "$ADDR" "$method")
+  echo "\$ grpcurl -plaintext ${AUTH:+-H 'authorization: Bearer …' }-d '$body' $ADDR $method"
+  OUT=$("$GRPCURL" -plaintext "${AUTH[@]}" -d "$body" "$ADDR" "$method")
   echo "$OUT"
 }
 

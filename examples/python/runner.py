@@ -12,6 +12,9 @@ the algorithm (resources, enqueue, wait, read back) and the runner
 
 Usage: python runner.py [ADDRESS]
 ADDRESS defaults to $LIGHTNING_STORE_SERVER, then 127.0.0.1:4747.
+$LIGHTNING_STORE_TOKEN, when set, is sent as a bearer token on every call;
+$LIGHTNING_STORE_CA_CERT, when set, makes the connection TLS, checked
+against that CA certificate (PEM).
 The server should be fresh (an empty queue): the runner dequeues the head
 of the queue and expects to get the rollout it just enqueued.
 
@@ -26,6 +29,7 @@ import os
 import sys
 import time
 import traceback
+from typing import Any
 
 DEFAULT_ADDRESS = "127.0.0.1:4747"
 WORKER_ID = "Worker-0"
@@ -56,6 +60,28 @@ class Checks:
         self.that(name, got == want, f"got {got!r}, want {want!r}")
 
 
+def open_channel(grpc: Any, address: str) -> Any:
+    """Opens a channel with the token and TLS settings of the environment.
+
+    gRPC sends call credentials (the bearer token) only over a protected
+    channel: TLS when a CA is given, else loopback through local credentials.
+    """
+    token = os.environ.get("LIGHTNING_STORE_TOKEN")
+    ca_file = os.environ.get("LIGHTNING_STORE_CA_CERT")
+    if ca_file:
+        with open(ca_file, "rb") as f:
+            channel_credentials = grpc.ssl_channel_credentials(f.read())
+    elif token:
+        channel_credentials = grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP)
+    else:
+        return grpc.insecure_channel(address)
+    if token:
+        channel_credentials = grpc.composite_channel_credentials(
+            channel_credentials, grpc.access_token_call_credentials(token)
+        )
+    return grpc.secure_channel(address, channel_credentials)
+
+
 def run(address: str, checks: Checks) -> None:
     import grpc
     from google.protobuf import duration_pb2, field_mask_pb2
@@ -66,7 +92,7 @@ def run(address: str, checks: Checks) -> None:
     from lightning_store.proto import types_pb2 as types
 
     print(f"server: {address}")
-    channel = grpc.insecure_channel(address)
+    channel = open_channel(grpc, address)
     grpc.channel_ready_future(channel).result(timeout=RPC_TIMEOUT)
     store = store_pb2_grpc.LightningStoreServiceStub(channel)
     health = health_pb2_grpc.HealthStub(channel)
