@@ -75,6 +75,8 @@
 //!   session, on every server. Session epochs
 //!   ([`StoreTx::next_session_epoch`]) are store-wide unique and grow; a
 //!   backend may skip values (a rolled-back transaction's).
+//! * [`StoreTx::lock_names`] serialises the transactions that lock a
+//!   common name, on every server.
 //!
 //! agent-lightning 1.x's records are one such addition: [`agl1`].
 
@@ -246,6 +248,12 @@ pub trait StoreTx: agl1::Agl1Reads + Send {
     async fn open_sessions(&mut self, server_id: Option<&str>) -> StoreResult<Vec<WorkerSession>>;
     /// Returns a session epoch greater than every one returned before.
     async fn next_session_epoch(&mut self) -> StoreResult<u64>;
+    /// Locks caller-chosen names (e.g. the ids of records to create) until
+    /// the transaction ends: transactions locking a common name run one
+    /// after the other, so a record created under a name no row holds yet
+    /// is created once. A row lock cannot serve there (there is no row to
+    /// lock); backends that serialise every transaction do nothing.
+    async fn lock_names(&mut self, names: &[&str]) -> StoreResult<()>;
 
     /// Returns entity counts, the counts per status and the time the queue's
     /// head entered the queue.

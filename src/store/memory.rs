@@ -704,6 +704,11 @@ impl StoreTx for MemoryTx<'_> {
         Ok(state.last_session_epoch)
     }
 
+    async fn lock_names(&mut self, _names: &[&str]) -> StoreResult<()> {
+        // Every transaction holds the whole state.
+        Ok(())
+    }
+
     async fn counts(&mut self) -> StoreResult<Counts> {
         let state = &*self.state;
         Ok(Counts {

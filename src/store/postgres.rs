@@ -102,6 +102,13 @@ static POSTGRES: Dialect = Dialect {
     announce: "pg_notify('lightning_store', '')",
     // A sequence: no row lock, so opens on several servers never queue.
     next_session_epoch: "SELECT nextval('session_epochs')",
+    // Transaction-scoped advisory locks on the names' 64-bit hashes, taken
+    // in hash order so that two transactions locking several names cannot
+    // deadlock; a collision only serialises more.
+    lock_names: Some(
+        "SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT DISTINCT \
+         hashtextextended(n, 0) AS k FROM unnest(CAST($1 AS TEXT[])) AS n ORDER BY k) AS keys",
+    ),
 };
 
 /// Settings of a PostgreSQL store.

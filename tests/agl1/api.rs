@@ -8,7 +8,49 @@ use serde_json::{Value, json};
 
 use super::BACKEND;
 use crate::common::http::{HttpClient, Version};
-use crate::support::{Api, KEY, detail, start};
+use crate::support::{Api, KEY, detail, grpc, start};
+
+/// Concurrent first creations of one caller-chosen id: one of them creates
+/// the rollout, every other returns it untouched (1.x's "an id that exists
+/// is returned as it is"), and the queue holds it once. On a shared
+/// database the creations run in separate transactions with no row to lock
+/// yet.
+#[tokio::test]
+async fn concurrent_creations_of_one_id_create_it_once() {
+    const ROUNDS: usize = 12;
+    const RACERS: usize = 6;
+    let server = start(BACKEND).await;
+    let racers: Vec<Api> = (0..RACERS).map(|_| Api::new(&server)).collect();
+    for round in 0..ROUNDS {
+        let id = format!("race-{round}");
+        let answers = futures::future::join_all(racers.iter().enumerate().map(|(racer, api)| {
+            let body = json!([{"rollout_id": id, "input": {"racer": racer}}]);
+            async move { api.json("POST", "/api/rollouts", &body).await }
+        }))
+        .await;
+        let bodies: Vec<Value> = answers
+            .iter()
+            .map(|answer| {
+                assert_eq!(answer.status, 201, "round {round}: {}", answer.text());
+                answer.json()[0].clone()
+            })
+            .collect();
+        for body in &bodies {
+            assert_eq!(body, &bodies[0], "round {round}: every racer sees the one rollout");
+        }
+        assert_eq!(racers[0].rollout(&id).await["rollout"]["input"], bodies[0]["input"]);
+    }
+    let queuing = racers[0].get("/api/rollouts?state_in=queuing").await.json();
+    assert_eq!(queuing.as_array().unwrap().len(), ROUNDS, "{queuing}");
+    let stats = grpc(&server)
+        .await
+        .get_statistics(proto::GetStatisticsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(stats.total_rollouts, ROUNDS as i64);
+    server.stop().await;
+}
 
 #[tokio::test]
 async fn health_is_open_and_everything_else_needs_the_key() {

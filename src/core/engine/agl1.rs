@@ -110,6 +110,9 @@ impl Engine {
                 let mut existing: HashMap<String, V1Rollout> = HashMap::new();
                 let mut others = HashMap::new();
                 if !given.is_empty() {
+                    // Concurrent first creations of an id: one creates it,
+                    // the others then find it.
+                    tx.store.lock_names(&given).await?;
                     for v1 in tx.store.v1_rollouts(&given, Access::Read).await? {
                         existing.insert(v1.rollout.rollout_id.clone(), v1);
                     }

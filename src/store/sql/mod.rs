@@ -189,6 +189,10 @@ pub struct Dialect {
     /// A statement whose one row holds a new session epoch, greater than
     /// every one before it.
     pub next_session_epoch: &'static str,
+    /// A statement that locks the names in its one parameter (an array of
+    /// texts) until the transaction ends ([`StoreTx::lock_names`]); `None`
+    /// where one writer serialises every transaction.
+    pub lock_names: Option<&'static str>,
 }
 
 /// Values a single-writer backend remembers across transactions (nothing
@@ -464,6 +468,19 @@ impl<C: Connection> StoreTx for SqlTx<C> {
 
     async fn next_session_epoch(&mut self) -> StoreResult<u64> {
         self.take_session_epoch().await
+    }
+
+    async fn lock_names(&mut self, names: &[&str]) -> StoreResult<()> {
+        let Some(sql) = C::DIALECT.lock_names else {
+            return Ok(());
+        };
+        if names.is_empty() {
+            return Ok(());
+        }
+        let statement = Statement::new(sql).bind(Arg::Texts(
+            names.iter().map(|&n| Some(n.to_owned())).collect(),
+        ));
+        self.read(statement).await.map(drop)
     }
 
     async fn counts(&mut self) -> StoreResult<Counts> {

@@ -150,6 +150,7 @@ static SQLITE: Dialect = Dialect {
     announce: "",
     next_session_epoch: "UPDATE counters SET value = value + 1 WHERE name = 'session_epoch' \
                          RETURNING value",
+    lock_names: None,
 };
 
 impl SqliteStore {
