@@ -135,7 +135,7 @@ struct HttpLoad<'a> {
     url: &'a str,
     key: Option<&'a str>,
     clients: usize,
-    limits: super::driver::Limits,
+    limits: super::Limits,
     progress: bool,
 }
 
