@@ -9,17 +9,13 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::http::{HttpClient, Version};
-use common::{Backend, TestOptions, TestServer};
+use common::{Backend, Client, TestOptions, TestServer};
 use lightning_store::client::ShortName as _;
 use lightning_store::proto as pb;
-use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
 use pb::worker_session_request::Message as ToServer;
 use pb::worker_session_response::Message as FromServer;
 use serde_json::json;
 use tokio_stream::wrappers::UnboundedReceiverStream;
-use tonic::transport::Channel;
-
-type Client = LightningStoreServiceClient<Channel>;
 
 const SQLITE_FIXTURE: &str = include_str!("fixtures/v0.1.0/sqlite.sql");
 const POSTGRES_FIXTURE: &str = include_str!("fixtures/v0.1.0/postgres.sql");
@@ -279,15 +275,7 @@ async fn serves_the_fixture(server: &TestServer) {
         .rollout
         .unwrap();
     assert_eq!(status_of(&done), R::Succeeded);
-    let fresh = c
-        .enqueue_rollout(pb::EnqueueRolloutRequest {
-            rollout: Some(pb::RolloutSpec::default()),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .rollout
-        .unwrap();
+    let fresh = common::enqueue(&mut c, "null").await;
     assert_eq!(status_of(&fresh), R::Queuing);
 
     // A worker session: its epoch follows the one the old server handed out
