@@ -52,6 +52,74 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// The names agent-lightning gives the values of the protocol's enums
+/// (`queuing`, `train`): the generated protobuf name (`as_str_name`,
+/// `from_str_name`) without the type's prefix, in lowercase.
+pub trait ShortName: Copy + TryFrom<i32> + 'static {
+    /// The prefix of every value's protobuf name, such as `ROLLOUT_STATUS_`.
+    const PREFIX: &'static str;
+
+    /// Returns the protobuf name, such as `ROLLOUT_STATUS_QUEUING`.
+    fn proto_name(self) -> &'static str;
+
+    /// Returns the value of a protobuf name.
+    fn from_proto_name(name: &str) -> Option<Self>;
+
+    /// Returns the short name, such as `queuing`.
+    fn short_name(self) -> String {
+        let name = self.proto_name();
+        name.strip_prefix(Self::PREFIX)
+            .unwrap_or(name)
+            .to_ascii_lowercase()
+    }
+
+    /// Returns the value of a short name; `unspecified` and names that are
+    /// not in lowercase have none.
+    fn from_short_name(name: &str) -> Option<Self> {
+        if name == "unspecified" || name.bytes().any(|b| b.is_ascii_uppercase()) {
+            return None;
+        }
+        Self::from_proto_name(&format!("{}{}", Self::PREFIX, name.to_ascii_uppercase()))
+    }
+
+    /// Returns the short name of a value as it travels: `unspecified` for
+    /// zero or a value this client does not know.
+    fn name_of(value: i32) -> String {
+        Self::try_from(value).map_or_else(|_| "unspecified".to_owned(), Self::short_name)
+    }
+
+    /// Returns every value but the unspecified zero, in protobuf order (the
+    /// enums number their values without gaps).
+    fn specified() -> Vec<Self> {
+        (1..)
+            .map_while(|value| Self::try_from(value).ok())
+            .collect()
+    }
+}
+
+macro_rules! short_names {
+    ($($enum:ty => $prefix:literal),* $(,)?) => {$(
+        impl ShortName for $enum {
+            const PREFIX: &'static str = $prefix;
+
+            fn proto_name(self) -> &'static str {
+                self.as_str_name()
+            }
+
+            fn from_proto_name(name: &str) -> Option<Self> {
+                Self::from_str_name(name)
+            }
+        }
+    )*};
+}
+
+short_names!(
+    crate::proto::RolloutStatus => "ROLLOUT_STATUS_",
+    crate::proto::AttemptStatus => "ATTEMPT_STATUS_",
+    crate::proto::WorkerStatus => "WORKER_STATUS_",
+    crate::proto::RolloutMode => "ROLLOUT_MODE_",
+);
+
 /// The environment variable holding the client's token.
 pub const TOKEN_ENV: &str = "LIGHTNING_STORE_TOKEN";
 
@@ -196,6 +264,116 @@ mod tests {
         assert_eq!(server_url("https://h:443").unwrap(), "https://h:443");
         for bad in ["ftp://h:1", "127.0.0.1", "http://h", "h:notaport", ""] {
             assert!(server_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn enum_values_have_agent_lightning_short_names() {
+        use crate::proto::{AttemptStatus, RolloutMode, RolloutStatus, WorkerStatus};
+        assert_eq!(RolloutStatus::Requeuing.short_name(), "requeuing");
+        assert_eq!(RolloutStatus::specified().len(), 7);
+        for status in RolloutStatus::specified() {
+            assert_eq!(
+                RolloutStatus::from_short_name(&status.short_name()),
+                Some(status)
+            );
+        }
+        assert_eq!(AttemptStatus::name_of(5), "unresponsive");
+        assert_eq!(WorkerStatus::name_of(99), "unspecified");
+        assert_eq!(RolloutMode::name_of(0), "unspecified");
+        assert_eq!(RolloutMode::from_short_name("val"), Some(RolloutMode::Val));
+        for bad in ["unspecified", "VAL", "ROLLOUT_MODE_VAL", ""] {
+            assert_eq!(RolloutMode::from_short_name(bad), None, "{bad}");
+        }
+    }
+
+    /// The source files of a folder of `src/`, with their module names.
+    fn sources(folder: &str) -> Vec<(String, String)> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src")
+            .join(folder);
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "rs"))
+            .map(|path| {
+                let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+                (name, std::fs::read_to_string(&path).unwrap())
+            })
+            .collect();
+        files.sort();
+        files
+    }
+
+    #[test]
+    fn the_client_side_uses_no_server_internals() {
+        let internal = [
+            "core",
+            "api",
+            "server",
+            "store",
+            "http",
+            "otlp",
+            "gateway",
+            "metrics",
+            "auth",
+            "transport",
+            "tls",
+        ];
+        let mut files = sources("cli/client");
+        files.extend(sources("bench"));
+        files.push(("client".into(), include_str!("client.rs").into()));
+        for (name, text) in &files {
+            for module in internal {
+                let path = format!("crate::{module}::");
+                let import = format!("use crate::{module}");
+                assert!(
+                    !text.contains(&path) && !text.contains(&import),
+                    "{name}.rs names {path}: the client side depends on crate::proto and crate::client only"
+                );
+            }
+        }
+        assert!(files.len() > 20, "{} files", files.len());
+    }
+
+    #[test]
+    fn client_side_modules_import_each_other_without_cycles() {
+        for folder in ["cli/client", "bench"] {
+            let files = sources(folder);
+            let names: Vec<&str> = files.iter().map(|(name, _)| name.as_str()).collect();
+            let uses = |text: &str| -> Vec<usize> {
+                (0..names.len())
+                    .filter(|&i| text.contains(&format!("super::{}::", names[i])))
+                    .collect()
+            };
+            let edges: Vec<Vec<usize>> = files.iter().map(|(_, text)| uses(text)).collect();
+            // Depth-first search; a module met again while still on the path closes a cycle.
+            fn visit(
+                node: usize,
+                edges: &[Vec<usize>],
+                state: &mut [u8],
+                path: &mut Vec<usize>,
+            ) -> bool {
+                state[node] = 1;
+                path.push(node);
+                for &next in &edges[node] {
+                    if state[next] == 1 || (state[next] == 0 && visit(next, edges, state, path)) {
+                        path.push(next);
+                        return true;
+                    }
+                }
+                path.pop();
+                state[node] = 2;
+                false
+            }
+            let mut state = vec![0u8; names.len()];
+            for start in 0..names.len() {
+                let mut path = Vec::new();
+                if state[start] == 0 && visit(start, &edges, &mut state, &mut path) {
+                    let cycle: Vec<&str> = path.iter().map(|&i| names[i]).collect();
+                    panic!("import cycle in src/{folder}: {}", cycle.join(" -> "));
+                }
+            }
         }
     }
 }

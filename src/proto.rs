@@ -1,7 +1,7 @@
 //! Code generated from `proto/lightningstore/v1` by `build.rs` (the only
-//! place the generated module is named), and the canonical names of gRPC
+//! place the generated module is named), the canonical names of gRPC
 //! status codes, which the server's logs and metrics and the clients' errors
-//! share.
+//! share, and the OTLP attribute names that route spans to attempts.
 
 #![allow(missing_docs, clippy::large_enum_variant)]
 
@@ -10,6 +10,14 @@ tonic::include_proto!("lightningstore.v1");
 /// Encoded descriptor set of our protos, served by gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     tonic::include_file_descriptor_set!("lightningstore_descriptor");
+
+/// OTLP resource or span attribute naming the rollout a span belongs to
+/// (the ingest's contract with agent-lightning's tracers and our clients).
+pub const ROLLOUT_ID_KEY: &str = "agentlightning.rollout_id";
+/// OTLP resource or span attribute naming the attempt.
+pub const ATTEMPT_ID_KEY: &str = "agentlightning.attempt_id";
+/// OTLP resource or span attribute carrying an explicit sequence id.
+pub const SEQUENCE_ID_KEY: &str = "agentlightning.span_sequence_id";
 
 /// Returns the canonical name of a gRPC status code, for example `NOT_FOUND`.
 pub fn code_name(code: tonic::Code) -> &'static str {

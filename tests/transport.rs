@@ -141,15 +141,7 @@ async fn case_04_idle_connections_are_closed_busy_ones_kept() {
     // Well past the idle timeout with nothing sent on the connection.
     tokio::time::sleep(idle_timeout * 4).await;
     let mut writer = server.client().await;
-    writer
-        .enqueue_rollout(pb::EnqueueRolloutRequest {
-            rollout: Some(pb::RolloutSpec {
-                input_json: "1".into(),
-                ..Default::default()
-            }),
-        })
-        .await
-        .unwrap();
+    common::enqueue(&mut writer, "1").await;
     let event = tokio::time::timeout(BOUND, events.message())
         .await
         .expect("the event arrives")
@@ -307,18 +299,7 @@ async fn case_05_subscribers_beyond_the_cap_are_told_to_retry() {
     assert_eq!(limits.subscriber_buffer_bytes, 64 * 1024);
     assert_eq!(limits.max_connections, 4096);
     let first = subscribe(&mut client).await;
-    let pending = client
-        .enqueue_rollout(pb::EnqueueRolloutRequest {
-            rollout: Some(pb::RolloutSpec {
-                input_json: "1".into(),
-                ..Default::default()
-            }),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .rollout
-        .unwrap();
+    let pending = common::enqueue(&mut client, "1").await;
     let mut second = client
         .watch_rollout_completions(pb::WatchRolloutCompletionsRequest {
             rollout_ids: vec![pending.rollout_id],

@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::driver::{Measured, TaskContext, run_tasks};
 use super::http::{Connection, ModelServer};
-use super::report::{Report, Row, RowSpec};
+use super::report::{Latency, Report, Row, RowSpec};
 use super::stats::Recorder;
 use super::target::Target;
 use super::{BenchResult, LoadArgs};
@@ -135,7 +135,7 @@ struct HttpLoad<'a> {
     url: &'a str,
     key: Option<&'a str>,
     clients: usize,
-    limits: super::driver::Limits,
+    limits: super::Limits,
     progress: bool,
 }
 
@@ -348,61 +348,49 @@ async fn gateway(
         json!({"model_server": endpoint, "model_latency_ms": latency.as_secs_f64() * 1e3,
                "duration_secs": limits.duration.as_secs_f64()}),
     );
+    let model_url = format!("http://{}", model_server.addr);
     for clients in levels {
         let ids = create_rollouts(target, key, clients).await?;
-        let body = chat.clone();
-        let direct = move |_, _| ("/v1/chat/completions".to_owned(), Some(body.clone()));
-        let model_url = format!("http://{}", model_server.addr);
-        let label = format!("direct c={clients}");
-        let load = HttpLoad {
-            label,
+        let direct = HttpLoad {
+            label: format!("direct c={clients}"),
             url: &model_url,
             key: None,
             clients,
             limits,
             progress,
         };
-        let measured = load.run(direct, 0).await?;
-        let direct_latency = super::report::Latency::of(&measured.recorder.total.latency);
-        report.rows.push(Row::new(
-            RowSpec {
-                name: "model server, direct".to_owned(),
-                clients,
-                op_unit: "calls",
-                item_unit: None,
-                latency_of: "one chat completion",
-            },
-            &measured,
-        ));
-        let body = chat.clone();
-        let proxied = move |task: usize, _| {
-            let path = format!(
-                "/proxy/rollout/{}/attempt/0/mode/train/openai/v1/chat/completions",
-                ids[task]
-            );
-            (path, Some(body.clone()))
-        };
-        let label = format!("gateway c={clients}");
-        let load = HttpLoad {
-            label,
+        let direct_latency = measure(
+            &mut report,
+            direct,
+            &chat,
+            |_| "/v1/chat/completions".to_owned(),
+            ("model server, direct", "one chat completion"),
+        )
+        .await?;
+        let gateway = HttpLoad {
+            label: format!("gateway c={clients}"),
             url: target.url(),
             key,
             clients,
             limits,
             progress,
         };
-        let measured = load.run(proxied, 0).await?;
-        let gateway_latency = super::report::Latency::of(&measured.recorder.total.latency);
-        report.rows.push(Row::new(
-            RowSpec {
-                name: "through the gateway".to_owned(),
-                clients,
-                op_unit: "calls",
-                item_unit: None,
-                latency_of: "one chat completion (event recorded)",
+        let gateway_latency = measure(
+            &mut report,
+            gateway,
+            &chat,
+            move |task| {
+                format!(
+                    "/proxy/rollout/{}/attempt/0/mode/train/openai/v1/chat/completions",
+                    ids[task]
+                )
             },
-            &measured,
-        ));
+            (
+                "through the gateway",
+                "one chat completion (event recorded)",
+            ),
+        )
+        .await?;
         report.settings.insert(
             format!("overhead_c{clients}_p50_ms"),
             json!(gateway_latency.p50_ms - direct_latency.p50_ms),
@@ -413,4 +401,33 @@ async fn gateway(
         );
     }
     Ok(report)
+}
+
+/// Sends the chat completion `chat` from `load.clients` tasks, task `i` to
+/// `path(i)`, adds the run to `report` as a row named `row.0` whose latency
+/// is of `row.1`, and returns the run's latency.
+async fn measure(
+    report: &mut Report,
+    load: HttpLoad<'_>,
+    chat: &Bytes,
+    path: impl Fn(usize) -> String + Send + Sync + Clone + 'static,
+    row: (&str, &'static str),
+) -> BenchResult<Latency> {
+    let clients = load.clients;
+    let chat = chat.clone();
+    let measured = load
+        .run(move |task, _| (path(task), Some(chat.clone())), 0)
+        .await?;
+    let (name, latency_of) = row;
+    report.rows.push(Row::new(
+        RowSpec {
+            name: name.to_owned(),
+            clients,
+            op_unit: "calls",
+            item_unit: None,
+            latency_of,
+        },
+        &measured,
+    ));
+    Ok(Latency::of(&measured.recorder.total.latency))
 }

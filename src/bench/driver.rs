@@ -11,16 +11,7 @@ use tokio::task::JoinSet;
 
 use super::progress::Progress;
 use super::stats::{Counters, Recorder};
-use super::{BenchError, BenchResult};
-
-/// Bounds of one run: whichever is reached first ends it.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    /// Operations to issue in total across all tasks.
-    pub count: u64,
-    /// Time after which no new operation starts.
-    pub duration: Duration,
-}
+use super::{BenchError, BenchResult, Limits};
 
 /// The operations left to issue, shared by the tasks of a run.
 #[derive(Debug)]

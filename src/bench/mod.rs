@@ -33,8 +33,6 @@ mod wire;
 use std::io::Write as _;
 use std::time::Duration;
 
-use crate::server::ServeError;
-
 pub use report::Report;
 
 /// Arguments of `bench`: where the server is, how to print, and the scenario.
@@ -148,6 +146,20 @@ impl From<tonic::Status> for BenchError {
     }
 }
 
+/// Deadline of every call of the benchmark, gRPC or HTTP, on top of any wait
+/// the call asks for.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Bounds of one run: whichever is reached first ends it. The driver runs
+/// within them and the progress line shows how far along a run is.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Operations to issue in total across all tasks.
+    pub count: u64,
+    /// Time after which no new operation starts.
+    pub duration: Duration,
+}
+
 /// Result of a benchmark step.
 pub type BenchResult<T> = Result<T, BenchError>;
 
@@ -169,7 +181,7 @@ pub async fn execute(args: BenchArgs) -> BenchResult<Report> {
 }
 
 /// Runs `bench` and prints its report (a table, or JSON with `--json`).
-pub async fn run(args: BenchArgs) -> Result<(), ServeError> {
+pub async fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let json = args.json;
     let report = execute(args).await?;
     let text = if json {
@@ -220,12 +232,12 @@ impl LoadArgs {
 
     /// Returns the bounds of one run: the count (`default_count` when none
     /// was given) and the duration.
-    fn limits(&self, default_count: u64) -> BenchResult<driver::Limits> {
+    fn limits(&self, default_count: u64) -> BenchResult<Limits> {
         let duration = Duration::try_from_secs_f64(self.duration_secs)
             .ok()
             .filter(|d| !d.is_zero())
             .ok_or_else(|| BenchError::new("--duration-secs must be a number > 0"))?;
-        Ok(driver::Limits {
+        Ok(Limits {
             count: self.count.unwrap_or(default_count),
             duration,
         })

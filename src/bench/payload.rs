@@ -15,7 +15,6 @@ use prost::Message;
 use prost::bytes::Bytes;
 
 use super::wire::Template;
-use crate::otlp::spans::{ATTEMPT_ID_KEY, ROLLOUT_ID_KEY};
 use crate::proto as pb;
 
 /// The attribute that carries the filler text making a span its chosen size.
@@ -235,8 +234,8 @@ impl OtlpBatch {
                 resource: Some(Resource {
                     attributes: vec![
                         otlp_text("service.name", "lightning-store-bench"),
-                        otlp_text(ROLLOUT_ID_KEY, rollout_id),
-                        otlp_text(ATTEMPT_ID_KEY, attempt_id),
+                        otlp_text(pb::ROLLOUT_ID_KEY, rollout_id),
+                        otlp_text(pb::ATTEMPT_ID_KEY, attempt_id),
                     ],
                     ..Default::default()
                 }),

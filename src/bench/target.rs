@@ -13,14 +13,12 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
 use super::wire::LeanClient;
-use super::{BenchError, BenchResult, TargetArgs};
+use super::{BenchError, BenchResult, CALL_TIMEOUT, TargetArgs};
 use crate::client::{AuthChannel, BearerToken, ConnectArgs, error_chain};
 use crate::proto::lightning_store_service_client::LightningStoreServiceClient;
 
 /// How long connecting one channel may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Deadline of every call, on top of any wait the call asks for.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a started server may take to exit after SIGTERM before it is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 

@@ -373,7 +373,7 @@ pub async fn run(cli: Cli) -> Result<(), server::ServeError> {
         Command::Serve(args) => serve(*args).await,
         Command::Bench(args) => crate::bench::run(args).await,
         Command::Token(command) => token::run(command),
-        Command::Client(command) => client::run(command).await,
+        Command::Client(command) => client::run(command).await.map_err(Into::into),
     }
 }
 

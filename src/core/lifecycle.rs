@@ -1,16 +1,17 @@
 //! The rollout/attempt state machine, written once as plain functions over
 //! domain values. Every backend reaches these through the engine; nothing
-//! here does I/O. Section numbers refer to `SEMANTICS.md`.
+//! here does I/O. Anchors (`#…`) refer to `docs/semantics.md`.
 
 use super::model::{
     Attempt, AttemptStatus, Rollout, RolloutConfig, RolloutStatus, Timestamp, Worker, WorkerStatus,
 };
 
-/// Maps an attempt's status to the status its rollout should take (§4.1).
+/// Maps an attempt's status to the status its rollout should take
+/// (`docs/semantics.md#attempt-to-rollout-status`).
 ///
-/// `failed`, `timeout` and `unresponsive` requeue the rollout when the status
-/// is in `retry_condition` and the attempt's sequence id is below
-/// `max_attempts`; otherwise the rollout fails.
+/// `failed`, `timeout` and `unresponsive` requeue the rollout when the status is in
+/// `retry_condition` and the attempt's sequence id is below `max_attempts`; otherwise the rollout
+/// fails.
 pub fn rollout_status_from_attempt(
     status: AttemptStatus,
     sequence_id: u32,
@@ -32,9 +33,9 @@ pub fn rollout_status_from_attempt(
     }
 }
 
-/// Returns the status a rollout must move to after its *latest* attempt
-/// changed, or `None` when it stays as it is (§4.2). Cancellation is final:
-/// a cancelled rollout is never revived by its attempts (our decision 4).
+/// Returns the status a rollout must move to after its *latest* attempt changed, or `None` when it
+/// stays as it is (`docs/semantics.md#propagation`). Cancellation is final: a cancelled rollout is
+/// never revived by its attempts (our decision 4).
 pub fn propagated_status(rollout: &Rollout, latest: &Attempt) -> Option<RolloutStatus> {
     if rollout.status == RolloutStatus::Cancelled {
         return None;
@@ -43,10 +44,9 @@ pub fn propagated_status(rollout: &Rollout, latest: &Attempt) -> Option<RolloutS
     (target != rollout.status).then_some(target)
 }
 
-/// Sets a rollout's status (§4.5): terminal statuses stamp `end_time` (again
-/// each time); leaving a terminal status keeps it. Returns true when the
-/// rollout must be (re)entered in the queue, which the caller does unless it
-/// is already queued.
+/// Sets a rollout's status (`docs/semantics.md#update-rollout`): terminal statuses stamp `end_time`
+/// (again each time); leaving a terminal status keeps it. Returns true when the rollout must be
+/// (re)entered in the queue, which the caller does unless it is already queued.
 #[must_use]
 pub fn set_rollout_status(rollout: &mut Rollout, status: RolloutStatus, now: Timestamp) -> bool {
     rollout.status = status;
@@ -63,8 +63,8 @@ pub fn completes(before: Option<RolloutStatus>, after: RolloutStatus) -> bool {
     after.is_finished() && !before.is_some_and(RolloutStatus::is_finished)
 }
 
-/// Sets an attempt's status (§4.3): `failed` and `succeeded` stamp `end_time`
-/// (again each time); `timeout` and `unresponsive` do not.
+/// Sets an attempt's status (`docs/semantics.md#update-attempt`): `failed` and `succeeded` stamp
+/// `end_time` (again each time); `timeout` and `unresponsive` do not.
 pub fn set_attempt_status(attempt: &mut Attempt, status: AttemptStatus, now: Timestamp) {
     attempt.status = status;
     if matches!(status, AttemptStatus::Failed | AttemptStatus::Succeeded) {
@@ -72,8 +72,8 @@ pub fn set_attempt_status(attempt: &mut Attempt, status: AttemptStatus, now: Tim
     }
 }
 
-/// Records a heartbeat (a span arrived) on an attempt (§4.4): a `preparing`
-/// or `unresponsive` attempt becomes `running`; other statuses only record the time.
+/// Records a heartbeat (a span arrived) on an attempt (`docs/semantics.md#span-heartbeat`): a
+/// `preparing` or `unresponsive` attempt becomes `running`; other statuses only record the time.
 pub fn record_heartbeat(attempt: &mut Attempt, now: Timestamp) {
     attempt.last_heartbeat_time = Some(now);
     if matches!(
@@ -85,7 +85,7 @@ pub fn record_heartbeat(attempt: &mut Attempt, now: Timestamp) {
 }
 
 /// Returns true when a heartbeat on the rollout's latest attempt moves the
-/// rollout to `running` (§4.4). Upstream's list has a typo that skips
+/// rollout to `running` (`docs/semantics.md#span-heartbeat`). Upstream's list has a typo that skips
 /// `queuing`; we include it (our decision 1).
 pub fn heartbeat_promotes(status: RolloutStatus) -> bool {
     matches!(
@@ -94,7 +94,7 @@ pub fn heartbeat_promotes(status: RolloutStatus) -> bool {
     )
 }
 
-/// Synchronises a worker with the attempt it executes (§7).
+/// Synchronises a worker with the attempt it executes (`docs/semantics.md#workers`).
 pub fn sync_worker(worker: &mut Worker, attempt: &Attempt, now: Timestamp) {
     match attempt.status {
         AttemptStatus::Succeeded | AttemptStatus::Failed => {
@@ -119,7 +119,7 @@ fn release_worker(worker: &mut Worker, status: WorkerStatus, now: Timestamp) {
     worker.current_attempt_id = None;
 }
 
-/// Marks a worker idle after it found the queue empty (§3 `dequeue_rollout`).
+/// Marks a worker idle after it found the queue empty (`docs/semantics.md#dequeue`).
 pub fn mark_idle_after_empty_dequeue(worker: &mut Worker, now: Timestamp) {
     worker.status = WorkerStatus::Idle;
     worker.last_idle_time = Some(now);
@@ -127,7 +127,8 @@ pub fn mark_idle_after_empty_dequeue(worker: &mut Worker, now: Timestamp) {
 }
 
 /// Returns the watchdog's verdict for a rollout's latest attempt at `now`
-/// (§8, first match wins, strict comparisons), or `None` when it is healthy.
+/// (`docs/semantics.md#watchdog`, first match wins, strict comparisons), or `None` when it is
+/// healthy.
 pub fn watchdog_verdict(
     config: &RolloutConfig,
     latest: &Attempt,

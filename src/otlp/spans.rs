@@ -15,13 +15,7 @@ use crate::core::model::{
     SpanEvent, SpanKind, SpanLink, SpanResource, SpanStatus, SpanStatusCode, Timestamp, TraceState,
 };
 use crate::http::json::python_repr_float;
-
-/// Resource or span attribute naming the rollout.
-pub const ROLLOUT_ID_KEY: &str = "agentlightning.rollout_id";
-/// Resource or span attribute naming the attempt.
-pub const ATTEMPT_ID_KEY: &str = "agentlightning.attempt_id";
-/// Resource or span attribute carrying an explicit sequence id.
-pub const SEQUENCE_ID_KEY: &str = "agentlightning.span_sequence_id";
+use crate::proto::{ATTEMPT_ID_KEY, ROLLOUT_ID_KEY, SEQUENCE_ID_KEY};
 
 /// Ids that route a span to an attempt.
 #[derive(Debug, Clone, Default)]

@@ -85,6 +85,37 @@ impl Backend {
     }
 }
 
+/// A store client on a plain channel, as [`TestServer::client`] returns.
+pub type Client = LightningStoreServiceClient<Channel>;
+
+/// Enqueues a rollout and returns it.
+pub async fn enqueue_spec(
+    client: &mut Client,
+    spec: lightning_store::proto::RolloutSpec,
+) -> lightning_store::proto::Rollout {
+    client
+        .enqueue_rollout(lightning_store::proto::EnqueueRolloutRequest {
+            rollout: Some(spec),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rollout
+        .unwrap()
+}
+
+/// Enqueues a rollout whose input is the JSON text `input` and returns it.
+pub async fn enqueue(client: &mut Client, input: &str) -> lightning_store::proto::Rollout {
+    enqueue_spec(
+        client,
+        lightning_store::proto::RolloutSpec {
+            input_json: input.to_owned(),
+            ..Default::default()
+        },
+    )
+    .await
+}
+
 /// Settings of a test server.
 pub struct TestOptions {
     pub config: ServerConfig,

@@ -1,4 +1,5 @@
-//! The rollout/attempt lifecycle through the real server (SEMANTICS.md §3-§8).
+//! The rollout/attempt lifecycle through the real server (`docs/semantics.md`, operations to
+//! watchdog).
 
 use lightning_store::proto as pb;
 use tonic::Code;

@@ -1,4 +1,4 @@
-//! OTLP/gRPC trace ingest (SEMANTICS.md §10.4) through the real server.
+//! OTLP/gRPC trace ingest (`docs/semantics.md#otlp-ingest`) through the real server.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Versioned resources (SEMANTICS.md §6) and worker heartbeats (§7).
+//! Versioned resources (`docs/semantics.md#resources`) and worker heartbeats (`#workers`).
 
 use lightning_store::proto as pb;
 use tonic::Code;

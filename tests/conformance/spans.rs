@@ -1,4 +1,4 @@
-//! Spans: sequence ids (SEMANTICS.md §5), duplicates, atomic batches,
+//! Spans: sequence ids (`docs/semantics.md#sequence-ids`), duplicates, atomic batches,
 //! lossless attributes and span queries.
 
 use lightning_store::proto as pb;

@@ -1,8 +1,6 @@
 //! Helpers that keep the conformance tests about behaviour, not plumbing.
 
-use lightning_store::proto::{
-    self as pb, lightning_store_service_client::LightningStoreServiceClient,
-};
+use lightning_store::proto as pb;
 use pb::watch_events_response::Message as WatchMessage;
 use pb::worker_session_request::Message as ToServer;
 use pb::worker_session_response::Message as FromServer;
@@ -14,9 +12,8 @@ use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::Streaming;
-use tonic::transport::Channel;
 
-pub type Client = LightningStoreServiceClient<Channel>;
+pub use crate::common::Client;
 
 pub use pb::{AttemptStatus as A, RolloutStatus as R};
 
@@ -40,21 +37,9 @@ pub fn retry_spec(max_attempts: i32, retry_on: &[A]) -> pb::RolloutSpec {
     }
 }
 
-pub async fn enqueue_spec(client: &mut Client, spec: pb::RolloutSpec) -> pb::Rollout {
-    client
-        .enqueue_rollout(pb::EnqueueRolloutRequest {
-            rollout: Some(spec),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .rollout
-        .unwrap()
-}
-
-pub async fn enqueue(client: &mut Client, input: &str) -> pb::Rollout {
-    enqueue_spec(client, spec(input)).await
-}
+// Shared with the other test binaries; not every binary that includes this file uses both.
+#[allow(unused_imports)]
+pub use crate::common::{enqueue, enqueue_spec};
 
 pub async fn dequeue(client: &mut Client, worker_id: Option<&str>) -> Option<pb::Rollout> {
     client

@@ -1,4 +1,4 @@
-//! Timeouts and unresponsiveness (SEMANTICS.md §8): the real timer acts
+//! Timeouts and unresponsiveness (`docs/semantics.md#watchdog`): the real timer acts
 //! without traffic, and the on-demand scan makes reads see verdicts at once.
 
 use std::time::Duration;

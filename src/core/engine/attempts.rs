@@ -69,10 +69,10 @@ impl Engine {
         Ok(view.attempt)
     }
 
-    /// Overwrites selected fields of an attempt (`attempt_id` may be
-    /// `latest`) and propagates its status to the rollout (§4.3). A writer
-    /// that presents its session's `owner_epoch` is refused
-    /// (FAILED_PRECONDITION) unless that session still owns the attempt.
+    /// Overwrites selected fields of an attempt (`attempt_id` may be `latest`) and propagates its
+    /// status to the rollout (`docs/semantics.md#update-attempt`). A writer that presents its
+    /// session's `owner_epoch` is refused (FAILED_PRECONDITION) unless that session still owns the
+    /// attempt.
     pub async fn update_attempt(
         &self,
         rollout_id: &str,

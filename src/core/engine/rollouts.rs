@@ -138,7 +138,8 @@ impl Engine {
         .await
     }
 
-    /// Overwrites selected fields of a rollout (no transition rules, §4.5).
+    /// Overwrites selected fields of a rollout (no transition rules,
+    /// `docs/semantics.md#update-rollout`).
     pub async fn update_rollout(
         &self,
         rollout_id: &str,

@@ -342,13 +342,13 @@ pub(super) fn create_attempt(
 pub(super) struct AttemptWrite {
     /// The attempt is the rollout's latest: its status drives the rollout.
     pub is_latest: bool,
-    /// The attempt's worker (if any) is synchronised with it (§7).
+    /// The attempt's worker (if any) is synchronised with it (`docs/semantics.md#workers`).
     pub sync_worker: bool,
 }
 
-/// Writes an attempt changed by a client, the watchdog or a session expiry:
-/// when it is the latest, propagates its status to the rollout (§4.2), and
-/// synchronises its worker when asked to.
+/// Writes an attempt changed by a client, the watchdog or a session expiry: when it is the latest,
+/// propagates its status to the rollout (`docs/semantics.md#propagation`), and synchronises its
+/// worker when asked to.
 pub(super) async fn write_attempt(
     tx: &mut Tx<'_>,
     rollout: &mut Rollout,
@@ -380,7 +380,7 @@ pub(super) async fn write_attempt(
 }
 
 /// Applies a heartbeat (spans arrived) to an attempt and, when it is the
-/// latest, to its rollout (§4.4).
+/// latest, to its rollout (`docs/semantics.md#span-heartbeat`).
 pub(super) fn heartbeat(
     tx: &mut Tx<'_>,
     rollout: &mut Rollout,
@@ -408,9 +408,9 @@ pub(super) fn heartbeat(
     tx.save_rollout_change(rollout, Some(attempt), Some(before));
 }
 
-/// Applies the watchdog's verdicts to up to `limit` due rollouts (§8); each
-/// verdict takes the normal attempt-update path (propagation, worker sync).
-/// Returns how many due rollouts it handled.
+/// Applies the watchdog's verdicts to up to `limit` due rollouts (`docs/semantics.md#watchdog`);
+/// each verdict takes the normal attempt-update path (propagation, worker sync). Returns how many
+/// due rollouts it handled.
 pub(super) async fn watchdog(tx: &mut Tx<'_>, now: Timestamp, limit: usize) -> StoreResult<usize> {
     let due = tx.store.due_rollouts(now, limit).await?;
     let handled = due.len();
@@ -485,7 +485,7 @@ pub(super) async fn check_owner(
     ownership::check_owner(attempt, latest, owner.as_ref(), epoch)
 }
 
-/// Synchronises a worker (created if unknown) with an attempt (§7).
+/// Synchronises a worker (created if unknown) with an attempt (`docs/semantics.md#workers`).
 pub(super) async fn sync_worker(
     tx: &mut Tx<'_>,
     worker_id: &str,

@@ -23,7 +23,7 @@ use axum::routing::{get, post};
 use http::HeaderMap;
 
 use super::error::{HttpError, HttpResult};
-use super::validate::{Issue, Loc};
+use super::validate::{Issue, Loc, Object, Validator};
 use super::{HttpContext, json_body, read_body};
 use crate::core::model::Json;
 
@@ -121,6 +121,19 @@ async fn required_body_json(
             ctx: None,
         }])
     })
+}
+
+/// Reads the body of a `POST …/search`: a JSON object (pydantic's 422
+/// otherwise), the query model's source.
+async fn search_body(context: &HttpContext, headers: &HeaderMap, body: Body) -> HttpResult<Object> {
+    match required_body_json(context, headers, body).await? {
+        Json::Object(object) => Ok(object),
+        other => {
+            let mut v = Validator::new();
+            v.model(&Loc::body(), &other);
+            Err(v.into_error())
+        }
+    }
 }
 
 /// Parses a query string into its pairs, in order.

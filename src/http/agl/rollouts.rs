@@ -17,7 +17,7 @@ use super::requests::{
     ATTEMPT_FIELDS, AttemptQuery, ROLLOUT_FIELDS, RolloutQuery, Source, opt_string_field,
     read_attempt_patch, read_rollout_patch, read_spec,
 };
-use super::{body_json, query_pairs, required_body_json};
+use super::{body_json, query_pairs, required_body_json, search_body};
 use crate::auth::{self, Grant};
 use crate::core::error::StoreError;
 use crate::core::ids;
@@ -156,12 +156,8 @@ pub async fn search(
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
-    let json = required_body_json(&context, &headers, body).await?;
-    let mut v = Validator::new();
-    let Some(object) = v.model(&Loc::body(), &json) else {
-        return Err(v.into_error());
-    };
-    run_query(&context, Source::Body(object)).await
+    let object = search_body(&context, &headers, body).await?;
+    run_query(&context, Source::Body(&object)).await
 }
 
 /// `GET /rollouts/{rollout_id}`: the rollout (with its latest attempt), or
@@ -270,12 +266,8 @@ pub async fn search_attempts(
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
-    let json = required_body_json(&context, &headers, body).await?;
-    let mut v = Validator::new();
-    let Some(object) = v.model(&Loc::body(), &json) else {
-        return Err(v.into_error());
-    };
-    run_attempt_query(&context, &rollout_id, Source::Body(object)).await
+    let object = search_body(&context, &headers, body).await?;
+    run_attempt_query(&context, &rollout_id, Source::Body(&object)).await
 }
 
 /// `GET /rollouts/{rollout_id}/attempts/latest`: the attempt, or `null`.

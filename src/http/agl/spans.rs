@@ -12,7 +12,7 @@ use super::super::validate::{Loc, Validator};
 use super::models::PageJson;
 use super::requests::{SPAN_FIELDS, Source, SpanQuery};
 use super::span_json::{SpanJson, read_span};
-use super::{query_pairs, required_body_json};
+use super::{query_pairs, required_body_json, search_body};
 use crate::core::error::StoreError;
 use crate::core::ids;
 use crate::core::model::Json;
@@ -93,12 +93,9 @@ pub async fn search(
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
-    let json = required_body_json(&context, &headers, body).await?;
-    let mut v = Validator::new();
-    let Some(object) = v.model(&Loc::body(), &json) else {
-        return Err(v.into_error());
-    };
-    run_query(&context, Source::Body(object), &json).await
+    let object = search_body(&context, &headers, body).await?;
+    let whole = Json::Object(object.clone());
+    run_query(&context, Source::Body(&object), &whole).await
 }
 
 /// `POST /spans/next`: `{"sequence_id": n}`, the rollout's next sequence id.

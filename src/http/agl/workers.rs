@@ -12,7 +12,7 @@ use super::super::json::PyJson;
 use super::super::validate::{Loc, Validator};
 use super::models::{PageJson, StatisticsJson, WorkerJson};
 use super::requests::{Source, WORKER_FIELDS, WorkerQuery};
-use super::{body_json, query_pairs, required_body_json};
+use super::{body_json, query_pairs, search_body};
 use crate::auth::{self, Grant};
 use crate::core::error::StoreError;
 use crate::core::ids;
@@ -59,12 +59,8 @@ pub async fn search(
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
-    let json = required_body_json(&context, &headers, body).await?;
-    let mut v = Validator::new();
-    let Some(object) = v.model(&Loc::body(), &json) else {
-        return Err(v.into_error());
-    };
-    run_query(&context, Source::Body(object)).await
+    let object = search_body(&context, &headers, body).await?;
+    run_query(&context, Source::Body(&object)).await
 }
 
 /// `GET /workers/{worker_id}`: the worker, or `null`.
