@@ -36,7 +36,7 @@ pub(super) fn stream_of<T: Send + 'static>(
 }
 
 pub(super) fn closing_status() -> Status {
-    Status::unavailable("the server is shutting down; reconnect")
+    StoreError::shutting_down().into()
 }
 
 fn subscription_status(error: SubscriptionError) -> Status {

@@ -102,7 +102,17 @@ impl StoreError {
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::InvalidArgument(message.into())
     }
+
+    /// Returns the error of a wait or stream that the server's shutdown cut
+    /// short before it had an answer: retrying (on another server, or on
+    /// this one once it is back) gets one.
+    pub fn shutting_down() -> Self {
+        Self::Unavailable(SHUTTING_DOWN.to_owned())
+    }
 }
+
+/// The message of every call that the server's shutdown cut short.
+pub const SHUTTING_DOWN: &str = "the server is shutting down; reconnect";
 
 #[cfg(test)]
 mod tests {

@@ -29,7 +29,7 @@ pub enum SubscriptionError {
     #[error("after_seq {after} is newer than the latest event ({latest})")]
     Ahead { after: u64, latest: u64 },
     /// The server is shutting down.
-    #[error("the server is shutting down; reconnect")]
+    #[error("{}", crate::core::error::SHUTTING_DOWN)]
     Closing,
     /// The store failed.
     #[error(transparent)]

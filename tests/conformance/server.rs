@@ -6,6 +6,7 @@ use std::time::Duration;
 use lightning_store::proto as pb;
 use lightning_store::server::ServerConfig;
 use tokio_stream::StreamExt;
+use tonic::Code;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
 
@@ -188,35 +189,62 @@ async fn capabilities_and_statistics() {
     assert!(after.uptime_seconds > before.uptime_seconds);
 }
 
+/// Waits cut short by the shutdown end promptly and say so: UNAVAILABLE
+/// (retry elsewhere), not an empty answer that reads as "nothing queued" or
+/// "nothing finished" (issue 17, case 13). A claim that committed is still
+/// answered with its rollout.
 #[tokio::test]
-async fn shutdown_ends_open_waits_promptly() {
+async fn shutdown_ends_open_waits_promptly_with_unavailable() {
     let server = TestServer::start_with(BACKEND, ServerConfig {
         drain_timeout: Duration::from_secs(20),
         ..ServerConfig::default()
     })
     .await;
+    let long = Some(prost_types::Duration {
+        seconds: 600,
+        nanos: 0,
+    });
     let mut waiters = Vec::new();
     for _ in 0..10 {
         let mut c = server.client().await;
-        waiters.push(tokio::spawn(async move { dequeue_wait(&mut c, 600).await }));
+        waiters.push(tokio::spawn(async move {
+            c.dequeue_rollout(pb::DequeueRolloutRequest {
+                worker_id: None,
+                wait: long,
+            })
+            .await
+        }));
     }
     let mut c = server.client().await;
     let rollout = enqueue(&mut c, "1").await;
     let mut w = server.client().await;
-    let id = rollout.rollout_id.clone();
-    let waiting = tokio::spawn(async move { wait_for(&mut w, &[&id], 600.0).await });
+    let rollout_ids = vec![rollout.rollout_id.clone()];
+    let waiting = tokio::spawn(async move {
+        w.wait_for_rollouts(pb::WaitForRolloutsRequest {
+            rollout_ids,
+            timeout: long,
+        })
+        .await
+    });
     // Make sure every wait is in progress before shutting down.
     tokio::task::yield_now().await;
     let started = std::time::Instant::now();
     tokio::time::timeout(Duration::from_secs(10), server.stop())
         .await
         .expect("the server stops well within its drain deadline");
-    let claimed: usize = futures::future::join_all(waiters)
-        .await
-        .into_iter()
-        .map(|r| usize::from(r.unwrap().is_some()))
-        .sum();
+    let mut claimed = 0;
+    for waiter in waiters {
+        match waiter.await.unwrap() {
+            Ok(answer) => {
+                let answer = answer.into_inner();
+                assert!(answer.rollout.is_some(), "an OK dequeue carries its claim: {answer:?}");
+                claimed += 1;
+            }
+            Err(status) => assert_eq!(status.code(), Code::Unavailable, "{status:?}"),
+        }
+    }
     assert!(claimed <= 1, "only the one rollout can be claimed");
-    assert!(waiting.await.unwrap().is_empty(), "nothing finished");
+    let cut = waiting.await.unwrap().expect_err("nothing finished: the wait was cut");
+    assert_eq!(cut.code(), Code::Unavailable, "{cut:?}");
     assert!(started.elapsed() < Duration::from_secs(10));
 }

@@ -76,7 +76,9 @@ impl Engine {
     }
 
     /// Claims up to `limit` rollouts from the queue's head; waits up to
-    /// `wait` for the first one when the queue is empty.
+    /// `wait` for the first one when the queue is empty. A wait that the
+    /// server's shutdown cuts short with nothing claimed is unavailable, not
+    /// an empty queue.
     pub async fn dequeue(
         &self,
         limit: usize,
@@ -94,8 +96,11 @@ impl Engine {
             let claimed = self
                 .claim_from_queue(limit, worker_id.clone(), true)
                 .await?;
-            if !claimed.is_empty() || tokio::time::Instant::now() >= deadline || *closing.borrow() {
+            if !claimed.is_empty() || tokio::time::Instant::now() >= deadline {
                 return Ok(claimed);
+            }
+            if *closing.borrow() {
+                return Err(StoreError::shutting_down());
             }
             tokio::select! {
                 _ = signal => {}
@@ -169,7 +174,8 @@ impl Engine {
 
     /// Waits until every known rollout among `rollout_ids` is terminal or
     /// `timeout` passes (`None`: no limit); returns the terminal ones in
-    /// request order. Unknown ids are omitted.
+    /// request order. Unknown ids are omitted. A wait that the server's
+    /// shutdown cuts short is unavailable (the client waits again elsewhere).
     pub async fn wait_for_rollouts(
         &self,
         rollout_ids: &[String],
@@ -199,14 +205,20 @@ impl Engine {
                     }
                 }
             }
-            if pending.is_empty() || *closing.borrow() {
+            if pending.is_empty() {
                 break;
             }
             let deadline = deadline.unwrap_or_else(|| limits::deadline_after(limits::LONGEST_WAIT));
+            if tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            if *closing.borrow() {
+                return Err(StoreError::shutting_down());
+            }
             let event = tokio::select! {
                 event = events.recv() => event,
                 _ = tokio::time::sleep_until(deadline) => break,
-                _ = closing.changed() => break,
+                _ = closing.changed() => return Err(StoreError::shutting_down()),
             };
             match event {
                 Ok(event) => {
