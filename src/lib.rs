@@ -22,6 +22,8 @@ pub mod bench;
 pub mod cli;
 pub mod client;
 pub mod core;
+#[cfg(test)]
+mod fuzz;
 pub mod gateway;
 pub mod http;
 pub mod metrics;

@@ -60,9 +60,6 @@ fn served_methods() -> KnownMethods {
 /// Settings of the gRPC server.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// Largest accepted request, in bytes (OTLP exporters expect 64 MiB):
-    /// gRPC messages and HTTP bodies (also after decompression).
-    pub max_message_bytes: usize,
     /// How long in-flight calls may run after shutdown starts.
     pub drain_timeout: Duration,
     /// OTLP exports (gRPC and HTTP together) processed at once; more are
@@ -128,7 +125,6 @@ impl MetricsListener {
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {
-            max_message_bytes: 64 * 1024 * 1024,
             drain_timeout: Duration::from_secs(10),
             otlp_max_in_flight: 64,
             session_grace: Duration::from_secs(30),
@@ -198,19 +194,22 @@ pub async fn serve(
     // Sessions this server held before a restart are dropped before it
     // serves: their runners may reconnect at once.
     sessions.recover().await;
+    // gRPC messages and HTTP bodies (also after decompression); control
+    // calls are held to their smaller limit by the store service.
+    let max_message_bytes = engine.limits().max_message_bytes;
     let store_service = LightningStoreServiceServer::new(StoreService::new(
         engine.clone(),
         sessions.clone(),
         config.transport,
         config.subscriber_timeout,
     ))
-    .max_decoding_message_size(config.max_message_bytes)
+    .max_decoding_message_size(max_message_bytes)
     .max_encoding_message_size(usize::MAX)
     .accept_compressed(CompressionEncoding::Gzip)
     .send_compressed(CompressionEncoding::Gzip);
     let trace_ingest = TraceIngest::new(engine.clone(), config.otlp_max_in_flight);
     let trace_service = TraceServiceServer::new(OtlpTraceService::new(trace_ingest.clone()))
-        .max_decoding_message_size(config.max_message_bytes)
+        .max_decoding_message_size(max_message_bytes)
         .accept_compressed(CompressionEncoding::Gzip)
         .send_compressed(CompressionEncoding::Gzip);
 
@@ -221,7 +220,7 @@ pub async fn serve(
         engine.clone(),
         config.gateway.clone(),
         config.metrics.clone(),
-        config.max_message_bytes,
+        max_message_bytes,
     );
     // A restarted server honours a pause before its first call.
     if let Err(error) = gateway.load().await {
@@ -302,7 +301,7 @@ pub async fn serve(
     let http = crate::http::routes(crate::http::HttpContext {
         engine: engine.clone(),
         trace_ingest,
-        max_body_bytes: config.max_message_bytes,
+        max_body_bytes: max_message_bytes,
         gateway,
         metrics: config.metrics.clone(),
     });

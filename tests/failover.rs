@@ -340,6 +340,7 @@ impl LoadRunner {
                         .add_spans(pb::AddSpansRequest {
                             spans: vec![span(&rollout_id, &attempt_id, "step", None)],
                             owner_epoch: Some(epoch),
+                            ..Default::default()
                         })
                         .await
                         .map(|_| ()),

@@ -7,6 +7,7 @@ mod common;
 
 use common::http::{HttpClient, Version};
 use common::{Backend, TestServer};
+use lightning_store::core::limits::RequestLimits;
 use lightning_store::metrics::Metrics;
 use lightning_store::proto;
 use lightning_store::server::ServerConfig;
@@ -112,11 +113,15 @@ async fn http_requests_carry_request_ids_and_are_counted_by_route() {
 
 #[tokio::test]
 async fn bodies_over_the_limit_get_413_and_nothing_is_written() {
-    let config = ServerConfig {
-        max_message_bytes: 4096,
-        ..ServerConfig::default()
-    };
-    let server = TestServer::start_with(Backend::Memory, config).await;
+    let server = TestServer::start_with_limits(
+        Backend::Memory,
+        RequestLimits {
+            max_control_message_bytes: 4096,
+            max_message_bytes: 4096,
+            ..RequestLimits::default()
+        },
+    )
+    .await;
     let http = HttpClient::new(server.addr, Version::Http1);
     let big = serde_json::json!({"rollouts": [{"input": "x".repeat(5000)}]});
     let refused = http

@@ -236,6 +236,7 @@ async fn enqueue_many(c: &mut Client, count: usize) -> Vec<String> {
         let response = c
             .enqueue_rollouts(pb::EnqueueRolloutsRequest {
                 rollouts: vec![pb::RolloutSpec::default(); batch],
+                ..Default::default()
             })
             .await
             .unwrap()

@@ -279,6 +279,7 @@ async fn enqueue_many(client: &mut LightningStoreServiceClient<Channel>, count: 
                 };
                 count
             ],
+            ..Default::default()
         })
         .await
         .unwrap();

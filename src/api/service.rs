@@ -13,6 +13,7 @@ use crate::auth;
 use crate::core::engine::{AttemptPatch, Engine, RolloutPatch};
 use crate::core::error::StoreError;
 use crate::core::ids;
+use crate::core::limits::RequestLimits;
 use crate::core::model::{AttemptStatus, Json, RolloutStatus, WorkerStatus};
 use crate::core::query::{
     AttemptSelector, ResourcesFilter, RolloutFilter, SpanFilter, TextMatch, WorkerFilter,
@@ -21,9 +22,6 @@ use crate::core::sessions::Sessions;
 use crate::proto as pb;
 use crate::proto::lightning_store_service_server::LightningStoreService;
 use crate::transport::TransportLimits;
-
-/// Largest `limit` of one DequeueRollouts call.
-pub const MAX_DEQUEUE_BATCH: i32 = 10_000;
 
 /// The gRPC face of the engine.
 #[derive(Clone)]
@@ -58,9 +56,15 @@ impl StoreService {
 }
 
 /// The effective limits, as `GetCapabilities` reports them.
-fn limits_to_proto(transport: &TransportLimits) -> pb::Limits {
+fn limits_to_proto(request: &RequestLimits, transport: &TransportLimits) -> pb::Limits {
     let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
     pb::Limits {
+        max_ids_per_list: count(request.max_ids_per_list),
+        max_batch_items: count(request.max_batch_items),
+        max_control_message_bytes: count(request.max_control_message_bytes),
+        max_message_bytes: count(request.max_message_bytes),
+        longest_wait: prost_types::Duration::try_from(request.longest_wait).ok(),
+        max_id_bytes: count(ids::MAX_ID_LEN),
         max_connections: count(transport.max_connections),
         idle_timeout: prost_types::Duration::try_from(transport.idle_timeout).ok(),
         max_concurrent_streams: i64::from(transport.max_concurrent_streams),
@@ -70,6 +74,61 @@ fn limits_to_proto(transport: &TransportLimits) -> pb::Limits {
 }
 
 type RpcResult<T> = Result<Response<T>, Status>;
+
+/// The receive limit a client announces by default: gRPC's 4 MiB.
+const DEFAULT_RECEIVE_LIMIT: i64 = 4 * 1024 * 1024;
+
+/// Returns the receive limit a batch write's client announced, checked
+/// before anything is written.
+fn receive_limit(max_response_bytes: Option<i64>) -> Result<usize, StoreError> {
+    match max_response_bytes {
+        None => Ok(DEFAULT_RECEIVE_LIMIT as usize),
+        Some(limit) => usize::try_from(limit)
+            .ok()
+            .filter(|&limit| limit > 0)
+            .ok_or_else(|| {
+                StoreError::invalid(format!("max_response_bytes must be positive, got {limit}"))
+            }),
+    }
+}
+
+/// Returns the response with its items (`full` of the ids-only one) when the
+/// client did not ask for ids only and it fits the client's receive limit,
+/// else the ids-only one: a committed write's answer always reaches its
+/// client.
+fn within_receive_limit<T: prost::Message>(
+    ids_only: bool,
+    receive_limit: usize,
+    ids: T,
+    full: impl FnOnce(&T) -> T,
+) -> T {
+    if ids_only {
+        return ids;
+    }
+    let full = full(&ids);
+    if full.encoded_len() <= receive_limit {
+        full
+    } else {
+        ids
+    }
+}
+
+impl StoreService {
+    /// Refuses a control call's request over the control message limit: the
+    /// service decodes up to the larger payload limit (one decode limit per
+    /// service), so the smaller group is checked here, once, on the decoded
+    /// size (cheap for the small messages it admits).
+    fn control<T: prost::Message>(&self, request: &Request<T>) -> Result<(), StoreError> {
+        let size = request.get_ref().encoded_len();
+        let limit = self.engine.limits().max_control_message_bytes;
+        if size > limit {
+            return Err(StoreError::TooLarge(format!(
+                "the request is {size} bytes, more than the control message limit of {limit} bytes"
+            )));
+        }
+        Ok(())
+    }
+}
 
 fn ok<T>(message: T) -> RpcResult<T> {
     Ok(Response::new(message))
@@ -127,6 +186,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::WatchRolloutCompletionsRequest>,
     ) -> RpcResult<Self::WatchRolloutCompletionsStream> {
+        self.control(&request)?;
         streams::watch_rollout_completions(
             &self.engine,
             request.into_inner(),
@@ -140,6 +200,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::WatchEventsRequest>,
     ) -> RpcResult<Self::WatchEventsStream> {
+        self.control(&request)?;
         streams::watch_events(&self.engine, request.into_inner(), &self.subscriber_limits)
             .await
             .map(Response::new)
@@ -157,21 +218,23 @@ impl LightningStoreService for StoreService {
 
     async fn get_capabilities(
         &self,
-        _request: Request<pb::GetCapabilitiesRequest>,
+        request: Request<pb::GetCapabilitiesRequest>,
     ) -> RpcResult<pb::GetCapabilitiesResponse> {
+        self.control(&request)?;
         ok(pb::GetCapabilitiesResponse {
             thread_safe: true,
             async_safe: true,
             zero_copy: true,
             otlp_traces: true,
-            limits: Some(limits_to_proto(&self.transport)),
+            limits: Some(limits_to_proto(self.engine.limits(), &self.transport)),
         })
     }
 
     async fn get_statistics(
         &self,
-        _request: Request<pb::GetStatisticsRequest>,
+        request: Request<pb::GetStatisticsRequest>,
     ) -> RpcResult<pb::GetStatisticsResponse> {
+        self.control(&request)?;
         let stats = self.engine.statistics().await?;
         ok(pb::GetStatisticsResponse {
             name: stats.name,
@@ -227,22 +290,36 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::EnqueueRolloutsRequest>,
     ) -> RpcResult<pb::EnqueueRolloutsResponse> {
+        let request = request.get_ref();
+        let receive_limit = receive_limit(request.max_response_bytes)?;
         let specs = request
-            .get_ref()
             .rollouts
             .iter()
             .map(|spec| c::spec_from_proto(Some(spec)))
             .collect::<Result<Vec<_>, _>>()?;
         let created = self.engine.enqueue_rollouts(specs).await?;
-        ok(pb::EnqueueRolloutsResponse {
-            rollouts: created.iter().map(c::rollout_to_proto).collect(),
-        })
+        let ids = pb::EnqueueRolloutsResponse {
+            rollouts: Vec::new(),
+            rollout_ids: created.iter().map(|r| r.rollout_id.clone()).collect(),
+            ids_only: true,
+        };
+        ok(within_receive_limit(
+            request.ids_only,
+            receive_limit,
+            ids,
+            |ids| pb::EnqueueRolloutsResponse {
+                rollouts: created.iter().map(c::rollout_to_proto).collect(),
+                rollout_ids: ids.rollout_ids.clone(),
+                ids_only: false,
+            },
+        ))
     }
 
     async fn dequeue_rollout(
         &self,
         request: Request<pb::DequeueRolloutRequest>,
     ) -> RpcResult<pb::DequeueRolloutResponse> {
+        self.control(&request)?;
         let (_, extensions, request) = request.into_parts();
         let worker_id = opt_worker_id("worker_id", request.worker_id.as_ref())?;
         auth::check_worker_named(extensions.get(), worker_id.as_deref())?;
@@ -257,16 +334,17 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::DequeueRolloutsRequest>,
     ) -> RpcResult<pb::DequeueRolloutsResponse> {
+        self.control(&request)?;
         let (_, extensions, request) = request.into_parts();
+        // The engine checks the upper bound (the batch limit).
         let limit = match request.limit {
             0 => 1,
-            n @ 1..=MAX_DEQUEUE_BATCH => n as usize,
-            n => {
-                return Err(StoreError::invalid(format!(
-                    "limit must be between 1 and {MAX_DEQUEUE_BATCH}, got {n}"
+            n => usize::try_from(n).map_err(|_| {
+                StoreError::invalid(format!(
+                    "limit must be between 1 and {}, got {n}",
+                    self.engine.limits().max_batch_items
                 ))
-                .into());
-            }
+            })?,
         };
         let worker_id = opt_worker_id("worker_id", request.worker_id.as_ref())?;
         auth::check_worker_named(extensions.get(), worker_id.as_deref())?;
@@ -281,6 +359,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::StartAttemptRequest>,
     ) -> RpcResult<pb::StartAttemptResponse> {
+        self.control(&request)?;
         let (_, extensions, request) = request.into_parts();
         let rollout_id = id("rollout_id", &request.rollout_id)?;
         let worker_id = opt_worker_id("worker_id", request.worker_id.as_ref())?;
@@ -313,26 +392,41 @@ impl LightningStoreService for StoreService {
         request: Request<pb::AddSpansRequest>,
     ) -> RpcResult<pb::AddSpansResponse> {
         let request = request.into_inner();
+        let receive_limit = receive_limit(request.max_response_bytes)?;
         let spans = request
             .spans
             .into_iter()
             .map(c::span_from_proto)
             .collect::<Result<Vec<_>, _>>()?;
         let added = self.engine.add_spans(spans, request.owner_epoch).await?;
-        ok(pb::AddSpansResponse {
-            spans: added
-                .spans
-                .iter()
-                .map(|span| c::span_to_proto(span))
-                .collect(),
+        let ids = pb::AddSpansResponse {
+            spans: Vec::new(),
             duplicates: added.duplicates as i32,
-        })
+            sequence_ids: added.spans.iter().map(|span| span.sequence_id).collect(),
+            ids_only: true,
+        };
+        ok(within_receive_limit(
+            request.ids_only,
+            receive_limit,
+            ids,
+            |ids| pb::AddSpansResponse {
+                spans: added
+                    .spans
+                    .iter()
+                    .map(|span| c::span_to_proto(span))
+                    .collect(),
+                duplicates: ids.duplicates,
+                sequence_ids: ids.sequence_ids.clone(),
+                ids_only: false,
+            },
+        ))
     }
 
     async fn get_next_span_sequence_id(
         &self,
         request: Request<pb::GetNextSpanSequenceIdRequest>,
     ) -> RpcResult<pb::GetNextSpanSequenceIdResponse> {
+        self.control(&request)?;
         let request = request.get_ref();
         let pair = (
             id("rollout_id", &request.rollout_id)?,
@@ -348,6 +442,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetSpanSequenceIdsRequest>,
     ) -> RpcResult<pb::GetSpanSequenceIdsResponse> {
+        self.control(&request)?;
         let pairs = request
             .get_ref()
             .attempts
@@ -367,6 +462,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::QueryRolloutsRequest>,
     ) -> RpcResult<pb::QueryRolloutsResponse> {
+        self.control(&request)?;
         let request = request.into_inner();
         let filter = RolloutFilter {
             status_in: filter_list(
@@ -400,6 +496,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetRolloutRequest>,
     ) -> RpcResult<pb::GetRolloutResponse> {
+        self.control(&request)?;
         let rollout_id = id("rollout_id", &request.get_ref().rollout_id)?;
         let view = self.engine.get_rollout(&rollout_id).await?;
         ok(pb::GetRolloutResponse {
@@ -465,6 +562,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::QueryAttemptsRequest>,
     ) -> RpcResult<pb::QueryAttemptsResponse> {
+        self.control(&request)?;
         let request = request.get_ref();
         let rollout_id = id("rollout_id", &request.rollout_id)?;
         let page = c::page_from_proto(request.page.as_ref())?;
@@ -482,6 +580,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetLatestAttemptRequest>,
     ) -> RpcResult<pb::GetLatestAttemptResponse> {
+        self.control(&request)?;
         let rollout_id = id("rollout_id", &request.get_ref().rollout_id)?;
         let attempt = self.engine.latest_attempt(&rollout_id).await?;
         ok(pb::GetLatestAttemptResponse {
@@ -543,6 +642,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::WaitForRolloutsRequest>,
     ) -> RpcResult<pb::WaitForRolloutsResponse> {
+        self.control(&request)?;
         let request = request.into_inner();
         let rollout_ids = request
             .rollout_ids
@@ -561,6 +661,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::QuerySpansRequest>,
     ) -> RpcResult<pb::QuerySpansResponse> {
+        self.control(&request)?;
         let request = request.into_inner();
         let attempt = match request.attempt_id.as_deref() {
             None => AttemptSelector::All,
@@ -622,6 +723,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetResourcesRequest>,
     ) -> RpcResult<pb::GetResourcesResponse> {
+        self.control(&request)?;
         let resources_id = id("resources_id", &request.get_ref().resources_id)?;
         let update = self.engine.get_resources(&resources_id).await?;
         ok(pb::GetResourcesResponse {
@@ -631,8 +733,9 @@ impl LightningStoreService for StoreService {
 
     async fn get_latest_resources(
         &self,
-        _request: Request<pb::GetLatestResourcesRequest>,
+        request: Request<pb::GetLatestResourcesRequest>,
     ) -> RpcResult<pb::GetLatestResourcesResponse> {
+        self.control(&request)?;
         let update = self.engine.latest_resources().await?;
         ok(pb::GetLatestResourcesResponse {
             resources: update.as_ref().map(c::resources_to_proto),
@@ -643,6 +746,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::QueryResourcesRequest>,
     ) -> RpcResult<pb::QueryResourcesResponse> {
+        self.control(&request)?;
         let request = request.into_inner();
         let filter = ResourcesFilter {
             resources_id: opt_id("resources_id", request.resources_id.as_ref())?,
@@ -663,6 +767,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::QueryWorkersRequest>,
     ) -> RpcResult<pb::QueryWorkersResponse> {
+        self.control(&request)?;
         let request = request.into_inner();
         let filter = WorkerFilter {
             status_in: filter_list(
@@ -688,6 +793,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetWorkerRequest>,
     ) -> RpcResult<pb::GetWorkerResponse> {
+        self.control(&request)?;
         let worker_id = c::worker_id("worker_id", &request.get_ref().worker_id)?;
         let worker = self.engine.get_worker(&worker_id).await?;
         ok(pb::GetWorkerResponse {
@@ -699,6 +805,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::UpdateWorkerRequest>,
     ) -> RpcResult<pb::UpdateWorkerResponse> {
+        self.control(&request)?;
         auth::check_worker(
             request.extensions().get(),
             Some(&request.get_ref().worker_id),

@@ -14,6 +14,9 @@ impl From<StoreError> for Status {
             StoreError::NotFound(message) => status(Code::NotFound, message),
             StoreError::InvalidArgument(message) => status(Code::InvalidArgument, message),
             StoreError::FailedPrecondition(message) => status(Code::FailedPrecondition, message),
+            // gRPC's code for a message over a size limit (what tonic's own
+            // decode limit answers too, see `server`).
+            StoreError::TooLarge(message) => status(Code::ResourceExhausted, message),
             StoreError::Unavailable(message) => status(Code::Unavailable, message),
             StoreError::Internal(message) => {
                 tracing::error!(error = message, "internal error");

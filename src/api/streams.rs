@@ -5,6 +5,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use prost::Message as _;
 use tokio::sync::mpsc;
@@ -18,7 +19,7 @@ use super::subscribers::Outbox;
 pub use super::subscribers::SubscriberLimits;
 use crate::core::engine::Engine;
 use crate::core::error::StoreError;
-use crate::core::limits;
+use crate::core::limits::RequestLimits;
 use crate::core::model::{AttemptStatus, RolloutStatus};
 use crate::core::subscription::{EventFilter, SubscriptionError};
 use crate::proto as pb;
@@ -71,7 +72,9 @@ pub async fn watch_rollout_completions(
         .map(|r| id("rollout_ids", r))
         .collect::<Result<Vec<_>, _>>()?;
     let timeout = c::duration_from_proto("timeout", request.timeout.as_ref())?;
-    let deadline = limits::deadline_after(timeout.unwrap_or(limits::LONGEST_WAIT));
+    let deadline = engine
+        .limits()
+        .deadline_after(timeout.unwrap_or(Duration::MAX));
     let place = limits.admit()?;
     let mut watch = engine.watch_completions(rollout_ids).await?;
     let (sender, receiver) = mpsc::channel(64);
@@ -102,7 +105,11 @@ pub async fn watch_rollout_completions(
     Ok(stream_of(receiver))
 }
 
-fn event_filter(request: &pb::WatchEventsRequest) -> Result<EventFilter, StoreError> {
+fn event_filter(
+    request: &pb::WatchEventsRequest,
+    limits: &RequestLimits,
+) -> Result<EventFilter, StoreError> {
+    limits.check_ids("rollout_ids", request.rollout_ids.len())?;
     let list = |values: &[i32]| !values.is_empty();
     Ok(EventFilter {
         kinds: list(&request.kinds)
@@ -152,7 +159,7 @@ pub async fn watch_events(
     request: pb::WatchEventsRequest,
     limits: &SubscriberLimits,
 ) -> Result<RpcStream<pb::WatchEventsResponse>, Status> {
-    let filter = event_filter(&request)?;
+    let filter = event_filter(&request, engine.limits())?;
     let place = limits.admit()?;
     let mut subscription = engine
         .subscribe(request.after_seq)

@@ -59,7 +59,10 @@ pub async fn run(target: &mut Target, args: BulkArgs, progress: bool) -> BenchRe
             let result = timed(
                 &mut recorder,
                 "EnqueueRollouts",
-                bulk_client.enqueue_rollouts(pb::EnqueueRolloutsRequest { rollouts: specs }),
+                bulk_client.enqueue_rollouts(pb::EnqueueRolloutsRequest {
+                    rollouts: specs,
+                    ..Default::default()
+                }),
             )
             .await;
             let elapsed = started.elapsed();

@@ -172,6 +172,7 @@ async fn running_attempts(
             .add_spans(pb::AddSpansRequest {
                 owner_epoch: None,
                 spans: span.spans(&rollout_id, &attempt_id, 1, &mut ids),
+                ..Default::default()
             })
             .await?;
         attempts.push((rollout_id, attempt_id));

@@ -325,6 +325,7 @@ async fn batched(
         "EnqueueRollouts",
         client.store.enqueue_rollouts(pb::EnqueueRolloutsRequest {
             rollouts: (0..n).map(|_| spec()).collect(),
+            ..Default::default()
         }),
     )
     .await?;
@@ -387,9 +388,13 @@ async fn add_spans(
     owner_epoch: Option<u64>,
 ) -> Result<(), Status> {
     let expected = spans.len();
-    let request = pb::AddSpansRequest { spans, owner_epoch }
-        .encode_to_vec()
-        .into();
+    let request = pb::AddSpansRequest {
+        spans,
+        owner_epoch,
+        ..Default::default()
+    }
+    .encode_to_vec()
+    .into();
     let ack = timed(recorder, "AddSpans", client.lean.add_spans(request)).await?;
     ack.check(expected)
 }

@@ -158,6 +158,7 @@ impl StoreBatch {
             &pb::AddSpansRequest {
                 spans,
                 owner_epoch: None,
+                ..Default::default()
             },
             &markers,
             2,

@@ -84,6 +84,7 @@ async fn prepare(client: &mut StoreClient, span: &StoreSpan, count: usize) -> Be
             .add_spans(pb::AddSpansRequest {
                 owner_epoch: None,
                 spans: span.spans(&rollout_id, &attempt_id, n, &mut ids),
+                ..Default::default()
             })
             .await?;
         added += n;

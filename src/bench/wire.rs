@@ -229,6 +229,7 @@ mod tests {
         let full = pb::AddSpansResponse {
             spans: vec![span.clone(); 3],
             duplicates: 2,
+            ..Default::default()
         };
         let lean = AddSpansAck::decode(full.encode_to_vec().as_slice()).unwrap();
         assert_eq!((lean.spans.len(), lean.duplicates), (3, 2));
@@ -254,6 +255,7 @@ mod tests {
                 })
                 .collect(),
             owner_epoch: None,
+            ..Default::default()
         };
         let markers = vec![b"marker0".to_vec(), b"marker1".to_vec()];
         let template = Template::new(&request, &markers, 2).unwrap();

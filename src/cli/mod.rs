@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::auth::Tokens;
 use crate::core::agl1::gateway::GatewaySettings;
 use crate::core::engine::{Engine, EngineConfig};
+use crate::core::limits::RequestLimits;
 use crate::core::retention::RetentionPolicy;
 use crate::gateway::GatewayConfig;
 use crate::metrics::Metrics;
@@ -145,10 +146,46 @@ pub struct ServeArgs {
         default_value_t = 10.0
     )]
     pub span_retention_interval_secs: f64,
-    /// Largest accepted request in bytes: a gRPC message or an HTTP body
-    /// (also after decompression).
-    #[arg(long, env = "LIGHTNING_STORE_MAX_MESSAGE_BYTES", default_value_t = 64 * 1024 * 1024)]
+    /// Largest request that carries payloads in bytes (span and batch
+    /// writes, rollout inputs, resources, OTLP exports, HTTP bodies, also
+    /// after decompression).
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_MAX_MESSAGE_BYTES",
+        default_value_t = RequestLimits::default().max_message_bytes
+    )]
     pub max_message_bytes: usize,
+    /// Largest request of a control call in bytes (reads, queries, waits,
+    /// dequeues, heartbeats, sequence ids, subscriptions).
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_MAX_CONTROL_MESSAGE_BYTES",
+        default_value_t = RequestLimits::default().max_control_message_bytes
+    )]
+    pub max_control_message_bytes: usize,
+    /// Ids in one list (rollouts waited for or watched, id filters).
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_MAX_IDS_PER_LIST",
+        default_value_t = RequestLimits::default().max_ids_per_list
+    )]
+    pub max_ids_per_list: usize,
+    /// Items in one batch (rollouts enqueued, spans added, sequence ids
+    /// allocated, rollouts claimed by one dequeue).
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_MAX_BATCH_ITEMS",
+        default_value_t = RequestLimits::default().max_batch_items
+    )]
+    pub max_batch_items: usize,
+    /// Seconds any call waits at most (dequeue waits, rollout waits,
+    /// completion watches); longer client durations are clamped to it.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_LONGEST_WAIT_SECS",
+        default_value_t = RequestLimits::default().longest_wait.as_secs_f64()
+    )]
+    pub longest_wait_secs: f64,
     /// Seconds in-flight calls may run after SIGINT/SIGTERM before the server exits.
     #[arg(
         long,
@@ -459,6 +496,14 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
         _ => None,
     };
     check_exposure(&args, tokens.as_ref(), tls.as_ref())?;
+    let limits = RequestLimits {
+        max_ids_per_list: args.max_ids_per_list,
+        max_batch_items: args.max_batch_items,
+        max_control_message_bytes: args.max_control_message_bytes,
+        max_message_bytes: args.max_message_bytes,
+        longest_wait: seconds("--longest-wait-secs", args.longest_wait_secs)?,
+    }
+    .validated()?;
     let store = store::open(&config).await?;
     let metrics = Metrics::new();
     let engine = Arc::new(Engine::new(
@@ -468,6 +513,7 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
             span_retention,
             retention_interval,
             observer: Arc::new(metrics.clone()),
+            limits,
             ..EngineConfig::default()
         },
     ));
@@ -483,7 +529,6 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
         None => None,
     };
     let config = ServerConfig {
-        max_message_bytes: args.max_message_bytes,
         drain_timeout: Duration::from_secs_f64(args.drain_timeout_secs),
         otlp_max_in_flight: args.otlp_max_in_flight,
         session_grace: Duration::from_secs_f64(args.session_grace_secs),

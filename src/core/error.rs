@@ -45,6 +45,10 @@ pub enum StoreError {
     /// The request is well-formed but the current state does not allow it.
     #[error("{0}")]
     FailedPrecondition(String),
+    /// The request is larger than a size limit; nothing was written and
+    /// the same request can never succeed (it must be split).
+    #[error("{0}")]
+    TooLarge(String),
     /// The backend cannot be reached or the server is shutting down; retrying may succeed.
     #[error("{0}")]
     Unavailable(String),

@@ -1,11 +1,17 @@
 //! Limits the store puts on what a client may ask of it, so that no request
-//! can overflow a clock or a counter.
+//! can overflow a clock or a counter, exhaust a backend's bind parameters or
+//! hold more memory than the pod has.
+//!
+//! [`RequestLimits`] is the one place the request limits live: the engine
+//! checks the counts (ids per list, items per batch) and clamps waits, the
+//! adapters check message sizes, and `GetCapabilities` reports them all.
 
 use std::time::Duration;
 
-/// The longest any call waits (dequeue waits, rollout waits, completion
-/// watches): longer client durations are clamped to it, so a wait of
-/// `i64::MAX` seconds means "until shutdown" instead of overflowing the clock.
+use super::error::StoreError;
+
+/// The default longest wait: a year, so that a wait of `i64::MAX` seconds
+/// means "until shutdown" instead of overflowing the clock.
 pub const LONGEST_WAIT: Duration = Duration::from_secs(86_400 * 365);
 
 /// The largest explicit span sequence id accepted (2^53 - 1): every value up
@@ -13,9 +19,87 @@ pub const LONGEST_WAIT: Duration = Duration::from_secs(86_400 * 365);
 /// rollout's counter raised to it can still count on without overflowing.
 pub const LARGEST_SEQUENCE_ID: i64 = (1 << 53) - 1;
 
-/// Returns the instant `wait` from now, clamped to [`LONGEST_WAIT`].
-pub fn deadline_after(wait: Duration) -> tokio::time::Instant {
-    tokio::time::Instant::now() + wait.min(LONGEST_WAIT)
+/// The request limits of a server (README "Limits"). The defaults suit the
+/// Helm chart's 2 GiB pod and stay below the bind-parameter limits of SQLite
+/// (32,766) and PostgreSQL (65,535), so that no list reaches a backend it
+/// could fail on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestLimits {
+    /// Ids in one list: the ids a call waits for or watches, and an id
+    /// filter of a query or a subscription.
+    pub max_ids_per_list: usize,
+    /// Items in one batch: rollouts enqueued or created, spans added,
+    /// sequence ids allocated, rollouts claimed by one dequeue.
+    pub max_batch_items: usize,
+    /// Largest message of a control call (reads, queries, waits, dequeues,
+    /// heartbeats, sequence ids, subscriptions), in bytes.
+    pub max_control_message_bytes: usize,
+    /// Largest request that carries payloads (span and batch writes,
+    /// rollout inputs, resources, OTLP exports, HTTP bodies), in bytes.
+    pub max_message_bytes: usize,
+    /// The longest any call waits: longer client durations are clamped to it.
+    pub longest_wait: Duration,
+}
+
+impl Default for RequestLimits {
+    fn default() -> Self {
+        Self {
+            max_ids_per_list: 10_000,
+            max_batch_items: 10_000,
+            max_control_message_bytes: 4 * 1024 * 1024,
+            max_message_bytes: 64 * 1024 * 1024,
+            longest_wait: LONGEST_WAIT,
+        }
+    }
+}
+
+impl RequestLimits {
+    /// Returns the limits with every value at least its smallest sensible
+    /// value (one id, one item, 1 KiB, a millisecond), and control messages
+    /// no larger than payload messages, or the reason they cannot be used.
+    pub fn validated(self) -> Result<Self, String> {
+        if self.max_ids_per_list == 0 || self.max_batch_items == 0 {
+            return Err("the ids per list and items per batch must be at least 1".into());
+        }
+        if self.max_control_message_bytes < 1024 || self.max_message_bytes < 1024 {
+            return Err("message limits must be at least 1024 bytes".into());
+        }
+        if self.max_control_message_bytes > self.max_message_bytes {
+            return Err(format!(
+                "the control message limit ({}) must not exceed the message limit ({})",
+                self.max_control_message_bytes, self.max_message_bytes
+            ));
+        }
+        if self.longest_wait < Duration::from_millis(1) {
+            return Err("the longest wait must be at least a millisecond".into());
+        }
+        Ok(self)
+    }
+
+    /// Refuses a list of `count` ids over [`RequestLimits::max_ids_per_list`]
+    /// (INVALID_ARGUMENT: the client must split it; a retry cannot succeed).
+    pub fn check_ids(&self, field: &str, count: usize) -> Result<(), StoreError> {
+        over(field, count, self.max_ids_per_list, "ids")
+    }
+
+    /// Refuses a batch of `count` items over [`RequestLimits::max_batch_items`].
+    pub fn check_batch(&self, field: &str, count: usize) -> Result<(), StoreError> {
+        over(field, count, self.max_batch_items, "items")
+    }
+
+    /// Returns the instant `wait` from now, clamped to the longest wait.
+    pub fn deadline_after(&self, wait: Duration) -> tokio::time::Instant {
+        tokio::time::Instant::now() + wait.min(self.longest_wait)
+    }
+}
+
+fn over(field: &str, count: usize, limit: usize, what: &str) -> Result<(), StoreError> {
+    if count > limit {
+        return Err(StoreError::invalid(format!(
+            "{field} holds {count} {what}, more than the limit of {limit}; split the request"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -24,9 +108,51 @@ mod tests {
 
     #[test]
     fn the_longest_duration_is_clamped_instead_of_overflowing() {
+        let limits = RequestLimits::default();
         let before = tokio::time::Instant::now();
-        let far = deadline_after(Duration::MAX);
+        let far = limits.deadline_after(Duration::MAX);
         let after = tokio::time::Instant::now();
         assert!(before + LONGEST_WAIT <= far && far <= after + LONGEST_WAIT);
+    }
+
+    #[test]
+    fn counts_over_a_limit_are_invalid_arguments_naming_the_field() {
+        let limits = RequestLimits {
+            max_ids_per_list: 2,
+            max_batch_items: 3,
+            ..RequestLimits::default()
+        };
+        assert!(limits.check_ids("rollout_ids", 2).is_ok());
+        let refused = limits.check_ids("rollout_ids", 3).unwrap_err();
+        assert_eq!(
+            refused,
+            StoreError::invalid(
+                "rollout_ids holds 3 ids, more than the limit of 2; split the request"
+            )
+        );
+        assert!(limits.check_batch("spans", 3).is_ok());
+        assert!(limits.check_batch("spans", 4).is_err());
+    }
+
+    #[test]
+    fn unusable_limits_are_refused() {
+        let defaults = RequestLimits::default();
+        assert_eq!(defaults.validated(), Ok(defaults));
+        for bad in [
+            RequestLimits {
+                max_ids_per_list: 0,
+                ..defaults
+            },
+            RequestLimits {
+                max_control_message_bytes: defaults.max_message_bytes + 1,
+                ..defaults
+            },
+            RequestLimits {
+                longest_wait: Duration::ZERO,
+                ..defaults
+            },
+        ] {
+            assert!(bad.validated().is_err(), "{bad:?}");
+        }
     }
 }

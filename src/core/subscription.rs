@@ -188,19 +188,17 @@ impl Engine {
         rollout_ids: Vec<String>,
     ) -> StoreResult<CompletionWatch> {
         let live = self.events().subscribe();
+        let mut found = self.get_rollouts(&rollout_ids).await?;
         let mut pending = HashSet::new();
         let mut ready = VecDeque::new();
+        // In request order, each id once; unknown ids are omitted.
         for rollout_id in rollout_ids {
-            if pending.contains(&rollout_id) {
-                continue;
-            }
-            match self.get_rollout(&rollout_id).await {
-                Ok(view) if view.rollout.status.is_finished() => ready.push_back(view),
-                Ok(_) => {
+            match found.remove(&rollout_id) {
+                Some(view) if view.rollout.status.is_finished() => ready.push_back(view),
+                Some(_) => {
                     pending.insert(rollout_id);
                 }
-                Err(StoreError::NotFound(_)) => {}
-                Err(error) => return Err(error),
+                None => {}
             }
         }
         Ok(CompletionWatch {
@@ -265,10 +263,12 @@ impl CompletionWatch {
                     _ => {}
                 },
                 Err(RecvError::Lagged(_)) => {
-                    // Some completions were skipped: re-read what is still pending.
+                    // Some completions were skipped: re-read what is still
+                    // pending, in one transaction.
                     let pending: Vec<String> = self.pending.iter().cloned().collect();
+                    let mut found = self.engine.get_rollouts(&pending).await?;
                     for rollout_id in pending {
-                        match self.reread(&rollout_id).await? {
+                        match found.remove(&rollout_id) {
                             Some(view) if view.rollout.status.is_finished() => {
                                 self.pending.remove(&rollout_id);
                                 self.ready.push_back(view);

@@ -98,7 +98,7 @@ async fn unknown_rollouts_are_404_everywhere_but_delete() {
 
 #[tokio::test]
 async fn huge_bodies_are_413() {
-    let server = start_with(BACKEND, |options| options.config.max_message_bytes = 4096).await;
+    let server = start_with(BACKEND, |options| options.limits.max_message_bytes = 4096).await;
     let api = Api::new(&server);
     api.create_one("x", json!({})).await;
     let huge = json!({"event_type": "reward", "data": {"blob": "x".repeat(8192)}});

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lightning_store::core::engine::{Engine, EngineConfig};
+use lightning_store::core::limits::RequestLimits;
 use lightning_store::core::retention::RetentionPolicy;
 use lightning_store::core::storage::Store;
 use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
@@ -135,6 +136,8 @@ pub struct TestOptions {
     pub span_retention: RetentionPolicy,
     /// How often the span retention runs.
     pub retention_interval: Duration,
+    /// What one request may ask (ids per list, items per batch, message sizes).
+    pub limits: RequestLimits,
 }
 
 impl Default for TestOptions {
@@ -147,6 +150,7 @@ impl Default for TestOptions {
             postgres_url: None,
             span_retention: RetentionPolicy::default(),
             retention_interval: Duration::from_secs(10),
+            limits: RequestLimits::default(),
         }
     }
 }
@@ -180,6 +184,18 @@ impl TestServer {
         .await
     }
 
+    /// Starts a server with default settings within `limits`.
+    pub async fn start_with_limits(backend: Backend, limits: RequestLimits) -> Self {
+        Self::start_opts(
+            backend,
+            TestOptions {
+                limits,
+                ..TestOptions::default()
+            },
+        )
+        .await
+    }
+
     /// Starts a server whose watchdog timer ticks every `interval` (a long
     /// interval leaves only the on-demand scan before reads).
     pub async fn start_with_watchdog(backend: Backend, interval: Duration) -> Self {
@@ -204,6 +220,7 @@ impl TestServer {
                 watchdog_interval: options.watchdog_interval,
                 span_retention: options.span_retention,
                 retention_interval: options.retention_interval,
+                limits: options.limits,
                 ..EngineConfig::default()
             },
         ));

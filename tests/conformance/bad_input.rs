@@ -2,7 +2,7 @@
 //! and leave the store exactly as it was.
 
 use lightning_store::proto as pb;
-use lightning_store::server::ServerConfig;
+use lightning_store::core::limits::RequestLimits;
 use tonic::Code;
 
 use super::BACKEND;
@@ -24,9 +24,9 @@ async fn snapshot(c: &mut Client) -> (pb::GetStatisticsResponse, Vec<pb::Rollout
 
 #[tokio::test]
 async fn malformed_requests_are_rejected_without_side_effects() {
-    let server = TestServer::start_with(BACKEND, ServerConfig {
+    let server = TestServer::start_with_limits(BACKEND, RequestLimits {
         max_message_bytes: 64 * 1024,
-        ..ServerConfig::default()
+        ..RequestLimits::default()
     })
     .await;
     let mut c = server.client().await;
@@ -99,6 +99,7 @@ async fn malformed_requests_are_rejected_without_side_effects() {
     assert_code(
         c.enqueue_rollouts(pb::EnqueueRolloutsRequest {
             rollouts: vec![spec("1"), spec("{")],
+            ..Default::default()
         })
         .await,
         invalid,

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use lightning_store::proto as pb;
-use lightning_store::server::ServerConfig;
+use lightning_store::core::limits::RequestLimits;
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse, trace_service_client::TraceServiceClient,
 };
@@ -321,9 +321,10 @@ async fn gzip_and_large_requests_are_accepted_and_oversized_ones_refused() {
     assert_eq!(export(&mut otlp, big).await.partial_success, None);
     assert_eq!(stats(&mut c).await.total_spans, 1024);
 
-    let limited = TestServer::start_with(BACKEND, ServerConfig {
+    let limited = TestServer::start_with_limits(BACKEND, RequestLimits {
+        max_control_message_bytes: 1024 * 1024,
         max_message_bytes: 1024 * 1024,
-        ..ServerConfig::default()
+        ..RequestLimits::default()
     })
     .await;
     let mut client =

@@ -1,7 +1,9 @@
 //! Issue 17's cases, one test each: hostile or careless inputs get a clear
 //! answer, never a panic or INTERNAL, and leave the store usable.
 
-use lightning_store::core::limits::LARGEST_SEQUENCE_ID;
+use std::time::{Duration, Instant};
+
+use lightning_store::core::limits::{LARGEST_SEQUENCE_ID, RequestLimits};
 use lightning_store::proto as pb;
 use tonic::Code;
 
@@ -326,7 +328,13 @@ async fn case_16_exact_match_filters_validate_ids() {
 /// commit: every acknowledged enqueue succeeds and is there afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn case_02_a_failing_request_never_fails_the_others_writes() {
-    let server = TestServer::start(BACKEND).await;
+    // Lists this long are refused before any backend sees them (case 9):
+    // the limit is raised so that the statement still fails in SQLite.
+    let server = TestServer::start_with_limits(BACKEND, RequestLimits {
+        max_ids_per_list: 100_000,
+        ..RequestLimits::default()
+    })
+    .await;
     let too_many_ids: Vec<String> = (0..32_765).map(|n| format!("r-{n}")).collect();
     let mut tasks = tokio::task::JoinSet::new();
     for writer in 0..8 {
@@ -362,4 +370,258 @@ async fn case_02_a_failing_request_never_fails_the_others_writes() {
     for rollout_id in &written {
         assert_eq!(&get(&mut c, rollout_id).await.rollout_id, rollout_id);
     }
+}
+
+/// `count` rollout ids, `known` first then unknown ones.
+fn ids_with(known: &str, count: usize) -> Vec<String> {
+    std::iter::once(known.to_owned())
+        .chain((1..count).map(|n| format!("ro-unknown-{n}")))
+        .collect()
+}
+
+/// Case 9: id lists at the limit reach no backend limit (SQLite binds
+/// 32,766 values, PostgreSQL 65,535) and a watch of them costs one lookup;
+/// one id more is INVALID_ARGUMENT naming the field and the limit, never
+/// INTERNAL.
+#[tokio::test]
+async fn case_09_id_lists_are_capped_below_every_backend_limit() {
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    let limit = RequestLimits::default().max_ids_per_list;
+    let done = enqueue(&mut c, "1").await;
+    set_rollout_status(&mut c, &done.rollout_id, R::Succeeded).await;
+
+    let at_limit = ids_with(&done.rollout_id, limit);
+    let found = c
+        .query_rollouts(pb::QueryRolloutsRequest {
+            rollout_id_in_list: Some(pb::StringList { values: at_limit.clone() }),
+            ..Default::default()
+        })
+        .await
+        .expect("a query with as many ids as the limit")
+        .into_inner();
+    assert_eq!(found.items.len(), 1);
+    let waited = c
+        .wait_for_rollouts(pb::WaitForRolloutsRequest {
+            rollout_ids: at_limit.clone(),
+            timeout: Some(prost_types::Duration::default()),
+        })
+        .await
+        .expect("a wait for as many ids as the limit")
+        .into_inner();
+    assert_eq!(waited.rollouts.len(), 1);
+    // The watch reads its rollouts in one transaction (it used to read them
+    // one by one: 45 s for 100,000 ids on PostgreSQL); generous bound for a
+    // loaded machine, far below one read per id.
+    let started = Instant::now();
+    let mut watch = c
+        .watch_rollout_completions(pb::WatchRolloutCompletionsRequest {
+            rollout_ids: at_limit.clone(),
+            timeout: None,
+        })
+        .await
+        .expect("a watch of as many ids as the limit")
+        .into_inner();
+    let first = watch.message().await.unwrap().unwrap();
+    assert_eq!(first.rollout.unwrap().rollout_id, done.rollout_id);
+    assert!(watch.message().await.unwrap().is_none(), "the only known rollout was sent");
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+
+    let over = ids_with(&done.rollout_id, limit + 1);
+    let expected = format!("holds {} ids, more than the limit of {limit}", limit + 1);
+    assert_code(
+        c.query_rollouts(pb::QueryRolloutsRequest { rollout_id_in: over.clone(), ..Default::default() }).await,
+        Code::InvalidArgument,
+        &format!("rollout_id_in {expected}"),
+    );
+    assert_code(
+        c.wait_for_rollouts(pb::WaitForRolloutsRequest { rollout_ids: over.clone(), timeout: None }).await,
+        Code::InvalidArgument,
+        &format!("rollout_ids {expected}"),
+    );
+    assert_code(
+        c.watch_rollout_completions(pb::WatchRolloutCompletionsRequest { rollout_ids: over.clone(), timeout: None })
+            .await
+            .map(|_| ()),
+        Code::InvalidArgument,
+        &format!("rollout_ids {expected}"),
+    );
+    assert_code(
+        c.watch_events(pb::WatchEventsRequest { rollout_ids: over.clone(), ..Default::default() })
+            .await
+            .map(|_| ()),
+        Code::InvalidArgument,
+        &format!("rollout_ids {expected}"),
+    );
+    // The same limit on agent-lightning's HTTP API, with its error shape.
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let refused = http
+        .post_json("/v1/agl/waits/rollouts", &serde_json::json!({ "rollout_ids": over, "timeout": 0 }))
+        .await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(refused.json()["detail"].as_str().unwrap().contains(&expected), "{}", refused.text());
+}
+
+/// Case 9 (batches, message sizes, configuration): every batch over the
+/// configured item limit is INVALID_ARGUMENT and writes nothing, on gRPC and
+/// both HTTP APIs; a control call over its message limit is
+/// RESOURCE_EXHAUSTED while a write of the same size passes; GetCapabilities
+/// reports the configured values.
+#[tokio::test]
+async fn case_09_batches_and_control_messages_are_capped_as_configured() {
+    let limits = RequestLimits {
+        max_ids_per_list: 3,
+        max_batch_items: 4,
+        max_control_message_bytes: 64 * 1024,
+        max_message_bytes: 1024 * 1024,
+        longest_wait: Duration::from_secs(60),
+    };
+    let server = TestServer::start_with_limits(BACKEND, limits).await;
+    let mut c = server.client().await;
+
+    let reported = c.get_capabilities(pb::GetCapabilitiesRequest {}).await.unwrap().into_inner().limits.unwrap();
+    assert_eq!(reported.max_ids_per_list, 3);
+    assert_eq!(reported.max_batch_items, 4);
+    assert_eq!(reported.max_control_message_bytes, 64 * 1024);
+    assert_eq!(reported.max_message_bytes, 1024 * 1024);
+    assert_eq!(reported.longest_wait, Some(prost_types::Duration { seconds: 60, nanos: 0 }));
+    assert_eq!(reported.max_id_bytes, 256);
+
+    let specs = |n: usize| (0..n).map(|i| spec(&i.to_string())).collect::<Vec<_>>();
+    let batch = c
+        .enqueue_rollouts(pb::EnqueueRolloutsRequest { rollouts: specs(4) , ..Default::default() })
+        .await
+        .expect("a batch at the limit")
+        .into_inner();
+    assert_eq!(batch.rollouts.len(), 4);
+    assert_code(
+        c.enqueue_rollouts(pb::EnqueueRolloutsRequest { rollouts: specs(5) , ..Default::default() }).await,
+        Code::InvalidArgument,
+        "rollouts holds 5 items, more than the limit of 4",
+    );
+    assert_code(
+        c.dequeue_rollouts(pb::DequeueRolloutsRequest { limit: 5, ..Default::default() }).await,
+        Code::InvalidArgument,
+        "limit must be between 1 and 4, got 5",
+    );
+    let claimed = dequeue(&mut c, None).await.unwrap();
+    let attempt_id = attempt_of(&claimed).attempt_id.clone();
+    let spans = |n: usize| {
+        (0..n).map(|i| span(&claimed.rollout_id, &attempt_id, &format!("s{i}"), None)).collect::<Vec<_>>()
+    };
+    assert_code(
+        c.add_spans(pb::AddSpansRequest { spans: spans(5), owner_epoch: None , ..Default::default() }).await,
+        Code::InvalidArgument,
+        "spans holds 5 items, more than the limit of 4",
+    );
+    let pair = pb::RolloutAttemptRef { rollout_id: claimed.rollout_id.clone(), attempt_id: attempt_id.clone() };
+    assert_code(
+        c.get_span_sequence_ids(pb::GetSpanSequenceIdsRequest { attempts: vec![pair; 5] }).await,
+        Code::InvalidArgument,
+        "attempts holds 5 items, more than the limit of 4",
+    );
+    assert_eq!(c.add_spans(pb::AddSpansRequest { spans: spans(4), owner_epoch: None , ..Default::default() }).await.unwrap().into_inner().spans.len(), 4);
+
+    // A control call over its limit; a write of the same size passes.
+    let big = "x".repeat(100 * 1024);
+    assert_code(
+        c.query_rollouts(pb::QueryRolloutsRequest { rollout_id_contains: Some(big.clone()), ..Default::default() })
+            .await,
+        Code::ResourceExhausted,
+        "more than the control message limit of 65536 bytes",
+    );
+    let large_input = serde_json::to_string(&big).unwrap();
+    let written = c
+        .enqueue_rollout(pb::EnqueueRolloutRequest {
+            rollout: Some(pb::RolloutSpec { input_json: large_input, ..spec("big") }),
+        })
+        .await
+        .expect("a write under the message limit");
+    assert!(written.into_inner().rollout.is_some());
+
+    // agent-lightning 0.x and 1.x over HTTP: the same limit, their error
+    // shapes, nothing written.
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let inputs: Vec<_> = (0..5).map(|i| serde_json::json!({ "input": i })).collect();
+    let refused = http.post_json("/v1/agl/queues/rollouts/enqueue", &serde_json::json!({ "rollouts": inputs })).await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(refused.json()["detail"].as_str().unwrap().contains("more than the limit of 4"), "{}", refused.text());
+    let creations: Vec<_> = (0..5).map(|i| serde_json::json!({ "input": { "n": i } })).collect();
+    let refused = http.post_json("/api/rollouts", &serde_json::json!(creations)).await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(refused.text().contains("more than the limit of 4"), "{}", refused.text());
+    assert_eq!(stats(&mut c).await.total_rollouts, 5);
+}
+
+/// Case 10 (responses): a committed batch whose answer would exceed the
+/// client's receive limit (gRPC's default 4 MiB, or the one it announces)
+/// is answered with ids only instead of reaching the client as
+/// RESOURCE_EXHAUSTED, which made clients retry a write that had committed.
+#[tokio::test]
+async fn case_10_batch_answers_fit_the_clients_receive_limit() {
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    // A client with gRPC's default receive limit.
+    let mut default_client = pb::lightning_store_service_client::LightningStoreServiceClient::new(server.channel().await);
+    let input = serde_json::to_string(&"x".repeat(64 * 1024)).unwrap();
+    let specs: Vec<_> = (0..100).map(|_| pb::RolloutSpec { input_json: input.clone(), ..Default::default() }).collect();
+    let answer = default_client
+        .enqueue_rollouts(pb::EnqueueRolloutsRequest { rollouts: specs, ..Default::default() })
+        .await
+        .expect("a 6.4 MB batch is answered within the client's 4 MiB")
+        .into_inner();
+    assert!(answer.ids_only && answer.rollouts.is_empty());
+    assert_eq!(answer.rollout_ids.len(), 100);
+    assert_eq!(stats(&mut c).await.total_rollouts, 100);
+    assert_eq!(get(&mut c, &answer.rollout_ids[99]).await.input_json, input);
+
+    // A small batch comes back whole, with its ids beside it.
+    let small = c
+        .enqueue_rollouts(pb::EnqueueRolloutsRequest { rollouts: vec![spec("1"), spec("2")], ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!small.ids_only);
+    let ids: Vec<_> = small.rollouts.iter().map(|r| r.rollout_id.clone()).collect();
+    assert_eq!(small.rollout_ids, ids);
+
+    // Ids only on request, or past the limit the client announces.
+    let claimed = dequeue(&mut c, None).await.unwrap();
+    let attempt_id = attempt_of(&claimed).attempt_id.clone();
+    let spans = |names: &[&str]| names.iter().map(|n| span(&claimed.rollout_id, &attempt_id, n, None)).collect::<Vec<_>>();
+    let first = spans(&["a", "b"]);
+    let asked = c
+        .add_spans(pb::AddSpansRequest { spans: first.clone(), ids_only: true, ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(asked.ids_only && asked.spans.is_empty());
+    assert_eq!(asked.sequence_ids, vec![1, 2]);
+    let mut again = spans(&["c"]);
+    again.push(first[0].clone());
+    let announced = c
+        .add_spans(pb::AddSpansRequest { spans: again, max_response_bytes: Some(16), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(announced.ids_only && announced.spans.is_empty());
+    assert_eq!((announced.sequence_ids.len(), announced.duplicates), (1, 1));
+    let whole = c
+        .add_spans(pb::AddSpansRequest { spans: spans(&["d"]), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!whole.ids_only);
+    assert_eq!(whole.spans.len(), 1);
+    assert_eq!(Some(whole.sequence_ids[0]), whole.spans[0].sequence_id);
+    assert!(whole.sequence_ids[0] > announced.sequence_ids[0]);
+
+    // A nonsensical limit is refused before anything is written.
+    assert_code(
+        c.enqueue_rollouts(pb::EnqueueRolloutsRequest { rollouts: vec![spec("3")], max_response_bytes: Some(0), ..Default::default() })
+            .await,
+        Code::InvalidArgument,
+        "max_response_bytes must be positive, got 0",
+    );
+    assert_eq!(stats(&mut c).await.total_rollouts, 102);
 }

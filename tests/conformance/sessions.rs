@@ -66,7 +66,7 @@ async fn fenced_span(c: &mut Client, rollout: &pb::Rollout, owner_epoch: u64) ->
     c.add_spans(pb::AddSpansRequest {
         spans: vec![span(&rollout.rollout_id, &attempt_of(rollout).attempt_id, "step", None)],
         owner_epoch: Some(owner_epoch),
-    })
+     ..Default::default() })
     .await
     .map(|r| r.into_inner().spans.len())
 }

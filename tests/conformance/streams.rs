@@ -25,7 +25,7 @@ async fn enqueue_many(c: &mut Client, count: usize) -> Vec<String> {
     let mut ids = Vec::with_capacity(count);
     for chunk in (0..count).collect::<Vec<_>>().chunks(500) {
         let created = c
-            .enqueue_rollouts(pb::EnqueueRolloutsRequest { rollouts: chunk.iter().map(|i| spec(&i.to_string())).collect() })
+            .enqueue_rollouts(pb::EnqueueRolloutsRequest { rollouts: chunk.iter().map(|i| spec(&i.to_string())).collect() , ..Default::default() })
             .await
             .unwrap()
             .into_inner()

@@ -96,6 +96,7 @@ impl Engine {
         &self,
         requests: Vec<NewV1Rollout>,
     ) -> StoreResult<Vec<V1Rollout>> {
+        self.limits().check_batch("rollouts", requests.len())?;
         for request in &requests {
             if let Some(rollout_id) = request.rollout_id.as_deref().filter(|id| !id.is_empty()) {
                 ids::validate_id("rollout_id", rollout_id)?;
@@ -378,7 +379,7 @@ impl Engine {
         limit: usize,
         wait: Duration,
     ) -> StoreResult<CompletionPage> {
-        let deadline = tokio::time::Instant::now() + wait;
+        let deadline = self.limits().deadline_after(wait);
         let mut closing = self.closing();
         // Subscribed before reading: a completion committed in between still wakes us.
         let mut events = self.bus.subscribe();

@@ -33,6 +33,7 @@ use tokio::sync::watch;
 use self::tx::Tx;
 use super::error::{StoreError, StoreResult};
 use super::events::{Event, EventBus, EventPage};
+use super::limits::RequestLimits;
 use super::model::{
     AttemptStatus, Json, RolloutConfig, RolloutMode, RolloutStatus, Span, Statistics, Timestamp,
 };
@@ -86,6 +87,9 @@ pub struct EngineConfig {
     pub retention_interval: Duration,
     /// Receives reports of the engine's work (for metrics).
     pub observer: Arc<dyn Observer>,
+    /// What one request may ask: ids per list, items per batch, message
+    /// sizes, the longest wait.
+    pub limits: RequestLimits,
 }
 
 impl Default for EngineConfig {
@@ -96,6 +100,7 @@ impl Default for EngineConfig {
             span_retention: RetentionPolicy::default(),
             retention_interval: Duration::from_secs(10),
             observer: Arc::new(NoObserver),
+            limits: RequestLimits::default(),
         }
     }
 }
@@ -173,6 +178,11 @@ impl Engine {
     /// Returns the observer that receives the engine's reports.
     pub fn observer(&self) -> &dyn Observer {
         self.observer.as_ref()
+    }
+
+    /// Returns the request limits the engine and the adapters enforce.
+    pub fn limits(&self) -> &RequestLimits {
+        &self.config.limits
     }
 
     /// Returns how often the watchdog timer scans.

@@ -9,7 +9,6 @@ use super::super::error::{StoreError, StoreResult};
 use super::super::events::Change;
 use super::super::ids;
 use super::super::lifecycle;
-use super::super::limits;
 use super::super::model::{Rollout, RolloutSpec, RolloutStatus, RolloutView, Timestamp};
 use super::super::query::{Page, Paged, RolloutFilter};
 use super::super::storage::Access;
@@ -46,6 +45,7 @@ impl Engine {
 
     /// Creates rollouts in status `queuing` at the queue's tail, in order.
     pub async fn enqueue_rollouts(&self, specs: Vec<RolloutSpec>) -> StoreResult<Vec<Rollout>> {
+        self.limits().check_batch("rollouts", specs.len())?;
         self.run(Scan::Due, |tx| {
             Box::pin(async move {
                 // The latest resources are resolved once for the whole batch.
@@ -85,7 +85,13 @@ impl Engine {
         worker_id: Option<String>,
         wait: Duration,
     ) -> StoreResult<Vec<RolloutView>> {
-        let deadline = limits::deadline_after(wait);
+        let largest = self.limits().max_batch_items;
+        if !(1..=largest).contains(&limit) {
+            return Err(StoreError::invalid(format!(
+                "limit must be between 1 and {largest}, got {limit}"
+            )));
+        }
+        let deadline = self.limits().deadline_after(wait);
         let mut closing = self.closing();
         loop {
             // Register interest before looking, so an enqueue between the
@@ -129,6 +135,10 @@ impl Engine {
         page: &Page,
     ) -> StoreResult<Paged<RolloutView>> {
         page.validate::<RolloutView>()?;
+        if let Some(rollout_ids) = &filter.rollout_id_in {
+            self.limits()
+                .check_ids("rollout_id_in", rollout_ids.len())?;
+        }
         self.run(Scan::Due, |tx| {
             Box::pin(async move { tx.store.query_rollouts(filter, page).await })
         })
@@ -139,6 +149,21 @@ impl Engine {
     pub async fn get_rollout(&self, rollout_id: &str) -> StoreResult<RolloutView> {
         self.run(Scan::Due, |tx| {
             Box::pin(async move { tx.require_rollout(rollout_id, Access::Read).await })
+        })
+        .await
+    }
+
+    /// Returns the rollouts among `rollout_ids` with their latest attempts,
+    /// keyed by id, read in one transaction (unknown ids are omitted): a
+    /// watch of many rollouts costs one query, not one per id.
+    pub async fn get_rollouts(
+        &self,
+        rollout_ids: &[String],
+    ) -> StoreResult<HashMap<String, RolloutView>> {
+        self.limits().check_ids("rollout_ids", rollout_ids.len())?;
+        let ids: Vec<&str> = rollout_ids.iter().map(String::as_str).collect();
+        self.run(Scan::Due, |tx| {
+            Box::pin(async move { tx.rollouts(&ids, Access::Read).await })
         })
         .await
     }
@@ -181,7 +206,8 @@ impl Engine {
         rollout_ids: &[String],
         timeout: Option<Duration>,
     ) -> StoreResult<Vec<Rollout>> {
-        let deadline = timeout.map(limits::deadline_after);
+        self.limits().check_ids("rollout_ids", rollout_ids.len())?;
+        let deadline = timeout.map(|timeout| self.limits().deadline_after(timeout));
         let mut closing = self.closing();
         let mut events = self.bus.subscribe();
         let mut finished: HashMap<String, Rollout> = HashMap::new();
@@ -190,12 +216,7 @@ impl Engine {
         loop {
             if reread {
                 reread = false;
-                let ids: Vec<&str> = rollout_ids.iter().map(String::as_str).collect();
-                let found = self
-                    .run(Scan::Due, |tx| {
-                        Box::pin(async move { tx.rollouts(&ids, Access::Read).await })
-                    })
-                    .await?;
+                let found = self.get_rollouts(rollout_ids).await?;
                 pending.clear();
                 for (rollout_id, view) in found {
                     if view.rollout.status.is_finished() {
@@ -208,7 +229,7 @@ impl Engine {
             if pending.is_empty() {
                 break;
             }
-            let deadline = deadline.unwrap_or_else(|| limits::deadline_after(limits::LONGEST_WAIT));
+            let deadline = deadline.unwrap_or_else(|| self.limits().deadline_after(Duration::MAX));
             if tokio::time::Instant::now() >= deadline {
                 break;
             }

@@ -27,6 +27,9 @@ impl Engine {
         new_spans: Vec<NewSpan>,
         owner_epoch: Option<u64>,
     ) -> StoreResult<AddedSpans> {
+        // OTLP's ingest is bounded by its message size instead: exporters
+        // batch by bytes, and a partial success cannot split a batch.
+        self.limits().check_batch("spans", new_spans.len())?;
         self.store_spans(new_spans, SpanWrite::Strict { owner_epoch })
             .await
     }
@@ -86,6 +89,7 @@ impl Engine {
         pairs: &[(String, String)],
         require_known: bool,
     ) -> StoreResult<Vec<i64>> {
+        self.limits().check_batch("attempts", pairs.len())?;
         self.run(Scan::Skip, |tx| {
             Box::pin(async move {
                 let mut counts: Vec<(&str, u64)> = Vec::new();

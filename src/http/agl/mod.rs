@@ -10,10 +10,10 @@
 //! fault ([`crate::http::error`]).
 
 mod models;
-mod requests;
+pub(crate) mod requests;
 mod resources;
 mod rollouts;
-mod span_json;
+pub(crate) mod span_json;
 mod spans;
 mod workers;
 

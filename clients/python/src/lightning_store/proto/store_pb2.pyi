@@ -73,18 +73,30 @@ class GetCapabilitiesResponse(_message.Message):
     def __init__(self, thread_safe: _Optional[bool] = ..., async_safe: _Optional[bool] = ..., zero_copy: _Optional[bool] = ..., otlp_traces: _Optional[bool] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ...) -> None: ...
 
 class Limits(_message.Message):
-    __slots__ = ("max_connections", "idle_timeout", "max_concurrent_streams", "max_subscribers", "subscriber_buffer_bytes")
+    __slots__ = ("max_ids_per_list", "max_batch_items", "max_control_message_bytes", "max_message_bytes", "longest_wait", "max_id_bytes", "max_connections", "idle_timeout", "max_concurrent_streams", "max_subscribers", "subscriber_buffer_bytes")
+    MAX_IDS_PER_LIST_FIELD_NUMBER: _ClassVar[int]
+    MAX_BATCH_ITEMS_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONTROL_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LONGEST_WAIT_FIELD_NUMBER: _ClassVar[int]
+    MAX_ID_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_CONNECTIONS_FIELD_NUMBER: _ClassVar[int]
     IDLE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     MAX_CONCURRENT_STREAMS_FIELD_NUMBER: _ClassVar[int]
     MAX_SUBSCRIBERS_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBER_BUFFER_BYTES_FIELD_NUMBER: _ClassVar[int]
+    max_ids_per_list: int
+    max_batch_items: int
+    max_control_message_bytes: int
+    max_message_bytes: int
+    longest_wait: _duration_pb2.Duration
+    max_id_bytes: int
     max_connections: int
     idle_timeout: _duration_pb2.Duration
     max_concurrent_streams: int
     max_subscribers: int
     subscriber_buffer_bytes: int
-    def __init__(self, max_connections: _Optional[int] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_concurrent_streams: _Optional[int] = ..., max_subscribers: _Optional[int] = ..., subscriber_buffer_bytes: _Optional[int] = ...) -> None: ...
+    def __init__(self, max_ids_per_list: _Optional[int] = ..., max_batch_items: _Optional[int] = ..., max_control_message_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., longest_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_id_bytes: _Optional[int] = ..., max_connections: _Optional[int] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_concurrent_streams: _Optional[int] = ..., max_subscribers: _Optional[int] = ..., subscriber_buffer_bytes: _Optional[int] = ...) -> None: ...
 
 class GetStatisticsRequest(_message.Message):
     __slots__ = ()
@@ -179,16 +191,24 @@ class EnqueueRolloutResponse(_message.Message):
     def __init__(self, rollout: _Optional[_Union[_types_pb2.Rollout, _Mapping]] = ...) -> None: ...
 
 class EnqueueRolloutsRequest(_message.Message):
-    __slots__ = ("rollouts",)
+    __slots__ = ("rollouts", "ids_only", "max_response_bytes")
     ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    IDS_ONLY_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESPONSE_BYTES_FIELD_NUMBER: _ClassVar[int]
     rollouts: _containers.RepeatedCompositeFieldContainer[RolloutSpec]
-    def __init__(self, rollouts: _Optional[_Iterable[_Union[RolloutSpec, _Mapping]]] = ...) -> None: ...
+    ids_only: bool
+    max_response_bytes: int
+    def __init__(self, rollouts: _Optional[_Iterable[_Union[RolloutSpec, _Mapping]]] = ..., ids_only: _Optional[bool] = ..., max_response_bytes: _Optional[int] = ...) -> None: ...
 
 class EnqueueRolloutsResponse(_message.Message):
-    __slots__ = ("rollouts",)
+    __slots__ = ("rollouts", "rollout_ids", "ids_only")
     ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_IDS_FIELD_NUMBER: _ClassVar[int]
+    IDS_ONLY_FIELD_NUMBER: _ClassVar[int]
     rollouts: _containers.RepeatedCompositeFieldContainer[_types_pb2.Rollout]
-    def __init__(self, rollouts: _Optional[_Iterable[_Union[_types_pb2.Rollout, _Mapping]]] = ...) -> None: ...
+    rollout_ids: _containers.RepeatedScalarFieldContainer[str]
+    ids_only: bool
+    def __init__(self, rollouts: _Optional[_Iterable[_Union[_types_pb2.Rollout, _Mapping]]] = ..., rollout_ids: _Optional[_Iterable[str]] = ..., ids_only: _Optional[bool] = ...) -> None: ...
 
 class DequeueRolloutRequest(_message.Message):
     __slots__ = ("worker_id", "wait")
@@ -249,20 +269,28 @@ class AddSpanResponse(_message.Message):
     def __init__(self, span: _Optional[_Union[_types_pb2.Span, _Mapping]] = ...) -> None: ...
 
 class AddSpansRequest(_message.Message):
-    __slots__ = ("spans", "owner_epoch")
+    __slots__ = ("spans", "owner_epoch", "ids_only", "max_response_bytes")
     SPANS_FIELD_NUMBER: _ClassVar[int]
     OWNER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    IDS_ONLY_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESPONSE_BYTES_FIELD_NUMBER: _ClassVar[int]
     spans: _containers.RepeatedCompositeFieldContainer[_types_pb2.Span]
     owner_epoch: int
-    def __init__(self, spans: _Optional[_Iterable[_Union[_types_pb2.Span, _Mapping]]] = ..., owner_epoch: _Optional[int] = ...) -> None: ...
+    ids_only: bool
+    max_response_bytes: int
+    def __init__(self, spans: _Optional[_Iterable[_Union[_types_pb2.Span, _Mapping]]] = ..., owner_epoch: _Optional[int] = ..., ids_only: _Optional[bool] = ..., max_response_bytes: _Optional[int] = ...) -> None: ...
 
 class AddSpansResponse(_message.Message):
-    __slots__ = ("spans", "duplicates")
+    __slots__ = ("spans", "duplicates", "sequence_ids", "ids_only")
     SPANS_FIELD_NUMBER: _ClassVar[int]
     DUPLICATES_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_IDS_FIELD_NUMBER: _ClassVar[int]
+    IDS_ONLY_FIELD_NUMBER: _ClassVar[int]
     spans: _containers.RepeatedCompositeFieldContainer[_types_pb2.Span]
     duplicates: int
-    def __init__(self, spans: _Optional[_Iterable[_Union[_types_pb2.Span, _Mapping]]] = ..., duplicates: _Optional[int] = ...) -> None: ...
+    sequence_ids: _containers.RepeatedScalarFieldContainer[int]
+    ids_only: bool
+    def __init__(self, spans: _Optional[_Iterable[_Union[_types_pb2.Span, _Mapping]]] = ..., duplicates: _Optional[int] = ..., sequence_ids: _Optional[_Iterable[int]] = ..., ids_only: _Optional[bool] = ...) -> None: ...
 
 class GetNextSpanSequenceIdRequest(_message.Message):
     __slots__ = ("rollout_id", "attempt_id")
