@@ -285,7 +285,11 @@ pub async fn serve(
     let local_addr = listener.local_addr()?;
     let tls = config.tls.is_some();
     let incoming = crate::tls::incoming(
-        crate::transport::incoming(listener, config.transport),
+        crate::transport::incoming(
+            listener,
+            config.transport,
+            config.tls.as_ref().map(TlsAcceptor::refusal_handshake),
+        ),
         config.tls.clone(),
         metrics.clone(),
     );

@@ -21,11 +21,12 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::Connected;
 
 use crate::metrics::Metrics;
-use crate::transport::{Connection, ConnectionInfo};
+use crate::transport::{Connection, ConnectionInfo, RefusalHandshake, RefusalStream};
 
 /// How long a client may take to complete its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -85,6 +86,20 @@ impl TlsAcceptor {
         state.source = source;
         state.config = Arc::new(built?);
         Ok(true)
+    }
+
+    /// Returns the handshake the transport runs before it refuses a
+    /// connection over its limit, so that a TLS client reads the refusal
+    /// (with this configuration as it is when the connection arrives).
+    pub fn refusal_handshake(&self) -> RefusalHandshake {
+        let tls = self.clone();
+        Arc::new(move |stream: TcpStream| {
+            let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
+            Box::pin(async move {
+                let stream = acceptor.accept(stream).await.ok()?;
+                Some(Box::new(stream) as Box<dyn RefusalStream>)
+            })
+        })
     }
 
     /// Returns whether clients must present a certificate.

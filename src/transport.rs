@@ -58,8 +58,23 @@ impl Default for TransportLimits {
 /// The first and the longest pause after an accept error.
 const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(5), Duration::from_secs(1));
 
+/// A stream a refused connection's answer can be written on.
+pub trait RefusalStream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> RefusalStream for T {}
+
+/// Opens the stream a refused connection is answered on when the port does
+/// not speak plain TCP (a TLS client could not read a plaintext refusal):
+/// the handshake over the socket, or `None` when it fails.
+pub type RefusalHandshake = Arc<
+    dyn Fn(TcpStream) -> futures::future::BoxFuture<'static, Option<Box<dyn RefusalStream>>>
+        + Send
+        + Sync,
+>;
+
 /// Accepts connections from `listener` within `limits`: over the connection
-/// limit a connection's calls are answered UNAVAILABLE with a retry delay;
+/// limit a connection's calls are answered UNAVAILABLE with a retry delay
+/// (after `handshake`, when given, so that a TLS client reads it);
 /// an accept error other than a
 /// connection aborted by its client (file descriptors or memory exhausted)
 /// pauses accepting, 5 ms doubling up to 1 s, where retrying at once would
@@ -67,9 +82,11 @@ const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(5), Duration
 pub fn incoming(
     listener: TcpListener,
     limits: TransportLimits,
+    handshake: Option<RefusalHandshake>,
 ) -> impl Stream<Item = io::Result<Connection>> {
     let state = Acceptor {
         listener,
+        handshake,
         permits: Arc::new(Semaphore::new(limits.max_connections)),
         refusals: Arc::new(Semaphore::new(REFUSALS)),
         idle_timeout: limits.idle_timeout,
@@ -84,6 +101,8 @@ pub fn incoming(
 
 struct Acceptor {
     listener: TcpListener,
+    /// How a refused connection's answer is opened (TLS), if not plain.
+    handshake: Option<RefusalHandshake>,
     permits: Arc<Semaphore>,
     /// Places for connections over the limit being answered.
     refusals: Arc<Semaphore>,
@@ -142,22 +161,35 @@ impl Acceptor {
 
 impl Acceptor {
     /// Answers the calls of a connection over the limit with UNAVAILABLE and
-    /// a retry delay (HTTP 503 with `Retry-After`) for a moment, then closes
-    /// it; a bare close would reach gRPC clients as CANCELLED. Beyond
+    /// a retry delay (HTTP 503 with `Retry-After`) for a moment (the TLS
+    /// handshake included), then closes it; a bare close would reach gRPC
+    /// clients as CANCELLED. Beyond
     /// [`REFUSALS`] such connections at once, they are closed unanswered.
     fn refuse(&self, stream: TcpStream) {
         let Ok(refusal) = self.refusals.clone().try_acquire_owned() else {
             return;
         };
+        let handshake = self.handshake.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(|request: http::Request<_>| async move {
-                Ok::<_, std::convert::Infallible>(refusal_response(request.headers()))
-            });
-            let builder =
-                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-            let connection =
-                builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            let _ = tokio::time::timeout(REFUSAL_GRACE, connection).await;
+            let answer = async move {
+                let stream: Box<dyn RefusalStream> = match handshake {
+                    None => Box::new(stream),
+                    Some(handshake) => match handshake(stream).await {
+                        Some(stream) => stream,
+                        None => return,
+                    },
+                };
+                let service = hyper::service::service_fn(|request: http::Request<_>| async move {
+                    Ok::<_, std::convert::Infallible>(refusal_response(request.headers()))
+                });
+                let builder = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                );
+                let _ = builder
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            };
+            let _ = tokio::time::timeout(REFUSAL_GRACE, answer).await;
             drop(refusal);
         });
     }

@@ -21,9 +21,11 @@ use lightning_store::proto;
 use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
 use lightning_store::server::ServerConfig;
 use lightning_store::tls::{TlsAcceptor, TlsFiles};
+use lightning_store::transport::TransportLimits;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use tonic::Code;
 use tonic::transport::Channel;
+use tonic_types::StatusExt as _;
 
 /// A request with no fields: every request message decodes from it, and
 /// every response decodes into it (unknown fields are skipped).
@@ -846,6 +848,56 @@ async fn https_get(addr: std::net::SocketAddr, ca: &Path, path: &str, token: &st
     let mut response = String::new();
     let _ = stream.read_to_string(&mut response).await;
     response
+}
+
+/// A connection over the connection limit is refused after the TLS
+/// handshake, so a TLS client reads UNAVAILABLE with a retry delay instead
+/// of failing its handshake on plaintext bytes.
+#[tokio::test]
+async fn a_tls_connection_over_the_limit_is_refused_in_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new("server ca");
+    let files = write_server_cert(&pki, dir.path());
+    let ca = pki.write(dir.path(), "ca.pem");
+    let server = TestServer::start_with(
+        Backend::Memory,
+        ServerConfig {
+            tls: Some(TlsAcceptor::load(files).unwrap()),
+            transport: TransportLimits {
+                max_connections: 1,
+                ..TransportLimits::default()
+            },
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let url = format!("https://127.0.0.1:{}", server.addr.port());
+    let first = tls_client(&ca)
+        .endpoint(&url)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    statistics(first.clone(), "").await.unwrap();
+
+    let second = tokio::time::timeout(
+        Duration::from_secs(10),
+        tls_client(&ca).endpoint(&url).unwrap().connect(),
+    )
+    .await
+    .expect("the refused connection is answered, not left hanging")
+    .expect("the refused connection completes its TLS handshake");
+    let refused = statistics(second, "").await.expect_err("over the limit");
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+    assert!(
+        refused.message().contains("too many connections"),
+        "{refused:?}"
+    );
+    assert!(refused.get_details_retry_info().is_some(), "{refused:?}");
+    statistics(first, "")
+        .await
+        .expect("the first connection is untouched");
+    server.stop().await;
 }
 
 #[tokio::test]
