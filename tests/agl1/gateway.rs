@@ -39,7 +39,10 @@ async fn calls_are_routed_rewritten_answered_and_recorded() {
         }
     }
     for (model, endpoint) in models.iter().zip(&endpoints) {
-        let expected = ids.iter().filter(|id| chosen(&endpoints, id) == endpoint).count();
+        let expected = ids
+            .iter()
+            .filter(|id| chosen(&endpoints, id) == endpoint)
+            .count();
         let got = model.seen.requests.lock().len();
         assert_eq!(got, expected * 2, "every rollout sticks to its server");
     }
@@ -47,14 +50,20 @@ async fn calls_are_routed_rewritten_answered_and_recorded() {
     let answer = api.chat("g1", "train", &chat_body("hi")).await;
     let body = answer.json();
     assert_eq!(body["choices"][0]["token_ids"], json!(token_ids("re:2")));
-    assert_eq!(body["model"], MODEL, "the model server got the configured model");
+    assert_eq!(
+        body["model"], MODEL,
+        "the model server got the configured model"
+    );
     let sent = models
         .iter()
         .flat_map(|m| m.seen.requests.lock().clone())
         .last()
         .unwrap();
     assert_eq!(sent["temperature"], json!(1.0));
-    assert_eq!((sent["return_token_ids"].clone(), sent["logprobs"].clone()), (json!(true), json!(true)));
+    assert_eq!(
+        (sent["return_token_ids"].clone(), sent["logprobs"].clone()),
+        (json!(true), json!(true))
+    );
     let val = api.chat("g2", "val", &chat_body("hi")).await;
     assert_eq!(val.status, 200);
     let sent = models
@@ -62,7 +71,10 @@ async fn calls_are_routed_rewritten_answered_and_recorded() {
         .flat_map(|m| m.seen.requests.lock().clone())
         .find(|r| r["temperature"] == json!(0.7))
         .expect("a validation call at 0.7");
-    assert!(sent.get("logprobs").is_none(), "log-probs only for training");
+    assert!(
+        sent.get("logprobs").is_none(),
+        "log-probs only for training"
+    );
 
     let events = api.events("g1", "").await;
     assert_eq!(events.len(), 3);
@@ -70,16 +82,29 @@ async fn calls_are_routed_rewritten_answered_and_recorded() {
     assert_eq!(data["model"], MODEL);
     assert_eq!(data["request"]["messages"][0]["content"], "hi");
     assert_eq!(data["request"]["model"], MODEL);
-    assert_eq!((data["http_status"].clone(), data["status"].clone()), (json!(200), json!("ok")));
+    assert_eq!(
+        (data["http_status"].clone(), data["status"].clone()),
+        (json!(200), json!("ok"))
+    );
     assert_eq!(data["server"]["endpoint"], json!(chosen(&endpoints, "g1")));
     assert_eq!(data["finish_reason"], "stop");
     assert_eq!(data["usage"]["prompt_tokens"], 2);
     assert_eq!(data["retry_count"], 0);
     assert!(data["latency_ms"].as_f64().unwrap() > 0.0);
     let triplets = api.events("g1", "?format=triplet").await;
-    assert_eq!(triplets.len(), 2, "two prompts: hello (twice, deduplicated) and hi");
-    assert_eq!(triplets[1]["data"]["prompt_token_ids"], json!(token_ids("hi")));
-    assert_eq!(triplets[1]["data"]["response_log_probs"], json!(vec![-0.25; 4]));
+    assert_eq!(
+        triplets.len(),
+        2,
+        "two prompts: hello (twice, deduplicated) and hi"
+    );
+    assert_eq!(
+        triplets[1]["data"]["prompt_token_ids"],
+        json!(token_ids("hi"))
+    );
+    assert_eq!(
+        triplets[1]["data"]["response_log_probs"],
+        json!(vec![-0.25; 4])
+    );
 
     // The completions endpoint reads its prompt ids from the choice.
     let completion = api
@@ -91,7 +116,10 @@ async fn calls_are_routed_rewritten_answered_and_recorded() {
         .await;
     assert_eq!(completion.status, 200);
     let triplets = api.events("g3", "?format=triplet").await;
-    assert_eq!(triplets.last().unwrap()["data"]["prompt_token_ids"], json!(token_ids("abc")));
+    assert_eq!(
+        triplets.last().unwrap()["data"]["prompt_token_ids"],
+        json!(token_ids("abc"))
+    );
     server.stop().await;
 }
 
@@ -104,7 +132,10 @@ async fn upstream_failures_are_retried_recorded_or_refused() {
     let no_servers = api.chat("f", "train", &chat_body("x")).await;
     assert_eq!(
         (no_servers.status, detail(&no_servers)),
-        (503, json!(format!("No servers available for model '{MODEL}'")))
+        (
+            503,
+            json!(format!("No servers available for model '{MODEL}'"))
+        )
     );
     api.register(&[model.endpoint()]).await;
 
@@ -118,7 +149,13 @@ async fn upstream_failures_are_retried_recorded_or_refused() {
     let events = api.events("f", "").await;
     let recorded: Vec<(Value, Value, Value)> = events
         .iter()
-        .map(|e| (e["data"]["http_status"].clone(), e["data"]["status"].clone(), e["data"]["retry_count"].clone()))
+        .map(|e| {
+            (
+                e["data"]["http_status"].clone(),
+                e["data"]["status"].clone(),
+                e["data"]["retry_count"].clone(),
+            )
+        })
         .collect();
     assert_eq!(
         recorded,
@@ -134,8 +171,15 @@ async fn upstream_failures_are_retried_recorded_or_refused() {
     assert_eq!(garbage.status, 502);
     let before = model.seen.started.load(Ordering::SeqCst);
     let hang = api.chat("f", "train", &chat_body("hang")).await;
-    assert_eq!((hang.status, detail(&hang)), (504, json!("Upstream model server timed out")));
-    assert_eq!(model.seen.started.load(Ordering::SeqCst) - before, 3, "every attempt tried");
+    assert_eq!(
+        (hang.status, detail(&hang)),
+        (504, json!("Upstream model server timed out"))
+    );
+    assert_eq!(
+        model.seen.started.load(Ordering::SeqCst) - before,
+        3,
+        "every attempt tried"
+    );
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let dead = format!("http://{}/v1", closed.local_addr().unwrap());
     drop(closed);
@@ -143,7 +187,10 @@ async fn upstream_failures_are_retried_recorded_or_refused() {
     api.json("DELETE", "/api/models", &json!(null)).await;
     api.register(&[dead]).await;
     let refused = api.chat("dead", "train", &chat_body("x")).await;
-    assert_eq!((refused.status, detail(&refused)), (502, json!("Upstream model server request failed")));
+    assert_eq!(
+        (refused.status, detail(&refused)),
+        (502, json!("Upstream model server request failed"))
+    );
     assert_eq!(api.events("f", "").await.len(), 3, "nothing half written");
     assert_eq!(api.events("dead", "").await.len(), 0);
     server.stop().await;
@@ -157,27 +204,72 @@ async fn requests_the_gateway_refuses() {
     api.register(&[model.endpoint()]).await;
     api.create_one("q", json!({})).await;
     let cases = [
-        ("/proxy/rollout/q/attempt/0/mode/test/openai/v1/chat/completions", "{}", 404, json!("Unsupported proxy mode: test")),
-        ("/proxy/rollout/q/attempt/0/mode/train/openai/v1/embeddings", "{}", 404, json!("Unsupported upstream path: embeddings")),
-        ("/proxy/rollout/nope/attempt/0/mode/train/openai/v1/chat/completions", "{}", 404, json!("Rollout not found: nope")),
-        ("/proxy/rollout/q/attempt/0/mode/train/openai/v1/chat/completions", "{oops", 400, json!("Invalid JSON in request body")),
-        ("/proxy/rollout/q/attempt/0/mode/train/openai/v1/chat/completions", "[1]", 400, json!("Request body must be a JSON object")),
-        ("/proxy/rollout/q/attempt/0/mode/train/openai/v1/chat/completions", r#"{"stream": true}"#, 400, json!("Streaming responses are not supported")),
+        (
+            "/proxy/rollout/q/attempt/0/mode/test/openai/v1/chat/completions",
+            "{}",
+            404,
+            json!("Unsupported proxy mode: test"),
+        ),
+        (
+            "/proxy/rollout/q/attempt/0/mode/train/openai/v1/embeddings",
+            "{}",
+            404,
+            json!("Unsupported upstream path: embeddings"),
+        ),
+        (
+            "/proxy/rollout/nope/attempt/0/mode/train/openai/v1/chat/completions",
+            "{}",
+            404,
+            json!("Rollout not found: nope"),
+        ),
+        (
+            "/proxy/rollout/q/attempt/0/mode/train/openai/v1/chat/completions",
+            "{oops",
+            400,
+            json!("Invalid JSON in request body"),
+        ),
+        (
+            "/proxy/rollout/q/attempt/0/mode/train/openai/v1/chat/completions",
+            "[1]",
+            400,
+            json!("Request body must be a JSON object"),
+        ),
+        (
+            "/proxy/rollout/q/attempt/0/mode/train/openai/v1/chat/completions",
+            r#"{"stream": true}"#,
+            400,
+            json!("Streaming responses are not supported"),
+        ),
     ];
     for (path, body, status, expected) in cases {
-        let response = api.send("POST", path, &[("content-type", "application/json")], body).await;
-        assert_eq!((response.status, detail(&response)), (status, expected), "{path} {body}");
+        let response = api
+            .send("POST", path, &[("content-type", "application/json")], body)
+            .await;
+        assert_eq!(
+            (response.status, detail(&response)),
+            (status, expected),
+            "{path} {body}"
+        );
     }
-    let get = api.get("/proxy/rollout/q/attempt/0/mode/train/openai/v1/chat/completions").await;
+    let get = api
+        .get("/proxy/rollout/q/attempt/0/mode/train/openai/v1/chat/completions")
+        .await;
     assert_eq!(get.status, 405);
-    assert_eq!(model.seen.started.load(Ordering::SeqCst), 0, "nothing reached the model");
+    assert_eq!(
+        model.seen.started.load(Ordering::SeqCst),
+        0,
+        "nothing reached the model"
+    );
     assert_eq!(api.events("q", "").await.len(), 0);
 
     let unconfigured = start_with(BACKEND, |options| options.config.gateway.settings = None).await;
     let api = Api::new(&unconfigured);
     api.create_one("q", json!({})).await;
     let answer = api.chat("q", "train", &chat_body("x")).await;
-    assert_eq!((answer.status, detail(&answer)), (503, json!("Proxy not configured")));
+    assert_eq!(
+        (answer.status, detail(&answer)),
+        (503, json!("Proxy not configured"))
+    );
     unconfigured.stop().await;
     server.stop().await;
 }
@@ -196,7 +288,11 @@ async fn a_pause_refuses_new_calls_and_lets_calls_in_flight_finish() {
     };
     model.seen.wait_until(&model.seen.started, 1).await;
     let paused = api
-        .json("POST", "/proxy/pause", &json!({"retry_after_seconds": 9, "reason": "weights"}))
+        .json(
+            "POST",
+            "/proxy/pause",
+            &json!({"retry_after_seconds": 9, "reason": "weights"}),
+        )
         .await;
     assert_eq!(
         paused.json(),
@@ -206,9 +302,16 @@ async fn a_pause_refuses_new_calls_and_lets_calls_in_flight_finish() {
     assert_eq!(refused.status, 429);
     assert_eq!(refused.headers["retry-after"], "9");
     assert_eq!(refused.headers["x-agl-paused"], "true");
-    assert_eq!(refused.text(), r#"{"error": "gateway paused", "reason": "weights"}"#);
+    assert_eq!(
+        refused.text(),
+        r#"{"error": "gateway paused", "reason": "weights"}"#
+    );
     model.seen.release();
-    assert_eq!(in_flight.await.unwrap().status, 200, "the call in flight finished");
+    assert_eq!(
+        in_flight.await.unwrap().status,
+        200,
+        "the call in flight finished"
+    );
     let state = api.get("/proxy/state").await.json();
     assert_eq!(state["inflight"], 0);
     assert_eq!(state["paused"], true);
@@ -220,7 +323,11 @@ async fn a_pause_refuses_new_calls_and_lets_calls_in_flight_finish() {
         json!({"paused": false, "retry_after_seconds": 9, "reason": null, "inflight": 0})
     );
     assert_eq!(api.chat("p", "train", &chat_body("new")).await.status, 200);
-    assert_eq!(api.events("p", "").await.len(), 2, "the refused call recorded nothing");
+    assert_eq!(
+        api.events("p", "").await.len(),
+        2,
+        "the refused call recorded nothing"
+    );
     server.stop().await;
 }
 
@@ -265,14 +372,30 @@ async fn routing_tensors_are_kept_beside_the_response_when_asked_for() {
     api.register(&[model.endpoint()]).await;
     api.create_one("moe", json!({})).await;
     let first = api.chat("moe", "train", &chat_body("a")).await.json();
-    assert!(first["choices"][0].get("routed_experts").is_none(), "not sent to the agent");
+    assert!(
+        first["choices"][0].get("routed_experts").is_none(),
+        "not sent to the agent"
+    );
     let mut long = chat_body("a");
-    long["messages"].as_array_mut().unwrap().push(json!({"role": "assistant", "content": "re:1"}));
-    long["messages"].as_array_mut().unwrap().push(json!({"role": "user", "content": "b"}));
+    long["messages"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"role": "assistant", "content": "re:1"}));
+    long["messages"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"role": "user", "content": "b"}));
     api.chat("moe", "train", &long).await;
     let events = api.events("moe", "").await;
-    assert!(events[0]["data"].get("routed_experts").is_none(), "superseded by the longer trajectory");
-    assert_eq!(events[1]["data"]["routed_experts"], json!([[6, 1], [2, 3]]), "are:1b");
+    assert!(
+        events[0]["data"].get("routed_experts").is_none(),
+        "superseded by the longer trajectory"
+    );
+    assert_eq!(
+        events[1]["data"]["routed_experts"],
+        json!([[6, 1], [2, 3]]),
+        "are:1b"
+    );
     let sent = model.seen.requests.lock()[0].clone();
     assert_eq!(sent["return_routed_experts"], true);
     server.stop().await;

@@ -26,11 +26,18 @@ async fn a_1x_rollout_is_a_rollout_of_the_store() {
         .unwrap()
         .into_inner();
 
-    api.create(json!([{"rollout_id": "m1", "input": {"q": 1}, "is_train": false}])).await;
-    let get = |id: &str| pb::GetRolloutRequest { rollout_id: id.to_owned() };
+    api.create(json!([{"rollout_id": "m1", "input": {"q": 1}, "is_train": false}]))
+        .await;
+    let get = |id: &str| pb::GetRolloutRequest {
+        rollout_id: id.to_owned(),
+    };
     let seen = rollout(grpc.get_rollout(get("m1")).await.unwrap().into_inner());
     assert_eq!(seen.status, pb::RolloutStatus::Queuing as i32);
-    assert_eq!(seen.mode, pb::RolloutMode::Val as i32, "is_train false is the val split");
+    assert_eq!(
+        seen.mode,
+        pb::RolloutMode::Val as i32,
+        "is_train false is the val split"
+    );
     assert_eq!(seen.input_json, r#"{"q":1}"#);
     assert!(seen.attempt.is_none());
     let dequeued = grpc
@@ -38,7 +45,10 @@ async fn a_1x_rollout_is_a_rollout_of_the_store() {
         .await
         .unwrap()
         .into_inner();
-    assert!(dequeued.rollout.is_none(), "a 1.x rollout waits for its controller, not a worker");
+    assert!(
+        dequeued.rollout.is_none(),
+        "a 1.x rollout waits for its controller, not a worker"
+    );
 
     api.set_state("m1", "running").await;
     let running = rollout(grpc.get_rollout(get("m1")).await.unwrap().into_inner());
@@ -63,13 +73,22 @@ async fn a_1x_rollout_is_a_rollout_of_the_store() {
         .unwrap()
         .into_inner();
     api.set_state("m1", "succeeded").await;
-    let completed = completions.message().await.unwrap().unwrap().rollout.unwrap();
+    let completed = completions
+        .message()
+        .await
+        .unwrap()
+        .unwrap()
+        .rollout
+        .unwrap();
     assert_eq!(completed.status, pb::RolloutStatus::Succeeded as i32);
     let attempt = completed.attempt.unwrap();
     assert_eq!(attempt.status, pb::AttemptStatus::Succeeded as i32);
     assert!(attempt.end_time.is_some());
 
-    assert_eq!(api.send("DELETE", "/api/rollouts/m1", &[], "").await.status, 204);
+    assert_eq!(
+        api.send("DELETE", "/api/rollouts/m1", &[], "").await.status,
+        204
+    );
     let gone = grpc.get_rollout(get("m1")).await.unwrap_err();
     assert_eq!(gone.code(), tonic::Code::NotFound);
     let stats = grpc
@@ -77,7 +96,11 @@ async fn a_1x_rollout_is_a_rollout_of_the_store() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!((stats.total_rollouts, stats.total_attempts), (0, 0), "counts stay exact");
+    assert_eq!(
+        (stats.total_rollouts, stats.total_attempts),
+        (0, 0),
+        "counts stay exact"
+    );
     assert_eq!(stats.rollouts_by_status["succeeded"], 0);
 
     // The change feed saw every step, in order.
@@ -90,8 +113,16 @@ async fn a_1x_rollout_is_a_rollout_of_the_store() {
     use pb::EventKind::*;
     assert_eq!(
         kinds,
-        [RolloutCreated, RolloutChanged, AttemptCreated, AttemptChanged, RolloutChanged,
-         AttemptChanged, RolloutChanged, RolloutDeleted]
+        [
+            RolloutCreated,
+            RolloutChanged,
+            AttemptCreated,
+            AttemptChanged,
+            RolloutChanged,
+            AttemptChanged,
+            RolloutChanged,
+            RolloutDeleted
+        ]
     );
     server.stop().await;
 }
@@ -117,11 +148,36 @@ async fn rollouts_of_other_apis_are_not_dispatched_by_1x_controllers() {
     assert_eq!(api.get(&format!("/api/rollouts/{id}")).await.status, 404);
     let listed = api.get("/api/rollouts?state_in=queuing").await.json();
     assert_eq!(listed, json!([]));
-    let conflict = api.json("POST", "/api/rollouts", &json!([{"rollout_id": "fresh", "input": 1}, {"rollout_id": id, "input": 1}])).await;
+    let conflict = api
+        .json(
+            "POST",
+            "/api/rollouts",
+            &json!([{"rollout_id": "fresh", "input": 1}, {"rollout_id": id, "input": 1}]),
+        )
+        .await;
     assert_eq!(conflict.status, 409);
-    assert_eq!(detail(&conflict), json!(format!("Rollout {id} exists and was not created through the 1.x API")));
-    assert_eq!(api.get("/api/rollouts/fresh").await.status, 404, "the batch wrote nothing");
-    assert_eq!(api.send("DELETE", &format!("/api/rollouts/{id}"), &[], "").await.status, 204);
-    assert!(grpc.get_rollout(pb::GetRolloutRequest { rollout_id: id }).await.is_ok(), "not deleted");
+    assert_eq!(
+        detail(&conflict),
+        json!(format!(
+            "Rollout {id} exists and was not created through the 1.x API"
+        ))
+    );
+    assert_eq!(
+        api.get("/api/rollouts/fresh").await.status,
+        404,
+        "the batch wrote nothing"
+    );
+    assert_eq!(
+        api.send("DELETE", &format!("/api/rollouts/{id}"), &[], "")
+            .await
+            .status,
+        204
+    );
+    assert!(
+        grpc.get_rollout(pb::GetRolloutRequest { rollout_id: id })
+            .await
+            .is_ok(),
+        "not deleted"
+    );
     server.stop().await;
 }

@@ -1,8 +1,8 @@
 //! Malformed requests get a clear INVALID_ARGUMENT (or RESOURCE_EXHAUSTED)
 //! and leave the store exactly as it was.
 
-use lightning_store::proto as pb;
 use lightning_store::core::limits::RequestLimits;
+use lightning_store::proto as pb;
 use tonic::Code;
 
 use super::BACKEND;
@@ -24,10 +24,13 @@ async fn snapshot(c: &mut Client) -> (pb::GetStatisticsResponse, Vec<pb::Rollout
 
 #[tokio::test]
 async fn malformed_requests_are_rejected_without_side_effects() {
-    let server = TestServer::start_with_limits(BACKEND, RequestLimits {
-        max_message_bytes: 64 * 1024,
-        ..RequestLimits::default()
-    })
+    let server = TestServer::start_with_limits(
+        BACKEND,
+        RequestLimits {
+            max_message_bytes: 64 * 1024,
+            ..RequestLimits::default()
+        },
+    )
     .await;
     let mut c = server.client().await;
     let rollout = enqueue(&mut c, "1").await;
@@ -73,7 +76,11 @@ async fn malformed_requests_are_rejected_without_side_effects() {
         "span.extra_json must be a JSON object",
     );
     assert_code(
-        c.add_span(pb::AddSpanRequest { span: None, ..Default::default() }).await,
+        c.add_span(pb::AddSpanRequest {
+            span: None,
+            ..Default::default()
+        })
+        .await,
         invalid,
         "span is required",
     );

@@ -21,7 +21,8 @@ async fn concurrent_dequeuers_claim_every_rollout_exactly_once() {
         let batch = c
             .enqueue_rollouts(pb::EnqueueRolloutsRequest {
                 rollouts: (0..1000).map(|_| spec("{}")).collect(),
-             ..Default::default() })
+                ..Default::default()
+            })
             .await
             .unwrap()
             .into_inner()

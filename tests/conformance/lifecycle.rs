@@ -84,7 +84,8 @@ async fn batch_enqueue_and_dequeue_keep_order_and_sync_the_last_attempt() {
     let created = c
         .enqueue_rollouts(pb::EnqueueRolloutsRequest {
             rollouts: (0..4).map(|i| spec(&i.to_string())).collect(),
-         ..Default::default() })
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner()

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use lightning_store::proto as pb;
 use lightning_store::core::limits::RequestLimits;
+use lightning_store::proto as pb;
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse, trace_service_client::TraceServiceClient,
 };
@@ -321,11 +321,14 @@ async fn gzip_and_large_requests_are_accepted_and_oversized_ones_refused() {
     assert_eq!(export(&mut otlp, big).await.partial_success, None);
     assert_eq!(stats(&mut c).await.total_spans, 1024);
 
-    let limited = TestServer::start_with_limits(BACKEND, RequestLimits {
-        max_control_message_bytes: 1024 * 1024,
-        max_message_bytes: 1024 * 1024,
-        ..RequestLimits::default()
-    })
+    let limited = TestServer::start_with_limits(
+        BACKEND,
+        RequestLimits {
+            max_control_message_bytes: 1024 * 1024,
+            max_message_bytes: 1024 * 1024,
+            ..RequestLimits::default()
+        },
+    )
     .await;
     let mut client =
         TraceServiceClient::new(limited.channel().await).max_encoding_message_size(usize::MAX);

@@ -35,7 +35,12 @@ async fn rollout_with_spans(c: &mut Client) -> (String, String) {
     let spans = (0..SPANS_PER_ROLLOUT)
         .map(|_| span(&rollout.rollout_id, &attempt_id, "step", None))
         .collect();
-    c.add_spans(pb::AddSpansRequest { spans, ..Default::default() }).await.unwrap();
+    c.add_spans(pb::AddSpansRequest {
+        spans,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     (rollout.rollout_id, attempt_id)
 }
 

@@ -67,11 +67,17 @@ async fn case_01_huge_durations_are_clamped_not_panicked_on() {
         .await
         .expect("WatchRolloutCompletions with the longest timeout")
         .into_inner();
-    let done = watch.message().await.expect("a completion, not a cancelled stream");
+    let done = watch
+        .message()
+        .await
+        .expect("a completion, not a cancelled stream");
     assert_eq!(done.unwrap().rollout.unwrap().rollout_id, first.rollout_id);
 
     // The server is still whole.
-    assert_eq!(get(&mut c, &second.rollout_id).await.rollout_id, second.rollout_id);
+    assert_eq!(
+        get(&mut c, &second.rollout_id).await.rollout_id,
+        second.rollout_id
+    );
 }
 
 /// Case 8: an explicit sequence id the counter could never count past is
@@ -98,11 +104,20 @@ async fn case_08_sequence_ids_past_the_largest_are_refused() {
     let unnumbered = add_span(&mut c, span(&rollout.rollout_id, &attempt_id, "a", None))
         .await
         .unwrap();
-    assert_eq!(unnumbered.sequence_id, Some(1), "the refused spans raised no counter");
+    assert_eq!(
+        unnumbered.sequence_id,
+        Some(1),
+        "the refused spans raised no counter"
+    );
 
     let largest = add_span(
         &mut c,
-        span(&rollout.rollout_id, &attempt_id, "b", Some(LARGEST_SEQUENCE_ID)),
+        span(
+            &rollout.rollout_id,
+            &attempt_id,
+            "b",
+            Some(LARGEST_SEQUENCE_ID),
+        ),
     )
     .await
     .unwrap();
@@ -110,7 +125,11 @@ async fn case_08_sequence_ids_past_the_largest_are_refused() {
     let next = add_span(&mut c, span(&rollout.rollout_id, &attempt_id, "c", None))
         .await
         .unwrap();
-    assert_eq!(next.sequence_id, Some(LARGEST_SEQUENCE_ID + 1), "the counter counts on");
+    assert_eq!(
+        next.sequence_id,
+        Some(LARGEST_SEQUENCE_ID + 1),
+        "the counter counts on"
+    );
 }
 
 /// Case 16 (durations): nanos outside protobuf's ±999,999,999 are refused
@@ -175,7 +194,10 @@ async fn case_11_undecodable_requests_are_invalid_arguments() {
     ] {
         let status = raw_grpc(&server, path, grpc_frame(UNDECODABLE)).await;
         assert_eq!(status.code(), Code::InvalidArgument, "{path}: {status:?}");
-        assert!(status.message().contains("failed to decode"), "{path}: {status:?}");
+        assert!(
+            status.message().contains("failed to decode"),
+            "{path}: {status:?}"
+        );
     }
     // The server still answers well-formed calls.
     let mut c = server.client().await;
@@ -218,7 +240,10 @@ async fn case_16_negative_slots_are_quoted_as_sent() {
                 slots,
             })),
         };
-        let result = c.worker_session(tokio_stream::iter([open])).await.map(|_| ());
+        let result = c
+            .worker_session(tokio_stream::iter([open]))
+            .await
+            .map(|_| ());
         assert_code(result, Code::InvalidArgument, &format!("got {slots}"));
     }
 }
@@ -244,28 +269,68 @@ async fn case_12_errors_quote_a_bounded_prefix_of_huge_inputs() {
         .await
         .unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument);
-    assert!(status.message().starts_with("Invalid sort_by: yyyy"), "{}", &status.message()[..100]);
-    assert!(status.message().contains(&format!("({} bytes)", huge.len())));
-    assert!(status.message().len() < 400, "{} bytes", status.message().len());
+    assert!(
+        status.message().starts_with("Invalid sort_by: yyyy"),
+        "{}",
+        &status.message()[..100]
+    );
+    assert!(
+        status
+            .message()
+            .contains(&format!("({} bytes)", huge.len()))
+    );
+    assert!(
+        status.message().len() < 400,
+        "{} bytes",
+        status.message().len()
+    );
 
     let http = HttpClient::new(server.addr, Version::Http1);
     let refused = http
-        .post_json("/v1/agl/rollouts/search", &serde_json::json!({ "sort_by": huge }))
+        .post_json(
+            "/v1/agl/rollouts/search",
+            &serde_json::json!({ "sort_by": huge }),
+        )
         .await;
     assert_eq!(refused.status, 400, "{}", &refused.text()[..100]);
     let detail = refused.json()["detail"].as_str().unwrap().to_owned();
-    assert!(detail.starts_with("Invalid sort_by: yyyy"), "{}", &detail[..100]);
-    assert!(refused.body.len() < LONGEST_MESSAGE, "{} bytes", refused.body.len());
+    assert!(
+        detail.starts_with("Invalid sort_by: yyyy"),
+        "{}",
+        &detail[..100]
+    );
+    assert!(
+        refused.body.len() < LONGEST_MESSAGE,
+        "{} bytes",
+        refused.body.len()
+    );
 
     let invalid = http
-        .post_json("/v1/agl/queues/rollouts/enqueue", &serde_json::json!({ "mode": huge }))
+        .post_json(
+            "/v1/agl/queues/rollouts/enqueue",
+            &serde_json::json!({ "mode": huge }),
+        )
         .await;
     assert_eq!(invalid.status, 422, "{}", &invalid.text()[..100]);
     let issue = &invalid.json()["detail"][0];
     // pydantic quotes the whole body of a missing field: a prefix of it here.
-    assert_eq!(issue["loc"], serde_json::json!(["body", "rollouts"]), "{issue}");
-    assert!(issue["input"].as_str().unwrap().starts_with(r#"{"mode":"yyyy"#), "{issue}");
-    assert!(invalid.body.len() < 2 * LONGEST_MESSAGE, "{} bytes", invalid.body.len());
+    assert_eq!(
+        issue["loc"],
+        serde_json::json!(["body", "rollouts"]),
+        "{issue}"
+    );
+    assert!(
+        issue["input"]
+            .as_str()
+            .unwrap()
+            .starts_with(r#"{"mode":"yyyy"#),
+        "{issue}"
+    );
+    assert!(
+        invalid.body.len() < 2 * LONGEST_MESSAGE,
+        "{} bytes",
+        invalid.body.len()
+    );
 }
 
 /// Case 16 (retry conditions): a status that can never requeue a rollout
@@ -284,7 +349,11 @@ async fn case_16_retry_conditions_hold_retryable_statuses_only() {
             "config.retry_condition may only hold failed, timeout and unresponsive",
         );
     }
-    let rollout = enqueue_spec(&mut c, retry_spec(3, &[A::Failed, A::Timeout, A::Unresponsive])).await;
+    let rollout = enqueue_spec(
+        &mut c,
+        retry_spec(3, &[A::Failed, A::Timeout, A::Unresponsive]),
+    )
+    .await;
     assert_eq!(rollout.config.unwrap().retry_condition.len(), 3);
 }
 
@@ -298,7 +367,9 @@ async fn case_16_exact_match_filters_validate_ids() {
     for bad in [String::new(), "r".repeat(1 << 20), "ro-\n1".to_owned()] {
         assert_code(
             c.query_rollouts(pb::QueryRolloutsRequest {
-                rollout_id_in_list: Some(pb::StringList { values: vec![rollout.rollout_id.clone(), bad.clone()] }),
+                rollout_id_in_list: Some(pb::StringList {
+                    values: vec![rollout.rollout_id.clone(), bad.clone()],
+                }),
                 ..Default::default()
             })
             .await,
@@ -306,15 +377,20 @@ async fn case_16_exact_match_filters_validate_ids() {
             "rollout_id_in",
         );
         assert_code(
-            c.query_resources(pb::QueryResourcesRequest { resources_id: Some(bad.clone()), ..Default::default() })
-                .await,
+            c.query_resources(pb::QueryResourcesRequest {
+                resources_id: Some(bad.clone()),
+                ..Default::default()
+            })
+            .await,
             Code::InvalidArgument,
             "resources_id",
         );
     }
     let found = c
         .query_rollouts(pb::QueryRolloutsRequest {
-            rollout_id_in_list: Some(pb::StringList { values: vec![rollout.rollout_id.clone()] }),
+            rollout_id_in_list: Some(pb::StringList {
+                values: vec![rollout.rollout_id.clone()],
+            }),
             ..Default::default()
         })
         .await
@@ -330,10 +406,13 @@ async fn case_16_exact_match_filters_validate_ids() {
 async fn case_02_a_failing_request_never_fails_the_others_writes() {
     // Lists this long are refused before any backend sees them (case 9):
     // the limit is raised so that the statement still fails in SQLite.
-    let server = TestServer::start_with_limits(BACKEND, RequestLimits {
-        max_ids_per_list: 100_000,
-        ..RequestLimits::default()
-    })
+    let server = TestServer::start_with_limits(
+        BACKEND,
+        RequestLimits {
+            max_ids_per_list: 100_000,
+            ..RequestLimits::default()
+        },
+    )
     .await;
     let too_many_ids: Vec<String> = (0..32_765).map(|n| format!("r-{n}")).collect();
     let mut tasks = tokio::task::JoinSet::new();
@@ -342,7 +421,11 @@ async fn case_02_a_failing_request_never_fails_the_others_writes() {
         tasks.spawn(async move {
             let mut ids = Vec::new();
             for n in 0..25 {
-                ids.push(enqueue(&mut c, &format!("{}", writer * 100 + n)).await.rollout_id);
+                ids.push(
+                    enqueue(&mut c, &format!("{}", writer * 100 + n))
+                        .await
+                        .rollout_id,
+                );
             }
             ids
         });
@@ -394,7 +477,9 @@ async fn case_09_id_lists_are_capped_below_every_backend_limit() {
     let at_limit = ids_with(&done.rollout_id, limit);
     let found = c
         .query_rollouts(pb::QueryRolloutsRequest {
-            rollout_id_in_list: Some(pb::StringList { values: at_limit.clone() }),
+            rollout_id_in_list: Some(pb::StringList {
+                values: at_limit.clone(),
+            }),
             ..Default::default()
         })
         .await
@@ -424,42 +509,73 @@ async fn case_09_id_lists_are_capped_below_every_backend_limit() {
         .into_inner();
     let first = watch.message().await.unwrap().unwrap();
     assert_eq!(first.rollout.unwrap().rollout_id, done.rollout_id);
-    assert!(watch.message().await.unwrap().is_none(), "the only known rollout was sent");
-    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(
+        watch.message().await.unwrap().is_none(),
+        "the only known rollout was sent"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
 
     let over = ids_with(&done.rollout_id, limit + 1);
     let expected = format!("holds {} ids, more than the limit of {limit}", limit + 1);
     assert_code(
-        c.query_rollouts(pb::QueryRolloutsRequest { rollout_id_in: over.clone(), ..Default::default() }).await,
+        c.query_rollouts(pb::QueryRolloutsRequest {
+            rollout_id_in: over.clone(),
+            ..Default::default()
+        })
+        .await,
         Code::InvalidArgument,
         &format!("rollout_id_in {expected}"),
     );
     assert_code(
-        c.wait_for_rollouts(pb::WaitForRolloutsRequest { rollout_ids: over.clone(), timeout: None }).await,
+        c.wait_for_rollouts(pb::WaitForRolloutsRequest {
+            rollout_ids: over.clone(),
+            timeout: None,
+        })
+        .await,
         Code::InvalidArgument,
         &format!("rollout_ids {expected}"),
     );
     assert_code(
-        c.watch_rollout_completions(pb::WatchRolloutCompletionsRequest { rollout_ids: over.clone(), timeout: None })
-            .await
-            .map(|_| ()),
+        c.watch_rollout_completions(pb::WatchRolloutCompletionsRequest {
+            rollout_ids: over.clone(),
+            timeout: None,
+        })
+        .await
+        .map(|_| ()),
         Code::InvalidArgument,
         &format!("rollout_ids {expected}"),
     );
     assert_code(
-        c.watch_events(pb::WatchEventsRequest { rollout_ids: over.clone(), ..Default::default() })
-            .await
-            .map(|_| ()),
+        c.watch_events(pb::WatchEventsRequest {
+            rollout_ids: over.clone(),
+            ..Default::default()
+        })
+        .await
+        .map(|_| ()),
         Code::InvalidArgument,
         &format!("rollout_ids {expected}"),
     );
     // The same limit on agent-lightning's HTTP API, with its error shape.
     let http = HttpClient::new(server.addr, Version::Http1);
     let refused = http
-        .post_json("/v1/agl/waits/rollouts", &serde_json::json!({ "rollout_ids": over, "timeout": 0 }))
+        .post_json(
+            "/v1/agl/waits/rollouts",
+            &serde_json::json!({ "rollout_ids": over, "timeout": 0 }),
+        )
         .await;
     assert_eq!(refused.status, 400, "{}", refused.text());
-    assert!(refused.json()["detail"].as_str().unwrap().contains(&expected), "{}", refused.text());
+    assert!(
+        refused.json()["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&expected),
+        "{}",
+        refused.text()
+    );
 }
 
 /// Case 9 (batches, message sizes, configuration): every batch over the
@@ -479,61 +595,115 @@ async fn case_09_batches_and_control_messages_are_capped_as_configured() {
     let server = TestServer::start_with_limits(BACKEND, limits).await;
     let mut c = server.client().await;
 
-    let reported = c.get_capabilities(pb::GetCapabilitiesRequest {}).await.unwrap().into_inner().limits.unwrap();
+    let reported = c
+        .get_capabilities(pb::GetCapabilitiesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .limits
+        .unwrap();
     assert_eq!(reported.max_ids_per_list, 3);
     assert_eq!(reported.max_batch_items, 4);
     assert_eq!(reported.max_control_message_bytes, 64 * 1024);
     assert_eq!(reported.max_message_bytes, 1024 * 1024);
-    assert_eq!(reported.longest_wait, Some(prost_types::Duration { seconds: 60, nanos: 0 }));
+    assert_eq!(
+        reported.longest_wait,
+        Some(prost_types::Duration {
+            seconds: 60,
+            nanos: 0
+        })
+    );
     assert_eq!(reported.max_id_bytes, 256);
 
     let specs = |n: usize| (0..n).map(|i| spec(&i.to_string())).collect::<Vec<_>>();
     let batch = c
-        .enqueue_rollouts(pb::EnqueueRolloutsRequest { rollouts: specs(4) , ..Default::default() })
+        .enqueue_rollouts(pb::EnqueueRolloutsRequest {
+            rollouts: specs(4),
+            ..Default::default()
+        })
         .await
         .expect("a batch at the limit")
         .into_inner();
     assert_eq!(batch.rollouts.len(), 4);
     assert_code(
-        c.enqueue_rollouts(pb::EnqueueRolloutsRequest { rollouts: specs(5) , ..Default::default() }).await,
+        c.enqueue_rollouts(pb::EnqueueRolloutsRequest {
+            rollouts: specs(5),
+            ..Default::default()
+        })
+        .await,
         Code::InvalidArgument,
         "rollouts holds 5 items, more than the limit of 4",
     );
     assert_code(
-        c.dequeue_rollouts(pb::DequeueRolloutsRequest { limit: 5, ..Default::default() }).await,
+        c.dequeue_rollouts(pb::DequeueRolloutsRequest {
+            limit: 5,
+            ..Default::default()
+        })
+        .await,
         Code::InvalidArgument,
         "limit must be between 1 and 4, got 5",
     );
     let claimed = dequeue(&mut c, None).await.unwrap();
     let attempt_id = attempt_of(&claimed).attempt_id.clone();
     let spans = |n: usize| {
-        (0..n).map(|i| span(&claimed.rollout_id, &attempt_id, &format!("s{i}"), None)).collect::<Vec<_>>()
+        (0..n)
+            .map(|i| span(&claimed.rollout_id, &attempt_id, &format!("s{i}"), None))
+            .collect::<Vec<_>>()
     };
     assert_code(
-        c.add_spans(pb::AddSpansRequest { spans: spans(5), owner_epoch: None , ..Default::default() }).await,
+        c.add_spans(pb::AddSpansRequest {
+            spans: spans(5),
+            owner_epoch: None,
+            ..Default::default()
+        })
+        .await,
         Code::InvalidArgument,
         "spans holds 5 items, more than the limit of 4",
     );
-    let pair = pb::RolloutAttemptRef { rollout_id: claimed.rollout_id.clone(), attempt_id: attempt_id.clone() };
+    let pair = pb::RolloutAttemptRef {
+        rollout_id: claimed.rollout_id.clone(),
+        attempt_id: attempt_id.clone(),
+    };
     assert_code(
-        c.get_span_sequence_ids(pb::GetSpanSequenceIdsRequest { attempts: vec![pair; 5] }).await,
+        c.get_span_sequence_ids(pb::GetSpanSequenceIdsRequest {
+            attempts: vec![pair; 5],
+        })
+        .await,
         Code::InvalidArgument,
         "attempts holds 5 items, more than the limit of 4",
     );
-    assert_eq!(c.add_spans(pb::AddSpansRequest { spans: spans(4), owner_epoch: None , ..Default::default() }).await.unwrap().into_inner().spans.len(), 4);
+    assert_eq!(
+        c.add_spans(pb::AddSpansRequest {
+            spans: spans(4),
+            owner_epoch: None,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .spans
+        .len(),
+        4
+    );
 
     // A control call over its limit; a write of the same size passes.
     let big = "x".repeat(100 * 1024);
     assert_code(
-        c.query_rollouts(pb::QueryRolloutsRequest { rollout_id_contains: Some(big.clone()), ..Default::default() })
-            .await,
+        c.query_rollouts(pb::QueryRolloutsRequest {
+            rollout_id_contains: Some(big.clone()),
+            ..Default::default()
+        })
+        .await,
         Code::ResourceExhausted,
         "more than the control message limit of 65536 bytes",
     );
     let large_input = serde_json::to_string(&big).unwrap();
     let written = c
         .enqueue_rollout(pb::EnqueueRolloutRequest {
-            rollout: Some(pb::RolloutSpec { input_json: large_input, ..spec("big") }),
+            rollout: Some(pb::RolloutSpec {
+                input_json: large_input,
+                ..spec("big")
+            }),
         })
         .await
         .expect("a write under the message limit");
@@ -543,13 +713,33 @@ async fn case_09_batches_and_control_messages_are_capped_as_configured() {
     // shapes, nothing written.
     let http = HttpClient::new(server.addr, Version::Http1);
     let inputs: Vec<_> = (0..5).map(|i| serde_json::json!({ "input": i })).collect();
-    let refused = http.post_json("/v1/agl/queues/rollouts/enqueue", &serde_json::json!({ "rollouts": inputs })).await;
+    let refused = http
+        .post_json(
+            "/v1/agl/queues/rollouts/enqueue",
+            &serde_json::json!({ "rollouts": inputs }),
+        )
+        .await;
     assert_eq!(refused.status, 400, "{}", refused.text());
-    assert!(refused.json()["detail"].as_str().unwrap().contains("more than the limit of 4"), "{}", refused.text());
-    let creations: Vec<_> = (0..5).map(|i| serde_json::json!({ "input": { "n": i } })).collect();
-    let refused = http.post_json("/api/rollouts", &serde_json::json!(creations)).await;
+    assert!(
+        refused.json()["detail"]
+            .as_str()
+            .unwrap()
+            .contains("more than the limit of 4"),
+        "{}",
+        refused.text()
+    );
+    let creations: Vec<_> = (0..5)
+        .map(|i| serde_json::json!({ "input": { "n": i } }))
+        .collect();
+    let refused = http
+        .post_json("/api/rollouts", &serde_json::json!(creations))
+        .await;
     assert_eq!(refused.status, 400, "{}", refused.text());
-    assert!(refused.text().contains("more than the limit of 4"), "{}", refused.text());
+    assert!(
+        refused.text().contains("more than the limit of 4"),
+        "{}",
+        refused.text()
+    );
     assert_eq!(stats(&mut c).await.total_rollouts, 5);
 }
 
@@ -562,11 +752,21 @@ async fn case_10_batch_answers_fit_the_clients_receive_limit() {
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     // A client with gRPC's default receive limit.
-    let mut default_client = pb::lightning_store_service_client::LightningStoreServiceClient::new(server.channel().await);
+    let mut default_client = pb::lightning_store_service_client::LightningStoreServiceClient::new(
+        server.channel().await,
+    );
     let input = serde_json::to_string(&"x".repeat(64 * 1024)).unwrap();
-    let specs: Vec<_> = (0..100).map(|_| pb::RolloutSpec { input_json: input.clone(), ..Default::default() }).collect();
+    let specs: Vec<_> = (0..100)
+        .map(|_| pb::RolloutSpec {
+            input_json: input.clone(),
+            ..Default::default()
+        })
+        .collect();
     let answer = default_client
-        .enqueue_rollouts(pb::EnqueueRolloutsRequest { rollouts: specs, ..Default::default() })
+        .enqueue_rollouts(pb::EnqueueRolloutsRequest {
+            rollouts: specs,
+            ..Default::default()
+        })
         .await
         .expect("a 6.4 MB batch is answered within the client's 4 MiB")
         .into_inner();
@@ -577,21 +777,37 @@ async fn case_10_batch_answers_fit_the_clients_receive_limit() {
 
     // A small batch comes back whole, with its ids beside it.
     let small = c
-        .enqueue_rollouts(pb::EnqueueRolloutsRequest { rollouts: vec![spec("1"), spec("2")], ..Default::default() })
+        .enqueue_rollouts(pb::EnqueueRolloutsRequest {
+            rollouts: vec![spec("1"), spec("2")],
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner();
     assert!(!small.ids_only);
-    let ids: Vec<_> = small.rollouts.iter().map(|r| r.rollout_id.clone()).collect();
+    let ids: Vec<_> = small
+        .rollouts
+        .iter()
+        .map(|r| r.rollout_id.clone())
+        .collect();
     assert_eq!(small.rollout_ids, ids);
 
     // Ids only on request, or past the limit the client announces.
     let claimed = dequeue(&mut c, None).await.unwrap();
     let attempt_id = attempt_of(&claimed).attempt_id.clone();
-    let spans = |names: &[&str]| names.iter().map(|n| span(&claimed.rollout_id, &attempt_id, n, None)).collect::<Vec<_>>();
+    let spans = |names: &[&str]| {
+        names
+            .iter()
+            .map(|n| span(&claimed.rollout_id, &attempt_id, n, None))
+            .collect::<Vec<_>>()
+    };
     let first = spans(&["a", "b"]);
     let asked = c
-        .add_spans(pb::AddSpansRequest { spans: first.clone(), ids_only: true, ..Default::default() })
+        .add_spans(pb::AddSpansRequest {
+            spans: first.clone(),
+            ids_only: true,
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner();
@@ -600,14 +816,21 @@ async fn case_10_batch_answers_fit_the_clients_receive_limit() {
     let mut again = spans(&["c"]);
     again.push(first[0].clone());
     let announced = c
-        .add_spans(pb::AddSpansRequest { spans: again, max_response_bytes: Some(16), ..Default::default() })
+        .add_spans(pb::AddSpansRequest {
+            spans: again,
+            max_response_bytes: Some(16),
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner();
     assert!(announced.ids_only && announced.spans.is_empty());
     assert_eq!((announced.sequence_ids.len(), announced.duplicates), (1, 1));
     let whole = c
-        .add_spans(pb::AddSpansRequest { spans: spans(&["d"]), ..Default::default() })
+        .add_spans(pb::AddSpansRequest {
+            spans: spans(&["d"]),
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner();
@@ -618,8 +841,12 @@ async fn case_10_batch_answers_fit_the_clients_receive_limit() {
 
     // A nonsensical limit is refused before anything is written.
     assert_code(
-        c.enqueue_rollouts(pb::EnqueueRolloutsRequest { rollouts: vec![spec("3")], max_response_bytes: Some(0), ..Default::default() })
-            .await,
+        c.enqueue_rollouts(pb::EnqueueRolloutsRequest {
+            rollouts: vec![spec("3")],
+            max_response_bytes: Some(0),
+            ..Default::default()
+        })
+        .await,
         Code::InvalidArgument,
         "max_response_bytes must be positive, got 0",
     );

@@ -109,9 +109,14 @@ async fn statistics_count_by_status_and_date_the_queue_head() {
     // The head leaves the queue and fails without retry.
     let claimed = dequeue(&mut c, Some("Worker-0")).await.unwrap();
     assert_eq!(claimed.rollout_id, first.rollout_id);
-    set_attempt_status(&mut c, &first.rollout_id, &attempt_of(&claimed).attempt_id, A::Failed)
-        .await
-        .unwrap();
+    set_attempt_status(
+        &mut c,
+        &first.rollout_id,
+        &attempt_of(&claimed).attempt_id,
+        A::Failed,
+    )
+    .await
+    .unwrap();
     let one_left = stats(&mut c).await;
     assert_eq!(count(&one_left.rollouts_by_status, "failed"), 1);
     assert_eq!(count(&one_left.rollouts_by_status, "queuing"), 1);
@@ -125,9 +130,14 @@ async fn statistics_count_by_status_and_date_the_queue_head() {
     assert_eq!(count(&running.rollouts_by_status, "preparing"), 1);
     assert_eq!(count(&running.attempts_by_status, "preparing"), 1);
     assert_eq!(running.oldest_queued_time, None);
-    set_attempt_status(&mut c, &second.rollout_id, &attempt_of(&claimed).attempt_id, A::Failed)
-        .await
-        .unwrap();
+    set_attempt_status(
+        &mut c,
+        &second.rollout_id,
+        &attempt_of(&claimed).attempt_id,
+        A::Failed,
+    )
+    .await
+    .unwrap();
     let requeued = stats(&mut c).await;
     assert_eq!(count(&requeued.rollouts_by_status, "requeuing"), 1);
     assert_eq!(count(&requeued.rollouts_by_status, "preparing"), 0);
@@ -195,10 +205,13 @@ async fn capabilities_and_statistics() {
 /// answered with its rollout.
 #[tokio::test]
 async fn shutdown_ends_open_waits_promptly_with_unavailable() {
-    let server = TestServer::start_with(BACKEND, ServerConfig {
-        drain_timeout: Duration::from_secs(20),
-        ..ServerConfig::default()
-    })
+    let server = TestServer::start_with(
+        BACKEND,
+        ServerConfig {
+            drain_timeout: Duration::from_secs(20),
+            ..ServerConfig::default()
+        },
+    )
     .await;
     let long = Some(prost_types::Duration {
         seconds: 600,
@@ -237,14 +250,20 @@ async fn shutdown_ends_open_waits_promptly_with_unavailable() {
         match waiter.await.unwrap() {
             Ok(answer) => {
                 let answer = answer.into_inner();
-                assert!(answer.rollout.is_some(), "an OK dequeue carries its claim: {answer:?}");
+                assert!(
+                    answer.rollout.is_some(),
+                    "an OK dequeue carries its claim: {answer:?}"
+                );
                 claimed += 1;
             }
             Err(status) => assert_eq!(status.code(), Code::Unavailable, "{status:?}"),
         }
     }
     assert!(claimed <= 1, "only the one rollout can be claimed");
-    let cut = waiting.await.unwrap().expect_err("nothing finished: the wait was cut");
+    let cut = waiting
+        .await
+        .unwrap()
+        .expect_err("nothing finished: the wait was cut");
     assert_eq!(cut.code(), Code::Unavailable, "{cut:?}");
     assert!(started.elapsed() < Duration::from_secs(10));
 }

@@ -25,7 +25,10 @@ async fn enqueue_many(c: &mut Client, count: usize) -> Vec<String> {
     let mut ids = Vec::with_capacity(count);
     for chunk in (0..count).collect::<Vec<_>>().chunks(500) {
         let created = c
-            .enqueue_rollouts(pb::EnqueueRolloutsRequest { rollouts: chunk.iter().map(|i| spec(&i.to_string())).collect() , ..Default::default() })
+            .enqueue_rollouts(pb::EnqueueRolloutsRequest {
+                rollouts: chunk.iter().map(|i| spec(&i.to_string())).collect(),
+                ..Default::default()
+            })
             .await
             .unwrap()
             .into_inner()
@@ -46,7 +49,10 @@ async fn completion_watch_streams_each_rollout_once_in_completion_order() {
     let mut c = server.client().await;
     let ids = enqueue_many(&mut c, 1000).await;
     let claimed = c
-        .dequeue_rollouts(pb::DequeueRolloutsRequest { limit: 1000, ..Default::default() })
+        .dequeue_rollouts(pb::DequeueRolloutsRequest {
+            limit: 1000,
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner()
@@ -55,12 +61,18 @@ async fn completion_watch_streams_each_rollout_once_in_completion_order() {
     let order = shuffled(1000);
     let (early, late) = order.split_at(10);
     for &i in early {
-        set_attempt_status(&mut c, &ids[i], "latest", A::Succeeded).await.unwrap();
+        set_attempt_status(&mut c, &ids[i], "latest", A::Succeeded)
+            .await
+            .unwrap();
     }
 
     let mut watch = c
         .watch_rollout_completions(pb::WatchRolloutCompletionsRequest {
-            rollout_ids: ids.iter().cloned().chain(["ro-unknown".to_owned()]).collect(),
+            rollout_ids: ids
+                .iter()
+                .cloned()
+                .chain(["ro-unknown".to_owned()])
+                .collect(),
             timeout: None,
         })
         .await
@@ -69,11 +81,23 @@ async fn completion_watch_streams_each_rollout_once_in_completion_order() {
     // Already-finished rollouts come first, before anything else happens.
     let mut received = Vec::new();
     for _ in 0..early.len() {
-        received.push(watch.message().await.unwrap().unwrap().rollout.unwrap().rollout_id);
+        received.push(
+            watch
+                .message()
+                .await
+                .unwrap()
+                .unwrap()
+                .rollout
+                .unwrap()
+                .rollout_id,
+        );
     }
     let mut expected_early: Vec<_> = early.iter().map(|&i| ids[i].clone()).collect();
     expected_early.sort_by_key(|id| ids.iter().position(|x| x == id));
-    assert_eq!(received, expected_early, "already terminal ones first, in request order");
+    assert_eq!(
+        received, expected_early,
+        "already terminal ones first, in request order"
+    );
 
     let mut completer = server.client().await;
     let late_ids: Vec<String> = late.iter().map(|&i| ids[i].clone()).collect();
@@ -82,7 +106,9 @@ async fn completion_watch_streams_each_rollout_once_in_completion_order() {
         tokio::spawn(async move {
             for (n, id) in late_ids.iter().enumerate() {
                 let status = if n % 3 == 0 { A::Failed } else { A::Succeeded };
-                set_attempt_status(&mut completer, id, "latest", status).await.unwrap();
+                set_attempt_status(&mut completer, id, "latest", status)
+                    .await
+                    .unwrap();
             }
         })
     };
@@ -109,7 +135,10 @@ async fn completion_watch_ends_with_deadline_exceeded() {
     let mut watch = c
         .watch_rollout_completions(pb::WatchRolloutCompletionsRequest {
             rollout_ids: vec![rollout.rollout_id],
-            timeout: Some(prost_types::Duration { seconds: 0, nanos: 100_000_000 }),
+            timeout: Some(prost_types::Duration {
+                seconds: 0,
+                nanos: 100_000_000,
+            }),
         })
         .await
         .unwrap()
@@ -117,13 +146,20 @@ async fn completion_watch_ends_with_deadline_exceeded() {
     assert_code(watch.message().await, Code::DeadlineExceeded, "timed out");
 }
 
-async fn subscribe(c: &mut Client, after_seq: Option<u64>) -> (u64, Streaming<pb::WatchEventsResponse>) {
+async fn subscribe(
+    c: &mut Client,
+    after_seq: Option<u64>,
+) -> (u64, Streaming<pb::WatchEventsResponse>) {
     let mut stream = c
-        .watch_events(pb::WatchEventsRequest { after_seq, ..Default::default() })
+        .watch_events(pb::WatchEventsRequest {
+            after_seq,
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner();
-    let Some(WatchMessage::Progress(progress)) = stream.message().await.unwrap().unwrap().message else {
+    let Some(WatchMessage::Progress(progress)) = stream.message().await.unwrap().unwrap().message
+    else {
         panic!("the first message is the progress");
     };
     (progress.latest_seq, stream)
@@ -138,7 +174,11 @@ async fn subscribe_then_snapshot_has_no_race() {
     assert!(latest >= 3);
     let rollout = enqueue(&mut c, "4").await;
     let event = event_of(stream.message().await.unwrap().unwrap()).unwrap();
-    assert_eq!(event.seq, latest + 1, "the first live event follows the progress");
+    assert_eq!(
+        event.seq,
+        latest + 1,
+        "the first live event follows the progress"
+    );
     assert_eq!(event.kind, pb::EventKind::RolloutCreated as i32);
     assert_eq!(event.rollout_id, rollout.rollout_id);
     assert_eq!(event.rollout_status, R::Queuing as i32);
@@ -167,7 +207,9 @@ async fn subscribers_resume_after_dropped_connections_without_gaps_or_duplicates
             let (_, mut stream) = subscribe(&mut client, Some(position)).await;
             cut = (cut * 37 + 11) % 1500 + 1;
             for _ in 0..cut {
-                let Some(message) = stream.message().await.unwrap() else { break };
+                let Some(message) = stream.message().await.unwrap() else {
+                    break;
+                };
                 let event = event_of(message).unwrap();
                 seen.push(event.seq);
                 position = event.seq;
@@ -186,23 +228,45 @@ async fn subscribers_resume_after_dropped_connections_without_gaps_or_duplicates
 
 #[tokio::test]
 async fn resuming_from_forgotten_history_is_out_of_range() {
-    let server = TestServer::start_opts(BACKEND, TestOptions { event_retention: 50, ..TestOptions::default() }).await;
+    let server = TestServer::start_opts(
+        BACKEND,
+        TestOptions {
+            event_retention: 50,
+            ..TestOptions::default()
+        },
+    )
+    .await;
     let mut c = server.client().await;
     enqueue_many(&mut c, 200).await;
     let status = c
-        .watch_events(pb::WatchEventsRequest { after_seq: Some(3), ..Default::default() })
+        .watch_events(pb::WatchEventsRequest {
+            after_seq: Some(3),
+            ..Default::default()
+        })
         .await
         .map(|_| ());
-    assert_code(status, Code::OutOfRange, "after_seq 3 is older than the retained history");
+    assert_code(
+        status,
+        Code::OutOfRange,
+        "after_seq 3 is older than the retained history",
+    );
     let ahead = c
-        .watch_events(pb::WatchEventsRequest { after_seq: Some(1_000_000), ..Default::default() })
+        .watch_events(pb::WatchEventsRequest {
+            after_seq: Some(1_000_000),
+            ..Default::default()
+        })
         .await
         .map(|_| ());
     assert_code(ahead, Code::OutOfRange, "newer than the latest event");
     // Within the retained history a resume works.
     let (latest, mut stream) = subscribe(&mut c, Some(190)).await;
     assert_eq!(latest, 200);
-    assert_eq!(event_of(stream.message().await.unwrap().unwrap()).unwrap().seq, 191);
+    assert_eq!(
+        event_of(stream.message().await.unwrap().unwrap())
+            .unwrap()
+            .seq,
+        191
+    );
 }
 
 #[tokio::test]
@@ -214,7 +278,10 @@ async fn event_filters_select_kinds_rollouts_and_statuses() {
     let mut stream = c
         .watch_events(pb::WatchEventsRequest {
             after_seq: Some(0),
-            kinds: vec![pb::EventKind::RolloutChanged as i32, pb::EventKind::AttemptChanged as i32],
+            kinds: vec![
+                pb::EventKind::RolloutChanged as i32,
+                pb::EventKind::AttemptChanged as i32,
+            ],
             rollout_ids: vec![watched.rollout_id.clone()],
             rollout_status_in: vec![R::Succeeded as i32],
             attempt_status_in: vec![],
@@ -226,16 +293,31 @@ async fn event_filters_select_kinds_rollouts_and_statuses() {
     for _ in 0..2 {
         dequeue(&mut c, None).await.unwrap();
     }
-    set_attempt_status(&mut c, &other.rollout_id, "latest", A::Succeeded).await.unwrap();
-    set_attempt_status(&mut c, &watched.rollout_id, "latest", A::Succeeded).await.unwrap();
+    set_attempt_status(&mut c, &other.rollout_id, "latest", A::Succeeded)
+        .await
+        .unwrap();
+    set_attempt_status(&mut c, &watched.rollout_id, "latest", A::Succeeded)
+        .await
+        .unwrap();
     let first = event_of(stream.message().await.unwrap().unwrap()).unwrap();
-    assert_eq!((first.kind, first.attempt_status), (pb::EventKind::AttemptChanged as i32, A::Succeeded as i32));
+    assert_eq!(
+        (first.kind, first.attempt_status),
+        (pb::EventKind::AttemptChanged as i32, A::Succeeded as i32)
+    );
     assert_eq!(first.rollout_id, watched.rollout_id);
     let second = event_of(stream.message().await.unwrap().unwrap()).unwrap();
-    assert_eq!((second.kind, second.rollout_status), (pb::EventKind::RolloutChanged as i32, R::Succeeded as i32));
+    assert_eq!(
+        (second.kind, second.rollout_status),
+        (pb::EventKind::RolloutChanged as i32, R::Succeeded as i32)
+    );
     assert_eq!(second.rollout_id, watched.rollout_id);
     assert_code(
-        c.watch_events(pb::WatchEventsRequest { kinds: vec![0], ..Default::default() }).await.map(|_| ()),
+        c.watch_events(pb::WatchEventsRequest {
+            kinds: vec![0],
+            ..Default::default()
+        })
+        .await
+        .map(|_| ()),
         Code::InvalidArgument,
         "invalid event kind",
     );
@@ -253,7 +335,12 @@ async fn sessions_share_rollouts_exactly_once_within_their_slots() {
     for i in 0..SESSIONS {
         let slots = (i % 4 + 1) as i32;
         let channel = server.channel().await;
-        let mut runner = Runner::open(&mut Client::new(channel.clone()), &format!("Worker-{i}"), slots).await;
+        let mut runner = Runner::open(
+            &mut Client::new(channel.clone()),
+            &format!("Worker-{i}"),
+            slots,
+        )
+        .await;
         let completed = completed.clone();
         runners.push(tokio::spawn(async move {
             let mut client = Client::new(channel);
@@ -265,13 +352,20 @@ async fn sessions_share_rollouts_exactly_once_within_their_slots() {
                     // Others may finish the last rollouts: look again now and then.
                     _ = tokio::time::sleep(Duration::from_millis(50)) => continue,
                 };
-                let FromServer::Assignment(assignment) = message else { continue };
+                let FromServer::Assignment(assignment) = message else {
+                    continue;
+                };
                 let rollout = assignment.rollout.unwrap();
                 held += 1;
                 max_held = max_held.max(held);
-                set_attempt_status(&mut client, &rollout.rollout_id, &attempt_of(&rollout).attempt_id, A::Succeeded)
-                    .await
-                    .unwrap();
+                set_attempt_status(
+                    &mut client,
+                    &rollout.rollout_id,
+                    &attempt_of(&rollout).attempt_id,
+                    A::Succeeded,
+                )
+                .await
+                .unwrap();
                 assigned.push(rollout.rollout_id.clone());
                 held -= 1;
                 runner.release(&rollout);
@@ -282,17 +376,29 @@ async fn sessions_share_rollouts_exactly_once_within_their_slots() {
     }
     let mut c = server.client().await;
     let ids: HashSet<String> = enqueue_many(&mut c, ROLLOUTS).await.into_iter().collect();
-    let results = tokio::time::timeout(LIMIT, futures::future::join_all(runners)).await.expect("all complete in time");
+    let results = tokio::time::timeout(LIMIT, futures::future::join_all(runners))
+        .await
+        .expect("all complete in time");
     let mut assigned = Vec::new();
     for result in results {
         let (slots, max_held, ids) = result.unwrap();
-        assert!(max_held <= slots, "a session held {max_held} > {slots} slots");
+        assert!(
+            max_held <= slots,
+            "a session held {max_held} > {slots} slots"
+        );
         assigned.extend(ids);
     }
-    assert_eq!(assigned.len(), ROLLOUTS, "every rollout assigned exactly once");
+    assert_eq!(
+        assigned.len(),
+        ROLLOUTS,
+        "every rollout assigned exactly once"
+    );
     assert_eq!(assigned.iter().cloned().collect::<HashSet<_>>(), ids);
     let succeeded = c
-        .query_rollouts(pb::QueryRolloutsRequest { status_in: vec![R::Succeeded as i32], ..Default::default() })
+        .query_rollouts(pb::QueryRolloutsRequest {
+            status_in: vec![R::Succeeded as i32],
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner()
@@ -304,7 +410,10 @@ async fn sessions_share_rollouts_exactly_once_within_their_slots() {
 async fn dropped_session_attempts_become_unresponsive_and_are_retried_elsewhere() {
     let server = TestServer::start_with(
         BACKEND,
-        ServerConfig { session_grace: Duration::from_millis(100), ..ServerConfig::default() },
+        ServerConfig {
+            session_grace: Duration::from_millis(100),
+            ..ServerConfig::default()
+        },
     )
     .await;
     let mut c = server.client().await;
@@ -315,25 +424,37 @@ async fn dropped_session_attempts_become_unresponsive_and_are_retried_elsewhere(
     let mut survivor = Runner::open(&mut Client::new(server.channel().await), "Worker-ok", 1).await;
     drop(lost);
 
-    let retry = tokio::time::timeout(LIMIT, survivor.assignment()).await.expect("retried after the grace");
+    let retry = tokio::time::timeout(LIMIT, survivor.assignment())
+        .await
+        .expect("retried after the grace");
     assert_eq!(retry.rollout_id, rollout.rollout_id);
     assert_eq!(attempt_of(&retry).sequence_id, 2);
     let attempts = c
-        .query_attempts(pb::QueryAttemptsRequest { rollout_id: rollout.rollout_id.clone(), page: None })
+        .query_attempts(pb::QueryAttemptsRequest {
+            rollout_id: rollout.rollout_id.clone(),
+            page: None,
+        })
         .await
         .unwrap()
         .into_inner()
         .items;
     assert_eq!(attempt_status(&attempts[0]), A::Unresponsive);
     let status = worker(&mut c, "Worker-lost").await.status;
-    assert_eq!(status, pb::WorkerStatus::Unknown as i32, "lost, then released by the unresponsive verdict");
+    assert_eq!(
+        status,
+        pb::WorkerStatus::Unknown as i32,
+        "lost, then released by the unresponsive verdict"
+    );
 }
 
 #[tokio::test]
 async fn a_worker_reconnecting_within_the_grace_adopts_its_attempts() {
     let server = TestServer::start_with(
         BACKEND,
-        ServerConfig { session_grace: Duration::from_millis(300), ..ServerConfig::default() },
+        ServerConfig {
+            session_grace: Duration::from_millis(300),
+            ..ServerConfig::default()
+        },
     )
     .await;
     let mut c = server.client().await;
@@ -363,11 +484,18 @@ async fn a_worker_reconnecting_within_the_grace_adopts_its_attempts() {
     let again = Runner::open(&mut Client::new(server.channel().await), "Worker-0", 2).await;
     assert_eq!(
         again.opened.adopted,
-        vec![pb::RolloutAttemptRef { rollout_id: rollout.rollout_id.clone(), attempt_id: attempt_of(&held).attempt_id.clone() }]
+        vec![pb::RolloutAttemptRef {
+            rollout_id: rollout.rollout_id.clone(),
+            attempt_id: attempt_of(&held).attempt_id.clone()
+        }]
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
     let now = get(&mut c, &rollout.rollout_id).await;
-    assert_eq!(attempt_status(attempt_of(&now)), A::Preparing, "the adopted attempt did not expire");
+    assert_eq!(
+        attempt_status(attempt_of(&now)),
+        A::Preparing,
+        "the adopted attempt did not expire"
+    );
 }
 
 #[tokio::test]
@@ -379,7 +507,9 @@ async fn cancellation_and_watchdog_verdicts_are_pushed_to_the_holding_session() 
     let held = runner.assignment().await;
     assert_eq!(held.rollout_id, cancelled.rollout_id);
     set_rollout_status(&mut c, &cancelled.rollout_id, R::Cancelled).await;
-    let FromServer::Revoked(revoked) = runner.next().await else { panic!("expected a revocation") };
+    let FromServer::Revoked(revoked) = runner.next().await else {
+        panic!("expected a revocation")
+    };
     assert_eq!(revoked.rollout_id, cancelled.rollout_id);
     assert_eq!(revoked.attempt_id, attempt_of(&held).attempt_id);
     assert_eq!(revoked.reason, pb::RevocationReason::Cancelled as i32);
@@ -389,7 +519,8 @@ async fn cancellation_and_watchdog_verdicts_are_pushed_to_the_holding_session() 
     let slow = enqueue_spec(&mut c, timing_out).await;
     let held = runner.assignment().await;
     assert_eq!(held.rollout_id, slow.rollout_id);
-    let FromServer::Revoked(revoked) = tokio::time::timeout(LIMIT, runner.next()).await.unwrap() else {
+    let FromServer::Revoked(revoked) = tokio::time::timeout(LIMIT, runner.next()).await.unwrap()
+    else {
         panic!("expected a revocation")
     };
     assert_eq!(revoked.reason, pb::RevocationReason::Timeout as i32);
@@ -402,17 +533,38 @@ async fn session_protocol_errors_are_reported() {
     let mut c = server.client().await;
     let (to_server, requests) = mpsc::unbounded_channel();
     to_server
-        .send(pb::WorkerSessionRequest { message: Some(ToServer::Release(pb::ReleaseAssignment::default())) })
+        .send(pb::WorkerSessionRequest {
+            message: Some(ToServer::Release(pb::ReleaseAssignment::default())),
+        })
         .unwrap();
-    let result = c.worker_session(UnboundedReceiverStream::new(requests)).await.map(|_| ());
-    assert_code(result, Code::InvalidArgument, "the first session message must be open");
+    let result = c
+        .worker_session(UnboundedReceiverStream::new(requests))
+        .await
+        .map(|_| ());
+    assert_code(
+        result,
+        Code::InvalidArgument,
+        "the first session message must be open",
+    );
 
     let (to_server, requests) = mpsc::unbounded_channel();
     to_server
-        .send(pb::WorkerSessionRequest { message: Some(ToServer::Open(pb::OpenSession { worker_id: "W".into(), slots: 0 })) })
+        .send(pb::WorkerSessionRequest {
+            message: Some(ToServer::Open(pb::OpenSession {
+                worker_id: "W".into(),
+                slots: 0,
+            })),
+        })
         .unwrap();
-    let result = c.worker_session(UnboundedReceiverStream::new(requests)).await.map(|_| ());
-    assert_code(result, Code::InvalidArgument, "slots must be between 1 and 1024");
+    let result = c
+        .worker_session(UnboundedReceiverStream::new(requests))
+        .await
+        .map(|_| ());
+    assert_code(
+        result,
+        Code::InvalidArgument,
+        "slots must be between 1 and 1024",
+    );
 }
 
 /// Reads a stream until it ends; returns how it ended.
@@ -425,7 +577,10 @@ async fn read_to_end<T>(mut stream: Streaming<T>) -> Result<(), tonic::Status> {
 async fn shutdown_ends_100_open_streams_with_unavailable_within_the_drain_deadline() {
     let server = TestServer::start_with(
         BACKEND,
-        ServerConfig { drain_timeout: Duration::from_secs(30), ..ServerConfig::default() },
+        ServerConfig {
+            drain_timeout: Duration::from_secs(30),
+            ..ServerConfig::default()
+        },
     )
     .await;
     let mut c = server.client().await;
@@ -446,7 +601,10 @@ async fn shutdown_ends_100_open_streams_with_unavailable_within_the_drain_deadli
                 }
                 1 => {
                     let stream = client
-                        .watch_rollout_completions(pb::WatchRolloutCompletionsRequest { rollout_ids: vec![id], timeout: None })
+                        .watch_rollout_completions(pb::WatchRolloutCompletionsRequest {
+                            rollout_ids: vec![id],
+                            timeout: None,
+                        })
                         .await
                         .unwrap()
                         .into_inner();
@@ -465,7 +623,9 @@ async fn shutdown_ends_100_open_streams_with_unavailable_within_the_drain_deadli
     }
     opened.wait().await;
     let started = std::time::Instant::now();
-    tokio::time::timeout(Duration::from_secs(10), server.stop()).await.expect("stopped within the drain deadline");
+    tokio::time::timeout(Duration::from_secs(10), server.stop())
+        .await
+        .expect("stopped within the drain deadline");
     assert!(started.elapsed() < Duration::from_secs(10));
     let mut codes: HashMap<Code, usize> = HashMap::new();
     for end in ends {

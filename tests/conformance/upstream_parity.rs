@@ -15,14 +15,21 @@ async fn span_ids_are_opaque_text_matched_verbatim() {
     let mut c = server.client().await;
     enqueue(&mut c, "1").await;
     let claimed = dequeue(&mut c, None).await.unwrap();
-    let (r, at) = (claimed.rollout_id.clone(), attempt_of(&claimed).attempt_id.clone());
+    let (r, at) = (
+        claimed.rollout_id.clone(),
+        attempt_of(&claimed).attempt_id.clone(),
+    );
     let mut sent = span(&r, &at, "odd ids", Some(3));
     sent.trace_id = "Trace With Spaces".into();
     sent.span_id = "ABCDEF".into();
     sent.parent_id = Some(String::new());
     let stored = add_span(&mut c, sent.clone()).await.unwrap();
     assert_eq!(
-        (stored.trace_id.as_str(), stored.span_id.as_str(), stored.parent_id.as_deref()),
+        (
+            stored.trace_id.as_str(),
+            stored.span_id.as_str(),
+            stored.parent_id.as_deref()
+        ),
         ("Trace With Spaces", "ABCDEF", Some(""))
     );
     let exact = |trace_id: &str| pb::QuerySpansRequest {
@@ -30,9 +37,15 @@ async fn span_ids_are_opaque_text_matched_verbatim() {
         trace_id: Some(trace_id.to_owned()),
         ..Default::default()
     };
-    assert_eq!(query_spans(&mut c, exact("Trace With Spaces")).await.total, 1);
+    assert_eq!(
+        query_spans(&mut c, exact("Trace With Spaces")).await.total,
+        1
+    );
     // Verbatim: no case folding.
-    assert_eq!(query_spans(&mut c, exact("trace with spaces")).await.total, 0);
+    assert_eq!(
+        query_spans(&mut c, exact("trace with spaces")).await.total,
+        0
+    );
 }
 
 #[tokio::test]
@@ -52,8 +65,14 @@ async fn ids_with_spaces_and_explicit_sequence_ids_are_accepted_as_upstream_does
     assert_eq!(update.resources_id, "my resources (v1)");
     enqueue(&mut c, "1").await;
     let claimed = dequeue(&mut c, Some("Worker 0")).await.unwrap();
-    assert_eq!(worker(&mut c, "Worker 0").await.status, pb::WorkerStatus::Busy as i32);
-    let (r, at) = (claimed.rollout_id.clone(), attempt_of(&claimed).attempt_id.clone());
+    assert_eq!(
+        worker(&mut c, "Worker 0").await.status,
+        pb::WorkerStatus::Busy as i32
+    );
+    let (r, at) = (
+        claimed.rollout_id.clone(),
+        attempt_of(&claimed).attempt_id.clone(),
+    );
     // Any explicit sequence id is stored as given, negative and zero too;
     // the counter only ever rises.
     for sequence_id in [-3, 0] {
@@ -122,7 +141,10 @@ async fn empty_worker_ids_are_stored_but_name_no_worker() {
     // Upstream marks the worker idle when its dequeue finds the queue
     // empty, and does so for the empty id too.
     assert!(dequeue(&mut c, Some("")).await.is_none());
-    assert_eq!(worker(&mut c, "").await.status, pb::WorkerStatus::Idle as i32);
+    assert_eq!(
+        worker(&mut c, "").await.status,
+        pb::WorkerStatus::Idle as i32
+    );
 }
 
 #[tokio::test]
@@ -155,7 +177,10 @@ async fn or_without_conditions_zero_limits_and_explicit_empty_lists() {
         .into_inner();
     assert_eq!(workers.total, 1);
     // Spans keep upstream's pool: an OR without text conditions finds none.
-    let (r, at) = (claimed.rollout_id.clone(), attempt_of(&claimed).attempt_id.clone());
+    let (r, at) = (
+        claimed.rollout_id.clone(),
+        attempt_of(&claimed).attempt_id.clone(),
+    );
     add_span(&mut c, span(&r, &at, "s", None)).await.unwrap();
     let spans_or = query_spans(
         &mut c,
@@ -177,7 +202,10 @@ async fn or_without_conditions_zero_limits_and_explicit_empty_lists() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!((counted.items.len(), counted.limit, counted.total), (0, 0, 3));
+    assert_eq!(
+        (counted.items.len(), counted.limit, counted.total),
+        (0, 0, 3)
+    );
 
     // An explicitly empty list is "no status"; the legacy empty field is
     // still "no condition".
@@ -211,7 +239,10 @@ async fn or_without_conditions_zero_limits_and_explicit_empty_lists() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(listed.total, 1, "the explicit list replaces the legacy field");
+    assert_eq!(
+        listed.total, 1,
+        "the explicit list replaces the legacy field"
+    );
     let no_workers = c
         .query_workers(pb::QueryWorkersRequest {
             status_in_list: Some(pb::WorkerStatusList { values: vec![] }),
