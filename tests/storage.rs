@@ -491,7 +491,8 @@ async fn agl1_op(tx: &mut dyn StoreTx, writes: &mut WriteSet, op: &Op) {
         } => {
             let (rollout_id, attempt_id) = (format!("ro-{r}"), format!("at-{a}"));
             let data = format!("{{\"n\": {}}}", writes.agl1.events.len());
-            let mut key = key.map(|k| IdempotencyKey::new(format!("k{k}"), "m", &data));
+            let mut key =
+                key.map(|k| IdempotencyKey::of(format!("k{k}"), &[b"m", data.as_bytes()]));
             if let Some(k) = &key {
                 let buffered = writes.agl1.events.iter().any(|w| {
                     w.event.rollout_id == rollout_id

@@ -96,6 +96,7 @@ pub async fn enqueue_spec(
 ) -> lightning_store::proto::Rollout {
     client
         .enqueue_rollout(lightning_store::proto::EnqueueRolloutRequest {
+            request_id: None,
             rollout: Some(spec),
         })
         .await
