@@ -67,6 +67,7 @@ async fn drive(mut c: Client, worker: String, ledger: Arc<Mutex<Ledger>>) {
         for _ in 0..2 {
             let Ok(enqueued) = c
                 .enqueue_rollout(pb::EnqueueRolloutRequest {
+                    request_id: None,
                     rollout: Some(spec()),
                 })
                 .await

@@ -166,6 +166,7 @@ async fn scrape_reflects_calls_and_store_totals() {
     for _ in 0..3 {
         client
             .enqueue_rollout(pb::EnqueueRolloutRequest {
+                request_id: None,
                 rollout: Some(spec()),
             })
             .await
@@ -333,6 +334,7 @@ async fn streams_sessions_and_verdicts_are_counted() {
     // The session gets a rollout with a short timeout; the watchdog expires it.
     let rollout = client
         .enqueue_rollout(pb::EnqueueRolloutRequest {
+            request_id: None,
             rollout: Some(pb::RolloutSpec {
                 config: Some(pb::RolloutConfig {
                     timeout_seconds: Some(0.05),
@@ -482,6 +484,7 @@ async fn the_format_follows_the_accept_header_and_the_text_format_passes_promtoo
         .unwrap();
     client
         .enqueue_rollout(pb::EnqueueRolloutRequest {
+            request_id: None,
             rollout: Some(spec()),
         })
         .await

@@ -31,6 +31,7 @@ async fn server_on(url: &str) -> TestServer {
 
 async fn enqueue(c: &mut Client) -> pb::Rollout {
     c.enqueue_rollout(pb::EnqueueRolloutRequest {
+        request_id: None,
         rollout: Some(pb::RolloutSpec::default()),
     })
     .await
@@ -392,6 +393,7 @@ async fn a_database_restart_under_load_loses_no_acknowledged_write() {
                 }
                 match client
                     .enqueue_rollout(pb::EnqueueRolloutRequest {
+                        request_id: None,
                         rollout: Some(pb::RolloutSpec::default()),
                     })
                     .await

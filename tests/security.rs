@@ -528,6 +528,7 @@ async fn a_worker_bound_runner_token_is_refused_for_another_worker() {
     let mut runner = client("bound").await;
     for _ in 0..2 {
         algo.enqueue_rollout(proto::EnqueueRolloutRequest {
+            request_id: None,
             rollout: Some(proto::RolloutSpec {
                 input_json: "{}".into(),
                 ..Default::default()
@@ -1073,6 +1074,7 @@ async fn opentelemetry_exporters_send_their_token_through_the_standard_headers_o
         });
     admin
         .enqueue_rollout(proto::EnqueueRolloutRequest {
+            request_id: None,
             rollout: Some(proto::RolloutSpec {
                 input_json: "{}".into(),
                 ..Default::default()

@@ -42,6 +42,7 @@ async fn server_on(path: &Path, watchdog: Duration) -> TestServer {
 
 async fn enqueue(c: &mut Client, spec: pb::RolloutSpec) -> String {
     c.enqueue_rollout(pb::EnqueueRolloutRequest {
+        request_id: None,
         rollout: Some(spec),
     })
     .await

@@ -1,8 +1,8 @@
 //! The storage contract at the port, below the engine: a differential test
 //! that runs the same random transactions (write sets, claims, span inserts,
-//! commits and drops, worker session records) against memory, SQLite and
-//! PostgreSQL and compares every read, agent-lightning 1.x's records
-//! included, and the rollback of a dropped transaction on every backend.
+//! commits and drops, worker session records, remembered request ids)
+//! against memory, SQLite and PostgreSQL and compares every read,
+//! agent-lightning 1.x's records included, and the rollback of a dropped transaction on every backend.
 
 mod common;
 
@@ -11,6 +11,7 @@ use std::sync::Arc;
 use common::{Backend, TestOptions};
 use lightning_store::core::agl1::{IdempotencyKey, ModelServer, Pause, Replica, V1Event, V1Fields};
 use lightning_store::core::events::{Change, Event};
+use lightning_store::core::idempotency::RememberedRequest;
 use lightning_store::core::model::{
     Attempt, AttemptStatus, Counts, Json, Rollout, RolloutConfig, RolloutStatus, RolloutView,
     SessionState, Span, Timestamp, Worker, WorkerSession, WorkerStatus,
@@ -105,6 +106,17 @@ enum Op {
         id: u8,
         present: bool,
     },
+    /// Remembers a request id (unless the set forgets expired ones: the
+    /// engine never does both in one set).
+    Remember {
+        id: u8,
+        expires: u8,
+        rollouts: u8,
+    },
+    /// Forgets the request ids expired by a time (unless the set remembers).
+    ForgetRequests {
+        by: u8,
+    },
 }
 
 /// A transaction: its steps, then a commit or a drop.
@@ -171,6 +183,12 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Op::ClearModels),
         (0..9u8).prop_map(|generation| Op::Pause { generation }),
         (0..3u8, any::<bool>()).prop_map(|(id, present)| Op::Replica { id, present }),
+        (0..4u8, 0..20u8, 0..3u8).prop_map(|(id, expires, rollouts)| Op::Remember {
+            id,
+            expires,
+            rollouts
+        }),
+        (0..20u8).prop_map(|by| Op::ForgetRequests { by }),
     ]
 }
 
@@ -271,6 +289,8 @@ struct Observed {
     spans: Vec<(String, i64)>,
     events: Vec<(u64, Change)>,
     counts: Counts,
+    /// The remembered request ids.
+    requests: Vec<Option<RememberedRequest>>,
     /// The 1.x records, event positions left out (they only grow).
     agl1: Vec<String>,
 }
@@ -380,6 +400,25 @@ async fn run(store: &dyn Store, t: &Transaction) -> Observed {
                 let second = tx.next_session_epoch().await.unwrap();
                 results.push(format!("epochs grow: {}", second > first && first > 0));
             }
+            Op::Remember {
+                id,
+                expires,
+                rollouts,
+            } => {
+                if writes.forget_requests.is_none() {
+                    writes.remember_request(RememberedRequest {
+                        request_id: format!("rq-{id}"),
+                        digest: format!("digest-{expires}"),
+                        rollout_ids: (0..*rollouts).map(|n| format!("ro-{n}")).collect(),
+                        expires_at: Timestamp(i64::from(*expires)),
+                    });
+                }
+            }
+            Op::ForgetRequests { by } => {
+                if writes.requests.is_empty() {
+                    writes.forget_requests = Some(Timestamp(i64::from(*by)));
+                }
+            }
             op => agl1_op(tx.as_mut(), &mut writes, op).await,
         }
     }
@@ -446,6 +485,10 @@ async fn observe(store: &dyn Store, results: Vec<String>) -> Observed {
         .map(|e| (e.seq, e.change))
         .collect();
     let counts = normalised(tx.counts().await.unwrap());
+    let mut requests = Vec::new();
+    for n in 0..4 {
+        requests.push(tx.remembered_request(&format!("rq-{n}")).await.unwrap());
+    }
     let agl1 = observe_agl1(tx.as_mut()).await;
     tx.commit(&mut WriteSet::default()).await.unwrap();
     Observed {
@@ -457,6 +500,7 @@ async fn observe(store: &dyn Store, results: Vec<String>) -> Observed {
         spans,
         events,
         counts,
+        requests,
         agl1,
     }
 }
@@ -491,7 +535,8 @@ async fn agl1_op(tx: &mut dyn StoreTx, writes: &mut WriteSet, op: &Op) {
         } => {
             let (rollout_id, attempt_id) = (format!("ro-{r}"), format!("at-{a}"));
             let data = format!("{{\"n\": {}}}", writes.agl1.events.len());
-            let mut key = key.map(|k| IdempotencyKey::new(format!("k{k}"), "m", &data));
+            let mut key =
+                key.map(|k| IdempotencyKey::of(format!("k{k}"), &[b"m", data.as_bytes()]));
             if let Some(k) = &key {
                 let buffered = writes.agl1.events.iter().any(|w| {
                     w.event.rollout_id == rollout_id

@@ -279,10 +279,14 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::EnqueueRolloutRequest>,
     ) -> RpcResult<pb::EnqueueRolloutResponse> {
-        let spec = c::spec_from_proto(request.get_ref().rollout.as_ref())?;
-        let created = self.engine.enqueue_rollouts(vec![spec]).await?;
+        let request = request.into_inner();
+        let spec = c::spec_from_proto(request.rollout.as_ref())?;
+        let enqueued = self
+            .engine
+            .enqueue_rollouts(vec![spec], request.request_id)
+            .await?;
         ok(pb::EnqueueRolloutResponse {
-            rollout: created.first().map(c::rollout_to_proto),
+            rollout: enqueued.rollouts.first().map(c::rollout_to_proto),
         })
     }
 
@@ -297,20 +301,28 @@ impl LightningStoreService for StoreService {
             .iter()
             .map(|spec| c::spec_from_proto(Some(spec)))
             .collect::<Result<Vec<_>, _>>()?;
-        let created = self.engine.enqueue_rollouts(specs).await?;
+        let enqueued = self
+            .engine
+            .enqueue_rollouts(specs, request.request_id.clone())
+            .await?;
         let ids = pb::EnqueueRolloutsResponse {
             rollouts: Vec::new(),
-            rollout_ids: created.iter().map(|r| r.rollout_id.clone()).collect(),
+            rollout_ids: enqueued.rollout_ids.clone(),
             ids_only: true,
+            repeated: enqueued.repeated,
         };
+        // A repeated request whose rollouts were deleted since answers with
+        // their ids only.
+        let complete = enqueued.rollouts.len() == enqueued.rollout_ids.len();
         ok(within_receive_limit(
-            request.ids_only,
+            request.ids_only || !complete,
             receive_limit,
             ids,
             |ids| pb::EnqueueRolloutsResponse {
-                rollouts: created.iter().map(c::rollout_to_proto).collect(),
+                rollouts: enqueued.rollouts.iter().map(c::rollout_to_proto).collect(),
                 rollout_ids: ids.rollout_ids.clone(),
                 ids_only: false,
+                repeated: ids.repeated,
             },
         ))
     }

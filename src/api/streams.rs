@@ -274,7 +274,7 @@ mod tests {
         });
         for _ in 0..total / 100 {
             engine
-                .enqueue_rollouts(vec![RolloutSpec::default(); 100])
+                .enqueue_rollouts(vec![RolloutSpec::default(); 100], None)
                 .await
                 .unwrap();
         }

@@ -3,16 +3,19 @@
 
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
+use futures::future::BoxFuture;
+use tokio::sync::{mpsc, watch};
 use tonic::{Status, Streaming};
 
 use super::convert::{self as c, id};
 use super::status::blame_undecodable_request;
 use super::streams::{RpcStream, closing_status, stream_of};
 use crate::core::engine::{Engine, StreamEnd};
-use crate::core::error::StoreError;
+use crate::core::error::{StoreError, StoreResult};
 use crate::core::model::Json;
-use crate::core::sessions::{RevocationReason, SessionHandle, SessionPush, Sessions};
+use crate::core::sessions::{
+    PendingWrites, RevocationReason, SessionHandle, SessionPush, SessionWriter, Sessions,
+};
 use crate::proto as pb;
 
 fn push_to_proto(push: SessionPush, owner_epoch: u64) -> pb::WorkerSessionResponse {
@@ -64,7 +67,7 @@ pub async fn worker_session(
     };
     let worker_id = id("worker_id", &open.worker_id)?;
     crate::auth::check_worker(extensions.get(), Some(&worker_id))?;
-    let mut session = sessions.open(&worker_id, open.slots.into()).await?;
+    let session = sessions.open(&worker_id, open.slots.into()).await?;
     let (sender, receiver) = mpsc::channel(64);
     let opened = pb::WorkerSessionResponse {
         message: Some(pb::worker_session_response::Message::Opened(
@@ -83,64 +86,109 @@ pub async fn worker_session(
         )),
     };
     let _ = sender.try_send(Ok(opened));
-    let mut closing = engine.closing();
-    let sessions = sessions.clone();
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                push = session.pushes.recv() => {
-                    let item = match push {
-                        Some(push) => Ok(push_to_proto(push, session.epoch)),
-                        None => Err(moved_status(&session.worker_id)),
-                    };
-                    let failed = item.is_err();
-                    if sender.send(item).await.is_err() || failed {
-                        break;
-                    }
-                }
-                message = inbound.message() => match message {
-                    Ok(Some(message)) => {
-                        if let Err(status) = handle_message(&sessions, &session, message.message).await {
-                            let _ = sender.send(Err(status)).await;
-                            break;
-                        }
-                    }
-                    // The runner closed its side: a clean close.
-                    Ok(None) => {
-                        session.set_end(StreamEnd::Closed);
-                        break;
-                    }
-                    // The runner went away, or sent a message that does not
-                    // decode (INVALID_ARGUMENT, not OK).
-                    Err(status) => {
-                        let _ = sender.send(Err(blame_undecodable_request(status))).await;
-                        break;
-                    }
-                },
-                _ = async { let _ = closing.wait_for(|closing| *closing).await; } => {
-                    let _ = sender.send(Err(closing_status())).await;
-                    break;
-                }
-            }
-        }
-        drop(session);
-    });
+    let closing = engine.closing();
+    tokio::spawn(serve_session(session, inbound, sender, closing));
     Ok(stream_of(receiver))
 }
 
-async fn handle_message(
-    sessions: &Sessions,
-    session: &SessionHandle,
+/// The write of a session's runner messages in flight (one at a time).
+type Recording = BoxFuture<'static, StoreResult<bool>>;
+
+/// Serves an open session until it ends: pushes go out as they come, runner
+/// messages are recorded one write at a time, those arriving meanwhile
+/// coalescing in [`PendingWrites`].
+async fn serve_session(
+    mut session: SessionHandle,
+    mut inbound: Streaming<pb::WorkerSessionRequest>,
+    sender: mpsc::Sender<Result<pb::WorkerSessionResponse, Status>>,
+    mut closing: watch::Receiver<bool>,
+) {
+    let writer = session.writer();
+    let mut pending = PendingWrites::default();
+    let mut recording: Option<Recording> = None;
+    // Whether the runner closed its side: the session ends once what it
+    // sent is recorded.
+    let mut runner_done = false;
+    loop {
+        if recording.is_none()
+            && let Some((released, stats)) = pending.next_write()
+        {
+            let writer = writer.clone();
+            recording = Some(Box::pin(
+                async move { writer.record(released, stats).await },
+            ));
+        }
+        if runner_done && recording.is_none() {
+            session.set_end(StreamEnd::Closed);
+            break;
+        }
+        tokio::select! {
+            push = session.pushes.recv() => {
+                let item = match push {
+                    Some(push) => Ok(push_to_proto(push, session.epoch)),
+                    None => Err(moved_status(&session.worker_id)),
+                };
+                let failed = item.is_err();
+                if sender.send(item).await.is_err() || failed {
+                    break;
+                }
+            }
+            recorded = async { recording.as_mut().expect("guarded").await }, if recording.is_some() => {
+                recording = None;
+                let ended = match recorded {
+                    Ok(true) => None,
+                    Ok(false) => Some(moved_status(&session.worker_id)),
+                    Err(error) => Some(error.into()),
+                };
+                if let Some(status) = ended {
+                    let _ = sender.send(Err(status)).await;
+                    break;
+                }
+            }
+            message = inbound.message(), if !runner_done => match message {
+                Ok(Some(message)) => {
+                    if let Err(status) = take_message(&writer, &mut pending, message.message) {
+                        let _ = sender.send(Err(status)).await;
+                        break;
+                    }
+                }
+                // The runner closed its side: a clean close.
+                Ok(None) => runner_done = true,
+                // The runner went away, or sent a message that does not
+                // decode (INVALID_ARGUMENT, not OK).
+                Err(status) => {
+                    let _ = sender.send(Err(blame_undecodable_request(status))).await;
+                    break;
+                }
+            },
+            _ = async { let _ = closing.wait_for(|closing| *closing).await; } => {
+                let _ = sender.send(Err(closing_status())).await;
+                break;
+            }
+        }
+    }
+    drop(session);
+}
+
+/// Takes a runner message: a release frees its slot at once; releases and
+/// heartbeats wait in `pending` for their write.
+fn take_message(
+    writer: &SessionWriter,
+    pending: &mut PendingWrites,
     message: Option<pb::worker_session_request::Message>,
 ) -> Result<(), Status> {
     use pb::worker_session_request::Message;
-    let (released, stats) = match message {
+    match message {
         Some(Message::Open(_)) => {
             return Err(
                 StoreError::FailedPrecondition("the session is already open".into()).into(),
             );
         }
-        Some(Message::Release(release)) => (Some((release.rollout_id, release.attempt_id)), None),
+        Some(Message::Release(release)) => {
+            let released = (release.rollout_id, release.attempt_id);
+            writer.free_slot(&released);
+            pending.release(released);
+        }
         Some(Message::Heartbeat(heartbeat)) => {
             let stats = match c::json_from_text(
                 "heartbeat_stats_json",
@@ -150,13 +198,9 @@ async fn handle_message(
                 Json::Null => None,
                 stats => Some(stats),
             };
-            (None, stats)
+            pending.heartbeat(stats);
         }
-        None => (None, None),
-    };
-    if sessions.message(session, released, stats).await? {
-        Ok(())
-    } else {
-        Err(moved_status(&session.worker_id))
+        None => pending.heartbeat(None),
     }
+    Ok(())
 }

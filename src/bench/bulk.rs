@@ -120,6 +120,7 @@ async fn probe_task(ctx: TaskContext, mut client: StoreClient, done: Arc<AtomicB
             "EnqueueRollout",
             client.enqueue_rollout(pb::EnqueueRolloutRequest {
                 rollout: Some(pb::RolloutSpec::default()),
+                request_id: None,
             }),
         )
         .await;

@@ -153,6 +153,7 @@ async fn produce(mut client: StoreClient, budget: &Budget, rate: f64, board: &Bo
                     input_json: r#"{"task": "bench dispatch"}"#.to_owned(),
                     ..Default::default()
                 }),
+                request_id: None,
             })
             .await
             .map(tonic::Response::into_inner);

@@ -236,6 +236,7 @@ async fn pushed(
         "EnqueueRollout",
         client.store.enqueue_rollout(pb::EnqueueRolloutRequest {
             rollout: Some(spec()),
+            request_id: None,
         }),
     )
     .await?;
@@ -277,6 +278,7 @@ async fn single(
         "EnqueueRollout",
         client.store.enqueue_rollout(pb::EnqueueRolloutRequest {
             rollout: Some(spec()),
+            request_id: None,
         }),
     )
     .await?;

@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::auth::Tokens;
 use crate::core::agl1::gateway::GatewaySettings;
 use crate::core::engine::{Engine, EngineConfig};
+use crate::core::idempotency::DEFAULT_REQUEST_ID_TTL;
 use crate::core::limits::RequestLimits;
 use crate::core::retention::RetentionPolicy;
 use crate::gateway::GatewayConfig;
@@ -139,7 +140,17 @@ pub struct ServeArgs {
     /// take more than this many bytes (an estimate of their content).
     #[arg(long, env = "LIGHTNING_STORE_SPAN_RETENTION_MAX_BYTES")]
     pub span_retention_max_bytes: Option<u64>,
-    /// Seconds between span retention runs.
+    /// Seconds a client's request id (an enqueue's `request_id` or
+    /// `Idempotency-Key`) is remembered: a retry within it returns the
+    /// first call's rollouts.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_REQUEST_ID_TTL_SECS",
+        default_value_t = DEFAULT_REQUEST_ID_TTL.as_secs_f64()
+    )]
+    pub request_id_ttl_secs: f64,
+    /// Seconds between span retention runs (which also forget expired
+    /// request ids).
     #[arg(
         long,
         env = "LIGHTNING_STORE_SPAN_RETENTION_INTERVAL_SECS",
@@ -512,6 +523,7 @@ async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
             watchdog_interval: Duration::from_millis(args.watchdog_interval_ms.max(1)),
             span_retention,
             retention_interval,
+            request_id_ttl: seconds("--request-id-ttl-secs", args.request_id_ttl_secs)?,
             observer: Arc::new(metrics.clone()),
             limits,
             ..EngineConfig::default()

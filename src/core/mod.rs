@@ -7,6 +7,7 @@ pub mod agl1;
 pub mod engine;
 pub mod error;
 pub mod events;
+pub mod idempotency;
 pub mod ids;
 pub mod lifecycle;
 pub mod limits;

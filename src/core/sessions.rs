@@ -109,6 +109,104 @@ impl SessionHandle {
     pub fn set_end(&mut self, end: StreamEnd) {
         self.end = end;
     }
+
+    /// Returns what handles the runner's messages of this session, detached
+    /// from the handle (a write may be in flight while pushes go on).
+    pub fn writer(&self) -> SessionWriter {
+        SessionWriter {
+            sessions: self.sessions.clone(),
+            id: self.id,
+            worker_id: self.worker_id.clone(),
+            epoch: self.epoch,
+        }
+    }
+}
+
+/// Handles a session's runner messages: releases free their slot here at
+/// once; releases and heartbeats are recorded in the store by
+/// [`SessionWriter::record`], one write at a time (see [`PendingWrites`]).
+#[derive(Clone)]
+pub struct SessionWriter {
+    sessions: Arc<Sessions>,
+    id: u64,
+    worker_id: String,
+    epoch: u64,
+}
+
+impl SessionWriter {
+    /// Frees the slot of `released`, if the session holds it: the next
+    /// rollout may be pushed before the release is recorded.
+    pub fn free_slot(&self, released: &AttemptRef) {
+        let mut registry = self.sessions.registry.lock();
+        if let Some(local) = registry.sessions.get_mut(&self.id)
+            && local.held.remove(released)
+        {
+            local.revoked.remove(released);
+            self.sessions.slot_freed.notify_one();
+        }
+    }
+
+    /// Records a release (`released`) and a heartbeat with `stats` in the
+    /// store. Returns false when the session is no longer this server's;
+    /// its stream then ends.
+    pub async fn record(
+        &self,
+        released: Option<AttemptRef>,
+        stats: Option<Json>,
+    ) -> StoreResult<bool> {
+        let (worker_id, epoch) = (&self.worker_id, self.epoch);
+        let sessions = &self.sessions;
+        let ours = sessions
+            .engine
+            .session_heartbeat(worker_id, epoch, released.as_ref(), stats, &sessions.policy)
+            .await?;
+        if !ours {
+            sessions.forget(&[(worker_id.clone(), epoch)]);
+        }
+        Ok(ours)
+    }
+}
+
+/// A session's runner messages not recorded yet. While one write of a
+/// session is in flight, later messages wait here instead of each becoming
+/// a transaction: a session costs at most one store transaction at a time,
+/// however fast its runner sends (10,000 back-to-back heartbeats used to
+/// queue 10,000 transactions). Heartbeats coalesce, the latest statistics
+/// winning; releases are recorded one per write, in order, each with the
+/// latest statistics and the time of its write.
+#[derive(Debug, Default)]
+pub struct PendingWrites {
+    releases: std::collections::VecDeque<AttemptRef>,
+    stats: Option<Json>,
+    /// Whether a heartbeat (or a release, which counts as one) waits.
+    due: bool,
+}
+
+impl PendingWrites {
+    /// Notes a heartbeat; `stats`, when given, replace any waiting.
+    pub fn heartbeat(&mut self, stats: Option<Json>) {
+        self.due = true;
+        if stats.is_some() {
+            self.stats = stats;
+        }
+    }
+
+    /// Notes a release.
+    pub fn release(&mut self, attempt: AttemptRef) {
+        self.due = true;
+        self.releases.push_back(attempt);
+    }
+
+    /// Takes the next write: the first waiting release, if any, with the
+    /// latest statistics; `None` when nothing waits.
+    pub fn next_write(&mut self) -> Option<(Option<AttemptRef>, Option<Json>)> {
+        if !self.due {
+            return None;
+        }
+        let released = self.releases.pop_front();
+        self.due = !self.releases.is_empty();
+        Some((released, self.stats.take()))
+    }
 }
 
 impl Drop for SessionHandle {
@@ -182,35 +280,6 @@ impl Sessions {
             pushes,
             end: StreamEnd::Broken,
         })
-    }
-
-    /// Handles a runner message: frees the slot of `released` (if the
-    /// session holds it) and records a heartbeat with `stats`. Returns false
-    /// when the session is no longer this server's; its stream then ends.
-    pub async fn message(
-        &self,
-        session: &SessionHandle,
-        released: Option<AttemptRef>,
-        stats: Option<Json>,
-    ) -> StoreResult<bool> {
-        if let Some(attempt) = &released {
-            let mut registry = self.registry.lock();
-            if let Some(local) = registry.sessions.get_mut(&session.id)
-                && local.held.remove(attempt)
-            {
-                local.revoked.remove(attempt);
-                self.slot_freed.notify_one();
-            }
-        }
-        let (worker_id, epoch) = (&session.worker_id, session.epoch);
-        let ours = self
-            .engine
-            .session_heartbeat(worker_id, epoch, released.as_ref(), stats, &self.policy)
-            .await?;
-        if !ours {
-            self.forget(&[(worker_id.clone(), epoch)]);
-        }
-        Ok(ours)
     }
 
     /// Ends a session here and records how its stream ended; does nothing
@@ -484,5 +553,38 @@ impl Sessions {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempt(n: u8) -> AttemptRef {
+        (format!("ro-{n}"), format!("at-{n}"))
+    }
+
+    #[test]
+    fn pending_heartbeats_coalesce_and_releases_keep_their_order() {
+        let mut pending = PendingWrites::default();
+        assert_eq!(pending.next_write(), None);
+        for n in 0..1000 {
+            pending.heartbeat(Some(serde_json::json!({ "n": n })));
+        }
+        pending.heartbeat(None);
+        assert_eq!(
+            pending.next_write(),
+            Some((None, Some(serde_json::json!({"n": 999}))))
+        );
+        assert_eq!(pending.next_write(), None);
+        pending.release(attempt(1));
+        pending.heartbeat(Some(serde_json::json!(1)));
+        pending.release(attempt(2));
+        assert_eq!(
+            pending.next_write(),
+            Some((Some(attempt(1)), Some(serde_json::json!(1))))
+        );
+        assert_eq!(pending.next_write(), Some((Some(attempt(2)), None)));
+        assert_eq!(pending.next_write(), None);
     }
 }

@@ -77,6 +77,10 @@
 //!   backend may skip values (a rolled-back transaction's).
 //! * [`StoreTx::lock_names`] serialises the transactions that lock a
 //!   common name, on every server.
+//! * A remembered request id ([`RememberedRequest`]) is returned by
+//!   [`StoreTx::remembered_request`] until a write set forgets it
+//!   ([`WriteSet::forget_requests`]), expired or not: the engine decides
+//!   what an expired one means.
 //!
 //! agent-lightning 1.x's records are one such addition: [`agl1`].
 
@@ -90,6 +94,7 @@ use indexmap::{IndexMap, IndexSet};
 
 use super::error::StoreResult;
 use super::events::{Event, EventPage};
+use super::idempotency::RememberedRequest;
 use super::model::{
     Attempt, Counts, ResourcesUpdate, Rollout, RolloutView, Span, Timestamp, Worker, WorkerSession,
 };
@@ -254,6 +259,11 @@ pub trait StoreTx: agl1::Agl1Reads + Send {
     /// is created once. A row lock cannot serve there (there is no row to
     /// lock); backends that serialise every transaction do nothing.
     async fn lock_names(&mut self, names: &[&str]) -> StoreResult<()>;
+    /// Returns what is remembered of a client's request id.
+    async fn remembered_request(
+        &mut self,
+        request_id: &str,
+    ) -> StoreResult<Option<RememberedRequest>>;
 
     /// Returns entity counts, the counts per status and the time the queue's
     /// head entered the queue.
@@ -285,8 +295,9 @@ pub struct RolloutWrite {
 /// Everything a transaction changes, keyed by id: the last write of an
 /// entity wins, and the engine reads its own writes from here. Applied by
 /// [`StoreTx::commit`] in this order: the 1.x records
-/// ([`agl1::Agl1Writes`]), resources, rollouts, attempts, workers, sessions,
-/// queue (removals, then appends), events.
+/// ([`agl1::Agl1Writes`]), request ids (forgotten, then remembered),
+/// resources, rollouts, attempts, workers, sessions, queue (removals, then
+/// appends), events.
 #[derive(Debug, Default)]
 pub struct WriteSet {
     /// Rollouts inserted or replaced, in first-write order.
@@ -307,6 +318,10 @@ pub struct WriteSet {
     pub resources: IndexMap<String, ResourcesUpdate>,
     /// agent-lightning 1.x's records.
     pub agl1: agl1::Agl1Writes,
+    /// Request ids that expired at or before this time are forgotten.
+    pub forget_requests: Option<Timestamp>,
+    /// Request ids remembered (inserted or replaced), keyed by id.
+    pub requests: IndexMap<String, RememberedRequest>,
     /// Events to record; the backend assigns their sequence numbers.
     pub events: Vec<Event>,
 }
@@ -322,6 +337,8 @@ impl WriteSet {
             && self.enqueue.is_empty()
             && self.resources.is_empty()
             && self.agl1.is_empty()
+            && self.forget_requests.is_none()
+            && self.requests.is_empty()
             && self.events.is_empty()
     }
 
@@ -352,6 +369,11 @@ impl WriteSet {
         self.resources.shift_remove(&update.resources_id);
         self.resources
             .insert(update.resources_id.clone(), update.clone());
+    }
+
+    /// Buffers a remembered request id.
+    pub fn remember_request(&mut self, request: RememberedRequest) {
+        self.requests.insert(request.request_id.clone(), request);
     }
 
     /// Buffers a session record.

@@ -54,6 +54,23 @@ pub struct HttpContext {
     pub metrics: Metrics,
 }
 
+/// The request header that names a request for safe retries: an event
+/// POST of the 1.x API, an enqueue of the 0.x API.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// Returns the request's `Idempotency-Key`, if it has one (400 unless it is
+/// visible ASCII).
+pub fn idempotency_key(headers: &http::HeaderMap) -> Result<Option<&str>, HttpError> {
+    headers
+        .get(IDEMPOTENCY_KEY)
+        .map(|value| {
+            value
+                .to_str()
+                .map_err(|_| HttpError::bad_request("Idempotency-Key must be visible ASCII"))
+        })
+        .transpose()
+}
+
 /// Returns every HTTP route group merged into one router (the one place
 /// groups are assembled), with JSON 405 answers for known paths and the
 /// matched route recorded for the call layer.

@@ -18,6 +18,7 @@ use tokio::sync::{Mutex, MutexGuard};
 
 use crate::core::error::StoreResult;
 use crate::core::events::{Event, EventPage};
+use crate::core::idempotency::RememberedRequest;
 use crate::core::model::{
     Attempt, AttemptStatus, Counts, ResourcesUpdate, Rollout, RolloutStatus, RolloutView,
     SessionState, Span, Timestamp, Worker, WorkerSession,
@@ -145,6 +146,9 @@ struct State {
     sessions: HashMap<String, WorkerSession>,
     session_deadlines: BTreeSet<(Timestamp, String)>,
     last_session_epoch: u64,
+    /// Remembered request ids, with an index of their expiries.
+    requests: HashMap<String, RememberedRequest>,
+    request_expiries: BTreeSet<(Timestamp, String)>,
     /// The most recent events, oldest first.
     events: VecDeque<Event>,
     event_retention: usize,
@@ -345,6 +349,12 @@ impl State {
     /// Applies a committed write set.
     fn apply(&mut self, writes: &mut WriteSet) {
         self.apply_agl1(&mut writes.agl1);
+        if let Some(by) = writes.forget_requests.take() {
+            self.forget_requests(by);
+        }
+        for (_, request) in writes.requests.drain(..) {
+            self.remember_request(request);
+        }
         for (resources_id, update) in writes.resources.drain(..) {
             self.latest_resources = Some(resources_id.clone());
             self.resources.insert(resources_id, update);
@@ -392,6 +402,27 @@ impl State {
             }
             self.events.push_back(event.clone());
         }
+    }
+
+    /// Forgets the request ids that expired at or before `by`.
+    fn forget_requests(&mut self, by: Timestamp) {
+        while let Some(first) = self.request_expiries.first()
+            && first.0 <= by
+        {
+            let (_, request_id) = self.request_expiries.pop_first().expect("not empty");
+            self.requests.remove(&request_id);
+        }
+    }
+
+    /// Remembers a request id, replacing what was remembered under it.
+    fn remember_request(&mut self, request: RememberedRequest) {
+        if let Some(old) = self.requests.get(&request.request_id) {
+            self.request_expiries
+                .remove(&(old.expires_at, request.request_id.clone()));
+        }
+        self.request_expiries
+            .insert((request.expires_at, request.request_id.clone()));
+        self.requests.insert(request.request_id.clone(), request);
     }
 
     /// Deletes the spans of the given rollouts (planned by retention).
@@ -707,6 +738,13 @@ impl StoreTx for MemoryTx<'_> {
     async fn lock_names(&mut self, _names: &[&str]) -> StoreResult<()> {
         // Every transaction holds the whole state.
         Ok(())
+    }
+
+    async fn remembered_request(
+        &mut self,
+        request_id: &str,
+    ) -> StoreResult<Option<RememberedRequest>> {
+        Ok(self.state.requests.get(request_id).cloned())
     }
 
     async fn counts(&mut self) -> StoreResult<Counts> {

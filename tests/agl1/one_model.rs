@@ -134,6 +134,7 @@ async fn rollouts_of_other_apis_are_not_dispatched_by_1x_controllers() {
     let mut grpc = grpc(&server).await;
     let other = grpc
         .enqueue_rollout(pb::EnqueueRolloutRequest {
+            request_id: None,
             rollout: Some(pb::RolloutSpec {
                 input_json: "{}".into(),
                 ..Default::default()

@@ -96,6 +96,7 @@ pub async fn enqueue_spec(
 ) -> lightning_store::proto::Rollout {
     client
         .enqueue_rollout(lightning_store::proto::EnqueueRolloutRequest {
+            request_id: None,
             rollout: Some(spec),
         })
         .await
@@ -138,6 +139,8 @@ pub struct TestOptions {
     pub retention_interval: Duration,
     /// What one request may ask (ids per list, items per batch, message sizes).
     pub limits: RequestLimits,
+    /// How long a client's request id is remembered.
+    pub request_id_ttl: Duration,
 }
 
 impl Default for TestOptions {
@@ -151,6 +154,7 @@ impl Default for TestOptions {
             span_retention: RetentionPolicy::default(),
             retention_interval: Duration::from_secs(10),
             limits: RequestLimits::default(),
+            request_id_ttl: EngineConfig::default().request_id_ttl,
         }
     }
 }
@@ -221,6 +225,7 @@ impl TestServer {
                 span_retention: options.span_retention,
                 retention_interval: options.retention_interval,
                 limits: options.limits,
+                request_id_ttl: options.request_id_ttl,
                 ..EngineConfig::default()
             },
         ));

@@ -88,6 +88,7 @@ async fn malformed_requests_are_rejected_without_side_effects() {
     // Invalid JSON text.
     assert_code(
         c.enqueue_rollout(pb::EnqueueRolloutRequest {
+            request_id: None,
             rollout: Some(spec("{not json")),
         })
         .await,
@@ -191,6 +192,7 @@ async fn malformed_requests_are_rejected_without_side_effects() {
     let mut zero_attempts = retry_spec(0, &[]);
     assert_code(
         c.enqueue_rollout(pb::EnqueueRolloutRequest {
+            request_id: None,
             rollout: Some(zero_attempts.clone()),
         })
         .await,
@@ -201,6 +203,7 @@ async fn malformed_requests_are_rejected_without_side_effects() {
     zero_attempts.config.as_mut().unwrap().timeout_seconds = Some(-1.0);
     assert_code(
         c.enqueue_rollout(pb::EnqueueRolloutRequest {
+            request_id: None,
             rollout: Some(zero_attempts),
         })
         .await,
@@ -223,6 +226,7 @@ async fn malformed_requests_are_rejected_without_side_effects() {
     // A payload over the size limit.
     assert_code(
         c.enqueue_rollout(pb::EnqueueRolloutRequest {
+            request_id: None,
             rollout: Some(spec(&format!("\"{}\"", "x".repeat(100 * 1024)))),
         })
         .await,

@@ -19,6 +19,7 @@ macro_rules! conformance_suite {
 
                 mod bad_input;
                 mod concurrency;
+                mod idempotency;
                 mod lifecycle;
                 mod otlp;
                 mod queries;

@@ -342,6 +342,7 @@ async fn case_16_retry_conditions_hold_retryable_statuses_only() {
     for never in [A::Succeeded, A::Running, A::Preparing] {
         assert_code(
             c.enqueue_rollout(pb::EnqueueRolloutRequest {
+                request_id: None,
                 rollout: Some(retry_spec(3, &[A::Failed, never])),
             })
             .await,
@@ -700,6 +701,7 @@ async fn case_09_batches_and_control_messages_are_capped_as_configured() {
     let large_input = serde_json::to_string(&big).unwrap();
     let written = c
         .enqueue_rollout(pb::EnqueueRolloutRequest {
+            request_id: None,
             rollout: Some(pb::RolloutSpec {
                 input_json: large_input,
                 ..spec("big")

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use lightning_store::core::engine::SessionPolicy;
 use lightning_store::proto as pb;
 use lightning_store::server::ServerConfig;
+use pb::worker_session_request::Message as ToServer;
 use pb::worker_session_response::Message as FromServer;
 use tonic::Code;
 
@@ -491,4 +492,57 @@ async fn servers_sharing_the_store_expire_and_adopt_each_others_sessions() {
             .is_err(),
         "the moved session stays open"
     );
+}
+
+/// Issue 17 case 16: 10,000 heartbeats sent back to back on one session
+/// (each was a store transaction of its own) used to draw an HTTP/2 GOAWAY
+/// that ended every stream of the connection. The session, a subscription
+/// and unary calls on the same connection stay alive, and the worker keeps
+/// the last statistics sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn case_16_back_to_back_heartbeats_keep_the_connection_alive() {
+    const HEARTBEATS: usize = 10_000;
+    let server = TestServer::start(BACKEND).await;
+    // One connection for everything below.
+    let mut c = Client::new(server.channel().await);
+    let mut runner = Runner::open(&mut c, "Worker-hb", 1).await;
+    let mut events = watch(&mut c).await;
+    let first = enqueue(&mut c, "1").await;
+    let held = runner.assignment().await;
+    assert_eq!(held.rollout_id, first.rollout_id);
+    let heartbeat = |n: usize| pb::WorkerSessionRequest {
+        message: Some(ToServer::Heartbeat(pb::SessionHeartbeat {
+            heartbeat_stats_json: format!(r#"{{"n": {n}}}"#),
+        })),
+    };
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    for n in 0..HEARTBEATS {
+        runner.to_server.send(heartbeat(n)).unwrap();
+    }
+    // Messages are handled in order: once the release after the heartbeats
+    // frees the slot, the next rollout is assigned.
+    runner.release(&held);
+    let second = enqueue(&mut c, "2").await;
+    let next = tokio::time::timeout(LIMIT, runner.assignment())
+        .await
+        .expect("the session is alive");
+    assert_eq!(next.rollout_id, second.rollout_id);
+    let last = worker(&mut c, "Worker-hb").await;
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&last.heartbeat_stats_json).unwrap(),
+        serde_json::json!({"n": HEARTBEATS - 1}),
+        "the last statistics sent win"
+    );
+    let heartbeat_at = last.last_heartbeat_time.unwrap();
+    let recorded = heartbeat_at.seconds as f64 + f64::from(heartbeat_at.nanos) / 1e9;
+    assert!(recorded >= started, "the time of a heartbeat sent last");
+    // The subscription on the same connection still delivers.
+    let wanted = |event: &pb::Event| format!("{event:?}").contains(&second.rollout_id);
+    tokio::time::timeout(LIMIT, next_event(&mut events, wanted))
+        .await
+        .expect("the subscription is alive");
+    runner.close().await;
 }

@@ -14,6 +14,7 @@ from lightning_store import (
     UNSET,
     Client,
     ConnectionOptions,
+    FailedPrecondition,
     InvalidArgument,
     NotFound,
     RetryPolicy,
@@ -259,6 +260,18 @@ def test_calls_wait_for_a_restarting_server_and_writes_land_once(sqlite_server: 
         caller.join(30)
         assert [type(a) for a in answers] == [types.Rollout, types.Rollout]
         assert client.query_rollouts().total == 2  # the write landed once
+
+
+def test_an_enqueue_repeated_under_its_request_id_lands_once(client: Client) -> None:
+    first = client.enqueue_rollout({"n": 1}, request_id="retry-me")
+    again = client.enqueue_rollout({"n": 1}, request_id="retry-me")
+    assert again.rollout_id == first.rollout_id
+    batch = [rollout_spec({"n": 2}), rollout_spec({"n": 3})]
+    created = client.enqueue_rollouts(batch, request_id="batch")
+    assert [r.rollout_id for r in client.enqueue_rollouts(batch, request_id="batch")] == [r.rollout_id for r in created]
+    assert client.query_rollouts().total == 3
+    with pytest.raises(FailedPrecondition):
+        client.enqueue_rollout({"n": 4}, request_id="retry-me")
 
 
 def test_failing_fast_without_retries(sqlite_server: Server) -> None:

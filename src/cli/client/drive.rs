@@ -36,6 +36,7 @@ pub(super) async fn enqueue(mut s: Session, args: EnqueueArgs) -> ClientResult {
         .client
         .enqueue_rollout(pb::EnqueueRolloutRequest {
             rollout: Some(rollout_spec(args)),
+            request_id: None,
         })
         .await?
         .into_inner()

@@ -237,33 +237,9 @@ pub struct NewV1Event {
     pub idempotency: Option<IdempotencyKey>,
 }
 
-/// An `Idempotency-Key` of an event POST, scoped to its rollout and attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IdempotencyKey {
-    pub key: String,
-    /// A digest of the event: the same key with another event is refused.
-    pub digest: String,
-}
-
-impl IdempotencyKey {
-    /// Returns the key of an event of `event_type` with `data` (JSON text).
-    pub fn new(key: impl Into<String>, event_type: &str, data: &str) -> Self {
-        use sha2::{Digest, Sha256};
-        let mut hasher = Sha256::new();
-        hasher.update(event_type.as_bytes());
-        hasher.update([0]);
-        hasher.update(data.as_bytes());
-        let digest = hasher
-            .finalize()
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect();
-        Self {
-            key: key.into(),
-            digest,
-        }
-    }
-}
+/// An `Idempotency-Key` of an event POST, scoped to its rollout and
+/// attempt: the digest of its event type and data.
+pub use super::idempotency::IdempotencyKey;
 
 /// A stored event with its position in the store's event log.
 #[derive(Debug, Clone, PartialEq)]

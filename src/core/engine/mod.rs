@@ -21,6 +21,7 @@ mod sessions;
 mod spans;
 mod tx;
 
+pub use self::rollouts::Enqueued;
 pub use self::sessions::{OpenedSession, SessionPolicy, StreamEnd};
 
 use std::sync::Arc;
@@ -33,6 +34,7 @@ use tokio::sync::watch;
 use self::tx::Tx;
 use super::error::{StoreError, StoreResult};
 use super::events::{Event, EventBus, EventPage};
+use super::idempotency::DEFAULT_REQUEST_ID_TTL;
 use super::limits::RequestLimits;
 use super::model::{
     AttemptStatus, Json, RolloutConfig, RolloutMode, RolloutStatus, Span, Statistics, Timestamp,
@@ -83,8 +85,11 @@ pub struct EngineConfig {
     pub event_capacity: usize,
     /// Which spans of finished rollouts are deleted.
     pub span_retention: RetentionPolicy,
-    /// How often the span retention runs (when it is enabled).
+    /// How often the span retention runs (when it is enabled) and expired
+    /// request ids are forgotten.
     pub retention_interval: Duration,
+    /// How long a client's request id is remembered after its request.
+    pub request_id_ttl: Duration,
     /// Receives reports of the engine's work (for metrics).
     pub observer: Arc<dyn Observer>,
     /// What one request may ask: ids per list, items per batch, message
@@ -99,6 +104,7 @@ impl Default for EngineConfig {
             event_capacity: 65_536,
             span_retention: RetentionPolicy::default(),
             retention_interval: Duration::from_secs(10),
+            request_id_ttl: DEFAULT_REQUEST_ID_TTL,
             observer: Arc::new(NoObserver),
             limits: RequestLimits::default(),
         }
@@ -197,23 +203,26 @@ impl Engine {
 
     /// Runs the watchdog timer until `shutdown` turns true: attempts expire
     /// within one interval of their deadline even without any traffic. The
-    /// span retention runs on the same task, on its own interval.
+    /// span retention and the forgetting of expired request ids run on the
+    /// same task, on their own interval.
     pub async fn run_watchdog(self: Arc<Self>) {
         let mut shutdown = self.closing();
         let mut ticker = tokio::time::interval(self.config.watchdog_interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut retention = tokio::time::interval(self.config.retention_interval);
         retention.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let retain = self.config.span_retention.is_enabled();
         loop {
             let retention_due = tokio::select! {
                 _ = ticker.tick() => false,
-                _ = retention.tick(), if retain => true,
+                _ = retention.tick() => true,
                 _ = shutdown.wait_for(|stop| *stop) => return,
             };
             if retention_due {
                 if let Err(error) = self.apply_retention().await {
                     tracing::warn!(%error, "span retention failed");
+                }
+                if let Err(error) = self.forget_expired_requests().await {
+                    tracing::warn!(%error, "forgetting expired request ids failed");
                 }
                 continue;
             }
@@ -335,6 +344,17 @@ impl Engine {
             );
         }
         Ok(total)
+    }
+
+    /// Forgets the client request ids that expired by now, in one transaction.
+    pub async fn forget_expired_requests(&self) -> StoreResult<()> {
+        self.run(Scan::Skip, |tx| {
+            Box::pin(async move {
+                tx.forget_expired_requests();
+                Ok(())
+            })
+        })
+        .await
     }
 
     /// The transaction runner: opens a transaction, runs the due watchdog

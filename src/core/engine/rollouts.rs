@@ -7,6 +7,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::super::error::{StoreError, StoreResult};
 use super::super::events::Change;
+use super::super::idempotency::{self, IdempotencyKey, RememberedRequest};
 use super::super::ids;
 use super::super::lifecycle;
 use super::super::model::{Rollout, RolloutSpec, RolloutStatus, RolloutView, Timestamp};
@@ -14,6 +15,47 @@ use super::super::query::{Page, Paged, RolloutFilter};
 use super::super::storage::Access;
 use super::tx::{self, Tx};
 use super::{Engine, RolloutPatch, Scan};
+
+/// What an enqueue created.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Enqueued {
+    /// The ids of the rollouts the request created, in request order.
+    pub rollout_ids: Vec<String>,
+    /// The rollouts: as created, or for a repeated request id as they are
+    /// now (any deleted since left out).
+    pub rollouts: Vec<Rollout>,
+    /// Whether the request id named an earlier request: nothing was written.
+    pub repeated: bool,
+}
+
+/// Returns the result of the request `key` named before, if it did and
+/// has not expired; refuses the key when it named another request. The
+/// key's name is locked first, so that of concurrent first uses on several
+/// servers one writes and the others see its result.
+async fn repeated_request(tx: &mut Tx<'_>, key: &IdempotencyKey) -> StoreResult<Option<Enqueued>> {
+    let lock = idempotency::lock_name(&key.key);
+    tx.store.lock_names(&[&lock]).await?;
+    let Some(remembered) = tx.store.remembered_request(&key.key).await? else {
+        return Ok(None);
+    };
+    if remembered.expires_at <= tx.now {
+        return Ok(None);
+    }
+    if remembered.digest != key.digest {
+        return Err(key.reused());
+    }
+    let ids: Vec<&str> = remembered.rollout_ids.iter().map(String::as_str).collect();
+    let mut views = tx.rollouts(&ids, Access::Read).await?;
+    let rollouts = ids
+        .iter()
+        .filter_map(|id| views.remove(*id).map(|view| view.rollout))
+        .collect();
+    Ok(Some(Enqueued {
+        rollout_ids: remembered.rollout_ids,
+        rollouts,
+        repeated: true,
+    }))
+}
 
 impl Engine {
     /// Creates a rollout with its first attempt, bypassing the queue.
@@ -44,10 +86,30 @@ impl Engine {
     }
 
     /// Creates rollouts in status `queuing` at the queue's tail, in order.
-    pub async fn enqueue_rollouts(&self, specs: Vec<RolloutSpec>) -> StoreResult<Vec<Rollout>> {
+    /// Under a client's `request_id`, a request already made under it (and
+    /// not expired) returns that request's rollouts and writes nothing; the
+    /// same id with other specs is refused (`FAILED_PRECONDITION`).
+    pub async fn enqueue_rollouts(
+        &self,
+        specs: Vec<RolloutSpec>,
+        request_id: Option<String>,
+    ) -> StoreResult<Enqueued> {
         self.limits().check_batch("rollouts", specs.len())?;
+        let key = match request_id {
+            Some(id) => {
+                idempotency::validate_request_id("request_id", &id)?;
+                Some(IdempotencyKey::of_enqueue(id, &specs))
+            }
+            None => None,
+        };
+        let ttl = self.config.request_id_ttl.as_secs_f64();
         self.run(Scan::Due, |tx| {
             Box::pin(async move {
+                if let Some(key) = &key
+                    && let Some(repeated) = repeated_request(tx, key).await?
+                {
+                    return Ok(repeated);
+                }
                 // The latest resources are resolved once for the whole batch.
                 let latest = if specs.iter().any(|s| s.resources_id.is_none()) {
                     tx.latest_resources_id().await?
@@ -69,7 +131,21 @@ impl Engine {
                     });
                     created.push(rollout);
                 }
-                Ok(created)
+                let rollout_ids: Vec<String> =
+                    created.iter().map(|r| r.rollout_id.clone()).collect();
+                if let Some(key) = key {
+                    tx.remember_request(RememberedRequest {
+                        request_id: key.key,
+                        digest: key.digest,
+                        rollout_ids: rollout_ids.clone(),
+                        expires_at: tx.now.plus_seconds(ttl),
+                    });
+                }
+                Ok(Enqueued {
+                    rollout_ids,
+                    rollouts: created,
+                    repeated: false,
+                })
             })
         })
         .await

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::super::error::{StoreError, StoreResult};
 use super::super::events::{Change, Changes};
+use super::super::idempotency::RememberedRequest;
 use super::super::ids;
 use super::super::lifecycle;
 use super::super::model::{
@@ -253,6 +254,16 @@ impl<'a> Tx<'a> {
     /// Returns the 1.x part of the write set.
     pub fn agl1(&mut self) -> &mut Agl1Writes {
         &mut self.writes.agl1
+    }
+
+    /// Buffers a remembered request id.
+    pub fn remember_request(&mut self, request: RememberedRequest) {
+        self.writes.remember_request(request);
+    }
+
+    /// Buffers forgetting the request ids expired by now.
+    pub fn forget_expired_requests(&mut self) {
+        self.writes.forget_requests = Some(self.now);
     }
 
     /// Buffers a rollout's entry at the queue's tail, queued since now.

@@ -10,6 +10,7 @@ use http::{HeaderMap, StatusCode};
 
 use super::super::HttpContext;
 use super::super::error::{HttpError, HttpResult};
+use super::super::idempotency_key;
 use super::super::json::PyJson;
 use super::super::validate::{Loc, Object, Validator};
 use super::models::{AttemptJson, PageJson, RolloutJson};
@@ -32,12 +33,15 @@ fn worker_id(id: Option<String>) -> HttpResult<Option<String>> {
     Ok(id)
 }
 
-/// `POST /queues/rollouts/enqueue`: 201 and the queued rollouts.
+/// `POST /queues/rollouts/enqueue`: 201 and the queued rollouts. With an
+/// `Idempotency-Key` header, a retry answers with the rollouts the first
+/// call created (as they are now) and enqueues nothing.
 pub async fn enqueue(
     State(context): State<HttpContext>,
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
+    let request_id = idempotency_key(&headers)?.map(str::to_owned);
     let json = required_body_json(&context, &headers, body).await?;
     let mut v = Validator::new();
     let specs = read_enqueue(&mut v, &json);
@@ -45,8 +49,8 @@ pub async fn enqueue(
     if specs.is_empty() {
         return Ok(PyJson(StatusCode::CREATED, Vec::<Json>::new()).into_response());
     }
-    let rollouts = context.engine.enqueue_rollouts(specs).await?;
-    let json: Vec<RolloutJson> = rollouts.iter().map(Into::into).collect();
+    let enqueued = context.engine.enqueue_rollouts(specs, request_id).await?;
+    let json: Vec<RolloutJson> = enqueued.rollouts.iter().map(Into::into).collect();
     Ok(PyJson(StatusCode::CREATED, json).into_response())
 }
 

@@ -10,13 +10,13 @@ use http::{HeaderMap, StatusCode, Uri, header};
 use serde_json::value::RawValue;
 
 use super::{
-    IDEMPOTENCY_KEY, answer, json_request, query_pairs, query_value, raw_answer, render,
-    required_body, schema,
+    answer, json_request, query_pairs, query_value, raw_answer, render, required_body, schema,
 };
 use crate::core::agl1::events::{EventFormat, EventQuery, MODEL_REQUEST, ROUTED_EXPERTS};
 use crate::core::agl1::{IdempotencyKey, NewV1Event};
 use crate::core::model::Json;
-use crate::http::error::{HttpError, HttpResult};
+use crate::http::error::HttpResult;
+use crate::http::idempotency_key;
 use crate::http::validate::{Loc, Validator};
 use crate::http::{HttpContext, json_body, read_body};
 
@@ -107,15 +107,8 @@ pub(super) async fn post(
 ) -> HttpResult<Response> {
     let bytes = read_body(body, context.max_body_bytes).await?;
     let (event_type, data) = event_create(&headers, &bytes)?;
-    let idempotency = match headers.get(IDEMPOTENCY_KEY) {
-        Some(value) => {
-            let key = value
-                .to_str()
-                .map_err(|_| HttpError::bad_request("Idempotency-Key must be visible ASCII"))?;
-            Some(IdempotencyKey::new(key, &event_type, &data))
-        }
-        None => None,
-    };
+    let idempotency = idempotency_key(&headers)?
+        .map(|key| IdempotencyKey::of(key, &[event_type.as_bytes(), data.as_bytes()]));
     let has_routed_experts = event_type == MODEL_REQUEST && may_have_routed_experts(&data);
     let new = NewV1Event {
         event_type,
@@ -195,6 +188,7 @@ pub(super) async fn delete_models(State(context): State<HttpContext>) -> HttpRes
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::error::HttpError;
     use http::HeaderValue;
 
     fn json_headers() -> HeaderMap {

@@ -37,9 +37,6 @@ pub const PROXY_ROUTE: &str =
 /// The health route, open without the API key.
 pub const HEALTH_ROUTE: &str = "/healthz";
 
-/// The request header that makes an event POST idempotent.
-pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
-
 /// Returns the routes of agent-lightning 1.x's server API.
 pub fn routes() -> Router<HttpContext> {
     Router::new()

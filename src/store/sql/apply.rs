@@ -42,6 +42,7 @@
 
 use super::codec::{self, attempt_columns, resources_columns, rollout_columns, worker_columns};
 use super::query::{self, Builder};
+use super::requests;
 use super::sessions::{self, session_columns};
 use super::{Arg, Connection, Dialect, SqlTx, Statement};
 use crate::core::error::StoreResult;
@@ -208,9 +209,11 @@ impl<C: Connection> SqlTx<C> {
         let sessions: Vec<_> = writes.sessions.values().collect();
         let unqueued: Vec<&str> = writes.unqueue.iter().map(String::as_str).collect();
         let queued: Vec<_> = writes.enqueue.iter().collect();
+        let remembered: Vec<_> = writes.requests.values().collect();
         let earliest_deadline = rollouts.iter().filter_map(|w| w.deadline).min();
         self.apply_agl1(&mut writes.agl1).await?;
         let mut batch = Batch::new(C::DIALECT);
+        requests::add(&mut batch, writes.forget_requests, &remembered);
         upsert(
             &mut batch,
             &resources,

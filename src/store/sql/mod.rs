@@ -11,7 +11,8 @@
 //! [`spans`] the span operations and retention, [`sessions`] the worker
 //! session records, [`apply`] the write set's application at commit
 //! (multi-row upserts, and on a shared database one statement for the
-//! whole set), [`agl1`] agent-lightning 1.x's records.
+//! whole set), [`requests`] the remembered request ids, [`agl1`]
+//! agent-lightning 1.x's records.
 //!
 //! Counts for statistics come from a `counters` table. The schema's triggers
 //! keep the entity rows (`rollouts`, `attempts`, `resources`, `workers`,
@@ -26,6 +27,7 @@ pub mod codec;
 mod floor;
 pub mod query;
 mod reads;
+mod requests;
 mod sessions;
 mod spans;
 
@@ -38,6 +40,7 @@ pub use self::floor::DeadlineFloor;
 use self::query::Builder;
 use crate::core::error::StoreResult;
 use crate::core::events::EventPage;
+use crate::core::idempotency::RememberedRequest;
 use crate::core::model::{
     Attempt, Counts, ResourcesUpdate, RolloutView, Span, Timestamp, Worker, WorkerSession,
 };
@@ -481,6 +484,13 @@ impl<C: Connection> StoreTx for SqlTx<C> {
             names.iter().map(|&n| Some(n.to_owned())).collect(),
         ));
         self.read(statement).await.map(drop)
+    }
+
+    async fn remembered_request(
+        &mut self,
+        request_id: &str,
+    ) -> StoreResult<Option<RememberedRequest>> {
+        self.read_remembered_request(request_id).await
     }
 
     async fn counts(&mut self) -> StoreResult<Counts> {

@@ -20,6 +20,7 @@ condition nothing meets, as agent-lightning's store reads them.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
@@ -184,15 +185,28 @@ def enqueue_rollout(
     resources_id: str | None = None,
     config: types.RolloutConfig | None = None,
     metadata: Mapping[str, Any] | None = None,
+    request_id: str | None = None,
 ) -> Call[types.Rollout]:
-    """Appends a rollout (status `queuing`) to the queue."""
+    """Appends a rollout (status `queuing`) to the queue.
+
+    The call carries a request id (`request_id`, else a new one), so retrying it enqueues once: the
+    client retries it while the server is unavailable, and a caller that retries itself passes the
+    same id again to get the first call's rollout.
+    """
     spec = rollout_spec(input, mode=mode, resources_id=resources_id, config=config, metadata=metadata)
-    return Call("EnqueueRollout", pb.EnqueueRolloutRequest(rollout=spec), lambda r: r.rollout)
+    request = pb.EnqueueRolloutRequest(rollout=spec, request_id=request_id or new_request_id())
+    return Call("EnqueueRollout", request, lambda r: r.rollout, safe=True)
 
 
-def enqueue_rollouts(rollouts: Iterable[pb.RolloutSpec]) -> Call[list[types.Rollout]]:
-    """Appends several rollouts (made with `rollout_spec`) atomically, in order."""
-    return Call("EnqueueRollouts", pb.EnqueueRolloutsRequest(rollouts=rollouts), lambda r: list(r.rollouts))
+def enqueue_rollouts(rollouts: Iterable[pb.RolloutSpec], *, request_id: str | None = None) -> Call[list[types.Rollout]]:
+    """Appends several rollouts (made with `rollout_spec`) atomically, in order; retried as `enqueue_rollout`."""
+    request = pb.EnqueueRolloutsRequest(rollouts=rollouts, request_id=request_id or new_request_id())
+    return Call("EnqueueRollouts", request, lambda r: list(r.rollouts), safe=True)
+
+
+def new_request_id() -> str:
+    """Returns a fresh request id for a call that must not write twice when retried."""
+    return uuid.uuid4().hex
 
 
 def dequeue_rollout(*, worker_id: str | None = None, wait: float = 0.0) -> Call[types.Rollout | None]:

@@ -179,10 +179,12 @@ class StartRolloutResponse(_message.Message):
     def __init__(self, rollout: _Optional[_Union[_types_pb2.Rollout, _Mapping]] = ...) -> None: ...
 
 class EnqueueRolloutRequest(_message.Message):
-    __slots__ = ("rollout",)
+    __slots__ = ("rollout", "request_id")
     ROLLOUT_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     rollout: RolloutSpec
-    def __init__(self, rollout: _Optional[_Union[RolloutSpec, _Mapping]] = ...) -> None: ...
+    request_id: str
+    def __init__(self, rollout: _Optional[_Union[RolloutSpec, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class EnqueueRolloutResponse(_message.Message):
     __slots__ = ("rollout",)
@@ -191,24 +193,28 @@ class EnqueueRolloutResponse(_message.Message):
     def __init__(self, rollout: _Optional[_Union[_types_pb2.Rollout, _Mapping]] = ...) -> None: ...
 
 class EnqueueRolloutsRequest(_message.Message):
-    __slots__ = ("rollouts", "ids_only", "max_response_bytes")
+    __slots__ = ("rollouts", "ids_only", "max_response_bytes", "request_id")
     ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
     IDS_ONLY_FIELD_NUMBER: _ClassVar[int]
     MAX_RESPONSE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     rollouts: _containers.RepeatedCompositeFieldContainer[RolloutSpec]
     ids_only: bool
     max_response_bytes: int
-    def __init__(self, rollouts: _Optional[_Iterable[_Union[RolloutSpec, _Mapping]]] = ..., ids_only: _Optional[bool] = ..., max_response_bytes: _Optional[int] = ...) -> None: ...
+    request_id: str
+    def __init__(self, rollouts: _Optional[_Iterable[_Union[RolloutSpec, _Mapping]]] = ..., ids_only: _Optional[bool] = ..., max_response_bytes: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class EnqueueRolloutsResponse(_message.Message):
-    __slots__ = ("rollouts", "rollout_ids", "ids_only")
+    __slots__ = ("rollouts", "rollout_ids", "ids_only", "repeated")
     ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_IDS_FIELD_NUMBER: _ClassVar[int]
     IDS_ONLY_FIELD_NUMBER: _ClassVar[int]
+    REPEATED_FIELD_NUMBER: _ClassVar[int]
     rollouts: _containers.RepeatedCompositeFieldContainer[_types_pb2.Rollout]
     rollout_ids: _containers.RepeatedScalarFieldContainer[str]
     ids_only: bool
-    def __init__(self, rollouts: _Optional[_Iterable[_Union[_types_pb2.Rollout, _Mapping]]] = ..., rollout_ids: _Optional[_Iterable[str]] = ..., ids_only: _Optional[bool] = ...) -> None: ...
+    repeated: bool
+    def __init__(self, rollouts: _Optional[_Iterable[_Union[_types_pb2.Rollout, _Mapping]]] = ..., rollout_ids: _Optional[_Iterable[str]] = ..., ids_only: _Optional[bool] = ..., repeated: _Optional[bool] = ...) -> None: ...
 
 class DequeueRolloutRequest(_message.Message):
     __slots__ = ("worker_id", "wait")
