@@ -11,8 +11,10 @@
 //! that the connection is free while the disk syncs. (Checkpoints sync the
 //! log before copying it into the database and the database after, so a
 //! log that restarts after a checkpoint loses nothing.) The file is opened
-//! in exclusive locking mode, so a second server on the same file fails at
-//! startup instead of sharing it.
+//! with an exclusive lock on the file (`flock`, held while the store lives),
+//! so a second server on the same file fails at startup instead of sharing
+//! it; SQLite itself runs in its normal locking mode, so that read-only
+//! connections ([`readers`]) can read beside the writer.
 //!
 //! # Group commit
 //! One connection does all the work; a logical transaction ([`Store::begin`])
@@ -58,6 +60,15 @@
 //! event number ([`sql::Cache`]) and a lower bound of the watchdog deadlines
 //! ([`sql::DeadlineFloor`]) across transactions; it forgets both whenever
 //! it rolls back.
+//!
+//! # Readers
+//! What needs no serialisation with the writers ([`Store::begin_read`]: the
+//! event history that subscribers replay, the counts behind statistics and
+//! the health probe) runs on a small pool of read-only connections
+//! ([`readers`]), each read a WAL snapshot that waits for the log's sync
+//! of what it saw before it answers.
+
+mod readers;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -70,6 +81,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteLockingMode, Sq
 use sqlx::{ConnectOptions as _, Connection as _};
 use tokio::sync::{Mutex, MutexGuard, Notify, oneshot};
 
+use self::readers::{ReadConn, Readers};
 use super::sql::{self, Arg, Dialect, SqlTx, Statement};
 use crate::core::error::{StoreError, StoreResult};
 use crate::core::storage::{DEFAULT_EVENT_RETENTION, Store, StoreTx};
@@ -108,6 +120,10 @@ pub struct SqliteStore {
     shared: Arc<Shared>,
     flusher: tokio::task::JoinHandle<()>,
     event_retention: u64,
+    /// The writer's floor of the watchdog deadlines, shared with readers.
+    floor: Arc<sql::DeadlineFloor>,
+    /// The file, locked (`flock`) against other servers while the store lives.
+    _lock: std::fs::File,
 }
 
 struct Shared {
@@ -117,6 +133,8 @@ struct Shared {
     /// The logical commits of the physical transaction whose log is being
     /// synced (`None`: no sync in flight); readers that saw its writes join.
     in_flight: parking_lot::Mutex<Option<Vec<Waiter>>>,
+    /// The read-only connections.
+    readers: Readers,
 }
 
 /// A logical commit waiting for durability.
@@ -142,7 +160,7 @@ struct Writer {
     floor: Arc<sql::DeadlineFloor>,
 }
 
-static SQLITE: Dialect = Dialect {
+pub(super) static SQLITE: Dialect = Dialect {
     contains: |haystack, needle| format!("instr({haystack}, {needle}) > 0"),
     binary_text: |expression| expression.to_owned(),
     max_params: 32_766,
@@ -164,13 +182,19 @@ impl SqliteStore {
         };
         // The file system explains a missing directory or a permission
         // problem better than SQLite's "unable to open database file".
-        std::fs::OpenOptions::new()
+        let lock = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(path)
             .map_err(|e| fail(e.to_string().to_lowercase()))?;
+        lock.try_lock().map_err(|error| match error {
+            std::fs::TryLockError::WouldBlock => {
+                fail("the database is in use by another process".into())
+            }
+            std::fs::TryLockError::Error(error) => fail(error.to_string().to_lowercase()),
+        })?;
         let connect = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
@@ -202,6 +226,7 @@ impl SqliteStore {
         // thread instead of a round trip to a worker thread each.
         conn.close().await.map_err(|e| fail(open_reason(&e)))?;
         let conn = open_connection(path).map_err(|e| fail(e.to_string()))?;
+        let floor = Arc::new(sql::DeadlineFloor::new(None));
         let shared = Arc::new(Shared {
             writer: Mutex::new(Writer {
                 conn,
@@ -211,10 +236,11 @@ impl SqliteStore {
                 abandoned: false,
                 waiters: Vec::new(),
                 cache: sql::Cache::default(),
-                floor: Arc::new(sql::DeadlineFloor::new(None)),
+                floor: floor.clone(),
             }),
             flush: Notify::new(),
             in_flight: parking_lot::Mutex::new(None),
+            readers: Readers::new(path.to_owned()),
         });
         let flusher = tokio::spawn(flush_loop(shared.clone()));
         tracing::info!(path = %path.display(), "sqlite database opened");
@@ -222,6 +248,8 @@ impl SqliteStore {
             shared,
             flusher,
             event_retention: options.event_retention as u64,
+            floor,
+            _lock: lock,
         })
     }
 }
@@ -239,8 +267,7 @@ fn wal_path(path: &Path) -> PathBuf {
     PathBuf::from(wal)
 }
 
-/// Opens the serving connection: exclusive (held from the first statement
-/// on, so a second server on the file fails), WAL. A `COMMIT` writes the
+/// Opens the serving connection: WAL. A `COMMIT` writes the
 /// log without syncing it (`synchronous = NORMAL`): the flusher syncs it
 /// before any commit is acknowledged (see the module docs).
 fn open_connection(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
@@ -251,8 +278,7 @@ fn open_connection(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     conn.busy_timeout(Duration::from_secs(1))?;
     conn.set_prepared_statement_cache_capacity(512);
     conn.execute_batch(
-        "PRAGMA locking_mode = EXCLUSIVE; PRAGMA journal_mode = WAL; \
-         PRAGMA synchronous = NORMAL; BEGIN IMMEDIATE; COMMIT;",
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;",
     )?;
     Ok(conn)
 }
@@ -476,12 +502,15 @@ impl Writer {
         if !self.open {
             return None;
         }
+        // In flight before the `COMMIT` makes it visible: a reader that
+        // sees it then finds it in flight (see [`readers`]).
+        *in_flight.lock() = Some(std::mem::take(&mut self.waiters));
         if let Err(error) = self.conn.execute_batch("COMMIT") {
-            self.fail(error);
+            let error = self.fail(error);
+            tell(in_flight, Err(error));
             return None;
         }
         self.open = false;
-        *in_flight.lock() = Some(std::mem::take(&mut self.waiters));
         if self.wal.is_none() {
             match std::fs::File::open(&self.wal_path) {
                 Ok(file) => self.wal = Some(Arc::new(file)),
@@ -544,6 +573,12 @@ impl Store for SqliteStore {
 
     fn exclusive(&self) -> bool {
         true
+    }
+
+    async fn begin_read(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
+        let conn = ReadConn::acquire(&self.shared).await?;
+        let tx = SqlTx::new(conn, self.event_retention, self.floor.clone());
+        Ok(Box::new(tx))
     }
 
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
