@@ -73,6 +73,7 @@ mod readers;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -135,6 +136,11 @@ struct Shared {
     in_flight: parking_lot::Mutex<Option<Vec<Waiter>>>,
     /// The read-only connections.
     readers: Readers,
+    /// Interrupts the writer's running statement ([`Store::interrupt`]).
+    interrupt: rusqlite::InterruptHandle,
+    /// How many times [`Store::interrupt`] was called: a logical
+    /// transaction begun before the latest call fails.
+    interrupts: AtomicU64,
 }
 
 /// A logical commit waiting for durability.
@@ -227,6 +233,7 @@ impl SqliteStore {
         conn.close().await.map_err(|e| fail(open_reason(&e)))?;
         let conn = open_connection(path).map_err(|e| fail(e.to_string()))?;
         let floor = Arc::new(sql::DeadlineFloor::new(None));
+        let interrupt = conn.get_interrupt_handle();
         let shared = Arc::new(Shared {
             writer: Mutex::new(Writer {
                 conn,
@@ -241,6 +248,8 @@ impl SqliteStore {
             flush: Notify::new(),
             in_flight: parking_lot::Mutex::new(None),
             readers: Readers::new(path.to_owned()),
+            interrupt,
+            interrupts: AtomicU64::new(0),
         });
         let flusher = tokio::spawn(flush_loop(shared.clone()));
         tracing::info!(path = %path.display(), "sqlite database opened");
@@ -277,9 +286,7 @@ fn open_connection(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     )?;
     conn.busy_timeout(Duration::from_secs(1))?;
     conn.set_prepared_statement_cache_capacity(512);
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;",
-    )?;
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")?;
     Ok(conn)
 }
 
@@ -351,6 +358,7 @@ fn store_error(error: rusqlite::Error) -> StoreError {
         Some(13) => unavailable("the disk is full"),
         Some(10) => unavailable(&format!("disk i/o error ({error})")),
         Some(5 | 6) => unavailable("the database is busy"),
+        Some(9) => StoreError::shutting_down(),
         Some(8) => unavailable("the database is read-only"),
         Some(11 | 26) => StoreError::Internal(format!("sqlite: the database is corrupt ({error})")),
         _ => StoreError::Internal(format!("sqlite: {error}")),
@@ -575,6 +583,11 @@ impl Store for SqliteStore {
         true
     }
 
+    fn interrupt(&self) {
+        self.shared.interrupts.fetch_add(1, Ordering::SeqCst);
+        self.shared.interrupt.interrupt();
+    }
+
     async fn begin_read(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
         let conn = ReadConn::acquire(&self.shared).await?;
         let tx = SqlTx::new(conn, self.event_retention, self.floor.clone());
@@ -582,6 +595,7 @@ impl Store for SqliteStore {
     }
 
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
+        let generation = self.shared.interrupts.load(Ordering::SeqCst);
         let mut writer = self.shared.writer.lock().await;
         writer.recover();
         let floor = writer.floor.clone();
@@ -589,6 +603,7 @@ impl Store for SqliteStore {
             writer: Some(writer),
             shared: &self.shared,
             savepoint: false,
+            generation,
         };
         Ok(Box::new(SqlTx::new(conn, self.event_retention, floor)))
     }
@@ -603,6 +618,8 @@ struct SqliteConn<'a> {
     shared: &'a Shared,
     /// The transaction's savepoint is open: it wrote.
     savepoint: bool,
+    /// [`Shared::interrupts`] when the transaction began.
+    generation: u64,
 }
 
 impl SqliteConn<'_> {
@@ -610,9 +627,24 @@ impl SqliteConn<'_> {
         self.writer.as_mut().expect("held until commit")
     }
 
+    /// Fails a transaction that an interrupt cut short, rolling back its
+    /// savepoint alone (the other transactions of the group still commit).
+    fn check_interrupt(&mut self) -> StoreResult<()> {
+        if self.shared.interrupts.load(Ordering::SeqCst) == self.generation {
+            return Ok(());
+        }
+        if std::mem::take(&mut self.savepoint) {
+            let writer = self.writer();
+            writer.forget();
+            writer.control("ROLLBACK TO tx; RELEASE tx")?;
+        }
+        Err(StoreError::shutting_down())
+    }
+
     /// Runs a statement; a failure ends the transaction's savepoint (rolled
     /// back alone, or with the physical transaction).
     fn run(&mut self, statement: &Statement<'_>) -> StoreResult<Vec<SqliteRow>> {
+        self.check_interrupt()?;
         let savepoint = self.savepoint;
         let result = self.writer().statement(statement, savepoint);
         if result.is_err() {
@@ -669,6 +701,7 @@ impl sql::Connection for SqliteConn<'_> {
     }
 
     async fn commit(mut self, last: Option<String>) -> StoreResult<Vec<SqliteRow>> {
+        self.check_interrupt()?;
         let rows = match last {
             Some(sql) => {
                 self.begin_write().await?;

@@ -49,7 +49,6 @@ impl Readers {
             permits: Semaphore::new(READERS),
         }
     }
-
 }
 
 /// Opens a read-only connection (`query_only`: a stray write fails).
