@@ -56,7 +56,8 @@
 //! round trip to a worker thread per statement cost tens of microseconds
 //! (mostly thread wake-ups) and bounded throughput. Only the log's sync,
 //! which waits for the disk, runs on a blocking thread. Since no other
-//! process can write the file, the connection also remembers the last
+//! server writes the file (other programs may read it, e.g. a backup, and
+//! must not write it), the connection also remembers the last
 //! event number ([`sql::Cache`]) and a lower bound of the watchdog deadlines
 //! ([`sql::DeadlineFloor`]) across transactions; it forgets both whenever
 //! it rolls back.
