@@ -512,7 +512,11 @@ async fn overload_every_limit_at_once_refuses_cleanly_and_loses_nothing() {
         .watch_events(pb::WatchEventsRequest::default())
         .await
         .expect_err("a third subscription is refused");
-    assert_eq!(refused.code(), tonic::Code::ResourceExhausted, "{refused:?}");
+    assert_eq!(
+        refused.code(),
+        tonic::Code::ResourceExhausted,
+        "{refused:?}"
+    );
     assert!(refused.get_details_retry_info().is_some(), "a retry delay");
 
     let writers: Vec<_> = writer_clients
@@ -589,6 +593,6 @@ async fn overload_every_limit_at_once_refuses_cleanly_and_loses_nothing() {
     .unwrap()
     .into_inner();
     assert_eq!(found.total as usize, acknowledged.len(), "no write lost");
-    common::enqueue(&mut busy, "after the overload").await;
+    common::enqueue(&mut busy, "\"after the overload\"").await;
     server.stop().await;
 }
