@@ -150,6 +150,10 @@ pub fn random_server_id() -> String {
     format!("server-{}", &uuid::Uuid::new_v4().simple().to_string()[..8])
 }
 
+/// How long calls get to answer once the drain deadline has cut their
+/// transactions short (at most the drain timeout).
+const ANSWER_GRACE: Duration = Duration::from_secs(1);
+
 /// Error returned when the server cannot start or fails while serving.
 pub type ServeError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -345,7 +349,16 @@ pub async fn serve(
             tokio::time::sleep(config.drain_timeout).await;
         } => {
             tracing::warn!(timeout = ?config.drain_timeout, "drain deadline passed, closing remaining calls");
-            Ok(())
+            // The transactions still running fail (nothing of them
+            // commits) and their calls answer UNAVAILABLE; a call whose
+            // write committed meanwhile still gets its answer, within
+            // the grace, instead of a cut connection.
+            engine.interrupt_store();
+            let grace = config.drain_timeout.min(ANSWER_GRACE);
+            match tokio::time::timeout(grace, &mut server).await {
+                Ok(result) => result.map_err(ServeError::from),
+                Err(_) => Ok(()),
+            }
         }
     };
     engine.close();

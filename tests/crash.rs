@@ -361,3 +361,133 @@ async fn acknowledged_writes_survive_sigkill() {
     }
     server.kill();
 }
+
+/// Rollouts per batch in the drain test: a transaction long enough that
+/// some is running when the drain deadline passes.
+const BATCH: usize = 5_000;
+const BATCH_CLIENTS: usize = 3;
+/// The drain test's `--drain-timeout-secs`.
+const DRAIN_SECS: f64 = 0.2;
+/// What the shutdown may take beyond the drain deadline: the answers'
+/// grace and the store's close (a bound that catches a hang, not a speed).
+const SHUTDOWN_MARGIN: Duration = Duration::from_secs(15);
+
+/// How each batch of the drain test was answered.
+#[derive(Default)]
+struct Answers {
+    acknowledged: Vec<String>,
+    refused: Vec<(String, tonic::Status)>,
+}
+
+/// Sends batches of [`BATCH`] rollouts, each tagged `<client>-<n>` in its
+/// input, until one is refused; tells `first` at the first acknowledgement.
+async fn send_batches(
+    mut c: Client,
+    client: usize,
+    answers: Arc<Mutex<Answers>>,
+    first: Arc<tokio::sync::Notify>,
+) {
+    for n in 0.. {
+        let tag = format!("{client}-{n}");
+        let rollouts = (0..BATCH)
+            .map(|_| pb::RolloutSpec {
+                input_json: format!(r#"{{"batch": "{tag}"}}"#),
+                ..Default::default()
+            })
+            .collect();
+        let request = pb::EnqueueRolloutsRequest {
+            rollouts,
+            ids_only: true,
+            ..Default::default()
+        };
+        let answer = tokio::time::timeout(TEST_BUDGET, c.enqueue_rollouts(request))
+            .await
+            .expect("every batch is answered");
+        let mut answers = answers.lock().unwrap();
+        match answer {
+            Ok(_) => {
+                answers.acknowledged.push(tag);
+                first.notify_one();
+            }
+            Err(status) => {
+                answers.refused.push((tag, status));
+                return;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drain_deadline_holds_during_big_batches_and_answers_follow_commits() {
+    use lightning_store::core::query::{Page, RolloutFilter};
+    use lightning_store::core::storage::Store as _;
+    use lightning_store::store::sqlite::{SqliteOptions, SqliteStore};
+
+    let dir = tempfile::tempdir().unwrap();
+    let database = dir.path().join("store.db");
+    let server = ServerProcess::start(&[
+        "--database",
+        database.to_str().unwrap(),
+        "--drain-timeout-secs",
+        &DRAIN_SECS.to_string(),
+    ]);
+    let answers = Arc::new(Mutex::new(Answers::default()));
+    let first = Arc::new(tokio::sync::Notify::new());
+    let mut clients = Vec::new();
+    for client in 0..BATCH_CLIENTS {
+        let c = server.client().await;
+        let task = send_batches(c, client, answers.clone(), first.clone());
+        clients.push(tokio::spawn(task));
+    }
+    // Batches are committing, and the others are mid-flight.
+    tokio::time::timeout(TEST_BUDGET, first.notified())
+        .await
+        .expect("a batch is acknowledged");
+    let signalled = Instant::now();
+    let (status, log) = tokio::task::spawn_blocking(move || server.terminate())
+        .await
+        .unwrap();
+    let took = signalled.elapsed();
+    assert!(status.success(), "{status}: {log}");
+    assert!(
+        took < Duration::from_secs_f64(DRAIN_SECS) + SHUTDOWN_MARGIN,
+        "the shutdown took {took:?}: {log}"
+    );
+    for client in clients {
+        client.await.unwrap();
+    }
+
+    // Each batch committed whole or not at all, and its answer says which.
+    let store = SqliteStore::open(&database, SqliteOptions::default())
+        .await
+        .unwrap();
+    let mut tx = store.begin().await.unwrap();
+    let stored = tx
+        .query_rollouts(&RolloutFilter::default(), &Page::default())
+        .await
+        .unwrap();
+    let mut per_batch: HashMap<String, usize> = HashMap::new();
+    for view in stored.items {
+        let tag = view.rollout.input["batch"].as_str().unwrap().to_owned();
+        *per_batch.entry(tag).or_default() += 1;
+    }
+    let answers = answers.lock().unwrap();
+    for (tag, count) in &per_batch {
+        assert_eq!(*count, BATCH, "batch {tag} is partly stored");
+    }
+    for tag in &answers.acknowledged {
+        assert!(per_batch.contains_key(tag), "acknowledged batch {tag} lost");
+    }
+    assert_eq!(answers.refused.len(), BATCH_CLIENTS, "every client stopped");
+    for (tag, status) in &answers.refused {
+        assert!(
+            !per_batch.contains_key(tag),
+            "batch {tag} committed but was answered {status:?}"
+        );
+    }
+    assert_eq!(
+        per_batch.len(),
+        answers.acknowledged.len(),
+        "only acknowledged batches are stored"
+    );
+}

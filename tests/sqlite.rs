@@ -8,7 +8,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{Backend, TestOptions, TestServer};
-use lightning_store::core::events::Change;
+use lightning_store::core::events::{Change, Event};
+use lightning_store::core::model::{RolloutStatus, Timestamp};
+use lightning_store::core::storage::{Store, WriteSet};
 use lightning_store::proto as pb;
 use lightning_store::store::sqlite::{SqliteOptions, SqliteStore};
 
@@ -240,6 +242,82 @@ async fn a_second_store_on_the_same_file_is_refused() {
         error.to_string().contains("in use by another process"),
         "{error}"
     );
+}
+
+/// A bound on a store call that must not wait for another transaction: a
+/// failure, not a hang, when it does.
+const UNBLOCKED: Duration = Duration::from_secs(20);
+
+/// Commits a write set of `count` events and returns the latest event.
+async fn commit_events(store: &SqliteStore, count: usize) -> u64 {
+    let mut writes = WriteSet::default();
+    writes.events = (0..count)
+        .map(|n| Event {
+            seq: 0,
+            time: Timestamp(1_000),
+            change: Change::RolloutChanged {
+                rollout_id: format!("ro-{n}"),
+                status: RolloutStatus::Running,
+            },
+        })
+        .collect();
+    let tx = tokio::time::timeout(UNBLOCKED, store.begin())
+        .await
+        .expect("a write waits for no reader")
+        .unwrap();
+    tx.commit(&mut writes).await.unwrap();
+    writes.events.last().unwrap().seq
+}
+
+#[tokio::test]
+async fn writes_commit_while_a_long_history_read_holds_its_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("store.db"), SqliteOptions::default())
+        .await
+        .unwrap();
+    let before = commit_events(&store, 5_000).await;
+    // A replay's read, still open: its snapshot is the history so far.
+    let mut replay = store.begin_read().await.unwrap();
+    let page = replay.events_after(0, 1_000).await.unwrap();
+    assert_eq!((page.events.len(), page.latest), (1_000, before));
+    let mut latest = before;
+    for _ in 0..50 {
+        latest = commit_events(&store, 10).await;
+    }
+    assert_eq!(latest, before + 500);
+    // The long read is still running, on its snapshot...
+    let page = replay.events_after(1_000, 1_000).await.unwrap();
+    assert_eq!(page.events.first().map(|e| e.seq), Some(1_001));
+    assert_eq!(page.latest, before, "the snapshot holds");
+    // ...while another reader sees every committed write.
+    let mut fresh = store.begin_read().await.unwrap();
+    assert_eq!(fresh.events_after(before, 1).await.unwrap().latest, latest);
+    fresh.commit(&mut WriteSet::default()).await.unwrap();
+    replay.commit(&mut WriteSet::default()).await.unwrap();
+}
+
+#[tokio::test]
+async fn statistics_and_history_answer_while_a_transaction_holds_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("store.db"), SqliteOptions::default())
+        .await
+        .unwrap();
+    let latest = commit_events(&store, 3).await;
+    // A long transaction (a big batch) holds the writer.
+    let mut writer = store.begin().await.unwrap();
+    writer.raise_sequence_id("ro-0", 7).await.unwrap();
+    let read = async {
+        let mut tx = store.begin_read().await.unwrap();
+        let counts = tx.counts().await.unwrap();
+        let page = tx.events_after(0, 10).await.unwrap();
+        tx.commit(&mut WriteSet::default()).await.unwrap();
+        (counts, page)
+    };
+    let (_counts, page) = tokio::time::timeout(UNBLOCKED, read)
+        .await
+        .expect("a read waits for no writer");
+    assert_eq!((page.events.len() as u64, page.latest), (latest, latest));
+    writer.commit(&mut WriteSet::default()).await.unwrap();
 }
 
 /// Runs `serve` on `database` and returns its exit status and stderr; a

@@ -444,3 +444,155 @@ async fn case_05_a_stalled_subscriber_is_cut_off_and_released_at_once() {
     );
     server.stop().await;
 }
+
+/// The overload test: every transport limit small and reached at once on
+/// SQLite while writers run. Each refusal has its code and retry delay,
+/// calls over a connection's stream limit queue and complete, a subscriber
+/// that stops reading is cut off with its resume position, no acknowledged
+/// write is lost, and the server answers normally afterwards. Bounded in
+/// count (writers × batches × items, one burst) and time ([`BOUND`] a step).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overload_every_limit_at_once_refuses_cleanly_and_loses_nothing() {
+    const WRITERS: usize = 2;
+    const BATCHES: usize = 40;
+    const ITEMS: usize = 50;
+    /// Concurrent calls on one connection: four times its stream limit.
+    const BURST: usize = 16;
+    let server = TestServer::start_opts(
+        Backend::Sqlite,
+        common::TestOptions {
+            config: ServerConfig {
+                transport: TransportLimits {
+                    max_connections: 4,
+                    max_concurrent_streams: 4,
+                    max_subscribers: 2,
+                    subscriber_buffer_bytes: 16 * 1024,
+                    ..TransportLimits::default()
+                },
+                subscriber_timeout: Duration::from_millis(200),
+                ..ServerConfig::default()
+            },
+            ..common::TestOptions::default()
+        },
+    )
+    .await;
+    // Connection 1: a subscriber that never reads, behind a small window.
+    let stalled_channel = Endpoint::from_shared(server.url.clone())
+        .unwrap()
+        .initial_stream_window_size(Some(65_535))
+        .initial_connection_window_size(Some(65_535))
+        .connect()
+        .await
+        .unwrap();
+    let mut stalled = LightningStoreServiceClient::new(stalled_channel)
+        .watch_events(pb::WatchEventsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    // Connection 2: a reading subscriber, then a burst of calls.
+    let mut busy = connect(&server.url).await.unwrap();
+    let mut live = subscribe(&mut busy).await;
+    // Connections 3 and 4: writers.
+    let mut writer_clients = Vec::new();
+    for _ in 0..WRITERS {
+        writer_clients.push(connect(&server.url).await.unwrap());
+    }
+
+    // Over the connection limit: UNAVAILABLE with a retry delay.
+    let mut fifth = connect(&server.url).await.unwrap();
+    let refused = tokio::time::timeout(BOUND, capabilities(&mut fifth))
+        .await
+        .expect("answered, not left hanging")
+        .expect_err("a fifth connection is refused");
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    assert!(refused.get_details_retry_info().is_some(), "a retry delay");
+    drop(fifth);
+    // Over the subscriber limit: RESOURCE_EXHAUSTED with a retry delay.
+    let refused = busy
+        .watch_events(pb::WatchEventsRequest::default())
+        .await
+        .expect_err("a third subscription is refused");
+    assert_eq!(
+        refused.code(),
+        tonic::Code::ResourceExhausted,
+        "{refused:?}"
+    );
+    assert!(refused.get_details_retry_info().is_some(), "a retry delay");
+
+    let writers: Vec<_> = writer_clients
+        .into_iter()
+        .map(|mut client| {
+            tokio::spawn(async move {
+                let mut acknowledged = Vec::new();
+                for _ in 0..BATCHES {
+                    let answer = client
+                        .enqueue_rollouts(pb::EnqueueRolloutsRequest {
+                            rollouts: vec![pb::RolloutSpec::default(); ITEMS],
+                            ids_only: true,
+                            ..Default::default()
+                        })
+                        .await
+                        .expect("a write within every limit succeeds");
+                    acknowledged.extend(answer.into_inner().rollout_ids);
+                }
+                acknowledged
+            })
+        })
+        .collect();
+    // Over the stream limit (one stream is the live subscription): the
+    // client queues the calls, and all of them complete.
+    let burst = (0..BURST).map(|_| {
+        let mut client = busy.clone();
+        async move { capabilities(&mut client).await }
+    });
+    let answers = tokio::time::timeout(BOUND, futures::future::join_all(burst))
+        .await
+        .expect("the queued calls complete");
+    assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+    let mut acknowledged = Vec::new();
+    for writer in writers {
+        let ids = tokio::time::timeout(BOUND * 6, writer)
+            .await
+            .expect("the writers finish")
+            .unwrap();
+        acknowledged.extend(ids);
+    }
+    assert_eq!(acknowledged.len(), WRITERS * BATCHES * ITEMS);
+
+    // The subscriber that stopped reading was cut off, told where to resume.
+    let status = loop {
+        match tokio::time::timeout(BOUND, stalled.message())
+            .await
+            .expect("the stalled stream ends")
+        {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("the stream must end with a status"),
+            Err(status) => break status,
+        }
+    };
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    assert!(status.metadata().get("lightningstore-last-seq").is_some());
+    // The reading one was not.
+    let event = tokio::time::timeout(BOUND, live.message())
+        .await
+        .expect("the live subscriber is served")
+        .expect("still open");
+    assert!(event.is_some());
+    drop((stalled, live));
+
+    // Every acknowledged write is there, and the server answers normally.
+    let found = tokio::time::timeout(BOUND, async {
+        busy.query_rollouts(pb::QueryRolloutsRequest {
+            rollout_id_in: acknowledged.clone(),
+            ..Default::default()
+        })
+        .await
+    })
+    .await
+    .expect("the query is answered")
+    .unwrap()
+    .into_inner();
+    assert_eq!(found.total as usize, acknowledged.len(), "no write lost");
+    common::enqueue(&mut busy, "\"after the overload\"").await;
+    server.stop().await;
+}

@@ -113,10 +113,11 @@ pub trait Store: Send + Sync + 'static {
     /// Opens a transaction.
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>>;
 
-    /// Opens a transaction that only reads the event history or the
-    /// counts: it need not be serialised with the writers, as long as it
-    /// never sees a later event without the earlier ones. By default, a
-    /// [`Store::begin`] transaction.
+    /// Opens a transaction that only reads (queries, the event history,
+    /// the counts): it need not be serialised with the writers, as long as
+    /// it reads one consistent committed state (never a later event without
+    /// the earlier ones) and its commit returns only once what it read is
+    /// durable. By default, a [`Store::begin`] transaction.
     async fn begin_read(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
         self.begin().await
     }
@@ -135,6 +136,13 @@ pub trait Store: Send + Sync + 'static {
     async fn commit_hints(&self) -> StoreResult<Option<BoxStream<'static, ()>>> {
         Ok(None)
     }
+
+    /// Cuts short the transactions running now, when the server's drain
+    /// deadline has passed: each fails as the shutdown's
+    /// ([`crate::core::error::StoreError::shutting_down`]) with nothing of
+    /// it committed, so the drain is not held by a long transaction. Later
+    /// transactions run normally. By default nothing is cut.
+    fn interrupt(&self) {}
 
     /// Stops the backend's background work and closes its connections;
     /// returns once they are closed. Transactions begun afterwards fail.

@@ -133,6 +133,10 @@ enum Scan {
     Due,
     /// The operation runs as it is.
     Skip,
+    /// A read-only operation: on a read transaction
+    /// ([`Store::begin_read`], off the writer on SQLite) when no verdict is
+    /// due (the common case), else as [`Scan::Due`].
+    Read,
 }
 
 /// The body of a transaction: reads through the [`Tx`] and buffers writes
@@ -168,6 +172,12 @@ impl Engine {
     /// Called when the server starts draining.
     pub fn close(&self) {
         self.closing.send_replace(true);
+    }
+
+    /// Cuts short the backend transactions running now
+    /// ([`Store::interrupt`]): called when the drain deadline has passed.
+    pub fn interrupt_store(&self) {
+        self.store.interrupt();
     }
 
     /// Closes the backend once the server has drained: background work
@@ -368,8 +378,21 @@ impl Engine {
         body: impl for<'t> FnOnce(&'t mut Tx<'a>) -> TxBody<'t, T>,
     ) -> StoreResult<T> {
         let now = Timestamp::now();
+        if scan == Scan::Read {
+            // The due check is the read transaction's first statement, so
+            // its snapshot is at least as new as the check (see
+            // `DeadlineFloor`).
+            let store = self
+                .timed(BackendPhase::Begin, self.store.begin_read())
+                .await?;
+            let mut tx = Tx::new(store, now);
+            if tx.store.due_rollouts(now, 1).await?.is_empty() {
+                return self.finish(tx, body).await;
+            }
+            tx.into_parts().0.rollback().await;
+        }
         let mut tx = self.begin(now).await?;
-        if scan == Scan::Due {
+        if scan != Scan::Skip {
             // Verdicts are committed on their own, so that they stand even
             // when the operation fails its checks; when none is due (the
             // common case) the operation goes on in the same transaction.

@@ -95,7 +95,7 @@ impl Engine {
         page: &Page,
     ) -> StoreResult<Paged<Worker>> {
         page.validate::<Worker>()?;
-        self.run(Scan::Due, |tx| {
+        self.run(Scan::Read, |tx| {
             Box::pin(async move { tx.store.query_workers(filter, page).await })
         })
         .await

@@ -215,7 +215,7 @@ impl Engine {
             self.limits()
                 .check_ids("rollout_id_in", rollout_ids.len())?;
         }
-        self.run(Scan::Due, |tx| {
+        self.run(Scan::Read, |tx| {
             Box::pin(async move { tx.store.query_rollouts(filter, page).await })
         })
         .await
@@ -223,7 +223,7 @@ impl Engine {
 
     /// Returns a rollout with its latest attempt.
     pub async fn get_rollout(&self, rollout_id: &str) -> StoreResult<RolloutView> {
-        self.run(Scan::Due, |tx| {
+        self.run(Scan::Read, |tx| {
             Box::pin(async move { tx.require_rollout(rollout_id, Access::Read).await })
         })
         .await
@@ -238,7 +238,7 @@ impl Engine {
     ) -> StoreResult<HashMap<String, RolloutView>> {
         self.limits().check_ids("rollout_ids", rollout_ids.len())?;
         let ids: Vec<&str> = rollout_ids.iter().map(String::as_str).collect();
-        self.run(Scan::Due, |tx| {
+        self.run(Scan::Read, |tx| {
             Box::pin(async move { tx.rollouts(&ids, Access::Read).await })
         })
         .await

@@ -133,7 +133,7 @@ impl Engine {
         page: &Page,
     ) -> StoreResult<Paged<Arc<Span>>> {
         page.validate::<Span>()?;
-        self.run(Scan::Due, |tx| {
+        self.run(Scan::Read, |tx| {
             Box::pin(async move {
                 let view = tx.require_rollout(&filter.rollout_id, Access::Read).await?;
                 if tx.store.spans_evicted(&filter.rollout_id).await? {

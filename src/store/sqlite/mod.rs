@@ -11,8 +11,10 @@
 //! that the connection is free while the disk syncs. (Checkpoints sync the
 //! log before copying it into the database and the database after, so a
 //! log that restarts after a checkpoint loses nothing.) The file is opened
-//! in exclusive locking mode, so a second server on the same file fails at
-//! startup instead of sharing it.
+//! with an exclusive lock on the file (`flock`, held while the store lives),
+//! so a second server on the same file fails at startup instead of sharing
+//! it; SQLite itself runs in its normal locking mode, so that read-only
+//! connections ([`readers`]) can read beside the writer.
 //!
 //! # Group commit
 //! One connection does all the work; a logical transaction ([`Store::begin`])
@@ -54,14 +56,25 @@
 //! round trip to a worker thread per statement cost tens of microseconds
 //! (mostly thread wake-ups) and bounded throughput. Only the log's sync,
 //! which waits for the disk, runs on a blocking thread. Since no other
-//! process can write the file, the connection also remembers the last
+//! server writes the file (other programs may read it, e.g. a backup, and
+//! must not write it), the connection also remembers the last
 //! event number ([`sql::Cache`]) and a lower bound of the watchdog deadlines
 //! ([`sql::DeadlineFloor`]) across transactions; it forgets both whenever
 //! it rolls back.
+//!
+//! # Readers
+//! What needs no serialisation with the writers ([`Store::begin_read`]: the
+//! event history that subscribers replay, the counts behind statistics and
+//! the health probe) runs on a small pool of read-only connections
+//! ([`readers`]), each read a WAL snapshot that waits for the log's sync
+//! of what it saw before it answers.
+
+mod readers;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -70,6 +83,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteLockingMode, Sq
 use sqlx::{ConnectOptions as _, Connection as _};
 use tokio::sync::{Mutex, MutexGuard, Notify, oneshot};
 
+use self::readers::{ReadConn, Readers};
 use super::sql::{self, Arg, Dialect, SqlTx, Statement};
 use crate::core::error::{StoreError, StoreResult};
 use crate::core::storage::{DEFAULT_EVENT_RETENTION, Store, StoreTx};
@@ -108,6 +122,10 @@ pub struct SqliteStore {
     shared: Arc<Shared>,
     flusher: tokio::task::JoinHandle<()>,
     event_retention: u64,
+    /// The writer's floor of the watchdog deadlines, shared with readers.
+    floor: Arc<sql::DeadlineFloor>,
+    /// The file, locked (`flock`) against other servers while the store lives.
+    _lock: std::fs::File,
 }
 
 struct Shared {
@@ -117,6 +135,13 @@ struct Shared {
     /// The logical commits of the physical transaction whose log is being
     /// synced (`None`: no sync in flight); readers that saw its writes join.
     in_flight: parking_lot::Mutex<Option<Vec<Waiter>>>,
+    /// The read-only connections.
+    readers: Readers,
+    /// Interrupts the writer's running statement ([`Store::interrupt`]).
+    interrupt: rusqlite::InterruptHandle,
+    /// How many times [`Store::interrupt`] was called: a logical
+    /// transaction begun before the latest call fails.
+    interrupts: AtomicU64,
 }
 
 /// A logical commit waiting for durability.
@@ -142,7 +167,7 @@ struct Writer {
     floor: Arc<sql::DeadlineFloor>,
 }
 
-static SQLITE: Dialect = Dialect {
+pub(super) static SQLITE: Dialect = Dialect {
     contains: |haystack, needle| format!("instr({haystack}, {needle}) > 0"),
     binary_text: |expression| expression.to_owned(),
     max_params: 32_766,
@@ -164,13 +189,19 @@ impl SqliteStore {
         };
         // The file system explains a missing directory or a permission
         // problem better than SQLite's "unable to open database file".
-        std::fs::OpenOptions::new()
+        let lock = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(path)
             .map_err(|e| fail(e.to_string().to_lowercase()))?;
+        lock.try_lock().map_err(|error| match error {
+            std::fs::TryLockError::WouldBlock => {
+                fail("the database is in use by another process".into())
+            }
+            std::fs::TryLockError::Error(error) => fail(error.to_string().to_lowercase()),
+        })?;
         let connect = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
@@ -202,6 +233,8 @@ impl SqliteStore {
         // thread instead of a round trip to a worker thread each.
         conn.close().await.map_err(|e| fail(open_reason(&e)))?;
         let conn = open_connection(path).map_err(|e| fail(e.to_string()))?;
+        let floor = Arc::new(sql::DeadlineFloor::new(None));
+        let interrupt = conn.get_interrupt_handle();
         let shared = Arc::new(Shared {
             writer: Mutex::new(Writer {
                 conn,
@@ -211,10 +244,13 @@ impl SqliteStore {
                 abandoned: false,
                 waiters: Vec::new(),
                 cache: sql::Cache::default(),
-                floor: Arc::new(sql::DeadlineFloor::new(None)),
+                floor: floor.clone(),
             }),
             flush: Notify::new(),
             in_flight: parking_lot::Mutex::new(None),
+            readers: Readers::new(path.to_owned()),
+            interrupt,
+            interrupts: AtomicU64::new(0),
         });
         let flusher = tokio::spawn(flush_loop(shared.clone()));
         tracing::info!(path = %path.display(), "sqlite database opened");
@@ -222,6 +258,8 @@ impl SqliteStore {
             shared,
             flusher,
             event_retention: options.event_retention as u64,
+            floor,
+            _lock: lock,
         })
     }
 }
@@ -239,8 +277,7 @@ fn wal_path(path: &Path) -> PathBuf {
     PathBuf::from(wal)
 }
 
-/// Opens the serving connection: exclusive (held from the first statement
-/// on, so a second server on the file fails), WAL. A `COMMIT` writes the
+/// Opens the serving connection: WAL. A `COMMIT` writes the
 /// log without syncing it (`synchronous = NORMAL`): the flusher syncs it
 /// before any commit is acknowledged (see the module docs).
 fn open_connection(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
@@ -250,10 +287,7 @@ fn open_connection(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     )?;
     conn.busy_timeout(Duration::from_secs(1))?;
     conn.set_prepared_statement_cache_capacity(512);
-    conn.execute_batch(
-        "PRAGMA locking_mode = EXCLUSIVE; PRAGMA journal_mode = WAL; \
-         PRAGMA synchronous = NORMAL; BEGIN IMMEDIATE; COMMIT;",
-    )?;
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")?;
     Ok(conn)
 }
 
@@ -325,6 +359,7 @@ fn store_error(error: rusqlite::Error) -> StoreError {
         Some(13) => unavailable("the disk is full"),
         Some(10) => unavailable(&format!("disk i/o error ({error})")),
         Some(5 | 6) => unavailable("the database is busy"),
+        Some(9) => StoreError::shutting_down(),
         Some(8) => unavailable("the database is read-only"),
         Some(11 | 26) => StoreError::Internal(format!("sqlite: the database is corrupt ({error})")),
         _ => StoreError::Internal(format!("sqlite: {error}")),
@@ -476,12 +511,15 @@ impl Writer {
         if !self.open {
             return None;
         }
+        // In flight before the `COMMIT` makes it visible: a reader that
+        // sees it then finds it in flight (see [`readers`]).
+        *in_flight.lock() = Some(std::mem::take(&mut self.waiters));
         if let Err(error) = self.conn.execute_batch("COMMIT") {
-            self.fail(error);
+            let error = self.fail(error);
+            tell(in_flight, Err(error));
             return None;
         }
         self.open = false;
-        *in_flight.lock() = Some(std::mem::take(&mut self.waiters));
         if self.wal.is_none() {
             match std::fs::File::open(&self.wal_path) {
                 Ok(file) => self.wal = Some(Arc::new(file)),
@@ -546,7 +584,19 @@ impl Store for SqliteStore {
         true
     }
 
+    fn interrupt(&self) {
+        self.shared.interrupts.fetch_add(1, Ordering::SeqCst);
+        self.shared.interrupt.interrupt();
+    }
+
+    async fn begin_read(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
+        let conn = ReadConn::acquire(&self.shared).await?;
+        let tx = SqlTx::new(conn, self.event_retention, self.floor.clone());
+        Ok(Box::new(tx))
+    }
+
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
+        let generation = self.shared.interrupts.load(Ordering::SeqCst);
         let mut writer = self.shared.writer.lock().await;
         writer.recover();
         let floor = writer.floor.clone();
@@ -554,6 +604,7 @@ impl Store for SqliteStore {
             writer: Some(writer),
             shared: &self.shared,
             savepoint: false,
+            generation,
         };
         Ok(Box::new(SqlTx::new(conn, self.event_retention, floor)))
     }
@@ -568,6 +619,8 @@ struct SqliteConn<'a> {
     shared: &'a Shared,
     /// The transaction's savepoint is open: it wrote.
     savepoint: bool,
+    /// [`Shared::interrupts`] when the transaction began.
+    generation: u64,
 }
 
 impl SqliteConn<'_> {
@@ -575,9 +628,24 @@ impl SqliteConn<'_> {
         self.writer.as_mut().expect("held until commit")
     }
 
+    /// Fails a transaction that an interrupt cut short, rolling back its
+    /// savepoint alone (the other transactions of the group still commit).
+    fn check_interrupt(&mut self) -> StoreResult<()> {
+        if self.shared.interrupts.load(Ordering::SeqCst) == self.generation {
+            return Ok(());
+        }
+        if std::mem::take(&mut self.savepoint) {
+            let writer = self.writer();
+            writer.forget();
+            writer.control("ROLLBACK TO tx; RELEASE tx")?;
+        }
+        Err(StoreError::shutting_down())
+    }
+
     /// Runs a statement; a failure ends the transaction's savepoint (rolled
     /// back alone, or with the physical transaction).
     fn run(&mut self, statement: &Statement<'_>) -> StoreResult<Vec<SqliteRow>> {
+        self.check_interrupt()?;
         let savepoint = self.savepoint;
         let result = self.writer().statement(statement, savepoint);
         if result.is_err() {
@@ -634,6 +702,7 @@ impl sql::Connection for SqliteConn<'_> {
     }
 
     async fn commit(mut self, last: Option<String>) -> StoreResult<Vec<SqliteRow>> {
+        self.check_interrupt()?;
         let rows = match last {
             Some(sql) => {
                 self.begin_write().await?;
