@@ -522,14 +522,21 @@ async fn case_16_back_to_back_heartbeats_keep_the_connection_alive() {
     for n in 0..HEARTBEATS {
         runner.to_server.send(heartbeat(n)).unwrap();
     }
-    // Messages are handled in order: once the release after the heartbeats
-    // frees the slot, the next rollout is assigned.
+    // Messages are read in order: the release after the heartbeats frees
+    // the slot as soon as it is read, and the next rollout is assigned.
     runner.release(&held);
     let second = enqueue(&mut c, "2").await;
     let next = tokio::time::timeout(LIMIT, runner.assignment())
         .await
         .expect("the session is alive");
     assert_eq!(next.rollout_id, second.rollout_id);
+    // The subscription on the same connection still delivers.
+    let wanted = |event: &pb::Event| format!("{event:?}").contains(&second.rollout_id);
+    tokio::time::timeout(LIMIT, next_event(&mut events, wanted))
+        .await
+        .expect("the subscription is alive");
+    // A clean close ends the stream once everything sent is recorded.
+    runner.close().await;
     let last = worker(&mut c, "Worker-hb").await;
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&last.heartbeat_stats_json).unwrap(),
@@ -539,10 +546,4 @@ async fn case_16_back_to_back_heartbeats_keep_the_connection_alive() {
     let heartbeat_at = last.last_heartbeat_time.unwrap();
     let recorded = heartbeat_at.seconds as f64 + f64::from(heartbeat_at.nanos) / 1e9;
     assert!(recorded >= started, "the time of a heartbeat sent last");
-    // The subscription on the same connection still delivers.
-    let wanted = |event: &pb::Event| format!("{event:?}").contains(&second.rollout_id);
-    tokio::time::timeout(LIMIT, next_event(&mut events, wanted))
-        .await
-        .expect("the subscription is alive");
-    runner.close().await;
 }

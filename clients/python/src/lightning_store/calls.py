@@ -189,23 +189,23 @@ def enqueue_rollout(
 ) -> Call[types.Rollout]:
     """Appends a rollout (status `queuing`) to the queue.
 
-    The call carries a request id (`request_id`, else a new one), so retrying it enqueues once: the
-    client retries it while the server is unavailable, and a caller that retries itself passes the
-    same id again to get the first call's rollout.
+    With a `request_id` (e.g. `new_request_id()`), repeating the call enqueues once: the client
+    retries it while the server is unavailable, and a caller that retries it itself with the same id
+    gets the first call's rollout.
     """
     spec = rollout_spec(input, mode=mode, resources_id=resources_id, config=config, metadata=metadata)
-    request = pb.EnqueueRolloutRequest(rollout=spec, request_id=request_id or new_request_id())
-    return Call("EnqueueRollout", request, lambda r: r.rollout, safe=True)
+    request = pb.EnqueueRolloutRequest(rollout=spec, request_id=request_id)
+    return Call("EnqueueRollout", request, lambda r: r.rollout, safe=request_id is not None)
 
 
 def enqueue_rollouts(rollouts: Iterable[pb.RolloutSpec], *, request_id: str | None = None) -> Call[list[types.Rollout]]:
-    """Appends several rollouts (made with `rollout_spec`) atomically, in order; retried as `enqueue_rollout`."""
-    request = pb.EnqueueRolloutsRequest(rollouts=rollouts, request_id=request_id or new_request_id())
-    return Call("EnqueueRollouts", request, lambda r: list(r.rollouts), safe=True)
+    """Appends several rollouts (made with `rollout_spec`) atomically, in order; `request_id` as `enqueue_rollout`."""
+    request = pb.EnqueueRolloutsRequest(rollouts=rollouts, request_id=request_id)
+    return Call("EnqueueRollouts", request, lambda r: list(r.rollouts), safe=request_id is not None)
 
 
 def new_request_id() -> str:
-    """Returns a fresh request id for a call that must not write twice when retried."""
+    """Returns a fresh request id (a UUID) for an enqueue that must not write twice when retried."""
     return uuid.uuid4().hex
 
 
