@@ -12,9 +12,9 @@
 //! # Contract
 //! * A rollout's 1.x fields and events are written only by a transaction
 //!   that read the rollout (or [`Agl1Reads::has_v1_rollout`]) with
-//!   [`Access::Update`](super::Access): the
-//!   rollout's lock serialises them (an event append reads and may rewrite
-//!   the attempt's previous model request).
+//!   [`Access::Update`](super::Access): the rollout's lock serialises them
+//!   (an event append reads and may rewrite the attempt's previous model
+//!   request).
 //! * 1.x rollouts list in the order their fields were first written.
 //! * Event positions grow in append order, store-wide.
 //! * Completion log positions are 0, 1, 2, … in commit order and gapless
