@@ -616,6 +616,13 @@ async fn observe_agl1(tx: &mut dyn StoreTx) -> Vec<String> {
     let page = tx.completions(0, 100).await.unwrap();
     seen.push(format!("{page:?}"));
     for rollout_id in ids {
+        let exists = tx.has_v1_rollout(rollout_id, Access::Read).await.unwrap();
+        assert_eq!(
+            exists,
+            read.iter().any(|v1| v1.rollout.rollout_id == rollout_id),
+            "has_v1_rollout agrees with v1_rollouts"
+        );
+        seen.push(format!("{exists}"));
         seen.push(format!(
             "{:?}",
             tx.event_attempts(rollout_id).await.unwrap()

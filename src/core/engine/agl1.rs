@@ -298,7 +298,9 @@ impl Engine {
             .run(Scan::Skip, |tx| {
                 Box::pin(async move {
                     // The rollout's lock orders the appends to its attempts.
-                    require_v1(tx, rollout_id, Access::Update).await?;
+                    if !tx.store.has_v1_rollout(rollout_id, Access::Update).await? {
+                        return Err(not_found(rollout_id));
+                    }
                     if let Some(key) = &new.idempotency
                         && let Some((digest, stored)) = tx
                             .store
@@ -452,10 +454,7 @@ impl Engine {
     /// Returns whether a 1.x rollout exists.
     pub async fn v1_rollout_exists(&self, rollout_id: &str) -> StoreResult<bool> {
         self.run(Scan::Skip, |tx| {
-            Box::pin(async move {
-                let found = tx.store.v1_rollouts(&[rollout_id], Access::Read).await?;
-                Ok(!found.is_empty())
-            })
+            Box::pin(async move { tx.store.has_v1_rollout(rollout_id, Access::Read).await })
         })
         .await
     }

@@ -11,9 +11,10 @@
 //!
 //! # Contract
 //! * A rollout's 1.x fields and events are written only by a transaction
-//!   that read the rollout with [`Access::Update`](super::Access): the
-//!   rollout's lock serialises them (an event append reads and may rewrite
-//!   the attempt's previous model request).
+//!   that read the rollout (or [`Agl1Reads::has_v1_rollout`]) with
+//!   [`Access::Update`](super::Access): the rollout's lock serialises them
+//!   (an event append reads and may rewrite the attempt's previous model
+//!   request).
 //! * 1.x rollouts list in the order their fields were first written.
 //! * Event positions grow in append order, store-wide.
 //! * Completion log positions are 0, 1, 2, … in commit order and gapless
@@ -44,6 +45,11 @@ pub trait Agl1Reads: Send {
         rollout_ids: &[&str],
         access: Access,
     ) -> StoreResult<Vec<V1Rollout>>;
+    /// Returns whether `rollout_id` is a 1.x rollout without reading it;
+    /// with [`Access::Update`] its rollout is locked as by
+    /// [`Agl1Reads::v1_rollouts`] (an event append needs the lock, not the
+    /// rollout).
+    async fn has_v1_rollout(&mut self, rollout_id: &str, access: Access) -> StoreResult<bool>;
     /// Returns the 1.x rollouts whose status is one of `statuses`, in list
     /// order (see the contract), at most `limit` of them.
     async fn list_v1_rollouts(

@@ -142,6 +142,11 @@ impl Agl1Reads for MemoryTx<'_> {
         Ok(out)
     }
 
+    async fn has_v1_rollout(&mut self, rollout_id: &str, _access: Access) -> StoreResult<bool> {
+        let state = &*self.state;
+        Ok(state.agl1.fields.contains_key(rollout_id) && state.rollouts.contains_key(rollout_id))
+    }
+
     async fn list_v1_rollouts(
         &mut self,
         statuses: &[RolloutStatus],

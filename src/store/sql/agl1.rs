@@ -318,6 +318,21 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
         Ok(out)
     }
 
+    async fn has_v1_rollout(&mut self, rollout_id: &str, access: Access) -> StoreResult<bool> {
+        let sql = match access {
+            Access::Update if C::DIALECT.shared => {
+                "SELECT 1 FROM agl1_rollouts f JOIN rollouts r ON r.rollout_id = f.rollout_id \
+                 WHERE f.rollout_id = $1 FOR UPDATE OF r"
+            }
+            _ => {
+                "SELECT 1 FROM agl1_rollouts f JOIN rollouts r ON r.rollout_id = f.rollout_id \
+                 WHERE f.rollout_id = $1"
+            }
+        };
+        let found = self.read_one(Statement::new(sql).bind(rollout_id)).await?;
+        Ok(found.is_some())
+    }
+
     async fn list_v1_rollouts(
         &mut self,
         statuses: &[RolloutStatus],
