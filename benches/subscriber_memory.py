@@ -39,7 +39,12 @@ PER_CONNECTION = 500
 #: The longest any step may take.
 DEADLINE = 120.0
 #: A small HTTP/2 window, so that the client itself buffers little.
-SMALL_WINDOW = [("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 16384)]
+SMALL_WINDOW = [
+    ("grpc.http2.bdp_probe", 0),
+    ("grpc.http2.lookahead_bytes", 16384),
+    # One connection per channel (channels to one address share one by default).
+    ("grpc.use_local_subchannel_pool", 1),
+]
 
 
 def free_port() -> int:
@@ -122,7 +127,8 @@ async def idle(binary: str, count: int) -> None:
         server.stop()
 
 
-async def stalled(binary: str, count: int, events: int, timeout_secs: float) -> None:
+async def stalled(binary: str, count: int, events: int, timeout_secs: float) -> tuple[float, float]:
+    """Returns the peak resident set and the one after the cut-off (MiB)."""
     server = Server(binary, timeout_secs)
     try:
         await ready(server)
@@ -146,12 +152,11 @@ async def stalled(binary: str, count: int, events: int, timeout_secs: float) -> 
             after = server.rss()
         print(
             f"stalled: {count} subscribers, {events} events: RSS before {before:.1f} MiB, "
-            f"subscribed {opened:.1f} MiB, peak {peak:.1f} MiB "
-            f"({1024 * (peak - opened) / count:.1f} KiB per subscriber), "
-            f"after the cut-off {after:.1f} MiB"
+            f"subscribed {opened:.1f} MiB, peak {peak:.1f} MiB, after the cut-off {after:.1f} MiB"
         )
         for channel in channels:
             await channel.close()
+        return peak, after
     finally:
         server.stop()
 
@@ -166,8 +171,17 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=20_000, help="events while they are stalled")
     parser.add_argument("--subscriber-timeout-secs", type=float, default=2.0)
     args = parser.parse_args()
-    asyncio.run(idle(args.lightning_store, args.idle))
-    asyncio.run(stalled(args.lightning_store, args.stalled, args.events, args.subscriber_timeout_secs))
+    binary = args.lightning_store
+    asyncio.run(idle(binary, args.idle))
+    # The same events without subscribers: what the stored rollouts and the
+    # event history take, to subtract.
+    alone_peak, alone_after = asyncio.run(stalled(binary, 0, args.events, args.subscriber_timeout_secs))
+    peak, after = asyncio.run(stalled(binary, args.stalled, args.events, args.subscriber_timeout_secs))
+    print(
+        f"stalled subscribers: {1024 * (peak - alone_peak) / args.stalled:.1f} KiB each at the peak, "
+        f"{1024 * (after - alone_after) / args.stalled:.1f} KiB each "
+        "after the cut-off (against the same run without them)"
+    )
 
 
 if __name__ == "__main__":
