@@ -99,7 +99,7 @@ async fn spans_of(c: &mut Client, rollout_id: &str) -> Vec<pb::Span> {
         },
     )
     .await
-    .items
+    .spans
 }
 
 #[tokio::test]

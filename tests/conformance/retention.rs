@@ -56,7 +56,7 @@ async fn spans_of(c: &mut Client, rollout_id: &str) -> Result<usize, tonic::Stat
         ..Default::default()
     })
     .await
-    .map(|r| r.into_inner().items.len())
+    .map(|r| r.into_inner().spans.len())
 }
 
 /// Returns the accounted bytes of one rollout's spans.

@@ -12,7 +12,7 @@ use crate::support::*;
 fn watched(
     timeout: Option<f64>,
     unresponsive: Option<f64>,
-    max: i32,
+    max: i64,
     retry_on: &[A],
 ) -> pb::RolloutSpec {
     let mut spec = retry_spec(max, retry_on);
@@ -43,7 +43,7 @@ async fn timer_times_out_an_attempt_and_requeues_it_without_traffic() {
         .await
         .unwrap()
         .into_inner()
-        .items;
+        .attempts;
     assert_eq!(attempts[0].attempt_id, attempt_of(&first).attempt_id);
     assert_eq!(attempt_status(&attempts[0]), A::Timeout);
     assert!(
@@ -174,7 +174,7 @@ async fn span_on_an_old_attempt_leaves_the_retry_alone() {
         .await
         .unwrap()
         .into_inner()
-        .items;
+        .attempts;
     assert_eq!(
         attempt_status(&attempts[0]),
         A::Running,
