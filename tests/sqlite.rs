@@ -259,17 +259,19 @@ const UNBLOCKED: Duration = Duration::from_secs(20);
 
 /// Commits a write set of `count` events and returns the latest event.
 async fn commit_events(store: &SqliteStore, count: usize) -> u64 {
-    let mut writes = WriteSet::default();
-    writes.events = (0..count)
-        .map(|n| Event {
-            seq: 0,
-            time: Timestamp(1_000),
-            change: Change::RolloutChanged {
-                rollout_id: format!("ro-{n}"),
-                status: RolloutStatus::Running,
-            },
-        })
-        .collect();
+    let mut writes = WriteSet {
+        events: (0..count)
+            .map(|n| Event {
+                seq: 0,
+                time: Timestamp(1_000),
+                change: Change::RolloutChanged {
+                    rollout_id: format!("ro-{n}"),
+                    status: RolloutStatus::Running,
+                },
+            })
+            .collect(),
+        ..WriteSet::default()
+    };
     let tx = tokio::time::timeout(UNBLOCKED, store.begin())
         .await
         .expect("a write waits for no reader")

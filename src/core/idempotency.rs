@@ -129,10 +129,15 @@ mod tests {
     #[test]
     fn digests_tell_requests_apart() {
         let spec = RolloutSpec::default();
-        let mut other = RolloutSpec::default();
-        other.input = serde_json::json!({"n": 1});
+        let other = RolloutSpec {
+            input: serde_json::json!({"n": 1}),
+            ..RolloutSpec::default()
+        };
         let one = IdempotencyKey::of_enqueue("k", std::slice::from_ref(&spec));
-        assert_eq!(one, IdempotencyKey::of_enqueue("k", &[spec.clone()]));
+        assert_eq!(
+            one,
+            IdempotencyKey::of_enqueue("k", &[RolloutSpec::default()])
+        );
         assert_ne!(one.digest, IdempotencyKey::of_enqueue("k", &[other]).digest);
         assert_ne!(
             one.digest,
