@@ -83,5 +83,13 @@ expect attempt.status ATTEMPT_STATUS_SUCCEEDED
 call "$SVC/GetRollout" '{"rollout_id":"'"$ROLLOUT_ID"'"}'
 expect rollout.status ROLLOUT_STATUS_SUCCEEDED
 expect rollout.attempt.workerId Worker-0
+expect rollout.attempt.sequenceId 1
+
+# A query answers one page: its list is named by what it holds (`spans`),
+# with the window applied (limit, offset: int64, JSON strings) and the total.
+call "$SVC/QuerySpans" '{"rollout_id":"'"$ROLLOUT_ID"'","page":{"limit":10}}'
+expect spans.0.name openai.chat.completion
+expect limit 10
+expect total 1
 
 echo "grpcurl example: rollout $ROLLOUT_ID succeeded"

@@ -282,7 +282,7 @@ fn rollout_config() -> impl Strategy<Value = pb::RolloutConfig> {
     (
         proptest::option::of(any::<f64>()),
         proptest::option::of(any::<f64>()),
-        proptest::option::of(any::<i32>()),
+        proptest::option::of(any::<i64>()),
         vec(any::<i32>(), 0..4),
     )
         .prop_map(

@@ -320,7 +320,7 @@ impl Metrics {
         *self.store.latest.lock() = Some(StoreSnapshot {
             statistics: statistics.ok(),
             duration: started.elapsed(),
-            taken: Timestamp::now(),
+            taken: engine.now(),
         });
         let mut text = String::new();
         if let Err(error) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {

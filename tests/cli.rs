@@ -136,7 +136,7 @@ async fn drives_a_rollout_from_enqueue_to_completion() {
 
     let spans = ok_json(&server, &["spans", &rollout_id]).await;
     assert_eq!(spans["total"], 1);
-    let items = spans["items"].as_array().unwrap();
+    let items = spans["spans"].as_array().unwrap();
     assert_eq!(items.len(), 1);
     assert_eq!(items[0]["name"], "agent.step");
     assert_eq!(items[0]["sequence_id"], 1);
@@ -150,8 +150,8 @@ async fn drives_a_rollout_from_enqueue_to_completion() {
 
     let workers = ok_json(&server, &["workers"]).await;
     assert_eq!(workers["total"], 1);
-    assert_eq!(workers["items"][0]["worker_id"], "worker-1");
-    assert_eq!(workers["items"][0]["status"], "idle");
+    assert_eq!(workers["workers"][0]["worker_id"], "worker-1");
+    assert_eq!(workers["workers"][0]["status"], "idle");
     let worker = ok_json(&server, &["workers", "worker-1"]).await;
     assert_eq!(worker["status"], "idle");
     assert!(worker["current_rollout_id"].is_null());
@@ -182,8 +182,8 @@ async fn lists_filter_and_paginate_rollouts() {
     assert_eq!(page["total"], 3);
     assert_eq!(page["limit"], 1);
     assert_eq!(page["offset"], 1);
-    assert_eq!(page["items"].as_array().unwrap().len(), 1);
-    assert_eq!(page["items"][0]["input"], 2);
+    assert_eq!(page["rollouts"].as_array().unwrap().len(), 1);
+    assert_eq!(page["rollouts"][0]["input"], 2);
 
     let table = ok(&server, &["rollouts", "--limit", "1"]).await;
     assert!(table.contains("showing 1-1 of 3 rollouts"), "{table}");
@@ -250,10 +250,10 @@ async fn lists_and_shows_resources() {
     let list = ok_json(&server, &["resources"]).await;
     assert_eq!(list["total"], 1);
     assert_eq!(
-        list["items"][0]["resources_id"],
+        list["resources"][0]["resources_id"],
         added.resources_id.as_str()
     );
-    assert_eq!(list["items"][0]["resources"]["main_llm"]["model"], "m");
+    assert_eq!(list["resources"][0]["resources"]["main_llm"]["model"], "m");
     let latest = ok_json(&server, &["resources", "--latest"]).await;
     assert_eq!(latest["resources_id"], added.resources_id.as_str());
     assert_eq!(latest["version"], 1);

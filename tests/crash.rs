@@ -259,7 +259,7 @@ async fn verify(c: &mut Client, ledger: &mut Ledger) {
             .await
             .unwrap()
             .into_inner()
-            .items
+            .spans
             .into_iter()
             .map(|s| (s.span_id, s.sequence_id.unwrap()))
             .collect();

@@ -54,7 +54,7 @@ async fn attempts(c: &mut Client, rollout_id: &str) -> Vec<pb::Attempt> {
     .await
     .unwrap()
     .into_inner()
-    .items
+    .attempts
 }
 
 /// Updates an attempt's status presenting `owner_epoch`.

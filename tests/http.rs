@@ -296,8 +296,8 @@ async fn grpc_lifecycles(server: &TestServer, client: &str, rounds: usize) {
             .await
             .unwrap()
             .into_inner();
-        assert_eq!(spans.items.len(), 1);
-        assert_eq!(spans.items[0].name, marker);
+        assert_eq!(spans.spans.len(), 1);
+        assert_eq!(spans.spans[0].name, marker);
     }
 }
 

@@ -442,7 +442,7 @@ async fn a_database_restart_under_load_loses_no_acknowledged_write() {
             .await
             .unwrap()
             .into_inner();
-        found.extend(page.items.into_iter().map(|r| r.rollout_id));
+        found.extend(page.rollouts.into_iter().map(|r| r.rollout_id));
     }
     let lost: Vec<_> = acknowledged
         .iter()

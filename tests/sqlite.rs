@@ -5,9 +5,11 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Backend, TestOptions, TestServer};
+use lightning_store::core::clock::{Clock, ManualClock, SystemClock};
 use lightning_store::core::events::{Change, Event};
 use lightning_store::core::model::{RolloutStatus, Timestamp};
 use lightning_store::core::storage::{Store, WriteSet};
@@ -31,11 +33,17 @@ async fn raw_connection(path: &Path) -> sqlx::SqliteConnection {
 
 /// Starts a server on the database at `path`; `watchdog` is its timer interval.
 async fn server_on(path: &Path, watchdog: Duration) -> TestServer {
+    server_on_clock(path, watchdog, Arc::new(SystemClock)).await
+}
+
+/// Starts a server on the database at `path` reading the time from `clock`.
+async fn server_on_clock(path: &Path, watchdog: Duration, clock: Arc<dyn Clock>) -> TestServer {
     TestServer::start_opts(
         Backend::Sqlite,
         TestOptions {
             database: Some(path.to_owned()),
             watchdog_interval: watchdog,
+            clock,
             ..TestOptions::default()
         },
     )
@@ -119,7 +127,8 @@ async fn a_restart_recovers_the_whole_state() {
 
     // Before: resources, a queue of three, one running attempt with a
     // one-second timeout and spans, events.
-    let server = server_on(&path, Duration::from_secs(3600)).await;
+    let clock = Arc::new(ManualClock::at_system_time());
+    let server = server_on_clock(&path, Duration::from_secs(3600), clock.clone()).await;
     let mut c = server.client().await;
     let resources_id = c
         .add_resources(pb::AddResourcesRequest {
@@ -150,9 +159,9 @@ async fn a_restart_recovers_the_whole_state() {
     server.stop().await;
 
     // The attempt times out while the server is down.
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    clock.advance(Duration::from_millis(1200));
 
-    let server = server_on(&path, Duration::from_millis(20)).await;
+    let server = server_on_clock(&path, Duration::from_millis(20), clock.clone()).await;
     let mut c = server.client().await;
     // The watchdog timer handles the expired attempt on its own: the
     // rollout is requeued behind the two that were waiting.

@@ -86,7 +86,7 @@ async fn fixture_rollouts(c: &mut Client) -> HashMap<String, pb::Rollout> {
         .await
         .unwrap()
         .into_inner();
-    page.items
+    page.rollouts
         .into_iter()
         .filter_map(|rollout| {
             let metadata: serde_json::Value = serde_json::from_str(&rollout.metadata_json).ok()?;
@@ -117,7 +117,7 @@ async fn spans_of(c: &mut Client, rollout_id: &str) -> Vec<pb::Span> {
     .await
     .unwrap()
     .into_inner()
-    .items
+    .spans
 }
 
 /// Checks what fill.py wrote, then runs every kind of call on the old rows.
@@ -155,9 +155,12 @@ async fn serves_the_fixture(server: &TestServer) {
         .unwrap()
         .into_inner();
     assert_eq!(attempts.total, 1);
-    assert_eq!(attempts.items[0].status, pb::AttemptStatus::Failed as i32);
     assert_eq!(
-        attempts.items[0].worker_id.as_deref(),
+        attempts.attempts[0].status,
+        pb::AttemptStatus::Failed as i32
+    );
+    assert_eq!(
+        attempts.attempts[0].worker_id.as_deref(),
         Some("worker-b"),
         "{attempts:?}"
     );
@@ -201,7 +204,11 @@ async fn serves_the_fixture(server: &TestServer) {
         .await
         .unwrap()
         .into_inner();
-    let ids: Vec<&str> = workers.items.iter().map(|w| w.worker_id.as_str()).collect();
+    let ids: Vec<&str> = workers
+        .workers
+        .iter()
+        .map(|w| w.worker_id.as_str())
+        .collect();
     for id in ["worker-a", "worker-b", "worker-session"] {
         assert!(ids.contains(&id), "{ids:?}");
     }
@@ -328,7 +335,7 @@ async fn serves_the_fixture(server: &TestServer) {
         .into_inner();
     assert_eq!(stats.total_rollouts, rows.total);
     let mut by_status: HashMap<String, i64> = HashMap::new();
-    for rollout in &rows.items {
+    for rollout in &rows.rollouts {
         *by_status.entry(rollout.status().short_name()).or_default() += 1;
     }
     for (status, count) in &stats.rollouts_by_status {

@@ -88,7 +88,7 @@ def run(address: str, checks: Checks) -> None:
     provider.force_flush()
     provider.shutdown()
 
-    spans = store.QuerySpans(pb.QuerySpansRequest(rollout_id=rollout_id), timeout=t, metadata=md).items
+    spans = store.QuerySpans(pb.QuerySpansRequest(rollout_id=rollout_id), timeout=t, metadata=md).spans
     checks.equal("both spans stored", sorted(s.name for s in spans), ["agent.rollout", "openai.chat.completion"])
     by_name = {s.name: s for s in spans}
     llm_span, root_span = by_name["openai.chat.completion"], by_name["agent.rollout"]

@@ -269,9 +269,9 @@ def run(address: str, checks: Checks) -> None:
         "GetRollout attempt status", types.AttemptStatus.Name(got.attempt.status), "ATTEMPT_STATUS_SUCCEEDED"
     )
 
-    spans = store.QuerySpans(pb.QuerySpansRequest(rollout_id=rollout_id), timeout=t)
-    checks.equal("QuerySpans total", spans.total, 2)
-    items = list(spans.items)
+    page = store.QuerySpans(pb.QuerySpansRequest(rollout_id=rollout_id), timeout=t)
+    checks.equal("QuerySpans total", page.total, 2)
+    items = list(page.spans)
     checks.equal("spans ordered by sequence id", [s.sequence_id for s in items], [1, 2])
     checks.equal("span ids", [s.span_id for s in items], [root_id, child_id])
     checks.equal("span trace ids", [s.trace_id for s in items], [trace_id, trace_id])

@@ -413,7 +413,7 @@ impl LightningStoreService for StoreService {
         let added = self.engine.add_spans(spans, request.owner_epoch).await?;
         let ids = pb::AddSpansResponse {
             spans: Vec::new(),
-            duplicates: added.duplicates as i32,
+            duplicates: i64::try_from(added.duplicates).unwrap_or(i64::MAX),
             sequence_ids: added.spans.iter().map(|span| span.sequence_id).collect(),
             ids_only: true,
         };
@@ -497,7 +497,7 @@ impl LightningStoreService for StoreService {
         let result = self.engine.query_rollouts(&filter, &page).await?;
         let (limit, offset, total) = c::page_bounds(&result);
         ok(pb::QueryRolloutsResponse {
-            items: result.items.iter().map(c::view_to_proto).collect(),
+            rollouts: result.items.iter().map(c::view_to_proto).collect(),
             limit,
             offset,
             total,
@@ -581,7 +581,7 @@ impl LightningStoreService for StoreService {
         let result = self.engine.query_attempts(&rollout_id, &page).await?;
         let (limit, offset, total) = c::page_bounds(&result);
         ok(pb::QueryAttemptsResponse {
-            items: result.items.iter().map(c::attempt_to_proto).collect(),
+            attempts: result.items.iter().map(c::attempt_to_proto).collect(),
             limit,
             offset,
             total,
@@ -693,7 +693,7 @@ impl LightningStoreService for StoreService {
         let result = self.engine.query_spans(filter, &page).await?;
         let (limit, offset, total) = c::page_bounds(&result);
         ok(pb::QuerySpansResponse {
-            items: result
+            spans: result
                 .items
                 .iter()
                 .map(|span| c::span_to_proto(span))
@@ -768,7 +768,7 @@ impl LightningStoreService for StoreService {
         let result = self.engine.query_resources(&filter, &page).await?;
         let (limit, offset, total) = c::page_bounds(&result);
         ok(pb::QueryResourcesResponse {
-            items: result.items.iter().map(c::resources_to_proto).collect(),
+            resources: result.items.iter().map(c::resources_to_proto).collect(),
             limit,
             offset,
             total,
@@ -794,7 +794,7 @@ impl LightningStoreService for StoreService {
         let result = self.engine.query_workers(&filter, &page).await?;
         let (limit, offset, total) = c::page_bounds(&result);
         ok(pb::QueryWorkersResponse {
-            items: result.items.iter().map(c::worker_to_proto).collect(),
+            workers: result.items.iter().map(c::worker_to_proto).collect(),
             limit,
             offset,
             total,

@@ -67,7 +67,7 @@ pub async fn worker_session(
     };
     let worker_id = id("worker_id", &open.worker_id)?;
     crate::auth::check_worker(extensions.get(), Some(&worker_id))?;
-    let session = sessions.open(&worker_id, open.slots.into()).await?;
+    let session = sessions.open(&worker_id, open.slots).await?;
     let (sender, receiver) = mpsc::channel(64);
     let opened = pb::WorkerSessionResponse {
         message: Some(pb::worker_session_response::Message::Opened(

@@ -335,7 +335,7 @@ async fn batched(
         recorder,
         "DequeueRollouts",
         client.store.dequeue_rollouts(pb::DequeueRolloutsRequest {
-            limit: i32::try_from(n).unwrap_or(i32::MAX),
+            limit: i64::try_from(n).unwrap_or(i64::MAX),
             ..Default::default()
         }),
     )

@@ -114,12 +114,12 @@ async fn query_task(
             .await
             .map(tonic::Response::into_inner)
             .and_then(|page| {
-                if page.items.len() == expected {
+                if page.spans.len() == expected {
                     Ok(())
                 } else {
                     Err(Status::internal(format!(
                         "QuerySpans returned {} spans, expected {expected}",
-                        page.items.len()
+                        page.spans.len()
                     )))
                 }
             });

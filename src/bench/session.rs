@@ -24,7 +24,7 @@ impl BenchSession {
     pub async fn open(
         client: &mut StoreClient,
         worker_id: &str,
-        slots: i32,
+        slots: i64,
     ) -> Result<Self, Status> {
         let (to_server, requests) = mpsc::unbounded_channel();
         let _ = to_server.send(pb::WorkerSessionRequest {

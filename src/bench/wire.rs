@@ -61,8 +61,8 @@ pub struct AddSpansAck {
     #[prost(message, repeated, tag = "1")]
     pub spans: Vec<Skipped>,
     /// Spans ignored as duplicates.
-    #[prost(int32, tag = "2")]
-    pub duplicates: i32,
+    #[prost(int64, tag = "2")]
+    pub duplicates: i64,
 }
 
 impl AddSpansAck {
@@ -85,7 +85,7 @@ impl AddSpansAck {
 pub struct SpanPage {
     /// One entry per returned span.
     #[prost(message, repeated, tag = "1")]
-    pub items: Vec<Skipped>,
+    pub spans: Vec<Skipped>,
 }
 
 /// A client for the calls whose requests or responses are large.
@@ -235,13 +235,13 @@ mod tests {
         assert_eq!((lean.spans.len(), lean.duplicates), (3, 2));
 
         let page = pb::QuerySpansResponse {
-            items: vec![span; 5],
+            spans: vec![span; 5],
             limit: -1,
             offset: 0,
             total: 5,
         };
         let lean = SpanPage::decode(page.encode_to_vec().as_slice()).unwrap();
-        assert_eq!(lean.items.len(), 5);
+        assert_eq!(lean.spans.len(), 5);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! SQL, and nothing imports [`crate::store`] (the backends).
 
 pub mod agl1;
+pub mod clock;
 pub mod engine;
 pub mod error;
 pub mod events;

@@ -1,7 +1,6 @@
 //! Domain types of the store: plain Rust, no protobuf or database types.
 
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Arbitrary JSON payload (rollout input, metadata, heartbeat stats, resources).
 pub type Json = serde_json::Value;
@@ -10,15 +9,9 @@ pub type Json = serde_json::Value;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp(pub i64);
 
+/// The present is read from the engine's clock ([`super::clock`]), never
+/// from here.
 impl Timestamp {
-    /// Returns the current wall-clock time.
-    pub fn now() -> Self {
-        let since = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        Self(i64::try_from(since.as_nanos()).unwrap_or(i64::MAX))
-    }
-
     /// Returns this time shifted by `seconds` (saturating).
     pub fn plus_seconds(self, seconds: f64) -> Self {
         let nanos = (seconds * 1e9).clamp(i64::MIN as f64, i64::MAX as f64) as i64;

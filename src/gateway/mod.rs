@@ -237,7 +237,7 @@ impl Gateway {
             let local = self.local.lock();
             (local.inflight, local.pause.generation)
         };
-        let now = Timestamp::now();
+        let now = self.engine.now();
         let replica = Replica {
             server_id: self.server_id.clone(),
             inflight,
@@ -326,7 +326,7 @@ impl Gateway {
         let deadline =
             tokio::time::Instant::now() + self.config.stale_after + self.config.heartbeat;
         loop {
-            let now = Timestamp::now();
+            let now = self.engine.now();
             let lagging: Vec<String> = self
                 .others(now)
                 .await?
@@ -354,7 +354,7 @@ impl Gateway {
     /// every live server.
     pub async fn state(&self) -> StoreResult<GatewayState> {
         let others: i64 = self
-            .others(Timestamp::now())
+            .others(self.engine.now())
             .await?
             .iter()
             .map(|r| r.inflight)

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use lightning_store::core::clock::{Clock, ManualClock, SystemClock};
 use lightning_store::core::engine::{Engine, EngineConfig};
 use lightning_store::core::limits::RequestLimits;
 use lightning_store::core::retention::RetentionPolicy;
@@ -141,6 +142,8 @@ pub struct TestOptions {
     pub limits: RequestLimits,
     /// How long a client's request id is remembered.
     pub request_id_ttl: Duration,
+    /// Where the engine reads the present (the wall clock by default).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for TestOptions {
@@ -155,6 +158,7 @@ impl Default for TestOptions {
             retention_interval: Duration::from_secs(10),
             limits: RequestLimits::default(),
             request_id_ttl: EngineConfig::default().request_id_ttl,
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -213,6 +217,27 @@ impl TestServer {
         .await
     }
 
+    /// Starts a server on a manual clock, returned with it: time passes for
+    /// the store's rules only when the test advances the clock. The watchdog
+    /// timer ticks every `watchdog_interval` (a long interval leaves only
+    /// the on-demand scan before reads).
+    pub async fn start_on_manual_clock(
+        backend: Backend,
+        watchdog_interval: Duration,
+    ) -> (Self, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock::at_system_time());
+        let server = Self::start_opts(
+            backend,
+            TestOptions {
+                watchdog_interval,
+                clock: clock.clone(),
+                ..TestOptions::default()
+            },
+        )
+        .await;
+        (server, clock)
+    }
+
     /// Starts a server with every setting given.
     pub async fn start_opts(backend: Backend, options: TestOptions) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -226,6 +251,7 @@ impl TestServer {
                 retention_interval: options.retention_interval,
                 limits: options.limits,
                 request_id_ttl: options.request_id_ttl,
+                clock: options.clock,
                 ..EngineConfig::default()
             },
         ));

@@ -18,7 +18,7 @@ async fn snapshot(c: &mut Client) -> (pb::GetStatisticsResponse, Vec<pb::Rollout
         .await
         .unwrap()
         .into_inner()
-        .items;
+        .rollouts;
     (stats, rollouts)
 }
 
@@ -197,7 +197,18 @@ async fn malformed_requests_are_rejected_without_side_effects() {
         })
         .await,
         invalid,
-        "max_attempts must be >= 1",
+        "max_attempts must be 1 to 4294967295, got 0",
+    );
+    // An int64 beyond the store's 32-bit attempt count is refused, not truncated.
+    zero_attempts.config.as_mut().unwrap().max_attempts = Some((1 << 32) + 1);
+    assert_code(
+        c.enqueue_rollout(pb::EnqueueRolloutRequest {
+            rollout: Some(zero_attempts.clone()),
+            request_id: None,
+        })
+        .await,
+        invalid,
+        "max_attempts must be 1 to 4294967295, got 4294967297",
     );
     zero_attempts.config.as_mut().unwrap().max_attempts = Some(1);
     zero_attempts.config.as_mut().unwrap().timeout_seconds = Some(-1.0);

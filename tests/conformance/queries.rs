@@ -32,10 +32,14 @@ async fn rollout_queries_filter_sort_and_paginate() {
         request
     };
     let all = c.query_rollouts(query(&|_| {})).await.unwrap().into_inner();
-    assert_eq!(ids(&all.items), created, "default order is creation order");
+    assert_eq!(
+        ids(&all.rollouts),
+        created,
+        "default order is creation order"
+    );
     assert_eq!((all.limit, all.offset, all.total), (-1, 0, 5));
     assert!(
-        all.items[0].attempt.is_some() && all.items[4].attempt.is_none(),
+        all.rollouts[0].attempt.is_some() && all.rollouts[4].attempt.is_none(),
         "latest attempt attached"
     );
 
@@ -44,7 +48,7 @@ async fn rollout_queries_filter_sort_and_paginate() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(ids(&queuing.items), created[2..].to_vec());
+    assert_eq!(ids(&queuing.rollouts), created[2..].to_vec());
 
     let by_ids = c
         .query_rollouts(query(&|q| {
@@ -56,7 +60,7 @@ async fn rollout_queries_filter_sort_and_paginate() {
         .unwrap()
         .into_inner();
     assert_eq!(
-        ids(&by_ids.items),
+        ids(&by_ids.rollouts),
         vec![created[0].clone(), created[1].clone(), created[3].clone()]
     );
 
@@ -67,7 +71,7 @@ async fn rollout_queries_filter_sort_and_paginate() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(ids(&contains.items), vec![created[4].clone()]);
+    assert_eq!(ids(&contains.rollouts), vec![created[4].clone()]);
 
     let by_status = c
         .query_rollouts(query(&|q| q.page = page("status", false, Some(2), 0)))
@@ -76,7 +80,7 @@ async fn rollout_queries_filter_sort_and_paginate() {
         .into_inner();
     // "preparing" < "queuing" < "succeeded"
     assert_eq!(
-        ids(&by_status.items),
+        ids(&by_status.rollouts),
         vec![created[1].clone(), created[2].clone()]
     );
     assert_eq!(by_status.total, 5);
@@ -86,7 +90,24 @@ async fn rollout_queries_filter_sort_and_paginate() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(ids(&window.items), created[3..5].to_vec());
+    assert_eq!(ids(&window.rollouts), created[3..5].to_vec());
+
+    // Limits and offsets are int64: values past the int32 range are taken
+    // as given and answered back unchanged.
+    let wide = c
+        .query_rollouts(query(&|q| q.page = page("", false, Some(1 << 40), 1)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ids(&wide.rollouts), created[1..].to_vec());
+    assert_eq!((wide.limit, wide.offset, wide.total), (1 << 40, 1, 5));
+    let far = c
+        .query_rollouts(query(&|q| q.page = page("", false, None, 1 << 40)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(far.rollouts.is_empty());
+    assert_eq!((far.offset, far.total), (1 << 40, 5));
 
     let end_desc = c
         .query_rollouts(query(&|q| q.page = page("end_time", true, None, 0)))
@@ -94,7 +115,7 @@ async fn rollout_queries_filter_sort_and_paginate() {
         .unwrap()
         .into_inner();
     assert_eq!(
-        end_desc.items[4].rollout_id, created[0],
+        end_desc.rollouts[4].rollout_id, created[0],
         "absent end times sort after present ones"
     );
 
@@ -121,7 +142,10 @@ async fn attempt_queries_sort_by_sequence_and_check_the_rollout() {
     };
     let asc = c.query_attempts(request(None)).await.unwrap().into_inner();
     assert_eq!(
-        asc.items.iter().map(|a| a.sequence_id).collect::<Vec<_>>(),
+        asc.attempts
+            .iter()
+            .map(|a| a.sequence_id)
+            .collect::<Vec<_>>(),
         [1, 2, 3]
     );
     let desc = c
@@ -130,7 +154,10 @@ async fn attempt_queries_sort_by_sequence_and_check_the_rollout() {
         .unwrap()
         .into_inner();
     assert_eq!(
-        desc.items.iter().map(|a| a.sequence_id).collect::<Vec<_>>(),
+        desc.attempts
+            .iter()
+            .map(|a| a.sequence_id)
+            .collect::<Vec<_>>(),
         [3, 2]
     );
     assert_eq!(desc.total, 3);
@@ -187,8 +214,12 @@ async fn worker_queries_filter_by_status_and_id() {
             status_in_list: None,
         }
     };
-    let names =
-        |r: pb::QueryWorkersResponse| r.items.into_iter().map(|w| w.worker_id).collect::<Vec<_>>();
+    let names = |r: pb::QueryWorkersResponse| {
+        r.workers
+            .into_iter()
+            .map(|w| w.worker_id)
+            .collect::<Vec<_>>()
+    };
     let busy = c
         .query_workers(query(
             vec![pb::WorkerStatus::Busy as i32],

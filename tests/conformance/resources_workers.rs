@@ -112,7 +112,7 @@ async fn resources_have_versions_and_a_latest_snapshot() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(one.items[0].resources_id, "fixed");
+    assert_eq!(one.resources[0].resources_id, "fixed");
 }
 
 #[tokio::test]

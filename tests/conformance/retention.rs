@@ -2,8 +2,10 @@
 //! first going first; querying them afterwards fails as upstream's eviction
 //! does, and statistics stay exact.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use lightning_store::core::clock::{Clock, ManualClock, SystemClock};
 use lightning_store::core::retention::RetentionPolicy;
 use lightning_store::proto as pb;
 use tonic::Code;
@@ -16,11 +18,17 @@ const SPANS_PER_ROLLOUT: usize = 5;
 
 /// Starts a server whose retention runs only when the test calls it.
 async fn server_with(policy: RetentionPolicy) -> TestServer {
+    server_on_clock(policy, Arc::new(SystemClock)).await
+}
+
+/// Starts a server on `clock` whose retention runs only when the test calls it.
+async fn server_on_clock(policy: RetentionPolicy, clock: Arc<dyn Clock>) -> TestServer {
     TestServer::start_opts(
         BACKEND,
         TestOptions {
             span_retention: policy,
             retention_interval: Duration::from_secs(3600),
+            clock,
             ..TestOptions::default()
         },
     )
@@ -56,7 +64,7 @@ async fn spans_of(c: &mut Client, rollout_id: &str) -> Result<usize, tonic::Stat
         ..Default::default()
     })
     .await
-    .map(|r| r.into_inner().items.len())
+    .map(|r| r.into_inner().spans.len())
 }
 
 /// Returns the accounted bytes of one rollout's spans.
@@ -129,18 +137,17 @@ async fn a_size_limit_evicts_finished_rollouts_in_the_order_they_finished() {
 
 #[tokio::test]
 async fn an_age_limit_evicts_only_rollouts_finished_long_enough_ago() {
-    // Generous against a loaded machine: `recent` must be created, finished
-    // and judged within the age limit (no injected clock yet).
-    let max_age = Duration::from_secs(2);
-    let server = server_with(RetentionPolicy {
+    let max_age = Duration::from_secs(60);
+    let clock = Arc::new(ManualClock::at_system_time());
+    let policy = RetentionPolicy {
         max_age: Some(max_age),
         max_bytes: None,
-    })
-    .await;
+    };
+    let server = server_on_clock(policy, clock.clone()).await;
     let mut c = server.client().await;
     let old = rollout_with_spans(&mut c).await;
     finish(&mut c, &old.0, &old.1).await;
-    tokio::time::sleep(max_age + Duration::from_millis(100)).await;
+    clock.advance(max_age + Duration::from_secs(1));
     let recent = rollout_with_spans(&mut c).await;
     finish(&mut c, &recent.0, &recent.1).await;
     let running = rollout_with_spans(&mut c).await;

@@ -233,7 +233,7 @@ async fn case_16_an_undecodable_session_message_is_an_invalid_argument() {
 async fn case_16_negative_slots_are_quoted_as_sent() {
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
-    for slots in [-1, i32::MIN, 1025] {
+    for slots in [-1, i64::MIN, 1025, 1 << 32] {
         let open = pb::WorkerSessionRequest {
             message: Some(pb::worker_session_request::Message::Open(pb::OpenSession {
                 worker_id: "Worker-0".to_owned(),
@@ -397,7 +397,7 @@ async fn case_16_exact_match_filters_validate_ids() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(found.items.len(), 1);
+    assert_eq!(found.rollouts.len(), 1);
 }
 
 /// Case 2: a request whose statement fails (here a query with more ids than
@@ -486,7 +486,7 @@ async fn case_09_id_lists_are_capped_below_every_backend_limit() {
         .await
         .expect("a query with as many ids as the limit")
         .into_inner();
-    assert_eq!(found.items.len(), 1);
+    assert_eq!(found.rollouts.len(), 1);
     let waited = c
         .wait_for_rollouts(pb::WaitForRolloutsRequest {
             rollout_ids: at_limit.clone(),

@@ -271,7 +271,7 @@ async fn a_former_owners_writes_are_fenced_off() {
         },
     )
     .await;
-    assert_eq!(spans.items.len(), 1, "the fenced span was not stored");
+    assert_eq!(spans.spans.len(), 1, "the fenced span was not stored");
     assert_eq!(
         attempt_status(attempt_of(&get(&mut c, &rollout.rollout_id).await)),
         A::Running

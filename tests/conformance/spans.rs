@@ -283,7 +283,7 @@ async fn every_span_field_round_trips_losslessly() {
         },
     )
     .await;
-    assert_eq!(read.items, vec![sent]);
+    assert_eq!(read.spans, vec![sent]);
 }
 
 #[tokio::test]
@@ -309,7 +309,7 @@ async fn span_queries_filter_select_attempts_sort_and_paginate() {
         request
     };
     let names = |resp: &pb::QuerySpansResponse| {
-        resp.items
+        resp.spans
             .iter()
             .map(|s| s.name.clone())
             .collect::<Vec<_>>()
@@ -318,7 +318,7 @@ async fn span_queries_filter_select_attempts_sort_and_paginate() {
     let all = query_spans(&mut c, q(|_| {})).await;
     assert_eq!(all.total, 4);
     assert_eq!(
-        all.items
+        all.spans
             .iter()
             .map(|s| s.sequence_id.unwrap())
             .collect::<Vec<_>>(),

@@ -333,7 +333,7 @@ async fn sessions_share_rollouts_exactly_once_within_their_slots() {
     let completed = Arc::new(AtomicUsize::new(0));
     let mut runners = Vec::new();
     for i in 0..SESSIONS {
-        let slots = (i % 4 + 1) as i32;
+        let slots = (i % 4 + 1) as i64;
         let channel = server.channel().await;
         let mut runner = Runner::open(
             &mut Client::new(channel.clone()),
@@ -437,7 +437,7 @@ async fn dropped_session_attempts_become_unresponsive_and_are_retried_elsewhere(
         .await
         .unwrap()
         .into_inner()
-        .items;
+        .attempts;
     assert_eq!(attempt_status(&attempts[0]), A::Unresponsive);
     let status = worker(&mut c, "Worker-lost").await.status;
     assert_eq!(

@@ -26,7 +26,7 @@ pub fn spec(input: &str) -> pb::RolloutSpec {
 }
 
 /// Returns a spec with a retry configuration.
-pub fn retry_spec(max_attempts: i32, retry_on: &[A]) -> pb::RolloutSpec {
+pub fn retry_spec(max_attempts: i64, retry_on: &[A]) -> pb::RolloutSpec {
     pb::RolloutSpec {
         config: Some(pb::RolloutConfig {
             max_attempts: Some(max_attempts),
@@ -217,7 +217,7 @@ pub async fn stats(client: &mut Client) -> pb::GetStatisticsResponse {
         .into_inner()
 }
 
-pub fn page(sort_by: &str, desc: bool, limit: Option<i32>, offset: i32) -> Option<pb::PageRequest> {
+pub fn page(sort_by: &str, desc: bool, limit: Option<i64>, offset: i64) -> Option<pb::PageRequest> {
     Some(pb::PageRequest {
         sort_by: sort_by.to_owned(),
         sort_order: if desc {
@@ -290,7 +290,7 @@ pub struct Runner {
 }
 
 impl Runner {
-    pub async fn open(client: &mut Client, worker_id: &str, slots: i32) -> Runner {
+    pub async fn open(client: &mut Client, worker_id: &str, slots: i64) -> Runner {
         Self::try_open(client, worker_id, slots).await.unwrap()
     }
 
@@ -298,7 +298,7 @@ impl Runner {
     pub async fn try_open(
         client: &mut Client,
         worker_id: &str,
-        slots: i32,
+        slots: i64,
     ) -> Result<Runner, tonic::Status> {
         let (to_server, requests) = mpsc::unbounded_channel();
         to_server

@@ -203,7 +203,7 @@ async fn or_without_conditions_zero_limits_and_explicit_empty_lists() {
         .unwrap()
         .into_inner();
     assert_eq!(
-        (counted.items.len(), counted.limit, counted.total),
+        (counted.rollouts.len(), counted.limit, counted.total),
         (0, 0, 3)
     );
 

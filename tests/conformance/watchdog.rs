@@ -1,5 +1,7 @@
 //! Timeouts and unresponsiveness (`docs/semantics.md#watchdog`): the real timer acts
 //! without traffic, and the on-demand scan makes reads see verdicts at once.
+//! Each server runs on a manual clock: a test lets time pass by advancing it
+//! and awaits the verdict, so no deadline depends on how fast the machine is.
 
 use std::time::Duration;
 
@@ -9,10 +11,16 @@ use super::BACKEND;
 use crate::common::TestServer;
 use crate::support::*;
 
+/// The watchdog timer of the tests in which it acts.
+const TIMER: Duration = Duration::from_millis(20);
+
+/// A timer that never ticks during a test: only the scan before reads acts.
+const TIMER_OFF: Duration = Duration::from_secs(3600);
+
 fn watched(
     timeout: Option<f64>,
     unresponsive: Option<f64>,
-    max: i32,
+    max: i64,
     retry_on: &[A],
 ) -> pb::RolloutSpec {
     let mut spec = retry_spec(max, retry_on);
@@ -24,10 +32,11 @@ fn watched(
 
 #[tokio::test]
 async fn timer_times_out_an_attempt_and_requeues_it_without_traffic() {
-    let server = TestServer::start(BACKEND).await;
+    let (server, clock) = TestServer::start_on_manual_clock(BACKEND, TIMER).await;
     let mut c = server.client().await;
-    let rollout = enqueue_spec(&mut c, watched(Some(0.1), None, 2, &[A::Timeout])).await;
+    let rollout = enqueue_spec(&mut c, watched(Some(30.0), None, 2, &[A::Timeout])).await;
     let first = dequeue(&mut c, Some("Worker-0")).await.unwrap();
+    clock.advance(Duration::from_secs(31));
     // Nothing else happens: the watchdog's timer requeues the rollout, which
     // wakes this waiting dequeue with the second attempt.
     let second = dequeue_wait(&mut c, 20)
@@ -43,7 +52,7 @@ async fn timer_times_out_an_attempt_and_requeues_it_without_traffic() {
         .await
         .unwrap()
         .into_inner()
-        .items;
+        .attempts;
     assert_eq!(attempts[0].attempt_id, attempt_of(&first).attempt_id);
     assert_eq!(attempt_status(&attempts[0]), A::Timeout);
     assert!(
@@ -58,10 +67,11 @@ async fn timer_times_out_an_attempt_and_requeues_it_without_traffic() {
 
 #[tokio::test]
 async fn timer_marks_a_silent_attempt_unresponsive_and_fails_the_rollout() {
-    let server = TestServer::start(BACKEND).await;
+    let (server, clock) = TestServer::start_on_manual_clock(BACKEND, TIMER).await;
     let mut c = server.client().await;
-    let rollout = enqueue_spec(&mut c, watched(None, Some(0.1), 1, &[])).await;
+    let rollout = enqueue_spec(&mut c, watched(None, Some(30.0), 1, &[])).await;
     dequeue(&mut c, None).await.unwrap();
+    clock.advance(Duration::from_secs(31));
     let finished = wait_for(&mut c, &[&rollout.rollout_id], 20.0).await;
     assert_eq!(finished.len(), 1, "failed by the watchdog without traffic");
     assert_eq!(status(&finished[0]), R::Failed);
@@ -89,12 +99,11 @@ async fn timer_marks_a_silent_attempt_unresponsive_and_fails_the_rollout() {
 #[tokio::test]
 async fn read_right_after_the_deadline_sees_the_verdict() {
     // The timer is effectively off: only the scan before reads can act.
-    let server = TestServer::start_with_watchdog(BACKEND, Duration::from_secs(3600)).await;
+    let (server, clock) = TestServer::start_on_manual_clock(BACKEND, TIMER_OFF).await;
     let mut c = server.client().await;
-    // Generous: the checks after the revival must run within this window.
     let rollout = enqueue_spec(&mut c, watched(None, Some(1.0), 3, &[A::Unresponsive])).await;
     dequeue(&mut c, None).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    clock.advance(Duration::from_millis(1001));
     let requeued = get(&mut c, &rollout.rollout_id).await;
     assert_eq!(status(&requeued), R::Requeuing);
     assert_eq!(attempt_status(attempt_of(&requeued)), A::Unresponsive);
@@ -116,13 +125,14 @@ async fn read_right_after_the_deadline_sees_the_verdict() {
 
 #[tokio::test]
 async fn heartbeats_keep_an_attempt_alive_and_spans_do_not_reset_a_timeout() {
-    let server = TestServer::start_with_watchdog(BACKEND, Duration::from_secs(3600)).await;
+    let (server, clock) = TestServer::start_on_manual_clock(BACKEND, TIMER_OFF).await;
     let mut c = server.client().await;
     let rollout = enqueue_spec(&mut c, watched(Some(1.0), Some(0.5), 1, &[])).await;
     let claimed = dequeue(&mut c, None).await.unwrap();
     let attempt_id = attempt_of(&claimed).attempt_id.clone();
+    // Beats at 0.4 s and 0.8 s: never 0.5 s of silence.
     for _ in 0..2 {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        clock.advance(Duration::from_millis(400));
         add_span(&mut c, span(&rollout.rollout_id, &attempt_id, "beat", None))
             .await
             .unwrap();
@@ -132,7 +142,8 @@ async fn heartbeats_keep_an_attempt_alive_and_spans_do_not_reset_a_timeout() {
         R::Running,
         "heartbeats in time"
     );
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // At 1.4 s both rules are due (1.0 s timeout, 0.6 s of silence).
+    clock.advance(Duration::from_millis(600));
     let timed_out = get(&mut c, &rollout.rollout_id).await;
     assert_eq!(
         attempt_status(attempt_of(&timed_out)),
@@ -151,11 +162,11 @@ async fn heartbeats_keep_an_attempt_alive_and_spans_do_not_reset_a_timeout() {
 
 #[tokio::test]
 async fn span_on_an_old_attempt_leaves_the_retry_alone() {
-    let server = TestServer::start_with_watchdog(BACKEND, Duration::from_secs(3600)).await;
+    let (server, clock) = TestServer::start_on_manual_clock(BACKEND, TIMER_OFF).await;
     let mut c = server.client().await;
     let rollout = enqueue_spec(&mut c, watched(None, Some(1.0), 2, &[A::Unresponsive])).await;
     let first = dequeue(&mut c, None).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    clock.advance(Duration::from_millis(1001));
     let second = dequeue(&mut c, None)
         .await
         .expect("retry after unresponsive");
@@ -174,7 +185,7 @@ async fn span_on_an_old_attempt_leaves_the_retry_alone() {
         .await
         .unwrap()
         .into_inner()
-        .items;
+        .attempts;
     assert_eq!(
         attempt_status(&attempts[0]),
         A::Running,

@@ -98,7 +98,7 @@ export const additionAgent: Agent = async (input, context) => {
     });
     try {
       await sleep(input.think_ms ?? 0, signal);
-      if ((input.fail_attempts ?? 0) >= context.attempt.sequenceId) {
+      if ((input.fail_attempts ?? 0) >= Number(context.attempt.sequenceId)) {
         throw new Error(`simulated failure of attempt ${context.attempt.sequenceId}`);
       }
       const answer = input.a + input.b;

@@ -55,7 +55,7 @@ export async function latestReward(client: StoreClient, rolloutId: string): Prom
     name: "agentlightning.annotation",
   });
   let reward: number | undefined;
-  for (const span of spans.items) {
+  for (const span of spans.spans) {
     for (const attribute of span.attributes) {
       const value = attribute.value?.value;
       if (attribute.key === REWARD_VALUE_KEY && value?.case === "doubleValue") {

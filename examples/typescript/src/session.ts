@@ -124,7 +124,7 @@ export class WorkerSession implements AsyncIterable<SessionAssignment> {
       .workerSession(this.outbox, { signal: this.abort.signal })
       [Symbol.asyncIterator]();
     this.outbox.push({
-      message: { case: "open", value: { workerId: options.workerId, slots: options.slots } },
+      message: { case: "open", value: { workerId: options.workerId, slots: BigInt(options.slots) } },
     });
     let first: IteratorResult<WorkerSessionResponse>;
     try {

@@ -165,7 +165,7 @@ describe("typescript runner", () => {
         const rollout = done.find((r) => r.rolloutId === id);
         const attemptId = rollout?.attempt?.attemptId;
         assert.ok(attemptId !== undefined);
-        const spans = (await client.querySpans({ rolloutId: id })).items;
+        const spans = (await client.querySpans({ rolloutId: id })).spans;
         assert.deepEqual(
           spans.map((s) => s.name).sort(),
           ["agent.rollout", "agentlightning.annotation", "openai.chat.completion"],
@@ -247,7 +247,7 @@ describe("typescript runner", () => {
       const rollout = (await client.getRollout({ rolloutId: slow.rolloutId })).rollout;
       assert.equal(RolloutStatus[rollout?.status ?? 0], "CANCELLED", "cancellation is final");
       assert.equal(AttemptStatus[rollout?.attempt?.status ?? 0], "FAILED", "the runner reported its attempt");
-      const spans = (await client.querySpans({ rolloutId: slow.rolloutId })).items;
+      const spans = (await client.querySpans({ rolloutId: slow.rolloutId })).spans;
       const llm = spans.find((s) => s.name === "openai.chat.completion");
       assert.ok(llm !== undefined, "spans recorded before the cancel were exported");
       assert.equal(SpanStatusCode[llm.status?.code ?? 0], "ERROR");
@@ -272,13 +272,13 @@ describe("typescript runner", () => {
       const [rollout] = await enqueueRollouts(client, [
         {
           inputJson: JSON.stringify({ a: 2, b: 3, fail_attempts: 1 } satisfies AdditionTask),
-          config: { maxAttempts: 2, retryCondition: [AttemptStatus.FAILED] },
+          config: { maxAttempts: 2n, retryCondition: [AttemptStatus.FAILED] },
         },
       ]);
       assert.ok(rollout !== undefined);
       const [completed] = await collectCompletions([rollout.rolloutId]);
       assert.equal(RolloutStatus[completed?.status ?? 0], "SUCCEEDED");
-      const attempts = (await client.queryAttempts({ rolloutId: rollout.rolloutId })).items;
+      const attempts = (await client.queryAttempts({ rolloutId: rollout.rolloutId })).attempts;
       assert.deepEqual(
         attempts.map((a) => AttemptStatus[a.status]),
         ["FAILED", "SUCCEEDED"],
@@ -289,7 +289,7 @@ describe("typescript runner", () => {
       );
       const failedSpans = await client.querySpans({ rolloutId: rollout.rolloutId, attemptId: attempts[0]?.attemptId ?? "" });
       assert.deepEqual(
-        failedSpans.items.map((s) => s.name).sort(),
+        failedSpans.spans.map((s) => s.name).sort(),
         ["agent.rollout", "openai.chat.completion"],
         "the failed attempt's spans are kept on it, without a reward",
       );

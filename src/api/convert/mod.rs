@@ -185,7 +185,7 @@ pub fn page_from_proto(page: Option<&pb::PageRequest>) -> StoreResult<Page> {
     };
     let limit = match page.limit {
         None | Some(-1) => None,
-        Some(n) if n >= 0 => Some(n as usize),
+        Some(n) if n >= 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
         Some(n) => {
             return Err(StoreError::invalid(format!(
                 "limit must be -1 or >= 0, got {n}"
@@ -202,16 +202,17 @@ pub fn page_from_proto(page: Option<&pb::PageRequest>) -> StoreResult<Page> {
         sort_by: (!page.sort_by.is_empty()).then(|| page.sort_by.clone()),
         descending,
         limit,
-        offset: page.offset as usize,
+        offset: usize::try_from(page.offset).unwrap_or(usize::MAX),
     })
 }
 
 /// Returns (limit, offset, total) of a page for a response.
-pub fn page_bounds<T>(page: &Paged<T>) -> (i32, i32, i64) {
+pub fn page_bounds<T>(page: &Paged<T>) -> (i64, i64, i64) {
+    let wide = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
     (
-        page.limit.map_or(-1, |l| l as i32),
-        page.offset as i32,
-        page.total as i64,
+        page.limit.map_or(-1, wide),
+        wide(page.offset),
+        wide(page.total),
     )
 }
 
@@ -227,15 +228,19 @@ pub fn config_from_proto(config: Option<&pb::RolloutConfig>) -> StoreResult<m::R
         other => Ok(other),
     };
     let max_attempts = config.max_attempts.unwrap_or(1);
-    if max_attempts < 1 {
-        return Err(StoreError::invalid(format!(
-            "config.max_attempts must be >= 1, got {max_attempts}"
-        )));
-    }
+    let max_attempts = u32::try_from(max_attempts)
+        .ok()
+        .filter(|&n| n >= 1)
+        .ok_or_else(|| {
+            StoreError::invalid(format!(
+                "config.max_attempts must be 1 to {}, got {max_attempts}",
+                u32::MAX
+            ))
+        })?;
     Ok(m::RolloutConfig {
         timeout_seconds: seconds("timeout_seconds", config.timeout_seconds)?,
         unresponsive_seconds: seconds("unresponsive_seconds", config.unresponsive_seconds)?,
-        max_attempts: max_attempts as u32,
+        max_attempts,
         retry_condition: config
             .retry_condition
             .iter()
@@ -263,7 +268,7 @@ fn config_to_proto(config: &m::RolloutConfig) -> pb::RolloutConfig {
     pb::RolloutConfig {
         timeout_seconds: config.timeout_seconds,
         unresponsive_seconds: config.unresponsive_seconds,
-        max_attempts: Some(config.max_attempts as i32),
+        max_attempts: Some(i64::from(config.max_attempts)),
         retry_condition: config
             .retry_condition
             .iter()
@@ -318,7 +323,7 @@ pub fn attempt_to_proto(a: &m::Attempt) -> pb::Attempt {
     pb::Attempt {
         rollout_id: a.rollout_id.clone(),
         attempt_id: a.attempt_id.clone(),
-        sequence_id: a.sequence_id as i32,
+        sequence_id: i64::from(a.sequence_id),
         start_time: Some(timestamp_to_proto(a.start_time)),
         end_time: opt_time(a.end_time),
         status: pb::AttemptStatus::from(a.status) as i32,
@@ -393,7 +398,7 @@ pub fn event_to_proto(event: &crate::core::events::Event) -> pb::Event {
             out.kind = pb::EventKind::AttemptCreated as i32;
             out.rollout_id = rollout_id.clone();
             out.attempt_id = attempt_id.clone();
-            out.attempt_sequence_id = *sequence_id as i32;
+            out.attempt_sequence_id = i64::from(*sequence_id);
             out.worker_id = worker_id.clone().unwrap_or_default();
         }
         Change::AttemptChanged {

@@ -11,10 +11,10 @@ use crate::proto as pb;
 pub struct PageArgs {
     /// Maximum number of items to show (default: all).
     #[arg(long)]
-    pub limit: Option<i32>,
+    pub limit: Option<i64>,
     /// Number of matching items to skip.
     #[arg(long, default_value_t = 0)]
-    pub offset: i32,
+    pub offset: i64,
     /// Field to sort by (default: the server's order).
     #[arg(long)]
     pub sort_by: Option<String>,
@@ -99,7 +99,7 @@ pub struct EnqueueArgs {
     pub metadata: Option<String>,
     /// Maximum number of attempts (default 1).
     #[arg(long)]
-    pub max_attempts: Option<i32>,
+    pub max_attempts: Option<i64>,
     /// Attempt statuses that requeue the rollout for another attempt (comma-separated).
     #[arg(long, value_delimiter = ',', value_parser = retry_status_arg())]
     pub retry_on: Vec<pb::AttemptStatus>,

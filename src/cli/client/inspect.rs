@@ -34,11 +34,17 @@ pub(super) async fn rollouts(mut s: Session, args: RolloutsArgs) -> ClientResult
         .await?
         .into_inner();
     if s.json {
-        let items = page.items.iter().map(rollout_json).collect();
-        return print_json(&page_json(items, page.limit, page.offset, page.total));
+        let items = page.rollouts.iter().map(rollout_json).collect();
+        return print_json(&page_json(
+            "rollouts",
+            items,
+            page.limit,
+            page.offset,
+            page.total,
+        ));
     }
     let mut table = list_table(&["ID", "STATUS", "MODE", "ATTEMPT", "START", "END"]);
-    for r in &page.items {
+    for r in &page.rollouts {
         table.add_row(vec![
             r.rollout_id.clone(),
             pb::RolloutStatus::name_of(r.status),
@@ -57,7 +63,13 @@ pub(super) async fn rollouts(mut s: Session, args: RolloutsArgs) -> ClientResult
             time_cell(r.end_time.as_ref()),
         ]);
     }
-    print_list(table, "rollouts", page.items.len(), page.offset, page.total)?;
+    print_list(
+        table,
+        "rollouts",
+        page.rollouts.len(),
+        page.offset,
+        page.total,
+    )?;
     Ok(())
 }
 
@@ -79,7 +91,7 @@ pub(super) async fn rollout(mut s: Session, args: RolloutArgs) -> ClientResult {
         })
         .await?
         .into_inner()
-        .items;
+        .attempts;
     if s.json {
         let mut value = rollout_json(&rollout);
         value["attempts"] = attempts.iter().map(attempt_json).collect();
@@ -104,11 +116,23 @@ pub(super) async fn attempts(mut s: Session, args: AttemptsArgs) -> ClientResult
         .await?
         .into_inner();
     if s.json {
-        let items = page.items.iter().map(attempt_json).collect();
-        return print_json(&page_json(items, page.limit, page.offset, page.total));
+        let items = page.attempts.iter().map(attempt_json).collect();
+        return print_json(&page_json(
+            "attempts",
+            items,
+            page.limit,
+            page.offset,
+            page.total,
+        ));
     }
-    let table = attempts_table(&page.items);
-    print_list(table, "attempts", page.items.len(), page.offset, page.total)?;
+    let table = attempts_table(&page.attempts);
+    print_list(
+        table,
+        "attempts",
+        page.attempts.len(),
+        page.offset,
+        page.total,
+    )?;
     Ok(())
 }
 
@@ -125,11 +149,17 @@ pub(super) async fn spans(mut s: Session, args: SpansArgs) -> ClientResult {
         .await?
         .into_inner();
     if s.json {
-        let items = page.items.iter().map(span_json).collect();
-        return print_json(&page_json(items, page.limit, page.offset, page.total));
+        let items = page.spans.iter().map(span_json).collect();
+        return print_json(&page_json(
+            "spans",
+            items,
+            page.limit,
+            page.offset,
+            page.total,
+        ));
     }
     let mut table = list_table(&["SEQ", "NAME", "SPAN ID", "PARENT", "ATTEMPT", "DURATION"]);
-    for span in &page.items {
+    for span in &page.spans {
         table.add_row(vec![
             span.sequence_id.unwrap_or_default().to_string(),
             span.name.clone(),
@@ -139,7 +169,7 @@ pub(super) async fn spans(mut s: Session, args: SpansArgs) -> ClientResult {
             span_duration(span),
         ]);
     }
-    print_list(table, "spans", page.items.len(), page.offset, page.total)?;
+    print_list(table, "spans", page.spans.len(), page.offset, page.total)?;
     Ok(())
 }
 
@@ -191,11 +221,17 @@ async fn list_resources(mut s: Session) -> ClientResult {
         .await?
         .into_inner();
     if s.json {
-        let items = page.items.iter().map(resources_json).collect();
-        return print_json(&page_json(items, page.limit, page.offset, page.total));
+        let items = page.resources.iter().map(resources_json).collect();
+        return print_json(&page_json(
+            "resources",
+            items,
+            page.limit,
+            page.offset,
+            page.total,
+        ));
     }
     let mut table = list_table(&["ID", "VERSION", "NAMES", "CREATED", "UPDATED"]);
-    for r in &page.items {
+    for r in &page.resources {
         let names = match json_text(&r.resources_json) {
             Value::Object(map) => map.keys().cloned().collect::<Vec<_>>().join(", "),
             _ => "-".to_owned(),
@@ -211,7 +247,7 @@ async fn list_resources(mut s: Session) -> ClientResult {
     print_list(
         table,
         "resources",
-        page.items.len(),
+        page.resources.len(),
         page.offset,
         page.total,
     )?;
@@ -255,8 +291,14 @@ pub(super) async fn workers(mut s: Session, args: WorkersArgs) -> ClientResult {
         .await?
         .into_inner();
     if s.json {
-        let items = page.items.iter().map(worker_json).collect();
-        return print_json(&page_json(items, page.limit, page.offset, page.total));
+        let items = page.workers.iter().map(worker_json).collect();
+        return print_json(&page_json(
+            "workers",
+            items,
+            page.limit,
+            page.offset,
+            page.total,
+        ));
     }
     let mut table = list_table(&[
         "ID",
@@ -266,7 +308,7 @@ pub(super) async fn workers(mut s: Session, args: WorkersArgs) -> ClientResult {
         "LAST HEARTBEAT",
         "LAST DEQUEUE",
     ]);
-    for w in &page.items {
+    for w in &page.workers {
         table.add_row(vec![
             w.worker_id.clone(),
             pb::WorkerStatus::name_of(w.status),
@@ -276,7 +318,13 @@ pub(super) async fn workers(mut s: Session, args: WorkersArgs) -> ClientResult {
             time_cell(w.last_dequeue_time.as_ref()),
         ]);
     }
-    print_list(table, "workers", page.items.len(), page.offset, page.total)?;
+    print_list(
+        table,
+        "workers",
+        page.workers.len(),
+        page.offset,
+        page.total,
+    )?;
     Ok(())
 }
 

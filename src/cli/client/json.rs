@@ -47,8 +47,16 @@ pub(super) fn print_json(value: &Value) -> ClientResult {
     Ok(())
 }
 
-pub(super) fn page_json(items: Vec<Value>, limit: i32, offset: i32, total: i64) -> Value {
-    json!({ "items": items, "limit": limit, "offset": offset, "total": total })
+/// One page as JSON, its list named by what it holds (`noun`), as in the
+/// proto's Query* responses.
+pub(super) fn page_json(
+    noun: &str,
+    items: Vec<Value>,
+    limit: i64,
+    offset: i64,
+    total: i64,
+) -> Value {
+    json!({ noun: items, "limit": limit, "offset": offset, "total": total })
 }
 
 pub(super) fn rollout_json(r: &pb::Rollout) -> Value {

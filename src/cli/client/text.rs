@@ -45,7 +45,7 @@ pub(super) fn print_list(
     table: Table,
     noun: &str,
     shown: usize,
-    offset: i32,
+    offset: i64,
     total: i64,
 ) -> ClientResult {
     if shown == 0 {
@@ -58,7 +58,7 @@ pub(super) fn print_list(
     }
     out!("{}", render(table));
     if shown as i64 != total {
-        let first = i64::from(offset) + 1;
+        let first = offset + 1;
         out!(
             "showing {first}-{} of {total} {noun}",
             first + shown as i64 - 1

@@ -333,7 +333,8 @@ impl Engine {
                         event_type: new.event_type,
                         rollout_id: rollout_id.to_owned(),
                         attempt_id: attempt_id.to_owned(),
-                        timestamp: Timestamp::now(),
+                        // Read under the rollout's lock: timestamps follow the order of the appends.
+                        timestamp: self.now(),
                         data: new.data,
                     };
                     tx.agl1().events.push(EventWrite {

@@ -32,6 +32,7 @@ use futures::stream::BoxStream;
 use tokio::sync::watch;
 
 use self::tx::Tx;
+use super::clock::{Clock, SystemClock};
 use super::error::{StoreError, StoreResult};
 use super::events::{Event, EventBus, EventPage};
 use super::idempotency::DEFAULT_REQUEST_ID_TTL;
@@ -95,6 +96,8 @@ pub struct EngineConfig {
     /// What one request may ask: ids per list, items per batch, message
     /// sizes, the longest wait.
     pub limits: RequestLimits,
+    /// Where every rule reads the present ([`SystemClock`] but in tests).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for EngineConfig {
@@ -107,6 +110,7 @@ impl Default for EngineConfig {
             request_id_ttl: DEFAULT_REQUEST_ID_TTL,
             observer: Arc::new(NoObserver),
             limits: RequestLimits::default(),
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -199,6 +203,12 @@ impl Engine {
     /// Returns the request limits the engine and the adapters enforce.
     pub fn limits(&self) -> &RequestLimits {
         &self.config.limits
+    }
+
+    /// Returns the present by the engine's clock: the time every rule
+    /// compares against and every written timestamp.
+    pub fn now(&self) -> Timestamp {
+        self.config.clock.now()
     }
 
     /// Returns how often the watchdog timer scans.
@@ -302,7 +312,7 @@ impl Engine {
 
     /// Applies the watchdog to every rollout whose deadline has passed.
     pub async fn scan(&self) -> StoreResult<()> {
-        self.scan_due(Timestamp::now()).await
+        self.scan_due(self.now()).await
     }
 
     /// Applies the watchdog's verdicts due at `now`, one bounded pass per
@@ -377,7 +387,7 @@ impl Engine {
         scan: Scan,
         body: impl for<'t> FnOnce(&'t mut Tx<'a>) -> TxBody<'t, T>,
     ) -> StoreResult<T> {
-        let now = Timestamp::now();
+        let now = self.now();
         if scan == Scan::Read {
             // The due check is the read transaction's first statement, so
             // its snapshot is at least as new as the check (see
@@ -446,7 +456,7 @@ impl Engine {
     /// commits, and publishes the events.
     async fn commit(&self, tx: Tx<'_>) -> StoreResult<()> {
         let (store, mut writes, changes) = tx.into_parts();
-        let now = Timestamp::now();
+        let now = self.now();
         writes.events = changes
             .changes
             .into_iter()

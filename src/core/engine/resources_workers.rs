@@ -2,7 +2,7 @@
 
 use super::super::error::{StoreError, StoreResult};
 use super::super::ids;
-use super::super::model::{Json, ResourcesUpdate, Timestamp, Worker};
+use super::super::model::{Json, ResourcesUpdate, Worker};
 use super::super::query::{Page, Paged, ResourcesFilter, WorkerFilter};
 use super::super::storage::Access;
 use super::{Engine, Scan};
@@ -124,7 +124,7 @@ impl Engine {
         self.run(Scan::Skip, |tx| {
             Box::pin(async move {
                 let mut worker = tx.worker(worker_id).await?;
-                worker.last_heartbeat_time = Some(Timestamp::now());
+                worker.last_heartbeat_time = Some(tx.now);
                 if let Some(stats) = heartbeat_stats {
                     worker.heartbeat_stats = stats;
                 }

@@ -117,11 +117,16 @@ impl Engine {
                     None
                 };
                 let mut created = Vec::with_capacity(specs.len());
+                let mut previous: Option<Timestamp> = None;
                 for spec in specs {
                     // As upstream, each rollout of a batch has its own
                     // creation time, so sorting a batch by start time keeps
-                    // its order.
-                    let created_at = Timestamp::now().max(tx.now);
+                    // its order: the clock's present, strictly after the
+                    // previous rollout's (a manual clock stands still).
+                    let created_at = self
+                        .now()
+                        .max(previous.map_or(tx.now, |t| Timestamp(t.0 + 1)));
+                    previous = Some(created_at);
                     let rollout = new_rollout(spec, latest.clone(), created_at);
                     tx.save_rollout(&rollout, None);
                     tx.enqueue_since(&rollout.rollout_id, created_at);

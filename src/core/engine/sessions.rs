@@ -266,7 +266,7 @@ impl Engine {
     /// `unresponsive` (retried per their configuration) and closes. Any
     /// server may run this; a record is handled by exactly one.
     pub async fn expire_sessions(&self, policy: &SessionPolicy) -> StoreResult<()> {
-        let now = Timestamp::now();
+        let now = self.now();
         loop {
             let handled = self
                 .run_tx(now, |tx| {

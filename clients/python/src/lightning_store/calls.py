@@ -98,8 +98,13 @@ class Page(Generic[T]):
         return self.items[index]
 
 
-def _page_of(response: Any) -> Page[Any]:
-    return Page(list(response.items), response.limit, response.offset, response.total)
+def _page_of(field_name: str) -> Callable[[Any], Page[Any]]:
+    """Reads a Query* response whose list is the field `field_name` (`rollouts`, `spans`, ...)."""
+
+    def read(response: Any) -> Page[Any]:
+        return Page(list(getattr(response, field_name)), response.limit, response.offset, response.total)
+
+    return read
 
 
 def _page(sort_by: str | None, sort_order: SortOrderName, limit: int | None, offset: int) -> pb.PageRequest:
@@ -281,7 +286,7 @@ def query_rollouts(
         rollout_id_contains=rollout_id_contains,
         page=_page(sort_by, sort_order, limit, offset),
     )
-    return Call("QueryRollouts", request, _page_of, safe=True)
+    return Call("QueryRollouts", request, _page_of("rollouts"), safe=True)
 
 
 def get_rollout(rollout_id: str) -> Call[types.Rollout]:
@@ -327,7 +332,7 @@ def query_attempts(
 ) -> Call[Page[types.Attempt]]:
     """Lists the attempts of a rollout (by sequence id unless `sort_by` says otherwise); raises NotFound."""
     request = pb.QueryAttemptsRequest(rollout_id=rollout_id, page=_page(sort_by, sort_order, limit, offset))
-    return Call("QueryAttempts", request, _page_of, safe=True)
+    return Call("QueryAttempts", request, _page_of("attempts"), safe=True)
 
 
 def get_latest_attempt(rollout_id: str) -> Call[types.Attempt | None]:
@@ -416,7 +421,7 @@ def query_spans(
         filter_logic=_logic(filter_logic),
         page=_page(sort_by, sort_order, limit, offset),
     )
-    return Call("QuerySpans", request, _page_of, safe=True)
+    return Call("QuerySpans", request, _page_of("spans"), safe=True)
 
 
 def add_resources(resources: Mapping[str, Any]) -> Call[types.ResourcesUpdate]:
@@ -457,7 +462,7 @@ def query_resources(
         resources_id_contains=resources_id_contains,
         page=_page(sort_by, sort_order, limit, offset),
     )
-    return Call("QueryResources", request, _page_of, safe=True)
+    return Call("QueryResources", request, _page_of("resources"), safe=True)
 
 
 def query_workers(
@@ -477,7 +482,7 @@ def query_workers(
         worker_id_contains=worker_id_contains,
         page=_page(sort_by, sort_order, limit, offset),
     )
-    return Call("QueryWorkers", request, _page_of, safe=True)
+    return Call("QueryWorkers", request, _page_of("workers"), safe=True)
 
 
 def get_worker(worker_id: str) -> Call[types.Worker]:

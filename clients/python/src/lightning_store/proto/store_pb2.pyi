@@ -369,16 +369,16 @@ class StringList(_message.Message):
     def __init__(self, values: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class QueryRolloutsResponse(_message.Message):
-    __slots__ = ("items", "limit", "offset", "total")
-    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("rollouts", "limit", "offset", "total")
+    ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
-    items: _containers.RepeatedCompositeFieldContainer[_types_pb2.Rollout]
+    rollouts: _containers.RepeatedCompositeFieldContainer[_types_pb2.Rollout]
     limit: int
     offset: int
     total: int
-    def __init__(self, items: _Optional[_Iterable[_Union[_types_pb2.Rollout, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
+    def __init__(self, rollouts: _Optional[_Iterable[_Union[_types_pb2.Rollout, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class GetRolloutRequest(_message.Message):
     __slots__ = ("rollout_id",)
@@ -427,16 +427,16 @@ class QueryAttemptsRequest(_message.Message):
     def __init__(self, rollout_id: _Optional[str] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ...) -> None: ...
 
 class QueryAttemptsResponse(_message.Message):
-    __slots__ = ("items", "limit", "offset", "total")
-    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("attempts", "limit", "offset", "total")
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
-    items: _containers.RepeatedCompositeFieldContainer[_types_pb2.Attempt]
+    attempts: _containers.RepeatedCompositeFieldContainer[_types_pb2.Attempt]
     limit: int
     offset: int
     total: int
-    def __init__(self, items: _Optional[_Iterable[_Union[_types_pb2.Attempt, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
+    def __init__(self, attempts: _Optional[_Iterable[_Union[_types_pb2.Attempt, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class GetLatestAttemptRequest(_message.Message):
     __slots__ = ("rollout_id",)
@@ -519,16 +519,16 @@ class QuerySpansRequest(_message.Message):
     def __init__(self, rollout_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., trace_id: _Optional[str] = ..., trace_id_contains: _Optional[str] = ..., span_id: _Optional[str] = ..., span_id_contains: _Optional[str] = ..., parent_id: _Optional[str] = ..., parent_id_contains: _Optional[str] = ..., name: _Optional[str] = ..., name_contains: _Optional[str] = ..., filter_logic: _Optional[_Union[FilterLogic, str]] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ...) -> None: ...
 
 class QuerySpansResponse(_message.Message):
-    __slots__ = ("items", "limit", "offset", "total")
-    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("spans", "limit", "offset", "total")
+    SPANS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
-    items: _containers.RepeatedCompositeFieldContainer[_types_pb2.Span]
+    spans: _containers.RepeatedCompositeFieldContainer[_types_pb2.Span]
     limit: int
     offset: int
     total: int
-    def __init__(self, items: _Optional[_Iterable[_Union[_types_pb2.Span, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
+    def __init__(self, spans: _Optional[_Iterable[_Union[_types_pb2.Span, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class AddResourcesRequest(_message.Message):
     __slots__ = ("resources_json",)
@@ -589,16 +589,16 @@ class QueryResourcesRequest(_message.Message):
     def __init__(self, resources_id: _Optional[str] = ..., resources_id_contains: _Optional[str] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ...) -> None: ...
 
 class QueryResourcesResponse(_message.Message):
-    __slots__ = ("items", "limit", "offset", "total")
-    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("resources", "limit", "offset", "total")
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
-    items: _containers.RepeatedCompositeFieldContainer[_types_pb2.ResourcesUpdate]
+    resources: _containers.RepeatedCompositeFieldContainer[_types_pb2.ResourcesUpdate]
     limit: int
     offset: int
     total: int
-    def __init__(self, items: _Optional[_Iterable[_Union[_types_pb2.ResourcesUpdate, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
+    def __init__(self, resources: _Optional[_Iterable[_Union[_types_pb2.ResourcesUpdate, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class QueryWorkersRequest(_message.Message):
     __slots__ = ("status_in", "worker_id_contains", "filter_logic", "page", "status_in_list")
@@ -615,16 +615,16 @@ class QueryWorkersRequest(_message.Message):
     def __init__(self, status_in: _Optional[_Iterable[_Union[_types_pb2.WorkerStatus, str]]] = ..., worker_id_contains: _Optional[str] = ..., filter_logic: _Optional[_Union[FilterLogic, str]] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ..., status_in_list: _Optional[_Union[WorkerStatusList, _Mapping]] = ...) -> None: ...
 
 class QueryWorkersResponse(_message.Message):
-    __slots__ = ("items", "limit", "offset", "total")
-    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("workers", "limit", "offset", "total")
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
-    items: _containers.RepeatedCompositeFieldContainer[_types_pb2.Worker]
+    workers: _containers.RepeatedCompositeFieldContainer[_types_pb2.Worker]
     limit: int
     offset: int
     total: int
-    def __init__(self, items: _Optional[_Iterable[_Union[_types_pb2.Worker, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
+    def __init__(self, workers: _Optional[_Iterable[_Union[_types_pb2.Worker, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class GetWorkerRequest(_message.Message):
     __slots__ = ("worker_id",)
