@@ -26,7 +26,7 @@ const TEST_BUDGET: Duration = Duration::from_secs(60);
 /// Starts the binary on `database` with a fast watchdog.
 fn start(database: &Path) -> ServerProcess {
     let database = database.to_str().expect("a UTF-8 path");
-    ServerProcess::start(&["--watchdog-interval-ms", "50", "--database", database])
+    ServerProcess::start(&["--watchdog-interval", "50ms", "--database", database])
 }
 
 /// Every write the server acknowledged.
