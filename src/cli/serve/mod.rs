@@ -3,6 +3,8 @@
 
 pub mod duration;
 mod options;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
