@@ -428,8 +428,8 @@ async fn the_drain_deadline_holds_during_big_batches_and_answers_follow_commits(
     let server = ServerProcess::start(&[
         "--database",
         database.to_str().unwrap(),
-        "--drain-timeout-secs",
-        &DRAIN_SECS.to_string(),
+        "--drain-timeout",
+        &format!("{DRAIN_SECS}s"),
     ]);
     let answers = Arc::new(Mutex::new(Answers::default()));
     let first = Arc::new(tokio::sync::Notify::new());
