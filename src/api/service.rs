@@ -1,5 +1,11 @@
 //! The `LightningStoreService` gRPC adapter: each handler validates and
 //! converts its request, calls the engine, and converts the result back.
+//!
+//! One file over 600 lines on purpose: tonic's service trait is implemented
+//! in one `impl` block, one thin handler per RPC (31 of them); conversions
+//! live in [`super::convert`], streams in [`super::streams`] and
+//! [`super::worker_session`], the message size groups in
+//! [`super::size_groups`].
 
 use std::sync::Arc;
 use std::time::Duration;
