@@ -1,6 +1,6 @@
 //! The client subcommands of the `lightning-store` binary against a real server.
 
-mod common;
+use crate::common;
 
 use std::process::Output;
 

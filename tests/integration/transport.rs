@@ -2,7 +2,7 @@
 //! limit, the idle timeout, streams per connection, and accept errors
 //! (file descriptors exhausted) backed off instead of spinning a core.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! restarted on the same file; everything it acknowledged must be there.
 //! Several kill points, bounded in rounds and time; loopback only.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;

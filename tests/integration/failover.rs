@@ -5,8 +5,8 @@
 //! while a session moves and the server holding sessions is killed. Bounded
 //! in count and time; loopback only.
 
-mod common;
-#[path = "conformance/support.rs"]
+use crate::common;
+#[path = "../conformance/support.rs"]
 #[allow(dead_code)]
 mod support;
 
