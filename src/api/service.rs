@@ -334,7 +334,7 @@ impl LightningStoreService for StoreService {
         // Absent (0) claims one, as DequeueRollout; the engine checks the range.
         let limit = match request.limit {
             0 => 1,
-            n => i64::from(n),
+            n => n,
         };
         let worker_id = opt_worker_id("worker_id", request.worker_id.as_ref())?;
         auth::check_worker_named(extensions.get(), worker_id.as_deref())?;
