@@ -67,7 +67,7 @@ class Server:
     def __init__(self, binary: str, timeout_secs: float) -> None:
         self.address = f"127.0.0.1:{free_port()}"
         command = [binary, "serve", "--store", "memory", "--listen", self.address, "--log", "warn"]
-        command += ["--subscriber-timeout-secs", str(timeout_secs)]
+        command += ["--subscriber-timeout", f"{timeout_secs}s"]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def rss(self) -> float:

@@ -18,6 +18,7 @@ use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
 use crate::api::calls::{CallLayer, KnownMethods};
 use crate::api::otlp::OtlpTraceService;
 use crate::api::service::StoreService;
+use crate::api::size_groups::BySizeGroup;
 use crate::auth::{AuthLayer, Tokens};
 use crate::core::engine::{Engine, SessionPolicy};
 use crate::core::sessions::Sessions;
@@ -198,19 +199,29 @@ pub async fn serve(
     // Sessions this server held before a restart are dropped before it
     // serves: their runners may reconnect at once.
     sessions.recover().await;
-    // gRPC messages and HTTP bodies (also after decompression); control
-    // calls are held to their smaller limit by the store service.
-    let max_message_bytes = engine.limits().max_message_bytes;
-    let store_service = LightningStoreServiceServer::new(StoreService::new(
+    // gRPC messages and HTTP bodies (also after decompression): payload
+    // calls up to the message limit, control calls up to theirs, decided by
+    // method in one table (api::size_groups).
+    let limits = engine.limits();
+    let max_message_bytes = limits.max_message_bytes;
+    let store = Arc::new(StoreService::new(
         engine.clone(),
         sessions.clone(),
         config.transport,
         config.subscriber_timeout,
-    ))
-    .max_decoding_message_size(max_message_bytes)
-    .max_encoding_message_size(usize::MAX)
-    .accept_compressed(CompressionEncoding::Gzip)
-    .send_compressed(CompressionEncoding::Gzip);
+    ));
+    let store_server = |max_decoding: usize| {
+        LightningStoreServiceServer::from_arc(store.clone())
+            .max_decoding_message_size(max_decoding)
+            .max_encoding_message_size(usize::MAX)
+            .accept_compressed(CompressionEncoding::Gzip)
+            .send_compressed(CompressionEncoding::Gzip)
+    };
+    let store_service = BySizeGroup::new(
+        store_server(limits.max_control_message_bytes),
+        store_server(max_message_bytes),
+        limits.max_control_message_bytes,
+    );
     let trace_ingest = TraceIngest::new(engine.clone(), config.otlp_max_in_flight);
     let trace_service = TraceServiceServer::new(OtlpTraceService::new(trace_ingest.clone()))
         .max_decoding_message_size(max_message_bytes)

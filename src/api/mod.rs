@@ -5,6 +5,7 @@ pub mod calls;
 pub mod convert;
 pub mod otlp;
 pub mod service;
+pub mod size_groups;
 pub mod status;
 pub mod streams;
 pub mod subscribers;

@@ -1,5 +1,11 @@
 //! The `LightningStoreService` gRPC adapter: each handler validates and
 //! converts its request, calls the engine, and converts the result back.
+//!
+//! One file over 600 lines on purpose: tonic's service trait is implemented
+//! in one `impl` block, one thin handler per RPC (31 of them); conversions
+//! live in [`super::convert`], streams in [`super::streams`] and
+//! [`super::worker_session`], the message size groups in
+//! [`super::size_groups`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,23 +119,6 @@ fn within_receive_limit<T: prost::Message>(
     }
 }
 
-impl StoreService {
-    /// Refuses a control call's request over the control message limit: the
-    /// service decodes up to the larger payload limit (one decode limit per
-    /// service), so the smaller group is checked here, once, on the decoded
-    /// size (cheap for the small messages it admits).
-    fn control<T: prost::Message>(&self, request: &Request<T>) -> Result<(), StoreError> {
-        let size = request.get_ref().encoded_len();
-        let limit = self.engine.limits().max_control_message_bytes;
-        if size > limit {
-            return Err(StoreError::TooLarge(format!(
-                "the request is {size} bytes, more than the control message limit of {limit} bytes"
-            )));
-        }
-        Ok(())
-    }
-}
-
 fn ok<T>(message: T) -> RpcResult<T> {
     Ok(Response::new(message))
 }
@@ -186,7 +175,6 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::WatchRolloutCompletionsRequest>,
     ) -> RpcResult<Self::WatchRolloutCompletionsStream> {
-        self.control(&request)?;
         streams::watch_rollout_completions(
             &self.engine,
             request.into_inner(),
@@ -200,7 +188,6 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::WatchEventsRequest>,
     ) -> RpcResult<Self::WatchEventsStream> {
-        self.control(&request)?;
         streams::watch_events(&self.engine, request.into_inner(), &self.subscriber_limits)
             .await
             .map(Response::new)
@@ -218,9 +205,8 @@ impl LightningStoreService for StoreService {
 
     async fn get_capabilities(
         &self,
-        request: Request<pb::GetCapabilitiesRequest>,
+        _request: Request<pb::GetCapabilitiesRequest>,
     ) -> RpcResult<pb::GetCapabilitiesResponse> {
-        self.control(&request)?;
         ok(pb::GetCapabilitiesResponse {
             thread_safe: true,
             async_safe: true,
@@ -232,9 +218,8 @@ impl LightningStoreService for StoreService {
 
     async fn get_statistics(
         &self,
-        request: Request<pb::GetStatisticsRequest>,
+        _request: Request<pb::GetStatisticsRequest>,
     ) -> RpcResult<pb::GetStatisticsResponse> {
-        self.control(&request)?;
         let stats = self.engine.statistics().await?;
         ok(pb::GetStatisticsResponse {
             name: stats.name,
@@ -331,7 +316,6 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::DequeueRolloutRequest>,
     ) -> RpcResult<pb::DequeueRolloutResponse> {
-        self.control(&request)?;
         let (_, extensions, request) = request.into_parts();
         let worker_id = opt_worker_id("worker_id", request.worker_id.as_ref())?;
         auth::check_worker_named(extensions.get(), worker_id.as_deref())?;
@@ -346,17 +330,11 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::DequeueRolloutsRequest>,
     ) -> RpcResult<pb::DequeueRolloutsResponse> {
-        self.control(&request)?;
         let (_, extensions, request) = request.into_parts();
-        // The engine checks the upper bound (the batch limit).
+        // Absent (0) claims one, as DequeueRollout; the engine checks the range.
         let limit = match request.limit {
             0 => 1,
-            n => usize::try_from(n).map_err(|_| {
-                StoreError::invalid(format!(
-                    "limit must be between 1 and {}, got {n}",
-                    self.engine.limits().max_batch_items
-                ))
-            })?,
+            n => n,
         };
         let worker_id = opt_worker_id("worker_id", request.worker_id.as_ref())?;
         auth::check_worker_named(extensions.get(), worker_id.as_deref())?;
@@ -371,7 +349,6 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::StartAttemptRequest>,
     ) -> RpcResult<pb::StartAttemptResponse> {
-        self.control(&request)?;
         let (_, extensions, request) = request.into_parts();
         let rollout_id = id("rollout_id", &request.rollout_id)?;
         let worker_id = opt_worker_id("worker_id", request.worker_id.as_ref())?;
@@ -438,7 +415,6 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetNextSpanSequenceIdRequest>,
     ) -> RpcResult<pb::GetNextSpanSequenceIdResponse> {
-        self.control(&request)?;
         let request = request.get_ref();
         let pair = (
             id("rollout_id", &request.rollout_id)?,
@@ -454,7 +430,6 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetSpanSequenceIdsRequest>,
     ) -> RpcResult<pb::GetSpanSequenceIdsResponse> {
-        self.control(&request)?;
         let pairs = request
             .get_ref()
             .attempts
@@ -474,7 +449,6 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::QueryRolloutsRequest>,
     ) -> RpcResult<pb::QueryRolloutsResponse> {
-        self.control(&request)?;
         let request = request.into_inner();
         let filter = RolloutFilter {
             status_in: filter_list(
@@ -508,7 +482,6 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetRolloutRequest>,
     ) -> RpcResult<pb::GetRolloutResponse> {
-        self.control(&request)?;
         let rollout_id = id("rollout_id", &request.get_ref().rollout_id)?;
         let view = self.engine.get_rollout(&rollout_id).await?;
         ok(pb::GetRolloutResponse {
@@ -574,7 +547,6 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::QueryAttemptsRequest>,
     ) -> RpcResult<pb::QueryAttemptsResponse> {
-        self.control(&request)?;
         let request = request.get_ref();
         let rollout_id = id("rollout_id", &request.rollout_id)?;
         let page = c::page_from_proto(request.page.as_ref())?;
@@ -592,7 +564,6 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetLatestAttemptRequest>,
     ) -> RpcResult<pb::GetLatestAttemptResponse> {
-        self.control(&request)?;
         let rollout_id = id("rollout_id", &request.get_ref().rollout_id)?;
         let attempt = self.engine.latest_attempt(&rollout_id).await?;
         ok(pb::GetLatestAttemptResponse {
@@ -654,7 +625,6 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::WaitForRolloutsRequest>,
     ) -> RpcResult<pb::WaitForRolloutsResponse> {
-        self.control(&request)?;
         let request = request.into_inner();
         let rollout_ids = request
             .rollout_ids
@@ -673,7 +643,6 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::QuerySpansRequest>,
     ) -> RpcResult<pb::QuerySpansResponse> {
-        self.control(&request)?;
         let request = request.into_inner();
         let attempt = match request.attempt_id.as_deref() {
             None => AttemptSelector::All,
@@ -735,7 +704,6 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetResourcesRequest>,
     ) -> RpcResult<pb::GetResourcesResponse> {
-        self.control(&request)?;
         let resources_id = id("resources_id", &request.get_ref().resources_id)?;
         let update = self.engine.get_resources(&resources_id).await?;
         ok(pb::GetResourcesResponse {
@@ -745,9 +713,8 @@ impl LightningStoreService for StoreService {
 
     async fn get_latest_resources(
         &self,
-        request: Request<pb::GetLatestResourcesRequest>,
+        _request: Request<pb::GetLatestResourcesRequest>,
     ) -> RpcResult<pb::GetLatestResourcesResponse> {
-        self.control(&request)?;
         let update = self.engine.latest_resources().await?;
         ok(pb::GetLatestResourcesResponse {
             resources: update.as_ref().map(c::resources_to_proto),
@@ -758,7 +725,6 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::QueryResourcesRequest>,
     ) -> RpcResult<pb::QueryResourcesResponse> {
-        self.control(&request)?;
         let request = request.into_inner();
         let filter = ResourcesFilter {
             resources_id: opt_id("resources_id", request.resources_id.as_ref())?,
@@ -779,7 +745,6 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::QueryWorkersRequest>,
     ) -> RpcResult<pb::QueryWorkersResponse> {
-        self.control(&request)?;
         let request = request.into_inner();
         let filter = WorkerFilter {
             status_in: filter_list(
@@ -805,7 +770,6 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetWorkerRequest>,
     ) -> RpcResult<pb::GetWorkerResponse> {
-        self.control(&request)?;
         let worker_id = c::worker_id("worker_id", &request.get_ref().worker_id)?;
         let worker = self.engine.get_worker(&worker_id).await?;
         ok(pb::GetWorkerResponse {
@@ -817,7 +781,6 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::UpdateWorkerRequest>,
     ) -> RpcResult<pb::UpdateWorkerResponse> {
-        self.control(&request)?;
         auth::check_worker(
             request.extensions().get(),
             Some(&request.get_ref().worker_id),

@@ -2,7 +2,7 @@
 //! retry under the same name returns the first call's result instead of
 //! writing again. Two kinds share the digest here:
 //! * store-wide request ids of enqueues ([`RememberedRequest`]), kept until
-//!   they expire (`--request-id-ttl-secs`) and removed by the retention
+//!   they expire (`--request-id-ttl`) and removed by the retention
 //!   task;
 //! * agent-lightning 1.x's `Idempotency-Key` of an event POST, scoped to
 //!   one attempt and kept with its event ([`crate::core::agl1`]).

@@ -5,6 +5,11 @@
 //! operations that act at once (claims, sequence ids, span inserts) keep an
 //! undo log, which a transaction dropped without committing replays: a
 //! dropped transaction leaves the state exactly as it found it.
+//!
+//! One file over 600 lines on purpose: the state, its undo log and the one
+//! `StoreTx` implementation over them are one unit (every operation reads
+//! and writes the same locked state); agent-lightning 1.x's records are in
+//! [`agl1`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 

@@ -1,6 +1,6 @@
 """Fixtures of the agent-lightning 0.x compatibility tests.
 
-The Rust test `tests/agl0.rs` starts lightning-store on ephemeral ports, one
+The Rust test `tests/integration/agl0.rs` starts lightning-store on ephemeral ports, one
 server per backend, and runs these files once with the `agl0` environment's
 pytest, passing `LIGHTNING_STORE_URLS` (`memory=http://...,sqlite=http://...`)
 and, for the differential test, the address of an `agl store` it started in
@@ -32,7 +32,7 @@ SERVERS = _servers()
 def store_urls() -> dict[str, str]:
     """Every server under test, by backend name."""
     if not SERVERS:
-        pytest.fail("LIGHTNING_STORE_URLS is not set: run these tests through `cargo test --test agl0`")
+        pytest.fail("LIGHTNING_STORE_URLS is not set: run these tests through `cargo test --test integration agl0::`")
     return SERVERS
 
 

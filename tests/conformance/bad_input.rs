@@ -187,7 +187,7 @@ async fn malformed_requests_are_rejected_without_side_effects() {
         })
         .await,
         invalid,
-        "limit must be between 1 and 10000",
+        "limit must be between 1 and 10000, got -1",
     );
     let mut zero_attempts = retry_spec(0, &[]);
     assert_code(

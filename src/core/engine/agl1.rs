@@ -5,6 +5,9 @@
 //! `succeeded`/`failed` finish it through the normal attempt update path,
 //! so the change events, completion log, statistics and metrics see every
 //! step. See [`crate::core::agl1`] for the model.
+//!
+//! Just over 600 lines on purpose: one `impl Engine` block holding every 1.x
+//! operation, each a transaction over the shared lifecycle rules.
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -159,19 +159,23 @@ impl Engine {
     /// Claims up to `limit` rollouts from the queue's head; waits up to
     /// `wait` for the first one when the queue is empty. A wait that the
     /// server's shutdown cuts short with nothing claimed is unavailable, not
-    /// an empty queue.
+    /// an empty queue. `limit` is the client's number as sent (negative
+    /// included): this check owns the refusal.
     pub async fn dequeue(
         &self,
-        limit: usize,
+        limit: i64,
         worker_id: Option<String>,
         wait: Duration,
     ) -> StoreResult<Vec<RolloutView>> {
         let largest = self.limits().max_batch_items;
-        if !(1..=largest).contains(&limit) {
-            return Err(StoreError::invalid(format!(
-                "limit must be between 1 and {largest}, got {limit}"
-            )));
-        }
+        let limit = usize::try_from(limit)
+            .ok()
+            .filter(|limit| (1..=largest).contains(limit))
+            .ok_or_else(|| {
+                StoreError::invalid(format!(
+                    "limit must be between 1 and {largest}, got {limit}"
+                ))
+            })?;
         let deadline = self.limits().deadline_after(wait);
         let mut closing = self.closing();
         loop {

@@ -2,6 +2,9 @@
 //! (`agentlightning/store/client_server.py`), read with pydantic's rules
 //! into domain values: queries (from a query string or a JSON body),
 //! rollout specifications and the partial updates.
+//!
+//! Over 600 lines only with its tests: about 600 lines of request models,
+//! all read by one validator with pydantic's rules.
 
 use super::super::error::{HttpError, HttpResult};
 use super::super::validate::{Loc, Object, Validator};

@@ -84,7 +84,6 @@ pub async fn dequeue(
     if limit <= 0 {
         return Ok(PyJson(StatusCode::OK, Vec::<Json>::new()).into_response());
     }
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let claimed = context
         .engine
         .dequeue(limit, worker_id(worker)?, Duration::ZERO)

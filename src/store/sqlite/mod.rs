@@ -68,6 +68,11 @@
 //! the health probe) runs on a small pool of read-only connections
 //! ([`readers`]), each read a WAL snapshot that waits for the log's sync
 //! of what it saw before it answers.
+//!
+//! One file over 600 lines on purpose: the file lock, the writer with its
+//! group commit, and the `Store`/`Connection` implementations share the
+//! writer's state and its error handling; the read-only connections are in
+//! [`readers`], the operations in [`super::sql`].
 
 mod readers;
 

@@ -6,7 +6,7 @@
 //! the API answers request for request as agentlightning's own server
 //! does. The Python environment comes from `tools/pyenv.sh agl1`.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

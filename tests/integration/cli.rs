@@ -1,6 +1,6 @@
 //! The client subcommands of the `lightning-store` binary against a real server.
 
-mod common;
+use crate::common;
 
 use std::process::Output;
 
@@ -352,4 +352,53 @@ async fn a_reader_that_stops_early_ends_the_command_quietly() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(output.status.code(), Some(0), "{stderr}");
+}
+
+/// `serve`'s durations: the new names take units, the old `*_SECS` / `*_MS`
+/// variables still work in their old unit, and bad values stop the server
+/// at start-up with a usage error naming the option.
+#[tokio::test]
+async fn serve_reads_durations_under_new_and_old_names() {
+    for (env, longest_wait) in [
+        (("LIGHTNING_STORE_LONGEST_WAIT", "90s"), 90),
+        (("LIGHTNING_STORE_LONGEST_WAIT_SECS", "120"), 120),
+    ] {
+        let server = common::ServerProcess::start_with_env(&["--store", "memory"], &[env]);
+        let capabilities = server
+            .client()
+            .await
+            .get_capabilities(lightning_store::proto::GetCapabilitiesRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        let reported = capabilities.limits.unwrap().longest_wait.unwrap();
+        assert_eq!(reported.seconds, longest_wait, "{env:?}");
+        server.kill();
+    }
+
+    for (args, env, says) in [
+        (&["--drain-timeout", "10"][..], None, "no unit"),
+        (
+            &[],
+            Some(("LIGHTNING_STORE_IDLE_TIMEOUT_SECS", "0")),
+            "--idle-timeout-secs",
+        ),
+        (
+            &["--drain-timeout", "1s"],
+            Some(("LIGHTNING_STORE_DRAIN_TIMEOUT_SECS", "2")),
+            "cannot be used with",
+        ),
+    ] {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_lightning-store"));
+        command
+            .args(["serve", "--store", "memory", "--listen", "127.0.0.1:0"])
+            .args(args);
+        if let Some((name, value)) = env {
+            command.env(name, value);
+        }
+        let output = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?} {env:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?} {env:?}: {stderr}");
+    }
 }

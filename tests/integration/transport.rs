@@ -2,7 +2,7 @@
 //! limit, the idle timeout, streams per connection, and accept errors
 //! (file descriptors exhausted) backed off instead of spinning a core.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -594,5 +594,85 @@ async fn overload_every_limit_at_once_refuses_cleanly_and_loses_nothing() {
     .into_inner();
     assert_eq!(found.total as usize, acknowledged.len(), "no write lost");
     common::enqueue(&mut busy, "\"after the overload\"").await;
+    server.stop().await;
+}
+
+/// `DequeueRolloutRequest`'s `worker_id` (field 1) and an unknown field:
+/// prost drops unknown fields on decoding, so no handler could measure them.
+#[derive(Clone, PartialEq, prost::Message)]
+struct PaddedDequeue {
+    #[prost(string, optional, tag = "1")]
+    worker_id: Option<String>,
+    #[prost(bytes = "vec", tag = "1000")]
+    padding: Vec<u8>,
+}
+
+/// Sends a `DequeueRollout` padded to about `padding` bytes.
+async fn padded_dequeue(
+    channel: Channel,
+    padding: usize,
+) -> Result<pb::DequeueRolloutResponse, tonic::Status> {
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let request = PaddedDequeue {
+        worker_id: Some("worker-1".to_owned()),
+        padding: vec![7; padding],
+    };
+    let path = http::uri::PathAndQuery::from_static(
+        "/lightningstore.v1.LightningStoreService/DequeueRollout",
+    );
+    grpc.unary(
+        tonic::Request::new(request),
+        path,
+        tonic_prost::ProstCodec::default(),
+    )
+    .await
+    .map(tonic::Response::into_inner)
+}
+
+/// A control call over the control message limit is refused by its method's
+/// size group before any handler runs (the rollout stays queued), even when
+/// the excess is fields the handler would never see; under the limit the
+/// same call claims it.
+#[tokio::test]
+async fn a_control_call_over_its_limit_is_refused_before_its_handler() {
+    let server = TestServer::start_with_limits(
+        Backend::Memory,
+        lightning_store::core::limits::RequestLimits {
+            max_control_message_bytes: 64 * 1024,
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut client = server.client().await;
+    let queued = common::enqueue(&mut client, "{}").await;
+
+    let refused = padded_dequeue(server.channel().await, 100 * 1024)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.code(),
+        tonic::Code::ResourceExhausted,
+        "{refused:?}"
+    );
+    assert!(
+        refused
+            .message()
+            .contains("more than the control message limit of 65536 bytes"),
+        "{refused:?}"
+    );
+    let rollout = client
+        .get_rollout(pb::GetRolloutRequest {
+            rollout_id: queued.rollout_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rollout
+        .unwrap();
+    assert_eq!(rollout.status, queued.status, "the handler ran");
+
+    let claimed = padded_dequeue(server.channel().await, 1024).await.unwrap();
+    assert_eq!(claimed.rollout.unwrap().rollout_id, queued.rollout_id);
     server.stop().await;
 }

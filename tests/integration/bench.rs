@@ -2,7 +2,7 @@
 //! a real server, checking the reported counts and that nothing failed.
 //! Speed is shown by the benchmark's printed figures, never asserted here.
 
-mod common;
+use crate::common;
 
 use clap::Parser;
 use common::TestServer;

@@ -3,7 +3,7 @@
 //! restarted on the same file; everything it acknowledged must be there.
 //! Several kill points, bounded in rounds and time; loopback only.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -26,7 +26,7 @@ const TEST_BUDGET: Duration = Duration::from_secs(60);
 /// Starts the binary on `database` with a fast watchdog.
 fn start(database: &Path) -> ServerProcess {
     let database = database.to_str().expect("a UTF-8 path");
-    ServerProcess::start(&["--watchdog-interval-ms", "50", "--database", database])
+    ServerProcess::start(&["--watchdog-interval", "50ms", "--database", database])
 }
 
 /// Every write the server acknowledged.
@@ -428,8 +428,8 @@ async fn the_drain_deadline_holds_during_big_batches_and_answers_follow_commits(
     let server = ServerProcess::start(&[
         "--database",
         database.to_str().unwrap(),
-        "--drain-timeout-secs",
-        &DRAIN_SECS.to_string(),
+        "--drain-timeout",
+        &format!("{DRAIN_SECS}s"),
     ]);
     let answers = Arc::new(Mutex::new(Answers::default()));
     let first = Arc::new(tokio::sync::Notify::new());

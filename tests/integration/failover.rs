@@ -5,8 +5,8 @@
 //! while a session moves and the server holding sessions is killed. Bounded
 //! in count and time; loopback only.
 
-mod common;
-#[path = "conformance/support.rs"]
+use crate::common;
+#[path = "../conformance/support.rs"]
 #[allow(dead_code)]
 mod support;
 
@@ -23,7 +23,7 @@ use support::*;
 use tonic::Code;
 
 const LIMIT: Duration = Duration::from_secs(60);
-const GRACE_SECS: &str = "1";
+const GRACE: &str = "1s";
 
 /// Starts the binary on `database` with a short grace period and a fast
 /// watchdog.
@@ -32,10 +32,10 @@ fn start_sqlite(database: &Path) -> ServerProcess {
     ServerProcess::start(&[
         "--database",
         database,
-        "--session-grace-secs",
-        GRACE_SECS,
-        "--watchdog-interval-ms",
-        "50",
+        "--session-grace",
+        GRACE,
+        "--watchdog-interval",
+        "50ms",
     ])
 }
 
@@ -512,12 +512,12 @@ async fn two_servers_on_postgres_complete_every_rollout_exactly_once_through_a_m
             "postgres",
             "--database-url",
             &url,
-            "--session-grace-secs",
-            "3",
-            "--session-lease-secs",
-            "1",
-            "--watchdog-interval-ms",
-            "50",
+            "--session-grace",
+            "3s",
+            "--session-lease",
+            "1s",
+            "--watchdog-interval",
+            "50ms",
             "--log",
             "info,lightning_store::core=debug",
         ])

@@ -1,7 +1,7 @@
 //! What only the SQLite backend promises: everything survives a restart,
 //! and a database that cannot be used is a clear error at startup.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

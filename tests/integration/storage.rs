@@ -4,7 +4,7 @@
 //! against memory, SQLite and PostgreSQL and compares every read,
 //! agent-lightning 1.x's records included, and the rollback of a dropped transaction on every backend.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 //! version; its README says how) open with this binary on SQLite and
 //! PostgreSQL, migrate, keep every row, and serve every RPC.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -17,8 +17,8 @@ use pb::worker_session_response::Message as FromServer;
 use serde_json::json;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
-const SQLITE_FIXTURE: &str = include_str!("fixtures/v0.1.0/sqlite.sql");
-const POSTGRES_FIXTURE: &str = include_str!("fixtures/v0.1.0/postgres.sql");
+const SQLITE_FIXTURE: &str = include_str!("../fixtures/v0.1.0/sqlite.sql");
+const POSTGRES_FIXTURE: &str = include_str!("../fixtures/v0.1.0/postgres.sql");
 
 /// Serves a database loaded from a fixture; the watchdog's timer is slow so
 /// that only what the test does changes the rows.

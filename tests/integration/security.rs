@@ -4,7 +4,7 @@
 //! and tokens while clients are connected, and the refusal to expose an
 //! unguarded port.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -373,7 +373,7 @@ async fn every_role_against_every_rpc_and_route_and_nothing_written_when_refused
     let http = HttpClient::new(server.addr, Version::Http1);
 
     // The table covers every method of the contract.
-    let contract = include_str!("../proto/lightningstore/v1/store.proto");
+    let contract = include_str!("../../proto/lightningstore/v1/store.proto");
     let methods = contract
         .lines()
         .filter(|l| l.trim().starts_with("rpc "))

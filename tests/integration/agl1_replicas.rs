@@ -3,8 +3,8 @@
 //! events, terminal cursor and gateway pause, and the gateway's in-flight
 //! count sums both servers.
 
-mod common;
-#[path = "agl1/support.rs"]
+use crate::common;
+#[path = "../agl1/support.rs"]
 mod support;
 
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! database, each sees what the others commit (waiting dequeues, events,
 //! completion watches), and no rollout is claimed twice across them.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! the `agl0` environment's pytest, against a server per backend started
 //! here. The environment is created by `tools/pyenv.sh` once per checkout.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -3,7 +3,7 @@
 //! body limits, OTLP/HTTP saturation, and HTTP requests in the call layer's
 //! logs and metrics.
 
-mod common;
+use crate::common;
 
 use common::http::{HttpClient, Version};
 use common::{Backend, TestServer};

@@ -1,7 +1,7 @@
 //! The server's logs: one JSON object per line when asked for JSON, and one
 //! line per finished call carrying the call's request id.
 
-mod common;
+use crate::common;
 
 use common::ServerProcess;
 use lightning_store::proto as pb;

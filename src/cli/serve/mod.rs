@@ -1,0 +1,170 @@
+//! `lightning-store serve`: turns the options ([`options`]) into an engine,
+//! a backend and a server, and runs it until SIGINT/SIGTERM.
+
+pub mod duration;
+mod options;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+pub use self::options::{
+    Backend, GatewayOptions, LimitOptions, ListenOptions, LogFormat, SecurityOptions, ServeArgs,
+    SessionOptions, StorageOptions, TelemetryOptions,
+};
+use crate::auth::Tokens;
+use crate::core::engine::{Engine, EngineConfig};
+use crate::metrics::Metrics;
+use crate::server::{self, ServerConfig};
+use crate::store;
+use crate::tls::{TlsAcceptor, TlsFiles};
+
+/// The environment variable holding the API key: one admin token (never a
+/// command-line argument: those are visible to every local user).
+pub const API_KEY_ENV: &str = "LIGHTNING_STORE_API_KEY";
+
+/// Returns the API key of the environment, if set and not empty.
+pub fn api_key() -> Option<String> {
+    std::env::var(API_KEY_ENV)
+        .ok()
+        .filter(|key| !key.is_empty())
+}
+
+fn init_logging(telemetry: &TelemetryOptions) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&telemetry.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match telemetry.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Runs the server `args` describe until SIGINT/SIGTERM.
+pub async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
+    init_logging(&args.telemetry);
+    let store_config = args.storage.store_config()?;
+    let limits = args.limits.request_limits()?;
+    let security = &args.security;
+    let tokens = Tokens::load(security.tokens_file.as_deref(), api_key().as_deref())?;
+    let tls = match (&security.tls_cert, &security.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsAcceptor::load(TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: security.tls_client_ca.clone(),
+        })?),
+        _ => None,
+    };
+    check_exposure(&args, tokens.as_ref(), tls.as_ref())?;
+    let store = store::open(&store_config).await?;
+    let metrics = Metrics::new();
+    let engine = Arc::new(Engine::new(
+        store,
+        EngineConfig {
+            watchdog_interval: args.sessions.watchdog_interval(),
+            span_retention: args.storage.span_retention(),
+            retention_interval: args.storage.retention_interval(),
+            request_id_ttl: args.storage.request_id_ttl(),
+            observer: Arc::new(metrics.clone()),
+            limits,
+            ..EngineConfig::default()
+        },
+    ));
+    let listen = args.listen.listen;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("failed to listen on {listen}: {e}"))?;
+    let metrics_listener = match args.telemetry.metrics_listen {
+        Some(addr) => Some(server::MetricsListener::new(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("failed to listen on {addr} for metrics: {e}"))?,
+        )),
+        None => None,
+    };
+    let config = ServerConfig {
+        drain_timeout: args.listen.drain_timeout(),
+        otlp_max_in_flight: args.listen.otlp_max_in_flight,
+        session_grace: args.sessions.session_grace(),
+        session_lease: args.sessions.session_lease(),
+        server_id: args
+            .sessions
+            .server_id
+            .clone()
+            .unwrap_or_else(server::random_server_id),
+        transport: args.listen.transport_limits(),
+        subscriber_timeout: args.listen.subscriber_timeout(),
+        metrics_listener,
+        metrics,
+        health_check_interval: args.telemetry.health_check_interval(),
+        cors_origins: args.listen.cors_origin.clone(),
+        tokens,
+        tls,
+        reload_interval: security.reload_interval(),
+        reflection: security.reflection,
+        gateway: args.gateway.gateway_config(),
+    };
+    tracing::info!(backend = ?args.storage.store, "store opened");
+    server::serve(listener, engine, config, shutdown_signal()).await
+}
+
+/// Refuses a non-loopback `--listen` that nothing guards (no tokens, no
+/// client certificates) unless `--insecure`; says how the port is guarded.
+fn check_exposure(
+    args: &ServeArgs,
+    tokens: Option<&Tokens>,
+    tls: Option<&TlsAcceptor>,
+) -> Result<(), server::ServeError> {
+    let guarded = tokens.is_some() || tls.is_some_and(TlsAcceptor::mutual);
+    let listen = args.listen.listen;
+    let loopback = listen.ip().is_loopback();
+    match (guarded, loopback, args.security.insecure) {
+        (true, ..) => {}
+        (false, true, _) => tracing::info!(
+            %listen,
+            "no tokens configured: listening on loopback only, every local process has full access"
+        ),
+        (false, false, true) => tracing::warn!(
+            %listen,
+            "--insecure: no tokens and no client certificates, anyone who reaches the port has full access"
+        ),
+        (false, false, false) => {
+            return Err(format!(
+                "refusing to listen on {listen} without tokens: set --tokens-file (or \
+                 LIGHTNING_STORE_API_KEY), or --tls-client-ca, or pass --insecure"
+            )
+            .into());
+        }
+    }
+    if tls.is_none() && !loopback {
+        tracing::warn!(%listen, "no TLS: tokens and data cross the network in cleartext");
+    }
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

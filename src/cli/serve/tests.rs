@@ -1,0 +1,223 @@
+//! `serve`'s options as the binary parses them: units, old names, refusals,
+//! and README's configuration table against `serve --help`.
+
+use std::time::Duration;
+
+use clap::Parser;
+
+use super::ServeArgs;
+use crate::core::limits::RequestLimits;
+use crate::transport::TransportLimits;
+
+/// `serve` parsed alone, as the binary parses it.
+#[derive(Debug, Parser)]
+struct Serve {
+    #[command(flatten)]
+    args: ServeArgs,
+}
+
+fn parse(args: &[&str]) -> Result<ServeArgs, clap::Error> {
+    let argv = std::iter::once("serve").chain(args.iter().copied());
+    Serve::try_parse_from(argv).map(|serve| serve.args)
+}
+
+#[test]
+fn durations_are_written_with_units() {
+    let args = parse(&[
+        "--drain-timeout",
+        "1500ms",
+        "--idle-timeout",
+        "2m",
+        "--watchdog-interval",
+        "20ms",
+        "--longest-wait",
+        "1h",
+        "--span-retention-age",
+        "7d",
+    ])
+    .unwrap();
+    assert_eq!(args.listen.drain_timeout(), Duration::from_millis(1500));
+    assert_eq!(
+        args.listen.transport_limits().idle_timeout,
+        Duration::from_secs(120)
+    );
+    assert_eq!(args.sessions.watchdog_interval(), Duration::from_millis(20));
+    assert_eq!(
+        args.limits.request_limits().unwrap().longest_wait,
+        Duration::from_secs(3600)
+    );
+    assert_eq!(
+        args.storage.span_retention().max_age,
+        Some(Duration::from_secs(7 * 86_400))
+    );
+}
+
+#[test]
+fn defaults_are_the_engines() {
+    let args = parse(&[]).unwrap();
+    assert_eq!(args.listen.transport_limits(), TransportLimits::default());
+    assert_eq!(
+        args.limits.request_limits().unwrap(),
+        RequestLimits::default()
+    );
+    assert_eq!(args.listen.drain_timeout(), Duration::from_secs(10));
+    assert_eq!(args.sessions.session_grace(), Duration::from_secs(30));
+    assert_eq!(args.sessions.watchdog_interval(), Duration::from_millis(50));
+    assert_eq!(
+        args.telemetry.health_check_interval(),
+        Duration::from_secs(5)
+    );
+    assert_eq!(args.storage.span_retention().max_age, None);
+}
+
+#[test]
+fn old_names_take_the_old_units() {
+    let args = parse(&[
+        "--drain-timeout-secs",
+        "2.5",
+        "--watchdog-interval-ms",
+        "20",
+        "--health-check-interval-ms",
+        "100",
+        "--session-grace-secs",
+        "1",
+        "--gateway-timeout-secs",
+        "0.25",
+    ])
+    .unwrap();
+    assert_eq!(args.listen.drain_timeout(), Duration::from_millis(2500));
+    assert_eq!(args.sessions.watchdog_interval(), Duration::from_millis(20));
+    assert_eq!(
+        args.telemetry.health_check_interval(),
+        Duration::from_millis(100)
+    );
+    assert_eq!(args.sessions.session_grace(), Duration::from_secs(1));
+    assert_eq!(
+        args.gateway.gateway_config().upstream_timeout,
+        Duration::from_millis(250)
+    );
+}
+
+#[test]
+fn bad_values_are_refused_by_the_parser() {
+    for bad in [
+        &["--drain-timeout", "10"][..],
+        &["--drain-timeout=-1s"],
+        &["--idle-timeout", "0s"],
+        &["--idle-timeout-secs", "0"],
+        &["--drain-timeout-secs=-1"],
+        &["--watchdog-interval-ms", "0.5"],
+        &["--server-id", " "],
+        &["--max-connections", "0"],
+    ] {
+        let error = parse(bad).expect_err(&format!("{bad:?} was accepted"));
+        assert_eq!(
+            error.kind(),
+            clap::error::ErrorKind::ValueValidation,
+            "{bad:?}"
+        );
+        let flag = bad[0].split('=').next().unwrap();
+        assert!(error.to_string().contains(flag), "{error}");
+    }
+}
+
+#[test]
+fn an_old_and_a_new_name_together_conflict() {
+    let error = parse(&["--drain-timeout", "1s", "--drain-timeout-secs", "2"]).unwrap_err();
+    assert_eq!(error.kind(), clap::error::ErrorKind::ArgumentConflict);
+}
+
+#[test]
+fn inconsistent_limits_are_refused() {
+    let args = parse(&[
+        "--max-control-message-bytes",
+        "2048",
+        "--max-message-bytes",
+        "1024",
+    ])
+    .unwrap();
+    assert!(args.limits.request_limits().is_err());
+}
+
+#[test]
+fn postgres_needs_a_url() {
+    let args = parse(&["--store", "postgres"]).unwrap();
+    let error = args.storage.store_config().unwrap_err();
+    assert!(error.contains("--database-url"), "{error}");
+}
+
+#[test]
+fn old_names_are_hidden_from_help() {
+    let help = <Serve as clap::CommandFactory>::command()
+        .render_long_help()
+        .to_string();
+    assert!(help.contains("--drain-timeout <DRAIN_TIMEOUT>"), "{help}");
+    assert!(help.contains("[default: 365d]"), "{help}");
+    for heading in [
+        "Listening and transport:",
+        "Storage:",
+        "Request limits:",
+        "Worker sessions and watchdog:",
+        "LLM gateway:",
+        "Security:",
+        "Telemetry:",
+    ] {
+        assert!(help.contains(heading), "{heading} missing from {help}");
+    }
+    assert!(!help.contains("-secs"), "{help}");
+    assert!(!help.contains("-ms "), "{help}");
+}
+
+/// README's configuration table names every visible option of `serve`,
+/// with its environment variable and default.
+#[test]
+fn the_readme_table_matches_the_options() {
+    let readme = include_str!("../../../README.md");
+    let table = readme
+        .split("\n## Configuration\n")
+        .nth(1)
+        .and_then(|section| section.split("\n## ").next())
+        .expect("README has a Configuration section");
+    let mut documented = std::collections::BTreeMap::new();
+    for row in table.lines().filter(|line| line.starts_with("| `--")) {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let names = |cell: &str| -> Vec<String> {
+            cell.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_owned)
+                .collect()
+        };
+        let (flags, envs) = (names(cells[0]), names(cells[1]));
+        assert_eq!(flags.len(), envs.len(), "{row}");
+        for (flag, env) in flags.into_iter().zip(envs) {
+            documented.insert(flag, (env, cells[2].trim_matches('`').to_owned()));
+        }
+    }
+    let command = <Serve as clap::CommandFactory>::command();
+    let mut options = std::collections::BTreeMap::new();
+    for arg in command.get_arguments().filter(|arg| !arg.is_hide_set()) {
+        let Some(long) = arg.get_long() else { continue };
+        let env = arg
+            .get_env()
+            .map_or_else(String::new, |env| env.to_string_lossy().into_owned());
+        let default: Vec<String> = arg
+            .get_default_values()
+            .iter()
+            .map(|value| value.to_string_lossy().into_owned())
+            .collect();
+        options.insert(format!("--{long}"), (env, default.join(",")));
+    }
+    assert_eq!(
+        documented.keys().collect::<Vec<_>>(),
+        options.keys().collect::<Vec<_>>(),
+        "README's options differ from `serve --help`"
+    );
+    for (flag, (env, default)) in &options {
+        let (readme_env, readme_default) = &documented[flag];
+        assert_eq!(readme_env, env, "{flag}");
+        if !default.is_empty() {
+            assert_eq!(readme_default, default, "default of {flag}");
+        }
+    }
+}
