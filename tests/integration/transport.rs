@@ -454,8 +454,13 @@ async fn case_05_a_stalled_subscriber_is_cut_off_and_released_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overload_every_limit_at_once_refuses_cleanly_and_loses_nothing() {
     const WRITERS: usize = 2;
-    const BATCHES: usize = 40;
-    const ITEMS: usize = 50;
+    // 12,000 rollouts: their events (about 100 bytes each, 1.2 MB) overflow
+    // everything between the server and the stalled reader several times
+    // over (its 16 KiB budget, the server's HTTP/2 send buffer of about
+    // 400 KiB per stream and the client's 64 KiB window), so the cut-off
+    // does not depend on how the writes interleave with the sends.
+    const BATCHES: usize = 60;
+    const ITEMS: usize = 100;
     /// Concurrent calls on one connection: four times its stream limit.
     const BURST: usize = 16;
     let server = TestServer::start_opts(
