@@ -4,8 +4,7 @@
 //! count sums both servers.
 
 use crate::common;
-#[path = "../agl1/support.rs"]
-mod support;
+use crate::agl1::support;
 
 use std::time::{Duration, Instant};
 

@@ -6,9 +6,7 @@
 //! in count and time; loopback only.
 
 use crate::common;
-#[path = "../conformance/support.rs"]
-#[allow(dead_code)]
-mod support;
+use crate::conformance::support;
 
 use std::collections::HashMap;
 use std::path::Path;

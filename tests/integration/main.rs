@@ -2,17 +2,20 @@
 //! library, so one binary links it once): one module per area, filtered by
 //! module, e.g. `cargo test --test integration sqlite::` or
 //! `cargo test --test integration agl0::`. The conformance suite
-//! (`tests/conformance/`, compiled once per backend) and agent-lightning
-//! 1.x's API suite (`tests/agl1/`) are their own binaries.
+//! (`conformance/`) and agent-lightning 1.x's API suite (`agl1/`) compile
+//! their test modules once per backend (`conformance::sqlite::lifecycle::`,
+//! `agl1::postgres::gateway::`).
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod agl0;
+mod agl1;
 mod agl1_replicas;
 mod agl1_upstream;
 mod bench;
 mod cli;
+mod conformance;
 mod crash;
 mod failover;
 mod health;

@@ -12,7 +12,7 @@ use tonic::Code;
 
 use super::BACKEND;
 use crate::common::{TestOptions, TestServer};
-use crate::support::*;
+use crate::conformance::support::*;
 
 const SPANS_PER_ROLLOUT: usize = 5;
 

@@ -10,7 +10,7 @@ use tonic::Code;
 use super::BACKEND;
 use crate::common::TestServer;
 use crate::common::http::{HttpClient, Version};
-use crate::support::*;
+use crate::conformance::support::*;
 
 /// The longest duration protobuf can carry.
 fn longest_duration() -> Option<prost_types::Duration> {

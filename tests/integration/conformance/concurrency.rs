@@ -7,7 +7,7 @@ use lightning_store::proto as pb;
 
 use super::BACKEND;
 use crate::common::TestServer;
-use crate::support::*;
+use crate::conformance::support::*;
 
 const ROLLOUTS: usize = 10_000;
 const CLAIMERS: usize = 64;

@@ -10,7 +10,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::BACKEND;
 use crate::common::model_server::{ModelServer, token_ids};
-use crate::support::{Api, KEY, MODEL, chat_body, detail, start, start_with};
+use crate::agl1::support::{Api, KEY, MODEL, chat_body, detail, start, start_with};
 
 /// The endpoint upstream's rule picks for `rollout_id` among `endpoints`.
 fn chosen<'a>(endpoints: &'a [String], rollout_id: &str) -> &'a str {

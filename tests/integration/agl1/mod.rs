@@ -3,9 +3,7 @@
 //! the LLM gateway against a fake model server, and bad input. The test
 //! modules are compiled once per backend, as the conformance suite is.
 
-#[path = "../common/mod.rs"]
-mod common;
-mod support;
+pub(crate) mod support;
 
 macro_rules! agl1_suite {
     ($($module:ident => $backend:expr),+ $(,)?) => {

@@ -12,7 +12,7 @@ use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus}
 
 use super::BACKEND;
 use crate::common::TestServer;
-use crate::support::*;
+use crate::conformance::support::*;
 
 #[tokio::test]
 async fn health_reports_serving_for_the_store_service() {

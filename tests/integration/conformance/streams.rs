@@ -17,7 +17,7 @@ use tonic::{Code, Streaming};
 
 use super::BACKEND;
 use crate::common::{TestOptions, TestServer};
-use crate::support::*;
+use crate::conformance::support::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
 

@@ -3,9 +3,7 @@
 //! The same test modules are compiled once per backend, so every backend
 //! passes exactly the same tests.
 
-#[path = "../common/mod.rs"]
-mod common;
-mod support;
+pub(crate) mod support;
 
 macro_rules! conformance_suite {
     ($($module:ident => $backend:expr),+ $(,)?) => {

@@ -6,7 +6,7 @@ use lightning_store::proto::{self as pb, watch_events_response::Message};
 use serde_json::json;
 
 use super::BACKEND;
-use crate::support::{Api, detail, grpc, start};
+use crate::agl1::support::{Api, detail, grpc, start};
 
 fn rollout(response: pb::GetRolloutResponse) -> pb::Rollout {
     response.rollout.unwrap()

@@ -5,7 +5,7 @@ use tonic::Code;
 
 use super::BACKEND;
 use crate::common::TestServer;
-use crate::support::*;
+use crate::conformance::support::*;
 
 fn ids(items: &[pb::Rollout]) -> Vec<String> {
     items.iter().map(|r| r.rollout_id.clone()).collect()

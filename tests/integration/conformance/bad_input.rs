@@ -7,7 +7,7 @@ use tonic::Code;
 
 use super::BACKEND;
 use crate::common::TestServer;
-use crate::support::*;
+use crate::conformance::support::*;
 
 /// Returns everything a client can observe, to compare before and after.
 async fn snapshot(c: &mut Client) -> (pb::GetStatisticsResponse, Vec<pb::Rollout>) {

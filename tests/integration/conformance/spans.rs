@@ -7,7 +7,7 @@ use tonic::Code;
 
 use super::BACKEND;
 use crate::common::TestServer;
-use crate::support::*;
+use crate::conformance::support::*;
 
 async fn running_rollout(c: &mut Client) -> (String, String) {
     let rollout = enqueue(c, "{}").await;

@@ -17,7 +17,7 @@ use tonic::codec::CompressionEncoding;
 
 use super::BACKEND;
 use crate::common::TestServer;
-use crate::support::*;
+use crate::conformance::support::*;
 
 fn kv(key: &str, value: Value) -> KeyValue {
     KeyValue {

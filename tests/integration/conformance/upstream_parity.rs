@@ -7,7 +7,7 @@ use lightning_store::proto as pb;
 
 use super::BACKEND;
 use crate::common::TestServer;
-use crate::support::*;
+use crate::conformance::support::*;
 
 #[tokio::test]
 async fn span_ids_are_opaque_text_matched_verbatim() {

@@ -5,7 +5,7 @@ use tonic::Code;
 
 use super::BACKEND;
 use crate::common::TestServer;
-use crate::support::*;
+use crate::conformance::support::*;
 
 async fn latest(c: &mut Client) -> Option<pb::ResourcesUpdate> {
     c.get_latest_resources(pb::GetLatestResourcesRequest {})

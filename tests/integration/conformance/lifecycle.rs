@@ -6,7 +6,7 @@ use tonic::Code;
 
 use super::BACKEND;
 use crate::common::TestServer;
-use crate::support::*;
+use crate::conformance::support::*;
 
 #[tokio::test]
 async fn full_lifecycle_enqueue_dequeue_span_complete() {

@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use super::BACKEND;
-use crate::support::{Api, detail, start, start_with};
+use crate::agl1::support::{Api, detail, start, start_with};
 
 #[tokio::test]
 async fn malformed_and_mistyped_bodies_are_422s_that_write_nothing() {

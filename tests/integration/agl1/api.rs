@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::BACKEND;
 use crate::common::http::{HttpClient, Version};
-use crate::support::{Api, KEY, detail, grpc, start};
+use crate::agl1::support::{Api, KEY, detail, grpc, start};
 
 /// Concurrent first creations of one caller-chosen id: one of them creates
 /// the rollout, every other returns it untouched (1.x's "an id that exists

@@ -9,7 +9,7 @@ use lightning_store::proto as pb;
 
 use super::BACKEND;
 use crate::common::TestServer;
-use crate::support::*;
+use crate::conformance::support::*;
 
 /// The watchdog timer of the tests in which it acts.
 const TIMER: Duration = Duration::from_millis(20);

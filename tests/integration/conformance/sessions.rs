@@ -14,7 +14,7 @@ use tonic::Code;
 
 use super::BACKEND;
 use crate::common::{Backend, TestOptions, TestServer};
-use crate::support::*;
+use crate::conformance::support::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
