@@ -3,8 +3,8 @@
 //! events, terminal cursor and gateway pause, and the gateway's in-flight
 //! count sums both servers.
 
-use crate::common;
 use crate::agl1::support;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -7,8 +7,8 @@ use lightning_store::proto;
 use serde_json::{Value, json};
 
 use super::BACKEND;
-use crate::common::http::{HttpClient, Version};
 use crate::agl1::support::{Api, KEY, detail, grpc, start};
+use crate::common::http::{HttpClient, Version};
 
 /// Concurrent first creations of one caller-chosen id: one of them creates
 /// the rollout, every other returns it untouched (1.x's "an id that exists

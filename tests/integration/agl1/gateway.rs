@@ -9,8 +9,8 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
 use super::BACKEND;
-use crate::common::model_server::{ModelServer, token_ids};
 use crate::agl1::support::{Api, KEY, MODEL, chat_body, detail, start, start_with};
+use crate::common::model_server::{ModelServer, token_ids};
 
 /// The endpoint upstream's rule picks for `rollout_id` among `endpoints`.
 fn chosen<'a>(endpoints: &'a [String], rollout_id: &str) -> &'a str {
