@@ -32,7 +32,9 @@ SERVERS = _servers()
 def store_urls() -> dict[str, str]:
     """Every server under test, by backend name."""
     if not SERVERS:
-        pytest.fail("LIGHTNING_STORE_URLS is not set: run these tests through `cargo test --test integration agl0::`")
+        pytest.fail(
+            "LIGHTNING_STORE_URLS is not set: run these tests through `cargo test --test integration agl0::`"
+        )
     return SERVERS
 
 

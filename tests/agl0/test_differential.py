@@ -327,7 +327,9 @@ STEPS = [
 def test_answers_match_agl_store_byte_for_byte(store_urls: dict[str, str]) -> None:
     upstream = os.environ.get("AGL_STORE_URL")
     if not upstream:
-        pytest.fail("AGL_STORE_URL is not set: run these tests through `cargo test --test integration agl0::`")
+        pytest.fail(
+            "AGL_STORE_URL is not set: run these tests through `cargo test --test integration agl0::`"
+        )
     theirs = _transcript(upstream.rstrip("/"), STEPS)
     ours = _transcript(store_urls["memory"], STEPS)
     mismatches = [f"upstream: {t}\n    ours: {o}" for t, o in zip(theirs, ours, strict=True) if t != o]
