@@ -7,6 +7,7 @@
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
+use std::borrow::Cow;
 
 /// A response whose body is `T` as agent-lightning's server renders JSON.
 #[derive(Debug)]
@@ -58,6 +59,67 @@ impl serde_json::ser::Formatter for PythonFloats {
     ) -> std::io::Result<()> {
         writer.write_all(pydantic_float(f64::from(value)).as_bytes())
     }
+
+    fn write_number_str<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        value: &str,
+    ) -> std::io::Result<()> {
+        writer.write_all(python_number(value).as_bytes())
+    }
+}
+
+/// Writes a JSON number kept as its text (a client's payload) as Python
+/// would read and write it without losing its value: an integer as given
+/// (Python's `int` is exact; `-0` is `0`), a decimal that a float holds as
+/// its shortest digits as pydantic writes that float (`1e16` is `1e+16`,
+/// `1.50` is `1.5`), and any other decimal as given, so that no digit of
+/// it is lost (`0.1000000000000000055511151231257827`, `1e400`).
+fn python_number(text: &str) -> Cow<'_, str> {
+    if !text.contains(['.', 'e', 'E']) {
+        return Cow::Borrowed(if text == "-0" { "0" } else { text });
+    }
+    match text.parse::<f64>() {
+        Ok(value) if value.is_finite() && same_decimal(text, value) => {
+            Cow::Owned(pydantic_float(value))
+        }
+        _ => Cow::Borrowed(text),
+    }
+}
+
+/// Whether the JSON number `text` is the decimal value of `value`'s
+/// shortest round-trip digits.
+fn same_decimal(text: &str, value: f64) -> bool {
+    let Some((negative, digits, exponent)) = decimal_parts(text) else {
+        return false;
+    };
+    if value == 0.0 {
+        return digits.is_empty();
+    }
+    let shortest = Shortest::of(value);
+    negative == shortest.negative && digits == shortest.digits && exponent == shortest.exponent
+}
+
+/// A JSON number's sign, significant digits (no leading or trailing zeros;
+/// empty for zero) and the decimal exponent of its first digit; `None` when
+/// the exponent does not fit an `i32`.
+fn decimal_parts(text: &str) -> Option<(bool, String, i32)> {
+    let (negative, unsigned) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
+        Some((mantissa, exponent)) => (mantissa, exponent.parse::<i32>().ok()?),
+        None => (unsigned, 0),
+    };
+    let (integer, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let all: String = [integer, fraction].concat();
+    let Some(first) = all.find(|c| c != '0') else {
+        return Some((negative, String::new(), 0));
+    };
+    let digits = all[first..].trim_end_matches('0').to_owned();
+    let first_exponent = i32::try_from(integer.len()).ok()? - 1 - i32::try_from(first).ok()?;
+    Some((negative, digits, first_exponent.checked_add(exponent)?))
 }
 
 /// A finite, non-zero float as its shortest round-trip digits: the sign,
@@ -218,6 +280,34 @@ mod tests {
             assert_eq!(python_repr_float(value), python, "{value:?}");
         }
         assert_eq!(pydantic_float(f64::NAN), "null");
+    }
+
+    #[test]
+    fn client_numbers_keep_their_value_and_floats_are_written_as_pydantic_writes_them() {
+        for (text, written) in [
+            ("12345678901234567890123", "12345678901234567890123"),
+            ("18446744073709551615", "18446744073709551615"),
+            ("-9223372036854775808", "-9223372036854775808"),
+            ("-0", "0"),
+            (
+                "0.1000000000000000055511151231257827",
+                "0.1000000000000000055511151231257827",
+            ),
+            ("1e400", "1e400"),
+            ("1e-400", "1e-400"),
+            ("1e99999999999", "1e99999999999"),
+            ("0.1", "0.1"),
+            ("1.50", "1.5"),
+            ("1e16", "1e+16"),
+            ("1E-7", "1e-7"),
+            ("0.0", "0.0"),
+            ("-0.0", "-0.0"),
+            ("0e5", "0.0"),
+            ("120.5e-1", "12.05"),
+            ("9007199254740993.0", "9007199254740993.0"),
+        ] {
+            assert_eq!(python_number(text), written, "{text}");
+        }
     }
 
     #[test]

@@ -164,7 +164,7 @@ fn decode(encoding: Encoding, body: &[u8]) -> Result<ExportTraceServiceRequest, 
         Encoding::Protobuf => ExportTraceServiceRequest::decode(body)
             .map_err(|e| format!("Unable to parse OTLP traces payload: {e}")),
         Encoding::Json if body.is_empty() => Ok(ExportTraceServiceRequest::default()),
-        Encoding::Json => serde_json::from_slice(body)
+        Encoding::Json => crate::otlp::json::decode_export(body)
             .map_err(|e| format!("Unable to parse OTLP traces payload: {e}")),
     }
 }

@@ -6,6 +6,7 @@
 //! export. At most a configured number of exports run at once; beyond that
 //! exporters are told to retry later.
 
+pub mod json;
 pub mod spans;
 
 use std::sync::Arc;

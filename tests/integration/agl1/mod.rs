@@ -15,6 +15,7 @@ macro_rules! agl1_suite {
 
                 mod api;
                 mod bad_input;
+                mod exact_numbers;
                 mod gateway;
                 mod one_model;
             }

@@ -17,6 +17,7 @@ macro_rules! conformance_suite {
 
                 mod bad_input;
                 mod concurrency;
+                mod exact_numbers;
                 mod idempotency;
                 mod lifecycle;
                 mod otlp;

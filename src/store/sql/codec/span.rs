@@ -10,8 +10,9 @@ use super::super::Row;
 use super::{corrupt, time};
 use crate::core::error::StoreResult;
 use crate::core::model::{
-    AttributeValue, ExtraFields, InstrumentationScope, JsonObject, KeyValue, Span, SpanContext,
-    SpanEvent, SpanKind, SpanLink, SpanResource, SpanStatus, SpanStatusCode, TraceState,
+    AttributeValue, ExtraFields, InstrumentationScope, Json, JsonObject, KeyValue, Span,
+    SpanContext, SpanEvent, SpanKind, SpanLink, SpanResource, SpanStatus, SpanStatusCode,
+    TraceState,
 };
 
 /// Decodes a span from [`span_columns`].
@@ -404,17 +405,29 @@ enum StoredValue {
     String(String),
     Bool(bool),
     Int(i64),
-    Double(StoredDouble),
+    Double(#[serde(deserialize_with = "deserialize_double")] f64),
     Bytes(#[serde(deserialize_with = "deserialize_hex")] Vec<u8>),
     Array(Vec<Option<StoredValue>>),
     Map(Vec<StoredKeyValue>),
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum StoredDouble {
-    Finite(f64),
-    Special(String),
+/// Reads a stored double: a number, or the name of a non-finite one. Read
+/// through a JSON value rather than an untagged enum, which would buffer the
+/// number and, under `arbitrary_precision`, no longer see a float in it.
+fn deserialize_double<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    match Json::deserialize(deserializer)? {
+        Json::Number(n) => n
+            .as_f64()
+            .ok_or_else(|| serde::de::Error::custom("double out of range")),
+        Json::String(name) => Ok(match name.as_str() {
+            "inf" => f64::INFINITY,
+            "-inf" => f64::NEG_INFINITY,
+            _ => f64::NAN,
+        }),
+        other => Err(serde::de::Error::custom(format!(
+            "expected a double, got {other}"
+        ))),
+    }
 }
 
 fn deserialize_hex<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
@@ -438,14 +451,7 @@ fn value(stored: Option<StoredValue>) -> AttributeValue {
         Some(StoredValue::String(s)) => AttributeValue::String(s),
         Some(StoredValue::Bool(b)) => AttributeValue::Bool(b),
         Some(StoredValue::Int(i)) => AttributeValue::Int(i),
-        Some(StoredValue::Double(StoredDouble::Finite(d))) => AttributeValue::Double(d),
-        Some(StoredValue::Double(StoredDouble::Special(s))) => {
-            AttributeValue::Double(match s.as_str() {
-                "inf" => f64::INFINITY,
-                "-inf" => f64::NEG_INFINITY,
-                _ => f64::NAN,
-            })
-        }
+        Some(StoredValue::Double(d)) => AttributeValue::Double(d),
         Some(StoredValue::Bytes(b)) => AttributeValue::Bytes(b),
         Some(StoredValue::Array(items)) => {
             AttributeValue::Array(items.into_iter().map(value).collect())

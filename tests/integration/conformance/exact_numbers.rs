@@ -1,0 +1,326 @@
+//! Issue 17 case 15: the `*_json` fields keep their numbers exactly as the
+//! client wrote them (integers past 2^53 and past 64 bits, the 64-bit
+//! extremes, decimals longer than a double holds, exponents beyond its
+//! range), through gRPC and agent-lightning 0.x's HTTP API, and across a
+//! restart of a durable backend.
+
+use std::path::PathBuf;
+
+use lightning_store::proto as pb;
+use serde_json::json;
+
+use super::BACKEND;
+use crate::common::http::{HttpClient, Version};
+use crate::common::{Backend, TestOptions, TestServer, postgres_database};
+use crate::conformance::support::*;
+
+/// Numbers no double holds, as a client writes them.
+const NUMBERS: &str = r#"{"n": 12345678901234567890123, "m": 9007199254740993, "u": 18446744073709551615, "i": -9223372036854775808, "d": 0.1000000000000000055511151231257827, "e": 1e400, "x": -2.50E-7}"#;
+/// [`NUMBERS`] as the store writes it back: without the spaces, every
+/// number's digits as given, exponents as `e` and their sign.
+const EXACT: &str = r#"{"n":12345678901234567890123,"m":9007199254740993,"u":18446744073709551615,"i":-9223372036854775808,"d":0.1000000000000000055511151231257827,"e":1e+400,"x":-2.50e-7}"#;
+
+/// Where the database lives, so that a second server opens the same one.
+enum Database {
+    Memory,
+    Sqlite(tempfile::TempDir),
+    Postgres(String),
+}
+
+impl Database {
+    async fn new() -> Self {
+        match BACKEND {
+            Backend::Memory => Database::Memory,
+            Backend::Sqlite => Database::Sqlite(tempfile::tempdir().unwrap()),
+            Backend::Postgres => Database::Postgres(postgres_database().await),
+        }
+    }
+
+    async fn server(&self) -> TestServer {
+        let (database, postgres_url): (Option<PathBuf>, Option<String>) = match self {
+            Database::Memory => (None, None),
+            Database::Sqlite(dir) => (Some(dir.path().join("store.db")), None),
+            Database::Postgres(url) => (None, Some(url.clone())),
+        };
+        let options = TestOptions {
+            database,
+            postgres_url,
+            ..TestOptions::default()
+        };
+        TestServer::start_opts(BACKEND, options).await
+    }
+}
+
+/// The ids of what [`write_everything`] wrote.
+struct Written {
+    rollout_id: String,
+    updated_rollout_id: String,
+    attempt_id: String,
+    resources_id: String,
+    updated_resources_id: String,
+}
+
+/// Writes [`NUMBERS`] into every `*_json` field a request carries, checking
+/// the answers.
+async fn write_everything(c: &mut Client) -> Written {
+    let enqueued = enqueue_spec(
+        c,
+        pb::RolloutSpec {
+            input_json: NUMBERS.into(),
+            metadata_json: NUMBERS.into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(enqueued.input_json, EXACT);
+    assert_eq!(enqueued.metadata_json, EXACT);
+
+    let updated = enqueue(c, "null").await;
+    let answer = c
+        .update_rollout(pb::UpdateRolloutRequest {
+            rollout_id: updated.rollout_id.clone(),
+            update_mask: mask(&["input_json", "metadata_json"]),
+            input_json: NUMBERS.into(),
+            metadata_json: NUMBERS.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rollout
+        .unwrap();
+    assert_eq!(answer.input_json, EXACT);
+    assert_eq!(answer.metadata_json, EXACT);
+
+    let attempt_id = start_attempt(c, &enqueued.rollout_id).await;
+    let attempt = c
+        .update_attempt(pb::UpdateAttemptRequest {
+            rollout_id: enqueued.rollout_id.clone(),
+            attempt_id: attempt_id.clone(),
+            update_mask: mask(&["metadata_json"]),
+            metadata_json: NUMBERS.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .attempt
+        .unwrap();
+    assert_eq!(attempt.metadata_json, EXACT);
+
+    let mut sent = span(&enqueued.rollout_id, &attempt_id, "exact", None);
+    sent.extra_json = NUMBERS.into();
+    sent.status = Some(pb::SpanStatus {
+        extra_json: NUMBERS.into(),
+        ..Default::default()
+    });
+    let mut context = sent.context.take().unwrap_or_default();
+    context.extra_json = NUMBERS.into();
+    sent.context = Some(context);
+    sent.events = vec![pb::SpanEvent {
+        name: "event".into(),
+        extra_json: NUMBERS.into(),
+        ..Default::default()
+    }];
+    assert_span_exact(&add_span(c, sent).await.expect("the span is stored"));
+
+    let resources = c
+        .add_resources(pb::AddResourcesRequest {
+            resources_json: NUMBERS.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .resources
+        .unwrap();
+    assert_eq!(resources.resources_json, EXACT);
+    let updated_resources = c
+        .update_resources(pb::UpdateResourcesRequest {
+            resources_id: "rs-exact".into(),
+            resources_json: NUMBERS.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .resources
+        .unwrap();
+    assert_eq!(updated_resources.resources_json, EXACT);
+
+    c.update_worker(pb::UpdateWorkerRequest {
+        worker_id: "exact".into(),
+        heartbeat_stats_json: Some(NUMBERS.into()),
+    })
+    .await
+    .unwrap();
+
+    Written {
+        rollout_id: enqueued.rollout_id,
+        updated_rollout_id: updated.rollout_id,
+        attempt_id,
+        resources_id: resources.resources_id,
+        updated_resources_id: updated_resources.resources_id,
+    }
+}
+
+fn assert_span_exact(span: &pb::Span) {
+    assert_eq!(span.extra_json, EXACT);
+    assert_eq!(span.status.as_ref().unwrap().extra_json, EXACT);
+    assert_eq!(span.context.as_ref().unwrap().extra_json, EXACT);
+    assert_eq!(span.events[0].extra_json, EXACT);
+}
+
+/// Reads every field [`write_everything`] wrote.
+async fn assert_everything_exact(c: &mut Client, written: &Written) {
+    let rollout = get(c, &written.rollout_id).await;
+    assert_eq!(rollout.input_json, EXACT);
+    assert_eq!(rollout.metadata_json, EXACT);
+    let attempt = attempt_of(&rollout);
+    assert_eq!(attempt.attempt_id, written.attempt_id);
+    assert_eq!(attempt.metadata_json, EXACT);
+    let updated = get(c, &written.updated_rollout_id).await;
+    assert_eq!(updated.input_json, EXACT);
+    assert_eq!(updated.metadata_json, EXACT);
+
+    let spans = query_spans(
+        c,
+        pb::QuerySpansRequest {
+            rollout_id: written.rollout_id.clone(),
+            ..Default::default()
+        },
+    )
+    .await
+    .spans;
+    assert_eq!(spans.len(), 1);
+    assert_span_exact(&spans[0]);
+
+    for resources_id in [&written.resources_id, &written.updated_resources_id] {
+        let resources = c
+            .get_resources(pb::GetResourcesRequest {
+                resources_id: resources_id.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .resources
+            .unwrap();
+        assert_eq!(resources.resources_json, EXACT);
+    }
+
+    assert_eq!(worker(c, "exact").await.heartbeat_stats_json, EXACT);
+}
+
+#[tokio::test]
+async fn case_15_json_fields_keep_every_number_exactly_over_grpc() {
+    let database = Database::new().await;
+    let server = database.server().await;
+    let mut c = server.client().await;
+    let written = write_everything(&mut c).await;
+    assert_everything_exact(&mut c, &written).await;
+    server.stop().await;
+
+    if BACKEND != Backend::Memory {
+        // Read back by a new server from what the database holds.
+        let server = database.server().await;
+        let mut c = server.client().await;
+        assert_everything_exact(&mut c, &written).await;
+        server.stop().await;
+    }
+}
+
+/// The numbers a float holds (as its shortest digits) are written as
+/// agent-lightning's server writes floats; the others keep their digits.
+const HTTP_EXACT: &str = r#"{"n":12345678901234567890123,"m":9007199254740993,"u":18446744073709551615,"i":-9223372036854775808,"d":0.1000000000000000055511151231257827,"e":1e+400,"x":-2.5e-7}"#;
+
+#[tokio::test]
+async fn case_15_json_fields_keep_every_number_exactly_over_http() {
+    let server = TestServer::start(BACKEND).await;
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let post = |path: String, body: String| {
+        let http = http.clone();
+        async move {
+            let response = http
+                .request("POST", &path, &[("content-type", "application/json")], body)
+                .await;
+            assert!(
+                (200..300).contains(&response.status),
+                "{path}: {}",
+                response.text()
+            );
+            response.text()
+        }
+    };
+
+    let enqueued = post(
+        "/v1/agl/queues/rollouts/enqueue".into(),
+        format!(r#"{{"rollouts": [{{"input": {NUMBERS}, "metadata": {NUMBERS}}}]}}"#),
+    )
+    .await;
+    assert!(
+        enqueued.contains(&format!(r#""input":{HTTP_EXACT}"#))
+            && enqueued.contains(&format!(r#""metadata":{HTTP_EXACT}"#)),
+        "{enqueued}"
+    );
+    let rollout_id = serde_json::from_str::<serde_json::Value>(&enqueued).unwrap()[0]["rollout_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let updated = post(
+        format!("/v1/agl/rollouts/{rollout_id}"),
+        format!(r#"{{"input": {NUMBERS}, "metadata": {NUMBERS}}}"#),
+    )
+    .await;
+    assert!(
+        updated.contains(&format!(r#""metadata":{HTTP_EXACT}"#)),
+        "{updated}"
+    );
+    let read = http
+        .get(&format!("/v1/agl/rollouts/{rollout_id}"))
+        .await
+        .text();
+    assert!(
+        read.contains(&format!(r#""input":{HTTP_EXACT}"#))
+            && read.contains(&format!(r#""metadata":{HTTP_EXACT}"#)),
+        "{read}"
+    );
+    // The same rollout over gRPC: the numbers as the client wrote them.
+    let mut c = server.client().await;
+    assert_eq!(get(&mut c, &rollout_id).await.metadata_json, EXACT);
+
+    let llm = format!(
+        r#"{{"main": {{"resource_type": "llm", "endpoint": "http://127.0.0.1:1", "model": "m", "sampling_parameters": {NUMBERS}}}}}"#
+    );
+    let resources = post("/v1/agl/resources".into(), llm).await;
+    assert!(
+        resources.contains(&format!(r#""sampling_parameters":{HTTP_EXACT}"#)),
+        "{resources}"
+    );
+    let latest = http.get("/v1/agl/resources/latest").await.text();
+    assert!(
+        latest.contains(&format!(r#""sampling_parameters":{HTTP_EXACT}"#)),
+        "{latest}"
+    );
+
+    post(
+        "/v1/agl/workers/exact".into(),
+        format!(r#"{{"heartbeat_stats": {NUMBERS}}}"#),
+    )
+    .await;
+    let worker = http.get("/v1/agl/workers/exact").await.text();
+    assert!(
+        worker.contains(&format!(r#""heartbeat_stats":{HTTP_EXACT}"#)),
+        "{worker}"
+    );
+
+    // Floats keep agent-lightning's rendering.
+    let floats = post(
+        "/v1/agl/queues/rollouts/enqueue".into(),
+        json!({"rollouts": [{"input": {"a": 1.0, "b": 1e16, "c": 0.1}}]}).to_string(),
+    )
+    .await;
+    assert!(
+        floats.contains(r#""input":{"a":1.0,"b":1e+16,"c":0.1}"#),
+        "{floats}"
+    );
+    server.stop().await;
+}
