@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 use lightning_store::proto as pb;
+use pb::worker_session_request::Message as ToServer;
 use serde_json::json;
 
 use super::BACKEND;
@@ -122,6 +123,11 @@ async fn write_everything(c: &mut Client) -> Written {
         extra_json: NUMBERS.into(),
         ..Default::default()
     }];
+    sent.links = vec![pb::SpanLink {
+        context: sent.context.clone(),
+        extra_json: NUMBERS.into(),
+        ..Default::default()
+    }];
     assert_span_exact(&add_span(c, sent).await.expect("the span is stored"));
 
     let resources = c
@@ -152,6 +158,17 @@ async fn write_everything(c: &mut Client) -> Written {
     })
     .await
     .unwrap();
+    // A session's heartbeat: recorded by the time a clean close ends the stream.
+    let runner = Runner::open(c, "exact-session", 1).await;
+    runner
+        .to_server
+        .send(pb::WorkerSessionRequest {
+            message: Some(ToServer::Heartbeat(pb::SessionHeartbeat {
+                heartbeat_stats_json: NUMBERS.into(),
+            })),
+        })
+        .unwrap();
+    runner.close().await;
 
     Written {
         rollout_id: enqueued.rollout_id,
@@ -167,6 +184,7 @@ fn assert_span_exact(span: &pb::Span) {
     assert_eq!(span.status.as_ref().unwrap().extra_json, EXACT);
     assert_eq!(span.context.as_ref().unwrap().extra_json, EXACT);
     assert_eq!(span.events[0].extra_json, EXACT);
+    assert_eq!(span.links[0].extra_json, EXACT);
 }
 
 /// Reads every field [`write_everything`] wrote.
@@ -207,6 +225,7 @@ async fn assert_everything_exact(c: &mut Client, written: &Written) {
     }
 
     assert_eq!(worker(c, "exact").await.heartbeat_stats_json, EXACT);
+    assert_eq!(worker(c, "exact-session").await.heartbeat_stats_json, EXACT);
 }
 
 #[tokio::test]
