@@ -92,6 +92,9 @@ fn number() -> impl Strategy<Value = Json> {
             "-98765432109876543210",
             "0.1000000000000000055511151231257827",
             "-1e-400",
+            "1e400",
+            "1E+99999999999",
+            "2.50E-7",
             "9007199254740993",
             "-0",
         ])
@@ -143,6 +146,16 @@ fn key() -> impl Strategy<Value = String> {
             "is_remote",
             "description",
             "status_code",
+            // OTLP/JSON's names.
+            "resourceSpans",
+            "scopeSpans",
+            "spans",
+            "value",
+            "values",
+            "intValue",
+            "doubleValue",
+            "arrayValue",
+            "kvlistValue",
         ])
         .prop_map(str::to_owned),
         text(),
@@ -438,5 +451,7 @@ proptest! {
         // The same JSON as the text of a gRPC `*_json` field.
         answered(c::json_from_text("input_json", &body.to_string(), Json::Null));
         answered(c::resources_from_text(&body.to_string()));
+        // The same JSON as an OTLP/JSON export: decoded or refused.
+        let _ = crate::otlp::json::decode_export(body.to_string().as_bytes());
     }
 }
