@@ -331,6 +331,54 @@ async fn case_15_json_fields_keep_every_number_exactly_over_http() {
         "{worker}"
     );
 
+    // A span's extra fields (agent-lightning's model keeps unknown keys).
+    let started = post("/v1/agl/rollouts".into(), r#"{"input": null}"#.into()).await;
+    let started: serde_json::Value = serde_json::from_str(&started).unwrap();
+    let (span_rollout, span_attempt) = (
+        started["rollout_id"].as_str().unwrap(),
+        started["attempt"]["attempt_id"].as_str().unwrap(),
+    );
+    let added = post(
+        "/v1/agl/spans".into(),
+        format!(
+            r#"{{"rollout_id": "{span_rollout}", "attempt_id": "{span_attempt}", "sequence_id": 1,
+            "trace_id": "t", "span_id": "s", "parent_id": null, "name": "n",
+            "status": {{"status_code": "OK", "numbers": {NUMBERS}}}, "attributes": {{}},
+            "events": [], "links": [], "start_time": null, "end_time": null, "context": null,
+            "parent": null, "resource": {{"attributes": {{}}, "schema_url": ""}},
+            "numbers": {NUMBERS}}}"#
+        ),
+    )
+    .await;
+    assert!(
+        added.contains(&format!(r#""numbers":{HTTP_EXACT}"#)),
+        "{added}"
+    );
+    let searched = post(
+        "/v1/agl/spans/search".into(),
+        format!(r#"{{"rollout_id": "{span_rollout}"}}"#),
+    )
+    .await;
+    assert_eq!(
+        searched
+            .matches(&format!(r#""numbers":{HTTP_EXACT}"#))
+            .count(),
+        2,
+        "{searched}"
+    );
+    let spans = query_spans(
+        &mut c,
+        pb::QuerySpansRequest {
+            rollout_id: span_rollout.to_owned(),
+            ..Default::default()
+        },
+    )
+    .await
+    .spans;
+    let extra = format!(r#"{{"numbers":{EXACT}}}"#);
+    assert_eq!(spans[0].extra_json, extra);
+    assert_eq!(spans[0].status.as_ref().unwrap().extra_json, extra);
+
     // Floats keep agent-lightning's rendering.
     let floats = post(
         "/v1/agl/queues/rollouts/enqueue".into(),
