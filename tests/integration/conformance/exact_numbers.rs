@@ -391,3 +391,87 @@ async fn case_15_json_fields_keep_every_number_exactly_over_http() {
     );
     server.stop().await;
 }
+
+/// OTLP/JSON's doubles, which opentelemetry-proto reads only as floats,
+/// still decode with exact numbers on: in any written form, nested too.
+#[tokio::test]
+async fn otlp_json_doubles_decode_in_any_written_form() {
+    use pb::attribute_value::Value;
+
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    let rollout = enqueue(&mut c, "{}").await;
+    let claimed = dequeue(&mut c, None).await.unwrap();
+    let attempt_id = attempt_of(&claimed).attempt_id.clone();
+    let body = format!(
+        r#"{{"resourceSpans": [{{"resource": {{"attributes": [
+            {{"key": "agentlightning.rollout_id", "value": {{"stringValue": "{}"}}}},
+            {{"key": "agentlightning.attempt_id", "value": {{"stringValue": "{attempt_id}"}}}}]}},
+          "scopeSpans": [{{"spans": [{{"traceId": "5b8efff798038103d269b633813fc60c",
+            "spanId": "eee19b7ec3c1b174", "name": "doubles",
+            "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": 1700000001000000000,
+            "attributes": [
+              {{"key": "trailing", "value": {{"doubleValue": 2.50}}}},
+              {{"key": "exponent", "value": {{"doubleValue": 1E16}}}},
+              {{"key": "long", "value": {{"doubleValue": 0.1000000000000000055511151231257827}}}},
+              {{"key": "int", "value": {{"intValue": "-9223372036854775808"}}}},
+              {{"key": "nested", "value": {{"kvlistValue": {{"values": [
+                {{"key": "x", "value": {{"arrayValue": {{"values": [{{"doubleValue": -1.5e-7}}]}}}}}}]}}}}}}
+            ]}}]}}]}}]}}"#,
+        rollout.rollout_id
+    );
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let answer = http
+        .request(
+            "POST",
+            "/v1/traces",
+            &[("content-type", "application/json")],
+            body,
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.text(), "{}", "a full success");
+
+    let spans = query_spans(
+        &mut c,
+        pb::QuerySpansRequest {
+            rollout_id: rollout.rollout_id.clone(),
+            ..Default::default()
+        },
+    )
+    .await
+    .spans;
+    assert_eq!(spans.len(), 1);
+    let attribute = |key: &str| {
+        spans[0]
+            .attributes
+            .iter()
+            .find(|kv| kv.key == key)
+            .and_then(|kv| kv.value.clone())
+            .and_then(|v| v.value)
+    };
+    assert_eq!(attribute("trailing"), Some(Value::DoubleValue(2.5)));
+    assert_eq!(attribute("exponent"), Some(Value::DoubleValue(1e16)));
+    assert_eq!(attribute("long"), Some(Value::DoubleValue(0.1)));
+    assert_eq!(attribute("int"), Some(Value::IntValue(i64::MIN)));
+    let Some(Value::KvlistValue(nested)) = attribute("nested") else {
+        panic!("a map: {:?}", attribute("nested"));
+    };
+    let Some(Value::ArrayValue(array)) = nested.values[0].value.clone().and_then(|v| v.value)
+    else {
+        panic!("an array: {nested:?}");
+    };
+    assert_eq!(array.values[0].value, Some(Value::DoubleValue(-1.5e-7)));
+
+    // Beyond a double's range: refused, nothing stored.
+    let refused = http
+        .request(
+            "POST",
+            "/v1/traces",
+            &[("content-type", "application/json")],
+            r#"{"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": [{"key": "k", "value": {"doubleValue": 1e400}}]}]}]}]}"#,
+        )
+        .await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    server.stop().await;
+}
