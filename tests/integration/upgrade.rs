@@ -347,6 +347,14 @@ async fn serves_the_fixture(server: &TestServer) {
     }
     assert_eq!(by_status["succeeded"], 2, "{by_status:?}");
     assert_eq!(by_status["cancelled"], 1, "{by_status:?}");
+    // The attempts' statuses add up (counted by triggers before the
+    // upgrade, by the write sets after it on PostgreSQL).
+    assert_eq!(
+        stats.attempts_by_status.values().sum::<i64>(),
+        stats.total_attempts,
+        "{stats:?}"
+    );
+    assert_eq!(stats.attempts_by_status["succeeded"], 2, "{stats:?}");
 
     // agent-lightning 1.x's records: the rollout and its event.
     let http = HttpClient::new(server.addr, Version::Http1);

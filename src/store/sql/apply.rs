@@ -57,6 +57,10 @@ pub(super) struct Batch<'a> {
     statements: Vec<Statement<'a>>,
     open: Option<Builder<'a>>,
     clauses: usize,
+    /// On a shared database: queries of `(counter name, delta)` rows over
+    /// the open statement's clauses, summed into the counters by its last
+    /// clause (see [`Batch::count`]).
+    deltas: Vec<String>,
 }
 
 impl<'a> Batch<'a> {
@@ -66,20 +70,37 @@ impl<'a> Batch<'a> {
             statements: Vec::new(),
             open: None,
             clauses: 0,
+            deltas: Vec::new(),
         }
     }
 
-    /// Adds a piece binding `params` parameters, written by `build`.
-    pub(super) fn add(&mut self, params: usize, build: impl FnOnce(&mut Builder<'a>)) {
+    /// Adds a piece binding `params` parameters, written by `build`; on a
+    /// shared database, returns the name of its `WITH` clause.
+    pub(super) fn add(
+        &mut self,
+        params: usize,
+        build: impl FnOnce(&mut Builder<'a>),
+    ) -> Option<String> {
         if !self.dialect.shared {
             let mut b = Builder::new(self.dialect);
             build(&mut b);
             self.statements.push(b.finish());
-            return;
+            return None;
         }
         let b = self.clause(params);
         build(b);
         b.push(")");
+        Some(format!("w{}", self.clauses - 1))
+    }
+
+    /// On a shared database: adds the `(counter name, delta)` rows that
+    /// `deltas` selects (from clauses of the open statement) to this
+    /// connection's counter shards, in the open statement. All of a
+    /// statement's deltas are summed by one clause: two clauses of one
+    /// statement must not update the same counter row.
+    pub(super) fn count(&mut self, deltas: String) {
+        debug_assert!(self.dialect.shared && self.open.is_some());
+        self.deltas.push(deltas);
     }
 
     /// Opens the next `WITH` clause of the open statement (closing it first
@@ -105,6 +126,16 @@ impl<'a> Batch<'a> {
     /// Ends the open statement.
     fn close(&mut self) {
         if let Some(mut b) = self.open.take() {
+            if !self.deltas.is_empty() {
+                b.push(", counted AS (INSERT INTO counters (name, shard, value) \
+                     SELECT name, pg_backend_pid(), SUM(d) FROM (")
+                    .push(&self.deltas.join(" UNION ALL "))
+                    .push(
+                        ") AS deltas (name, d) GROUP BY name HAVING SUM(d) <> 0 \
+                         ON CONFLICT (name, shard) DO UPDATE SET value = counters.value + excluded.value)",
+                    );
+                self.deltas.clear();
+            }
             b.push(" SELECT 1");
             self.statements.push(b.finish());
             self.clauses = 0;
@@ -137,14 +168,63 @@ pub(super) fn upsert<'a, T: 'a>(
     tail: &str,
     row: impl Fn(&'a T) -> Vec<Arg<'a>>,
 ) {
+    upsert_counted(batch, rows, columns, head, tail, row, None);
+}
+
+/// What an upsert changes in the counters, on a shared database: the
+/// upsert ends with `returning`, and `deltas` turns the name of its clause
+/// into a query of `(counter name, delta)` rows (see [`Batch::count`]).
+struct Counted<'f> {
+    returning: &'static str,
+    deltas: &'f dyn Fn(&str) -> String,
+}
+
+/// [`upsert`], counted on a shared database (elsewhere the schema's
+/// triggers count).
+fn upsert_counted<'a, T: 'a>(
+    batch: &mut Batch<'a>,
+    rows: &'a [T],
+    columns: usize,
+    head: &str,
+    tail: &str,
+    row: impl Fn(&'a T) -> Vec<Arg<'a>>,
+    counted: Option<Counted<'_>>,
+) {
+    let counted = counted.filter(|_| batch.dialect.shared);
     let chunk = (batch.dialect.max_params / columns).max(1);
     for part in rows.chunks(chunk) {
-        batch.add(part.len() * columns, |b| {
+        let clause = batch.add(part.len() * columns, |b| {
             b.push(head);
             values(b, part.iter().map(&row));
             b.push(tail);
+            if let Some(counted) = &counted {
+                b.push(counted.returning);
+            }
         });
+        if let (Some(counted), Some(clause)) = (&counted, clause) {
+            batch.count((counted.deltas)(&clause));
+        }
     }
+}
+
+/// The status counts' deltas of an upsert clause that returns the key
+/// `columns` and the `status` of each row it wrote into `table` (whose
+/// counters are named after it: `rollouts`, `rollouts.<status>`): the rows'
+/// statuses before come from the table itself, since every clause of a
+/// statement reads the snapshot taken before the statement.
+fn status_deltas(table: &str, columns: &[&str], clause: &str) -> String {
+    let on: Vec<String> = columns
+        .iter()
+        .map(|column| format!("o.{column} = w.{column}"))
+        .collect();
+    format!(
+        "SELECT x.name, x.d FROM {clause} w LEFT JOIN {table} o ON {on} \
+         CROSS JOIN LATERAL (VALUES ('{table}', CASE WHEN o.status IS NULL THEN 1 ELSE 0 END), \
+         ('{table}.' || w.status, CASE WHEN o.status IS DISTINCT FROM w.status THEN 1 ELSE 0 END), \
+         ('{table}.' || o.status, CASE WHEN o.status <> w.status THEN -1 ELSE 0 END)) \
+         AS x (name, d) WHERE x.d <> 0",
+        on = on.join(" AND ")
+    )
 }
 
 /// On a shared database: the statement that numbers `events` from the
@@ -241,7 +321,7 @@ impl<C: Connection> SqlTx<C> {
                 ));
             });
         }
-        upsert(
+        upsert_counted(
             &mut batch,
             &rollouts,
             10,
@@ -270,8 +350,12 @@ impl<C: Connection> SqlTx<C> {
                     write.deadline.into(),
                 ]
             },
+            Some(Counted {
+                returning: " RETURNING rollout_id, status",
+                deltas: &|clause| status_deltas("rollouts", &["rollout_id"], clause),
+            }),
         );
-        upsert(
+        upsert_counted(
             &mut batch,
             &attempts,
             9,
@@ -294,6 +378,10 @@ impl<C: Connection> SqlTx<C> {
                     codec::json_text(&attempt.metadata).into(),
                 ]
             },
+            Some(Counted {
+                returning: " RETURNING rollout_id, attempt_id, status",
+                deltas: &|clause| status_deltas("attempts", &["rollout_id", "attempt_id"], clause),
+            }),
         );
         upsert(
             &mut batch,
@@ -347,22 +435,33 @@ impl<C: Connection> SqlTx<C> {
         // Removals never name a rollout the appends name (the write set
         // keeps the last intent), so their order within one statement does
         // not matter.
+        let shared = batch.dialect.shared;
         for part in unqueued.chunks(batch.dialect.max_params) {
-            batch.add(part.len(), |b| {
+            let clause = batch.add(part.len(), |b| {
                 b.push("DELETE FROM queue WHERE ");
                 let condition = b.one_of("rollout_id", part.iter().copied());
                 b.push(&condition);
+                if shared {
+                    b.push(" RETURNING rollout_id");
+                }
             });
+            if let Some(clause) = clause {
+                batch.count(format!("SELECT 'queued', -1 FROM {clause}"));
+            }
         }
         // A multi-row insert assigns positions in `VALUES` order: the queue
-        // keeps the order of the write set.
-        upsert(
+        // keeps the order of the write set. Only the entries inserted count.
+        upsert_counted(
             &mut batch,
             &queued,
             2,
             "INSERT INTO queue (rollout_id, enqueue_time) VALUES ",
             " ON CONFLICT (rollout_id) DO NOTHING",
             |&(rollout_id, since)| vec![rollout_id.as_str().into(), (*since).into()],
+            Some(Counted {
+                returning: " RETURNING rollout_id",
+                deltas: &|clause| format!("SELECT 'queued', 1 FROM {clause}"),
+            }),
         );
 
         for statement in batch.finish() {

@@ -14,12 +14,18 @@
 //! whole set), [`requests`] the remembered request ids, [`agl1`]
 //! agent-lightning 1.x's records.
 //!
-//! Counts for statistics come from a `counters` table. The schema's triggers
-//! keep the entity rows (`rollouts`, `attempts`, `resources`, `workers`,
-//! `queued`, and `rollouts.<status>`, `attempts.<status>` per status) exact;
-//! span totals are maintained here, once per batch, and so are the eviction
-//! totals. On a shared database a counter is several rows (shards) summed
-//! when read, so that concurrent transactions do not queue on one row.
+//! Counts for statistics come from a `counters` table: the entity rows
+//! (`rollouts`, `attempts`, `resources`, `workers`, `queued`, and
+//! `rollouts.<status>`, `attempts.<status>` per status), the span totals and
+//! the eviction totals. The span and eviction totals are maintained here,
+//! once per batch. On SQLite the schema's triggers keep the entity counts;
+//! on a shared database (PostgreSQL) the statements that change the rows
+//! count them (the write set's upserts from the statuses before and after,
+//! in the same statement; the claim and the deletes the queue entries they
+//! remove), and only deleted rollouts and attempts and first-seen workers
+//! and resources are counted by triggers. There a counter is several rows
+//! (shards) summed when read, so that concurrent transactions do not queue
+//! on one row.
 
 mod agl1;
 mod apply;

@@ -142,8 +142,8 @@ impl<C: Connection> SqlTx<C> {
 
     /// Removes up to `limit` entries from the queue's head and returns their
     /// rollouts. On a shared database, in one statement: entries other
-    /// transactions hold are skipped (`SKIP LOCKED`), and the claimed
-    /// rollouts are locked.
+    /// transactions hold are skipped (`SKIP LOCKED`), the claimed rollouts
+    /// are locked, and the queue's length is counted down.
     pub(super) async fn claim_head(&mut self, limit: usize) -> StoreResult<Vec<RolloutView>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         if C::DIALECT.shared {
@@ -154,7 +154,10 @@ impl<C: Connection> SqlTx<C> {
                 "WITH picked AS MATERIALIZED (SELECT pos FROM queue ORDER BY pos LIMIT $1 \
                  FOR UPDATE SKIP LOCKED), \
                  head AS (DELETE FROM queue q USING picked WHERE q.pos = picked.pos \
-                 RETURNING q.pos, q.rollout_id) \
+                 RETURNING q.pos, q.rollout_id), \
+                 counted AS (INSERT INTO counters (name, shard, value) \
+                 SELECT 'queued', pg_backend_pid(), -COUNT(*) FROM head HAVING COUNT(*) > 0 \
+                 ON CONFLICT (name, shard) DO UPDATE SET value = counters.value + excluded.value) \
                  SELECT ",
                 rollout_columns!("r."),
                 ", ",
