@@ -6,7 +6,7 @@ use async_trait::async_trait;
 
 use super::apply::{Batch, upsert};
 use super::codec::{self, rollout_columns};
-use super::query::Builder;
+use super::query::{self, Builder};
 use super::{Connection, Row, SqlTx, Statement};
 use crate::core::agl1::{
     Completion, CompletionPage, ModelServer, Pause, Replica, StoredEvent, V1Event, V1Fields,
@@ -215,6 +215,11 @@ impl<C: Connection> SqlTx<C> {
         for statement in batch.finish() {
             self.write(statement).await?;
         }
+        if C::DIALECT.shared {
+            // Appended by the statement that travels with the COMMIT
+            // ([`completions_appended`]).
+            return Ok(());
+        }
         self.append_completions(&writes.completions).await
     }
 
@@ -255,7 +260,8 @@ impl<C: Connection> SqlTx<C> {
     }
 
     /// Appends to the completion log at the positions the counter row hands
-    /// out (see the migration: the row's lock orders the appends).
+    /// out (see the migration: the row's lock orders the appends); a single
+    /// writer's (a shared database's: [`completions_appended`]).
     async fn append_completions(&mut self, rollout_ids: &[String]) -> StoreResult<()> {
         if rollout_ids.is_empty() {
             return Ok(());
@@ -539,4 +545,33 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
             })
             .collect()
     }
+}
+
+/// On a shared database: the statement that appends `rollout_ids` to the
+/// completion log at the positions the counter row hands out, which runs
+/// with the `COMMIT` (one simple query, so its values are literals). The
+/// counter row's lock orders the appends (see the migration), so it is
+/// taken in the transaction's last round trip, like the event counter's
+/// (see the `apply` module): held across round trips to this server, it
+/// queued every completing transaction of every server behind the one
+/// holding it (docs/performance.md). Returns no rows.
+pub(super) fn completions_appended(rollout_ids: &[String]) -> String {
+    use std::fmt::Write as _;
+    let n = rollout_ids.len();
+    let mut sql = format!(
+        "WITH completion_counter_update AS (UPDATE completion_counter SET total = total + {n} \
+         WHERE id = 0 RETURNING total) INSERT INTO completions (seq, rollout_id) \
+         SELECT c.total - {n} + v.k - 1, v.r FROM completion_counter_update c, (VALUES "
+    );
+    for (k, rollout_id) in rollout_ids.iter().enumerate() {
+        let separator = if k > 0 { ", " } else { "" };
+        let _ = write!(
+            sql,
+            "{separator}({}, {})",
+            k + 1,
+            query::text_literal(rollout_id)
+        );
+    }
+    sql.push_str(") AS v (k, r)");
+    sql
 }

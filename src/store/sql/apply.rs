@@ -40,6 +40,7 @@
 //! Elsewhere (SQLite) each upsert is its own statement (in-process, they
 //! cost microseconds), and the single writer numbers events from its cache.
 
+use super::agl1;
 use super::codec::{self, attempt_columns, resources_columns, rollout_columns, worker_columns};
 use super::query::{self, Builder};
 use super::requests;
@@ -276,8 +277,9 @@ pub(super) fn number_events(events: &mut [Event], last: u64) {
 
 impl<C: Connection> SqlTx<C> {
     /// Applies a write set (see the module docs). A single writer numbers
-    /// and inserts its events too; on a shared database, returns the
-    /// statement that does, to be run with the `COMMIT`.
+    /// and inserts its events (and appends to the completion log) too; on a
+    /// shared database, returns the statements that do, to be run with the
+    /// `COMMIT`: the completions' (no rows), then the events' (one row).
     pub(super) async fn apply(&mut self, writes: &mut WriteSet) -> StoreResult<Option<String>> {
         if writes.is_empty() {
             return Ok(None);
@@ -472,8 +474,18 @@ impl<C: Connection> SqlTx<C> {
             self.floor.lower(deadline.0);
         }
         if C::DIALECT.shared {
-            return Ok((!writes.events.is_empty())
-                .then(|| numbering(&writes.events, C::DIALECT.announce, self.event_retention)));
+            let mut last = Vec::new();
+            if !writes.agl1.completions.is_empty() {
+                last.push(agl1::completions_appended(&writes.agl1.completions));
+            }
+            if !writes.events.is_empty() {
+                last.push(numbering(
+                    &writes.events,
+                    C::DIALECT.announce,
+                    self.event_retention,
+                ));
+            }
+            return Ok((!last.is_empty()).then(|| last.join("; ")));
         }
         self.append_events(&mut writes.events).await?;
         Ok(None)

@@ -531,7 +531,7 @@ impl<C: Connection> StoreTx for SqlTx<C> {
     async fn commit(mut self: Box<Self>, writes: &mut WriteSet) -> StoreResult<()> {
         let earliest_deadline = writes.rollouts.values().filter_map(|w| w.deadline).min();
         let numbering = self.apply(writes).await?;
-        let numbered = numbering.is_some();
+        let numbered = numbering.is_some() && !writes.events.is_empty();
         let floor = self.floor.clone();
         let rows = self.conn.commit(numbering).await;
         // Once committed, the deadlines are visible to every scan: a scan
