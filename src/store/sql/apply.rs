@@ -4,7 +4,10 @@
 //! # On a shared database (PostgreSQL)
 //! The upserts travel as the data-modifying `WITH` clauses of one
 //! statement (`WITH w0 AS (INSERT INTO rollouts …), w1 AS (INSERT INTO
-//! attempts …), … SELECT 1`), prepared and cached like any other. The
+//! attempts …), …, counted AS (INSERT INTO counters …) SELECT 1`),
+//! prepared and cached like any other; the last clause adds the status
+//! counts and the queue's length that the upserts changed to this
+//! connection's counter shards (see [`Batch::count`]). The
 //! events are numbered by a second statement that travels with the
 //! `COMMIT`, in one simple query (its values written as literals):
 //!
