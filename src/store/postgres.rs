@@ -37,6 +37,12 @@
 //! the events table in sequence order, on its own event bus: waiting
 //! dequeues, completion watches, subscriptions and the session dispatcher
 //! of every server see what any server committed.
+//!
+//! # Drain deadline
+//! [`Store::interrupt`] cancels this server's running statements from a
+//! fresh connection and fails its open transactions ([`interrupt`]).
+
+mod interrupt;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -48,6 +54,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, Row as _};
 
+use self::interrupt::Interrupts;
 use super::sql::{self, Arg, DeadlineFloor, Dialect, SqlTx, Statement};
 use crate::core::error::{StoreError, StoreResult};
 use crate::core::storage::{DEFAULT_EVENT_RETENTION, Store, StoreTx};
@@ -57,7 +64,8 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres")
 
 /// Opens a transaction whose `COMMIT` does not wait for the disk: it
 /// releases the transaction's locks (the event counter above all) at once.
-const BEGIN: &str = "BEGIN; SET LOCAL synchronous_commit TO OFF";
+/// Answers the connection's backend process id, which an interrupt cancels.
+const BEGIN: &str = "BEGIN; SET LOCAL synchronous_commit TO OFF; SELECT pg_backend_pid()";
 
 /// Commits, then waits until the commit is durable, in one round trip: the
 /// second statement is a transaction of its own with the database's
@@ -165,6 +173,8 @@ pub struct PostgresStore {
     deadline: Duration,
     /// Connections in the pool.
     max_connections: u32,
+    /// The transactions an interrupt cancels.
+    interrupts: Arc<Interrupts>,
 }
 
 /// Whole milliseconds of a duration, as PostgreSQL settings take them.
@@ -211,6 +221,10 @@ impl PostgresStore {
         let own_backends = OwnBackends::default();
         let registry = own_backends.clone();
         // Connections are not pinged before each use (see `begin`).
+        let interrupts = Interrupts::new(
+            connect.clone(),
+            options.statement_timeout + Duration::from_secs(1),
+        );
         let pool = PgPoolOptions::new()
             .test_before_acquire(false)
             .after_connect(move |conn, _| {
@@ -247,6 +261,7 @@ impl PostgresStore {
             event_retention: options.event_retention as u64,
             deadline: options.statement_timeout + Duration::from_secs(1),
             max_connections: options.max_connections.max(1),
+            interrupts,
         })
     }
 }
@@ -328,6 +343,7 @@ impl Store for PostgresStore {
         // Pooled connections are not tested before use (a round trip per
         // transaction): one that the database closed while it sat in the
         // pool fails its `BEGIN` at once, and the transaction takes another.
+        let generation = self.interrupts.settled().await;
         let mut closed = 0;
         loop {
             let conn = self.pool.acquire().await.map_err(store_error)?;
@@ -335,6 +351,9 @@ impl Store for PostgresStore {
                 conn: Some(conn),
                 open: false,
                 deadline: self.deadline,
+                pid: None,
+                generation,
+                interrupts: self.interrupts.clone(),
             };
             if conn.begin().await? {
                 let floor = self.floor.clone();
@@ -376,6 +395,10 @@ impl Store for PostgresStore {
         Ok(Some(Box::pin(hints)))
     }
 
+    fn interrupt(&self) {
+        self.interrupts.interrupt();
+    }
+
     async fn close(&self) {
         // Bounded: connections in use are closed when their transactions
         // end, and every call has its deadline.
@@ -393,6 +416,12 @@ struct PgConn {
     /// `BEGIN` was sent and neither `COMMIT` nor `ROLLBACK` yet.
     open: bool,
     deadline: Duration,
+    /// The connection's backend process id while the transaction is
+    /// registered with [`Interrupts`].
+    pid: Option<u32>,
+    /// The interrupt generation the transaction began in.
+    generation: u64,
+    interrupts: Arc<Interrupts>,
 }
 
 impl PgConn {
@@ -403,17 +432,33 @@ impl PgConn {
     }
 
     /// Runs a database call under the deadline; a failure closes the
-    /// connection.
+    /// connection. A transaction that an interrupt cut short fails as the
+    /// shutdown's, before its next call or when its call was cancelled.
     async fn call<T>(
         &mut self,
         call: impl AsyncFnOnce(&mut PoolConnection<Postgres>) -> Result<T, sqlx::Error>,
     ) -> StoreResult<T> {
+        if !self.interrupts.is_current(self.generation) {
+            return Err(StoreError::shutting_down());
+        }
         let error = match self.call_raw(call).await? {
             Ok(value) => return Ok(value),
             Err(error) => error,
         };
         self.discard();
+        if !self.interrupts.is_current(self.generation) {
+            return Err(StoreError::shutting_down());
+        }
         Err(store_error(error))
+    }
+
+    /// Unregisters the transaction from [`Interrupts`]; returns false when
+    /// an interrupt came since it began.
+    fn leave(&mut self) -> bool {
+        match self.pid.take() {
+            Some(pid) => self.interrupts.leave(pid, self.generation),
+            None => self.interrupts.is_current(self.generation),
+        }
     }
 
     /// Runs a database call under the deadline and returns the database's
@@ -441,21 +486,33 @@ impl PgConn {
     /// Closes the connection instead of returning it to the pool: its state
     /// is unknown.
     fn discard(&mut self) {
+        self.leave();
         if let Some(mut conn) = self.conn.take() {
             conn.close_on_drop();
         }
         self.open = false;
     }
 
-    /// Opens the transaction; returns `false` (and discards the connection)
-    /// when the database had closed the connection while it sat in the pool.
+    /// Opens the transaction and registers it with [`Interrupts`]; returns
+    /// `false` (and discards the connection) when the database had closed
+    /// the connection while it sat in the pool.
     async fn begin(&mut self) -> StoreResult<bool> {
         let result = self
-            .call_raw(async |conn| sqlx::raw_sql(BEGIN).execute(&mut **conn).await)
+            .call_raw(async |conn| sqlx::raw_sql(BEGIN).fetch_all(&mut **conn).await)
             .await?;
         match result {
-            Ok(_) => {
+            Ok(rows) => {
                 self.open = true;
+                let pid: i32 = rows
+                    .last()
+                    .ok_or_else(|| StoreError::Internal("postgres: no backend pid".into()))?
+                    .try_get(0)
+                    .map_err(|e| sql::codec::corrupt("backend pid", e))?;
+                let pid = pid.unsigned_abs();
+                if !self.interrupts.enter(pid, self.generation) {
+                    return Err(StoreError::shutting_down());
+                }
+                self.pid = Some(pid);
                 Ok(true)
             }
             Err(error) if closed_by_database(&error) => {
@@ -479,6 +536,7 @@ impl PgConn {
 
 impl Drop for PgConn {
     fn drop(&mut self) {
+        self.leave();
         if !self.open {
             return;
         }
@@ -535,6 +593,12 @@ impl sql::Connection for PgConn {
     }
 
     async fn commit(mut self, last: Option<String>) -> StoreResult<Vec<PgRow>> {
+        // Out of the interrupt's reach before the commit is sent: an
+        // interrupt either came first (nothing commits) or cancels nothing
+        // of it (its answer follows the commit).
+        if !self.leave() {
+            return Err(StoreError::shutting_down());
+        }
         let rows = match last {
             None => {
                 self.control(COMMIT).await?;
@@ -551,6 +615,7 @@ impl sql::Connection for PgConn {
     }
 
     async fn rollback(mut self) {
+        self.leave();
         if self.open && self.control("ROLLBACK").await.is_ok() {
             self.open = false;
         }

@@ -549,3 +549,88 @@ async fn tls_to_postgres_verifies_the_server_certificate() {
         .await
         .unwrap();
 }
+
+/// The drain deadline holds while a server's statement waits in PostgreSQL
+/// (here for a row lock another client holds): at the deadline the
+/// statement is cancelled, its call answers UNAVAILABLE with nothing
+/// written, and the server stops, while the lock is still held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drain_deadline_cancels_a_statement_in_flight() {
+    use sqlx::Connection as _;
+    /// Far below the statement timeout (30 s) that ends the wait otherwise.
+    const BOUND: Duration = Duration::from_secs(10);
+    let url = postgres_database().await;
+    let server = TestServer::start_opts(
+        Backend::Postgres,
+        TestOptions {
+            postgres_url: Some(url.clone()),
+            config: ServerConfig {
+                drain_timeout: Duration::from_millis(200),
+                ..ServerConfig::default()
+            },
+            ..TestOptions::default()
+        },
+    )
+    .await;
+    let mut c = server.client().await;
+    let rollout = enqueue(&mut c).await;
+    let mut holder = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::raw_sql("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query("SELECT 1 FROM rollouts WHERE rollout_id = $1 FOR UPDATE")
+        .bind(&rollout.rollout_id)
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let update = tokio::spawn({
+        let rollout_id = rollout.rollout_id.clone();
+        async move {
+            c.update_rollout(pb::UpdateRolloutRequest {
+                rollout_id,
+                update_mask: Some(prost_types::FieldMask {
+                    paths: vec!["metadata_json".into()],
+                }),
+                metadata_json: r#"{"written": true}"#.into(),
+                ..Default::default()
+            })
+            .await
+        }
+    });
+    // The server's statement waits for the lock (another process's state:
+    // polled, bounded).
+    let waiting = "SELECT count(*) FROM pg_stat_activity \
+         WHERE application_name = 'lightning-store' AND wait_event_type = 'Lock'";
+    let started = std::time::Instant::now();
+    while sqlx::query_scalar::<_, i64>(waiting)
+        .fetch_one(&mut holder)
+        .await
+        .unwrap()
+        == 0
+    {
+        assert!(started.elapsed() < BOUND, "the update never waited");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    tokio::time::timeout(BOUND, server.stop())
+        .await
+        .expect("the server stops while the lock is still held");
+    let status = tokio::time::timeout(BOUND, update)
+        .await
+        .expect("the call is answered")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    sqlx::raw_sql("ROLLBACK")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let metadata: String =
+        sqlx::query_scalar("SELECT metadata FROM rollouts WHERE rollout_id = $1")
+            .bind(&rollout.rollout_id)
+            .fetch_one(&mut holder)
+            .await
+            .unwrap();
+    assert!(
+        !metadata.contains("written"),
+        "nothing of the cancelled call was written"
+    );
+}
