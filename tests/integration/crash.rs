@@ -1,7 +1,9 @@
 //! Crash safety of the SQLite backend: the real binary serves a mixed load
 //! from several clients, is killed with SIGKILL at a random moment, and is
 //! restarted on the same file; everything it acknowledged must be there.
-//! Several kill points, bounded in rounds and time; loopback only.
+//! Several kill points, bounded in rounds and time; loopback only. And the
+//! drain deadline under big batches, on SQLite and PostgreSQL: every batch
+//! commits whole or not at all, and its answer says which.
 
 use crate::common;
 
@@ -417,20 +419,14 @@ async fn send_batches(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_drain_deadline_holds_during_big_batches_and_answers_follow_commits() {
-    use lightning_store::core::query::{Page, RolloutFilter};
-    use lightning_store::core::storage::Store as _;
-    use lightning_store::store::sqlite::{SqliteOptions, SqliteStore};
-
-    let dir = tempfile::tempdir().unwrap();
-    let database = dir.path().join("store.db");
-    let server = ServerProcess::start(&[
-        "--database",
-        database.to_str().unwrap(),
-        "--drain-timeout",
-        &format!("{DRAIN_SECS}s"),
-    ]);
+/// Runs the drain test's load on a server started with `backend` (its
+/// options), stops it while batches are in flight, and returns how each
+/// batch was answered.
+async fn drain_during_big_batches(backend: &[&str]) -> Answers {
+    let drain = format!("{DRAIN_SECS}s");
+    let mut args = backend.to_vec();
+    args.extend(["--drain-timeout", &drain]);
+    let server = ServerProcess::start(&args);
     let answers = Arc::new(Mutex::new(Answers::default()));
     let first = Arc::new(tokio::sync::Notify::new());
     let mut clients = Vec::new();
@@ -456,11 +452,21 @@ async fn the_drain_deadline_holds_during_big_batches_and_answers_follow_commits(
     for client in clients {
         client.await.unwrap();
     }
+    Arc::try_unwrap(answers)
+        .ok()
+        .expect("the clients are done")
+        .into_inner()
+        .unwrap()
+}
 
-    // Each batch committed whole or not at all, and its answer says which.
-    let store = SqliteStore::open(&database, SqliteOptions::default())
-        .await
-        .unwrap();
+/// Asserts that each batch committed whole or not at all, and that its
+/// answer says which.
+async fn assert_answers_follow_commits(
+    store: &dyn lightning_store::core::storage::Store,
+    answers: &Answers,
+) {
+    use lightning_store::core::query::{Page, RolloutFilter};
+
     let mut tx = store.begin().await.unwrap();
     let stored = tx
         .query_rollouts(&RolloutFilter::default(), &Page::default())
@@ -471,7 +477,6 @@ async fn the_drain_deadline_holds_during_big_batches_and_answers_follow_commits(
         let tag = view.rollout.input["batch"].as_str().unwrap().to_owned();
         *per_batch.entry(tag).or_default() += 1;
     }
-    let answers = answers.lock().unwrap();
     for (tag, count) in &per_batch {
         assert_eq!(*count, BATCH, "batch {tag} is partly stored");
     }
@@ -490,4 +495,29 @@ async fn the_drain_deadline_holds_during_big_batches_and_answers_follow_commits(
         answers.acknowledged.len(),
         "only acknowledged batches are stored"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drain_deadline_holds_during_big_batches_and_answers_follow_commits() {
+    use lightning_store::store::sqlite::{SqliteOptions, SqliteStore};
+
+    let dir = tempfile::tempdir().unwrap();
+    let database = dir.path().join("store.db");
+    let answers = drain_during_big_batches(&["--database", database.to_str().unwrap()]).await;
+    let store = SqliteStore::open(&database, SqliteOptions::default())
+        .await
+        .unwrap();
+    assert_answers_follow_commits(&store, &answers).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_the_drain_deadline_holds_during_big_batches_and_answers_follow_commits() {
+    use lightning_store::store::postgres::{PostgresOptions, PostgresStore};
+
+    let url = common::postgres_database().await;
+    let answers = drain_during_big_batches(&["--store", "postgres", "--database-url", &url]).await;
+    let store = PostgresStore::connect(&url, PostgresOptions::default())
+        .await
+        .unwrap();
+    assert_answers_follow_commits(&store, &answers).await;
 }
