@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,16 +33,11 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from _net import free_port
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 SPANS_PER_LIFECYCLE = 10
 SPAN_FILLER = "the agent asked the model to plan the next step of the task and checked the answer " * 11
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def cpu_seconds(pid: int) -> float:

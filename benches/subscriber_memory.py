@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _net import free_port
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY / "clients/python/src"))
@@ -46,12 +47,8 @@ SMALL_WINDOW = [
     ("grpc.use_local_subchannel_pool", 1),
 ]
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+#: An open `WatchEvents` call.
+Subscription = grpc.aio.UnaryStreamCall[s.WatchEventsRequest, s.WatchEventsResponse]
 
 
 def rss_mib(pid: int) -> float:
@@ -96,17 +93,17 @@ async def ready(server: Server) -> None:
             await asyncio.sleep(0.2)
 
 
-async def subscribe(server: Server, count: int) -> tuple[list[grpc.aio.Channel], list[object]]:
+async def subscribe(server: Server, count: int) -> tuple[list[grpc.aio.Channel], list[Subscription]]:
     """Opens `count` subscriptions and reads each one's first message."""
     channels = [
         grpc.aio.insecure_channel(server.address, options=SMALL_WINDOW)
         for _ in range((count + PER_CONNECTION - 1) // PER_CONNECTION)
     ]
-    calls = []
+    calls: list[Subscription] = []
     for at in range(count):
         stub = store_pb2_grpc.LightningStoreServiceStub(channels[at // PER_CONNECTION])
         calls.append(stub.WatchEvents(s.WatchEventsRequest()))
-    await asyncio.wait_for(asyncio.gather(*(call.read() for call in calls)), DEADLINE)  # type: ignore[attr-defined]
+    await asyncio.wait_for(asyncio.gather(*(call.read() for call in calls)), DEADLINE)
     return channels, calls
 
 

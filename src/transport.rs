@@ -37,13 +37,13 @@ pub struct TransportLimits {
     /// at once; more are RESOURCE_EXHAUSTED with RetryInfo.
     pub max_subscribers: usize,
     /// Bytes of events queued for one `WatchEvents` subscriber that has not
-    /// read them yet.
+    /// read them yet (encoded, plus each one's place in the queue).
     pub subscriber_buffer_bytes: usize,
 }
 
 impl Default for TransportLimits {
-    /// Defaults that fit the Helm chart's 2 GiB pod: every subscriber's
-    /// buffer full at once is 512 MiB.
+    /// Defaults that fit the Helm chart's 2 GiB pod: every subscriber
+    /// stalled at once is about 640 MiB (measured, docs/performance.md).
     fn default() -> Self {
         Self {
             max_connections: 4096,

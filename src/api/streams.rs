@@ -19,6 +19,7 @@ use super::subscribers::Outbox;
 pub use super::subscribers::SubscriberLimits;
 use crate::core::engine::Engine;
 use crate::core::error::StoreError;
+use crate::core::events::Event;
 use crate::core::limits::RequestLimits;
 use crate::core::model::{AttemptStatus, RolloutStatus};
 use crate::core::subscription::{EventFilter, SubscriptionError};
@@ -168,15 +169,12 @@ pub async fn watch_events(
     // Everything up to here is delivered or filtered out: a resume point.
     let mut resume_from = subscription.last_seq();
     let (mut outbox, stream) = Outbox::new(limits.buffer_bytes, resume_from);
-    let progress = pb::WatchEventsResponse {
-        message: Some(pb::watch_events_response::Message::Progress(
-            pb::WatchProgress {
-                latest_seq: subscription.start_latest,
-                oldest_retained_seq: subscription.start_oldest,
-            },
-        )),
-    };
-    outbox.push(progress.clone(), progress.encoded_len(), resume_from);
+    let progress = Outgoing::Progress(pb::WatchProgress {
+        latest_seq: subscription.start_latest,
+        oldest_retained_seq: subscription.start_oldest,
+    });
+    let bytes = progress.to_proto().encoded_len();
+    outbox.push(progress, bytes, resume_from);
     let timeout = limits.timeout;
     tokio::spawn(async move {
         // Held until the pump ends: a cut-off subscriber frees its place.
@@ -193,13 +191,10 @@ pub async fn watch_events(
                     return;
                 }
             };
+            let seq = event.seq;
             if filter.matches(&event.change) {
-                let message = pb::WatchEventsResponse {
-                    message: Some(pb::watch_events_response::Message::Event(
-                        c::event_to_proto(&event),
-                    )),
-                };
-                let bytes = message.encoded_len();
+                let message = Outgoing::Event(event);
+                let bytes = message.to_proto().encoded_len();
                 // A subscriber that stays behind is cut off, never waited for.
                 if !outbox.wait_for_room(bytes, timeout).await {
                     outbox.cut_off(|delivered| {
@@ -214,12 +209,38 @@ pub async fn watch_events(
                     });
                     return;
                 }
-                outbox.push(message, bytes, event.seq);
+                outbox.push(message, bytes, seq);
             }
-            resume_from = event.seq;
+            resume_from = seq;
         }
     });
-    Ok(Box::pin(stream))
+    Ok(Box::pin(tokio_stream::StreamExt::map(stream, |message| {
+        message.map(|message| message.to_proto())
+    })))
+}
+
+/// A message queued for a `WatchEvents` subscriber. An event stays the
+/// engine's shared one until the stream takes it: a subscriber that stops
+/// reading holds a pointer per event, not a copy (its budget counts the
+/// encoded size, which a decoded copy would exceed several times over).
+enum Outgoing {
+    Progress(pb::WatchProgress),
+    Event(Arc<Event>),
+}
+
+impl Outgoing {
+    /// The message as sent (an event converted each time: it is small, and
+    /// converting it beats holding the copy).
+    fn to_proto(&self) -> pb::WatchEventsResponse {
+        use pb::watch_events_response::Message;
+        let message = match self {
+            Self::Progress(progress) => Message::Progress(*progress),
+            Self::Event(event) => Message::Event(c::event_to_proto(event)),
+        };
+        pb::WatchEventsResponse {
+            message: Some(message),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -243,6 +264,36 @@ mod tests {
             Some(pb::watch_events_response::Message::Event(event)) => event.seq,
             other => panic!("expected an event, got {other:?}"),
         }
+    }
+
+    // A stalled subscriber's queue costs pointers, not copies: the event it
+    // holds is the one the engine published to every listener.
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_subscriber_holds_the_engines_events_not_copies() {
+        let engine = Arc::new(Engine::new(
+            Arc::new(MemoryStore::new()),
+            EngineConfig::default(),
+        ));
+        let mut bus = engine.events().subscribe();
+        let one = || engine.enqueue_rollouts(vec![RolloutSpec::default()], None);
+        // Without a subscriber: the bus and this receiver hold it.
+        one().await.unwrap();
+        let unwatched = bus.recv().await.unwrap();
+        let limits = SubscriberLimits::new(1, 64 * 1024, Duration::from_secs(60));
+        let mut stalled = watch_events(&engine, pb::WatchEventsRequest::default(), &limits)
+            .await
+            .unwrap();
+        stalled.next().await.unwrap().unwrap();
+        one().await.unwrap();
+        let watched = bus.recv().await.unwrap();
+        // Paused time: every ready task (the subscriber's pump) runs first.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(
+            Arc::strong_count(&watched),
+            Arc::strong_count(&unwatched) + 1,
+            "the subscriber's queue holds the published event itself"
+        );
+        assert_eq!(seq_of(stalled.next().await.unwrap().unwrap()), watched.seq);
     }
 
     // Paused time: the runtime runs every ready task before it moves the

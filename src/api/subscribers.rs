@@ -1,6 +1,9 @@
 //! What event subscribers may cost the server: a cap on open subscriptions
 //! and a byte budget per subscriber, whose queued events are dropped the
 //! moment it is cut off (a client that stopped reading never frees them).
+//! The budget counts each queued message's encoded size plus its place in
+//! the queue, so what the queue holds of its own stays within it when the
+//! messages are shared (the engine's events, see `api::streams`).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -23,7 +26,8 @@ pub struct SubscriberLimits {
     /// `WatchRolloutCompletions`), held by its pump.
     places: Arc<Semaphore>,
     max_subscribers: usize,
-    /// Bytes of events queued for one subscriber that has not taken them.
+    /// Bytes of events queued for one subscriber that has not taken them
+    /// (encoded, plus each one's place in the queue).
     pub buffer_bytes: usize,
     /// How long a subscriber's buffer may stay full before it is cut off.
     pub timeout: Duration,
@@ -86,9 +90,18 @@ struct Queue<T> {
 
 struct Queued<T> {
     message: T,
+    /// What the message counts against the budget ([`Queued::cost`]).
     bytes: usize,
     /// Where a client that took this message resumes.
     resume_after: u64,
+}
+
+impl<T> Queued<T> {
+    /// What a message of `encoded` bytes counts against the budget: its
+    /// encoded size and its place in the queue.
+    fn cost(encoded: usize) -> usize {
+        encoded + std::mem::size_of::<Self>()
+    }
 }
 
 impl<T: Send + 'static> Outbox<T> {
@@ -126,6 +139,7 @@ impl<T: Send + 'static> Outbox<T> {
     /// Queues a message of `bytes` bytes, after which the client resumes
     /// from `resume_after`.
     pub fn push(&self, message: T, bytes: usize, resume_after: u64) {
+        let bytes = Queued::<T>::cost(bytes);
         let mut queue = self.shared.queue.lock();
         queue.items.push_back(Queued {
             message,
@@ -158,6 +172,7 @@ impl<T: Send + 'static> Outbox<T> {
     /// in an empty queue); returns false when that did not happen within
     /// `timeout`.
     pub async fn wait_for_room(&self, bytes: usize, timeout: Duration) -> bool {
+        let bytes = Queued::<T>::cost(bytes);
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let taken = self.shared.taken.notified();
@@ -227,5 +242,28 @@ impl<T> Stream for OutboxStream<T> {
         }
         queue.waker = Some(cx.waker().clone());
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Paused time: a full queue's wait ends at its deadline at once.
+    #[tokio::test(start_paused = true)]
+    async fn each_message_counts_its_place_in_the_queue() {
+        let capacity = 4096;
+        let (outbox, _stream) = Outbox::<u64>::new(capacity, 0);
+        let entry = std::mem::size_of::<Queued<u64>>();
+        // Empty messages would fit without end if only encoded bytes
+        // counted (bounded here at ten times the expected count).
+        let mut queued = 0;
+        while queued < 10 * capacity / entry
+            && outbox.wait_for_room(0, Duration::from_millis(1)).await
+        {
+            outbox.push(0, 0, 0);
+            queued += 1;
+        }
+        assert_eq!(queued, capacity / entry);
     }
 }

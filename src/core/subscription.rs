@@ -95,8 +95,9 @@ impl EventSubscription {
         self.last
     }
 
-    /// Returns the next event in sequence order.
-    pub async fn next(&mut self) -> Result<Event, SubscriptionError> {
+    /// Returns the next event in sequence order: a live one is the bus's
+    /// own, shared with every subscriber that holds it.
+    pub async fn next(&mut self) -> Result<Arc<Event>, SubscriptionError> {
         loop {
             if let Some(event) = self.backlog.pop_front() {
                 if event.seq <= self.last {
@@ -104,7 +105,7 @@ impl EventSubscription {
                 }
                 debug_assert_eq!(event.seq, self.last + 1, "history is gapless");
                 self.last = event.seq;
-                return Ok(event);
+                return Ok(Arc::new(event));
             }
             if self.catching_up {
                 self.read_history().await?;
@@ -121,7 +122,7 @@ impl EventSubscription {
                 Ok(event) if event.seq <= self.last => {}
                 Ok(event) if event.seq == self.last + 1 => {
                     self.last = event.seq;
-                    return Ok(Event::clone(&event));
+                    return Ok(event);
                 }
                 // A gap (concurrent commits published out of order) or a
                 // lagging receiver: the history has what the bus skipped.

@@ -37,43 +37,29 @@
 //! the events table in sequence order, on its own event bus: waiting
 //! dequeues, completion watches, subscriptions and the session dispatcher
 //! of every server see what any server committed.
+//!
+//! # Drain deadline
+//! [`Store::interrupt`] cancels this server's running statements from a
+//! fresh connection and fails its open transactions (see `postgres/interrupt.rs`).
 
-use std::borrow::Cow;
+mod conn;
+mod interrupt;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use sqlx::pool::PoolConnection;
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
-use sqlx::{Postgres, Row as _};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 
-use super::sql::{self, Arg, DeadlineFloor, Dialect, SqlTx, Statement};
+use self::conn::PgConn;
+use self::interrupt::Interrupts;
+use super::sql::{self, DeadlineFloor, Dialect, SqlTx};
 use crate::core::error::{StoreError, StoreResult};
 use crate::core::storage::{DEFAULT_EVENT_RETENTION, Store, StoreTx};
 
 /// The schema migrations, embedded at build time.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
-
-/// Opens a transaction whose `COMMIT` does not wait for the disk: it
-/// releases the transaction's locks (the event counter above all) at once.
-const BEGIN: &str = "BEGIN; SET LOCAL synchronous_commit TO OFF";
-
-/// Commits, then waits until the commit is durable, in one round trip: the
-/// second statement is a transaction of its own with the database's
-/// `synchronous_commit`, and waiting for its commit record to be flushed
-/// waits for everything logged before it. It must write a row: the
-/// database commits a transaction that logged nothing but its commit
-/// asynchronously. Each connection writes its own row, so the waits never
-/// wait for each other's locks, and concurrent waits share flushes (the
-/// database's group commit).
-const COMMIT: &str = "COMMIT; INSERT INTO commit_barrier (pid, commits) \
-     VALUES (pg_backend_pid(), 1) ON CONFLICT (pid) \
-     DO UPDATE SET commits = commit_barrier.commits + 1";
-
-/// Statements with at most this many parameters are prepared once per
-/// connection and cached.
-const PREPARED_PARAMS: usize = 256;
 
 /// Folds the counter shards of backends that no longer run into shard 0, in
 /// one statement (the sums never change), and forgets their commit barrier
@@ -165,6 +151,8 @@ pub struct PostgresStore {
     deadline: Duration,
     /// Connections in the pool.
     max_connections: u32,
+    /// The transactions an interrupt cancels.
+    interrupts: Arc<Interrupts>,
 }
 
 /// Whole milliseconds of a duration, as PostgreSQL settings take them.
@@ -211,6 +199,10 @@ impl PostgresStore {
         let own_backends = OwnBackends::default();
         let registry = own_backends.clone();
         // Connections are not pinged before each use (see `begin`).
+        let interrupts = Interrupts::new(
+            connect.clone(),
+            options.statement_timeout + Duration::from_secs(1),
+        );
         let pool = PgPoolOptions::new()
             .test_before_acquire(false)
             .after_connect(move |conn, _| {
@@ -247,6 +239,7 @@ impl PostgresStore {
             event_retention: options.event_retention as u64,
             deadline: options.statement_timeout + Duration::from_secs(1),
             max_connections: options.max_connections.max(1),
+            interrupts,
         })
     }
 }
@@ -281,43 +274,6 @@ fn store_error(error: sqlx::Error) -> StoreError {
     mapped
 }
 
-/// Returns whether an error says that the database closed the connection
-/// (or is shutting down): the connection is gone, nothing ran on it.
-fn closed_by_database(error: &sqlx::Error) -> bool {
-    match error {
-        sqlx::Error::Io(_) => true,
-        sqlx::Error::Database(db) => db
-            .code()
-            .is_some_and(|code| code.starts_with("08") || code.starts_with("57P0")),
-        _ => false,
-    }
-}
-
-/// Returns the sqlx query of a statement, its arguments bound.
-fn query(
-    statement: Statement<'_>,
-) -> sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments> {
-    // Generated text with few parameters (one row's write set, a filter)
-    // recurs and is worth a cached prepared statement; a large batch's is
-    // not.
-    let persistent = statement.args.len() <= PREPARED_PARAMS;
-    let mut query = match statement.sql {
-        Cow::Borrowed(sql) => sqlx::query(sql),
-        Cow::Owned(sql) => sqlx::query(sqlx::AssertSqlSafe(sql)).persistent(persistent),
-    };
-    for arg in statement.args {
-        query = match arg {
-            Arg::NullInt => query.bind(None::<i64>),
-            Arg::NullText => query.bind(None::<String>),
-            Arg::Int(value) => query.bind(value),
-            Arg::Text(text) => query.bind(text.into_owned()),
-            Arg::Ints(values) => query.bind(values),
-            Arg::Texts(values) => query.bind(values),
-        };
-    }
-    query
-}
-
 #[async_trait]
 impl Store for PostgresStore {
     fn name(&self) -> &'static str {
@@ -328,14 +284,11 @@ impl Store for PostgresStore {
         // Pooled connections are not tested before use (a round trip per
         // transaction): one that the database closed while it sat in the
         // pool fails its `BEGIN` at once, and the transaction takes another.
+        let generation = self.interrupts.settled().await;
         let mut closed = 0;
         loop {
             let conn = self.pool.acquire().await.map_err(store_error)?;
-            let mut conn = PgConn {
-                conn: Some(conn),
-                open: false,
-                deadline: self.deadline,
-            };
+            let mut conn = PgConn::new(conn, self.deadline, generation, self.interrupts.clone());
             if conn.begin().await? {
                 let floor = self.floor.clone();
                 return Ok(Box::new(SqlTx::new(conn, self.event_retention, floor)));
@@ -376,183 +329,13 @@ impl Store for PostgresStore {
         Ok(Some(Box::pin(hints)))
     }
 
+    fn interrupt(&self) {
+        self.interrupts.interrupt();
+    }
+
     async fn close(&self) {
         // Bounded: connections in use are closed when their transactions
         // end, and every call has its deadline.
         let _ = tokio::time::timeout(self.deadline, self.pool.close()).await;
-    }
-}
-
-/// A store transaction on one pooled connection. Dropped without
-/// committing, it rolls back (on a task, since `Drop` cannot wait) and the
-/// connection returns to the pool; a connection whose call failed or timed
-/// out is closed instead, since its state is unknown.
-struct PgConn {
-    /// `None` once a call failed.
-    conn: Option<PoolConnection<Postgres>>,
-    /// `BEGIN` was sent and neither `COMMIT` nor `ROLLBACK` yet.
-    open: bool,
-    deadline: Duration,
-}
-
-impl PgConn {
-    fn conn(&mut self) -> StoreResult<&mut PoolConnection<Postgres>> {
-        self.conn.as_mut().ok_or_else(|| {
-            StoreError::Unavailable("postgres: the transaction's connection failed".into())
-        })
-    }
-
-    /// Runs a database call under the deadline; a failure closes the
-    /// connection.
-    async fn call<T>(
-        &mut self,
-        call: impl AsyncFnOnce(&mut PoolConnection<Postgres>) -> Result<T, sqlx::Error>,
-    ) -> StoreResult<T> {
-        let error = match self.call_raw(call).await? {
-            Ok(value) => return Ok(value),
-            Err(error) => error,
-        };
-        self.discard();
-        Err(store_error(error))
-    }
-
-    /// Runs a database call under the deadline and returns the database's
-    /// error as it is; no answer in time closes the connection.
-    async fn call_raw<T>(
-        &mut self,
-        call: impl AsyncFnOnce(&mut PoolConnection<Postgres>) -> Result<T, sqlx::Error>,
-    ) -> StoreResult<Result<T, sqlx::Error>> {
-        let deadline = self.deadline;
-        let conn = self.conn()?;
-        match tokio::time::timeout(deadline, call(conn)).await {
-            Ok(result) => Ok(result),
-            Err(_) => {
-                self.discard();
-                let error = StoreError::Unavailable(format!(
-                    "postgres: no answer within {} ms",
-                    deadline.as_millis()
-                ));
-                tracing::error!(%error, "postgres statement failed");
-                Err(error)
-            }
-        }
-    }
-
-    /// Closes the connection instead of returning it to the pool: its state
-    /// is unknown.
-    fn discard(&mut self) {
-        if let Some(mut conn) = self.conn.take() {
-            conn.close_on_drop();
-        }
-        self.open = false;
-    }
-
-    /// Opens the transaction; returns `false` (and discards the connection)
-    /// when the database had closed the connection while it sat in the pool.
-    async fn begin(&mut self) -> StoreResult<bool> {
-        let result = self
-            .call_raw(async |conn| sqlx::raw_sql(BEGIN).execute(&mut **conn).await)
-            .await?;
-        match result {
-            Ok(_) => {
-                self.open = true;
-                Ok(true)
-            }
-            Err(error) if closed_by_database(&error) => {
-                tracing::debug!(%error, "postgres: a pooled connection was closed, taking another");
-                self.discard();
-                Ok(false)
-            }
-            Err(error) => {
-                self.discard();
-                Err(store_error(error))
-            }
-        }
-    }
-
-    /// Runs a transaction control statement.
-    async fn control(&mut self, sql: &'static str) -> StoreResult<()> {
-        self.call(async |conn| sqlx::raw_sql(sql).execute(&mut **conn).await.map(drop))
-            .await
-    }
-}
-
-impl Drop for PgConn {
-    fn drop(&mut self) {
-        if !self.open {
-            return;
-        }
-        let Some(mut conn) = self.conn.take() else {
-            return;
-        };
-        let deadline = self.deadline;
-        tokio::spawn(async move {
-            let rollback = sqlx::raw_sql("ROLLBACK").execute(&mut *conn);
-            if !matches!(tokio::time::timeout(deadline, rollback).await, Ok(Ok(_))) {
-                conn.close_on_drop();
-            }
-        });
-    }
-}
-
-impl sql::Row for PgRow {
-    fn opt_int(&self, index: usize) -> StoreResult<Option<i64>> {
-        self.try_get(index)
-            .map_err(|e| sql::codec::corrupt("integer", e))
-    }
-
-    fn opt_text(&self, index: usize) -> StoreResult<Option<String>> {
-        self.try_get(index)
-            .map_err(|e| sql::codec::corrupt("text", e))
-    }
-}
-
-#[async_trait]
-impl sql::Connection for PgConn {
-    type Row = PgRow;
-
-    const DIALECT: &'static Dialect = &POSTGRES;
-
-    async fn begin_write(&mut self) -> StoreResult<()> {
-        Ok(())
-    }
-
-    async fn execute(&mut self, statement: Statement<'_>) -> StoreResult<()> {
-        let query = query(statement);
-        self.call(async |conn| query.execute(&mut **conn).await.map(drop))
-            .await
-    }
-
-    async fn fetch(&mut self, statement: Statement<'_>) -> StoreResult<Vec<PgRow>> {
-        let query = query(statement);
-        self.call(async |conn| query.fetch_all(&mut **conn).await)
-            .await
-    }
-
-    fn cache(&mut self) -> Option<&mut sql::Cache> {
-        // Other servers write the same database: nothing can be remembered.
-        None
-    }
-
-    async fn commit(mut self, last: Option<String>) -> StoreResult<Vec<PgRow>> {
-        let rows = match last {
-            None => {
-                self.control(COMMIT).await?;
-                Vec::new()
-            }
-            Some(last) => {
-                let sql = sqlx::AssertSqlSafe(format!("{last}; {COMMIT}"));
-                self.call(async |conn| sqlx::raw_sql(sql).fetch_all(&mut **conn).await)
-                    .await?
-            }
-        };
-        self.open = false;
-        Ok(rows)
-    }
-
-    async fn rollback(mut self) {
-        if self.open && self.control("ROLLBACK").await.is_ok() {
-            self.open = false;
-        }
     }
 }

@@ -17,6 +17,7 @@ mod bench;
 mod cli;
 mod conformance;
 mod crash;
+mod drain;
 mod failover;
 mod health;
 mod http;

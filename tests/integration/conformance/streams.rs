@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use lightning_store::core::clock::ManualClock;
+use lightning_store::core::engine::SessionPolicy;
 use lightning_store::proto as pb;
 use lightning_store::server::ServerConfig;
 use pb::watch_events_response::Message as WatchMessage;
@@ -447,23 +449,8 @@ async fn dropped_session_attempts_become_unresponsive_and_are_retried_elsewhere(
     );
 }
 
-#[tokio::test]
-async fn a_worker_reconnecting_within_the_grace_adopts_its_attempts() {
-    let server = TestServer::start_with(
-        BACKEND,
-        ServerConfig {
-            session_grace: Duration::from_millis(300),
-            ..ServerConfig::default()
-        },
-    )
-    .await;
-    let mut c = server.client().await;
-    let proxy = Proxy::to(server.addr).await;
-    let mut first = Runner::open(&mut proxy.client().await, "Worker-0", 2).await;
-    let rollout = enqueue(&mut c, "1").await;
-    let held = first.assignment().await;
-    // The runner's connection breaks.
-    proxy.cut();
+/// Waits until the server has recorded each of `workers` as lost.
+async fn until_lost(c: &mut Client, workers: &[&str]) {
     let mut events = c
         .watch_events(pb::WatchEventsRequest {
             after_seq: Some(0),
@@ -473,28 +460,78 @@ async fn a_worker_reconnecting_within_the_grace_adopts_its_attempts() {
         .await
         .unwrap()
         .into_inner();
-    // Wait until the server noticed the drop.
-    loop {
-        if let Some(event) = event_of(events.message().await.unwrap().unwrap())
+    let mut lost = HashSet::new();
+    while lost.len() < workers.len() {
+        let message = tokio::time::timeout(LIMIT, events.message()).await;
+        if let Some(event) = event_of(message.unwrap().unwrap().unwrap())
             && event.worker_status == pb::WorkerStatus::Lost as i32
+            && workers.contains(&event.worker_id.as_str())
         {
-            break;
+            lost.insert(event.worker_id);
         }
     }
-    let again = Runner::open(&mut Client::new(server.channel().await), "Worker-0", 2).await;
+}
+
+// On a manual clock with the periodic expiry pass off: the grace runs out
+// when the test advances the clock, and one explicit pass applies it.
+#[tokio::test]
+async fn a_worker_reconnecting_within_the_grace_adopts_its_attempts() {
+    let clock = Arc::new(ManualClock::at_system_time());
+    let policy = SessionPolicy {
+        server_id: lightning_store::server::random_server_id(),
+        lease: Duration::from_secs(3600),
+        grace: Duration::from_secs(30),
+    };
+    let server = TestServer::start_opts(
+        BACKEND,
+        TestOptions {
+            config: ServerConfig {
+                server_id: policy.server_id.clone(),
+                session_lease: policy.lease,
+                session_grace: policy.grace,
+                ..ServerConfig::default()
+            },
+            // The expiry pass runs with the watchdog's timer: never here.
+            watchdog_interval: Duration::from_secs(3600),
+            clock: clock.clone(),
+            ..TestOptions::default()
+        },
+    )
+    .await;
+    let mut c = server.client().await;
+    let (returning, leaving) = (Proxy::to(server.addr).await, Proxy::to(server.addr).await);
+    let mut first = Runner::open(&mut returning.client().await, "Worker-0", 1).await;
+    let adopted = enqueue(&mut c, "1").await;
+    let held = first.assignment().await;
+    let mut other = Runner::open(&mut leaving.client().await, "Worker-1", 1).await;
+    let abandoned = enqueue(&mut c, "2").await;
+    assert_eq!(other.assignment().await.rollout_id, abandoned.rollout_id);
+    // Both runners' connections break; one comes back within the grace.
+    returning.cut();
+    leaving.cut();
+    until_lost(&mut c, &["Worker-0", "Worker-1"]).await;
+    let again = Runner::open(&mut Client::new(server.channel().await), "Worker-0", 1).await;
     assert_eq!(
         again.opened.adopted,
         vec![pb::RolloutAttemptRef {
-            rollout_id: rollout.rollout_id.clone(),
+            rollout_id: adopted.rollout_id.clone(),
             attempt_id: attempt_of(&held).attempt_id.clone()
         }]
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let now = get(&mut c, &rollout.rollout_id).await;
+
+    clock.advance(policy.grace + Duration::from_secs(1));
+    server.engine.expire_sessions(&policy).await.unwrap();
+    let now = get(&mut c, &adopted.rollout_id).await;
     assert_eq!(
         attempt_status(attempt_of(&now)),
         A::Preparing,
         "the adopted attempt did not expire"
+    );
+    let gone = get(&mut c, &abandoned.rollout_id).await;
+    assert_eq!(
+        attempt_status(attempt_of(&gone)),
+        A::Unresponsive,
+        "the same pass expired the attempt whose worker did not come back"
     );
 }
 
