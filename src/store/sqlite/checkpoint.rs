@@ -20,7 +20,7 @@
 
 use std::cell::Cell;
 use std::ffi::c_int;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -99,7 +99,7 @@ impl Checkpointer {
     }
 }
 
-fn run(path: &PathBuf, requests: &mpsc::Receiver<()>) {
+fn run(path: &Path, requests: &mpsc::Receiver<()>) {
     let mut conn = None;
     while requests.recv().is_ok() {
         if conn.is_none() {
