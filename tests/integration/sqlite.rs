@@ -331,6 +331,69 @@ async fn statistics_and_history_answer_while_a_transaction_holds_the_writer() {
     writer.commit(&mut WriteSet::default()).await.unwrap();
 }
 
+/// The log is copied into the database while the store serves, by the
+/// checkpointer beside the writer (the writer's own automatic checkpoint is
+/// off): after 40 MB of 1.x events, forty times the checkpoint's 1,000
+/// pages, the database file holds them, and every event reads back, also
+/// after a restart.
+#[tokio::test]
+async fn the_checkpointer_copies_the_log_into_the_database() {
+    use lightning_store::core::agl1::V1Event;
+    use lightning_store::core::storage::agl1::EventWrite;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let data = format!("{{\"text\": \"{}\"}}", "x".repeat(64 * 1024));
+    let (commits, per_commit) = (64_i64, 10_i64);
+    let written = (commits * per_commit) as u64 * data.len() as u64;
+    let store = SqliteStore::open(&path, SqliteOptions::default())
+        .await
+        .unwrap();
+    for commit in 0..commits {
+        let mut writes = WriteSet::default();
+        for n in 0..per_commit {
+            let event = V1Event {
+                event_type: "big".into(),
+                rollout_id: "ro".into(),
+                attempt_id: "0".into(),
+                timestamp: Timestamp(commit * per_commit + n),
+                data: data.clone(),
+            };
+            writes.agl1.events.push(EventWrite { event, key: None });
+        }
+        store
+            .begin()
+            .await
+            .unwrap()
+            .commit(&mut writes)
+            .await
+            .unwrap();
+    }
+    // The checkpointer runs on its own thread: wait (bounded) for it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let database_size = || std::fs::metadata(&path).unwrap().len();
+    while database_size() < written / 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        database_size() >= written / 2,
+        "the database holds {} bytes of the {written} written",
+        database_size()
+    );
+    let mut tx = store.begin_read().await.unwrap();
+    let events = tx.v1_events("ro", "0", None).await.unwrap();
+    tx.commit(&mut WriteSet::default()).await.unwrap();
+    assert_eq!(events.len() as i64, commits * per_commit);
+    assert!(events.iter().all(|e| e.event.data == data));
+    drop(store);
+    let store = SqliteStore::open(&path, SqliteOptions::default())
+        .await
+        .unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    let events = tx.v1_events("ro", "0", None).await.unwrap();
+    assert_eq!(events.len() as i64, commits * per_commit);
+}
+
 /// Runs `serve` on `database` and returns its exit status and stderr; a
 /// server that starts is killed, which fails the caller's assertions.
 fn serve(database: &Path) -> (std::process::ExitStatus, String) {

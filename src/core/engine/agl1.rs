@@ -182,7 +182,7 @@ impl Engine {
             .collect();
         let statuses = &statuses;
         let mut rollouts = self
-            .run(Scan::Due, |tx| {
+            .run(Scan::Read, |tx| {
                 Box::pin(async move {
                     let limit = usize::try_from(limit).ok();
                     tx.store.list_v1_rollouts(statuses, limit).await
@@ -197,9 +197,9 @@ impl Engine {
     }
 
     /// Returns a 1.x rollout with the attempts that have events, ordered by
-    /// their first event.
+    /// their first event. A read: see [`Scan::Read`] for what it sees.
     pub async fn get_v1_rollout(&self, rollout_id: &str) -> StoreResult<V1RolloutDetail> {
-        self.run(Scan::Due, |tx| {
+        self.run(Scan::Read, |tx| {
             Box::pin(async move {
                 let rollout = require_v1(tx, rollout_id, Access::Read).await?;
                 let attempts = tx.store.event_attempts(rollout_id).await?;
@@ -360,7 +360,7 @@ impl Engine {
         query: &EventQuery,
     ) -> StoreResult<Vec<V1Event>> {
         let events = self
-            .run(Scan::Skip, |tx| {
+            .run(Scan::Read, |tx| {
                 Box::pin(async move {
                     let rollout = require_v1(tx, rollout_id, Access::Read).await?;
                     tx.store
@@ -391,7 +391,7 @@ impl Engine {
         let mut events = self.bus.subscribe();
         loop {
             let page = self
-                .run(Scan::Due, |tx| {
+                .run(Scan::Read, |tx| {
                     Box::pin(async move { tx.store.completions(after, limit).await })
                 })
                 .await?;

@@ -139,7 +139,14 @@ enum Scan {
     Skip,
     /// A read-only operation: on a read transaction
     /// ([`Store::begin_read`], off the writer on SQLite) when no verdict is
-    /// due (the common case), else as [`Scan::Due`].
+    /// due (the common case), else as [`Scan::Due`]. It answers as a
+    /// [`Scan::Due`] transaction would: a write is acknowledged only once
+    /// committed and durable, so a read that starts after the
+    /// acknowledgement sees it (read-your-writes), and a read returns only
+    /// what is durable (the storage contract); the due check runs on the
+    /// read's own snapshot, so a rollout whose deadline passed is never
+    /// returned without its verdict: the verdicts are committed first, as
+    /// for [`Scan::Due`].
     Read,
 }
 

@@ -152,27 +152,6 @@ impl<'a> Statement<'a> {
         self.args.push(value.into());
         self
     }
-
-    /// Returns the statement with its parameters copied, for a connection
-    /// that runs it on another thread.
-    pub fn into_owned(self) -> Statement<'static> {
-        let args = self
-            .args
-            .into_iter()
-            .map(|arg| match arg {
-                Arg::NullInt => Arg::NullInt,
-                Arg::NullText => Arg::NullText,
-                Arg::Int(value) => Arg::Int(value),
-                Arg::Text(text) => Arg::Text(Cow::Owned(text.into_owned())),
-                Arg::Ints(values) => Arg::Ints(values),
-                Arg::Texts(values) => Arg::Texts(values),
-            })
-            .collect();
-        Statement {
-            sql: self.sql,
-            args,
-        }
-    }
 }
 
 /// One result row; cells are read by position.

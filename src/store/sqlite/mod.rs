@@ -8,9 +8,11 @@
 //! syncs the log file (`fdatasync`); no logical commit is acknowledged
 //! before the sync that covers its physical `COMMIT` has returned. That is
 //! what `synchronous = FULL` does inside the `COMMIT`, moved out of it so
-//! that the connection is free while the disk syncs. (Checkpoints sync the
-//! log before copying it into the database and the database after, so a
-//! log that restarts after a checkpoint loses nothing.) The file is opened
+//! that the connection is free while the disk syncs. Checkpoints run beside
+//! the writer, on a thread of their own ([`checkpoint`]), instead of inside
+//! the `COMMIT` that takes the log past 1,000 pages; they sync the log
+//! before copying it into the database and the database after, so a log
+//! that restarts after a checkpoint loses nothing. The file is opened
 //! with an exclusive lock on the file (`flock`, held while the store lives),
 //! so a second server on the same file fails at startup instead of sharing
 //! it; SQLite itself runs in its normal locking mode, so that read-only
@@ -74,6 +76,7 @@
 //! writer's state and its error handling; the read-only connections are in
 //! [`readers`], the operations in [`super::sql`].
 
+mod checkpoint;
 mod readers;
 
 use std::borrow::Cow;
@@ -88,6 +91,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteLockingMode, Sq
 use sqlx::{ConnectOptions as _, Connection as _};
 use tokio::sync::{Mutex, MutexGuard, Notify, oneshot};
 
+use self::checkpoint::{Checkpointer, LogGrowth};
 use self::readers::{ReadConn, Readers};
 use super::sql::{self, Arg, Dialect, SqlTx, Statement};
 use crate::core::error::{StoreError, StoreResult};
@@ -142,6 +146,8 @@ struct Shared {
     in_flight: parking_lot::Mutex<Option<Vec<Waiter>>>,
     /// The read-only connections.
     readers: Readers,
+    /// Copies the log into the database when the flusher asks.
+    checkpointer: Checkpointer,
     /// Interrupts the writer's running statement ([`Store::interrupt`]).
     interrupt: rusqlite::InterruptHandle,
     /// How many times [`Store::interrupt`] was called: a logical
@@ -159,6 +165,10 @@ struct Writer {
     wal: Option<Arc<std::fs::File>>,
     /// Where the write-ahead log is.
     wal_path: PathBuf,
+    /// When the log has grown enough for a checkpoint.
+    log_growth: LogGrowth,
+    /// The last physical `COMMIT` made a checkpoint due.
+    checkpoint_due: bool,
     /// A physical transaction is open.
     open: bool,
     /// A logical transaction wrote and was dropped without committing: its
@@ -240,11 +250,15 @@ impl SqliteStore {
         let conn = open_connection(path).map_err(|e| fail(e.to_string()))?;
         let floor = Arc::new(sql::DeadlineFloor::new(None));
         let interrupt = conn.get_interrupt_handle();
+        let checkpointer =
+            Checkpointer::start(path).map_err(|e| fail(format!("cannot start a thread: {e}")))?;
         let shared = Arc::new(Shared {
             writer: Mutex::new(Writer {
                 conn,
                 wal: None,
                 wal_path: wal_path(path),
+                log_growth: LogGrowth::default(),
+                checkpoint_due: false,
                 open: false,
                 abandoned: false,
                 waiters: Vec::new(),
@@ -254,6 +268,7 @@ impl SqliteStore {
             flush: Notify::new(),
             in_flight: parking_lot::Mutex::new(None),
             readers: Readers::new(path.to_owned()),
+            checkpointer,
             interrupt,
             interrupts: AtomicU64::new(0),
         });
@@ -293,6 +308,7 @@ fn open_connection(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     conn.busy_timeout(Duration::from_secs(1))?;
     conn.set_prepared_statement_cache_capacity(512);
     conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")?;
+    checkpoint::watch_log(&conn);
     Ok(conn)
 }
 
@@ -519,12 +535,16 @@ impl Writer {
         // In flight before the `COMMIT` makes it visible: a reader that
         // sees it then finds it in flight (see [`readers`]).
         *in_flight.lock() = Some(std::mem::take(&mut self.waiters));
+        checkpoint::take_log_pages();
         if let Err(error) = self.conn.execute_batch("COMMIT") {
             let error = self.fail(error);
             tell(in_flight, Err(error));
             return None;
         }
         self.open = false;
+        if let Some(pages) = checkpoint::take_log_pages() {
+            self.checkpoint_due |= self.log_growth.due(pages);
+        }
         if self.wal.is_none() {
             match std::fs::File::open(&self.wal_path) {
                 Ok(file) => self.wal = Some(Arc::new(file)),
@@ -551,14 +571,17 @@ fn tell(in_flight: &parking_lot::Mutex<Option<Vec<Waiter>>>, outcome: StoreResul
 
 /// The flusher: one physical `COMMIT` for every logical commit waiting,
 /// then one sync of the log, which runs on a blocking thread without the
-/// connection: the next group's statements run meanwhile.
+/// connection: the next group's statements run meanwhile. A checkpoint the
+/// `COMMIT` made due is asked for once the group is acknowledged, so that
+/// it does not compete with the group's sync for the disk.
 async fn flush_loop(shared: Arc<Shared>) {
     loop {
         shared.flush.notified().await;
-        let wal = {
+        let (wal, checkpoint) = {
             let mut writer = shared.writer.lock().await;
             writer.recover();
-            writer.commit_group(&shared.in_flight)
+            let wal = writer.commit_group(&shared.in_flight);
+            (wal, std::mem::take(&mut writer.checkpoint_due))
         };
         let Some(wal) = wal else {
             continue;
@@ -576,6 +599,9 @@ async fn flush_loop(shared: Arc<Shared>) {
             ))),
         };
         tell(&shared.in_flight, outcome);
+        if checkpoint {
+            shared.checkpointer.request();
+        }
     }
 }
 

@@ -14,11 +14,14 @@
 //! group), and one that finds none read only synced commits. A crash can
 //! then never take back something a reader returned.
 //!
-//! # Off the async threads
-//! The writer runs its statements on the calling thread, as each takes
-//! microseconds. A reader's may be long (a big page of history on a cold
-//! cache), so each runs on a blocking thread: it costs a thread hop and
-//! never holds up the tasks of the runtime's worker thread.
+//! # On the calling thread
+//! A reader runs its statements on the calling thread, as the writer does:
+//! the reads served here are point reads and bounded pages that SQLite
+//! answers from its page cache, where a hop to a blocking thread per
+//! statement cost more CPU than the read itself (agent-lightning 1.x's
+//! rollout GET, two statements, measured in docs/performance.md). A long
+//! page holds up only its own worker thread; the runtime's other worker
+//! takes over that thread's queued tasks.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -65,8 +68,7 @@ fn open_reader(path: &std::path::Path) -> rusqlite::Result<rusqlite::Connection>
 
 /// A read-only transaction's connection, back to the pool when dropped.
 pub(super) struct ReadConn<'a> {
-    /// `None` only while a statement runs on a blocking thread (and for
-    /// good if the transaction is dropped meanwhile: the pool opens another).
+    /// `None` once a failed `COMMIT` left it unusable (the pool opens another).
     conn: Option<rusqlite::Connection>,
     shared: &'a Shared,
     _permit: SemaphorePermit<'a>,
@@ -129,22 +131,13 @@ impl sql::Connection for ReadConn<'_> {
     }
 
     async fn fetch(&mut self, statement: Statement<'_>) -> StoreResult<Vec<SqliteRow>> {
-        let conn = self.conn.take().ok_or_else(closed)?;
-        let statement = statement.into_owned();
-        let begin = !self.open;
-        let (conn, began, rows) = tokio::task::spawn_blocking(move || {
+        let conn = self.conn.as_ref().ok_or_else(closed)?;
+        if !self.open {
             // The snapshot starts at the first statement after BEGIN.
-            if begin && let Err(error) = conn.execute_batch("BEGIN") {
-                return (conn, false, Err(error));
-            }
-            let rows = run(&conn, &statement);
-            (conn, begin, rows)
-        })
-        .await
-        .map_err(|panicked| StoreError::Internal(format!("sqlite: read panicked: {panicked}")))?;
-        self.conn = Some(conn);
-        self.open |= began;
-        rows.map_err(store_error)
+            conn.execute_batch("BEGIN").map_err(store_error)?;
+            self.open = true;
+        }
+        run(conn, &statement).map_err(store_error)
     }
 
     fn cache(&mut self) -> Option<&mut sql::Cache> {
