@@ -32,7 +32,13 @@
 //! Under load, the transactions that arrive while one group's log syncs
 //! run their statements meanwhile and form the next group, so throughput
 //! is bounded by statement execution, not by syncs; a lone client waits
-//! for one sync per commit, as without batching. A logical transaction
+//! for one sync per commit, as without batching. When the flusher gets the
+//! connection while other transactions are still queued for it, it lets
+//! them run first and join the group (for at most [`GROUP_WAIT`] after the
+//! group's `BEGIN`): a `COMMIT` writes every page the group changed to
+//! the log once, so a page that several transactions change (a table's
+//! last leaf, the counters, an index's inner pages) is written once per
+//! group, not once per transaction. A logical transaction
 //! that read state other transactions left uncommitted, or committed but
 //! not yet synced, waits for the same sync when it commits (even without
 //! writes), so nothing it returns can be lost by a crash.
@@ -79,8 +85,8 @@ mod readers;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rusqlite::types::Value;
@@ -98,6 +104,10 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
 /// `PRAGMA application_id` of a lightning-store database ("LSTO").
 const APPLICATION_ID: i64 = 0x4C53_544F;
+
+/// How long after its `BEGIN` a group may wait for the transactions queued
+/// for the connection to join it before the flusher commits it anyway.
+const GROUP_WAIT: Duration = Duration::from_millis(2);
 
 /// Settings of a SQLite store.
 #[derive(Debug, Clone)]
@@ -137,6 +147,8 @@ struct Shared {
     writer: Mutex<Writer>,
     /// Wakes the flusher: a logical commit is waiting for durability.
     flush: Notify,
+    /// Logical transactions waiting for the connection ([`Store::begin`]).
+    queued: AtomicUsize,
     /// The logical commits of the physical transaction whose log is being
     /// synced (`None`: no sync in flight); readers that saw its writes join.
     in_flight: parking_lot::Mutex<Option<Vec<Waiter>>>,
@@ -161,6 +173,8 @@ struct Writer {
     wal_path: PathBuf,
     /// A physical transaction is open.
     open: bool,
+    /// When the open physical transaction began.
+    opened: Instant,
     /// A logical transaction wrote and was dropped without committing: its
     /// savepoint must be rolled back before anyone else uses the connection.
     abandoned: bool,
@@ -246,12 +260,14 @@ impl SqliteStore {
                 wal: None,
                 wal_path: wal_path(path),
                 open: false,
+                opened: Instant::now(),
                 abandoned: false,
                 waiters: Vec::new(),
                 cache: sql::Cache::default(),
                 floor: floor.clone(),
             }),
             flush: Notify::new(),
+            queued: AtomicUsize::new(0),
             in_flight: parking_lot::Mutex::new(None),
             readers: Readers::new(path.to_owned()),
             interrupt,
@@ -505,6 +521,12 @@ impl Writer {
         }
     }
 
+    /// Returns true while the open group should wait for the transactions
+    /// queued for the connection (see the module docs).
+    fn group_grows(&self, queued: &AtomicUsize) -> bool {
+        self.open && queued.load(Ordering::SeqCst) > 0 && self.opened.elapsed() < GROUP_WAIT
+    }
+
     /// Commits the physical transaction: its log is written, not yet
     /// synced. Hands its waiters to `in_flight` and returns the log to
     /// sync; `None` when nothing was open or the `COMMIT` failed (its
@@ -555,10 +577,15 @@ fn tell(in_flight: &parking_lot::Mutex<Option<Vec<Waiter>>>, outcome: StoreResul
 async fn flush_loop(shared: Arc<Shared>) {
     loop {
         shared.flush.notified().await;
-        let wal = {
+        let wal = loop {
             let mut writer = shared.writer.lock().await;
             writer.recover();
-            writer.commit_group(&shared.in_flight)
+            if !writer.group_grows(&shared.queued) {
+                break writer.commit_group(&shared.in_flight);
+            }
+            // Queues again, behind the transactions waiting now (the mutex
+            // is fair): they join this group.
+            drop(writer);
         };
         let Some(wal) = wal else {
             continue;
@@ -602,7 +629,10 @@ impl Store for SqliteStore {
 
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
         let generation = self.shared.interrupts.load(Ordering::SeqCst);
-        let mut writer = self.shared.writer.lock().await;
+        let mut writer = {
+            let _queued = Queued::enter(&self.shared.queued);
+            self.shared.writer.lock().await
+        };
         writer.recover();
         let floor = writer.floor.clone();
         let conn = SqliteConn {
@@ -612,6 +642,23 @@ impl Store for SqliteStore {
             generation,
         };
         Ok(Box::new(SqlTx::new(conn, self.event_retention, floor)))
+    }
+}
+
+/// Counts a logical transaction as queued for the connection while it lives
+/// (also when the wait is cancelled).
+struct Queued<'a>(&'a AtomicUsize);
+
+impl<'a> Queued<'a> {
+    fn enter(queued: &'a AtomicUsize) -> Self {
+        queued.fetch_add(1, Ordering::SeqCst);
+        Self(queued)
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -684,6 +731,7 @@ impl sql::Connection for SqliteConn<'_> {
         if !writer.open {
             writer.control("BEGIN IMMEDIATE")?;
             writer.open = true;
+            writer.opened = Instant::now();
         }
         writer.control("SAVEPOINT tx")?;
         self.savepoint = true;
