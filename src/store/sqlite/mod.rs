@@ -10,7 +10,8 @@
 //! what `synchronous = FULL` does inside the `COMMIT`, moved out of it so
 //! that the connection is free while the disk syncs. (Checkpoints sync the
 //! log before copying it into the database and the database after, so a
-//! log that restarts after a checkpoint loses nothing.) The file is opened
+//! log that restarts after a checkpoint loses nothing; they run on a thread
+//! of their own, [`checkpointer`], not in the writer's `COMMIT`.) The file is opened
 //! with an exclusive lock on the file (`flock`, held while the store lives),
 //! so a second server on the same file fails at startup instead of sharing
 //! it; SQLite itself runs in its normal locking mode, so that read-only
@@ -80,6 +81,7 @@
 //! writer's state and its error handling; the read-only connections are in
 //! [`readers`], the operations in [`super::sql`].
 
+mod checkpointer;
 mod readers;
 
 use std::borrow::Cow;
@@ -94,6 +96,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteLockingMode, Sq
 use sqlx::{ConnectOptions as _, Connection as _};
 use tokio::sync::{Mutex, MutexGuard, Notify, oneshot};
 
+use self::checkpointer::{Checkpointer, WRITER_CHECKPOINT_PAGES};
 use self::readers::{ReadConn, Readers};
 use super::sql::{self, Arg, Dialect, SqlTx, Statement};
 use crate::core::error::{StoreError, StoreResult};
@@ -154,6 +157,8 @@ struct Shared {
     in_flight: parking_lot::Mutex<Option<Vec<Waiter>>>,
     /// The read-only connections.
     readers: Readers,
+    /// Copies the log into the database beside the writer.
+    checkpointer: Checkpointer,
     /// Interrupts the writer's running statement ([`Store::interrupt`]).
     interrupt: rusqlite::InterruptHandle,
     /// How many times [`Store::interrupt`] was called: a logical
@@ -252,6 +257,7 @@ impl SqliteStore {
         // thread instead of a round trip to a worker thread each.
         conn.close().await.map_err(|e| fail(open_reason(&e)))?;
         let conn = open_connection(path).map_err(|e| fail(e.to_string()))?;
+        let checkpointer = Checkpointer::start(path).map_err(|e| fail(e.to_string()))?;
         let floor = Arc::new(sql::DeadlineFloor::new(None));
         let interrupt = conn.get_interrupt_handle();
         let shared = Arc::new(Shared {
@@ -270,6 +276,7 @@ impl SqliteStore {
             queued: AtomicUsize::new(0),
             in_flight: parking_lot::Mutex::new(None),
             readers: Readers::new(path.to_owned()),
+            checkpointer,
             interrupt,
             interrupts: AtomicU64::new(0),
         });
@@ -300,7 +307,9 @@ fn wal_path(path: &Path) -> PathBuf {
 
 /// Opens the serving connection: WAL. A `COMMIT` writes the
 /// log without syncing it (`synchronous = NORMAL`): the flusher syncs it
-/// before any commit is acknowledged (see the module docs).
+/// before any commit is acknowledged (see the module docs). The log is
+/// checkpointed beside it ([`checkpointer`]); the connection's own
+/// automatic checkpoint only restarts a long log.
 fn open_connection(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     let conn = rusqlite::Connection::open_with_flags(
         path,
@@ -308,7 +317,10 @@ fn open_connection(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     )?;
     conn.busy_timeout(Duration::from_secs(1))?;
     conn.set_prepared_statement_cache_capacity(512);
-    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")?;
+    conn.execute_batch(&format!(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+         PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES};"
+    ))?;
     Ok(conn)
 }
 
@@ -602,6 +614,9 @@ async fn flush_loop(shared: Arc<Shared>) {
                 "sqlite: log sync panicked: {panicked}"
             ))),
         };
+        if outcome.is_ok() {
+            shared.checkpointer.request();
+        }
         tell(&shared.in_flight, outcome);
     }
 }
