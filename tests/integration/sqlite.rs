@@ -308,6 +308,32 @@ async fn writes_commit_while_a_long_history_read_holds_its_snapshot() {
 }
 
 #[tokio::test]
+async fn the_log_is_copied_into_the_database_beside_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path, SqliteOptions::default())
+        .await
+        .unwrap();
+    let size = || std::fs::metadata(&path).unwrap().len();
+    let migrated = size();
+    // About 100 pages of log: far below the writer's own automatic
+    // checkpoint, so only the checkpoint thread copies them.
+    commit_events(&store, 5_000).await;
+    let copied = async {
+        while size() < migrated + 200_000 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(UNBLOCKED, copied)
+        .await
+        .unwrap_or_else(|_| panic!("the database file stayed at {} bytes", size()));
+    // What was copied is what was committed.
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(tx.events_after(0, 1).await.unwrap().latest, 5_000);
+    tx.commit(&mut WriteSet::default()).await.unwrap();
+}
+
+#[tokio::test]
 async fn statistics_and_history_answer_while_a_transaction_holds_the_writer() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("store.db"), SqliteOptions::default())
