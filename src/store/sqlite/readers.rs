@@ -62,6 +62,7 @@ fn open_reader(path: &std::path::Path) -> rusqlite::Result<rusqlite::Connection>
     )?;
     conn.busy_timeout(Duration::from_secs(1))?;
     conn.set_prepared_statement_cache_capacity(64);
+    super::plan_once(&conn)?;
     conn.execute_batch("PRAGMA query_only = ON")?;
     Ok(conn)
 }
