@@ -77,7 +77,7 @@ const FOLD_COUNTERS: &str = "WITH folded AS (DELETE FROM counters WHERE shard <>
 const SHARED_FLOOR_TTL: Duration = Duration::from_millis(50);
 
 /// The notification channel on which committed events are announced (by
-/// the dialect's `announce`, which names it too).
+/// the `append_events` function of migration 0007, which names it too).
 pub const EVENTS_CHANNEL: &str = "lightning_store";
 
 static POSTGRES: Dialect = Dialect {
@@ -85,7 +85,6 @@ static POSTGRES: Dialect = Dialect {
     binary_text: |expression| format!("({expression}) COLLATE \"C\""),
     max_params: 65_535,
     shared: true,
-    announce: "pg_notify('lightning_store', '')",
     // A sequence: no row lock, so opens on several servers never queue.
     next_session_epoch: "SELECT nextval('session_epochs')",
     // Transaction-scoped advisory locks on the names' 64-bit hashes, taken

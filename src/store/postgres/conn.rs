@@ -26,12 +26,11 @@ const BEGIN: &str = "BEGIN; SET LOCAL synchronous_commit TO OFF; SELECT pg_backe
 /// `synchronous_commit`, and waiting for its commit record to be flushed
 /// waits for everything logged before it. It must write a row: the
 /// database commits a transaction that logged nothing but its commit
-/// asynchronously. Each connection writes its own row, so the waits never
-/// wait for each other's locks, and concurrent waits share flushes (the
-/// database's group commit).
-const COMMIT: &str = "COMMIT; INSERT INTO commit_barrier (pid, commits) \
-     VALUES (pg_backend_pid(), 1) ON CONFLICT (pid) \
-     DO UPDATE SET commits = commit_barrier.commits + 1";
+/// asynchronously. Each connection writes its own row (the `wait_durable`
+/// procedure of migration 0007, whose insert is planned once per
+/// connection), so the waits never wait for each other's locks, and
+/// concurrent waits share flushes (the database's group commit).
+const COMMIT: &str = "COMMIT; CALL wait_durable()";
 
 /// Statements with at most this many parameters are prepared once per
 /// connection and cached.

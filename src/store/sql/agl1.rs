@@ -109,7 +109,7 @@ impl<C: Connection> SqlTx<C> {
             &fields,
             8,
             "INSERT INTO agl1_rollouts (rollout_id, config, k8s_job_name, last_attempt_id, \
-             error_message, version, created_at, updated_at) VALUES ",
+             error_message, version, created_at, updated_at)",
             " ON CONFLICT (rollout_id) DO UPDATE SET config = excluded.config, \
              k8s_job_name = excluded.k8s_job_name, last_attempt_id = excluded.last_attempt_id, \
              error_message = excluded.error_message, version = excluded.version, \
@@ -142,7 +142,7 @@ impl<C: Connection> SqlTx<C> {
             &writes.events,
             7,
             "INSERT INTO agl1_events (rollout_id, attempt_id, event_type, time, data, \
-             idempotency_key, digest) VALUES ",
+             idempotency_key, digest)",
             "",
             |write| {
                 let event = &write.event;
@@ -162,7 +162,7 @@ impl<C: Connection> SqlTx<C> {
             &mut batch,
             &models,
             3,
-            "INSERT INTO agl1_models (model, endpoint, version) VALUES ",
+            "INSERT INTO agl1_models (model, endpoint, version)",
             " ON CONFLICT (model, endpoint) DO UPDATE SET version = excluded.version",
             |server| {
                 vec![
@@ -194,7 +194,7 @@ impl<C: Connection> SqlTx<C> {
             &mut batch,
             &present,
             4,
-            "INSERT INTO agl1_replicas (server_id, inflight, generation_seen, heartbeat) VALUES ",
+            "INSERT INTO agl1_replicas (server_id, inflight, generation_seen, heartbeat)",
             " ON CONFLICT (server_id) DO UPDATE SET inflight = excluded.inflight, \
              generation_seen = excluded.generation_seen, heartbeat = excluded.heartbeat",
             |replica| {
@@ -547,31 +547,19 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
     }
 }
 
-/// On a shared database: the statement that appends `rollout_ids` to the
-/// completion log at the positions the counter row hands out, which runs
-/// with the `COMMIT` (one simple query, so its values are literals). The
-/// counter row's lock orders the appends (see the migration), so it is
-/// taken in the transaction's last round trip, like the event counter's
-/// (see the `apply` module): held across round trips to this server, it
-/// queued every completing transaction of every server behind the one
-/// holding it (docs/performance.md). Returns no rows.
+/// On a shared database: the call that appends `rollout_ids` to the
+/// completion log at the positions the counter row hands out (the
+/// `append_completions` procedure of migration 0007), which runs with the
+/// `COMMIT` (one simple query, so its values are literals). The counter
+/// row's lock orders the appends (see the migrations), so it is taken in the
+/// transaction's last round trip, like the event counter's (see the `apply`
+/// module): held across round trips to this server, it queued every
+/// completing transaction of every server behind the one holding it
+/// (docs/performance.md). Returns no rows.
 pub(super) fn completions_appended(rollout_ids: &[String]) -> String {
-    use std::fmt::Write as _;
-    let n = rollout_ids.len();
-    let mut sql = format!(
-        "WITH completion_counter_update AS (UPDATE completion_counter SET total = total + {n} \
-         WHERE id = 0 RETURNING total) INSERT INTO completions (seq, rollout_id) \
-         SELECT c.total - {n} + v.k - 1, v.r FROM completion_counter_update c, (VALUES "
-    );
-    for (k, rollout_id) in rollout_ids.iter().enumerate() {
-        let separator = if k > 0 { ", " } else { "" };
-        let _ = write!(
-            sql,
-            "{separator}({}, {})",
-            k + 1,
-            query::text_literal(rollout_id)
-        );
-    }
-    sql.push_str(") AS v (k, r)");
-    sql
+    let ids: Vec<String> = rollout_ids
+        .iter()
+        .map(|rollout_id| query::text_literal(rollout_id))
+        .collect();
+    format!("CALL append_completions(ARRAY[{}])", ids.join(", "))
 }

@@ -1,5 +1,5 @@
 //! The write set's application at commit: one multi-row upsert per entity
-//! kind (chunked under the parameter limit), then the events.
+//! kind (on SQLite chunked under the parameter limit), then the events.
 //!
 //! # On a shared database (PostgreSQL)
 //! The upserts travel as the data-modifying `WITH` clauses of one
@@ -7,17 +7,23 @@
 //! attempts …), …, counted AS (INSERT INTO counters …) SELECT 1`),
 //! prepared and cached like any other; the last clause adds the status
 //! counts and the queue's length that the upserts changed to this
-//! connection's counter shards (see [`Batch::count`]). The
-//! events are numbered by a second statement that travels with the
-//! `COMMIT`, in one simple query (its values written as literals):
+//! connection's counter shards (see [`Batch::count`]). Each upsert takes
+//! its rows as one array per column (`INSERT … SELECT * FROM unnest($1,
+//! $2, …)`), so a statement's text depends on which kinds of rows the write
+//! set holds, not on how many: the database parses and plans each of these
+//! few texts once per connection. The events are numbered by a call that
+//! travels with the `COMMIT`, in one simple query (its values written as
+//! literals), to a function of the schema (migration 0007) whose statements
+//! the database plans once per connection:
 //!
 //! ```sql
-//! WITH event_counter_update AS (UPDATE event_counter SET last = last + n RETURNING last),
-//!   event_rows AS (INSERT INTO events SELECT last - n + k, … FROM event_counter_update, (VALUES …)),
-//!   trimmed AS (DELETE FROM events WHERE … only when a slice of the retention was crossed)
-//! SELECT last, pg_notify(…) FROM event_counter_update;
-//! COMMIT; INSERT INTO commit_barrier …
+//! SELECT append_events(CAST('{t1,t2}' AS BIGINT[]), ARRAY['change1', 'change2'], retention);
+//! COMMIT; CALL wait_durable()
 //! ```
+//!
+//! (`append_events` updates the counter row first, inserts the events at
+//! the numbers it handed out, trims the history when a slice of the
+//! retention was crossed and announces the events.)
 //!
 //! **Why the event numbers are gapless and in commit order on every
 //! server.** `event_counter` is one row. A transaction that records events
@@ -152,8 +158,9 @@ impl<'a> Batch<'a> {
     }
 }
 
-/// Appends `(…), (…)` for `rows` of placeholders.
+/// Appends ` VALUES (…), (…)` for `rows` of placeholders.
 fn values<'a>(b: &mut Builder<'a>, rows: impl Iterator<Item = Vec<Arg<'a>>>) {
+    b.push(" VALUES ");
     for (i, row) in rows.enumerate() {
         let placeholders: Vec<String> = row.into_iter().map(|arg| b.arg(arg)).collect();
         if i > 0 {
@@ -161,6 +168,47 @@ fn values<'a>(b: &mut Builder<'a>, rows: impl Iterator<Item = Vec<Arg<'a>>>) {
         }
         b.push("(").push(&placeholders.join(", ")).push(")");
     }
+}
+
+/// Appends ` SELECT * FROM unnest($1, $2, …)` for `rows`, one array
+/// parameter per column (typed by the column's values, whose NULLs carry
+/// their type): the text does not depend on the number of rows, and
+/// `unnest` yields them in order.
+fn unnested<'a>(b: &mut Builder<'a>, rows: impl Iterator<Item = Vec<Arg<'a>>>) {
+    let mut columns: Vec<Arg<'a>> = Vec::new();
+    for row in rows {
+        if columns.is_empty() {
+            columns = row
+                .iter()
+                .map(|arg| match arg {
+                    Arg::Int(_) | Arg::NullInt => Arg::Ints(Vec::new()),
+                    _ => Arg::Texts(Vec::new()),
+                })
+                .collect();
+        }
+        for (column, arg) in columns.iter_mut().zip(row) {
+            match (column, arg) {
+                (Arg::Ints(values), Arg::Int(value)) => values.push(Some(value)),
+                (Arg::Ints(values), Arg::NullInt) => values.push(None),
+                (Arg::Texts(values), Arg::Text(text)) => values.push(Some(text.into_owned())),
+                (Arg::Texts(values), Arg::NullText) => values.push(None),
+                (column, arg) => unreachable!("column {column:?} given {arg:?}"),
+            }
+        }
+    }
+    let arrays: Vec<String> = columns
+        .into_iter()
+        .map(|column| {
+            let array_type = match column {
+                Arg::Ints(_) => "BIGINT[]",
+                _ => "TEXT[]",
+            };
+            format!("CAST({} AS {array_type})", b.arg(column))
+        })
+        .collect();
+    b.push(" SELECT * FROM unnest(")
+        .push(&arrays.join(", "))
+        .push(")");
 }
 
 /// Adds one upsert per chunk of `rows` (each of `columns` values).
@@ -194,12 +242,28 @@ fn upsert_counted<'a, T: 'a>(
     row: impl Fn(&'a T) -> Vec<Arg<'a>>,
     counted: Option<Counted<'_>>,
 ) {
-    let counted = counted.filter(|_| batch.dialect.shared);
-    let chunk = (batch.dialect.max_params / columns).max(1);
+    let shared = batch.dialect.shared;
+    let counted = counted.filter(|_| shared);
+    // A shared database takes every row in one clause of arrays; elsewhere
+    // the rows are chunked under the parameter limit.
+    let chunk = if shared {
+        rows.len().max(1)
+    } else {
+        (batch.dialect.max_params / columns).max(1)
+    };
     for part in rows.chunks(chunk) {
-        let clause = batch.add(part.len() * columns, |b| {
+        let params = if shared {
+            columns
+        } else {
+            part.len() * columns
+        };
+        let clause = batch.add(params, |b| {
             b.push(head);
-            values(b, part.iter().map(&row));
+            if shared {
+                unnested(b, part.iter().map(&row));
+            } else {
+                values(b, part.iter().map(&row));
+            }
             b.push(tail);
             if let Some(counted) = &counted {
                 b.push(counted.returning);
@@ -231,42 +295,27 @@ fn status_deltas(table: &str, columns: &[&str], clause: &str) -> String {
     )
 }
 
-/// On a shared database: the statement that numbers `events` from the
-/// event counter, inserts them and announces them, and trims the history
-/// when the numbers cross a slice of the retention (see
-/// [`SqlTx::trim_events`]). Its one row is the new `last`. It runs with the
-/// `COMMIT`, as one simple query, so its values are written as literals.
-///
-/// The trim cannot see the rows its own statement inserts (one snapshot),
-/// so of a write set with more events than the retention only the last
-/// `retention` are inserted: the others would be trimmed at once.
-fn numbering(events: &[Event], announce: &str, retention: u64) -> String {
+/// On a shared database: the call that numbers `events` from the event
+/// counter, inserts them and announces them, and trims the history when the
+/// numbers cross a slice of the retention (see [`SqlTx::trim_events`]): the
+/// `append_events` function (migration 0007), whose statements the database
+/// plans once per connection. Its one row is the new `last`. It runs with
+/// the `COMMIT`, as one simple query, so its values are written as
+/// literals: only this short call is parsed on every commit.
+fn numbering(events: &[Event], retention: u64) -> String {
     use std::fmt::Write as _;
-    let n = events.len();
-    let slice = (retention / 8).max(1);
-    let skipped = n.saturating_sub(usize::try_from(retention).unwrap_or(usize::MAX));
-    let mut sql = format!(
-        "WITH event_counter_update AS (UPDATE event_counter SET last = last + {n} \
-         RETURNING last), event_rows AS (INSERT INTO events (seq, time, change) \
-         SELECT c.last - {n} + v.k, v.t, v.c FROM event_counter_update c, (VALUES "
-    );
-    for (k, event) in events.iter().enumerate().skip(skipped) {
-        let change = query::text_literal(&codec::change_text(&event.change));
-        let separator = if k > skipped { ", " } else { "" };
-        let _ = write!(
-            sql,
-            "{separator}({}, CAST({} AS BIGINT), {change})",
-            k + 1,
-            event.time.0
-        );
+    let mut sql = String::from("SELECT append_events(CAST('{");
+    for (k, event) in events.iter().enumerate() {
+        let separator = if k > 0 { "," } else { "" };
+        let _ = write!(sql, "{separator}{}", event.time.0);
     }
-    let _ = write!(
-        sql,
-        ") AS v (k, t, c)), trimmed AS (DELETE FROM events \
-         WHERE seq <= (SELECT last FROM event_counter_update) - {retention} \
-         AND (SELECT last % {slice} FROM event_counter_update) < {n}) \
-         SELECT last, {announce} FROM event_counter_update"
-    );
+    sql.push_str("}' AS BIGINT[]), ARRAY[");
+    for (k, event) in events.iter().enumerate() {
+        let separator = if k > 0 { ", " } else { "" };
+        let change = query::text_literal(&codec::change_text(&event.change));
+        let _ = write!(sql, "{separator}{change}");
+    }
+    let _ = write!(sql, "], {retention})");
     sql
 }
 
@@ -303,7 +352,7 @@ impl<C: Connection> SqlTx<C> {
             &mut batch,
             &resources,
             5,
-            concat!("INSERT INTO resources (", resources_columns!(), ") VALUES "),
+            concat!("INSERT INTO resources (", resources_columns!(), ")"),
             " ON CONFLICT (resources_id) DO UPDATE SET \
              create_time = excluded.create_time, update_time = excluded.update_time, \
              version = excluded.version, resources = excluded.resources",
@@ -333,7 +382,7 @@ impl<C: Connection> SqlTx<C> {
             concat!(
                 "INSERT INTO rollouts (",
                 rollout_columns!(""),
-                ", watchdog_deadline) VALUES "
+                ", watchdog_deadline)"
             ),
             " ON CONFLICT (rollout_id) DO UPDATE SET input = excluded.input, \
              start_time = excluded.start_time, end_time = excluded.end_time, \
@@ -364,7 +413,7 @@ impl<C: Connection> SqlTx<C> {
             &mut batch,
             &attempts,
             9,
-            concat!("INSERT INTO attempts (", attempt_columns!(""), ") VALUES "),
+            concat!("INSERT INTO attempts (", attempt_columns!(""), ")"),
             " ON CONFLICT (rollout_id, attempt_id) DO UPDATE SET \
              sequence_id = excluded.sequence_id, start_time = excluded.start_time, \
              end_time = excluded.end_time, status = excluded.status, \
@@ -392,7 +441,7 @@ impl<C: Connection> SqlTx<C> {
             &mut batch,
             &workers,
             9,
-            concat!("INSERT INTO workers (", worker_columns!(), ") VALUES "),
+            concat!("INSERT INTO workers (", worker_columns!(), ")"),
             " ON CONFLICT (worker_id) DO UPDATE SET \
              status = excluded.status, heartbeat_stats = excluded.heartbeat_stats, \
              last_heartbeat_time = excluded.last_heartbeat_time, \
@@ -418,11 +467,7 @@ impl<C: Connection> SqlTx<C> {
             &mut batch,
             &sessions,
             sessions::SESSION_COLUMNS,
-            concat!(
-                "INSERT INTO worker_sessions (",
-                session_columns!(),
-                ") VALUES "
-            ),
+            concat!("INSERT INTO worker_sessions (", session_columns!(), ")"),
             " ON CONFLICT (worker_id) DO UPDATE SET epoch = excluded.epoch, \
              server_id = excluded.server_id, state = excluded.state, \
              deadline = excluded.deadline, attempts = excluded.attempts",
@@ -460,7 +505,7 @@ impl<C: Connection> SqlTx<C> {
             &mut batch,
             &queued,
             2,
-            "INSERT INTO queue (rollout_id, enqueue_time) VALUES ",
+            "INSERT INTO queue (rollout_id, enqueue_time)",
             " ON CONFLICT (rollout_id) DO NOTHING",
             |&(rollout_id, since)| vec![rollout_id.as_str().into(), (*since).into()],
             Some(Counted {
@@ -482,11 +527,7 @@ impl<C: Connection> SqlTx<C> {
                 last.push(agl1::completions_appended(&writes.agl1.completions));
             }
             if !writes.events.is_empty() {
-                last.push(numbering(
-                    &writes.events,
-                    C::DIALECT.announce,
-                    self.event_retention,
-                ));
+                last.push(numbering(&writes.events, self.event_retention));
             }
             return Ok((!last.is_empty()).then(|| last.join("; ")));
         }

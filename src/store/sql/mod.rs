@@ -191,10 +191,6 @@ pub struct Dialect {
     /// numbers come from a counter row (see [`apply`]). Otherwise the
     /// database has one writer that serialises transactions (SQLite).
     pub shared: bool,
-    /// On a shared database: a SQL expression that tells the other servers
-    /// that events were committed (evaluated in the statement that numbers
-    /// them; delivered at commit).
-    pub announce: &'static str,
     /// A statement whose one row holds a new session epoch, greater than
     /// every one before it.
     pub next_session_epoch: &'static str,

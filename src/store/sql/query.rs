@@ -71,8 +71,20 @@ impl<'a> Builder<'a> {
         (self.dialect.contains)(column, &needle)
     }
 
-    /// Returns `column IN (values)` (false for no values).
+    /// Returns `column IN (values)` (false for no values). On a shared
+    /// database the values travel as one array parameter (`column =
+    /// ANY($n)`), so that the text, and the plan the database caches for
+    /// it, does not depend on how many there are.
     pub fn one_of(&mut self, column: &str, values: impl IntoIterator<Item = &'a str>) -> String {
+        if self.dialect.shared {
+            let values: Vec<Option<String>> =
+                values.into_iter().map(|v| Some(v.to_owned())).collect();
+            if values.is_empty() {
+                return "1 = 0".to_owned();
+            }
+            let array = self.arg(Arg::Texts(values));
+            return format!("{column} = ANY(CAST({array} AS TEXT[]))");
+        }
         let placeholders: Vec<String> = values.into_iter().map(|v| self.arg(v)).collect();
         if placeholders.is_empty() {
             "1 = 0".to_owned()

@@ -51,7 +51,7 @@ pub(super) fn add<'a>(
         batch,
         requests,
         4,
-        "INSERT INTO request_ids (request_id, digest, rollout_ids, expires_at) VALUES ",
+        "INSERT INTO request_ids (request_id, digest, rollout_ids, expires_at)",
         " ON CONFLICT (request_id) DO UPDATE SET digest = excluded.digest, \
          rollout_ids = excluded.rollout_ids, expires_at = excluded.expires_at",
         |request| {

@@ -196,7 +196,6 @@ pub(super) static SQLITE: Dialect = Dialect {
     binary_text: |expression| expression.to_owned(),
     max_params: 32_766,
     shared: false,
-    announce: "",
     next_session_epoch: "UPDATE counters SET value = value + 1 WHERE name = 'session_epoch' \
                          RETURNING value",
     lock_names: None,
