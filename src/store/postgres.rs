@@ -43,6 +43,7 @@
 //! fresh connection and fails its open transactions (see `postgres/interrupt.rs`).
 
 mod conn;
+mod durability;
 mod interrupt;
 
 use std::sync::Arc;
@@ -53,6 +54,7 @@ use futures::stream::BoxStream;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 
 use self::conn::PgConn;
+use self::durability::Durability;
 use self::interrupt::Interrupts;
 use super::sql::{self, DeadlineFloor, Dialect, SqlTx};
 use crate::core::error::{StoreError, StoreResult};
@@ -152,6 +154,8 @@ pub struct PostgresStore {
     max_connections: u32,
     /// The transactions an interrupt cancels.
     interrupts: Arc<Interrupts>,
+    /// The durability wait its transactions share.
+    durability: Arc<Durability>,
 }
 
 /// Whole milliseconds of a duration, as PostgreSQL settings take them.
@@ -239,6 +243,7 @@ impl PostgresStore {
             deadline: options.statement_timeout + Duration::from_secs(1),
             max_connections: options.max_connections.max(1),
             interrupts,
+            durability: Arc::new(Durability::new()),
         })
     }
 }
@@ -287,7 +292,13 @@ impl Store for PostgresStore {
         let mut closed = 0;
         loop {
             let conn = self.pool.acquire().await.map_err(store_error)?;
-            let mut conn = PgConn::new(conn, self.deadline, generation, self.interrupts.clone());
+            let mut conn = PgConn::new(
+                conn,
+                self.deadline,
+                generation,
+                self.interrupts.clone(),
+                self.durability.clone(),
+            );
             if conn.begin().await? {
                 let floor = self.floor.clone();
                 return Ok(Box::new(SqlTx::new(conn, self.event_retention, floor)));

@@ -11,6 +11,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgRow;
 use sqlx::{Postgres, Row as _};
 
+use super::durability::{Durability, Next, Role};
 use super::interrupt::Interrupts;
 use super::{POSTGRES, store_error};
 use crate::core::error::{StoreError, StoreResult};
@@ -28,9 +29,13 @@ const BEGIN: &str = "BEGIN; SET LOCAL synchronous_commit TO OFF; SELECT pg_backe
 /// database commits a transaction that logged nothing but its commit
 /// asynchronously. Each connection writes its own row (the `wait_durable`
 /// procedure of migration 0007, whose insert is planned once per
-/// connection), so the waits never wait for each other's locks, and
-/// concurrent waits share flushes (the database's group commit).
-const COMMIT: &str = "COMMIT; CALL wait_durable()";
+/// connection), so the waits never wait for each other's locks. One wait
+/// serves the transactions that commit while it runs (see
+/// [`super::durability`]): they send only the `COMMIT`.
+const COMMIT_AND_WAIT: &str = "COMMIT; CALL wait_durable()";
+
+/// The durability wait alone, sent by a follower (see [`COMMIT_AND_WAIT`]).
+const WAIT: &str = "CALL wait_durable()";
 
 /// Statements with at most this many parameters are prepared once per
 /// connection and cached.
@@ -89,6 +94,8 @@ pub(super) struct PgConn {
     /// The interrupt generation the transaction began in.
     generation: u64,
     interrupts: Arc<Interrupts>,
+    /// The server's shared durability wait.
+    durability: Arc<Durability>,
 }
 
 impl PgConn {
@@ -98,6 +105,7 @@ impl PgConn {
         deadline: Duration,
         generation: u64,
         interrupts: Arc<Interrupts>,
+        durability: Arc<Durability>,
     ) -> Self {
         Self {
             conn: Some(conn),
@@ -106,6 +114,7 @@ impl PgConn {
             pid: None,
             generation,
             interrupts,
+            durability,
         }
     }
 
@@ -211,6 +220,37 @@ impl PgConn {
         }
     }
 
+    /// Waits, after a `COMMIT` sent without the durability wait, until a
+    /// wait sent since has succeeded, sending one when none runs. Out of
+    /// the interrupt's reach: the transaction committed.
+    async fn follow(&mut self) -> StoreResult<()> {
+        let durability = self.durability.clone();
+        let next = tokio::time::timeout(self.deadline, durability.follow())
+            .await
+            .map_err(|_| {
+                StoreError::Unavailable(format!(
+                    "postgres: not durable within {} ms",
+                    self.deadline.as_millis()
+                ))
+            })?;
+        let Next::Lead(lead) = next else {
+            return Ok(());
+        };
+        match self
+            .call_raw(async |conn| sqlx::raw_sql(WAIT).execute(&mut **conn).await)
+            .await?
+        {
+            Ok(_) => {
+                lead.succeeded();
+                Ok(())
+            }
+            Err(error) => {
+                self.discard();
+                Err(store_error(error))
+            }
+        }
+    }
+
     /// Runs a transaction control statement.
     async fn control(&mut self, sql: &'static str) -> StoreResult<()> {
         self.call(async |conn| sqlx::raw_sql(sql).execute(&mut **conn).await.map(drop))
@@ -283,18 +323,27 @@ impl sql::Connection for PgConn {
         if !self.leave() {
             return Err(StoreError::shutting_down());
         }
-        let rows = match last {
-            None => {
-                self.control(COMMIT).await?;
-                Vec::new()
-            }
-            Some(last) => {
-                let sql = sqlx::AssertSqlSafe(format!("{last}; {COMMIT}"));
-                self.call(async |conn| sqlx::raw_sql(sql).fetch_all(&mut **conn).await)
-                    .await?
-            }
+        let role = self.durability.commit();
+        let end = match role {
+            Role::Lead(_) => COMMIT_AND_WAIT,
+            Role::Follow => "COMMIT",
         };
+        let sql = match last {
+            None => Cow::Borrowed(end),
+            Some(last) => Cow::Owned(format!("{last}; {end}")),
+        };
+        let rows = self
+            .call(async |conn| {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                    .fetch_all(&mut **conn)
+                    .await
+            })
+            .await?;
         self.open = false;
+        match role {
+            Role::Lead(lead) => lead.succeeded(),
+            Role::Follow => self.follow().await?,
+        }
         Ok(rows)
     }
 
