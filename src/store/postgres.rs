@@ -28,7 +28,16 @@
 //! for them too (its own wait flushes everything logged before it), so no
 //! acknowledged answer depends on a write a crash can lose; read-only
 //! transactions, the event followers' included, wait the same way. (A/B
-//! against a plain synchronous `COMMIT` in docs/performance.md.)
+//! against a plain synchronous `COMMIT` in docs/performance.md.) One wait
+//! runs at a time per server and serves every transaction whose `COMMIT`
+//! returned before it was sent (see `postgres/durability.rs`).
+//!
+//! # Statements parsed and planned once per connection
+//! The statements of a transaction are prepared and cached per connection
+//! (their texts do not depend on the number of rows: arrays and `unnest`),
+//! and what travels with the `COMMIT` as a simple query is short calls of
+//! routines (migration 0007), whose statements PL/pgSQL plans once per
+//! connection.
 //!
 //! # Several servers
 //! A transaction that records events also sends `NOTIFY lightning_store`

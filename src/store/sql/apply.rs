@@ -7,11 +7,12 @@
 //! attempts …), …, counted AS (INSERT INTO counters …) SELECT 1`),
 //! prepared and cached like any other; the last clause adds the status
 //! counts and the queue's length that the upserts changed to this
-//! connection's counter shards (see [`Batch::count`]). Each upsert takes
-//! its rows as one array per column (`INSERT … SELECT * FROM unnest($1,
-//! $2, …)`), so a statement's text depends on which kinds of rows the write
-//! set holds, not on how many: the database parses and plans each of these
-//! few texts once per connection. The events are numbered by a call that
+//! connection's counter shards (see [`Batch::count`]). An upsert of
+//! several rows takes them as one array per column (`INSERT … SELECT *
+//! FROM unnest($1, $2, …)`), so a statement's text depends on which kinds
+//! of rows the write set holds (and whether one or several), not on how
+//! many: the database parses and plans each of these few texts once per
+//! connection. The events are numbered by a call that
 //! travels with the `COMMIT`, in one simple query (its values written as
 //! literals), to a function of the schema (migration 0007) whose statements
 //! the database plans once per connection:
@@ -244,8 +245,10 @@ fn upsert_counted<'a, T: 'a>(
 ) {
     let shared = batch.dialect.shared;
     let counted = counted.filter(|_| shared);
-    // A shared database takes every row in one clause of arrays; elsewhere
-    // the rows are chunked under the parameter limit.
+    // A shared database takes every row in one clause, several rows as
+    // arrays (one row stays `VALUES`: the database plans the join of the
+    // counted clause knowing it is one row); elsewhere the rows are
+    // chunked under the parameter limit.
     let chunk = if shared {
         rows.len().max(1)
     } else {
@@ -259,7 +262,7 @@ fn upsert_counted<'a, T: 'a>(
         };
         let clause = batch.add(params, |b| {
             b.push(head);
-            if shared {
+            if shared && part.len() > 1 {
                 unnested(b, part.iter().map(&row));
             } else {
                 values(b, part.iter().map(&row));

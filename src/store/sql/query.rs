@@ -72,18 +72,23 @@ impl<'a> Builder<'a> {
     }
 
     /// Returns `column IN (values)` (false for no values). On a shared
-    /// database the values travel as one array parameter (`column =
+    /// database several values travel as one array parameter (`column =
     /// ANY($n)`), so that the text, and the plan the database caches for
-    /// it, does not depend on how many there are.
+    /// it, does not depend on how many there are; one value is `column =
+    /// $n`, whose generic plan the database keeps (with an array it plans
+    /// every call anew, estimating ten values).
     pub fn one_of(&mut self, column: &str, values: impl IntoIterator<Item = &'a str>) -> String {
         if self.dialect.shared {
-            let values: Vec<Option<String>> =
-                values.into_iter().map(|v| Some(v.to_owned())).collect();
-            if values.is_empty() {
-                return "1 = 0".to_owned();
-            }
-            let array = self.arg(Arg::Texts(values));
-            return format!("{column} = ANY(CAST({array} AS TEXT[]))");
+            let mut values: Vec<&'a str> = values.into_iter().collect();
+            return match values.len() {
+                0 => "1 = 0".to_owned(),
+                1 => self.equals(column, values.remove(0)),
+                _ => {
+                    let values = values.into_iter().map(|v| Some(v.to_owned())).collect();
+                    let array = self.arg(Arg::Texts(values));
+                    format!("{column} = ANY(CAST({array} AS TEXT[]))")
+                }
+            };
         }
         let placeholders: Vec<String> = values.into_iter().map(|v| self.arg(v)).collect();
         if placeholders.is_empty() {
