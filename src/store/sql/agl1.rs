@@ -10,7 +10,7 @@ use super::query::{self, Builder};
 use super::{Connection, Row, SqlTx, Statement};
 use crate::core::agl1::{
     Completion, CompletionPage, ModelServer, Pause, Replica, StoredEvent, V1Event, V1Fields,
-    V1Rollout,
+    V1Rollout, V1RolloutDetail,
 };
 use crate::core::error::StoreResult;
 use crate::core::model::{Json, RolloutStatus, Timestamp};
@@ -24,6 +24,9 @@ macro_rules! field_columns {
          f.created_at, f.updated_at"
     };
 }
+
+/// How many columns [`field_columns`] names.
+const FIELD_COLUMNS: usize = 7;
 
 /// The columns [`event`] reads.
 macro_rules! event_columns {
@@ -465,14 +468,33 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
             .transpose()
     }
 
-    async fn event_attempts(&mut self, rollout_id: &str) -> StoreResult<Vec<String>> {
-        let sql = "SELECT attempt_id FROM agl1_events WHERE rollout_id = $1 \
-                   GROUP BY attempt_id ORDER BY MIN(pos)";
-        self.read(Statement::new(sql).bind(rollout_id))
-            .await?
-            .iter()
-            .map(|row| row.text(0))
-            .collect()
+    async fn v1_rollout_detail(
+        &mut self,
+        rollout_id: &str,
+    ) -> StoreResult<Option<V1RolloutDetail>> {
+        // One statement: the rollout on every row, one row per attempt
+        // with events (one row with a null attempt when none has).
+        let sql = concat!(
+            "SELECT ",
+            rollout_columns!("r."),
+            ", ",
+            field_columns!(),
+            ", a.attempt_id FROM agl1_rollouts f JOIN rollouts r ON r.rollout_id = f.rollout_id \
+             LEFT JOIN (SELECT attempt_id, MIN(pos) AS first_pos FROM agl1_events \
+             WHERE rollout_id = $1 GROUP BY attempt_id) a ON TRUE \
+             WHERE f.rollout_id = $1 ORDER BY a.first_pos"
+        );
+        let rows = self.read(Statement::new(sql).bind(rollout_id)).await?;
+        let Some(first) = rows.first() else {
+            return Ok(None);
+        };
+        let rollout = v1_rollout(first, 0)?;
+        let attempt_at = codec::ROLLOUT_COLUMNS + FIELD_COLUMNS;
+        let mut attempts = Vec::with_capacity(rows.len());
+        for row in &rows {
+            attempts.extend(row.opt_text(attempt_at)?);
+        }
+        Ok(Some(V1RolloutDetail { rollout, attempts }))
     }
 
     async fn keyed_event(
