@@ -473,16 +473,19 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
         rollout_id: &str,
     ) -> StoreResult<Option<V1RolloutDetail>> {
         // One statement: the rollout on every row, one row per attempt
-        // with events (one row with a null attempt when none has).
+        // with events with its first position (one row with a null attempt
+        // when none has). Grouped by the tables' keys, so that the rollout's
+        // columns may be selected (PostgreSQL); no subquery to materialise
+        // and nothing to sort in SQL: the attempts are ordered here.
         let sql = concat!(
             "SELECT ",
             rollout_columns!("r."),
             ", ",
             field_columns!(),
-            ", a.attempt_id FROM agl1_rollouts f JOIN rollouts r ON r.rollout_id = f.rollout_id \
-             LEFT JOIN (SELECT attempt_id, MIN(pos) AS first_pos FROM agl1_events \
-             WHERE rollout_id = $1 GROUP BY attempt_id) a ON TRUE \
-             WHERE f.rollout_id = $1 ORDER BY a.first_pos"
+            ", e.attempt_id, MIN(e.pos) FROM agl1_rollouts f \
+             JOIN rollouts r ON r.rollout_id = f.rollout_id \
+             LEFT JOIN agl1_events e ON e.rollout_id = f.rollout_id \
+             WHERE f.rollout_id = $1 GROUP BY r.pos, f.pos, e.attempt_id"
         );
         let rows = self.read(Statement::new(sql).bind(rollout_id)).await?;
         let Some(first) = rows.first() else {
@@ -490,10 +493,17 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
         };
         let rollout = v1_rollout(first, 0)?;
         let attempt_at = codec::ROLLOUT_COLUMNS + FIELD_COLUMNS;
-        let mut attempts = Vec::with_capacity(rows.len());
+        let mut firsts = Vec::with_capacity(rows.len());
         for row in &rows {
-            attempts.extend(row.opt_text(attempt_at)?);
+            if let Some(attempt_id) = row.opt_text(attempt_at)? {
+                firsts.push((row.int(attempt_at + 1)?, attempt_id));
+            }
         }
+        firsts.sort_unstable();
+        let attempts = firsts
+            .into_iter()
+            .map(|(_, attempt_id)| attempt_id)
+            .collect();
         Ok(Some(V1RolloutDetail { rollout, attempts }))
     }
 

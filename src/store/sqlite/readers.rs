@@ -98,8 +98,8 @@ impl<'a> ReadConn<'a> {
 }
 
 /// Runs a transaction control statement from the connection's statement
-/// cache: a read transaction is short, and parsing its `BEGIN` and
-/// `COMMIT` anew each time cost about as much as the reads between them.
+/// cache: `execute_batch` parsed `BEGIN` and `COMMIT` anew for every read
+/// (2% of a 1.x rollout GET's CPU, docs/performance.md).
 fn control(conn: &rusqlite::Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(drop)
 }
