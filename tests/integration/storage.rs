@@ -623,10 +623,13 @@ async fn observe_agl1(tx: &mut dyn StoreTx) -> Vec<String> {
             "has_v1_rollout agrees with v1_rollouts"
         );
         seen.push(format!("{exists}"));
-        seen.push(format!(
-            "{:?}",
-            tx.event_attempts(rollout_id).await.unwrap()
-        ));
+        let detail = tx.v1_rollout_detail(rollout_id).await.unwrap();
+        assert_eq!(
+            detail.as_ref().map(|d| &d.rollout),
+            read.iter().find(|v1| v1.rollout.rollout_id == rollout_id),
+            "v1_rollout_detail reads the rollout as v1_rollouts does"
+        );
+        seen.push(format!("{:?}", detail.map(|d| d.attempts)));
         for attempt_id in ["at-0", "at-1"] {
             let events = tx.v1_events(rollout_id, attempt_id, None).await.unwrap();
             let events: Vec<_> = events.into_iter().map(|e| e.event).collect();

@@ -145,6 +145,14 @@ impl V1Rollout {
     }
 }
 
+/// A 1.x rollout with the attempts that have events, ordered by their
+/// first event (upstream's `RolloutDetail`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct V1RolloutDetail {
+    pub rollout: V1Rollout,
+    pub attempts: Vec<String>,
+}
+
 /// Returns upstream's `is_train` for a core mode (no mode: train).
 pub fn is_train(mode: Option<RolloutMode>) -> bool {
     !matches!(mode, Some(RolloutMode::Val | RolloutMode::Test))

@@ -21,7 +21,7 @@ use crate::core::agl1::events::{
 };
 use crate::core::agl1::{
     self as agl1, CompletionPage, DEFAULT_ATTEMPT_ID, ModelServer, NewV1Event, NewV1Rollout, Pause,
-    Replica, StatusPatch, V1Event, V1Fields, V1Rollout, V1State,
+    Replica, StatusPatch, V1Event, V1Fields, V1Rollout, V1RolloutDetail, V1State,
 };
 use crate::core::error::{StoreError, StoreResult};
 use crate::core::events::Change;
@@ -67,14 +67,6 @@ fn new_v1_rollout(rollout_id: String, request: NewV1Rollout, now: Timestamp) -> 
             updated_at: now,
         },
     }
-}
-
-/// A 1.x rollout with the attempts that have events (upstream's
-/// `RolloutDetail`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct V1RolloutDetail {
-    pub rollout: V1Rollout,
-    pub attempts: Vec<String>,
 }
 
 fn not_found(rollout_id: &str) -> StoreError {
@@ -197,13 +189,15 @@ impl Engine {
     }
 
     /// Returns a 1.x rollout with the attempts that have events, ordered by
-    /// their first event. A read: see [`Scan::Read`] for what it sees.
+    /// their first event (one read of the store: the trainer polls it). A
+    /// read: see [`Scan::Read`] for what it sees.
     pub async fn get_v1_rollout(&self, rollout_id: &str) -> StoreResult<V1RolloutDetail> {
         self.run(Scan::Read, |tx| {
             Box::pin(async move {
-                let rollout = require_v1(tx, rollout_id, Access::Read).await?;
-                let attempts = tx.store.event_attempts(rollout_id).await?;
-                Ok(V1RolloutDetail { rollout, attempts })
+                tx.store
+                    .v1_rollout_detail(rollout_id)
+                    .await?
+                    .ok_or_else(|| not_found(rollout_id))
             })
         })
         .await

@@ -29,7 +29,7 @@ use indexmap::{IndexMap, IndexSet};
 use super::Access;
 use crate::core::agl1::{
     CompletionPage, IdempotencyKey, ModelServer, Pause, Replica, StoredEvent, V1Event, V1Fields,
-    V1Rollout,
+    V1Rollout, V1RolloutDetail,
 };
 use crate::core::error::StoreResult;
 use crate::core::model::RolloutStatus;
@@ -76,9 +76,10 @@ pub trait Agl1Reads: Send {
         attempt_id: &str,
         event_type: &str,
     ) -> StoreResult<Option<StoredEvent>>;
-    /// Returns the attempts of a rollout that have events, ordered by their
-    /// first event.
-    async fn event_attempts(&mut self, rollout_id: &str) -> StoreResult<Vec<String>>;
+    /// Returns a 1.x rollout (as [`Agl1Reads::v1_rollouts`] reads it) with
+    /// the attempts that have events, ordered by their first event.
+    async fn v1_rollout_detail(&mut self, rollout_id: &str)
+    -> StoreResult<Option<V1RolloutDetail>>;
     /// Returns the digest and the event recorded under an idempotency key.
     async fn keyed_event(
         &mut self,

@@ -9,6 +9,7 @@ use indexmap::IndexMap;
 use super::{MemoryTx, State};
 use crate::core::agl1::{
     Completion, CompletionPage, ModelServer, Pause, Replica, StoredEvent, V1Fields, V1Rollout,
+    V1RolloutDetail,
 };
 use crate::core::error::StoreResult;
 use crate::core::model::RolloutStatus;
@@ -226,14 +227,20 @@ impl Agl1Reads for MemoryTx<'_> {
         }))
     }
 
-    async fn event_attempts(&mut self, rollout_id: &str) -> StoreResult<Vec<String>> {
+    async fn v1_rollout_detail(
+        &mut self,
+        rollout_id: &str,
+    ) -> StoreResult<Option<V1RolloutDetail>> {
+        let Some(rollout) = self.state.v1_view(rollout_id) else {
+            return Ok(None);
+        };
         let mut attempts: Vec<String> = Vec::new();
         for event in self.state.agl1.events.get(rollout_id).into_iter().flatten() {
             if !attempts.contains(&event.event.attempt_id) {
                 attempts.push(event.event.attempt_id.clone());
             }
         }
-        Ok(attempts)
+        Ok(Some(V1RolloutDetail { rollout, attempts }))
     }
 
     async fn keyed_event(

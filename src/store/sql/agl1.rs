@@ -10,7 +10,7 @@ use super::query::{self, Builder};
 use super::{Connection, Row, SqlTx, Statement};
 use crate::core::agl1::{
     Completion, CompletionPage, ModelServer, Pause, Replica, StoredEvent, V1Event, V1Fields,
-    V1Rollout,
+    V1Rollout, V1RolloutDetail,
 };
 use crate::core::error::StoreResult;
 use crate::core::model::{Json, RolloutStatus, Timestamp};
@@ -24,6 +24,9 @@ macro_rules! field_columns {
          f.created_at, f.updated_at"
     };
 }
+
+/// How many columns [`field_columns`] names.
+const FIELD_COLUMNS: usize = 7;
 
 /// The columns [`event`] reads.
 macro_rules! event_columns {
@@ -465,14 +468,43 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
             .transpose()
     }
 
-    async fn event_attempts(&mut self, rollout_id: &str) -> StoreResult<Vec<String>> {
-        let sql = "SELECT attempt_id FROM agl1_events WHERE rollout_id = $1 \
-                   GROUP BY attempt_id ORDER BY MIN(pos)";
-        self.read(Statement::new(sql).bind(rollout_id))
-            .await?
-            .iter()
-            .map(|row| row.text(0))
-            .collect()
+    async fn v1_rollout_detail(
+        &mut self,
+        rollout_id: &str,
+    ) -> StoreResult<Option<V1RolloutDetail>> {
+        // One statement: the rollout on every row, one row per attempt
+        // with events with its first position (one row with a null attempt
+        // when none has). Grouped by the tables' keys, so that the rollout's
+        // columns may be selected (PostgreSQL); no subquery to materialise
+        // and nothing to sort in SQL: the attempts are ordered here.
+        let sql = concat!(
+            "SELECT ",
+            rollout_columns!("r."),
+            ", ",
+            field_columns!(),
+            ", e.attempt_id, MIN(e.pos) FROM agl1_rollouts f \
+             JOIN rollouts r ON r.rollout_id = f.rollout_id \
+             LEFT JOIN agl1_events e ON e.rollout_id = f.rollout_id \
+             WHERE f.rollout_id = $1 GROUP BY r.pos, f.pos, e.attempt_id"
+        );
+        let rows = self.read(Statement::new(sql).bind(rollout_id)).await?;
+        let Some(first) = rows.first() else {
+            return Ok(None);
+        };
+        let rollout = v1_rollout(first, 0)?;
+        let attempt_at = codec::ROLLOUT_COLUMNS + FIELD_COLUMNS;
+        let mut firsts = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if let Some(attempt_id) = row.opt_text(attempt_at)? {
+                firsts.push((row.int(attempt_at + 1)?, attempt_id));
+            }
+        }
+        firsts.sort_unstable();
+        let attempts = firsts
+            .into_iter()
+            .map(|(_, attempt_id)| attempt_id)
+            .collect();
+        Ok(Some(V1RolloutDetail { rollout, attempts }))
     }
 
     async fn keyed_event(

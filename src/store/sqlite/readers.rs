@@ -97,6 +97,13 @@ impl<'a> ReadConn<'a> {
     }
 }
 
+/// Runs a transaction control statement from the connection's statement
+/// cache: `execute_batch` parsed `BEGIN` and `COMMIT` anew for every read
+/// (2% of a 1.x rollout GET's CPU, docs/performance.md).
+fn control(conn: &rusqlite::Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(drop)
+}
+
 fn closed() -> StoreError {
     StoreError::Unavailable("sqlite: the store is closed".into())
 }
@@ -110,7 +117,7 @@ impl Drop for ReadConn<'_> {
         let Some(conn) = self.conn.take() else {
             return;
         };
-        if self.open && conn.execute_batch("ROLLBACK").is_err() {
+        if self.open && control(&conn, "ROLLBACK").is_err() {
             return;
         }
         self.shared.readers.idle.lock().push(conn);
@@ -135,7 +142,7 @@ impl sql::Connection for ReadConn<'_> {
         let conn = self.conn.as_ref().ok_or_else(closed)?;
         if !self.open {
             // The snapshot starts at the first statement after BEGIN.
-            conn.execute_batch("BEGIN").map_err(store_error)?;
+            control(conn, "BEGIN").map_err(store_error)?;
             self.open = true;
         }
         run(conn, &statement).map_err(store_error)
@@ -164,7 +171,7 @@ impl sql::Connection for ReadConn<'_> {
             durable
         });
         self.open = false;
-        let ended = self.conn.as_ref().map(|conn| conn.execute_batch("COMMIT"));
+        let ended = self.conn.as_ref().map(|conn| control(conn, "COMMIT"));
         if let Some(Err(error)) = ended {
             // Not back to the pool with its snapshot still open.
             self.conn = None;
