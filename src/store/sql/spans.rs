@@ -141,18 +141,15 @@ impl<C: Connection> SqlTx<C> {
             return Ok(stored);
         }
         let mut per_rollout: Vec<(&str, i64, u64)> = Vec::new();
+        let mut at: HashMap<&str, usize> = HashMap::new();
         let (mut count, mut bytes) = (0i64, 0u64);
         for ((span, &size), _) in spans.iter().zip(&sizes).zip(&stored).filter(|(_, s)| **s) {
-            match per_rollout
-                .iter_mut()
-                .find(|(id, ..)| *id == span.rollout_id)
-            {
-                Some(total) => {
-                    total.1 += 1;
-                    total.2 += size;
-                }
-                None => per_rollout.push((span.rollout_id.as_str(), 1, size)),
-            }
+            let slot = *at.entry(span.rollout_id.as_str()).or_insert_with(|| {
+                per_rollout.push((span.rollout_id.as_str(), 0, 0));
+                per_rollout.len() - 1
+            });
+            per_rollout[slot].1 += 1;
+            per_rollout[slot].2 += size;
             count += 1;
             bytes += size;
         }
