@@ -6,14 +6,11 @@ use std::sync::Arc;
 use super::super::error::{StoreError, StoreResult};
 use super::super::events::Change;
 use super::super::limits;
-use super::super::model::{NewSpan, RolloutView, Span};
+use super::super::model::{Attempt, NewSpan, RolloutView, Span};
 use super::super::query::{AttemptSelector, Page, Paged, SpanFilter};
 use super::super::storage::Access;
 use super::tx::{self, Tx};
 use super::{AddedSpans, Engine, Scan};
-
-/// A (rollout id, attempt id) pair.
-type AttemptKey = (String, String);
 
 impl Engine {
     /// Stores spans atomically: if any span names an unknown rollout or
@@ -165,83 +162,105 @@ enum SpanWrite {
     Lenient,
 }
 
-/// The body of [`Engine::store_spans`].
+/// The (rollout, attempt) pair some of a request's spans name, with its
+/// attempt (or why it cannot take spans) and how many of its spans were
+/// stored.
+struct Group {
+    rollout_id: String,
+    attempt_id: String,
+    attempt: Result<Attempt, StoreError>,
+    stored: u64,
+}
+
+/// The body of [`Engine::store_spans`]. Spans are grouped by (rollout,
+/// attempt) once, by index, so that no span's ids are copied.
 async fn store_spans(
     tx: &mut Tx<'_>,
     mut new_spans: Vec<NewSpan>,
     how: SpanWrite,
 ) -> StoreResult<AddedSpans> {
+    // The distinct pairs in request order, and each span's pair.
+    let mut pairs: Vec<(&str, &str)> = Vec::new();
+    let mut group_of: Vec<usize> = Vec::with_capacity(new_spans.len());
+    let mut index: HashMap<(&str, &str), usize> = HashMap::new();
+    for new in &new_spans {
+        let pair = (new.span.rollout_id.as_str(), new.span.attempt_id.as_str());
+        group_of.push(*index.entry(pair).or_insert_with(|| {
+            pairs.push(pair);
+            pairs.len() - 1
+        }));
+    }
     // The rollouts the spans name, locked: their heartbeats write them.
-    let mut rollout_ids: Vec<&str> = new_spans
-        .iter()
-        .map(|new| new.span.rollout_id.as_str())
-        .collect();
+    let mut rollout_ids: Vec<&str> = pairs.iter().map(|&(rollout_id, _)| rollout_id).collect();
     rollout_ids.sort_unstable();
     rollout_ids.dedup();
     let mut rollouts = tx.rollouts(&rollout_ids, Access::Update).await?;
 
-    let mut groups: Vec<AttemptKey> = Vec::new();
-    let mut attempts: HashMap<AttemptKey, crate::core::model::Attempt> = HashMap::new();
-    let mut unknown: HashMap<AttemptKey, StoreError> = HashMap::new();
-    for new in &new_spans {
-        let key = (new.span.rollout_id.clone(), new.span.attempt_id.clone());
-        if attempts.contains_key(&key) || unknown.contains_key(&key) {
-            continue;
-        }
-        let attempt = match rollouts.get(&key.0) {
-            None => Err(StoreError::rollout_not_found(&key.0)),
+    let mut groups: Vec<Group> = Vec::with_capacity(pairs.len());
+    for (rollout_id, attempt_id) in pairs {
+        let attempt = match rollouts.get(rollout_id) {
+            None => Err(StoreError::rollout_not_found(rollout_id)),
             Some(RolloutView {
                 attempt: Some(latest),
                 ..
-            }) if latest.attempt_id == key.1 => Ok(latest.clone()),
+            }) if latest.attempt_id == attempt_id => Ok(latest.clone()),
             Some(_) => tx
-                .attempt(&key.0, &key.1)
+                .attempt(rollout_id, attempt_id)
                 .await?
-                .ok_or_else(|| StoreError::attempt_not_found(&key.0, &key.1)),
+                .ok_or_else(|| StoreError::attempt_not_found(rollout_id, attempt_id)),
         };
-        match attempt {
-            Ok(attempt) => {
-                if let SpanWrite::Strict {
+        match (&attempt, how) {
+            (
+                Ok(attempt),
+                SpanWrite::Strict {
                     owner_epoch: owner_epoch @ Some(_),
-                } = how
-                {
-                    let latest = rollouts[&key.0].attempt.clone().expect("an attempt exists");
-                    tx::check_owner(tx, &attempt, &latest, owner_epoch).await?;
-                }
-                attempts.insert(key.clone(), attempt);
-                groups.push(key);
+                },
+            ) => {
+                let latest = rollouts[rollout_id]
+                    .attempt
+                    .clone()
+                    .expect("an attempt exists");
+                tx::check_owner(tx, attempt, &latest, owner_epoch).await?;
             }
-            Err(error) if matches!(how, SpanWrite::Strict { .. }) => return Err(error),
-            Err(error) => {
-                unknown.insert(key, error);
-            }
+            (Err(error), SpanWrite::Strict { .. }) => return Err(error.clone()),
+            _ => {}
         }
+        groups.push(Group {
+            rollout_id: rollout_id.to_owned(),
+            attempt_id: attempt_id.to_owned(),
+            attempt,
+            stored: 0,
+        });
     }
+    drop(index);
     let mut rejected = Vec::new();
-    if !unknown.is_empty() {
-        new_spans.retain(|new| {
-            let key = (new.span.rollout_id.clone(), new.span.attempt_id.clone());
-            match unknown.get(&key) {
-                Some(error) => {
+    if groups.iter().any(|group| group.attempt.is_err()) {
+        let mut kept = Vec::with_capacity(group_of.len());
+        let mut each = group_of.iter();
+        new_spans.retain(|_| {
+            let group = *each.next().expect("one group per span");
+            match &groups[group].attempt {
+                Ok(_) => {
+                    kept.push(group);
+                    true
+                }
+                Err(error) => {
                     rejected.push(error.clone());
                     false
                 }
-                None => true,
             }
         });
+        group_of = kept;
     }
 
     let received = new_spans.len();
     let spans = number_spans(tx, new_spans).await?;
     let stored_flags = tx.store.insert_spans(&spans).await?;
     let mut stored = Vec::with_capacity(spans.len());
-    let mut per_attempt: HashMap<AttemptKey, usize> = HashMap::new();
     let mut first_duplicate = None;
-    for (span, was_stored) in spans.into_iter().zip(stored_flags) {
+    for ((span, was_stored), group) in spans.into_iter().zip(stored_flags).zip(group_of) {
         if was_stored {
-            *per_attempt
-                .entry((span.rollout_id.clone(), span.attempt_id.clone()))
-                .or_default() += 1;
+            groups[group].stored += 1;
             stored.push(span);
         } else if first_duplicate.is_none() {
             first_duplicate = Some(span);
@@ -259,12 +278,11 @@ async fn store_spans(
         );
     }
 
-    for key in groups {
-        let Some(&count) = per_attempt.get(&key) else {
+    for group in groups {
+        let (Ok(mut attempt), count @ 1..) = (group.attempt, group.stored) else {
             continue;
         };
-        let mut attempt = attempts.remove(&key).expect("loaded above");
-        let view = rollouts.get_mut(&key.0).expect("loaded above");
+        let view = rollouts.get_mut(&group.rollout_id).expect("loaded above");
         let is_latest = view
             .attempt
             .as_ref()
@@ -274,9 +292,9 @@ async fn store_spans(
             view.attempt = Some(attempt);
         }
         tx.record(Change::SpansAdded {
-            rollout_id: key.0,
-            attempt_id: key.1,
-            count: count as u64,
+            rollout_id: group.rollout_id,
+            attempt_id: group.attempt_id,
+            count,
         });
     }
     Ok(AddedSpans {

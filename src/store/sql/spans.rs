@@ -1,7 +1,8 @@
 //! Spans: sequence counters, batched inserts with their per-rollout and
 //! store-wide totals, queries, and retention.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use super::codec::{self, span_columns};
@@ -22,9 +23,6 @@ macro_rules! span_insert_columns {
          start_time, end_time, size, body"
     };
 }
-
-/// A stored span's key: (rollout id, attempt id, span id).
-type SpanKey = (String, String, String);
 
 /// On a shared database: inserts the spans given as one array per column
 /// (in [`span_insert_columns`] order, kept in arrival order), skipping
@@ -50,6 +48,31 @@ const INSERT_SPANS_WITH_TOTALS: &str = concat!(
      WHERE value <> 0 ON CONFLICT (name, shard) DO UPDATE SET value = counters.value + excluded.value) \
      SELECT rollout_id, attempt_id, span_id FROM stored"
 );
+
+/// Returns, per span, whether the insert that returned `rows` (the keys it
+/// stored) stored it: a key that appears twice in `spans` was stored by its
+/// first occurrence. As many rows as spans means that every span was
+/// stored (the keys were distinct), which the rows need not be read for.
+fn stored_flags(spans: &[Arc<Span>], rows: &[impl Row]) -> StoreResult<Vec<bool>> {
+    if rows.len() == spans.len() {
+        return Ok(vec![true; spans.len()]);
+    }
+    let mut first: HashMap<(&str, &str, &str), usize> = HashMap::with_capacity(spans.len());
+    for (at, span) in spans.iter().enumerate() {
+        first
+            .entry((&span.rollout_id, &span.attempt_id, &span.span_id))
+            .or_insert(at);
+    }
+    let mut stored = vec![false; spans.len()];
+    for row in rows {
+        let (rollout_id, attempt_id, span_id) = (row.text(0)?, row.text(1)?, row.text(2)?);
+        if let Some(&at) = first.get(&(rollout_id.as_str(), attempt_id.as_str(), span_id.as_str()))
+        {
+            stored[at] = true;
+        }
+    }
+    Ok(stored)
+}
 
 fn span_condition<'a>(b: &mut Builder<'a>, filter: &'a SpanFilter) -> String {
     let mut condition = format!("rollout_id = {}", b.arg(filter.rollout_id.as_str()));
@@ -108,37 +131,27 @@ impl<C: Connection> SqlTx<C> {
             .iter()
             .map(|span| retention::span_size(span))
             .collect();
-        let mut inserted = if C::DIALECT.shared {
+        let rows = if C::DIALECT.shared {
             self.insert_spans_with_totals(spans, &sizes).await?
         } else {
             self.insert_spans(spans, &sizes).await?
         };
-        // A key that appears twice in `spans` was stored by its first occurrence.
-        let mut stored = Vec::with_capacity(spans.len());
+        let stored = stored_flags(spans, &rows)?;
+        if C::DIALECT.shared {
+            return Ok(stored);
+        }
         let mut per_rollout: Vec<(&str, i64, u64)> = Vec::new();
         let mut at: HashMap<&str, usize> = HashMap::new();
         let (mut count, mut bytes) = (0i64, 0u64);
-        for (span, &size) in spans.iter().zip(&sizes) {
-            let key = (
-                span.rollout_id.clone(),
-                span.attempt_id.clone(),
-                span.span_id.clone(),
-            );
-            let fresh = inserted.remove(&key);
-            if fresh {
-                let slot = *at.entry(span.rollout_id.as_str()).or_insert_with(|| {
-                    per_rollout.push((span.rollout_id.as_str(), 0, 0));
-                    per_rollout.len() - 1
-                });
-                per_rollout[slot].1 += 1;
-                per_rollout[slot].2 += size;
-                count += 1;
-                bytes += size;
-            }
-            stored.push(fresh);
-        }
-        if C::DIALECT.shared {
-            return Ok(stored);
+        for ((span, &size), _) in spans.iter().zip(&sizes).zip(&stored).filter(|(_, s)| **s) {
+            let slot = *at.entry(span.rollout_id.as_str()).or_insert_with(|| {
+                per_rollout.push((span.rollout_id.as_str(), 0, 0));
+                per_rollout.len() - 1
+            });
+            per_rollout[slot].1 += 1;
+            per_rollout[slot].2 += size;
+            count += 1;
+            bytes += size;
         }
         for part in per_rollout.chunks((C::DIALECT.max_params / 3).max(1)) {
             let mut b = Builder::new(C::DIALECT);
@@ -165,58 +178,72 @@ impl<C: Connection> SqlTx<C> {
         Ok(stored)
     }
 
-    /// Inserts spans in multi-row statements; returns the stored keys.
+    /// Inserts spans in multi-row statements; returns the stored keys'
+    /// rows. The text is written directly (no placeholder string per
+    /// value): it is the same for every chunk of a size, so the database's
+    /// statement cache prepares it once.
     async fn insert_spans(
         &mut self,
         spans: &[Arc<Span>],
         sizes: &[u64],
-    ) -> StoreResult<HashSet<SpanKey>> {
-        let mut inserted = HashSet::new();
+    ) -> StoreResult<Vec<C::Row>> {
+        let mut inserted = Vec::new();
         let chunk = (C::DIALECT.max_params / SPAN_INSERT_COLUMNS).max(1);
         for (chunk_spans, chunk_sizes) in spans.chunks(chunk).zip(sizes.chunks(chunk)) {
-            let mut b = Builder::new(C::DIALECT);
-            b.push(concat!(
+            let mut sql = String::with_capacity(160 + chunk_spans.len() * 80);
+            sql.push_str(concat!(
                 "INSERT INTO spans (",
                 span_insert_columns!(),
                 ") VALUES "
             ));
+            let mut args = Vec::with_capacity(chunk_spans.len() * SPAN_INSERT_COLUMNS);
             for (i, (span, &size)) in chunk_spans.iter().zip(chunk_sizes).enumerate() {
-                let values = [
-                    b.arg(span.rollout_id.as_str()),
-                    b.arg(span.attempt_id.as_str()),
-                    b.arg(span.span_id.as_str()),
-                    b.arg(span.sequence_id),
-                    b.arg(span.trace_id.as_str()),
-                    b.arg(span.parent_id.as_deref()),
-                    b.arg(span.name.as_str()),
-                    b.arg(span.start_time),
-                    b.arg(span.end_time),
-                    b.arg(size),
-                    b.arg(codec::span_body(span)),
-                ];
+                let first = i * SPAN_INSERT_COLUMNS + 1;
                 if i > 0 {
-                    b.push(", ");
+                    sql.push_str(", ");
                 }
-                b.push("(").push(&values.join(", ")).push(")");
+                sql.push('(');
+                for column in 0..SPAN_INSERT_COLUMNS {
+                    if column > 0 {
+                        sql.push_str(", ");
+                    }
+                    let _ = write!(sql, "${}", first + column);
+                }
+                sql.push(')');
+                args.extend([
+                    Arg::from(span.rollout_id.as_str()),
+                    span.attempt_id.as_str().into(),
+                    span.span_id.as_str().into(),
+                    span.sequence_id.into(),
+                    span.trace_id.as_str().into(),
+                    span.parent_id.as_deref().into(),
+                    span.name.as_str().into(),
+                    span.start_time.into(),
+                    span.end_time.into(),
+                    size.into(),
+                    codec::span_body(span, size).into(),
+                ]);
             }
-            b.push(
+            sql.push_str(
                 " ON CONFLICT (rollout_id, attempt_id, span_id) DO NOTHING \
                  RETURNING rollout_id, attempt_id, span_id",
             );
-            for row in self.write_returning(b.finish()).await? {
-                inserted.insert((row.text(0)?, row.text(1)?, row.text(2)?));
-            }
+            let statement = Statement {
+                sql: sql.into(),
+                args,
+            };
+            inserted.extend(self.write_returning(statement).await?);
         }
         Ok(inserted)
     }
 
     /// Inserts spans and adds the stored ones to the per-rollout totals and
-    /// the counters, in one statement; returns the stored keys.
+    /// the counters, in one statement; returns the stored keys' rows.
     async fn insert_spans_with_totals(
         &mut self,
         spans: &[Arc<Span>],
         sizes: &[u64],
-    ) -> StoreResult<HashSet<SpanKey>> {
+    ) -> StoreResult<Vec<C::Row>> {
         let column = |value: fn(&Span) -> Option<&str>| -> Arg<'_> {
             Arg::Texts(spans.iter().map(|s| value(s).map(str::to_owned)).collect())
         };
@@ -243,13 +270,13 @@ impl<C: Connection> SqlTx<C> {
                     .collect(),
             ))
             .bind(Arg::Texts(
-                spans.iter().map(|s| Some(codec::span_body(s))).collect(),
+                spans
+                    .iter()
+                    .zip(sizes)
+                    .map(|(s, &size)| Some(codec::span_body(s, size)))
+                    .collect(),
             ));
-        let mut inserted = HashSet::new();
-        for row in self.write_returning(statement).await? {
-            inserted.insert((row.text(0)?, row.text(1)?, row.text(2)?));
-        }
-        Ok(inserted)
+        self.write_returning(statement).await
     }
 
     pub(super) async fn select_spans(

@@ -151,6 +151,29 @@ async fn duplicates_are_ignored_and_batches_are_atomic() {
     assert_eq!(stats(&mut c).await.total_spans, 2, "nothing stored");
 }
 
+#[tokio::test]
+async fn a_key_repeated_in_one_batch_is_stored_by_its_first_occurrence() {
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    let (r, at) = running_rollout(&mut c).await;
+    let first = span(&r, &at, "first", None);
+    let mut repeat = first.clone();
+    repeat.name = "repeat".into();
+    let batch = c
+        .add_spans(pb::AddSpansRequest {
+            spans: vec![first, span(&r, &at, "other", None), repeat],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(batch.duplicates, 1);
+    let names: Vec<&str> = batch.spans.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["first", "other"]);
+    assert_eq!(batch.sequence_ids, [1, 2]);
+    assert_eq!(stats(&mut c).await.total_spans, 2);
+}
+
 fn v(value: Value) -> Option<pb::AttributeValue> {
     Some(pb::AttributeValue { value: Some(value) })
 }

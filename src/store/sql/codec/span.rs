@@ -81,9 +81,15 @@ pub fn span(row: &impl Row) -> StoreResult<Span> {
     })
 }
 
-/// Returns the JSON body of a span: everything but its columns.
-pub fn span_body(span: &Span) -> String {
-    serde_json::to_string(&SpanBody(span)).expect("a span serialises")
+/// Returns the JSON body of a span: everything but its columns. `size` is
+/// the span's accounted size ([`crate::core::retention::span_size`]), about
+/// the body's length: the text is written into a buffer of about its size
+/// instead of one that grows by copying.
+pub fn span_body(span: &Span, size: u64) -> String {
+    let capacity = usize::try_from(size).unwrap_or(0).saturating_add(256);
+    let mut body = Vec::with_capacity(capacity);
+    serde_json::to_writer(&mut body, &SpanBody(span)).expect("a span serialises");
+    String::from_utf8(body).expect("JSON is UTF-8")
 }
 
 /// Serialises the parts of a span that are not columns.

@@ -125,7 +125,7 @@ fn spans_round_trip_losslessly() {
         Some(span.name.clone()),
         Some("1".into()),
         None,
-        Some(span_body(&span)),
+        Some(span_body(&span, 0)),
     ]);
     let decoded = super::span(&row).unwrap();
     // NaN never equals itself: compare its bits, then the rest.
