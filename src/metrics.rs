@@ -39,7 +39,7 @@ mod exposition;
 pub use exposition::Exposition;
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use prometheus_client::collector::Collector;
@@ -82,6 +82,62 @@ pub struct MethodLabels {
     pub service: String,
     /// Method name.
     pub method: String,
+}
+
+/// One gRPC method's call metrics (see [`Metrics::method`]); a series
+/// appears on its first use, as with label lookups.
+#[derive(Debug)]
+pub struct MethodMetrics {
+    metrics: Metrics,
+    labels: MethodLabels,
+    in_flight: OnceLock<Gauge>,
+    /// The count and durations of calls that ended `OK`.
+    ok: OnceLock<(Counter, Histogram)>,
+}
+
+impl MethodMetrics {
+    /// Returns the method's labels.
+    pub fn labels(&self) -> &MethodLabels {
+        &self.labels
+    }
+
+    fn in_flight(&self) -> &Gauge {
+        self.in_flight
+            .get_or_init(|| self.metrics.in_flight.get_or_create(&self.labels).clone())
+    }
+
+    /// Counts a call as in progress until [`MethodMetrics::call_finished`].
+    pub fn call_started(&self) {
+        self.in_flight().inc();
+    }
+
+    /// Records a call that ended with `code` after `elapsed`.
+    pub fn call_finished(&self, code: tonic::Code, elapsed: Duration) {
+        self.in_flight().dec();
+        let rpc_labels = || RpcLabels {
+            service: self.labels.service.clone(),
+            method: self.labels.method.clone(),
+            code: code_name(code).to_owned(),
+        };
+        if code == tonic::Code::Ok {
+            let (requests, durations) = self.ok.get_or_init(|| {
+                let labels = rpc_labels();
+                (
+                    self.metrics.requests.get_or_create(&labels).clone(),
+                    self.metrics.durations.get_or_create(&labels).clone(),
+                )
+            });
+            requests.inc();
+            durations.observe(elapsed.as_secs_f64());
+            return;
+        }
+        let labels = rpc_labels();
+        self.metrics.requests.get_or_create(&labels).inc();
+        self.metrics
+            .durations
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
+    }
 }
 
 /// Labels of the HTTP request metrics.
@@ -283,23 +339,16 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts a call to `/service/method` as in progress until [`Metrics::call_finished`].
-    pub fn call_started(&self, method: &MethodLabels) {
-        self.in_flight.get_or_create(method).inc();
-    }
-
-    /// Records a call that ended with `code` after `elapsed`.
-    pub fn call_finished(&self, method: &MethodLabels, code: tonic::Code, elapsed: Duration) {
-        self.in_flight.get_or_create(method).dec();
-        let labels = RpcLabels {
-            service: method.service.clone(),
-            method: method.method.clone(),
-            code: code_name(code).to_owned(),
-        };
-        self.requests.get_or_create(&labels).inc();
-        self.durations
-            .get_or_create(&labels)
-            .observe(elapsed.as_secs_f64());
+    /// Returns the call metrics of the gRPC method `labels`, whose handles
+    /// are looked up once: a call then records without hashing labels or
+    /// allocating them.
+    pub fn method(&self, labels: MethodLabels) -> MethodMetrics {
+        MethodMetrics {
+            metrics: self.clone(),
+            labels,
+            in_flight: OnceLock::new(),
+            ok: OnceLock::new(),
+        }
     }
 
     /// Records an HTTP request whose response started after `elapsed`.

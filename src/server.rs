@@ -337,7 +337,7 @@ pub async fn serve(
         .accept_http1(true)
         .max_concurrent_streams(config.transport.max_concurrent_streams)
         // Outermost, so that it records the codes the client sees.
-        .layer(CallLayer::new(metrics, served_methods()))
+        .layer(CallLayer::new(metrics, &served_methods()))
         .layer(ActivityLayer)
         .layer(tower::util::MapResponseLayer::new(
             oversized_is_resource_exhausted,

@@ -297,21 +297,20 @@ impl AsyncRead for Connection {
             return read;
         }
         // Nothing to read: a good moment to check for idleness. The server
-        // always has a read pending, so the timer's wake-up lands here.
-        loop {
+        // always has a read pending, so the timer's wake-up lands here. The
+        // moment a connection becomes idle only moves later, so the timer
+        // is re-armed when it fires, not at every read (a reset per read
+        // was a timer-wheel update per call).
+        while this.idle.as_mut().poll(cx).is_ready() {
             let idle_at = this.info.activity.idle_at(this.idle_timeout);
-            if this.idle.deadline() != idle_at {
-                this.idle.as_mut().reset(idle_at);
-            }
-            if this.idle.as_mut().poll(cx).is_pending() {
-                return Poll::Pending;
-            }
-            if this.info.activity.idle_at(this.idle_timeout) <= Instant::now() {
+            if idle_at <= Instant::now() {
                 tracing::debug!(peer = %this.info.peer, "closing an idle connection");
                 // End of stream: hyper closes the connection.
                 return Poll::Ready(Ok(()));
             }
+            this.idle.as_mut().reset(idle_at);
         }
+        Poll::Pending
     }
 }
 

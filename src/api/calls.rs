@@ -9,10 +9,11 @@
 //! A call dropped before it ends (the client went away) is finished as
 //! `CANCELLED`, so in-flight gauges return to zero.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -24,7 +25,7 @@ use prost::Message as _;
 use tracing::Instrument;
 
 use super::status::blame_undecodable_in_headers;
-use crate::metrics::{HttpLabels, MethodLabels, Metrics};
+use crate::metrics::{HttpLabels, MethodLabels, MethodMetrics, Metrics};
 use crate::proto::code_name;
 
 /// The request and response header carrying the request id.
@@ -69,21 +70,44 @@ impl KnownMethods {
         Self(Arc::new(known))
     }
 
-    /// Returns the labels of a call to `path` (`/package.Service/Method`).
-    fn labels(&self, path: &str) -> MethodLabels {
-        match path.strip_prefix('/') {
-            Some(name) if self.0.contains(name) => {
+    /// Returns the call metrics of each known method by path
+    /// (`/package.Service/Method`), and those of every other path.
+    fn metrics(&self, metrics: &Metrics) -> MethodTable {
+        let by_path = self
+            .0
+            .iter()
+            .map(|name| {
                 let (service, method) = name.split_once('/').unwrap_or((name, ""));
-                MethodLabels {
+                let labels = MethodLabels {
                     service: service.to_owned(),
                     method: method.to_owned(),
-                }
-            }
-            _ => MethodLabels {
-                service: UNKNOWN_METHOD.to_owned(),
-                method: UNKNOWN_METHOD.to_owned(),
-            },
+                };
+                (format!("/{name}"), Arc::new(metrics.method(labels)))
+            })
+            .collect();
+        let unknown = MethodLabels {
+            service: UNKNOWN_METHOD.to_owned(),
+            method: UNKNOWN_METHOD.to_owned(),
+        };
+        MethodTable {
+            by_path: Arc::new(by_path),
+            unknown: Arc::new(metrics.method(unknown)),
         }
+    }
+}
+
+/// The call metrics of the served methods, looked up by request path.
+#[derive(Debug, Clone)]
+struct MethodTable {
+    by_path: Arc<HashMap<String, Arc<MethodMetrics>>>,
+    unknown: Arc<MethodMetrics>,
+}
+
+impl MethodTable {
+    /// Returns the metrics of a call to `path`: those of its method when
+    /// the server serves it, else the shared `unknown` ones.
+    fn get(&self, path: &str) -> &Arc<MethodMetrics> {
+        self.by_path.get(path).unwrap_or(&self.unknown)
     }
 }
 
@@ -105,13 +129,14 @@ pub fn is_grpc(headers: &HeaderMap) -> bool {
 #[derive(Debug, Clone)]
 pub struct CallLayer {
     metrics: Metrics,
-    methods: KnownMethods,
+    methods: MethodTable,
 }
 
 impl CallLayer {
     /// Creates the layer, recording into `metrics` the calls to `methods`
     /// by name and any other call as `unknown`.
-    pub fn new(metrics: Metrics, methods: KnownMethods) -> Self {
+    pub fn new(metrics: Metrics, methods: &KnownMethods) -> Self {
+        let methods = methods.metrics(&metrics);
         Self { metrics, methods }
     }
 }
@@ -137,7 +162,7 @@ pub type CallFuture<B, E> =
 pub struct CallService<S> {
     inner: S,
     metrics: Metrics,
-    methods: KnownMethods,
+    methods: MethodTable,
 }
 
 impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for CallService<S>
@@ -158,24 +183,24 @@ where
         if !is_grpc(request.headers()) {
             return self.call_http(request, request_id);
         }
-        let method = self.methods.labels(request.uri().path());
+        let method = self.methods.get(request.uri().path()).clone();
+        let labels = method.labels();
         let span = tracing::info_span!(
             "grpc",
             request_id = %request_id,
-            method = %format_args!("{}/{}", method.service, method.method),
+            method = %format_args!("{}/{}", labels.service, labels.method),
         );
         let call = Call {
-            metrics: self.metrics.clone(),
             method,
             started: Instant::now(),
             span: span.clone(),
             finished: false,
         };
-        call.metrics.call_started(&call.method);
+        call.method.call_started();
         let future = self.inner.call(request).instrument(span);
         Box::pin(async move {
             let mut response = future.await?;
-            if let Ok(value) = HeaderValue::from_str(&request_id) {
+            if let Ok(value) = request_id_value(&request_id) {
                 response.headers_mut().insert(REQUEST_ID_HEADER, value);
             }
             // A status in the headers is a trailers-only response: the call
@@ -215,7 +240,7 @@ impl<S> CallService<S> {
         let future = self.inner.call(request).instrument(span.clone());
         Box::pin(async move {
             let mut response = future.await?;
-            if let Ok(value) = HeaderValue::from_str(&request_id) {
+            if let Ok(value) = request_id_value(&request_id) {
                 response.headers_mut().insert(REQUEST_ID_HEADER, value);
             }
             let route = response
@@ -274,10 +299,30 @@ fn request_id(headers: &HeaderMap) -> String {
                     .all(|&b| b.is_ascii_alphanumeric() || b"-_.:/+=@".contains(&b))
         })
         .map_or_else(
-            || uuid::Uuid::new_v4().simple().to_string(),
+            new_request_id,
             // Only ASCII passed the filter.
             |id| String::from_utf8_lossy(id).into_owned(),
         )
+}
+
+/// Returns the response header of a request id, marked sensitive: HTTP/2
+/// then sends it as a literal never indexed. Every id is new, so indexing
+/// it would only push the headers every response repeats (content type,
+/// status) out of the connection's HPACK table, to be sent again in full.
+fn request_id_value(request_id: &str) -> Result<HeaderValue, http::header::InvalidHeaderValue> {
+    let mut value = HeaderValue::from_str(request_id)?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
+/// Returns a new request id: 32 hex digits, a random number drawn once per
+/// process followed by a count of the ids it made. Unique like a random
+/// UUID without a `getrandom` system call per call.
+fn new_request_id() -> String {
+    static PROCESS: LazyLock<u64> = LazyLock::new(|| uuid::Uuid::new_v4().as_u64_pair().0);
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let count = COUNT.fetch_add(1, Ordering::Relaxed);
+    format!("{:016x}{count:016x}", *PROCESS)
 }
 
 /// A call in progress, finished exactly once: by its status, or as
@@ -285,8 +330,7 @@ fn request_id(headers: &HeaderMap) -> String {
 /// response started, or before its trailers).
 #[derive(Debug)]
 struct Call {
-    metrics: Metrics,
-    method: MethodLabels,
+    method: Arc<MethodMetrics>,
     started: Instant,
     span: tracing::Span,
     finished: bool,
@@ -310,8 +354,7 @@ impl Call {
     /// Logs the call's one line and records it in the metrics.
     fn record(&self, status: &tonic::Status) {
         let elapsed = self.started.elapsed();
-        self.metrics
-            .call_finished(&self.method, status.code(), elapsed);
+        self.method.call_finished(status.code(), elapsed);
         let _entered = self.span.enter();
         let code = code_name(status.code());
         let duration_ms = elapsed.as_secs_f64() * 1e3;
@@ -414,7 +457,8 @@ mod tests {
         let store = "lightningstore.v1.LightningStoreService";
         let methods =
             KnownMethods::from_descriptor_sets(&[crate::proto::FILE_DESCRIPTOR_SET], &[store]);
-        let labels = methods.labels(&format!("/{store}/EnqueueRollout"));
+        let methods = methods.metrics(&Metrics::new());
+        let labels = methods.get(&format!("/{store}/EnqueueRollout")).labels();
         assert_eq!(labels.service, store);
         assert_eq!(labels.method, "EnqueueRollout");
         for path in [
@@ -423,7 +467,7 @@ mod tests {
             &format!("/{store}/NoSuchMethod"),
             "/x.Y/EnqueueRollout",
         ] {
-            let labels = methods.labels(path);
+            let labels = methods.get(path).labels();
             assert_eq!(
                 (labels.service.as_str(), labels.method.as_str()),
                 ("unknown", "unknown")
