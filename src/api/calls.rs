@@ -12,8 +12,7 @@
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -315,14 +314,11 @@ fn request_id_value(request_id: &str) -> Result<HeaderValue, http::header::Inval
     Ok(value)
 }
 
-/// Returns a new request id: 32 hex digits, a random number drawn once per
-/// process followed by a count of the ids it made. Unique like a random
-/// UUID without a `getrandom` system call per call.
+/// Returns a new request id: a random UUID's 32 hex digits (drawn from a
+/// thread-local generator seeded once, uuid's `fast-rng`: no `getrandom`
+/// system call per call).
 fn new_request_id() -> String {
-    static PROCESS: LazyLock<u64> = LazyLock::new(|| uuid::Uuid::new_v4().as_u64_pair().0);
-    static COUNT: AtomicU64 = AtomicU64::new(0);
-    let count = COUNT.fetch_add(1, Ordering::Relaxed);
-    format!("{:016x}{count:016x}", *PROCESS)
+    uuid::Uuid::new_v4().simple().to_string()
 }
 
 /// A call in progress, finished exactly once: by its status, or as
