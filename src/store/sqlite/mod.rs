@@ -23,17 +23,26 @@
 //! transactions are serialised. Many of them share one physical transaction:
 //! * the first write of a logical transaction opens the physical transaction
 //!   (`BEGIN IMMEDIATE`) if none is open, then a `SAVEPOINT`;
-//! * a logical commit `RELEASE`s its savepoint, queues itself as waiting for
-//!   durability, hands the connection on and wakes the flusher;
-//! * the flusher task queues for the connection like everyone else, so it
-//!   gets it after every transaction that was already waiting: it issues one
-//!   `COMMIT` for all of them, hands the connection on, syncs the log on a
-//!   blocking thread and tells each waiter the outcome.
+//! * a logical commit `RELEASE`s its savepoint and queues itself as waiting
+//!   for durability; then, when no sync is in flight and no other
+//!   transaction is queued for the connection, it *leads*: it issues the
+//!   `COMMIT` for every waiting commit itself, hands the connection on and
+//!   syncs the log on its own thread (`block_in_place`), so a lone writer
+//!   pays one `COMMIT` and one sync, without a hand-off to another task
+//!   and back;
+//! * a logical commit that finds a sync in flight waits in the open
+//!   physical transaction: whoever ends that sync wakes the flusher, which
+//!   commits the waiting group (unless a leader took it first) and syncs;
+//! * one that finds others queued for the connection wakes the flusher,
+//!   which queues for the connection like everyone else, so it gets it
+//!   after every transaction that was already waiting and commits them as
+//!   one group.
 //!
-//! Under load, the transactions that arrive while one group's log syncs
-//! run their statements meanwhile and form the next group, so throughput
-//! is bounded by statement execution, not by syncs; a lone client waits
-//! for one sync per commit, as without batching. When the flusher gets the
+//! Groups sync one at a time (a group commits only when no sync is in
+//! flight), which the readers rely on ([`readers`]). Under load, the
+//! transactions that arrive while one group's log syncs run their
+//! statements meanwhile and form the next group, so throughput is bounded
+//! by statement execution, not by syncs. When the flusher gets the
 //! connection while other transactions are still queued for it, it lets
 //! them run first and join the group (for at most [`GROUP_WAIT`] after the
 //! group's `BEGIN`): a `COMMIT` writes every page the group changed to
@@ -94,6 +103,7 @@ use async_trait::async_trait;
 use rusqlite::types::Value;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteLockingMode, SqliteSynchronous};
 use sqlx::{ConnectOptions as _, Connection as _};
+use tokio::runtime::RuntimeFlavor;
 use tokio::sync::{Mutex, MutexGuard, Notify, oneshot};
 
 use self::checkpointer::{Checkpointer, WRITER_CHECKPOINT_PAGES};
@@ -152,9 +162,8 @@ struct Shared {
     flush: Notify,
     /// Logical transactions waiting for the connection ([`Store::begin`]).
     queued: AtomicUsize,
-    /// The logical commits of the physical transaction whose log is being
-    /// synced (`None`: no sync in flight); readers that saw its writes join.
-    in_flight: parking_lot::Mutex<Option<Vec<Waiter>>>,
+    /// The sync in flight, if any, and who waits for the next one.
+    in_flight: parking_lot::Mutex<InFlight>,
     /// The read-only connections.
     readers: Readers,
     /// Copies the log into the database beside the writer.
@@ -168,6 +177,17 @@ struct Shared {
 
 /// A logical commit waiting for durability.
 type Waiter = oneshot::Sender<StoreResult<()>>;
+
+/// The log's sync in flight: groups sync one at a time.
+#[derive(Default)]
+struct InFlight {
+    /// The logical commits of the physical transaction whose log is being
+    /// synced (`None`: no sync in flight); readers that saw its writes join.
+    group: Option<Vec<Waiter>>,
+    /// Logical commits wait in the open physical transaction for the end of
+    /// this sync: whoever ends it wakes the flusher to commit them.
+    next: bool,
+}
 
 /// The connection and the state of its physical transaction.
 struct Writer {
@@ -273,7 +293,7 @@ impl SqliteStore {
             }),
             flush: Notify::new(),
             queued: AtomicUsize::new(0),
-            in_flight: parking_lot::Mutex::new(None),
+            in_flight: parking_lot::Mutex::new(InFlight::default()),
             readers: Readers::new(path.to_owned()),
             checkpointer,
             interrupt,
@@ -563,14 +583,18 @@ impl Writer {
     /// waiters are then told).
     fn commit_group(
         &mut self,
-        in_flight: &parking_lot::Mutex<Option<Vec<Waiter>>>,
+        in_flight: &parking_lot::Mutex<InFlight>,
     ) -> Option<Arc<std::fs::File>> {
         if !self.open {
             return None;
         }
         // In flight before the `COMMIT` makes it visible: a reader that
         // sees it then finds it in flight (see [`readers`]).
-        *in_flight.lock() = Some(std::mem::take(&mut self.waiters));
+        {
+            let mut syncing = in_flight.lock();
+            syncing.group = Some(std::mem::take(&mut self.waiters));
+            syncing.next = false;
+        }
         if let Err(error) = self.conn.execute_batch("COMMIT") {
             let error = self.fail(error);
             tell(in_flight, Err(error));
@@ -594,22 +618,66 @@ impl Writer {
     }
 }
 
-/// Tells the logical commits of the synced physical transaction its outcome.
-fn tell(in_flight: &parking_lot::Mutex<Option<Vec<Waiter>>>, outcome: StoreResult<()>) {
-    for waiter in in_flight.lock().take().unwrap_or_default() {
+/// Ends the sync in flight: tells the logical commits of its group the
+/// outcome; returns true when commits wait for the next group.
+fn tell(in_flight: &parking_lot::Mutex<InFlight>, outcome: StoreResult<()>) -> bool {
+    let (group, next) = {
+        let mut syncing = in_flight.lock();
+        (syncing.group.take(), std::mem::take(&mut syncing.next))
+    };
+    for waiter in group.unwrap_or_default() {
         let _ = waiter.send(outcome.clone());
+    }
+    next
+}
+
+/// Syncs the log of the group just committed and tells its logical
+/// commits, on a thread that may block: the calling worker thread itself
+/// (`block_in_place`: the runtime hands the worker's other tasks to
+/// another thread) when the runtime has several, else a blocking thread.
+/// Either way the sync and the telling cannot be cancelled half-way.
+fn sync_group(shared: &Arc<Shared>, wal: Arc<std::fs::File>) {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|runtime| runtime.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if multi_thread {
+        tokio::task::block_in_place(|| sync_and_tell(shared, &wal));
+    } else {
+        let shared = shared.clone();
+        tokio::task::spawn_blocking(move || sync_and_tell(&shared, &wal));
     }
 }
 
-/// The flusher: one physical `COMMIT` for every logical commit waiting,
-/// then one sync of the log, which runs on a blocking thread without the
-/// connection: the next group's statements run meanwhile.
+/// Syncs the log, tells the group in flight the outcome and wakes the
+/// flusher if commits wait for the next group.
+fn sync_and_tell(shared: &Shared, wal: &std::fs::File) {
+    let outcome = wal.sync_data().map_err(|error| {
+        let error = StoreError::Unavailable(format!("sqlite: cannot sync the log: {error}"));
+        tracing::error!(%error, "sqlite commit failed");
+        error
+    });
+    if outcome.is_ok() {
+        shared.checkpointer.request();
+    }
+    if tell(&shared.in_flight, outcome) {
+        shared.flush.notify_one();
+    }
+}
+
+/// The flusher: commits the logical commits that waited for a sync in
+/// flight (or chose to let queued transactions join), in one physical
+/// `COMMIT`, then syncs the log without the connection: the next group's
+/// statements run meanwhile.
 async fn flush_loop(shared: Arc<Shared>) {
     loop {
         shared.flush.notified().await;
         let wal = loop {
             let mut writer = shared.writer.lock().await;
             writer.recover();
+            if shared.in_flight.lock().group.is_some() {
+                // A committing transaction led a group meanwhile (with the
+                // waiters): the end of its sync wakes the flusher if needed.
+                break None;
+            }
             if !writer.group_grows(&shared.queued) {
                 break writer.commit_group(&shared.in_flight);
             }
@@ -617,25 +685,9 @@ async fn flush_loop(shared: Arc<Shared>) {
             // is fair): they join this group.
             drop(writer);
         };
-        let Some(wal) = wal else {
-            continue;
-        };
-        let outcome = match tokio::task::spawn_blocking(move || wal.sync_data()).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) => {
-                let error =
-                    StoreError::Unavailable(format!("sqlite: cannot sync the log: {error}"));
-                tracing::error!(%error, "sqlite commit failed");
-                Err(error)
-            }
-            Err(panicked) => Err(StoreError::Internal(format!(
-                "sqlite: log sync panicked: {panicked}"
-            ))),
-        };
-        if outcome.is_ok() {
-            shared.checkpointer.request();
+        if let Some(wal) = wal {
+            sync_group(&shared, wal);
         }
-        tell(&shared.in_flight, outcome);
     }
 }
 
@@ -701,7 +753,7 @@ impl Drop for Queued<'_> {
 struct SqliteConn<'a> {
     /// Held until the transaction commits or is dropped.
     writer: Option<MutexGuard<'a, Writer>>,
-    shared: &'a Shared,
+    shared: &'a Arc<Shared>,
     /// The transaction's savepoint is open: it wrote.
     savepoint: bool,
     /// [`Shared::interrupts`] when the transaction began.
@@ -807,18 +859,47 @@ impl sql::Connection for SqliteConn<'_> {
         }
         let mut writer = self.writer.take().expect("held until commit");
         let (done, durable) = oneshot::channel();
-        if writer.open {
-            writer.waiters.push(done);
-        } else {
-            // What this transaction read was committed; it may still be
-            // syncing, and then this transaction waits for it too.
-            match self.shared.in_flight.lock().as_mut() {
-                Some(syncing) => syncing.push(done),
-                None => return Ok(rows),
+        let turn = {
+            let mut syncing = self.shared.in_flight.lock();
+            match (writer.open, syncing.group.as_mut()) {
+                // Nothing to wait for: this transaction was read-only and
+                // what it read is synced.
+                (false, None) => return Ok(rows),
+                // What it read was committed and is syncing.
+                (false, Some(group)) => {
+                    group.push(done);
+                    Turn::Wait
+                }
+                // The sync in flight ends before the next group commits.
+                (true, Some(_)) => {
+                    writer.waiters.push(done);
+                    syncing.next = true;
+                    Turn::Wait
+                }
+                (true, None) => {
+                    writer.waiters.push(done);
+                    if self.shared.queued.load(Ordering::SeqCst) == 0 {
+                        Turn::Lead
+                    } else {
+                        Turn::Flusher
+                    }
+                }
             }
+        };
+        match turn {
+            Turn::Lead => {
+                let wal = writer.commit_group(&self.shared.in_flight);
+                drop(writer);
+                if let Some(wal) = wal {
+                    sync_group(self.shared, wal);
+                }
+            }
+            Turn::Flusher => {
+                drop(writer);
+                self.shared.flush.notify_one();
+            }
+            Turn::Wait => drop(writer),
         }
-        drop(writer);
-        self.shared.flush.notify_one();
         durable.await.unwrap_or_else(|_| {
             Err(StoreError::Unavailable(
                 "sqlite: the store closed before the commit was durable".into(),
@@ -826,4 +907,17 @@ impl sql::Connection for SqliteConn<'_> {
         })?;
         Ok(rows)
     }
+}
+
+/// Who commits a logical commit's physical transaction.
+enum Turn {
+    /// The committing transaction itself: no sync is in flight and no other
+    /// transaction is queued for the connection, so it issues the `COMMIT`
+    /// and syncs the log on its own thread.
+    Lead,
+    /// The flusher, which lets the transactions queued for the connection
+    /// join the group first.
+    Flusher,
+    /// Whoever ends the sync in flight (or the flusher it wakes).
+    Wait,
 }

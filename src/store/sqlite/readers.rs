@@ -165,7 +165,7 @@ impl sql::Connection for ReadConn<'_> {
         }
         // After the reads: a group committed before the snapshot is either
         // synced or the one in flight (see the module docs).
-        let durable = self.shared.in_flight.lock().as_mut().map(|syncing| {
+        let durable = self.shared.in_flight.lock().group.as_mut().map(|syncing| {
             let (done, durable) = oneshot::channel();
             syncing.push(done);
             durable
