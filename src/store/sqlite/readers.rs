@@ -29,7 +29,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::{Semaphore, SemaphorePermit, oneshot};
 
-use super::{SQLITE, Shared, SqliteRow, run, store_error};
+use super::{SQLITE, Shared, SqliteRow, control, run, store_error};
 use crate::core::error::{StoreError, StoreResult};
 use crate::store::sql::{self, Dialect, Statement};
 
@@ -95,13 +95,6 @@ impl<'a> ReadConn<'a> {
             open: false,
         })
     }
-}
-
-/// Runs a transaction control statement from the connection's statement
-/// cache: `execute_batch` parsed `BEGIN` and `COMMIT` anew for every read
-/// (2% of a 1.x rollout GET's CPU, docs/performance.md).
-fn control(conn: &rusqlite::Connection, sql: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
 fn closed() -> StoreError {
