@@ -7,7 +7,7 @@
 //! default of 1,000 pages the writer copied pages and synced the database
 //! file several times a second under load, holding the connection every
 //! transaction waits for. Here a `PASSIVE` checkpoint (it never waits for
-//! and never blocks the writer or the readers) runs after the flusher's
+//! and never blocks the writer or the readers) runs after the log's
 //! syncs, at most once per [`INTERVAL`], and copies what the log holds.
 //!
 //! A log restarts from its beginning only when a writer begins while every

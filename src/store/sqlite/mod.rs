@@ -4,8 +4,9 @@
 //!
 //! # Durability
 //! The database runs in WAL mode. A physical `COMMIT` writes the log
-//! (`synchronous = NORMAL`: without syncing it), and the flusher then
-//! syncs the log file (`fdatasync`); no logical commit is acknowledged
+//! (`synchronous = NORMAL`: without syncing it), and whoever issued it (a
+//! committing transaction or the flusher, see below) then syncs the log
+//! file (`fdatasync`) without the connection; no logical commit is acknowledged
 //! before the sync that covers its physical `COMMIT` has returned. That is
 //! what `synchronous = FULL` does inside the `COMMIT`, moved out of it so
 //! that the connection is free while the disk syncs. (Checkpoints sync the
@@ -158,7 +159,8 @@ pub struct SqliteStore {
 
 struct Shared {
     writer: Mutex<Writer>,
-    /// Wakes the flusher: a logical commit is waiting for durability.
+    /// Wakes the flusher: logical commits wait for a `COMMIT` that no
+    /// committing transaction leads (see the module docs).
     flush: Notify,
     /// Logical transactions waiting for the connection ([`Store::begin`]).
     queued: AtomicUsize,
@@ -325,7 +327,7 @@ fn wal_path(path: &Path) -> PathBuf {
 }
 
 /// Opens the serving connection: WAL. A `COMMIT` writes the
-/// log without syncing it (`synchronous = NORMAL`): the flusher syncs it
+/// log without syncing it (`synchronous = NORMAL`): it is synced
 /// before any commit is acknowledged (see the module docs). The log is
 /// checkpointed beside it ([`checkpointer`]); the connection's own
 /// automatic checkpoint only restarts a long log.
