@@ -91,7 +91,11 @@ fn parsed_number(token: &str) -> Cow<'_, str> {
     if token.as_bytes()[at] == b'e' && exponent.starts_with(['+', '-']) {
         return Cow::Borrowed(token);
     }
-    let sign = if exponent.starts_with(['+', '-']) { "" } else { "+" };
+    let sign = if exponent.starts_with(['+', '-']) {
+        ""
+    } else {
+        "+"
+    };
     Cow::Owned(format!("{mantissa}e{sign}{exponent}"))
 }
 

@@ -630,10 +630,12 @@ async fn observe_agl1(tx: &mut dyn StoreTx) -> Vec<String> {
         assert_eq!(
             detail.clone(),
             whole.zip(detail.as_ref()).map(|(v1, detail)| {
-                V1RolloutDetail::of(&v1.rollout, &v1.fields, detail.attempts.clone())
+                let attempts = detail.attempts.clone();
+                V1RolloutDetail::of(&v1.rollout, &v1.fields, detail.deadline, attempts)
             }),
             "v1_rollout_detail reads the rollout as v1_rollouts does"
         );
+        seen.push(format!("{:?}", detail.as_ref().map(|d| d.deadline)));
         seen.push(format!("{:?}", detail.map(|d| d.attempts)));
         for attempt_id in ["at-0", "at-1"] {
             let events = tx.v1_events(rollout_id, attempt_id, None).await.unwrap();

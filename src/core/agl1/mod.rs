@@ -13,6 +13,7 @@
 //! Nothing here does I/O; [`events`] holds the event views (triplets) and
 //! [`gateway`] the gateway's rules.
 
+pub mod cache;
 pub mod events;
 pub mod gateway;
 
@@ -188,12 +189,21 @@ pub struct V1RolloutDetail {
     pub version: i64,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// The rollout's watchdog deadline (not shown: a cached detail is
+    /// served only up to it, see [`cache`]).
+    pub deadline: Option<Timestamp>,
     pub attempts: Vec<String>,
 }
 
 impl V1RolloutDetail {
-    /// Returns the detail of a rollout and its 1.x fields, with its attempts.
-    pub fn of(rollout: &Rollout, fields: &V1Fields, attempts: Vec<String>) -> Self {
+    /// Returns the detail of a rollout and its 1.x fields, with its
+    /// watchdog deadline and its attempts.
+    pub fn of(
+        rollout: &Rollout,
+        fields: &V1Fields,
+        deadline: Option<Timestamp>,
+        attempts: Vec<String>,
+    ) -> Self {
         Self {
             rollout_id: rollout.rollout_id.clone(),
             status: rollout.status,
@@ -207,6 +217,7 @@ impl V1RolloutDetail {
             version: fields.version,
             created_at: fields.created_at,
             updated_at: fields.updated_at,
+            deadline,
             attempts,
         }
     }

@@ -32,6 +32,7 @@ use futures::stream::BoxStream;
 use tokio::sync::watch;
 
 use self::tx::Tx;
+use super::agl1::cache::DetailCache;
 use super::clock::{Clock, SystemClock};
 use super::error::{StoreError, StoreResult};
 use super::events::{Event, EventBus, EventPage};
@@ -163,11 +164,15 @@ pub struct Engine {
     /// Turns true when the server starts shutting down: waits end early.
     closing: watch::Sender<bool>,
     observer: Arc<dyn Observer>,
+    /// 1.x rollout details for the trainer's poll, on a backend only this
+    /// server writes (see [`DetailCache`]).
+    details: Option<DetailCache>,
 }
 
 impl Engine {
     /// Returns an engine over `store`.
     pub fn new(store: Arc<dyn Store>, config: EngineConfig) -> Self {
+        let store_exclusive = store.exclusive();
         Self {
             bus: EventBus::new(config.event_capacity),
             store,
@@ -175,6 +180,7 @@ impl Engine {
             observer: config.observer.clone(),
             config,
             closing: watch::Sender::new(false),
+            details: store_exclusive.then(DetailCache::new),
         }
     }
 
@@ -473,8 +479,14 @@ impl Engine {
                 change,
             })
             .collect();
-        self.timed(BackendPhase::Commit, store.commit(&mut writes))
-            .await?;
+        let touched = self.details.as_ref().map(|_| DetailCache::touched(&writes));
+        let committed = self
+            .timed(BackendPhase::Commit, store.commit(&mut writes))
+            .await;
+        if let (Some(details), Some(touched)) = (&self.details, touched) {
+            details.invalidate(&touched);
+        }
+        committed?;
         for status in changes.expired {
             self.observer.attempt_expired(status);
         }

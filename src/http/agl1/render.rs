@@ -144,9 +144,8 @@ pub fn rollouts(rollouts: &[V1Rollout]) -> Vec<u8> {
 /// Returns the JSON of a rollout's GET (`RolloutDetail`), written into one
 /// buffer sized for it, the payloads copied from the store's text.
 pub fn rollout_detail(detail: &V1RolloutDetail) -> Vec<u8> {
-    let payloads = detail.input.as_str().len()
-        + detail.config.as_str().len()
-        + detail.metadata.as_str().len();
+    let payloads =
+        detail.input.as_str().len() + detail.config.as_str().len() + detail.metadata.as_str().len();
     let names: usize = detail.attempts.iter().map(|a| a.len() + 3).sum();
     let mut out = Vec::with_capacity(payloads + names + 2 * detail.rollout_id.len() + 400);
     out.extend_from_slice(b"{\"rollout\":");
@@ -365,8 +364,10 @@ mod tests {
         V1Rollout {
             rollout: Rollout {
                 rollout_id: "r\"1".into(),
-                input: serde_json::from_str(r#"{"data_id":"d","x":1.50,"big":12345678901234567890123}"#)
-                    .unwrap(),
+                input: serde_json::from_str(
+                    r#"{"data_id":"d","x":1.50,"big":12345678901234567890123}"#,
+                )
+                .unwrap(),
                 start_time: Timestamp(1),
                 end_time: None,
                 mode: Some(RolloutMode::Val),
@@ -408,7 +409,12 @@ mod tests {
         assert_eq!(rollouts(&[]), b"[]");
         // The GET's detail, its payloads from the store's text (spaces and
         // all), writes the same rollout.
-        let mut detail = V1RolloutDetail::of(&v1.rollout, &v1.fields, vec!["0".into(), "x\"".into()]);
+        let mut detail = V1RolloutDetail::of(
+            &v1.rollout,
+            &v1.fields,
+            None,
+            vec!["0".into(), "x\"".into()],
+        );
         detail.input = JsonText::parse(
             r#"{ "data_id" : "d", "x" : 1.50, "big" : 12345678901234567890123 }"#.into(),
         )

@@ -244,7 +244,10 @@ impl Agl1Reads for MemoryTx<'_> {
                 attempts.push(event.event.attempt_id.clone());
             }
         }
-        Ok(Some(V1RolloutDetail::of(rollout, fields, attempts)))
+        let deadline = state.deadline_of.get(rollout_id).copied();
+        Ok(Some(V1RolloutDetail::of(
+            rollout, fields, deadline, attempts,
+        )))
     }
 
     async fn keyed_event(

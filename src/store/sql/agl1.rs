@@ -482,7 +482,8 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
         // here. The payloads stay JSON text.
         let sql = "SELECT r.rollout_id, r.input, r.mode, r.status, r.metadata, f.config, \
                    f.k8s_job_name, f.last_attempt_id, f.error_message, f.version, \
-                   f.created_at, f.updated_at, e.attempt_id, MIN(e.pos) FROM agl1_rollouts f \
+                   f.created_at, f.updated_at, r.watchdog_deadline, e.attempt_id, MIN(e.pos) \
+                   FROM agl1_rollouts f \
                    JOIN rollouts r ON r.rollout_id = f.rollout_id \
                    LEFT JOIN agl1_events e ON e.rollout_id = f.rollout_id \
                    WHERE f.rollout_id = $1 GROUP BY r.pos, f.pos, e.attempt_id";
@@ -492,8 +493,8 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
         };
         let mut firsts = Vec::with_capacity(rows.len());
         for each in &rows {
-            if let Some(attempt_id) = each.opt_text(12)? {
-                firsts.push((each.int(13)?, attempt_id));
+            if let Some(attempt_id) = each.opt_text(13)? {
+                firsts.push((each.int(14)?, attempt_id));
             }
         }
         firsts.sort_unstable();
@@ -517,6 +518,7 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
             version: row.int(9)?,
             created_at: Timestamp(row.int(10)?),
             updated_at: Timestamp(row.int(11)?),
+            deadline: row.opt_int(12)?.map(Timestamp),
             attempts,
         }))
     }
