@@ -35,7 +35,10 @@ async fn a_get_right_after_a_write_through_any_api_sees_it() {
     let api = Api::new(&server);
     let mut grpc = grpc(&server).await;
     api.create_one("f1", json!({"q": 1})).await;
-    assert_eq!(polled(&api, "f1").await["rollout"]["metadata"]["by"], Value::Null);
+    assert_eq!(
+        polled(&api, "f1").await["rollout"]["metadata"]["by"],
+        Value::Null
+    );
 
     // gRPC.
     let mut request = update("f1", "metadata_json");
@@ -64,7 +67,9 @@ async fn a_get_right_after_a_write_through_any_api_sees_it() {
 
     // 1.x events: the attempt list.
     assert_eq!(polled(&api, "f1").await["attempts"], json!([]));
-    let posted = api.post_event("f1", "0", "reward", json!({"value": 1})).await;
+    let posted = api
+        .post_event("f1", "0", "reward", json!({"value": 1}))
+        .await;
     assert_eq!(posted.status, 200, "{}", posted.text());
     assert_eq!(api.rollout("f1").await["attempts"], json!(["0"]));
 
