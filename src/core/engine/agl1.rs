@@ -17,6 +17,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::tx::{self, AttemptWrite, NewAttempt, Tx};
 use super::{Engine, Scan};
+use crate::core::agl1::cache::DetailCache;
 use crate::core::agl1::events::{
     self as v1_events, EventQuery, MODEL_REQUEST, drop_routed_experts, parse_data, supersedes,
 };
@@ -219,6 +220,12 @@ impl Engine {
             details.fill(ticket, &detail);
         }
         Ok(detail)
+    }
+
+    /// Returns how many 1.x rollout details the cache holds; `None` when
+    /// the backend is shared (no cache).
+    pub fn cached_v1_details(&self) -> Option<usize> {
+        self.details.as_ref().map(DetailCache::len)
     }
 
     /// Patches a 1.x rollout's status. A patch that sets nothing returns the

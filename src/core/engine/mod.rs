@@ -479,7 +479,9 @@ impl Engine {
                 change,
             })
             .collect();
-        let touched = self.details.as_ref().map(|_| DetailCache::touched(&writes));
+        // A read's empty write set changes nothing: it leaves the cache be.
+        let touched =
+            (self.details.is_some() && !writes.is_empty()).then(|| DetailCache::touched(&writes));
         let committed = self
             .timed(BackendPhase::Commit, store.commit(&mut writes))
             .await;
