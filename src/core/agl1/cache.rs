@@ -20,6 +20,14 @@
 //! follows an acknowledged write therefore reads the store or an entry
 //! filled after that write.
 //!
+//! A commit in flight ([`DetailCache::begin_write`]) keeps its rollouts out
+//! of the cache until it returns, and one whose outcome stays unknown (its
+//! caller went away while the backend committed, or the commit failed, so
+//! it may still become visible later, e.g. with SQLite's next group) marks
+//! them *doubtful*: they are read from the store from then on. Doubtful
+//! rollouts are bounded too: past [`MAX_ENTRIES`] of them the cache turns
+//! itself off.
+//!
 //! A detail is served from the cache only up to the rollout's watchdog
 //! deadline: from then on the read path runs, which commits the watchdog's
 //! verdict first (as every read does).
@@ -32,7 +40,7 @@
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::V1RolloutDetail;
 use crate::core::model::Timestamp;
@@ -62,6 +70,31 @@ struct CacheState {
     entries: HashMap<String, Arc<V1RolloutDetail>>,
     /// Payload text of every entry, in bytes.
     bytes: usize,
+    /// Commits in flight, per rollout they touch: those rollouts are
+    /// neither served nor filled meanwhile.
+    writing: HashMap<String, usize>,
+    /// Rollouts a commit of unknown outcome touched: always read from the
+    /// store.
+    doubtful: HashSet<String>,
+    /// True once `doubtful` outgrew its bound: nothing is cached any more.
+    off: bool,
+}
+
+impl CacheState {
+    /// True when `rollout_id` may be served from or kept in the cache.
+    fn cacheable(&self, rollout_id: &str) -> bool {
+        !self.off && !self.writing.contains_key(rollout_id) && !self.doubtful.contains(rollout_id)
+    }
+
+    /// Drops the details of `touched` and moves the generation on.
+    fn invalidate(&mut self, touched: &[String]) {
+        self.generation += 1;
+        for rollout_id in touched {
+            if let Some(old) = self.entries.remove(rollout_id) {
+                self.bytes -= payload_bytes(&old);
+            }
+        }
+    }
 }
 
 /// The cache's generation before a read (see [`DetailCache::fill`]).
@@ -78,6 +111,9 @@ impl DetailCache {
     /// deadline is before `now`.
     pub fn get(&self, rollout_id: &str, now: Timestamp) -> Option<Arc<V1RolloutDetail>> {
         let state = self.state.lock();
+        if !state.cacheable(rollout_id) {
+            return None;
+        }
         let detail = state.entries.get(rollout_id)?;
         detail
             .deadline
@@ -98,7 +134,7 @@ impl DetailCache {
             return;
         }
         let mut state = self.state.lock();
-        if state.generation != ticket.0 {
+        if state.generation != ticket.0 || !state.cacheable(&detail.rollout_id) {
             return;
         }
         if let Some(old) = state.entries.remove(&detail.rollout_id) {
@@ -129,16 +165,21 @@ impl DetailCache {
             .collect()
     }
 
-    /// Drops the details of the rollouts a committed (or possibly
-    /// committed) write set [`touched`](Self::touched), and moves the
-    /// generation on.
-    pub fn invalidate(&self, touched: &[String]) {
+    /// Notes a commit of a write set that [`touched`](Self::touched) these
+    /// rollouts, before the backend commits it: their details are dropped
+    /// and kept out until the returned write is dropped; dropping it
+    /// without [`PendingWrite::committed`] marks them doubtful (see the
+    /// module docs).
+    pub fn begin_write(&self, touched: Vec<String>) -> PendingWrite<'_> {
         let mut state = self.state.lock();
-        state.generation += 1;
-        for rollout_id in touched {
-            if let Some(old) = state.entries.remove(rollout_id) {
-                state.bytes -= payload_bytes(&old);
-            }
+        state.invalidate(&touched);
+        for rollout_id in &touched {
+            *state.writing.entry(rollout_id.clone()).or_default() += 1;
+        }
+        PendingWrite {
+            cache: self,
+            touched,
+            committed: false,
         }
     }
 
@@ -150,6 +191,46 @@ impl DetailCache {
     /// Returns true when no detail is cached.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// A commit in flight, from [`DetailCache::begin_write`].
+#[derive(Debug)]
+pub struct PendingWrite<'a> {
+    cache: &'a DetailCache,
+    touched: Vec<String>,
+    committed: bool,
+}
+
+impl PendingWrite<'_> {
+    /// Notes that the backend committed the write: the details of its
+    /// rollouts read before now are dropped, and they may be cached again.
+    pub fn committed(mut self) {
+        self.committed = true;
+    }
+}
+
+impl Drop for PendingWrite<'_> {
+    fn drop(&mut self) {
+        let mut state = self.cache.state.lock();
+        state.invalidate(&self.touched);
+        for rollout_id in &self.touched {
+            if let Some(count) = state.writing.get_mut(rollout_id) {
+                *count -= 1;
+                if *count == 0 {
+                    state.writing.remove(rollout_id);
+                }
+            }
+            if !self.committed {
+                state.doubtful.insert(rollout_id.clone());
+            }
+        }
+        if state.doubtful.len() > MAX_ENTRIES {
+            state.off = true;
+            state.doubtful.clear();
+            state.entries.clear();
+            state.bytes = 0;
+        }
     }
 }
 
@@ -204,7 +285,7 @@ mod tests {
     fn a_fill_after_an_invalidation_since_the_ticket_is_dropped() {
         let cache = DetailCache::new();
         let ticket = cache.ticket();
-        cache.invalidate(&[]);
+        cache.begin_write(Vec::new()).committed();
         cache.fill(ticket, &detail("r", None));
         assert!(cache.get("r", Timestamp(0)).is_none());
         cache.fill(cache.ticket(), &detail("r", None));
@@ -252,7 +333,7 @@ mod tests {
             }
             let mut writes = WriteSet::default();
             touch(&mut writes);
-            cache.invalidate(&DetailCache::touched(&writes));
+            cache.begin_write(DetailCache::touched(&writes)).committed();
             assert!(cache.get("r", Timestamp(0)).is_none(), "part {index}");
             assert!(cache.get("other", Timestamp(0)).is_some(), "part {index}");
         }
@@ -276,5 +357,43 @@ mod tests {
         }
         let last = format!("r{}", MAX_ENTRIES + 9);
         assert!(cache.get(&last, Timestamp(0)).is_some());
+    }
+
+    #[test]
+    fn a_rollout_stays_out_while_a_commit_touching_it_is_in_flight() {
+        let cache = DetailCache::new();
+        cache.fill(cache.ticket(), &detail("r", None));
+        let pending = cache.begin_write(vec!["r".into()]);
+        assert!(cache.get("r", Timestamp(0)).is_none());
+        cache.fill(cache.ticket(), &detail("r", None));
+        assert!(cache.get("r", Timestamp(0)).is_none());
+        cache.fill(cache.ticket(), &detail("other", None));
+        assert!(cache.get("other", Timestamp(0)).is_some());
+        pending.committed();
+        cache.fill(cache.ticket(), &detail("r", None));
+        assert!(cache.get("r", Timestamp(0)).is_some());
+    }
+
+    #[test]
+    fn a_commit_of_unknown_outcome_leaves_its_rollouts_to_the_store() {
+        let cache = DetailCache::new();
+        drop(cache.begin_write(vec!["r".into()]));
+        cache.fill(cache.ticket(), &detail("r", None));
+        assert!(cache.get("r", Timestamp(0)).is_none());
+        cache.begin_write(vec!["r".into()]).committed();
+        cache.fill(cache.ticket(), &detail("r", None));
+        assert!(cache.get("r", Timestamp(0)).is_none(), "doubtful for good");
+        cache.fill(cache.ticket(), &detail("other", None));
+        assert!(cache.get("other", Timestamp(0)).is_some());
+
+        for n in 0..MAX_ENTRIES {
+            drop(cache.begin_write(vec![format!("d{n}")]));
+        }
+        assert!(
+            cache.is_empty(),
+            "too many doubtful rollouts turn the cache off"
+        );
+        cache.fill(cache.ticket(), &detail("other", None));
+        assert!(cache.get("other", Timestamp(0)).is_none());
     }
 }

@@ -480,13 +480,19 @@ impl Engine {
             })
             .collect();
         // A read's empty write set changes nothing: it leaves the cache be.
-        let touched =
-            (self.details.is_some() && !writes.is_empty()).then(|| DetailCache::touched(&writes));
+        // The pending write is dropped unconfirmed when this future is
+        // cancelled or the commit fails: the backend may still commit it.
+        let pending = match &self.details {
+            Some(details) if !writes.is_empty() => {
+                Some(details.begin_write(DetailCache::touched(&writes)))
+            }
+            _ => None,
+        };
         let committed = self
             .timed(BackendPhase::Commit, store.commit(&mut writes))
             .await;
-        if let (Some(details), Some(touched)) = (&self.details, touched) {
-            details.invalidate(&touched);
+        if let (Some(pending), Ok(())) = (pending, &committed) {
+            pending.committed();
         }
         committed?;
         for status in changes.expired {
