@@ -35,9 +35,96 @@ impl<T: Serialize> IntoResponse for PyJson<T> {
 /// Serialises `value` as agent-lightning's server would.
 pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Vec<u8>> {
     let mut out = Vec::with_capacity(256);
-    let mut serializer = serde_json::Serializer::with_formatter(&mut out, PythonFloats);
-    value.serialize(&mut serializer)?;
+    write(&mut out, value)?;
     Ok(out)
+}
+
+/// Appends `value` to `out` as [`to_vec`] writes it.
+pub fn write<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> serde_json::Result<()> {
+    let mut serializer = serde_json::Serializer::with_formatter(out, PythonFloats);
+    value.serialize(&mut serializer)
+}
+
+/// Appends a JSON string (escaped as serde_json and pydantic escape it).
+pub fn write_str(out: &mut Vec<u8>, text: &str) {
+    serde_json::to_writer(out, text).expect("a string serialises into a buffer");
+}
+
+/// Appends valid JSON text (the store's [`JsonText`](crate::core::agl1::JsonText))
+/// as [`to_vec`] writes the value it holds, byte for byte, without parsing
+/// it into a tree: compact (whitespace between tokens dropped), strings as
+/// serde_json escapes them, numbers as [`python_number`] writes them.
+/// Text that is not valid JSON is copied as it is, whitespace aside.
+pub fn write_json_text(out: &mut Vec<u8>, text: &str) {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while let Some(&byte) = bytes.get(at) {
+        match byte {
+            b' ' | b'\t' | b'\n' | b'\r' => at += 1,
+            b'"' => at = write_string_token(out, text, at),
+            b'-' | b'0'..=b'9' => {
+                let end = bytes[at..]
+                    .iter()
+                    .position(|b| !matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+                    .map_or(bytes.len(), |length| at + length);
+                let number = parsed_number(&text[at..end]);
+                out.extend_from_slice(python_number(&number).as_bytes());
+                at = end;
+            }
+            // Punctuation and the letters of true, false and null.
+            _ => {
+                out.push(byte);
+                at += 1;
+            }
+        }
+    }
+}
+
+/// Returns a JSON number's text as serde_json's parser keeps it
+/// (`arbitrary_precision`): the exponent's `e` lowercase and its sign
+/// written (`1E5` is `1e+5`).
+fn parsed_number(token: &str) -> Cow<'_, str> {
+    let Some(at) = token.find(['e', 'E']) else {
+        return Cow::Borrowed(token);
+    };
+    let (mantissa, exponent) = (&token[..at], &token[at + 1..]);
+    if token.as_bytes()[at] == b'e' && exponent.starts_with(['+', '-']) {
+        return Cow::Borrowed(token);
+    }
+    let sign = if exponent.starts_with(['+', '-']) {
+        ""
+    } else {
+        "+"
+    };
+    Cow::Owned(format!("{mantissa}e{sign}{exponent}"))
+}
+
+/// Appends the string token that starts at `start` (its opening quote) and
+/// returns where it ends. Without escapes it is what serde_json writes (JSON
+/// strings hold no raw control characters, the only ones it escapes
+/// besides the quote and the backslash); with escapes it is decoded and
+/// written again, so that `\u00e9` and `\/` come out as serde_json writes them.
+fn write_string_token(out: &mut Vec<u8>, text: &str, start: usize) -> usize {
+    let bytes = text.as_bytes();
+    let mut at = start + 1;
+    let mut escaped = false;
+    while let Some(&byte) = bytes.get(at) {
+        match byte {
+            b'"' => break,
+            b'\\' => {
+                escaped = true;
+                at += 2;
+            }
+            _ => at += 1,
+        }
+    }
+    let end = (at + 1).min(bytes.len());
+    let token = &text[start..end];
+    match escaped.then(|| serde_json::from_str::<String>(token)) {
+        Some(Ok(decoded)) => write_str(out, &decoded),
+        _ => out.extend_from_slice(token.as_bytes()),
+    }
+    end
 }
 
 /// serde_json's compact formatter with floats written as pydantic writes them.
@@ -308,6 +395,75 @@ mod tests {
         ] {
             assert_eq!(python_number(text), written, "{text}");
         }
+    }
+
+    /// What [`write_json_text`] must equal: the text parsed into a tree
+    /// and written by [`to_vec`].
+    fn through_a_tree(text: &str) -> String {
+        let value: serde_json::Value = serde_json::from_str(text).unwrap();
+        String::from_utf8(to_vec(&value).unwrap()).unwrap()
+    }
+
+    fn copied(text: &str) -> String {
+        let mut out = Vec::new();
+        write_json_text(&mut out, text);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn json_text_is_written_as_its_value_would_be() {
+        for text in [
+            r#"{"n": 12345678901234567890123, "d": 0.1000000000000000055511151231257827, "e": 1E400, "x": -2.50E-7}"#,
+            r#"{"a":[1,2.0,1e16,1e-7,-0,-0.0,0e5,120.5e-1],"b":"é\n\"","c":null,"t":true,"f":false}"#,
+            r#" [ "\u00e9\/\t\u0001\ud83d\ude00" , {"k\"ey" : "a\\b"} , [] , {} ] "#,
+            r#""just a string""#,
+            "-12.50",
+            "null",
+            r#"{"nested":{"deeper":[{"x":[[1.5e300,-1e-300]]}]},"":""}"#,
+            "{\n  \"pretty\": [\n    1,\n    \"two\"\n  ]\n}",
+        ] {
+            assert_eq!(copied(text), through_a_tree(text), "{text}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_json_text_is_written_as_its_value_would_be(value in json_values()) {
+            let compact = value.to_string();
+            proptest::prop_assert_eq!(copied(&compact), through_a_tree(&compact));
+            let pretty = serde_json::to_string_pretty(&value).unwrap();
+            proptest::prop_assert_eq!(copied(&pretty), through_a_tree(&pretty));
+        }
+    }
+
+    /// JSON values with numbers written in every way a client may write
+    /// them and strings that need escapes.
+    fn json_values() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        let number = prop_oneof![
+            any::<i64>().prop_map(|n| n.to_string()),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| format!("{f:e}")),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| f.to_string()),
+            "-?(0|[1-9][0-9]{0,29})(\\.[0-9]{1,30})?([eE][+-]?[0-9]{1,4})?",
+        ]
+        .prop_map(|text| serde_json::from_str::<serde_json::Value>(&text).unwrap());
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::Bool),
+            number,
+            "(\\PC|[\"\\\\\n\t\u{1}\u{7f}é€😀/])*".prop_map(serde_json::Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::Array),
+                proptest::collection::vec(("\\PC{0,6}", inner), 0..6)
+                    .prop_map(|fields| serde_json::Value::Object(fields.into_iter().collect())),
+            ]
+        })
     }
 
     #[test]

@@ -9,7 +9,9 @@ use crate::common;
 use std::sync::Arc;
 
 use common::{Backend, TestOptions};
-use lightning_store::core::agl1::{IdempotencyKey, ModelServer, Pause, Replica, V1Event, V1Fields};
+use lightning_store::core::agl1::{
+    IdempotencyKey, ModelServer, Pause, Replica, V1Event, V1Fields, V1RolloutDetail,
+};
 use lightning_store::core::events::{Change, Event};
 use lightning_store::core::idempotency::RememberedRequest;
 use lightning_store::core::model::{
@@ -624,11 +626,16 @@ async fn observe_agl1(tx: &mut dyn StoreTx) -> Vec<String> {
         );
         seen.push(format!("{exists}"));
         let detail = tx.v1_rollout_detail(rollout_id).await.unwrap();
+        let whole = read.iter().find(|v1| v1.rollout.rollout_id == rollout_id);
         assert_eq!(
-            detail.as_ref().map(|d| &d.rollout),
-            read.iter().find(|v1| v1.rollout.rollout_id == rollout_id),
+            detail.clone(),
+            whole.zip(detail.as_ref()).map(|(v1, detail)| {
+                let attempts = detail.attempts.clone();
+                V1RolloutDetail::of(&v1.rollout, &v1.fields, detail.deadline, attempts)
+            }),
             "v1_rollout_detail reads the rollout as v1_rollouts does"
         );
+        seen.push(format!("{:?}", detail.as_ref().map(|d| d.deadline)));
         seen.push(format!("{:?}", detail.map(|d| d.attempts)));
         for attempt_id in ["at-0", "at-1"] {
             let events = tx.v1_events(rollout_id, attempt_id, None).await.unwrap();

@@ -13,6 +13,7 @@
 //! Nothing here does I/O; [`events`] holds the event views (triplets) and
 //! [`gateway`] the gateway's rules.
 
+pub mod cache;
 pub mod events;
 pub mod gateway;
 
@@ -145,12 +146,91 @@ impl V1Rollout {
     }
 }
 
-/// A 1.x rollout with the attempts that have events, ordered by their
-/// first event (upstream's `RolloutDetail`).
+/// A JSON payload as the store holds it (a rollout's input, metadata, 1.x
+/// config): valid JSON text, its numbers as the client wrote them. Reads
+/// that only show a payload carry it as this text from the row to the
+/// answer, without building and writing out a `Json` tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonText(String);
+
+impl JsonText {
+    /// Returns the text of a value, as the SQL backends store it.
+    pub fn of(value: &Json) -> Self {
+        Self(value.to_string())
+    }
+
+    /// Checks stored text without building a tree (a full syntax check).
+    pub fn parse(text: String) -> Result<Self, serde_json::Error> {
+        serde_json::from_str::<&serde_json::value::RawValue>(&text)?;
+        Ok(Self(text))
+    }
+
+    /// Returns the JSON text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A 1.x rollout as its GET shows it (upstream's `RolloutDetail`): the
+/// fields the answer prints, its payloads as [`JsonText`], and the attempts
+/// that have events, ordered by their first event. The trainer polls it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct V1RolloutDetail {
-    pub rollout: V1Rollout,
+    pub rollout_id: String,
+    pub status: RolloutStatus,
+    pub mode: Option<RolloutMode>,
+    pub input: JsonText,
+    pub metadata: JsonText,
+    /// The 1.x config ([`V1Fields::config`]).
+    pub config: JsonText,
+    pub k8s_job_name: Option<String>,
+    pub last_attempt_id: Option<String>,
+    pub error_message: Option<String>,
+    pub version: i64,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// The rollout's watchdog deadline (not shown: a cached detail is
+    /// served only up to it, see [`cache`]).
+    pub deadline: Option<Timestamp>,
     pub attempts: Vec<String>,
+}
+
+impl V1RolloutDetail {
+    /// Returns the detail of a rollout and its 1.x fields, with its
+    /// watchdog deadline and its attempts.
+    pub fn of(
+        rollout: &Rollout,
+        fields: &V1Fields,
+        deadline: Option<Timestamp>,
+        attempts: Vec<String>,
+    ) -> Self {
+        Self {
+            rollout_id: rollout.rollout_id.clone(),
+            status: rollout.status,
+            mode: rollout.mode,
+            input: JsonText::of(&rollout.input),
+            metadata: JsonText::of(&rollout.metadata),
+            config: JsonText::of(&fields.config),
+            k8s_job_name: fields.k8s_job_name.clone(),
+            last_attempt_id: fields.last_attempt_id.clone(),
+            error_message: fields.error_message.clone(),
+            version: fields.version,
+            created_at: fields.created_at,
+            updated_at: fields.updated_at,
+            deadline,
+            attempts,
+        }
+    }
+
+    /// Returns the 1.x state of the rollout.
+    pub fn state(&self) -> V1State {
+        V1State::of(self.status)
+    }
+
+    /// Returns upstream's `is_train`.
+    pub fn is_train(&self) -> bool {
+        is_train(self.mode)
+    }
 }
 
 /// Returns upstream's `is_train` for a core mode (no mode: train).

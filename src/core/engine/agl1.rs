@@ -10,12 +10,14 @@
 //! operation, each a transaction over the shared lifecycle rules.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::broadcast::error::RecvError;
 
 use super::tx::{self, AttemptWrite, NewAttempt, Tx};
 use super::{Engine, Scan};
+use crate::core::agl1::cache::DetailCache;
 use crate::core::agl1::events::{
     self as v1_events, EventQuery, MODEL_REQUEST, drop_routed_experts, parse_data, supersedes,
 };
@@ -190,17 +192,40 @@ impl Engine {
 
     /// Returns a 1.x rollout with the attempts that have events, ordered by
     /// their first event (one read of the store: the trainer polls it). A
-    /// read: see [`Scan::Read`] for what it sees.
-    pub async fn get_v1_rollout(&self, rollout_id: &str) -> StoreResult<V1RolloutDetail> {
-        self.run(Scan::Read, |tx| {
-            Box::pin(async move {
-                tx.store
-                    .v1_rollout_detail(rollout_id)
-                    .await?
-                    .ok_or_else(|| not_found(rollout_id))
+    /// read: see [`Scan::Read`] for what it sees. On a backend only this
+    /// server writes, from the [`DetailCache`](crate::core::agl1::cache::DetailCache)
+    /// when it holds the rollout.
+    pub async fn get_v1_rollout(&self, rollout_id: &str) -> StoreResult<Arc<V1RolloutDetail>> {
+        let ticket = match &self.details {
+            Some(details) => {
+                if let Some(detail) = details.get(rollout_id, self.now()) {
+                    return Ok(detail);
+                }
+                Some(details.ticket())
+            }
+            None => None,
+        };
+        let detail = self
+            .run(Scan::Read, |tx| {
+                Box::pin(async move {
+                    tx.store
+                        .v1_rollout_detail(rollout_id)
+                        .await?
+                        .ok_or_else(|| not_found(rollout_id))
+                })
             })
-        })
-        .await
+            .await?;
+        let detail = Arc::new(detail);
+        if let (Some(details), Some(ticket)) = (&self.details, ticket) {
+            details.fill(ticket, &detail);
+        }
+        Ok(detail)
+    }
+
+    /// Returns how many 1.x rollout details the cache holds; `None` when
+    /// the backend is shared (no cache).
+    pub fn cached_v1_details(&self) -> Option<usize> {
+        self.details.as_ref().map(DetailCache::len)
     }
 
     /// Patches a 1.x rollout's status. A patch that sets nothing returns the

@@ -32,6 +32,7 @@ use futures::stream::BoxStream;
 use tokio::sync::watch;
 
 use self::tx::Tx;
+use super::agl1::cache::DetailCache;
 use super::clock::{Clock, SystemClock};
 use super::error::{StoreError, StoreResult};
 use super::events::{Event, EventBus, EventPage};
@@ -163,11 +164,15 @@ pub struct Engine {
     /// Turns true when the server starts shutting down: waits end early.
     closing: watch::Sender<bool>,
     observer: Arc<dyn Observer>,
+    /// 1.x rollout details for the trainer's poll, on a backend only this
+    /// server writes (see [`DetailCache`]).
+    details: Option<DetailCache>,
 }
 
 impl Engine {
     /// Returns an engine over `store`.
     pub fn new(store: Arc<dyn Store>, config: EngineConfig) -> Self {
+        let store_exclusive = store.exclusive();
         Self {
             bus: EventBus::new(config.event_capacity),
             store,
@@ -175,6 +180,7 @@ impl Engine {
             observer: config.observer.clone(),
             config,
             closing: watch::Sender::new(false),
+            details: store_exclusive.then(DetailCache::new),
         }
     }
 
@@ -473,8 +479,22 @@ impl Engine {
                 change,
             })
             .collect();
-        self.timed(BackendPhase::Commit, store.commit(&mut writes))
-            .await?;
+        // A read's empty write set changes nothing: it leaves the cache be.
+        // The pending write is dropped unconfirmed when this future is
+        // cancelled or the commit fails: the backend may still commit it.
+        let pending = match &self.details {
+            Some(details) if !writes.is_empty() => {
+                Some(details.begin_write(DetailCache::touched(&writes)))
+            }
+            _ => None,
+        };
+        let committed = self
+            .timed(BackendPhase::Commit, store.commit(&mut writes))
+            .await;
+        if let (Some(pending), Ok(())) = (pending, &committed) {
+            pending.committed();
+        }
+        committed?;
         for status in changes.expired {
             self.observer.attempt_expired(status);
         }

@@ -120,6 +120,10 @@ pub(super) fn answer<T: serde::Serialize>(status: StatusCode, value: &T) -> Resp
 
 /// Answers with JSON already written.
 pub(super) fn raw_answer(status: StatusCode, body: Vec<u8>) -> Response {
-    let content_type = [(http::header::CONTENT_TYPE, "application/json")];
-    (status, content_type, body).into_response()
+    let mut response = (status, body).into_response();
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
 }

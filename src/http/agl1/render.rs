@@ -3,53 +3,162 @@
 
 use serde::Serialize;
 
-use crate::core::agl1::{self as agl1, Completion, Pause, V1Event, V1Rollout};
-use crate::core::model::Json;
-use crate::http::json::{python_repr_float, to_vec};
+use crate::core::agl1::{
+    self as agl1, Completion, JsonText, Pause, V1Event, V1Rollout, V1RolloutDetail, V1State,
+};
+use crate::core::model::{Json, Timestamp};
+use crate::http::json::{self, pydantic_float, python_repr_float, to_vec};
 
-/// A rollout as upstream dumps it.
-#[derive(Serialize)]
-pub struct RolloutBody<'a> {
-    rollout_id: &'a str,
-    input: &'a Json,
-    is_train: bool,
-    config: &'a Json,
-    metadata: &'a Json,
-    status: StatusBody<'a>,
+/// A rollout's JSON payload: a value, or the text the store holds.
+#[derive(Clone, Copy)]
+enum Payload<'a> {
+    Value(&'a Json),
+    Text(&'a JsonText),
 }
 
-#[derive(Serialize)]
-struct StatusBody<'a> {
-    state: &'static str,
+/// The fields of a rollout that upstream's dump prints, in its order.
+struct RolloutFields<'a> {
+    rollout_id: &'a str,
+    input: Payload<'a>,
+    is_train: bool,
+    config: Payload<'a>,
+    metadata: Payload<'a>,
+    state: V1State,
     k8s_job_name: Option<&'a str>,
     last_attempt_id: Option<&'a str>,
     error_message: Option<&'a str>,
     version: i64,
-    created_at: f64,
-    updated_at: f64,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
-impl<'a> RolloutBody<'a> {
-    /// Returns the dump of a 1.x rollout.
-    pub fn new(v1: &'a V1Rollout) -> Self {
+impl<'a> From<&'a V1Rollout> for RolloutFields<'a> {
+    fn from(v1: &'a V1Rollout) -> Self {
         let fields = &v1.fields;
         Self {
             rollout_id: &v1.rollout.rollout_id,
-            input: &v1.rollout.input,
+            input: Payload::Value(&v1.rollout.input),
             is_train: v1.is_train(),
-            config: &fields.config,
-            metadata: &v1.rollout.metadata,
-            status: StatusBody {
-                state: v1.state().as_str(),
-                k8s_job_name: fields.k8s_job_name.as_deref(),
-                last_attempt_id: fields.last_attempt_id.as_deref(),
-                error_message: fields.error_message.as_deref(),
-                version: fields.version,
-                created_at: fields.created_at.as_secs_f64(),
-                updated_at: fields.updated_at.as_secs_f64(),
-            },
+            config: Payload::Value(&fields.config),
+            metadata: Payload::Value(&v1.rollout.metadata),
+            state: v1.state(),
+            k8s_job_name: fields.k8s_job_name.as_deref(),
+            last_attempt_id: fields.last_attempt_id.as_deref(),
+            error_message: fields.error_message.as_deref(),
+            version: fields.version,
+            created_at: fields.created_at,
+            updated_at: fields.updated_at,
         }
     }
+}
+
+impl<'a> From<&'a V1RolloutDetail> for RolloutFields<'a> {
+    fn from(detail: &'a V1RolloutDetail) -> Self {
+        Self {
+            rollout_id: &detail.rollout_id,
+            input: Payload::Text(&detail.input),
+            is_train: detail.is_train(),
+            config: Payload::Text(&detail.config),
+            metadata: Payload::Text(&detail.metadata),
+            state: detail.state(),
+            k8s_job_name: detail.k8s_job_name.as_deref(),
+            last_attempt_id: detail.last_attempt_id.as_deref(),
+            error_message: detail.error_message.as_deref(),
+            version: detail.version,
+            created_at: detail.created_at,
+            updated_at: detail.updated_at,
+        }
+    }
+}
+
+fn write_payload(out: &mut Vec<u8>, payload: Payload<'_>) {
+    match payload {
+        Payload::Value(value) => json::write(out, value).expect("a JSON value serialises"),
+        Payload::Text(text) => json::write_json_text(out, text.as_str()),
+    }
+}
+
+fn write_opt_str(out: &mut Vec<u8>, text: Option<&str>) {
+    match text {
+        Some(text) => json::write_str(out, text),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+fn write_time(out: &mut Vec<u8>, time: Timestamp) {
+    out.extend_from_slice(pydantic_float(time.as_secs_f64()).as_bytes());
+}
+
+/// Writes a rollout as upstream dumps it (`Rollout`).
+fn write_rollout(out: &mut Vec<u8>, rollout: &RolloutFields<'_>) {
+    out.extend_from_slice(b"{\"rollout_id\":");
+    json::write_str(out, rollout.rollout_id);
+    out.extend_from_slice(b",\"input\":");
+    write_payload(out, rollout.input);
+    out.extend_from_slice(if rollout.is_train {
+        b",\"is_train\":true,\"config\":"
+    } else {
+        b",\"is_train\":false,\"config\":"
+    });
+    write_payload(out, rollout.config);
+    out.extend_from_slice(b",\"metadata\":");
+    write_payload(out, rollout.metadata);
+    out.extend_from_slice(b",\"status\":{\"state\":\"");
+    out.extend_from_slice(rollout.state.as_str().as_bytes());
+    out.extend_from_slice(b"\",\"k8s_job_name\":");
+    write_opt_str(out, rollout.k8s_job_name);
+    out.extend_from_slice(b",\"last_attempt_id\":");
+    write_opt_str(out, rollout.last_attempt_id);
+    out.extend_from_slice(b",\"error_message\":");
+    write_opt_str(out, rollout.error_message);
+    out.extend_from_slice(b",\"version\":");
+    out.extend_from_slice(rollout.version.to_string().as_bytes());
+    out.extend_from_slice(b",\"created_at\":");
+    write_time(out, rollout.created_at);
+    out.extend_from_slice(b",\"updated_at\":");
+    write_time(out, rollout.updated_at);
+    out.extend_from_slice(b"}}");
+}
+
+/// Returns the JSON of one rollout.
+pub fn rollout(v1: &V1Rollout) -> Vec<u8> {
+    let mut out = Vec::with_capacity(512);
+    write_rollout(&mut out, &RolloutFields::from(v1));
+    out
+}
+
+/// Returns the JSON list of rollouts.
+pub fn rollouts(rollouts: &[V1Rollout]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(512 * rollouts.len() + 2);
+    out.push(b'[');
+    for (index, v1) in rollouts.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        write_rollout(&mut out, &RolloutFields::from(v1));
+    }
+    out.push(b']');
+    out
+}
+
+/// Returns the JSON of a rollout's GET (`RolloutDetail`), written into one
+/// buffer sized for it, the payloads copied from the store's text.
+pub fn rollout_detail(detail: &V1RolloutDetail) -> Vec<u8> {
+    let payloads =
+        detail.input.as_str().len() + detail.config.as_str().len() + detail.metadata.as_str().len();
+    let names: usize = detail.attempts.iter().map(|a| a.len() + 3).sum();
+    let mut out = Vec::with_capacity(payloads + names + 2 * detail.rollout_id.len() + 400);
+    out.extend_from_slice(b"{\"rollout\":");
+    write_rollout(&mut out, &RolloutFields::from(detail));
+    out.extend_from_slice(b",\"attempts\":[");
+    for (index, attempt_id) in detail.attempts.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        json::write_str(&mut out, attempt_id);
+    }
+    out.extend_from_slice(b"]}");
+    out
 }
 
 /// An event's fields as upstream dumps them, before its data.
@@ -247,6 +356,73 @@ mod tests {
             serde_json::from_slice(&events(&[event.clone(), event])).unwrap();
         assert_eq!(list[1]["data"]["value"].to_string(), "1.0e+0");
         assert_eq!(super::events(&[]), b"[]");
+    }
+
+    fn sample_rollout() -> V1Rollout {
+        use crate::core::agl1::V1Fields;
+        use crate::core::model::{Rollout, RolloutConfig, RolloutMode, RolloutStatus};
+        V1Rollout {
+            rollout: Rollout {
+                rollout_id: "r\"1".into(),
+                input: serde_json::from_str(
+                    r#"{"data_id":"d","x":1.50,"big":12345678901234567890123}"#,
+                )
+                .unwrap(),
+                start_time: Timestamp(1),
+                end_time: None,
+                mode: Some(RolloutMode::Val),
+                resources_id: None,
+                status: RolloutStatus::Preparing,
+                config: RolloutConfig::default(),
+                metadata: json!({"é": [1e16]}),
+            },
+            fields: V1Fields {
+                config: json!({"timeout_seconds": 1800.0, "local": {}, "k8s": null}),
+                k8s_job_name: None,
+                last_attempt_id: Some("a\n2".into()),
+                error_message: None,
+                version: 3,
+                created_at: Timestamp(1_500_000_000),
+                updated_at: Timestamp(1_795_437_032_057_042_100),
+            },
+        }
+    }
+
+    #[test]
+    fn rollouts_are_written_as_upstream_dumps_them() {
+        let v1 = sample_rollout();
+        let one = String::from_utf8(rollout(&v1)).unwrap();
+        assert_eq!(
+            one,
+            concat!(
+                r#"{"rollout_id":"r\"1","input":{"data_id":"d","x":1.5,"big":12345678901234567890123},"#,
+                r#""is_train":false,"config":{"timeout_seconds":1800.0,"local":{},"k8s":null},"#,
+                r#""metadata":{"é":[1e+16]},"status":{"state":"running","k8s_job_name":null,"#,
+                r#""last_attempt_id":"a\n2","error_message":null,"version":3,"created_at":1.5,"#,
+                r#""updated_at":1795437032.0570421}}"#
+            )
+        );
+        assert_eq!(
+            String::from_utf8(rollouts(&[v1.clone(), v1.clone()])).unwrap(),
+            format!("[{one},{one}]")
+        );
+        assert_eq!(rollouts(&[]), b"[]");
+        // The GET's detail, its payloads from the store's text (spaces and
+        // all), writes the same rollout.
+        let mut detail = V1RolloutDetail::of(
+            &v1.rollout,
+            &v1.fields,
+            None,
+            vec!["0".into(), "x\"".into()],
+        );
+        detail.input = JsonText::parse(
+            r#"{ "data_id" : "d", "x" : 1.50, "big" : 12345678901234567890123 }"#.into(),
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(rollout_detail(&detail)).unwrap(),
+            format!(r#"{{"rollout":{one},"attempts":["0","x\""]}}"#)
+        );
     }
 
     #[test]

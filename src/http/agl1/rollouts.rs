@@ -10,8 +10,10 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 
-use super::render::{RolloutBody, TerminalItem};
-use super::{answer, json_request, query_int, query_pairs, query_value, required_body, schema};
+use super::render::{self, TerminalItem};
+use super::{
+    answer, json_request, query_int, query_pairs, query_value, raw_answer, required_body, schema,
+};
 use crate::core::agl1::CompletionPage;
 use crate::core::model::Json;
 use crate::http::HttpContext;
@@ -35,8 +37,7 @@ pub(super) async fn create(
         .and_then(|body| schema::each(&mut v, &Loc::body(), &body, schema::rollout_create));
     let requests = v.finish(requests)?;
     let created = context.engine.create_v1_rollouts(requests).await?;
-    let bodies: Vec<RolloutBody> = created.iter().map(RolloutBody::new).collect();
-    Ok(answer(StatusCode::CREATED, &bodies))
+    Ok(raw_answer(StatusCode::CREATED, render::rollouts(&created)))
 }
 
 pub(super) async fn list(State(context): State<HttpContext>, uri: Uri) -> HttpResult<Response> {
@@ -71,8 +72,7 @@ pub(super) async fn list(State(context): State<HttpContext>, uri: Uri) -> HttpRe
     let limit = query_int(&mut v, &pairs, "limit", 500);
     let (states, limit) = v.finish(states.zip(limit))?;
     let rollouts = context.engine.list_v1_rollouts(&states, limit).await?;
-    let bodies: Vec<RolloutBody> = rollouts.iter().map(RolloutBody::new).collect();
-    Ok(answer(StatusCode::OK, &bodies))
+    Ok(raw_answer(StatusCode::OK, render::rollouts(&rollouts)))
 }
 
 /// `GET /api/rollouts/terminal?after&limit[&wait]`: a page of the
@@ -177,16 +177,7 @@ pub(super) async fn get(
     Path(rollout_id): Path<String>,
 ) -> HttpResult<Response> {
     let detail = context.engine.get_v1_rollout(&rollout_id).await?;
-    #[derive(serde::Serialize)]
-    struct Detail<'a> {
-        rollout: RolloutBody<'a>,
-        attempts: &'a [String],
-    }
-    let body = Detail {
-        rollout: RolloutBody::new(&detail.rollout),
-        attempts: &detail.attempts,
-    };
-    Ok(answer(StatusCode::OK, &body))
+    Ok(raw_answer(StatusCode::OK, render::rollout_detail(&detail)))
 }
 
 pub(super) async fn patch(
@@ -201,7 +192,7 @@ pub(super) async fn patch(
         .and_then(|body| schema::rollout_patch(&mut v, &Loc::body(), &body));
     let patch = v.finish(patch)?;
     let rollout = context.engine.patch_v1_rollout(&rollout_id, patch).await?;
-    Ok(answer(StatusCode::OK, &RolloutBody::new(&rollout)))
+    Ok(raw_answer(StatusCode::OK, render::rollout(&rollout)))
 }
 
 pub(super) async fn delete(

@@ -231,16 +231,23 @@ impl Agl1Reads for MemoryTx<'_> {
         &mut self,
         rollout_id: &str,
     ) -> StoreResult<Option<V1RolloutDetail>> {
-        let Some(rollout) = self.state.v1_view(rollout_id) else {
+        let state = &self.state;
+        let (Some(fields), Some(rollout)) = (
+            state.agl1.fields.get(rollout_id),
+            state.rollouts.get(rollout_id),
+        ) else {
             return Ok(None);
         };
         let mut attempts: Vec<String> = Vec::new();
-        for event in self.state.agl1.events.get(rollout_id).into_iter().flatten() {
+        for event in state.agl1.events.get(rollout_id).into_iter().flatten() {
             if !attempts.contains(&event.event.attempt_id) {
                 attempts.push(event.event.attempt_id.clone());
             }
         }
-        Ok(Some(V1RolloutDetail { rollout, attempts }))
+        let deadline = state.deadline_of.get(rollout_id).copied();
+        Ok(Some(V1RolloutDetail::of(
+            rollout, fields, deadline, attempts,
+        )))
     }
 
     async fn keyed_event(

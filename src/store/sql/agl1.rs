@@ -9,11 +9,11 @@ use super::codec::{self, rollout_columns};
 use super::query::{self, Builder};
 use super::{Connection, Row, SqlTx, Statement};
 use crate::core::agl1::{
-    Completion, CompletionPage, ModelServer, Pause, Replica, StoredEvent, V1Event, V1Fields,
-    V1Rollout, V1RolloutDetail,
+    Completion, CompletionPage, JsonText, ModelServer, Pause, Replica, StoredEvent, V1Event,
+    V1Fields, V1Rollout, V1RolloutDetail,
 };
 use crate::core::error::StoreResult;
-use crate::core::model::{Json, RolloutStatus, Timestamp};
+use crate::core::model::{Json, RolloutMode, RolloutStatus, Timestamp};
 use crate::core::storage::Access;
 use crate::core::storage::agl1::{Agl1Reads, Agl1Writes};
 
@@ -24,9 +24,6 @@ macro_rules! field_columns {
          f.created_at, f.updated_at"
     };
 }
-
-/// How many columns [`field_columns`] names.
-const FIELD_COLUMNS: usize = 7;
 
 /// The columns [`event`] reads.
 macro_rules! event_columns {
@@ -64,6 +61,11 @@ fn v1_rollout(row: &impl Row, at: usize) -> StoreResult<V1Rollout> {
             updated_at: Timestamp(row.int(f + 6)?),
         },
     })
+}
+
+/// Checks a stored JSON payload, kept as text.
+fn json_text(what: &str, text: String) -> StoreResult<JsonText> {
+    JsonText::parse(text).map_err(|error| codec::corrupt(what, error))
 }
 
 /// Decodes an event from [`event_columns`] at `at`.
@@ -472,31 +474,27 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
         &mut self,
         rollout_id: &str,
     ) -> StoreResult<Option<V1RolloutDetail>> {
-        // One statement: the rollout on every row, one row per attempt
-        // with events with its first position (one row with a null attempt
-        // when none has). Grouped by the tables' keys, so that the rollout's
-        // columns may be selected (PostgreSQL); no subquery to materialise
-        // and nothing to sort in SQL: the attempts are ordered here.
-        let sql = concat!(
-            "SELECT ",
-            rollout_columns!("r."),
-            ", ",
-            field_columns!(),
-            ", e.attempt_id, MIN(e.pos) FROM agl1_rollouts f \
-             JOIN rollouts r ON r.rollout_id = f.rollout_id \
-             LEFT JOIN agl1_events e ON e.rollout_id = f.rollout_id \
-             WHERE f.rollout_id = $1 GROUP BY r.pos, f.pos, e.attempt_id"
-        );
+        // One statement: the columns the GET shows on every row, one row per
+        // attempt with events with its first position (one row with a null
+        // attempt when none has). Grouped by the tables' keys, so that the
+        // rollout's columns may be selected (PostgreSQL); no subquery to
+        // materialise and nothing to sort in SQL: the attempts are ordered
+        // here. The payloads stay JSON text.
+        let sql = "SELECT r.rollout_id, r.input, r.mode, r.status, r.metadata, f.config, \
+                   f.k8s_job_name, f.last_attempt_id, f.error_message, f.version, \
+                   f.created_at, f.updated_at, r.watchdog_deadline, e.attempt_id, MIN(e.pos) \
+                   FROM agl1_rollouts f \
+                   JOIN rollouts r ON r.rollout_id = f.rollout_id \
+                   LEFT JOIN agl1_events e ON e.rollout_id = f.rollout_id \
+                   WHERE f.rollout_id = $1 GROUP BY r.pos, f.pos, e.attempt_id";
         let rows = self.read(Statement::new(sql).bind(rollout_id)).await?;
-        let Some(first) = rows.first() else {
+        let Some(row) = rows.first() else {
             return Ok(None);
         };
-        let rollout = v1_rollout(first, 0)?;
-        let attempt_at = codec::ROLLOUT_COLUMNS + FIELD_COLUMNS;
         let mut firsts = Vec::with_capacity(rows.len());
-        for row in &rows {
-            if let Some(attempt_id) = row.opt_text(attempt_at)? {
-                firsts.push((row.int(attempt_at + 1)?, attempt_id));
+        for each in &rows {
+            if let Some(attempt_id) = each.opt_text(13)? {
+                firsts.push((each.int(14)?, attempt_id));
             }
         }
         firsts.sort_unstable();
@@ -504,7 +502,25 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
             .into_iter()
             .map(|(_, attempt_id)| attempt_id)
             .collect();
-        Ok(Some(V1RolloutDetail { rollout, attempts }))
+        Ok(Some(V1RolloutDetail {
+            rollout_id: row.text(0)?,
+            input: json_text("rollout input", row.text(1)?)?,
+            mode: row
+                .opt_text(2)?
+                .map(|m| codec::parse_enum("rollout mode", &m, RolloutMode::parse))
+                .transpose()?,
+            status: codec::parse_enum("rollout status", &row.text(3)?, RolloutStatus::parse)?,
+            metadata: json_text("rollout metadata", row.text(4)?)?,
+            config: json_text("1.x config", row.text(5)?)?,
+            k8s_job_name: row.opt_text(6)?,
+            last_attempt_id: row.opt_text(7)?,
+            error_message: row.opt_text(8)?,
+            version: row.int(9)?,
+            created_at: Timestamp(row.int(10)?),
+            updated_at: Timestamp(row.int(11)?),
+            deadline: row.opt_int(12)?.map(Timestamp),
+            attempts,
+        }))
     }
 
     async fn keyed_event(

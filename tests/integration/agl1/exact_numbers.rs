@@ -33,6 +33,13 @@ async fn case_15_stored_client_json_keeps_every_number_exactly() {
     assert_eq!(posted.json()["data"], stored);
 
     assert_eq!(api.rollout("x").await["rollout"]["input"], exact);
+    // Byte for byte, on every route that writes the rollout (the GET copies
+    // the stored text without parsing it).
+    let input = format!(r#""input":{HTTP_EXACT}"#);
+    for path in ["/api/rollouts/x", "/api/rollouts?state_in=queuing"] {
+        let text = api.get(path).await.text();
+        assert!(text.contains(&input), "{path}: {text}");
+    }
     let events = api.events("x", "").await;
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["data"], stored);

@@ -16,6 +16,7 @@ macro_rules! agl1_suite {
                 mod api;
                 mod bad_input;
                 mod exact_numbers;
+                mod fresh_reads;
                 mod gateway;
                 mod one_model;
             }
