@@ -261,7 +261,11 @@ pub struct UpstreamAnswer<'a> {
 /// text, keyed as upstream keys it.
 pub fn model_request_data(server: &ModelServer, call: UpstreamAnswer<'_>) -> String {
     let answer = call.answer;
-    let mut out = String::with_capacity(call.request.len() + answer.response.len() + 512);
+    let pieces =
+        [answer.routed_experts, answer.usage].map(|raw| raw.map_or(0, |raw| raw.get().len()));
+    let mut out = String::with_capacity(
+        call.request.len() + answer.response.len() + pieces.iter().sum::<usize>() + 512,
+    );
     let model = json_string(&server.model);
     let version = server.version;
     let _ = write!(
