@@ -156,6 +156,11 @@ fn key() -> impl Strategy<Value = String> {
             "doubleValue",
             "arrayValue",
             "kvlistValue",
+            // The gateway's.
+            "choices",
+            "routed_experts",
+            "finish_reason",
+            "usage",
         ])
         .prop_map(str::to_owned),
         text(),
@@ -443,6 +448,29 @@ proptest! {
             bytes[at] ^= 0x5a;
         }
         decode_and_convert(&bytes);
+    }
+
+    #[test]
+    fn gateway_bodies_as_text_agree_with_their_values(body in json(), choices in vec(json(), 0..4)) {
+        use crate::http::json::{is_canonical, to_vec};
+        // What serde_json writes passes as it is; with Python's numbers, what the replies write.
+        prop_assert!(is_canonical(&serde_json::to_vec(&body).unwrap(), false));
+        prop_assert!(is_canonical(&to_vec(&body).unwrap(), true));
+        // An answer read as text loses what upstream's `_pop_routed_experts` takes, nothing else.
+        let answer = serde_json::json!({"choices": choices, "usage": body});
+        let text = serde_json::to_vec(&answer).unwrap();
+        let read = crate::core::agl1::model_call::read_answer(&text).unwrap();
+        let mut expected = answer;
+        let mut routed = Json::Null;
+        for choice in expected["choices"].as_array_mut().unwrap().iter_mut().filter_map(Json::as_object_mut) {
+            if let Some(popped) = choice.shift_remove("routed_experts") && !popped.is_null() {
+                routed = popped;
+                break;
+            }
+        }
+        prop_assert_eq!(std::str::from_utf8(&read.response).unwrap(), expected.to_string());
+        let read_routed = read.routed_experts.map_or(Json::Null, |raw| serde_json::from_str(raw.get()).unwrap());
+        prop_assert_eq!(read_routed, routed);
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //!   2,000 response token ids by default, ~17 KB), one rollout per client;
 //! * `get`: the trainer's poll, `GET /api/rollouts/{id}` over 64 rollouts;
 //! * `gateway`: chat completions through the gateway against a model
-//!   server that answers after a fixed time (20 ms by default), and the
+//!   server that answers after a fixed time (20 ms by default) with 200
+//!   prompt and 50 response token ids by default, and the
 //!   same calls made directly to that model server: the difference is what
 //!   the gateway adds.
 
@@ -72,6 +73,12 @@ enum Workload {
         /// adds to one).
         #[arg(long, default_value_t = 20.0)]
         model_latency_ms: f64,
+        /// Prompt token ids in each answer of the model server.
+        #[arg(long, default_value_t = 200)]
+        prompt_tokens: usize,
+        /// Response token ids in each answer of the model server.
+        #[arg(long, default_value_t = 50)]
+        response_tokens: usize,
     },
 }
 
@@ -97,10 +104,17 @@ pub async fn run(target: &mut Target, args: Agl1Args, progress: bool) -> BenchRe
             server,
             model,
             model_latency_ms,
+            prompt_tokens,
+            response_tokens,
         } => {
             let latency = std::time::Duration::try_from_secs_f64(model_latency_ms / 1e3)
                 .map_err(|_| super::BenchError::new("--model-latency-ms must be >= 0"))?;
-            gateway(target, &load, &server, &model, latency, progress).await
+            let answer = AnswerShape {
+                latency,
+                prompt_tokens,
+                response_tokens,
+            };
+            gateway(target, &load, &server, &model, answer, progress).await
         }
     }
 }
@@ -318,18 +332,28 @@ async fn get(
     Ok(report)
 }
 
+/// How the bench's model server answers.
+#[derive(Debug, Clone, Copy)]
+struct AnswerShape {
+    latency: std::time::Duration,
+    prompt_tokens: usize,
+    response_tokens: usize,
+}
+
 async fn gateway(
     target: &mut Target,
     load: &LoadArgs,
     server: &ServerArgs,
     model: &str,
-    latency: std::time::Duration,
+    answer: AnswerShape,
     progress: bool,
 ) -> BenchResult<Report> {
+    let latency = answer.latency;
     let levels = load.levels(&[16])?;
     let limits = load.limits(200_000)?;
     let key = server.key.as_deref();
-    let model_server = ModelServer::start(200, 50, latency).await?;
+    let model_server =
+        ModelServer::start(answer.prompt_tokens, answer.response_tokens, latency).await?;
     let endpoint = format!("http://{}/v1", model_server.addr);
     let mut connection = Connection::open(target.url(), key).await?;
     connection
@@ -346,6 +370,7 @@ async fn gateway(
     let mut report = Report::new(
         "agl1 gateway",
         json!({"model_server": endpoint, "model_latency_ms": latency.as_secs_f64() * 1e3,
+               "prompt_tokens": answer.prompt_tokens, "response_tokens": answer.response_tokens,
                "duration_secs": limits.duration.as_secs_f64()}),
     );
     let model_url = format!("http://{}", model_server.addr);

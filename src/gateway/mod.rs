@@ -1,8 +1,10 @@
 //! agent-lightning 1.x's LLM gateway: agents call an OpenAI-compatible
 //! base URL per (rollout, attempt, mode); the gateway picks the rollout's
-//! model server, rewrites the request ([`crate::core::agl1::gateway`]),
-//! forwards it ([`upstream`]) and records a `model_request` event for
-//! every answer before replying.
+//! model server ([`crate::core::agl1::gateway`]), rewrites the request
+//! ([`crate::core::agl1::model_call`]), forwards it ([`upstream`]) and
+//! records a `model_request` event for every answer before replying. The
+//! bodies stay JSON text throughout: forwarded, recorded and returned
+//! without their token-id arrays ever being built as values.
 //!
 //! # Pause and drain, across servers
 //! The pause lives in the store. Each server keeps a view of it, refreshed
@@ -29,6 +31,7 @@
 mod cache;
 pub mod upstream;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,9 +41,9 @@ use tokio::sync::Notify;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::core::agl1::events::MODEL_REQUEST;
-use crate::core::agl1::gateway::{
-    GatewayMode, GatewaySettings, RetryPolicy, UpstreamAnswer, model_request_data,
-    pop_routed_experts, select_server,
+use crate::core::agl1::gateway::{GatewayMode, GatewaySettings, RetryPolicy, select_server};
+use crate::core::agl1::model_call::{
+    BodyError, PreparedRequest, UpstreamAnswer, model_request_data, prepare_request, read_answer,
 };
 use crate::core::agl1::{self, ModelServer, NewV1Event, Pause, Replica};
 use crate::core::engine::Engine;
@@ -48,6 +51,7 @@ use crate::core::error::StoreResult;
 use crate::core::events::Change;
 use crate::core::model::{Json, Timestamp};
 use crate::http::error::HttpError;
+use crate::http::json::is_canonical;
 use crate::metrics::Metrics;
 
 /// How long a presence report waits for more changes to report at once.
@@ -94,8 +98,9 @@ pub struct ProxyCall {
 /// How a proxied call was answered.
 #[derive(Debug)]
 pub enum ProxyAnswer {
-    /// The model server's status and JSON body (routing tensor removed).
-    Upstream { status: u16, body: Json },
+    /// The model server's status and JSON body (routing tensor removed),
+    /// as the agent is answered.
+    Upstream { status: u16, body: Bytes },
     /// The gateway is paused: retry later.
     Paused {
         retry_after_seconds: i64,
@@ -395,14 +400,7 @@ impl Gateway {
                 "Proxy not configured".to_owned(),
             )
         })?;
-        let body = match call.body.is_empty() {
-            true => serde_json::Map::new(),
-            false => match serde_json::from_slice::<Json>(&call.body) {
-                Ok(Json::Object(body)) => body,
-                Ok(_) => return Err(HttpError::bad_request("Request body must be a JSON object")),
-                Err(_) => return Err(HttpError::bad_request("Invalid JSON in request body")),
-            },
-        };
+        let request = prepared_request(settings, &call.body, call.mode)?;
         let model = settings.model.as_str();
         let servers = self.servers(model).await?;
         let server = select_server(&servers, &call.rollout_id).ok_or_else(|| {
@@ -411,7 +409,6 @@ impl Gateway {
                 format!("No servers available for model '{model}'"),
             )
         })?;
-        let request = settings.prepare_body(body, call.mode);
         let _in_flight = match self.enter() {
             Ok(guard) => guard,
             Err(pause) => {
@@ -421,7 +418,7 @@ impl Gateway {
                 });
             }
         };
-        if request.get("stream").is_some_and(agl1::truthy) {
+        if request.stream {
             return Err(HttpError::bad_request(
                 "Streaming responses are not supported",
             ));
@@ -431,22 +428,20 @@ impl Gateway {
             server.endpoint.trim_end_matches('/'),
             call.upstream_path
         );
-        let payload = Bytes::from(serde_json::to_vec(&request).expect("JSON serialises"));
+        let payload = Bytes::from(request.body);
         let limits = upstream::Limits {
             timeout: self.config.upstream_timeout,
             retry: self.config.retry,
             max_body_bytes: self.max_body_bytes,
         };
-        let answer = upstream::post(&self.client, &url, payload, limits, &self.metrics).await?;
-        let mut response = answer.body;
-        let routed_experts = pop_routed_experts(&mut response);
-        let has_routed_experts = !routed_experts.is_null();
+        let answer =
+            upstream::post(&self.client, &url, payload.clone(), limits, &self.metrics).await?;
+        let read = read_answer(&answer.body).map_err(|_| upstream::invalid_answer(&answer.body))?;
         let data = model_request_data(
             server,
             UpstreamAnswer {
-                request,
-                response: response.clone(),
-                routed_experts,
+                request: &payload,
+                answer: &read,
                 http_status: answer.status,
                 latency_ms: answer.latency.as_secs_f64() * 1e3,
                 retry_count: answer.retries,
@@ -454,10 +449,11 @@ impl Gateway {
         );
         let event = NewV1Event {
             event_type: MODEL_REQUEST.to_owned(),
-            data: data.to_string(),
-            has_routed_experts,
+            data,
+            has_routed_experts: read.routed_experts.is_some(),
             idempotency: None,
         };
+        let body = reply_body(&answer, read.response);
         // Once the model answered, the event is recorded even if the agent
         // goes away meanwhile: the append runs on its own task.
         let engine = self.engine.clone();
@@ -473,7 +469,53 @@ impl Gateway {
         })??;
         Ok(ProxyAnswer::Upstream {
             status: answer.status,
-            body: response,
+            body,
         })
+    }
+}
+
+/// Rewrites a request body for the model server; a body that is not
+/// compact JSON is parsed and written compact first (rare: most clients
+/// write compact JSON), so that the rewrite passes its members on as text.
+fn prepared_request(
+    settings: &GatewaySettings,
+    body: &Bytes,
+    mode: GatewayMode,
+) -> Result<PreparedRequest, HttpError> {
+    let compact = match is_canonical(body, false) {
+        true => Cow::Borrowed(&body[..]),
+        false => match serde_json::from_slice::<Json>(body) {
+            Ok(value @ Json::Object(_)) => {
+                Cow::Owned(serde_json::to_vec(&value).expect("JSON serialises"))
+            }
+            Ok(_) => return Err(not_an_object()),
+            Err(_) => return Err(invalid_json()),
+        },
+    };
+    prepare_request(settings, &compact, mode).map_err(|error| match error {
+        BodyError::NotJson => invalid_json(),
+        BodyError::NotAnObject => not_an_object(),
+    })
+}
+
+fn invalid_json() -> HttpError {
+    HttpError::bad_request("Invalid JSON in request body")
+}
+
+fn not_an_object() -> HttpError {
+    HttpError::bad_request("Request body must be a JSON object")
+}
+
+/// Returns the agent's reply: the answer's text (routing tensors taken
+/// out), written again only when its numbers are not written as Python
+/// writes them.
+fn reply_body(answer: &upstream::Answer, response: Cow<'_, [u8]>) -> Bytes {
+    match (answer.body_as_python, response) {
+        (true, Cow::Borrowed(_)) => answer.body.clone(),
+        (true, Cow::Owned(text)) => Bytes::from(text),
+        (false, response) => {
+            let value: Json = serde_json::from_slice(&response).expect("read as JSON");
+            Bytes::from(crate::http::json::to_vec(&value).expect("JSON serialises"))
+        }
     }
 }

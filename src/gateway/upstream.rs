@@ -1,7 +1,8 @@
 //! Calls to the model servers: one pooled HTTP client, upstream's retry
 //! policy (408, 409, 429, 5xx, timeouts and transport errors; jittered,
 //! capped exponential backoff), and the answer read as upstream reads it
-//! (a JSON body when the content type says so, `{}` otherwise).
+//! (a JSON body when the content type says so, `{}` otherwise) and kept as
+//! compact JSON text.
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +16,7 @@ use hyper_util::rt::TokioExecutor;
 use crate::core::agl1::gateway::{RetryPolicy, is_retryable_status};
 use crate::core::model::Json;
 use crate::http::error::HttpError;
+use crate::http::json::is_canonical;
 use crate::metrics::Metrics;
 
 /// The pooled client of the model servers (HTTP/1.1, keep-alive).
@@ -33,8 +35,13 @@ pub fn client() -> UpstreamClient {
 #[derive(Debug)]
 pub struct Answer {
     pub status: u16,
-    /// The JSON body, `{}` when the content type is not JSON.
-    pub body: Json,
+    /// The JSON body as compact text (see [`is_canonical`]), `{}` when the
+    /// content type is not JSON. Not yet known to be an object when it
+    /// came compact.
+    pub body: Bytes,
+    /// Whether `body` is also what the agent is answered, numbers written
+    /// as Python writes them (else the reply is written again).
+    pub body_as_python: bool,
     /// Calls made before this answer.
     pub retries: u32,
     /// From the first call to this answer, retries included.
@@ -91,9 +98,11 @@ pub async fn post(
                     .agl1()
                     .upstream_call(upstream_result(status), elapsed);
                 if !is_retryable_status(status) || attempt == last {
+                    let (body, body_as_python) = answer_body(content_type.as_deref(), bytes)?;
                     return Ok(Answer {
                         status,
-                        body: answer_body(content_type.as_deref(), &bytes)?,
+                        body,
+                        body_as_python,
                         retries: attempt,
                         latency: started.elapsed(),
                     });
@@ -181,44 +190,71 @@ async fn call_once(
 }
 
 /// Reads an answer's body as upstream does: JSON when the content type
-/// starts with `application/json`, else `{}`. A JSON answer that does not
-/// parse as an object is a 502 (upstream fails with a 500).
-fn answer_body(content_type: Option<&str>, bytes: &[u8]) -> Result<Json, HttpError> {
+/// starts with `application/json`, else `{}`; returns it as compact JSON
+/// text, and whether that is what the reply writes. An answer already
+/// compact is kept as it is (a cheap scan); another is parsed and written
+/// compact, and one that does not parse as an object is a 502 (upstream
+/// fails with a 500).
+fn answer_body(content_type: Option<&str>, bytes: Bytes) -> Result<(Bytes, bool), HttpError> {
     if !content_type.is_some_and(|t| t.starts_with("application/json")) {
-        return Ok(Json::Object(Default::default()));
+        return Ok((Bytes::from_static(b"{}"), true));
     }
-    match serde_json::from_slice::<Json>(bytes) {
-        Ok(body @ Json::Object(_)) => Ok(body),
-        Ok(_) | Err(_) => {
-            tracing::warn!(
-                body = %String::from_utf8_lossy(&bytes[..bytes.len().min(200)]),
-                "model server answered JSON that is not an object"
-            );
-            Err(HttpError::Detail(
-                StatusCode::BAD_GATEWAY,
-                "Upstream model server returned an invalid JSON body".to_owned(),
-            ))
+    if is_canonical(&bytes, true) {
+        return Ok((bytes, true));
+    }
+    match serde_json::from_slice::<Json>(&bytes) {
+        Ok(body @ Json::Object(_)) => {
+            let compact = serde_json::to_vec(&body).expect("JSON serialises");
+            let as_python = is_canonical(&compact, true);
+            Ok((Bytes::from(compact), as_python))
         }
+        Ok(_) | Err(_) => Err(invalid_answer(&bytes)),
     }
+}
+
+/// The error of an answer that is not a JSON object.
+pub fn invalid_answer(bytes: &[u8]) -> HttpError {
+    tracing::warn!(
+        body = %String::from_utf8_lossy(&bytes[..bytes.len().min(200)]),
+        "model server answered JSON that is not an object"
+    );
+    HttpError::Detail(
+        StatusCode::BAD_GATEWAY,
+        "Upstream model server returned an invalid JSON body".to_owned(),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn read(content_type: Option<&str>, body: &'static [u8]) -> Result<(Bytes, bool), HttpError> {
+        answer_body(content_type, Bytes::from_static(body))
+    }
+
     #[test]
     fn answers_are_read_as_upstream_reads_them() {
         let json = Some("application/json; charset=utf-8");
         assert_eq!(
-            answer_body(json, br#"{"a":1}"#).unwrap(),
-            serde_json::json!({"a": 1})
+            read(json, br#"{"a":1}"#).unwrap(),
+            (Bytes::from_static(br#"{"a":1}"#), true)
         );
         assert_eq!(
-            answer_body(Some("text/html"), b"<html>").unwrap(),
-            serde_json::json!({})
+            read(json, b"{ \"a\": 1.50 }").unwrap(),
+            (Bytes::from_static(br#"{"a":1.50}"#), false),
+            "made compact, numbers kept; the reply is written again"
         );
-        assert_eq!(answer_body(None, b"").unwrap(), serde_json::json!({}));
-        assert_eq!(answer_body(json, b"[1]").unwrap_err().status(), 502);
-        assert_eq!(answer_body(json, b"{oops").unwrap_err().status(), 502);
+        assert_eq!(
+            read(Some("text/html"), b"<html>").unwrap(),
+            (Bytes::from_static(b"{}"), true)
+        );
+        assert_eq!(read(None, b"").unwrap().0, Bytes::from_static(b"{}"));
+        assert_eq!(read(json, b" [1]").unwrap_err().status(), 502);
+        assert_eq!(read(json, b"{ oops").unwrap_err().status(), 502);
+        // Compact text is passed on as it is: the proxy's read of it answers 502.
+        assert_eq!(
+            read(json, b"{oops").unwrap().0,
+            Bytes::from_static(b"{oops")
+        );
     }
 }

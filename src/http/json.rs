@@ -156,6 +156,97 @@ impl serde_json::ser::Formatter for PythonFloats {
     }
 }
 
+/// Returns whether the JSON text `text` is byte for byte what serde_json
+/// writes for its parsed value: compact, and in strings only the escapes
+/// serde_json writes (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, `\u00xx`
+/// for the other control characters); with `python_numbers`, also every
+/// number as [`to_vec`] writes it, so that the text is what [`to_vec`]
+/// writes. Text that passes can be forwarded and recorded as it is instead
+/// of being parsed and written again. Text nested deeper than serde_json
+/// parses does not pass, so that what passes can be parsed later. Duplicate
+/// keys are not looked for (parsing keeps the last); invalid JSON may pass
+/// (the caller parses it).
+pub fn is_canonical(text: &[u8], python_numbers: bool) -> bool {
+    // serde_json's recursion limit: 127 nested arrays and objects.
+    const MAX_DEPTH: usize = 127;
+    let mut depth = 0usize;
+    let mut at = 0;
+    while let Some(&byte) = text.get(at) {
+        match byte {
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return false;
+                }
+                at += 1;
+            }
+            b']' | b'}' => {
+                depth = depth.saturating_sub(1);
+                at += 1;
+            }
+            b'"' => match string_end(text, at + 1) {
+                Some(end) => at = end,
+                None => return false,
+            },
+            b'-' | b'0'..=b'9' => {
+                let start = at;
+                while text
+                    .get(at)
+                    .is_some_and(|b| matches!(b, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
+                {
+                    at += 1;
+                }
+                if python_numbers {
+                    let Ok(number) = std::str::from_utf8(&text[start..at]) else {
+                        return false;
+                    };
+                    if python_number(number) != number {
+                        return false;
+                    }
+                }
+            }
+            b' ' | b'\t' | b'\n' | b'\r' => return false,
+            _ => at += 1,
+        }
+    }
+    true
+}
+
+/// Returns the index after the closing quote of the string whose content
+/// starts at `at`, or `None` when an escape in it is not one serde_json
+/// writes (or the string is not valid JSON).
+fn string_end(text: &[u8], mut at: usize) -> Option<usize> {
+    loop {
+        match *text.get(at)? {
+            b'"' => return Some(at + 1),
+            b'\\' => {
+                match *text.get(at + 1)? {
+                    b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => at += 2,
+                    b'u' => {
+                        let hex = text.get(at + 2..at + 6)?;
+                        let code = std::str::from_utf8(hex)
+                            .ok()
+                            .and_then(|hex| u8::from_str_radix(hex, 16).ok())?;
+                        // serde_json writes `\u00xx` (lowercase) only for
+                        // control characters without a short escape.
+                        let written = format!("{code:04x}");
+                        if code >= 0x20
+                            || matches!(code, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d)
+                            || hex != written.as_bytes()
+                        {
+                            return None;
+                        }
+                        at += 6;
+                    }
+                    _ => return None,
+                }
+            }
+            0x00..=0x1f => return None,
+            _ => at += 1,
+        }
+    }
+}
+
 /// Writes a JSON number kept as its text (a client's payload) as Python
 /// would read and write it without losing its value: an integer as given
 /// (Python's `int` is exact; `-0` is `0`), a decimal that a float holds as
@@ -473,5 +564,35 @@ mod tests {
             String::from_utf8(to_vec(&value).unwrap()).unwrap(),
             r#"{"a":[1,2.0,1e+16,1e-7],"b":"é\n\"","c":null}"#
         );
+    }
+
+    #[test]
+    fn compact_text_as_serde_json_writes_it_is_canonical() {
+        let written = to_vec(
+            &serde_json::json!({"a": [1, 2.5, -3, 1e-7], "b": "é\n\"\\\u{1f}\u{7f}", "c": [null, true, {}]}),
+        );
+        assert!(is_canonical(&written.unwrap(), true));
+        assert!(is_canonical(br#"{"a":" [ {\t} ","b":1.50,"c":-0}"#, false));
+        for (text, python_numbers) in [
+            (r#"{"a": 1}"#, false),
+            ("{\"a\":1}\n", false),
+            (r#"{"a":"\/"}"#, false),
+            (r#"{"a":"\u00e9"}"#, false),
+            (r#"{"a":"\ud800"}"#, false),
+            (r#"{"a":"\u000a"}"#, false),
+            (r#"{"a":"\u001F"}"#, false),
+            ("{\"a\":\"\u{1}\"}", false),
+            (r#"{"a":"x"#, false),
+            (r#"{"a":1.50}"#, true),
+            (r#"{"a":-0}"#, true),
+            (r#"{"a":1e16}"#, true),
+        ] {
+            assert!(!is_canonical(text.as_bytes(), python_numbers), "{text}");
+        }
+        let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        assert!(is_canonical(nested(127).as_bytes(), true));
+        assert!(serde_json::from_str::<serde_json::Value>(&nested(127)).is_ok());
+        assert!(!is_canonical(nested(128).as_bytes(), true));
+        assert!(serde_json::from_str::<serde_json::Value>(&nested(128)).is_err());
     }
 }

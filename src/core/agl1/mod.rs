@@ -10,12 +10,14 @@
 //! ([`ModelServer`]), the gateway's pause ([`Pause`]) and the presence of
 //! each server that runs the gateway ([`Replica`]).
 //!
-//! Nothing here does I/O; [`events`] holds the event views (triplets) and
-//! [`gateway`] the gateway's rules.
+//! Nothing here does I/O; [`events`] holds the event views (triplets),
+//! [`gateway`] the gateway's rules and [`model_call`] the JSON of a call
+//! through it.
 
 pub mod cache;
 pub mod events;
 pub mod gateway;
+pub mod model_call;
 
 use super::error::echo;
 use super::model::{Json, Rollout, RolloutMode, RolloutStatus, Timestamp};

@@ -83,7 +83,8 @@ pub(super) async fn proxy(
     match result? {
         ProxyAnswer::Upstream { status, body } => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-            Ok(answer(status, &body))
+            let content_type = [(header::CONTENT_TYPE, "application/json")];
+            Ok((status, content_type, body).into_response())
         }
         ProxyAnswer::Paused {
             retry_after_seconds,
