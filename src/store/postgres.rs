@@ -17,11 +17,12 @@
 //! order).
 //!
 //! # Group commit
-//! A transaction commits without waiting for the disk
-//! (`SET LOCAL synchronous_commit TO OFF`), which releases its row locks
-//! and the event counter at once, and then, in the same round trip, waits
-//! for durability with a one-statement transaction of the database's own
-//! `synchronous_commit` (`COMMIT` below): the call is acknowledged only once
+//! A transaction commits without waiting for the disk (the connections run
+//! with `synchronous_commit = off`), which releases its row locks and the
+//! event counter at once, and then, in the same round trip, waits for
+//! durability with a one-statement transaction that commits with
+//! `synchronous_commit = on` (`wait_durable`, migration 0008; `COMMIT` in
+//! `postgres/conn.rs`): the call is acknowledged only once
 //! its commit is on disk, as before, but the counter is no longer held
 //! across an fsync, and the waits of concurrent transactions share flushes.
 //! A transaction that read another's writes before they were durable waits
@@ -199,6 +200,10 @@ impl PostgresStore {
                 // Statements that travel without parameters quote texts
                 // for this setting (see `sql::query::text_literal`).
                 ("standard_conforming_strings", "on"),
+                // Group commit (see the module docs): every commit is
+                // asynchronous but the durability wait's, which sets its
+                // own level.
+                ("synchronous_commit", "off"),
                 ("statement_timeout", statement_timeout.as_str()),
                 (
                     "idle_in_transaction_session_timeout",

@@ -17,15 +17,18 @@ use super::{POSTGRES, store_error};
 use crate::core::error::{StoreError, StoreResult};
 use crate::store::sql::{self, Arg, Dialect, Statement};
 
-/// Opens a transaction whose `COMMIT` does not wait for the disk: it
-/// releases the transaction's locks (the event counter above all) at once.
-/// Answers the connection's backend process id, which an interrupt cancels.
-const BEGIN: &str = "BEGIN; SET LOCAL synchronous_commit TO OFF; SELECT pg_backend_pid()";
+/// Opens a transaction and answers the connection's backend process id,
+/// which an interrupt cancels. Its `COMMIT` does not wait for the disk (the
+/// connections' `synchronous_commit` is off for the whole session, see
+/// `super::PostgresStore::connect`): it releases the transaction's locks
+/// (the event counter above all) at once.
+const BEGIN: &str = "BEGIN; SELECT pg_backend_pid()";
 
 /// Commits, then waits until the commit is durable, in one round trip: the
-/// second statement is a transaction of its own with the database's
-/// `synchronous_commit`, and waiting for its commit record to be flushed
-/// waits for everything logged before it. It must write a row: the
+/// second statement is a transaction of its own that sets
+/// `synchronous_commit` back on for its commit (migration 0008), and
+/// waiting for its commit record to be flushed waits for everything logged
+/// before it. It must write a row: the
 /// database commits a transaction that logged nothing but its commit
 /// asynchronously. Each connection writes its own row (the `wait_durable`
 /// procedure of migration 0007, whose insert is planned once per
