@@ -422,6 +422,10 @@ impl Observer for Metrics {
     fn v1_transition(&self, state: &'static str) {
         self.agl1.transition(state);
     }
+
+    fn v1_rollout_read(&self, cached: bool) {
+        self.agl1.rollout_read(cached);
+    }
 }
 
 /// What the last scrape read from the store.

@@ -48,6 +48,10 @@ pub trait Observer: Send + Sync + 'static {
 
     /// A PATCH moved an agent-lightning 1.x rollout to `state`.
     fn v1_transition(&self, _state: &'static str) {}
+
+    /// A 1.x rollout GET was answered, from the detail cache when `cached`
+    /// (memory, SQLite) or else by a read of the store.
+    fn v1_rollout_read(&self, _cached: bool) {}
 }
 
 impl fmt::Debug for dyn Observer {

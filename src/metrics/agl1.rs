@@ -11,7 +11,10 @@
 //!   flight, and 1 while its view of the gateway is paused;
 //! * `agl1_events_total{type}`: 1.x events recorded (`model_request`,
 //!   `reward`, `other`);
-//! * `agl1_transitions_total{state}`: 1.x rollouts moved to a state by PATCH.
+//! * `agl1_transitions_total{state}`: 1.x rollouts moved to a state by PATCH;
+//! * `agl1_rollout_reads_total{source}`: 1.x rollout GETs answered from the
+//!   detail cache (`cache`, memory and SQLite) or by a read of the store
+//!   (`store`).
 
 use std::time::Duration;
 
@@ -50,6 +53,11 @@ struct StateLabels {
     state: &'static str,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabels {
+    source: &'static str,
+}
+
 /// The 1.x metric families.
 #[derive(Debug, Clone)]
 pub struct Agl1Metrics {
@@ -61,6 +69,7 @@ pub struct Agl1Metrics {
     paused: Gauge,
     events: Family<TypeLabels, Counter>,
     transitions: Family<StateLabels, Counter>,
+    rollout_reads: Family<SourceLabels, Counter>,
 }
 
 impl Agl1Metrics {
@@ -75,6 +84,7 @@ impl Agl1Metrics {
             paused: Gauge::default(),
             events: Family::default(),
             transitions: Family::default(),
+            rollout_reads: Family::default(),
         };
         registry.register(
             "gateway_requests",
@@ -115,6 +125,11 @@ impl Agl1Metrics {
             "agl1_transitions",
             "agent-lightning 1.x rollouts moved to a state by a PATCH",
             metrics.transitions.clone(),
+        );
+        registry.register(
+            "agl1_rollout_reads",
+            "agent-lightning 1.x rollout GETs by source: cache or store",
+            metrics.rollout_reads.clone(),
         );
         metrics
     }
@@ -163,5 +178,13 @@ impl Agl1Metrics {
     /// Records a PATCH that moved a 1.x rollout to `state`.
     pub fn transition(&self, state: &'static str) {
         self.transitions.get_or_create(&StateLabels { state }).inc();
+    }
+
+    /// Records a 1.x rollout GET answered from the cache or the store.
+    pub fn rollout_read(&self, cached: bool) {
+        let source = if cached { "cache" } else { "store" };
+        self.rollout_reads
+            .get_or_create(&SourceLabels { source })
+            .inc();
     }
 }

@@ -14,6 +14,8 @@ use lightning_store::store::memory::MemoryStore;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::common::http::{HttpClient, Version};
+
 const STORE: &str = "lightningstore.v1.LightningStoreService";
 
 /// Returns the body of `GET /metrics` in the Prometheus text format (what a
@@ -603,4 +605,82 @@ async fn unknown_paths_share_one_label_and_abandoned_calls_are_counted() {
     );
     let _ = served.stop.send(());
     served.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn agl1_reads_transitions_and_events_are_counted() {
+    let served = serve_with_metrics().await;
+    let http = HttpClient::new(served.grpc, Version::Http1);
+    let json = [("content-type", "application/json")];
+    let created = http
+        .request(
+            "POST",
+            "/api/rollouts",
+            &json,
+            r#"[{"rollout_id":"m1","input":{}}]"#,
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+
+    // The first GET reads the store and fills the cache; one of the next
+    // ones (a background commit may keep a read from filling) is a hit.
+    let mut gets = 0.0;
+    let mut text = String::new();
+    for _ in 0..50 {
+        assert_eq!(http.get("/api/rollouts/m1").await.status, 200);
+        gets += 1.0;
+        text = scrape(served.metrics).await;
+        let reads = |source: &str| {
+            sample(
+                &text,
+                "lightning_store_agl1_rollout_reads_total",
+                &[&format!("source=\"{source}\"")],
+            )
+        };
+        if reads("cache").is_some() {
+            assert!(reads("store").unwrap() >= 1.0);
+            assert_eq!(reads("cache").unwrap() + reads("store").unwrap(), gets);
+            break;
+        }
+    }
+    assert!(
+        text.contains("lightning_store_agl1_rollout_reads_total{source=\"cache\"}"),
+        "a repeated GET of an unchanged rollout is answered from the cache"
+    );
+
+    let patched = http
+        .request(
+            "PATCH",
+            "/api/rollouts/m1",
+            &json,
+            r#"{"status":{"state":"running"}}"#,
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.text());
+    let posted = http
+        .request(
+            "POST",
+            "/api/rollouts/m1/attempt/0/events",
+            &json,
+            r#"{"event_type":"reward","data":{"reward":1.0}}"#,
+        )
+        .await;
+    assert!(posted.status < 300, "{}", posted.text());
+    let text = scrape(served.metrics).await;
+    assert_eq!(
+        sample(
+            &text,
+            "lightning_store_agl1_transitions_total",
+            &["state=\"running\""]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "lightning_store_agl1_events_total",
+            &["type=\"reward\""]
+        ),
+        Some(1.0)
+    );
 }

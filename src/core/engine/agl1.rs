@@ -199,6 +199,7 @@ impl Engine {
         let ticket = match &self.details {
             Some(details) => {
                 if let Some(detail) = details.get(rollout_id, self.now()) {
+                    self.observer.v1_rollout_read(true);
                     return Ok(detail);
                 }
                 Some(details.ticket())
@@ -215,6 +216,7 @@ impl Engine {
                 })
             })
             .await?;
+        self.observer.v1_rollout_read(false);
         let detail = Arc::new(detail);
         if let (Some(details), Some(ticket)) = (&self.details, ticket) {
             details.fill(ticket, &detail);
