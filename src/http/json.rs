@@ -63,10 +63,7 @@ pub fn write_json_text(out: &mut Vec<u8>, text: &str) {
             b' ' | b'\t' | b'\n' | b'\r' => at += 1,
             b'"' => at = write_string_token(out, text, at),
             b'-' | b'0'..=b'9' => {
-                let end = bytes[at..]
-                    .iter()
-                    .position(|b| !matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
-                    .map_or(bytes.len(), |length| at + length);
+                let end = number_end(bytes, at);
                 let number = parsed_number(&text[at..end]);
                 out.extend_from_slice(python_number(&number).as_bytes());
                 at = end;
@@ -78,6 +75,14 @@ pub fn write_json_text(out: &mut Vec<u8>, text: &str) {
             }
         }
     }
+}
+
+/// Returns where the number token that starts at `start` ends.
+fn number_end(text: &[u8], start: usize) -> usize {
+    text[start..]
+        .iter()
+        .position(|b| !matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+        .map_or(text.len(), |length| start + length)
 }
 
 /// Returns a JSON number's text as serde_json's parser keeps it
@@ -190,12 +195,7 @@ pub fn is_canonical(text: &[u8], python_numbers: bool) -> bool {
             },
             b'-' | b'0'..=b'9' => {
                 let start = at;
-                while text
-                    .get(at)
-                    .is_some_and(|b| matches!(b, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
-                {
-                    at += 1;
-                }
+                at = number_end(text, at);
                 if python_numbers {
                     let Ok(number) = std::str::from_utf8(&text[start..at]) else {
                         return false;

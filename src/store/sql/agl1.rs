@@ -13,7 +13,7 @@ use crate::core::agl1::{
     V1Fields, V1Rollout, V1RolloutDetail,
 };
 use crate::core::error::StoreResult;
-use crate::core::model::{Json, RolloutMode, RolloutStatus, Timestamp};
+use crate::core::model::{Json, RolloutStatus, Timestamp};
 use crate::core::storage::Access;
 use crate::core::storage::agl1::{Agl1Reads, Agl1Writes};
 
@@ -505,11 +505,8 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
         Ok(Some(V1RolloutDetail {
             rollout_id: row.text(0)?,
             input: json_text("rollout input", row.text(1)?)?,
-            mode: row
-                .opt_text(2)?
-                .map(|m| codec::parse_enum("rollout mode", &m, RolloutMode::parse))
-                .transpose()?,
-            status: codec::parse_enum("rollout status", &row.text(3)?, RolloutStatus::parse)?,
+            mode: codec::rollout_mode(row.opt_text(2)?)?,
+            status: codec::rollout_status(&row.text(3)?)?,
             metadata: json_text("rollout metadata", row.text(4)?)?,
             config: json_text("1.x config", row.text(5)?)?,
             k8s_job_name: row.opt_text(6)?,

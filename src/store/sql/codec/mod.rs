@@ -109,6 +109,17 @@ pub fn parse_enum<T>(what: &str, text: &str, parse: fn(&str) -> Option<T>) -> St
     parse(text).ok_or_else(|| corrupt(what, format_args!("unknown value {text:?}")))
 }
 
+/// Decodes a rollout's stored mode column.
+pub fn rollout_mode(text: Option<String>) -> StoreResult<Option<RolloutMode>> {
+    text.map(|m| parse_enum("rollout mode", &m, RolloutMode::parse))
+        .transpose()
+}
+
+/// Decodes a rollout's stored status.
+pub fn rollout_status(text: &str) -> StoreResult<RolloutStatus> {
+    parse_enum("rollout status", text, RolloutStatus::parse)
+}
+
 /// Returns the JSON text of a payload.
 pub fn json_text(value: &Json) -> String {
     value.to_string()
@@ -167,12 +178,9 @@ pub fn rollout(row: &impl Row, at: usize) -> StoreResult<Rollout> {
         input: json_value("rollout input", &row.text(at + 1)?)?,
         start_time: Timestamp(row.int(at + 2)?),
         end_time: time(row.opt_int(at + 3)?),
-        mode: row
-            .opt_text(at + 4)?
-            .map(|m| parse_enum("rollout mode", &m, RolloutMode::parse))
-            .transpose()?,
+        mode: rollout_mode(row.opt_text(at + 4)?)?,
         resources_id: row.opt_text(at + 5)?,
-        status: parse_enum("rollout status", &row.text(at + 6)?, RolloutStatus::parse)?,
+        status: rollout_status(&row.text(at + 6)?)?,
         config: config(&row.text(at + 7)?)?,
         metadata: json_value("rollout metadata", &row.text(at + 8)?)?,
     })
@@ -330,7 +338,6 @@ pub fn event(row: &impl Row) -> StoreResult<Event> {
     let seq = u64::try_from(row.int(0)?).map_err(|e| corrupt("event", e))?;
     let stored: StoredChange =
         serde_json::from_str(&row.text(2)?).map_err(|e| corrupt("event", e))?;
-    let rollout_status = |s: &str| parse_enum("rollout status", s, RolloutStatus::parse);
     let change = match stored {
         StoredChange::RolloutCreated { rollout_id, status } => Change::RolloutCreated {
             rollout_id,
