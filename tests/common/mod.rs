@@ -576,17 +576,31 @@ impl Cluster {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 
-    /// Creates an empty database and returns its URL.
+    /// Creates an empty database and returns its URL. Its collation is
+    /// ICU's `en-US` (where PostgreSQL is built with ICU), the linguistic
+    /// order of users' databases (`en_US.UTF-8`), in which text sorts
+    /// otherwise than by bytes ("a" < "B"): the machine has no such system
+    /// locale, and the cluster's own (C.UTF-8) sorts by code point, which
+    /// would hide a query that sorts ids by the database's collation.
     pub async fn create_database(&self) -> String {
         use sqlx::Connection as _;
         let name = format!("test_{}", uuid::Uuid::new_v4().simple());
         let mut admin = sqlx::PgConnection::connect(&self.url("postgres"))
             .await
             .unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        let linguistic = format!(
+            "CREATE DATABASE {name} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'"
+        );
+        if sqlx::query(sqlx::AssertSqlSafe(linguistic))
             .execute(&mut admin)
             .await
-            .unwrap();
+            .is_err()
+        {
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                .execute(&mut admin)
+                .await
+                .unwrap();
+        }
         admin.close().await.unwrap();
         self.url(&name)
     }

@@ -204,7 +204,7 @@ fn transaction() -> impl Strategy<Value = Transaction> {
 
 fn rollout(id: u8, status: u8) -> Rollout {
     Rollout {
-        rollout_id: format!("ro-{id}"),
+        rollout_id: rollout_id(id),
         input: Json::from(id),
         start_time: Timestamp(1_000 + i64::from(id)),
         end_time: None,
@@ -218,7 +218,7 @@ fn rollout(id: u8, status: u8) -> Rollout {
 
 fn attempt(rollout: u8, attempt: u8, status: u8) -> Attempt {
     Attempt {
-        rollout_id: format!("ro-{rollout}"),
+        rollout_id: rollout_id(rollout),
         attempt_id: format!("at-{attempt}"),
         sequence_id: u32::from(attempt) + 1,
         start_time: Timestamp(2_000),
@@ -232,7 +232,7 @@ fn attempt(rollout: u8, attempt: u8, status: u8) -> Attempt {
 
 fn span(rollout: u8, span: u8) -> Span {
     Span {
-        rollout_id: format!("ro-{rollout}"),
+        rollout_id: rollout_id(rollout),
         attempt_id: "at-0".to_owned(),
         sequence_id: 0,
         trace_id: "trace".to_owned(),
@@ -263,20 +263,48 @@ fn session(
     attempts: u8,
 ) -> WorkerSession {
     WorkerSession {
-        worker_id: format!("wo-{worker}"),
+        worker_id: worker_id(worker),
         epoch: u64::from(epoch),
-        server_id: format!("server-{server}"),
+        server_id: server_id(server),
         state: SessionState::ALL[usize::from(state) % SessionState::ALL.len()],
         deadline: deadline.map(|d| Timestamp(i64::from(d))),
         attempts: (0..attempts)
-            .map(|n| (format!("ro-{n}"), format!("at-{n}")))
+            .map(|n| (rollout_id(n), format!("at-{n}")))
             .collect(),
     }
 }
 
 /// Every worker id the transactions use.
 fn worker_ids() -> Vec<String> {
-    (0..3).map(|n| format!("wo-{n}")).collect()
+    (0..3).map(worker_id).collect()
+}
+
+/// Picks the `n`th of `ids` (wrapping).
+fn pick(ids: &[&str], n: u8) -> String {
+    ids[usize::from(n) % ids.len()].to_owned()
+}
+
+/// Rollout `n`'s id. Ids differ in case, accents and digits, so that byte
+/// order ("ro-1" < "ro-B" < "ro-Z" < "ro-a" < "ro-z" < "ro-é", every
+/// backend's) and a linguistic order ("ro-1" < "ro-a" < "ro-B" < "ro-é" <
+/// "ro-z" < "ro-Z", e.g. `en_US.UTF-8`) disagree wherever ids are sorted.
+fn rollout_id(n: u8) -> String {
+    pick(&["ro-a", "ro-B", "ro-é", "ro-z", "ro-Z", "ro-1"], n)
+}
+
+/// Worker `n`'s id (as mixed as the rollouts').
+fn worker_id(n: u8) -> String {
+    pick(&["wo-b", "wo-B", "wo-a"], n)
+}
+
+/// Session server `n`'s id.
+fn server_id(n: u8) -> String {
+    pick(&["server-b", "server-B"], n)
+}
+
+/// 1.x replica `n`'s server id.
+fn replica_id(n: u8) -> String {
+    pick(&["s-b", "s-A", "s-a"], n)
 }
 
 /// Everything observable after a transaction, normalised across backends.
@@ -325,29 +353,29 @@ async fn run(store: &dyn Store, t: &Transaction) -> Observed {
                 status,
             } => {
                 // An attempt needs its rollout (the schema joins them).
-                if !writes.rollouts.contains_key(&format!("ro-{r}")) {
+                if !writes.rollouts.contains_key(&rollout_id(*r)) {
                     writes.put_rollout(&rollout(*r, 0), None);
                 }
                 writes.put_attempt(&attempt(*r, *a, *status));
             }
             Op::PutWorker { id, status } => {
-                let mut worker = Worker::new(&format!("wo-{id}"));
+                let mut worker = Worker::new(&worker_id(*id));
                 worker.status = WorkerStatus::ALL[usize::from(*status) % WorkerStatus::ALL.len()];
                 writes.put_worker(&worker);
             }
             Op::Enqueue { rollout: r } => {
                 // The engine enqueues only rollouts it writes in the same set.
-                if !writes.rollouts.contains_key(&format!("ro-{r}")) {
+                if !writes.rollouts.contains_key(&rollout_id(*r)) {
                     writes.put_rollout(&rollout(*r, 0), None);
                 }
-                writes.enqueue(&format!("ro-{r}"), Timestamp(3_000));
+                writes.enqueue(&rollout_id(*r), Timestamp(3_000));
             }
             Op::Claim { limit } => {
                 let claimed = tx.claim_queued(usize::from(*limit)).await.unwrap();
                 results.push(format!("{claimed:?}"));
             }
             Op::AddSpans { rollout: r, spans } => {
-                let id = format!("ro-{r}");
+                let id = rollout_id(*r);
                 let first = tx
                     .allocate_sequence_ids(&id, spans.len() as u64)
                     .await
@@ -368,11 +396,11 @@ async fn run(store: &dyn Store, t: &Transaction) -> Observed {
                 seq: 0,
                 time: Timestamp(4_000),
                 change: Change::RolloutChanged {
-                    rollout_id: format!("ro-{r}"),
+                    rollout_id: rollout_id(*r),
                     status: RolloutStatus::Running,
                 },
             }),
-            Op::Unqueue { rollout: r } => writes.unqueue(&format!("ro-{r}")),
+            Op::Unqueue { rollout: r } => writes.unqueue(&rollout_id(*r)),
             Op::PutSession {
                 worker,
                 epoch,
@@ -391,7 +419,7 @@ async fn run(store: &dyn Store, t: &Transaction) -> Observed {
                     .due_sessions(Timestamp(i64::from(*due)), usize::from(*limit))
                     .await
                     .unwrap();
-                let server = server.map(|n| format!("server-{n}"));
+                let server = server.map(server_id);
                 let open = tx.open_sessions(server.as_deref()).await.unwrap();
                 results.push(format!("{all:?} {due:?} {open:?}"));
             }
@@ -411,7 +439,7 @@ async fn run(store: &dyn Store, t: &Transaction) -> Observed {
                     writes.remember_request(RememberedRequest {
                         request_id: format!("rq-{id}"),
                         digest: format!("digest-{expires}"),
-                        rollout_ids: (0..*rollouts).map(|n| format!("ro-{n}")).collect(),
+                        rollout_ids: (0..*rollouts).map(rollout_id).collect(),
                         expires_at: Timestamp(i64::from(*expires)),
                     });
                 }
@@ -461,7 +489,7 @@ async fn observe(store: &dyn Store, results: Vec<String>) -> Observed {
     let mut spans = Vec::new();
     for n in 0..6 {
         let filter = SpanFilter {
-            rollout_id: format!("ro-{n}"),
+            rollout_id: rollout_id(n),
             attempt: AttemptSelector::All,
             trace_id: TextMatch::default(),
             span_id: TextMatch::default(),
@@ -515,7 +543,7 @@ async fn agl1_op(tx: &mut dyn StoreTx, writes: &mut WriteSet, op: &Op) {
             rollout: r,
             version,
         } => {
-            let id = format!("ro-{r}");
+            let id = rollout_id(r);
             if !writes.rollouts.contains_key(&id) {
                 writes.put_rollout(&rollout(r, 0), None);
             }
@@ -535,7 +563,7 @@ async fn agl1_op(tx: &mut dyn StoreTx, writes: &mut WriteSet, op: &Op) {
             attempt: a,
             key,
         } => {
-            let (rollout_id, attempt_id) = (format!("ro-{r}"), format!("at-{a}"));
+            let (rollout_id, attempt_id) = (rollout_id(r), format!("at-{a}"));
             let data = format!("{{\"n\": {}}}", writes.agl1.events.len());
             let mut key =
                 key.map(|k| IdempotencyKey::of(format!("k{k}"), &[b"m", data.as_bytes()]));
@@ -563,7 +591,7 @@ async fn agl1_op(tx: &mut dyn StoreTx, writes: &mut WriteSet, op: &Op) {
             writes.agl1.events.push(EventWrite { event, key });
         }
         Op::RewriteEvent { rollout: r } => {
-            let rollout_id = format!("ro-{r}");
+            let rollout_id = rollout_id(r);
             if let Some(latest) = tx.latest_v1_event(&rollout_id, "at-0", "m").await.unwrap() {
                 let data = format!("{{\"rewritten\": {}}}", latest.event.data);
                 writes
@@ -572,9 +600,9 @@ async fn agl1_op(tx: &mut dyn StoreTx, writes: &mut WriteSet, op: &Op) {
                     .insert((rollout_id, latest.pos), data);
             }
         }
-        Op::Complete { rollout: r } => writes.agl1.completions.push(format!("ro-{r}")),
+        Op::Complete { rollout: r } => writes.agl1.completions.push(rollout_id(r)),
         Op::Delete { rollout: r } => {
-            let id = format!("ro-{r}");
+            let id = rollout_id(r);
             if !writes.rollouts.contains_key(&id) && !writes.agl1.fields.contains_key(&id) {
                 writes.agl1.deleted.insert(id);
             }
@@ -595,12 +623,12 @@ async fn agl1_op(tx: &mut dyn StoreTx, writes: &mut WriteSet, op: &Op) {
         }
         Op::Replica { id, present } => {
             let replica = present.then(|| Replica {
-                server_id: format!("s{id}"),
+                server_id: replica_id(id),
                 inflight: i64::from(id),
                 generation_seen: 1,
                 heartbeat: Timestamp(7_000),
             });
-            writes.agl1.replicas.insert(format!("s{id}"), replica);
+            writes.agl1.replicas.insert(replica_id(id), replica);
         }
         _ => unreachable!("not a 1.x step: {op:?}"),
     }
@@ -611,7 +639,7 @@ async fn observe_agl1(tx: &mut dyn StoreTx) -> Vec<String> {
     let mut seen = Vec::new();
     let listed = tx.list_v1_rollouts(RolloutStatus::ALL, None).await.unwrap();
     seen.push(format!("{listed:?}"));
-    let ids: Vec<String> = (0..6).map(|n| format!("ro-{n}")).collect();
+    let ids: Vec<String> = (0..6).map(rollout_id).collect();
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
     let read = tx.v1_rollouts(&ids, Access::Read).await.unwrap();
     seen.push(format!("{read:?}"));
@@ -784,7 +812,7 @@ async fn dropping_a_transaction_rolls_back_everything_on_every_backend() {
         };
         let after = run(store.as_ref(), &dropped).await;
         assert!(
-            after.results[0].contains("ro-1"),
+            after.results[0].contains(&rollout_id(1)),
             "{backend:?}: the claim saw the rollout"
         );
         assert_eq!(
@@ -829,7 +857,7 @@ async fn dropping_a_transaction_rolls_back_everything_on_every_backend() {
         )
         .await;
         assert!(
-            again.results[0].contains("ro-1"),
+            again.results[0].contains(&rollout_id(1)),
             "{backend:?}: {:?}",
             again.results
         );
@@ -838,5 +866,102 @@ async fn dropping_a_transaction_rolls_back_everything_on_every_backend() {
             "{backend:?}: {:?}",
             again.results
         );
+    }
+}
+
+/// Returns whether the database at `url` sorts text linguistically
+/// ("a" before "B"), as a user's `en_US.UTF-8` database does.
+async fn sorts_linguistically(url: &str) -> bool {
+    use sqlx::Connection as _;
+    let mut connection = sqlx::PgConnection::connect(url).await.unwrap();
+    let linguistic: bool = sqlx::query_scalar("SELECT 'a' < 'B'")
+        .fetch_one(&mut connection)
+        .await
+        .unwrap();
+    connection.close().await.unwrap();
+    linguistic
+}
+
+/// Ids sort by bytes and match exactly on every backend, PostgreSQL in a
+/// database whose own collation is linguistic (ICU `en-US`): ties of the
+/// watchdog's deadlines, sorted pages, the 1.x replicas, lookups by id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_sort_by_bytes_and_match_exactly_on_every_backend() {
+    let url = common::postgres_database().await;
+    assert!(
+        sorts_linguistically(&url).await,
+        "the test database sorts by bytes: the test would prove nothing"
+    );
+    for backend in BACKENDS {
+        let options = TestOptions {
+            postgres_url: Some(url.clone()),
+            ..TestOptions::default()
+        };
+        let (store, _dir) = backend.open(&options).await;
+        let tx = store.begin().await.unwrap();
+        let mut writes = WriteSet::default();
+        for n in 0..6 {
+            writes.put_rollout(&rollout(n, 0), Some(Timestamp(5)));
+        }
+        for n in 0..3 {
+            let replica = Replica {
+                server_id: replica_id(n),
+                inflight: 0,
+                generation_seen: 1,
+                heartbeat: Timestamp(7_000),
+            };
+            writes.agl1.replicas.insert(replica_id(n), Some(replica));
+        }
+        tx.commit(&mut writes).await.unwrap();
+
+        let mut tx = store.begin().await.unwrap();
+        let ids = |views: Vec<RolloutView>| -> Vec<String> {
+            views.into_iter().map(|v| v.rollout.rollout_id).collect()
+        };
+        let due = ids(tx.due_rollouts(Timestamp(10), 3).await.unwrap());
+        assert_eq!(
+            due,
+            ["ro-1", "ro-B", "ro-Z"],
+            "{backend:?}: equal deadlines"
+        );
+        let all = RolloutFilter {
+            status_in: None,
+            rollout_id_in: None,
+            rollout_id_contains: None,
+            logic: FilterLogic::And,
+        };
+        let by_id = Page {
+            sort_by: Some("rollout_id".to_owned()),
+            descending: true,
+            limit: Some(3),
+            offset: 0,
+        };
+        let page = ids(tx.query_rollouts(&all, &by_id).await.unwrap().items);
+        assert_eq!(page, ["ro-é", "ro-z", "ro-a"], "{backend:?}: sorted by id");
+        let replicas: Vec<String> = tx
+            .replicas()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.server_id)
+            .collect();
+        assert_eq!(replicas, ["s-A", "s-a", "s-b"], "{backend:?}: replicas");
+        // An accent or a case apart is another id.
+        let found = ids(tx
+            .rollouts(&["ro-e", "ro-é", "RO-A", "ro-Z"], Access::Read)
+            .await
+            .unwrap());
+        assert_eq!(found, ["ro-é", "ro-Z"], "{backend:?}: lookup by id");
+        let some = RolloutFilter {
+            rollout_id_in: Some(vec!["ro-b".to_owned(), "ro-z".to_owned()]),
+            ..all
+        };
+        let matched = ids(tx
+            .query_rollouts(&some, &Page::default())
+            .await
+            .unwrap()
+            .items);
+        assert_eq!(matched, ["ro-z"], "{backend:?}: filter by id");
+        tx.commit(&mut WriteSet::default()).await.unwrap();
     }
 }
