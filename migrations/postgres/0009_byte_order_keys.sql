@@ -18,7 +18,7 @@
 -- resources, heartbeat stats, event changes, 1.x data, session attempts,
 -- remembered rollout ids), span names, Kubernetes job names, error
 -- messages, the gateway's pause reason. A new table declares its key
--- columns `COLLATE "C"` the same way (tests/integration/postgres.rs checks
+-- columns `COLLATE "C"` the same way (tests/integration/postgres_schema.rs checks
 -- every text column of the schema against this list).
 --
 -- Changing a column's collation keeps the table's rows (no rewrite) and
