@@ -190,11 +190,10 @@ impl Engine {
                 let outcome = match (verdict, &committed) {
                     (Err(error), _) => Err(error),
                     (Ok(_), Err(error)) => Err(error.clone()),
-                    (Ok(Verdict::Staged(event)), Ok(())) => {
+                    (Ok(Verdict::Staged(event) | Verdict::Recorded(event)), Ok(())) => {
                         self.observer.v1_event(&event.event_type);
                         Ok(event)
                     }
-                    (Ok(Verdict::Recorded(event)), Ok(())) => Ok(event),
                 };
                 let _ = done.send(outcome);
             }
