@@ -133,7 +133,7 @@ impl Engine {
     /// previous model request when it supersedes it, in the same
     /// transaction. A repeated idempotency key returns the event first
     /// recorded under it (and refuses another event under the same key).
-    /// Concurrent appends share a transaction (see [`self`]); once this
+    /// Concurrent appends share a transaction (see `core::engine::appends`); once this
     /// future is first polled, the append is made even if it is dropped.
     pub async fn append_v1_event(
         self: &Arc<Self>,
