@@ -352,6 +352,20 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_stops_before_a_routing_tensor_for_an_attempt_it_holds() {
+        let queue = AppendQueue::default();
+        queue.push(append("a", "0", false));
+        let mut routed = append("a", "0", false);
+        routed.request.new.has_routed_experts = true;
+        queue.push(routed);
+        let (batch, left) = queue.take_batch();
+        assert_eq!((ids(&batch), left), (vec![("a", "0")], true));
+        let (batch, left) = queue.take_batch();
+        assert!(batch[0].request.new.has_routed_experts);
+        assert!(!left);
+    }
+
+    #[test]
     fn a_batch_holds_at_most_max_batch_appends() {
         let queue = AppendQueue::default();
         for _ in 0..MAX_BATCH + 1 {
