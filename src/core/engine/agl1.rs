@@ -4,10 +4,8 @@
 //! it by PATCH), a PATCH to `running` starts the attempt 1.x names, and
 //! `succeeded`/`failed` finish it through the normal attempt update path,
 //! so the change events, completion log, statistics and metrics see every
-//! step. See [`crate::core::agl1`] for the model.
-//!
-//! Just over 600 lines on purpose: one `impl Engine` block holding every 1.x
-//! operation, each a transaction over the shared lifecycle rules.
+//! step. See [`crate::core::agl1`] for the model. Event appends, which
+//! run several to a transaction, are in [`super::appends`].
 
 use std::collections::HashMap;
 use std::sync::Arc;

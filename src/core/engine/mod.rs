@@ -10,8 +10,9 @@
 //!
 //! The operations are grouped by what they act on: [`rollouts`],
 //! [`attempts`], [`spans`], [`resources_workers`], worker [`sessions`] and
-//! agent-lightning 1.x's ([`agl1`]); [`tx`] holds the transaction with its
-//! write set and the rule steps the groups share.
+//! agent-lightning 1.x's ([`agl1`], with its event appends in [`appends`]);
+//! [`tx`] holds the transaction with its write set and the rule steps the
+//! groups share.
 
 mod agl1;
 mod appends;
