@@ -455,18 +455,11 @@ impl Gateway {
         };
         let body = reply_body(&answer, read.response);
         // Once the model answered, the event is recorded even if the agent
-        // goes away meanwhile: the append runs on its own task.
-        let engine = self.engine.clone();
-        let (rollout_id, attempt_id) = (call.rollout_id, call.attempt_id);
-        tokio::spawn(async move {
-            engine
-                .append_v1_event(&rollout_id, &attempt_id, event)
-                .await
-        })
-        .await
-        .map_err(|error| {
-            HttpError::from(crate::core::error::StoreError::Internal(error.to_string()))
-        })??;
+        // goes away meanwhile: the append is queued for a task of its own
+        // when first polled (see `Engine::append_v1_event`).
+        self.engine
+            .append_v1_event(&call.rollout_id, &call.attempt_id, event)
+            .await?;
         Ok(ProxyAnswer::Upstream {
             status: answer.status,
             body,

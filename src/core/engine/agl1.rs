@@ -4,10 +4,8 @@
 //! it by PATCH), a PATCH to `running` starts the attempt 1.x names, and
 //! `succeeded`/`failed` finish it through the normal attempt update path,
 //! so the change events, completion log, statistics and metrics see every
-//! step. See [`crate::core::agl1`] for the model.
-//!
-//! Just over 600 lines on purpose: one `impl Engine` block holding every 1.x
-//! operation, each a transaction over the shared lifecycle rules.
+//! step. See [`crate::core::agl1`] for the model. Event appends, which
+//! run several to a transaction, are in [`super::appends`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,12 +16,10 @@ use tokio::sync::broadcast::error::RecvError;
 use super::tx::{self, AttemptWrite, NewAttempt, Tx};
 use super::{Engine, Scan};
 use crate::core::agl1::cache::DetailCache;
-use crate::core::agl1::events::{
-    self as v1_events, EventQuery, MODEL_REQUEST, drop_routed_experts, parse_data, supersedes,
-};
+use crate::core::agl1::events::{self as v1_events, EventQuery};
 use crate::core::agl1::{
-    self as agl1, CompletionPage, DEFAULT_ATTEMPT_ID, ModelServer, NewV1Event, NewV1Rollout, Pause,
-    Replica, StatusPatch, V1Event, V1Fields, V1Rollout, V1RolloutDetail, V1State,
+    self as agl1, CompletionPage, DEFAULT_ATTEMPT_ID, ModelServer, NewV1Rollout, Pause, Replica,
+    StatusPatch, V1Event, V1Fields, V1Rollout, V1RolloutDetail, V1State,
 };
 use crate::core::error::{StoreError, StoreResult};
 use crate::core::events::Change;
@@ -31,7 +27,6 @@ use crate::core::ids;
 use crate::core::lifecycle;
 use crate::core::model::{AttemptStatus, Rollout, RolloutConfig, RolloutStatus, Timestamp};
 use crate::core::storage::Access;
-use crate::core::storage::agl1::EventWrite;
 
 /// What a creation request turns into.
 enum Slot {
@@ -304,73 +299,6 @@ impl Engine {
             })
         })
         .await
-    }
-
-    /// Appends an event to one attempt of a 1.x rollout (any attempt id;
-    /// terminal rollouts accept events too) with the server's time. A model
-    /// request with a routing tensor drops the tensor of the attempt's
-    /// previous model request when it supersedes it, in the same
-    /// transaction. A repeated idempotency key returns the event first
-    /// recorded under it (and refuses another event under the same key).
-    pub async fn append_v1_event(
-        &self,
-        rollout_id: &str,
-        attempt_id: &str,
-        new: NewV1Event,
-    ) -> StoreResult<V1Event> {
-        let event = self
-            .run(Scan::Skip, |tx| {
-                Box::pin(async move {
-                    // The rollout's lock orders the appends to its attempts.
-                    if !tx.store.has_v1_rollout(rollout_id, Access::Update).await? {
-                        return Err(not_found(rollout_id));
-                    }
-                    if let Some(key) = &new.idempotency
-                        && let Some((digest, stored)) = tx
-                            .store
-                            .keyed_event(rollout_id, attempt_id, &key.key)
-                            .await?
-                    {
-                        if digest != key.digest {
-                            return Err(StoreError::FailedPrecondition(format!(
-                                "Idempotency-Key {:?} was used for another event",
-                                key.key
-                            )));
-                        }
-                        return Ok(stored.event);
-                    }
-                    if new.event_type == MODEL_REQUEST
-                        && new.has_routed_experts
-                        && let Some(previous) = tx
-                            .store
-                            .latest_v1_event(rollout_id, attempt_id, MODEL_REQUEST)
-                            .await?
-                    {
-                        let mut earlier = parse_data(&previous.event.data)?;
-                        if supersedes(&parse_data(&new.data)?, &earlier) {
-                            drop_routed_experts(&mut earlier);
-                            let key = (rollout_id.to_owned(), previous.pos);
-                            tx.agl1().event_data.insert(key, earlier.to_string());
-                        }
-                    }
-                    let event = V1Event {
-                        event_type: new.event_type,
-                        rollout_id: rollout_id.to_owned(),
-                        attempt_id: attempt_id.to_owned(),
-                        // Read under the rollout's lock: timestamps follow the order of the appends.
-                        timestamp: self.now(),
-                        data: new.data,
-                    };
-                    tx.agl1().events.push(EventWrite {
-                        event: event.clone(),
-                        key: new.idempotency,
-                    });
-                    Ok(event)
-                })
-            })
-            .await?;
-        self.observer.v1_event(&event.event_type);
-        Ok(event)
     }
 
     /// Returns the events of a 1.x rollout's event attempt

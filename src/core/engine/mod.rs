@@ -10,10 +10,12 @@
 //!
 //! The operations are grouped by what they act on: [`rollouts`],
 //! [`attempts`], [`spans`], [`resources_workers`], worker [`sessions`] and
-//! agent-lightning 1.x's ([`agl1`]); [`tx`] holds the transaction with its
-//! write set and the rule steps the groups share.
+//! agent-lightning 1.x's ([`agl1`], with its event appends in [`appends`]);
+//! [`tx`] holds the transaction with its write set and the rule steps the
+//! groups share.
 
 mod agl1;
+mod appends;
 mod attempts;
 mod resources_workers;
 mod rollouts;
@@ -167,6 +169,8 @@ pub struct Engine {
     /// 1.x rollout details for the trainer's poll, on a backend only this
     /// server writes (see [`DetailCache`]).
     details: Option<DetailCache>,
+    /// 1.x event appends waiting to run together ([`appends`]).
+    appends: appends::AppendQueue,
 }
 
 impl Engine {
@@ -181,6 +185,7 @@ impl Engine {
             config,
             closing: watch::Sender::new(false),
             details: store_exclusive.then(DetailCache::new),
+            appends: appends::AppendQueue::default(),
         }
     }
 

@@ -14,6 +14,7 @@ macro_rules! agl1_suite {
                 pub const BACKEND: crate::common::Backend = $backend;
 
                 mod api;
+                mod appends;
                 mod bad_input;
                 mod exact_numbers;
                 mod fresh_reads;
