@@ -107,6 +107,20 @@ impl StoreError {
         Self::InvalidArgument(message.into())
     }
 
+    /// Names item `index` of the batch `field` as the cause of a refusal
+    /// (`updates[3]: ...`), keeping its kind; a backend failure
+    /// (unavailable, internal) is nobody's item and stays as it is.
+    pub fn in_item(self, field: &str, index: usize) -> Self {
+        let named = |message: String| format!("{field}[{index}]: {message}");
+        match self {
+            Self::NotFound(message) => Self::NotFound(named(message)),
+            Self::InvalidArgument(message) => Self::InvalidArgument(named(message)),
+            Self::FailedPrecondition(message) => Self::FailedPrecondition(named(message)),
+            Self::TooLarge(message) => Self::TooLarge(named(message)),
+            Self::Unavailable(_) | Self::Internal(_) => self,
+        }
+    }
+
     /// Returns the error of a wait or stream that the server's shutdown cut
     /// short before it had an answer: retrying (on another server, or on
     /// this one once it is back) gets one.
