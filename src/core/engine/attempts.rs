@@ -81,9 +81,9 @@ impl Engine {
         owner_epoch: Option<u64>,
     ) -> StoreResult<Attempt> {
         self.run(Scan::Due, |tx| {
-            Box::pin(async move {
-                apply_update(tx, rollout_id, attempt_id, patch, owner_epoch).await
-            })
+            Box::pin(
+                async move { apply_update(tx, rollout_id, attempt_id, patch, owner_epoch).await },
+            )
         })
         .await
     }

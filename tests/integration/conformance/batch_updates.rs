@@ -72,9 +72,15 @@ async fn subscribe(c: &mut Client) -> (u64, Streaming<pb::WatchEventsResponse>) 
 }
 
 /// Reads the events of `stream` up to and including sequence number `last`.
-async fn events_until(stream: &mut Streaming<pb::WatchEventsResponse>, last: u64) -> Vec<pb::Event> {
+async fn events_until(
+    stream: &mut Streaming<pb::WatchEventsResponse>,
+    last: u64,
+) -> Vec<pb::Event> {
     let mut events = Vec::new();
-    while events.last().is_none_or(|event: &pb::Event| event.seq < last) {
+    while events
+        .last()
+        .is_none_or(|event: &pb::Event| event.seq < last)
+    {
         let message = stream.message().await.unwrap().expect("the stream is open");
         events.extend(event_of(message));
     }
@@ -87,7 +93,12 @@ fn shapes(events: &[pb::Event], rollouts: &[pb::Rollout]) -> Vec<String> {
     let position: HashMap<&str, usize> = rollouts
         .iter()
         .enumerate()
-        .flat_map(|(i, r)| [(r.rollout_id.as_str(), i), (attempt_of(r).attempt_id.as_str(), i)])
+        .flat_map(|(i, r)| {
+            [
+                (r.rollout_id.as_str(), i),
+                (attempt_of(r).attempt_id.as_str(), i),
+            ]
+        })
         .collect();
     events
         .iter()
@@ -131,7 +142,13 @@ async fn a_batch_applies_in_order_and_answers_in_request_order() {
     .unwrap();
     let answered: Vec<(&str, A, &str)> = attempts
         .iter()
-        .map(|a| (a.rollout_id.as_str(), attempt_status(a), a.metadata_json.as_str()))
+        .map(|a| {
+            (
+                a.rollout_id.as_str(),
+                attempt_status(a),
+                a.metadata_json.as_str(),
+            )
+        })
         .collect();
     let ids: Vec<&str> = claimed.iter().map(|r| r.rollout_id.as_str()).collect();
     assert_eq!(
@@ -217,12 +234,24 @@ async fn one_bad_update_applies_none_and_names_its_index() {
     assert_eq!(attempt_status(attempt_of(&first)), A::Preparing);
     let after = stats(&mut c).await;
     assert_eq!(
-        (after.total_rollouts, after.queued_rollouts, after.total_attempts),
-        (before.total_rollouts, before.queued_rollouts, before.total_attempts)
+        (
+            after.total_rollouts,
+            after.queued_rollouts,
+            after.total_attempts
+        ),
+        (
+            before.total_rollouts,
+            before.queued_rollouts,
+            before.total_attempts
+        )
     );
     let marker = set_rollout_status(&mut c, &unclaimed.rollout_id, R::Cancelled).await;
     let next = event_of(events.message().await.unwrap().unwrap()).unwrap();
-    assert_eq!(next.seq, latest + 1, "the refused batches published nothing");
+    assert_eq!(
+        next.seq,
+        latest + 1,
+        "the refused batches published nothing"
+    );
     assert_eq!(next.rollout_id, marker.rollout_id);
     server.stop().await;
 }
