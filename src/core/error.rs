@@ -137,6 +137,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_item_is_named_in_a_refusal_but_not_in_a_backend_failure() {
+        let named = StoreError::rollout_not_found("ro-1").in_item("updates", 3);
+        assert_eq!(
+            named,
+            StoreError::NotFound("updates[3]: Rollout ro-1 not found".to_owned())
+        );
+        let refused = StoreError::no_attempts("ro-1").in_item("updates", 0);
+        assert!(
+            matches!(refused, StoreError::FailedPrecondition(m) if m.starts_with("updates[0]: No attempts"))
+        );
+        let down = StoreError::Unavailable("database down".to_owned());
+        assert_eq!(down.clone().in_item("updates", 1), down);
+    }
+
+    #[test]
     fn echoes_short_inputs_whole_and_long_ones_as_a_prefix() {
         assert_eq!(echo("ro-1"), "ro-1");
         let long = "é".repeat(ECHO_LIMIT);
