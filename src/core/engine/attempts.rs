@@ -99,26 +99,23 @@ impl Engine {
         self.limits().check_batch("updates", updates.len())?;
         self.run(Scan::Due, |tx| {
             Box::pin(async move {
-                // The rollouts are read and locked at once, in one order
-                // for every batch; each update then finds its rollout in
-                // the transaction.
-                let mut rollout_ids: Vec<&str> =
+                // The rollouts are read and locked with one read (the
+                // backends lock in id order); each update then finds its
+                // rollout in the transaction.
+                let rollout_ids: Vec<&str> =
                     updates.iter().map(|u| u.rollout_id.as_str()).collect();
-                rollout_ids.sort_unstable();
-                rollout_ids.dedup();
                 tx.rollouts(&rollout_ids, Access::Update).await?;
                 let mut attempts = Vec::with_capacity(updates.len());
-                for (index, update) in updates.iter().enumerate() {
+                for (index, update) in updates.into_iter().enumerate() {
                     let AttemptUpdate {
                         rollout_id,
                         attempt_id,
                         patch,
                         owner_epoch,
                     } = update;
-                    let attempt =
-                        apply_update(tx, rollout_id, attempt_id, patch.clone(), *owner_epoch)
-                            .await
-                            .map_err(|error| error.in_item("updates", index))?;
+                    let attempt = apply_update(tx, &rollout_id, &attempt_id, patch, owner_epoch)
+                        .await
+                        .map_err(|error| error.in_item("updates", index))?;
                     attempts.push(attempt);
                 }
                 Ok(attempts)
