@@ -2,7 +2,7 @@
 //! converts its request, calls the engine, and converts the result back.
 //!
 //! One file over 600 lines on purpose: tonic's service trait is implemented
-//! in one `impl` block, one thin handler per RPC (31 of them); conversions
+//! in one `impl` block, one thin handler per RPC (32 of them); conversions
 //! live in [`super::convert`], streams in [`super::streams`] and
 //! [`super::worker_session`], the message size groups in
 //! [`super::size_groups`].
@@ -16,7 +16,7 @@ use super::convert::{self as c, id, opt_id, opt_worker_id};
 use super::streams::{self, RpcStream, SubscriberLimits};
 use super::worker_session;
 use crate::auth;
-use crate::core::engine::{AttemptPatch, Engine, RolloutPatch};
+use crate::core::engine::{AttemptPatch, AttemptUpdate, Engine, RolloutPatch};
 use crate::core::error::StoreError;
 use crate::core::ids;
 use crate::core::limits::RequestLimits;
@@ -138,6 +138,56 @@ fn mask_paths<'a>(
         )));
     }
     Ok(paths)
+}
+
+/// Reads one attempt update, checking that the caller's token may act for
+/// a worker id it writes.
+fn attempt_update(
+    grant: Option<&auth::Grant>,
+    request: pb::UpdateAttemptRequest,
+) -> Result<AttemptUpdate, Status> {
+    let rollout_id = id("rollout_id", &request.rollout_id)?;
+    let attempt_id = id("attempt_id", &request.attempt_id)?;
+    let paths = mask_paths(
+        request.update_mask.as_ref(),
+        &[
+            "status",
+            "worker_id",
+            "last_heartbeat_time",
+            "metadata_json",
+        ],
+    )?;
+    let mut patch = AttemptPatch::default();
+    for path in paths {
+        match path {
+            "status" => patch.status = Some(AttemptStatus::from_proto(request.status)?),
+            "worker_id" => {
+                let worker_id = c::worker_id("worker_id", &request.worker_id)?;
+                auth::check_worker(grant, Some(&worker_id))?;
+                patch.worker_id = Some(worker_id);
+            }
+            "last_heartbeat_time" => {
+                let time = request.last_heartbeat_time.as_ref().ok_or_else(|| {
+                    StoreError::invalid("last_heartbeat_time is in update_mask but not set")
+                })?;
+                patch.last_heartbeat_time =
+                    Some(c::timestamp_from_proto("last_heartbeat_time", time)?);
+            }
+            _ => {
+                patch.metadata = Some(c::json_from_text(
+                    "metadata_json",
+                    &request.metadata_json,
+                    Json::Null,
+                )?)
+            }
+        }
+    }
+    Ok(AttemptUpdate {
+        rollout_id,
+        attempt_id,
+        patch,
+        owner_epoch: request.owner_epoch,
+    })
 }
 
 fn text_match(exact: Option<String>, contains: Option<String>) -> TextMatch {
@@ -576,48 +626,42 @@ impl LightningStoreService for StoreService {
         request: Request<pb::UpdateAttemptRequest>,
     ) -> RpcResult<pb::UpdateAttemptResponse> {
         let (_, extensions, request) = request.into_parts();
-        let rollout_id = id("rollout_id", &request.rollout_id)?;
-        let attempt_id = id("attempt_id", &request.attempt_id)?;
-        let paths = mask_paths(
-            request.update_mask.as_ref(),
-            &[
-                "status",
-                "worker_id",
-                "last_heartbeat_time",
-                "metadata_json",
-            ],
-        )?;
-        let mut patch = AttemptPatch::default();
-        for path in paths {
-            match path {
-                "status" => patch.status = Some(AttemptStatus::from_proto(request.status)?),
-                "worker_id" => {
-                    let worker_id = c::worker_id("worker_id", &request.worker_id)?;
-                    auth::check_worker(extensions.get(), Some(&worker_id))?;
-                    patch.worker_id = Some(worker_id);
-                }
-                "last_heartbeat_time" => {
-                    let time = request.last_heartbeat_time.as_ref().ok_or_else(|| {
-                        StoreError::invalid("last_heartbeat_time is in update_mask but not set")
-                    })?;
-                    patch.last_heartbeat_time =
-                        Some(c::timestamp_from_proto("last_heartbeat_time", time)?);
-                }
-                _ => {
-                    patch.metadata = Some(c::json_from_text(
-                        "metadata_json",
-                        &request.metadata_json,
-                        Json::Null,
-                    )?)
-                }
-            }
-        }
+        let update = attempt_update(extensions.get(), request)?;
         let attempt = self
             .engine
-            .update_attempt(&rollout_id, &attempt_id, patch, request.owner_epoch)
+            .update_attempt(
+                &update.rollout_id,
+                &update.attempt_id,
+                update.patch,
+                update.owner_epoch,
+            )
             .await?;
         ok(pb::UpdateAttemptResponse {
             attempt: Some(c::attempt_to_proto(&attempt)),
+        })
+    }
+
+    async fn update_attempts(
+        &self,
+        request: Request<pb::UpdateAttemptsRequest>,
+    ) -> RpcResult<pb::UpdateAttemptsResponse> {
+        let (_, extensions, request) = request.into_parts();
+        let updates = request
+            .updates
+            .into_iter()
+            .enumerate()
+            .map(|(index, update)| {
+                attempt_update(extensions.get(), update).map_err(|status| {
+                    Status::new(
+                        status.code(),
+                        format!("updates[{index}]: {}", status.message()),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let attempts = self.engine.update_attempts(updates).await?;
+        ok(pb::UpdateAttemptsResponse {
+            attempts: attempts.iter().map(c::attempt_to_proto).collect(),
         })
     }
 

@@ -17,7 +17,7 @@ use tower::ServiceExt as _;
 use tower::util::Oneshot;
 
 /// The store methods whose requests carry payloads.
-pub const PAYLOAD_METHODS: [&str; 10] = [
+pub const PAYLOAD_METHODS: [&str; 11] = [
     "WorkerSession",
     "StartRollout",
     "EnqueueRollout",
@@ -26,6 +26,7 @@ pub const PAYLOAD_METHODS: [&str; 10] = [
     "AddSpans",
     "UpdateRollout",
     "UpdateAttempt",
+    "UpdateAttempts",
     "AddResources",
     "UpdateResources",
 ];

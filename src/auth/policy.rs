@@ -173,6 +173,7 @@ pub fn grpc_need(path: &str) -> Option<Need> {
         | "GetNextSpanSequenceId"
         | "GetSpanSequenceIds"
         | "UpdateAttempt"
+        | "UpdateAttempts"
         | "WorkerSession"
         | "UpdateWorker" => P::Work,
         _ => return None,

@@ -4,7 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use prost::Message;
 use serde_json::json;
 use tonic::Status;
@@ -21,8 +20,6 @@ use crate::proto as pb;
 
 /// Lifecycles per run when `--count` is not given (the duration usually ends it first).
 const DEFAULT_COUNT: u64 = 10_000_000;
-/// UpdateAttempt calls of one batch in flight at once.
-const COMPLETIONS_IN_FLIGHT: usize = 64;
 /// How long a session client waits for the push of a rollout before the
 /// lifecycle counts as failed.
 const PUSH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -46,8 +43,8 @@ pub struct LifecycleArgs {
     spans: SpanArgs,
     /// Rollouts per iteration. 1: EnqueueRollout, DequeueRollout, AddSpans,
     /// UpdateAttempt. N > 1: EnqueueRollouts(N), DequeueRollouts(limit N),
-    /// one AddSpans for all their spans, then N UpdateAttempt calls (up to
-    /// 64 in flight; there is no batch update).
+    /// one AddSpans for all their spans, then one UpdateAttempts for all
+    /// their completions.
     #[arg(long, default_value_t = 1)]
     batch: usize,
     /// Spans added per rollout, all in one AddSpans call.
@@ -93,7 +90,7 @@ pub async fn run(target: &mut Target, args: LifecycleArgs, progress: bool) -> Be
     } else {
         (
             format!("lifecycle batch {}", args.batch),
-            "one iteration of N lifecycles (3 batch calls, then N UpdateAttempt calls)",
+            "one iteration of N lifecycles (4 batch calls in sequence)",
         )
     };
     for clients in levels {
@@ -356,29 +353,30 @@ async fn batched(
     if !spans.is_empty() {
         add_spans(client, recorder, spans, None).await?;
     }
-    let done = attempts.len() as u64;
-    let results: Vec<_> = futures::stream::iter(attempts)
-        .map(|(rollout_id, attempt_id)| {
-            let mut client = client.store.clone();
-            async move {
-                let start = Instant::now();
-                let result = client
-                    .update_attempt(succeeded(rollout_id, attempt_id))
-                    .await;
-                (start.elapsed(), result)
-            }
-        })
-        .buffer_unordered(COMPLETIONS_IN_FLIGHT)
-        .collect()
-        .await;
-    let mut first_error = None;
-    for (latency, result) in results {
-        recorder.call("UpdateAttempt", latency, &result);
-        if let Err(status) = result {
-            first_error.get_or_insert(status);
-        }
+    if attempts.is_empty() {
+        return Ok(0);
     }
-    first_error.map_or(Ok(done), Err)
+    let updates = attempts
+        .into_iter()
+        .map(|(rollout_id, attempt_id)| succeeded(rollout_id, attempt_id))
+        .collect::<Vec<_>>();
+    let expected = updates.len();
+    let completed = timed(
+        recorder,
+        "UpdateAttempts",
+        client
+            .store
+            .update_attempts(pb::UpdateAttemptsRequest { updates }),
+    )
+    .await?
+    .attempts
+    .len();
+    if completed != expected {
+        return Err(Status::internal(format!(
+            "UpdateAttempts answered {completed} attempts for {expected} updates"
+        )));
+    }
+    Ok(completed as u64)
 }
 
 /// Stores spans with one AddSpans call (presenting `owner_epoch`, if any)

@@ -107,7 +107,7 @@ pub struct SpanArgs {
 pub enum Scenario {
     /// Full rollout lifecycles: EnqueueRollout, DequeueRollout, AddSpans
     /// (10 spans in one call), UpdateAttempt(succeeded); with --batch N the
-    /// batch RPCs and N UpdateAttempt calls.
+    /// batch RPCs, UpdateAttempts included.
     Lifecycle(lifecycle::LifecycleArgs),
     /// Span ingest through AddSpans, OTLP/gRPC TraceService/Export and
     /// OTLP/HTTP `POST /v1/traces`, N spans per request, into running attempts.

@@ -107,6 +107,20 @@ impl StoreError {
         Self::InvalidArgument(message.into())
     }
 
+    /// Names item `index` of the batch `field` as the cause of a refusal
+    /// (`updates[3]: ...`), keeping its kind; a backend failure
+    /// (unavailable, internal) is nobody's item and stays as it is.
+    pub fn in_item(self, field: &str, index: usize) -> Self {
+        let named = |message: String| format!("{field}[{index}]: {message}");
+        match self {
+            Self::NotFound(message) => Self::NotFound(named(message)),
+            Self::InvalidArgument(message) => Self::InvalidArgument(named(message)),
+            Self::FailedPrecondition(message) => Self::FailedPrecondition(named(message)),
+            Self::TooLarge(message) => Self::TooLarge(named(message)),
+            Self::Unavailable(_) | Self::Internal(_) => self,
+        }
+    }
+
     /// Returns the error of a wait or stream that the server's shutdown cut
     /// short before it had an answer: retrying (on another server, or on
     /// this one once it is back) gets one.
@@ -121,6 +135,21 @@ pub const SHUTTING_DOWN: &str = "the server is shutting down; reconnect";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_item_is_named_in_a_refusal_but_not_in_a_backend_failure() {
+        let named = StoreError::rollout_not_found("ro-1").in_item("updates", 3);
+        assert_eq!(
+            named,
+            StoreError::NotFound("updates[3]: Rollout ro-1 not found".to_owned())
+        );
+        let refused = StoreError::no_attempts("ro-1").in_item("updates", 0);
+        assert!(
+            matches!(refused, StoreError::FailedPrecondition(m) if m.starts_with("updates[0]: No attempts"))
+        );
+        let down = StoreError::Unavailable("database down".to_owned());
+        assert_eq!(down.clone().in_item("updates", 1), down);
+    }
 
     #[test]
     fn echoes_short_inputs_whole_and_long_ones_as_a_prefix() {

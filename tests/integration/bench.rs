@@ -109,12 +109,21 @@ async fn lifecycle_with_batches_counts_lifecycles() {
     )
     .await;
     assert_rows(&report, 1, 11, 22);
-    let update = report.rows[0]
+    // Each batch completes with one UpdateAttempts: 4 + 4 + 3.
+    let calls: Vec<(&str, u64)> = report.rows[0]
         .calls
         .iter()
-        .find(|c| c.name == "UpdateAttempt")
-        .unwrap();
-    assert_eq!(update.calls, 11);
+        .map(|c| (c.name, c.calls))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("EnqueueRollouts", 3),
+            ("DequeueRollouts", 3),
+            ("AddSpans", 3),
+            ("UpdateAttempts", 3)
+        ]
+    );
     server.stop().await;
 }
 

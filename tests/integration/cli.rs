@@ -402,3 +402,59 @@ async fn serve_reads_durations_under_new_and_old_names() {
         assert!(stderr.contains(says), "{args:?} {env:?}: {stderr}");
     }
 }
+
+#[tokio::test]
+async fn complete_with_several_rollouts_is_one_batch_all_or_none() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    let mut rollout_ids = Vec::new();
+    for _ in 0..2 {
+        ok(&server, &["enqueue", "--input", "{}"]).await;
+        let claimed = ok_json(&server, &["dequeue"]).await;
+        rollout_ids.push(claimed["rollout_id"].as_str().unwrap().to_owned());
+    }
+    let refused = cli(
+        &server,
+        &[
+            "complete",
+            &rollout_ids[0],
+            "ro-000000000000",
+            "--status",
+            "failed",
+        ],
+    )
+    .await;
+    assert_eq!(refused.status.code(), Some(69));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.starts_with("error: NOT_FOUND: updates[1]: Rollout ro-000000000000 not found"),
+        "{stderr}"
+    );
+    let first = ok_json(&server, &["rollout", &rollout_ids[0]]).await;
+    assert_eq!(first["status"], "preparing", "nothing was applied");
+
+    let ids: Vec<&str> = rollout_ids.iter().map(String::as_str).collect();
+    let completed = ok_json(&server, &[&["complete"], &ids[..]].concat()).await;
+    let statuses: Vec<(&str, &str)> = completed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["rollout_id"].as_str().unwrap(),
+                a["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(statuses, [(ids[0], "succeeded"), (ids[1], "succeeded")]);
+    let with_attempt = cli(
+        &server,
+        &[&["complete"], &ids[..], &["--attempt-id", "at-1"]].concat(),
+    )
+    .await;
+    assert_eq!(with_attempt.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&with_attempt.stderr);
+    assert!(
+        stderr.contains("--attempt-id names one attempt"),
+        "{stderr}"
+    );
+}

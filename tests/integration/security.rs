@@ -139,6 +139,11 @@ const RPCS: &[(&str, char, char)] = &[
         'u',
     ),
     (
+        "lightningstore.v1.LightningStoreService/UpdateAttempts",
+        'W',
+        'u',
+    ),
+    (
         "lightningstore.v1.LightningStoreService/WaitForRollouts",
         'R',
         'u',
@@ -574,6 +579,24 @@ async fn a_worker_bound_runner_token_is_refused_for_another_worker() {
         .await
         .unwrap_err();
     assert_eq!(hijack.code(), Code::PermissionDenied);
+    // In a batch, the one update for another worker refuses the whole batch.
+    let update = |worker_id: &str| proto::UpdateAttemptRequest {
+        rollout_id: rollout.rollout_id.clone(),
+        attempt_id: attempt.attempt_id.clone(),
+        worker_id: worker_id.into(),
+        update_mask: Some(prost_types::FieldMask {
+            paths: vec!["worker_id".into()],
+        }),
+        ..Default::default()
+    };
+    let hijack = runner
+        .update_attempts(proto::UpdateAttemptsRequest {
+            updates: vec![update("w-1"), update("w-2")],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(hijack.code(), Code::PermissionDenied);
+    assert!(hijack.message().starts_with("updates[1]: "), "{hijack:?}");
     let heartbeat = runner
         .update_worker(proto::UpdateWorkerRequest {
             worker_id: "w-2".into(),
@@ -630,7 +653,7 @@ async fn a_worker_bound_runner_token_is_refused_for_another_worker() {
         .await;
     assert_eq!(response.status, 403, "{}", response.text());
     assert_eq!(server.engine.statistics().await.unwrap().counts.queued, 1);
-    assert_eq!(auth_failures(&metrics, &server, "worker").await, 7);
+    assert_eq!(auth_failures(&metrics, &server, "worker").await, 8);
     server.stop().await;
 }
 

@@ -20,6 +20,7 @@ from lightning_store import (
     RetryPolicy,
     TlsOptions,
     Unavailable,
+    attempt_update,
     from_attributes,
     from_json,
     rollout_config,
@@ -157,6 +158,29 @@ def test_updates_distinguish_unset_from_none(client: Client) -> None:
     assert [r.rollout_id for r in client.wait_for_rollouts([started.rollout_id, "ro-000000000000"], timeout=0)] == [
         started.rollout_id
     ]
+
+
+def test_update_attempts_applies_all_or_none_in_order(client: Client) -> None:
+    client.enqueue_rollouts([rollout_spec(i) for i in range(2)])
+    claimed = [r.rollout_id for r in client.dequeue_rollouts(limit=2)]
+    with pytest.raises(NotFound, match=r"updates\[1\]: Rollout ro-000000000000 not found"):
+        client.update_attempts(
+            [attempt_update(claimed[0], status="succeeded"), attempt_update("ro-000000000000", status="failed")]
+        )
+    assert ROLLOUT_STATUS.name(client.get_rollout(claimed[0]).status) == "preparing"
+    updated = client.update_attempts(
+        [
+            attempt_update(claimed[0], metadata={"step": 1}),
+            attempt_update(claimed[0], status="succeeded"),
+            attempt_update(claimed[1], status="failed"),
+        ]
+    )
+    assert [(a.rollout_id, ATTEMPT_STATUS.name(a.status), from_json(a.metadata_json)) for a in updated] == [
+        (claimed[0], "preparing", {"step": 1}),
+        (claimed[0], "succeeded", {"step": 1}),
+        (claimed[1], "failed", None),
+    ]
+    assert [ROLLOUT_STATUS.name(client.get_rollout(r).status) for r in claimed] == ["succeeded", "failed"]
 
 
 def test_queries_filter_sort_and_page(client: Client) -> None:

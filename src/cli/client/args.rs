@@ -156,9 +156,11 @@ pub struct AddSpanArgs {
 /// Arguments of `complete`.
 #[derive(Debug, clap::Args)]
 pub struct CompleteArgs {
-    /// The rollout id.
-    pub rollout_id: String,
-    /// The attempt to complete (default: the latest one).
+    /// The rollout ids; several are completed in one UpdateAttempts call
+    /// (all or none).
+    #[arg(required = true, num_args = 1..)]
+    pub rollout_ids: Vec<String>,
+    /// The attempt to complete (default: the latest one); with one rollout id only.
     #[arg(long, default_value = "latest")]
     pub attempt_id: String,
     /// Final status of the attempt.

@@ -162,17 +162,48 @@ pub(super) async fn add_span(mut s: Session, args: AddSpanArgs) -> ClientResult 
 }
 
 pub(super) async fn complete(mut s: Session, args: CompleteArgs) -> ClientResult {
-    let attempt = s
-        .client
-        .update_attempt(pb::UpdateAttemptRequest {
-            rollout_id: args.rollout_id,
-            attempt_id: args.attempt_id,
+    let CompleteArgs {
+        rollout_ids,
+        attempt_id,
+        status,
+    } = args;
+    if rollout_ids.len() > 1 && attempt_id != "latest" {
+        return Err(ClientError::Other(
+            "--attempt-id names one attempt: give one rollout id with it".to_owned(),
+        ));
+    }
+    let mut updates: Vec<pb::UpdateAttemptRequest> = rollout_ids
+        .into_iter()
+        .map(|rollout_id| pb::UpdateAttemptRequest {
+            rollout_id,
+            attempt_id: attempt_id.clone(),
             update_mask: Some(prost_types::FieldMask {
                 paths: vec!["status".to_owned()],
             }),
-            status: args.status as i32,
+            status: status as i32,
             ..Default::default()
         })
+        .collect();
+    if updates.len() > 1 {
+        let attempts = s
+            .client
+            .update_attempts(pb::UpdateAttemptsRequest { updates })
+            .await?
+            .into_inner()
+            .attempts;
+        if s.json {
+            return print_json(&Value::Array(attempts.iter().map(attempt_json).collect()));
+        }
+        let blocks: Vec<String> = attempts
+            .iter()
+            .map(|attempt| details(attempt_rows(attempt)))
+            .collect();
+        out!("{}", blocks.join("\n"));
+        return Ok(());
+    }
+    let attempt = s
+        .client
+        .update_attempt(updates.remove(0))
         .await?
         .into_inner()
         .attempt

@@ -321,7 +321,7 @@ pub struct LimitOptions {
     )]
     max_ids_per_list: usize,
     /// Items in one batch (rollouts enqueued, spans added, sequence ids
-    /// allocated, rollouts claimed by one dequeue).
+    /// allocated, attempts updated, rollouts claimed by one dequeue).
     #[arg(
         long,
         env = "LIGHTNING_STORE_MAX_BATCH_ITEMS",

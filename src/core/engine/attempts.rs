@@ -6,8 +6,8 @@ use super::super::lifecycle;
 use super::super::model::{Attempt, RolloutView};
 use super::super::query::{Page, Paged};
 use super::super::storage::Access;
-use super::tx::{self, AttemptWrite};
-use super::{AttemptPatch, Engine, Scan};
+use super::tx::{self, AttemptWrite, Tx};
+use super::{AttemptPatch, AttemptUpdate, Engine, Scan};
 
 impl Engine {
     /// Creates a new attempt for a rollout whatever its status.
@@ -81,44 +81,91 @@ impl Engine {
         owner_epoch: Option<u64>,
     ) -> StoreResult<Attempt> {
         self.run(Scan::Due, |tx| {
+            Box::pin(
+                async move { apply_update(tx, rollout_id, attempt_id, patch, owner_epoch).await },
+            )
+        })
+        .await
+    }
+
+    /// Applies several attempt updates in one transaction, in order, each
+    /// seeing the ones before it (`docs/semantics.md#update-attempts`): all
+    /// or none. Returns each update's attempt in order; the first failure
+    /// fails the batch, its message prefixed with `updates[i]: `.
+    pub async fn update_attempts(&self, updates: Vec<AttemptUpdate>) -> StoreResult<Vec<Attempt>> {
+        if updates.is_empty() {
+            return Err(StoreError::invalid("updates must not be empty"));
+        }
+        self.limits().check_batch("updates", updates.len())?;
+        self.run(Scan::Due, |tx| {
             Box::pin(async move {
-                let now = tx.now;
-                let RolloutView {
-                    mut rollout,
-                    attempt: latest,
-                } = tx.require_rollout(rollout_id, Access::Update).await?;
-                let latest = latest.ok_or_else(|| StoreError::no_attempts(rollout_id))?;
-                let mut attempt = if attempt_id == ids::LATEST || attempt_id == latest.attempt_id {
-                    latest.clone()
-                } else {
-                    tx.attempt(rollout_id, attempt_id)
-                        .await?
-                        .ok_or_else(|| StoreError::attempt_not_found(rollout_id, attempt_id))?
-                };
-                tx::check_owner(tx, &attempt, &latest, owner_epoch).await?;
-                let mut sync = false;
-                if let Some(worker_id) = patch.worker_id {
-                    sync |= !worker_id.is_empty();
-                    attempt.worker_id = Some(worker_id);
+                // The rollouts are read and locked with one read (the
+                // backends lock in id order); each update then finds its
+                // rollout in the transaction.
+                let rollout_ids: Vec<&str> =
+                    updates.iter().map(|u| u.rollout_id.as_str()).collect();
+                tx.rollouts(&rollout_ids, Access::Update).await?;
+                let mut attempts = Vec::with_capacity(updates.len());
+                for (index, update) in updates.into_iter().enumerate() {
+                    let AttemptUpdate {
+                        rollout_id,
+                        attempt_id,
+                        patch,
+                        owner_epoch,
+                    } = update;
+                    let attempt = apply_update(tx, &rollout_id, &attempt_id, patch, owner_epoch)
+                        .await
+                        .map_err(|error| error.in_item("updates", index))?;
+                    attempts.push(attempt);
                 }
-                if let Some(status) = patch.status {
-                    lifecycle::set_attempt_status(&mut attempt, status, now);
-                    sync |= attempt.worker_id.is_some();
-                }
-                if let Some(time) = patch.last_heartbeat_time {
-                    attempt.last_heartbeat_time = Some(time);
-                }
-                if let Some(metadata) = patch.metadata {
-                    attempt.metadata = metadata;
-                }
-                let how = AttemptWrite {
-                    is_latest: attempt.attempt_id == latest.attempt_id,
-                    sync_worker: sync,
-                };
-                tx::write_attempt(tx, &mut rollout, &attempt, how).await?;
-                Ok(attempt)
+                Ok(attempts)
             })
         })
         .await
     }
+}
+
+/// The rule of one attempt update, in `tx`: see [`Engine::update_attempt`].
+async fn apply_update(
+    tx: &mut Tx<'_>,
+    rollout_id: &str,
+    attempt_id: &str,
+    patch: AttemptPatch,
+    owner_epoch: Option<u64>,
+) -> StoreResult<Attempt> {
+    let now = tx.now;
+    let RolloutView {
+        mut rollout,
+        attempt: latest,
+    } = tx.require_rollout(rollout_id, Access::Update).await?;
+    let latest = latest.ok_or_else(|| StoreError::no_attempts(rollout_id))?;
+    let mut attempt = if attempt_id == ids::LATEST || attempt_id == latest.attempt_id {
+        latest.clone()
+    } else {
+        tx.attempt(rollout_id, attempt_id)
+            .await?
+            .ok_or_else(|| StoreError::attempt_not_found(rollout_id, attempt_id))?
+    };
+    tx::check_owner(tx, &attempt, &latest, owner_epoch).await?;
+    let mut sync = false;
+    if let Some(worker_id) = patch.worker_id {
+        sync |= !worker_id.is_empty();
+        attempt.worker_id = Some(worker_id);
+    }
+    if let Some(status) = patch.status {
+        lifecycle::set_attempt_status(&mut attempt, status, now);
+        sync |= attempt.worker_id.is_some();
+    }
+    if let Some(time) = patch.last_heartbeat_time {
+        attempt.last_heartbeat_time = Some(time);
+    }
+    if let Some(metadata) = patch.metadata {
+        attempt.metadata = metadata;
+    }
+    let how = AttemptWrite {
+        is_latest: attempt.attempt_id == latest.attempt_id,
+        sync_worker: sync,
+    };
+    tx::write_attempt(tx, &mut rollout, &attempt, how).await?;
+    Ok(attempt)
 }

@@ -67,6 +67,18 @@ pub struct AttemptPatch {
     pub metadata: Option<Json>,
 }
 
+/// One attempt update of a batch ([`Engine::update_attempts`]): the
+/// arguments of [`Engine::update_attempt`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AttemptUpdate {
+    pub rollout_id: String,
+    /// An attempt id, or `latest`.
+    pub attempt_id: String,
+    pub patch: AttemptPatch,
+    /// The writer's session epoch, checked when present.
+    pub owner_epoch: Option<u64>,
+}
+
 /// Result of storing spans.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AddedSpans {

@@ -28,6 +28,11 @@ pub(super) struct Tx<'a> {
     changes: Changes,
     /// Rollouts whose queue entry this transaction claimed.
     claimed: HashSet<String>,
+    /// The rollouts this transaction read locked, as the backend returned
+    /// them: no other transaction can change them before this one ends, so
+    /// they are read once (a batch reads all its rollouts at once, then
+    /// each of its items finds its own here).
+    locked: HashMap<String, RolloutView>,
 }
 
 impl<'a> Tx<'a> {
@@ -38,6 +43,7 @@ impl<'a> Tx<'a> {
             writes: WriteSet::default(),
             changes: Changes::default(),
             claimed: HashSet::new(),
+            locked: HashMap::new(),
         }
     }
 
@@ -63,14 +69,28 @@ impl<'a> Tx<'a> {
         rollout_ids: &[&str],
         access: Access,
     ) -> StoreResult<HashMap<String, RolloutView>> {
-        let views = self.store.rollouts(rollout_ids, access).await?;
-        Ok(views
-            .into_iter()
-            .map(|view| {
-                let view = self.overlay(view);
-                (view.rollout.rollout_id.clone(), view)
-            })
-            .collect())
+        let mut found = HashMap::with_capacity(rollout_ids.len());
+        let mut missing = Vec::new();
+        for &rollout_id in rollout_ids {
+            match self.locked.get(rollout_id) {
+                Some(view) => {
+                    found.insert(rollout_id.to_owned(), self.overlay(view.clone()));
+                }
+                None => missing.push(rollout_id),
+            }
+        }
+        if missing.is_empty() {
+            return Ok(found);
+        }
+        for view in self.store.rollouts(&missing, access).await? {
+            if access == Access::Update {
+                self.locked
+                    .insert(view.rollout.rollout_id.clone(), view.clone());
+            }
+            let view = self.overlay(view);
+            found.insert(view.rollout.rollout_id.clone(), view);
+        }
+        Ok(found)
     }
 
     /// Claims up to `limit` entries from the queue's head (see

@@ -12,7 +12,7 @@
 
 from lightning_store._version import __version__
 from lightning_store.aio import AsyncClient, AsyncStream, AsyncWorkerSession
-from lightning_store.calls import LATEST, Page, rollout_spec
+from lightning_store.calls import LATEST, Page, attempt_update, rollout_spec
 from lightning_store.client import Client, Stream, WorkerSession
 from lightning_store.errors import (
     Aborted,
@@ -60,6 +60,7 @@ __all__ = [
     "Unset",
     "WorkerSession",
     "__version__",
+    "attempt_update",
     "from_attributes",
     "from_json",
     "rollout_config",

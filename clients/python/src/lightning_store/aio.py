@@ -137,6 +137,7 @@ class AsyncClient:
     query_attempts = _awaited(calls.query_attempts)
     get_latest_attempt = _awaited(calls.get_latest_attempt)
     update_attempt = _awaited(calls.update_attempt)
+    update_attempts = _awaited(calls.update_attempts)
     wait_for_rollouts = _awaited(calls.wait_for_rollouts)
     query_spans = _awaited(calls.query_spans)
     add_resources = _awaited(calls.add_resources)

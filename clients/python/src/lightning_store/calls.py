@@ -341,6 +341,35 @@ def get_latest_attempt(rollout_id: str) -> Call[types.Attempt | None]:
     return Call("GetLatestAttempt", request, lambda r: _optional(r, "attempt"), safe=True)
 
 
+def attempt_update(
+    rollout_id: str,
+    attempt_id: str = LATEST,
+    *,
+    status: AttemptStatusName | Unset = UNSET,
+    worker_id: str | Unset = UNSET,
+    last_heartbeat_time: float | Unset = UNSET,
+    metadata: Mapping[str, Any] | Unset | None = UNSET,
+    owner_epoch: int | None = None,
+) -> pb.UpdateAttemptRequest:
+    """Returns an update of the given fields of an attempt (`latest` by default), for `update_attempts`."""
+    given: dict[str, Any] = {}
+    if not isinstance(status, Unset):
+        given["status"] = ATTEMPT_STATUS.value(status)
+    if not isinstance(worker_id, Unset):
+        given["worker_id"] = worker_id
+    if not isinstance(last_heartbeat_time, Unset):
+        given["last_heartbeat_time"] = to_timestamp(last_heartbeat_time)
+    if not isinstance(metadata, Unset):
+        given["metadata_json"] = "" if metadata is None else to_json(dict(metadata))
+    return pb.UpdateAttemptRequest(
+        rollout_id=rollout_id,
+        attempt_id=attempt_id,
+        update_mask=FieldMask(paths=given),
+        owner_epoch=owner_epoch,
+        **given,
+    )
+
+
 def update_attempt(
     rollout_id: str,
     attempt_id: str = LATEST,
@@ -358,23 +387,27 @@ def update_attempt(
     (it moved to a newer session, or the attempt was retried): stop working
     on it then.
     """
-    given: dict[str, Any] = {}
-    if not isinstance(status, Unset):
-        given["status"] = ATTEMPT_STATUS.value(status)
-    if not isinstance(worker_id, Unset):
-        given["worker_id"] = worker_id
-    if not isinstance(last_heartbeat_time, Unset):
-        given["last_heartbeat_time"] = to_timestamp(last_heartbeat_time)
-    if not isinstance(metadata, Unset):
-        given["metadata_json"] = "" if metadata is None else to_json(dict(metadata))
-    request = pb.UpdateAttemptRequest(
-        rollout_id=rollout_id,
-        attempt_id=attempt_id,
-        update_mask=FieldMask(paths=given),
+    request = attempt_update(
+        rollout_id,
+        attempt_id,
+        status=status,
+        worker_id=worker_id,
+        last_heartbeat_time=last_heartbeat_time,
+        metadata=metadata,
         owner_epoch=owner_epoch,
-        **given,
     )
     return Call("UpdateAttempt", request, lambda r: r.attempt)
+
+
+def update_attempts(updates: Iterable[pb.UpdateAttemptRequest]) -> Call[list[types.Attempt]]:
+    """Applies several updates (made with `attempt_update`) in one transaction, in order: all or none.
+
+    Each update sees the ones before it; the answer holds each update's
+    attempt in order. A refused update fails the whole call, its message
+    naming it (`updates[3]: ...`).
+    """
+    request = pb.UpdateAttemptsRequest(updates=updates)
+    return Call("UpdateAttempts", request, lambda r: list(r.attempts))
 
 
 def wait_for_rollouts(rollout_ids: Iterable[str], *, timeout: float | None = None) -> Call[list[types.Rollout]]:

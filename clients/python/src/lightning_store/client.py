@@ -177,6 +177,7 @@ class Client:
     query_attempts = _blocking(calls.query_attempts)
     get_latest_attempt = _blocking(calls.get_latest_attempt)
     update_attempt = _blocking(calls.update_attempt)
+    update_attempts = _blocking(calls.update_attempts)
     wait_for_rollouts = _blocking(calls.wait_for_rollouts)
     query_spans = _blocking(calls.query_spans)
     add_resources = _blocking(calls.add_resources)

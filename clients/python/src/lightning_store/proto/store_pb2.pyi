@@ -476,6 +476,18 @@ class UpdateAttemptResponse(_message.Message):
     attempt: _types_pb2.Attempt
     def __init__(self, attempt: _Optional[_Union[_types_pb2.Attempt, _Mapping]] = ...) -> None: ...
 
+class UpdateAttemptsRequest(_message.Message):
+    __slots__ = ("updates",)
+    UPDATES_FIELD_NUMBER: _ClassVar[int]
+    updates: _containers.RepeatedCompositeFieldContainer[UpdateAttemptRequest]
+    def __init__(self, updates: _Optional[_Iterable[_Union[UpdateAttemptRequest, _Mapping]]] = ...) -> None: ...
+
+class UpdateAttemptsResponse(_message.Message):
+    __slots__ = ("attempts",)
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    attempts: _containers.RepeatedCompositeFieldContainer[_types_pb2.Attempt]
+    def __init__(self, attempts: _Optional[_Iterable[_Union[_types_pb2.Attempt, _Mapping]]] = ...) -> None: ...
+
 class WaitForRolloutsRequest(_message.Message):
     __slots__ = ("rollout_ids", "timeout")
     ROLLOUT_IDS_FIELD_NUMBER: _ClassVar[int]

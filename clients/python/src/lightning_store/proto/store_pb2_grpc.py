@@ -125,6 +125,11 @@ class LightningStoreServiceStub:
                 request_serializer=lightningstore_dot_v1_dot_store__pb2.UpdateAttemptRequest.SerializeToString,
                 response_deserializer=lightningstore_dot_v1_dot_store__pb2.UpdateAttemptResponse.FromString,
                 _registered_method=True)
+        self.UpdateAttempts = channel.unary_unary(
+                '/lightningstore.v1.LightningStoreService/UpdateAttempts',
+                request_serializer=lightningstore_dot_v1_dot_store__pb2.UpdateAttemptsRequest.SerializeToString,
+                response_deserializer=lightningstore_dot_v1_dot_store__pb2.UpdateAttemptsResponse.FromString,
+                _registered_method=True)
         self.WaitForRollouts = channel.unary_unary(
                 '/lightningstore.v1.LightningStoreService/WaitForRollouts',
                 request_serializer=lightningstore_dot_v1_dot_store__pb2.WaitForRolloutsRequest.SerializeToString,
@@ -330,6 +335,17 @@ class LightningStoreServiceServicer:
         """Updates selected fields of an attempt. A status change of the latest
         attempt drives the rollout (`succeeded`, `failed`, or `requeuing` when
         `retry_condition` and `max_attempts` allow a retry).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateAttempts(self, request, context):
+        """Applies several attempt updates atomically, in request order: if any
+        update fails, none is applied (the error names the failing one,
+        `updates[i]: ...`, with the status UpdateAttempt would give). Each
+        update sees the ones before it, so two updates of one attempt apply one
+        after the other.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -566,6 +582,11 @@ def add_LightningStoreServiceServicer_to_server(servicer, server):
                     servicer.UpdateAttempt,
                     request_deserializer=lightningstore_dot_v1_dot_store__pb2.UpdateAttemptRequest.FromString,
                     response_serializer=lightningstore_dot_v1_dot_store__pb2.UpdateAttemptResponse.SerializeToString,
+            ),
+            'UpdateAttempts': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateAttempts,
+                    request_deserializer=lightningstore_dot_v1_dot_store__pb2.UpdateAttemptsRequest.FromString,
+                    response_serializer=lightningstore_dot_v1_dot_store__pb2.UpdateAttemptsResponse.SerializeToString,
             ),
             'WaitForRollouts': grpc.unary_unary_rpc_method_handler(
                     servicer.WaitForRollouts,
@@ -1120,6 +1141,33 @@ class LightningStoreService:
             '/lightningstore.v1.LightningStoreService/UpdateAttempt',
             lightningstore_dot_v1_dot_store__pb2.UpdateAttemptRequest.SerializeToString,
             lightningstore_dot_v1_dot_store__pb2.UpdateAttemptResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateAttempts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lightningstore.v1.LightningStoreService/UpdateAttempts',
+            lightningstore_dot_v1_dot_store__pb2.UpdateAttemptsRequest.SerializeToString,
+            lightningstore_dot_v1_dot_store__pb2.UpdateAttemptsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -107,6 +107,13 @@ class LightningStoreServiceStub:
     attempt drives the rollout (`succeeded`, `failed`, or `requeuing` when
     `retry_condition` and `max_attempts` allow a retry).
     """
+    UpdateAttempts: _grpc.UnaryUnaryMultiCallable[_store_pb2.UpdateAttemptsRequest, _store_pb2.UpdateAttemptsResponse]
+    """Applies several attempt updates atomically, in request order: if any
+    update fails, none is applied (the error names the failing one,
+    `updates[i]: ...`, with the status UpdateAttempt would give). Each
+    update sees the ones before it, so two updates of one attempt apply one
+    after the other.
+    """
     WaitForRollouts: _grpc.UnaryUnaryMultiCallable[_store_pb2.WaitForRolloutsRequest, _store_pb2.WaitForRolloutsResponse]
     """Waits until the given rollouts are terminal or the timeout passes, and
     returns those that are terminal. Unknown ids are omitted.
@@ -250,6 +257,13 @@ class LightningStoreServiceAsyncStub(LightningStoreServiceStub):
     """Updates selected fields of an attempt. A status change of the latest
     attempt drives the rollout (`succeeded`, `failed`, or `requeuing` when
     `retry_condition` and `max_attempts` allow a retry).
+    """
+    UpdateAttempts: _aio.UnaryUnaryMultiCallable[_store_pb2.UpdateAttemptsRequest, _store_pb2.UpdateAttemptsResponse]  # type: ignore[assignment]
+    """Applies several attempt updates atomically, in request order: if any
+    update fails, none is applied (the error names the failing one,
+    `updates[i]: ...`, with the status UpdateAttempt would give). Each
+    update sees the ones before it, so two updates of one attempt apply one
+    after the other.
     """
     WaitForRollouts: _aio.UnaryUnaryMultiCallable[_store_pb2.WaitForRolloutsRequest, _store_pb2.WaitForRolloutsResponse]  # type: ignore[assignment]
     """Waits until the given rollouts are terminal or the timeout passes, and
@@ -499,6 +513,19 @@ class LightningStoreServiceServicer(metaclass=_abc_1.ABCMeta):
         """Updates selected fields of an attempt. A status change of the latest
         attempt drives the rollout (`succeeded`, `failed`, or `requeuing` when
         `retry_condition` and `max_attempts` allow a retry).
+        """
+
+    @_abc_1.abstractmethod
+    def UpdateAttempts(
+        self,
+        request: _store_pb2.UpdateAttemptsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.UpdateAttemptsResponse, _abc.Awaitable[_store_pb2.UpdateAttemptsResponse]]:
+        """Applies several attempt updates atomically, in request order: if any
+        update fails, none is applied (the error names the failing one,
+        `updates[i]: ...`, with the status UpdateAttempt would give). Each
+        update sees the ones before it, so two updates of one attempt apply one
+        after the other.
         """
 
     @_abc_1.abstractmethod
