@@ -12,7 +12,8 @@
 # --- build -------------------------------------------------------------------
 FROM rust:1.95-bookworm AS builder
 WORKDIR /src
-# Protobufs compile with protox (pure Rust) and SQLite is bundled: no system
+# Protobufs compile with protox (pure Rust), SQLite is bundled and jemalloc (the
+# binary's allocator) builds from source with the image's cc and make: no system
 # packages needed beyond the Rust image.
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY proto ./proto
