@@ -17,7 +17,7 @@ use super::streams::{self, RpcStream, SubscriberLimits};
 use super::worker_session;
 use crate::auth;
 use crate::core::engine::{AttemptPatch, AttemptUpdate, Engine, RolloutPatch};
-use crate::core::error::StoreError;
+use crate::core::error::{StoreError, item_message};
 use crate::core::ids;
 use crate::core::limits::RequestLimits;
 use crate::core::model::{AttemptStatus, Json, RolloutStatus, WorkerStatus};
@@ -654,7 +654,7 @@ impl LightningStoreService for StoreService {
                 attempt_update(extensions.get(), update).map_err(|status| {
                     Status::new(
                         status.code(),
-                        format!("updates[{index}]: {}", status.message()),
+                        item_message("updates", index, status.message()),
                     )
                 })
             })

@@ -111,7 +111,7 @@ impl StoreError {
     /// (`updates[3]: ...`), keeping its kind; a backend failure
     /// (unavailable, internal) is nobody's item and stays as it is.
     pub fn in_item(self, field: &str, index: usize) -> Self {
-        let named = |message: String| format!("{field}[{index}]: {message}");
+        let named = |message: String| item_message(field, index, &message);
         match self {
             Self::NotFound(message) => Self::NotFound(named(message)),
             Self::InvalidArgument(message) => Self::InvalidArgument(named(message)),
@@ -127,6 +127,12 @@ impl StoreError {
     pub fn shutting_down() -> Self {
         Self::Unavailable(SHUTTING_DOWN.to_owned())
     }
+}
+
+/// Prefixes `message` with the batch item it is about (`updates[3]: ...`):
+/// the one spelling of an item's refusal, for the core and the adapters.
+pub fn item_message(field: &str, index: usize, message: &str) -> String {
+    format!("{field}[{index}]: {message}")
 }
 
 /// The message of every call that the server's shutdown cut short.
