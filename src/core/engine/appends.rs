@@ -6,8 +6,9 @@
 //! Every append is queued; the first one queued when no drainer is running
 //! spawns one. A drainer opens a transaction (on SQLite: waits for the one
 //! writer), then takes what is queued: the appends that arrived while it
-//! waited join it, and the next append starts the next drainer, which
-//! queues for the store behind this one. Each member is checked on its own
+//! waited join it; appends left, or the next one to arrive, start the next
+//! drainer once this one holds its rollouts' locks, so that it queues for
+//! the store behind this one. Each member is checked on its own
 //! (its rollout exists, its `Idempotency-Key`, the routed-experts
 //! supersede); one whose check fails gets its own error and stages nothing,
 //! the others go on. An error of the store itself (a failed read or
@@ -118,6 +119,21 @@ impl AppendQueue {
     }
 }
 
+/// Locks the batch's rollouts in id order (so that two batches cannot
+/// deadlock) and returns those that exist.
+async fn lock_rollouts(tx: &mut Tx<'_>, requests: &[Request]) -> StoreResult<Vec<String>> {
+    let mut rollout_ids: Vec<&str> = requests.iter().map(|r| r.rollout_id.as_str()).collect();
+    rollout_ids.sort_unstable();
+    rollout_ids.dedup();
+    let mut present = Vec::with_capacity(rollout_ids.len());
+    for rollout_id in rollout_ids {
+        if tx.store.has_v1_rollout(rollout_id, Access::Update).await? {
+            present.push(rollout_id.to_owned());
+        }
+    }
+    Ok(present)
+}
+
 /// What a member's checks decided.
 enum Verdict {
     /// Its event is staged in the transaction.
@@ -156,7 +172,8 @@ impl Engine {
     }
 
     /// Runs one batch of queued appends in one transaction and answers its
-    /// members; starts the next drainer first when appends are left.
+    /// members; starts the next drainer once its rollouts are locked when
+    /// appends are left.
     /// (Boxed: it spawns itself.)
     fn drain_appends(self: Arc<Self>) -> BoxFuture<'static, ()> {
         Box::pin(async move {
@@ -170,12 +187,10 @@ impl Engine {
                 }
             };
             let (batch, left) = self.appends.take_batch();
-            if left {
-                tokio::spawn(self.clone().drain_appends());
-            }
+            let next = left.then(|| self.clone());
             let (requests, dones): (Vec<Request>, Vec<_>) =
                 batch.into_iter().map(|a| (a.request, a.done)).unzip();
-            let verdicts = match self.check_appends(&mut tx, requests).await {
+            let verdicts = match self.check_appends(&mut tx, requests, next).await {
                 Ok(verdicts) => verdicts,
                 Err(error) => {
                     tx.into_parts().0.rollback().await;
@@ -207,17 +222,16 @@ impl Engine {
         &self,
         tx: &mut Tx<'_>,
         requests: Vec<Request>,
+        next: Option<Arc<Self>>,
     ) -> StoreResult<Vec<StoreResult<Verdict>>> {
-        // The rollouts' locks order the appends to their attempts.
-        let mut rollout_ids: Vec<&str> = requests.iter().map(|r| r.rollout_id.as_str()).collect();
-        rollout_ids.sort_unstable();
-        rollout_ids.dedup();
-        let mut present = Vec::with_capacity(rollout_ids.len());
-        for rollout_id in rollout_ids {
-            if tx.store.has_v1_rollout(rollout_id, Access::Update).await? {
-                present.push(rollout_id.to_owned());
-            }
+        let present = lock_rollouts(tx, &requests).await;
+        // The next drainer starts once this batch holds its rollouts: on a
+        // shared database it runs beside this one, and its appends to the
+        // same rollouts wait for this commit, so they are stored after.
+        if let Some(engine) = next {
+            tokio::spawn(engine.drain_appends());
         }
+        let present = present?;
         let mut verdicts = Vec::with_capacity(requests.len());
         for request in requests {
             let verdict = match present.contains(&request.rollout_id) {
