@@ -159,6 +159,20 @@ pub enum Access {
     Update,
 }
 
+/// What a due scan ([`StoreTx::due_rollouts`]) does with the due rollouts
+/// that concurrent transactions hold (backends that serialise every
+/// transaction never see one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// Passes over them (they are due again on the next scan): the
+    /// background timer, which must not queue behind other work.
+    Skip,
+    /// Waits for them, in rollout id order, and returns those still due
+    /// once their holders are done: the scan of an operation, which must
+    /// answer with every verdict due by its `now`.
+    Wait,
+}
+
 /// One transaction of a backend. See the module docs for the contract; the
 /// 1.x reads are in [`agl1::Agl1Reads`].
 #[async_trait]
@@ -183,10 +197,16 @@ pub trait StoreTx: agl1::Agl1Reads + Send {
     async fn claim_queued(&mut self, limit: usize) -> StoreResult<Vec<RolloutView>>;
     /// Returns, locked, up to `limit` rollouts whose watchdog deadline is
     /// before `now`, earliest deadline first, with their latest attempts;
-    /// rollouts concurrent transactions hold are passed over (they are due
-    /// again on the next scan).
-    async fn due_rollouts(&mut self, now: Timestamp, limit: usize)
-    -> StoreResult<Vec<RolloutView>>;
+    /// rollouts concurrent transactions hold are passed over or waited for,
+    /// as `held` says. With [`Held::Wait`], an empty answer means that no
+    /// rollout is due at `now` in what is committed once the holders are
+    /// done.
+    async fn due_rollouts(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+        held: Held,
+    ) -> StoreResult<Vec<RolloutView>>;
 
     /// Returns a rollout's attempts in sequence order.
     async fn attempts(&mut self, rollout_id: &str) -> StoreResult<Vec<Attempt>>;

@@ -32,7 +32,7 @@ use crate::core::query::{
     AttemptSelector, Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter,
 };
 use crate::core::retention::{self, Eviction, RetentionPolicy};
-use crate::core::storage::{Access, RolloutWrite, Store, StoreTx, WriteSet};
+use crate::core::storage::{Access, Held, RolloutWrite, Store, StoreTx, WriteSet};
 
 pub use crate::core::storage::DEFAULT_EVENT_RETENTION;
 
@@ -500,6 +500,8 @@ impl StoreTx for MemoryTx<'_> {
         &mut self,
         now: Timestamp,
         limit: usize,
+        // Transactions are serialised: no other one holds a rollout.
+        _held: Held,
     ) -> StoreResult<Vec<RolloutView>> {
         let state = &*self.state;
         Ok(state

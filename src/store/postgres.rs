@@ -10,7 +10,9 @@
 //! back are `SELECT … FOR UPDATE`, claims take the queue's head with
 //! `FOR UPDATE SKIP LOCKED` (concurrent dequeues on any server claim
 //! different rollouts without waiting for each other), and the watchdog
-//! passes over rollouts other transactions hold. Updates of different
+//! timer passes over rollouts other transactions hold, while a call's own
+//! scan waits for them (in id order) so that it answers with their
+//! verdicts ([`crate::core::storage::Held`]). Updates of different
 //! rollouts never wait for each other. Counters are sharded per connection,
 //! and event numbers come from one counter row taken last (see
 //! [`super::sql`]'s `apply` module for why they stay gapless and in commit

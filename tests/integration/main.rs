@@ -25,6 +25,7 @@ mod logs;
 mod metrics;
 mod postgres;
 mod postgres_schema;
+mod postgres_watchdog;
 mod security;
 mod sqlite;
 mod storage;

@@ -22,7 +22,7 @@ use lightning_store::core::query::{
     AttemptSelector, FilterLogic, Page, RolloutFilter, SpanFilter, TextMatch,
 };
 use lightning_store::core::storage::agl1::EventWrite;
-use lightning_store::core::storage::{Access, Store, StoreTx, WriteSet};
+use lightning_store::core::storage::{Access, Held, Store, StoreTx, WriteSet};
 use proptest::prelude::*;
 
 const BACKENDS: [Backend; 3] = [Backend::Memory, Backend::Sqlite, Backend::Postgres];
@@ -476,7 +476,7 @@ async fn observe(store: &dyn Store, results: Vec<String>) -> Observed {
         .unwrap()
         .items;
     let due = tx
-        .due_rollouts(Timestamp(10), 100)
+        .due_rollouts(Timestamp(10), 100, Held::Skip)
         .await
         .unwrap()
         .into_iter()
@@ -918,7 +918,7 @@ async fn ids_sort_by_bytes_and_match_exactly_on_every_backend() {
         let ids = |views: Vec<RolloutView>| -> Vec<String> {
             views.into_iter().map(|v| v.rollout.rollout_id).collect()
         };
-        let due = ids(tx.due_rollouts(Timestamp(10), 3).await.unwrap());
+        let due = ids(tx.due_rollouts(Timestamp(10), 3, Held::Wait).await.unwrap());
         assert_eq!(
             due,
             ["ro-1", "ro-B", "ro-Z"],

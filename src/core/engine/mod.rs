@@ -44,7 +44,7 @@ use super::model::{
     AttemptStatus, Json, RolloutConfig, RolloutMode, RolloutStatus, Span, Statistics, Timestamp,
 };
 use super::retention::{Eviction, RetentionPolicy};
-use super::storage::{Store, StoreTx};
+use super::storage::{Held, Store, StoreTx};
 use super::telemetry::{BackendPhase, NoObserver, Observer};
 
 /// Fields of a rollout to overwrite; `None` leaves a field unchanged.
@@ -340,18 +340,22 @@ impl Engine {
         }
     }
 
-    /// Applies the watchdog to every rollout whose deadline has passed.
+    /// Applies the watchdog to every rollout whose deadline has passed,
+    /// passing over those that concurrent transactions hold (the timer's
+    /// scan: it must not queue behind other work; the holders are due again
+    /// on the next scan, and an operation's own scan waits for them).
     pub async fn scan(&self) -> StoreResult<()> {
-        self.scan_due(self.now()).await
+        self.scan_due(self.now(), Held::Skip).await
     }
 
     /// Applies the watchdog's verdicts due at `now`, one bounded pass per
-    /// transaction, until no rollout is due.
-    async fn scan_due(&self, now: Timestamp) -> StoreResult<()> {
+    /// transaction, until no rollout is due; `held` says what a pass does
+    /// with the due rollouts concurrent transactions hold.
+    async fn scan_due(&self, now: Timestamp, held: Held) -> StoreResult<()> {
         loop {
             let handled = self
                 .run_tx(now, |tx| {
-                    Box::pin(async move { tx::watchdog(tx, now, WATCHDOG_PASS).await })
+                    Box::pin(async move { tx::watchdog(tx, now, WATCHDOG_PASS, held).await })
                 })
                 .await?;
             if handled < WATCHDOG_PASS {
@@ -409,7 +413,12 @@ impl Engine {
 
     /// The transaction runner: opens a transaction, runs the due watchdog
     /// verdicts first when `scan` says so, runs `body` in it, and commits
-    /// what it buffered. A body that fails drops the transaction: nothing of
+    /// what it buffered. Its due scan waits for the due rollouts that
+    /// concurrent transactions hold ([`Held::Wait`]), so that the operation
+    /// answers with every verdict due by its `now`, as a backend that
+    /// serialises every transaction gives; the holder may have applied the
+    /// verdict meanwhile, and a waited-for rollout that is no longer due is
+    /// left alone (one verdict, one event). A body that fails drops the transaction: nothing of
     /// it stays. Read-only bodies commit too: a durable backend acknowledges
     /// only what is durable (see the storage contract).
     async fn run<'a, T>(
@@ -426,7 +435,7 @@ impl Engine {
                 .timed(BackendPhase::Begin, self.store.begin_read())
                 .await?;
             let mut tx = Tx::new(store, now);
-            if tx.store.due_rollouts(now, 1).await?.is_empty() {
+            if tx.store.due_rollouts(now, 1, Held::Wait).await?.is_empty() {
                 return self.finish(tx, body).await;
             }
             tx.into_parts().0.rollback().await;
@@ -436,11 +445,11 @@ impl Engine {
             // Verdicts are committed on their own, so that they stand even
             // when the operation fails its checks; when none is due (the
             // common case) the operation goes on in the same transaction.
-            let handled = tx::watchdog(&mut tx, now, WATCHDOG_PASS).await?;
+            let handled = tx::watchdog(&mut tx, now, WATCHDOG_PASS, Held::Wait).await?;
             if handled > 0 {
                 self.commit(tx).await?;
                 if handled == WATCHDOG_PASS {
-                    self.scan_due(now).await?;
+                    self.scan_due(now, Held::Wait).await?;
                 }
                 tx = self.begin(now).await?;
             }

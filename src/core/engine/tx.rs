@@ -15,7 +15,7 @@ use super::super::model::{
 };
 use super::super::ownership;
 use super::super::storage::agl1::Agl1Writes;
-use super::super::storage::{Access, StoreTx, WriteSet};
+use super::super::storage::{Access, Held, StoreTx, WriteSet};
 
 /// One engine transaction.
 pub(super) struct Tx<'a> {
@@ -441,9 +441,15 @@ pub(super) fn heartbeat(
 
 /// Applies the watchdog's verdicts to up to `limit` due rollouts (`docs/semantics.md#watchdog`);
 /// each verdict takes the normal attempt-update path (propagation, worker sync). Returns how many
-/// due rollouts it handled.
-pub(super) async fn watchdog(tx: &mut Tx<'_>, now: Timestamp, limit: usize) -> StoreResult<usize> {
-    let due = tx.store.due_rollouts(now, limit).await?;
+/// due rollouts it handled. `held` says what it does with the due rollouts concurrent transactions
+/// hold; a verdict is decided on what it read, after any wait.
+pub(super) async fn watchdog(
+    tx: &mut Tx<'_>,
+    now: Timestamp,
+    limit: usize,
+    held: Held,
+) -> StoreResult<usize> {
+    let due = tx.store.due_rollouts(now, limit, held).await?;
     let handled = due.len();
     for view in due {
         let RolloutView {

@@ -52,7 +52,7 @@ use crate::core::model::{
 };
 use crate::core::query::{Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter};
 use crate::core::retention::{Eviction, RetentionPolicy};
-use crate::core::storage::{Access, StoreTx, WriteSet};
+use crate::core::storage::{Access, Held, StoreTx, WriteSet};
 
 /// A value bound to a statement parameter. NULLs carry their type:
 /// PostgreSQL types every parameter. Arrays are bound only on a shared
@@ -374,8 +374,9 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         &mut self,
         now: Timestamp,
         limit: usize,
+        held: Held,
     ) -> StoreResult<Vec<RolloutView>> {
-        self.read_due(now, limit).await
+        self.read_due(now, limit, held).await
     }
 
     async fn attempts(&mut self, rollout_id: &str) -> StoreResult<Vec<Attempt>> {

@@ -13,7 +13,7 @@ use crate::core::model::{
     Attempt, AttemptStatus, Counts, ResourcesUpdate, RolloutStatus, RolloutView, Timestamp, Worker,
 };
 use crate::core::query::{Page, Paged, ResourcesFilter, RolloutFilter, WorkerFilter};
-use crate::core::storage::Access;
+use crate::core::storage::{Access, Held};
 
 /// Selects a rollout (`r`) with its latest attempt (`a`); the caller
 /// appends the `WHERE` clause.
@@ -242,6 +242,7 @@ impl<C: Connection> SqlTx<C> {
         &mut self,
         now: Timestamp,
         limit: usize,
+        held: Held,
     ) -> StoreResult<Vec<RolloutView>> {
         // The floor answers "nothing is due" without a query on most
         // operations; the earliest deadline resets it when it cannot.
@@ -258,6 +259,9 @@ impl<C: Connection> SqlTx<C> {
             self.floor.found(start, earliest);
             return Ok(Vec::new());
         }
+        if C::DIALECT.shared && held == Held::Wait {
+            return self.wait_for_due(now, limit).await;
+        }
         let lock = if C::DIALECT.shared {
             " FOR UPDATE OF r SKIP LOCKED"
         } else {
@@ -273,6 +277,56 @@ impl<C: Connection> SqlTx<C> {
         ));
         let rows = self.read(b.finish()).await?;
         rows.iter().map(|row| rollout_view(row, 0)).collect()
+    }
+
+    /// A shared database's due scan that waits for the due rollouts other
+    /// transactions hold ([`Held::Wait`]): picks the due rollouts without
+    /// locks, then locks them in id order (two such scans cannot deadlock)
+    /// and keeps those still due once their holders are done (the database
+    /// reads a waited-for row again as committed). When every one was
+    /// settled meanwhile, it looks again, on a newer snapshot, so that an
+    /// empty answer means nothing is due.
+    async fn wait_for_due(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+    ) -> StoreResult<Vec<RolloutView>> {
+        loop {
+            let mut b = Builder::new(C::DIALECT);
+            b.push("SELECT rollout_id FROM rollouts r");
+            let at = b.arg(now);
+            let limit = b.arg(i64::try_from(limit).unwrap_or(i64::MAX));
+            b.push(&format!(
+                " WHERE r.watchdog_deadline < {at} \
+                 ORDER BY r.watchdog_deadline, r.rollout_id LIMIT {limit}"
+            ));
+            let due = self
+                .read(b.finish())
+                .await?
+                .iter()
+                .map(|row| row.text(0))
+                .collect::<StoreResult<Vec<String>>>()?;
+            if due.is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut b = Builder::new(C::DIALECT);
+            b.push(ROLLOUT_VIEW).push(" WHERE ");
+            let condition = b.one_of("r.rollout_id", due.iter().map(String::as_str));
+            let at = b.arg(now);
+            b.push(&format!(
+                "{condition} AND r.watchdog_deadline < {at} \
+                 ORDER BY r.rollout_id FOR UPDATE OF r"
+            ));
+            let mut by_id = HashMap::with_capacity(due.len());
+            for row in self.read(b.finish()).await? {
+                let view = rollout_view(&row, 0)?;
+                by_id.insert(view.rollout.rollout_id.clone(), view);
+            }
+            if !by_id.is_empty() {
+                // Earliest deadline first, as the candidates were picked.
+                return Ok(due.iter().filter_map(|id| by_id.remove(id)).collect());
+            }
+        }
     }
 
     pub(super) async fn read_attempts(&mut self, rollout_id: &str) -> StoreResult<Vec<Attempt>> {
