@@ -50,8 +50,8 @@ pub(super) struct AppendQueue {
 #[derive(Default)]
 struct Queue {
     waiting: VecDeque<Append>,
-    /// A drainer is running that has not taken its batch yet, or appends
-    /// were left for the one it started.
+    /// A drainer runs that does not hold its rollouts' locks yet: appends
+    /// that arrive wait for it to hand over ([`AppendQueue::hand_over`]).
     draining: bool,
 }
 
@@ -89,9 +89,10 @@ impl AppendQueue {
 
     /// Takes the next batch: the longest prefix of the queue (at most
     /// [`MAX_BATCH`]) in which no member that reads earlier events of its
-    /// attempt follows another member of the same attempt. Returns the
-    /// batch and whether appends are left (for a drainer the caller starts).
-    fn take_batch(&self) -> (Vec<Append>, bool) {
+    /// attempt follows another member of the same attempt. The drainer
+    /// stays the one that starts the next, once it holds its locks
+    /// ([`AppendQueue::hand_over`]).
+    fn take_batch(&self) -> Vec<Append> {
         let mut queue = self.state.lock();
         let mut batch: Vec<Append> = Vec::new();
         while batch.len() < MAX_BATCH
@@ -105,9 +106,19 @@ impl AppendQueue {
             }
             batch.extend(queue.waiting.pop_front());
         }
-        let left = !queue.waiting.is_empty();
-        queue.draining = left;
-        (batch, left)
+        batch
+    }
+
+    /// Called by a drainer once its batch holds its rollouts' locks (or
+    /// failed to take them): returns true when appends wait (those left at
+    /// take time and those that arrived since), for which the caller starts
+    /// the next drainer; else the next append starts one. So a later
+    /// drainer queues for the store behind this batch's locks, and an
+    /// append is never stored before one that arrived earlier.
+    fn hand_over(&self) -> bool {
+        let mut queue = self.state.lock();
+        queue.draining = !queue.waiting.is_empty();
+        queue.draining
     }
 
     /// Takes every waiting append (a drainer that could not open a
@@ -172,8 +183,8 @@ impl Engine {
     }
 
     /// Runs one batch of queued appends in one transaction and answers its
-    /// members; starts the next drainer once its rollouts are locked when
-    /// appends are left.
+    /// members; once its rollouts are locked, starts the next drainer when
+    /// appends wait ([`AppendQueue::hand_over`]).
     /// (Boxed: it spawns itself.)
     fn drain_appends(self: Arc<Self>) -> BoxFuture<'static, ()> {
         Box::pin(async move {
@@ -186,11 +197,22 @@ impl Engine {
                     return;
                 }
             };
-            let (batch, left) = self.appends.take_batch();
-            let next = left.then(|| self.clone());
+            let batch = self.appends.take_batch();
             let (requests, dones): (Vec<Request>, Vec<_>) =
                 batch.into_iter().map(|a| (a.request, a.done)).unzip();
-            let verdicts = match self.check_appends(&mut tx, requests, next).await {
+            let present = lock_rollouts(&mut tx, &requests).await;
+            // The next drainer starts once this batch holds its rollouts: on
+            // a shared database it runs beside this one, and its appends to
+            // the same rollouts wait for this commit, so they are stored
+            // after.
+            if self.appends.hand_over() {
+                tokio::spawn(self.clone().drain_appends());
+            }
+            let checked = match present {
+                Ok(present) => self.check_appends(&mut tx, requests, &present).await,
+                Err(error) => Err(error),
+            };
+            let verdicts = match checked {
                 Ok(verdicts) => verdicts,
                 Err(error) => {
                     tx.into_parts().0.rollback().await;
@@ -215,23 +237,16 @@ impl Engine {
         })
     }
 
-    /// Checks each member of a batch in order and stages the events of
-    /// those that pass. The outer error is the store's (it fails the
-    /// batch); the inner ones are the members' own.
+    /// Checks each member of a batch in order (`present`: its locked
+    /// rollouts that exist) and stages the events of those that pass. The
+    /// outer error is the store's (it fails the batch); the inner ones are
+    /// the members' own.
     async fn check_appends(
         &self,
         tx: &mut Tx<'_>,
         requests: Vec<Request>,
-        next: Option<Arc<Self>>,
+        present: &[String],
     ) -> StoreResult<Vec<StoreResult<Verdict>>> {
-        let present = lock_rollouts(tx, &requests).await;
-        // The next drainer starts once this batch holds its rollouts: on a
-        // shared database it runs beside this one, and its appends to the
-        // same rollouts wait for this commit, so they are stored after.
-        if let Some(engine) = next {
-            tokio::spawn(engine.drain_appends());
-        }
-        let present = present?;
         let mut verdicts = Vec::with_capacity(requests.len());
         for request in requests {
             let verdict = match present.contains(&request.rollout_id) {
@@ -346,23 +361,46 @@ mod tests {
         queue.push(append("b", "0", false));
         queue.push(append("a", "0", true));
         queue.push(append("c", "0", false));
-        let (batch, left) = queue.take_batch();
+        let batch = queue.take_batch();
         assert_eq!(
             ids(&batch),
             [("a", "0"), ("a", "1"), ("b", "0"), ("b", "0")]
         );
-        assert!(left);
         assert!(
             !queue.push(append("d", "0", false)),
             "left for the next drainer"
         );
-        let (batch, left) = queue.take_batch();
-        assert_eq!(ids(&batch), [("a", "0"), ("c", "0"), ("d", "0")]);
-        assert!(!left);
+        assert!(queue.hand_over(), "appends wait: the next drainer starts");
+        assert_eq!(
+            ids(&queue.take_batch()),
+            [("a", "0"), ("c", "0"), ("d", "0")]
+        );
+        assert!(!queue.hand_over(), "nothing waits");
         assert!(
             queue.push(append("e", "0", false)),
             "the next append starts one"
         );
+    }
+
+    #[test]
+    fn an_append_after_a_batch_took_everything_waits_for_its_locks() {
+        let queue = AppendQueue::default();
+        assert!(queue.push(append("a", "0", false)));
+        assert_eq!(ids(&queue.take_batch()), [("a", "0")]);
+        // The drainer took everything but does not hold its rollouts yet: a
+        // drainer started now could lock them first and store this append
+        // before the one taken.
+        assert!(
+            !queue.push(append("a", "0", false)),
+            "no drainer before the batch holds its locks"
+        );
+        assert!(
+            queue.hand_over(),
+            "the batch hands over to the next drainer"
+        );
+        assert_eq!(ids(&queue.take_batch()), [("a", "0")]);
+        assert!(!queue.hand_over());
+        assert!(queue.push(append("a", "0", false)));
     }
 
     #[test]
@@ -372,11 +410,11 @@ mod tests {
         let mut routed = append("a", "0", false);
         routed.request.new.has_routed_experts = true;
         queue.push(routed);
-        let (batch, left) = queue.take_batch();
-        assert_eq!((ids(&batch), left), (vec![("a", "0")], true));
-        let (batch, left) = queue.take_batch();
+        assert_eq!(ids(&queue.take_batch()), [("a", "0")]);
+        assert!(queue.hand_over());
+        let batch = queue.take_batch();
         assert!(batch[0].request.new.has_routed_experts);
-        assert!(!left);
+        assert!(!queue.hand_over());
     }
 
     #[test]
@@ -385,8 +423,8 @@ mod tests {
         for _ in 0..MAX_BATCH + 1 {
             queue.push(append("a", "0", false));
         }
-        let (batch, left) = queue.take_batch();
-        assert_eq!((batch.len(), left), (MAX_BATCH, true));
-        assert_eq!(queue.take_batch().0.len(), 1);
+        assert_eq!(queue.take_batch().len(), MAX_BATCH);
+        assert!(queue.hand_over());
+        assert_eq!(queue.take_batch().len(), 1);
     }
 }
