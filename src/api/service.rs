@@ -646,6 +646,10 @@ impl LightningStoreService for StoreService {
         request: Request<pb::UpdateAttemptsRequest>,
     ) -> RpcResult<pb::UpdateAttemptsResponse> {
         let (_, extensions, request) = request.into_parts();
+        // A batch over the limit is refused before any of its items is read.
+        self.engine
+            .limits()
+            .check_batch("updates", request.updates.len())?;
         let updates = request
             .updates
             .into_iter()

@@ -33,6 +33,10 @@ pub(super) struct Tx<'a> {
     /// they are read once (a batch reads all its rollouts at once, then
     /// each of its items finds its own here).
     locked: HashMap<String, RolloutView>,
+    /// The session records this transaction read from the backend, with
+    /// how: each is read once (a batch's updates of one worker's attempts
+    /// read its session once), again only to lock one read unlocked.
+    sessions: HashMap<String, (Option<WorkerSession>, Access)>,
 }
 
 impl<'a> Tx<'a> {
@@ -44,6 +48,7 @@ impl<'a> Tx<'a> {
             changes: Changes::default(),
             claimed: HashSet::new(),
             locked: HashMap::new(),
+            sessions: HashMap::new(),
         }
     }
 
@@ -179,12 +184,20 @@ impl<'a> Tx<'a> {
         if let Some(session) = self.writes.session(worker_id) {
             return Ok(Some(session.clone()));
         }
-        Ok(self
+        if let Some((session, read)) = self.sessions.get(worker_id)
+            && (access == Access::Read || *read == Access::Update)
+        {
+            return Ok(session.clone());
+        }
+        let session = self
             .store
             .sessions(&[worker_id], access)
             .await?
             .into_iter()
-            .next())
+            .next();
+        self.sessions
+            .insert(worker_id.to_owned(), (session.clone(), access));
+        Ok(session)
     }
 
     /// Buffers a session record.

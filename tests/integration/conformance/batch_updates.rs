@@ -276,6 +276,16 @@ async fn an_empty_batch_and_one_over_the_limit_are_invalid() {
         Code::InvalidArgument,
         "updates holds 5 items, more than the limit of 4",
     );
+    // The size is refused before any item is read.
+    let unreadable = pb::UpdateAttemptRequest {
+        rollout_id: String::new(),
+        ..update.clone()
+    };
+    assert_code(
+        update_all(&mut c, vec![unreadable; 5]).await,
+        Code::InvalidArgument,
+        "updates holds 5 items, more than the limit of 4",
+    );
     assert_eq!(
         attempt_status(attempt_of(&get(&mut c, &claimed[0].rollout_id).await)),
         A::Preparing
@@ -398,5 +408,62 @@ async fn each_update_is_fenced_by_its_own_owner_epoch() {
     assert!(attempts.iter().all(|a| attempt_status(a) == A::Succeeded));
     first.close().await;
     second.close().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn updates_of_one_workers_attempts_are_fenced_by_its_one_session() {
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    let mut runner = Runner::open(&mut Client::new(server.channel().await), "Worker-0", 2).await;
+    enqueue(&mut c, "0").await;
+    enqueue(&mut c, "1").await;
+    let held = tokio::time::timeout(Duration::from_secs(30), async {
+        [runner.assignment().await, runner.assignment().await]
+    })
+    .await
+    .expect("the runner gets both rollouts");
+    let fenced = |rollout: &pb::Rollout, status: A, epoch: u64| pb::UpdateAttemptRequest {
+        owner_epoch: Some(epoch),
+        ..finish(rollout, status)
+    };
+    let epoch = runner.epoch();
+    // The session is read for the first update; the second, of the same
+    // worker, is checked against it just the same.
+    assert_code(
+        update_all(
+            &mut c,
+            vec![
+                fenced(&held[0], A::Running, epoch),
+                fenced(&held[1], A::Running, epoch + 1),
+            ],
+        )
+        .await,
+        Code::FailedPrecondition,
+        &format!(
+            "updates[1]: attempt {} of rollout {} is not owned by the session with owner_epoch {}: worker Worker-0's session now has owner_epoch {epoch}",
+            attempt_of(&held[1]).attempt_id,
+            held[1].rollout_id,
+            epoch + 1,
+        ),
+    );
+    let attempts = update_all(
+        &mut c,
+        vec![
+            fenced(&held[0], A::Running, epoch),
+            fenced(&held[1], A::Running, epoch),
+            fenced(&held[0], A::Succeeded, epoch),
+        ],
+    )
+    .await
+    .unwrap();
+    let statuses: Vec<A> = attempts.iter().map(attempt_status).collect();
+    assert_eq!(statuses, [A::Running, A::Running, A::Succeeded]);
+    assert_eq!(
+        status(&get(&mut c, &held[0].rollout_id).await),
+        R::Succeeded
+    );
+    assert_eq!(status(&get(&mut c, &held[1].rollout_id).await), R::Running);
+    runner.close().await;
     server.stop().await;
 }
