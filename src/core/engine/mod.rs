@@ -413,14 +413,16 @@ impl Engine {
 
     /// The transaction runner: opens a transaction, runs the due watchdog
     /// verdicts first when `scan` says so, runs `body` in it, and commits
-    /// what it buffered. Its due scan waits for the due rollouts that
-    /// concurrent transactions hold ([`Held::Wait`]), so that the operation
-    /// answers with every verdict due by its `now`, as a backend that
-    /// serialises every transaction gives; the holder may have applied the
-    /// verdict meanwhile, and a waited-for rollout that is no longer due is
-    /// left alone (one verdict, one event). A body that fails drops the transaction: nothing of
+    /// what it buffered. A body that fails drops the transaction: nothing of
     /// it stays. Read-only bodies commit too: a durable backend acknowledges
     /// only what is durable (see the storage contract).
+    ///
+    /// Its due scan waits for the due rollouts that concurrent transactions
+    /// hold ([`Held::Wait`]), so that the operation answers with every
+    /// verdict due by its `now`, as a backend that serialises every
+    /// transaction gives; the holder may have applied the verdict meanwhile,
+    /// and a waited-for rollout that is no longer due is left alone (one
+    /// verdict, one event).
     async fn run<'a, T>(
         &'a self,
         scan: Scan,
