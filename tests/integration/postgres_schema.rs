@@ -17,6 +17,7 @@ const USER_TEXT: &[&str] = &[
     "agl1_rollouts.error_message",
     "agl1_rollouts.k8s_job_name",
     "attempts.metadata",
+    "event_rows.change",
     "events.change",
     "request_ids.rollout_ids",
     "resources.resources",
