@@ -22,7 +22,10 @@
 -- block (src/store/postgres.rs, `EVENTS_AFTER`). The trim runs before the
 -- counter too, on the numbers already committed, and removes whole blocks
 -- with their rows; trimming transactions skip rows another one is
--- removing, so they never wait for each other.
+-- removing, so they never wait for each other. The history still keeps at
+-- least `retention` events: a block is kept whole until its last event is
+-- older than that, and a block of more than `retention` events keeps only
+-- its last `retention` (`n` counts the events stored).
 --
 -- Rolling upgrades: replicas of the previous version read a block's row
 -- as an event without a change and fail those reads (docs/upgrades.md).
@@ -56,6 +59,7 @@ DECLARE
     added BIGINT := cardinality(changes);
     slice BIGINT := GREATEST(retention / 8, 1);
     committed BIGINT;
+    kept BIGINT;
     block_id BIGINT;
     latest BIGINT;
 BEGIN
@@ -73,12 +77,16 @@ BEGIN
     -- Delivered at commit, whenever it is sent.
     PERFORM pg_notify('lightning_store', '');
     IF added > 64 THEN
+        -- A block keeps at most `retention` events, its last ones: the
+        -- numbers before them are trimmed as they are handed out.
+        kept := LEAST(added, GREATEST(retention, 1));
         block_id := nextval('event_block_ids');
         INSERT INTO event_rows (block, k, time, change)
-        SELECT block_id, v.k, v.t, v.c
-        FROM unnest(times, changes) WITH ORDINALITY AS v (t, c, k);
+        SELECT block_id, v.k - (added - kept), v.t, v.c
+        FROM unnest(times, changes) WITH ORDINALITY AS v (t, c, k)
+        WHERE v.k > added - kept;
         UPDATE event_counter SET last = last + added WHERE id = 0 RETURNING last INTO latest;
-        INSERT INTO events (seq, n, block) VALUES (latest, added, block_id);
+        INSERT INTO events (seq, n, block) VALUES (latest, kept, block_id);
     ELSE
         UPDATE event_counter SET last = last + added WHERE id = 0 RETURNING last INTO latest;
         INSERT INTO events (seq, time, change)

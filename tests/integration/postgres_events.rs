@@ -95,26 +95,47 @@ async fn a_large_transactions_events_are_one_block_read_in_order_from_any_number
     b.stop().await;
 }
 
+/// The rows stored in `event_rows`.
+async fn stored_rows(url: &str) -> i64 {
+    let mut db = sqlx::PgConnection::connect(url).await.unwrap();
+    sqlx::query_scalar("SELECT count(*) FROM event_rows")
+        .fetch_one(&mut db)
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_trim_removes_whole_blocks_and_their_rows() {
+async fn the_trim_removes_whole_blocks_and_a_block_keeps_at_most_the_retention() {
     let url = postgres_database().await;
-    let server = server_on(&url, 100).await;
+    let server = server_on(&url, 400).await;
     let mut c = server.client().await;
     for _ in 0..3 {
         enqueue_batch(&mut c, 300).await;
     }
-    // Each batch trims to its own numbers less the retention, before it
-    // takes the counter: the two older blocks are gone, rows and all.
-    let page = server.engine.events_after(600, 1000).await.unwrap();
-    assert_eq!((page.oldest, page.latest), (601, 900));
+    // The third batch trims to its own numbers less the retention (500),
+    // before it takes the counter: the first block is gone, rows and all;
+    // the second, whose last event is newer, is kept whole.
+    let page = server.engine.events_after(300, 1000).await.unwrap();
+    assert_eq!((page.oldest, page.latest), (301, 900));
     let seqs: Vec<u64> = page.events.iter().map(|e| e.seq).collect();
-    assert_eq!(seqs, (601..=900).collect::<Vec<_>>());
-    assert_eq!(event_rows(&url).await, [(900, 300, true)]);
-    let mut db = sqlx::PgConnection::connect(&url).await.unwrap();
-    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM event_rows")
-        .fetch_one(&mut db)
-        .await
-        .unwrap();
-    assert_eq!(stored, 300, "the trimmed blocks' rows are deleted");
+    assert_eq!(seqs, (301..=900).collect::<Vec<_>>());
+    assert_eq!(
+        event_rows(&url).await,
+        [(600, 300, true), (900, 300, true)]
+    );
+    assert_eq!(stored_rows(&url).await, 600, "the trimmed block's rows are deleted");
+
+    // A batch of more events than the retention keeps its last 400.
+    let last = enqueue_batch(&mut c, 500).await;
+    let page = server.engine.events_after(1000, 1000).await.unwrap();
+    assert_eq!((page.oldest, page.latest), (1001, 1400));
+    let ids: Vec<&str> = page
+        .events
+        .iter()
+        .map(|e| e.change.rollout_id().unwrap())
+        .collect();
+    assert_eq!(ids, last[100..], "the batch's last 400 events, in order");
+    assert_eq!(event_rows(&url).await, [(1400, 400, true)]);
+    assert_eq!(stored_rows(&url).await, 400);
     server.stop().await;
 }
