@@ -23,5 +23,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // without these, any change in the package reruns this script.
     println!("cargo:rerun-if-changed=proto");
     println!("cargo:rerun-if-changed=build.rs");
+    // `sqlx::migrate!` embeds the migrations but cannot tell cargo about a
+    // new file: without this, adding one does not rebuild the crate.
+    println!("cargo:rerun-if-changed=migrations");
     Ok(())
 }

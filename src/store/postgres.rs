@@ -108,7 +108,24 @@ static POSTGRES: Dialect = Dialect {
         "SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT DISTINCT \
          hashtextextended(n, 0) AS k FROM unnest(CAST($1 AS TEXT[])) AS n ORDER BY k) AS keys",
     ),
+    events_after: EVENTS_AFTER,
+    event_bounds: "SELECT (SELECT seq - n + 1 FROM events ORDER BY seq LIMIT 1), \
+                   (SELECT MAX(seq) FROM events)",
 };
+
+/// The events after number `$1`, at most `$2`, in order. A row of `events`
+/// is one event or a block of `n` events numbered up to its `seq`, stored
+/// in `event_rows` (migration 0010): the first `$2` rows past `$1` hold at
+/// least `$2` events past it, each block's read from its key in order.
+const EVENTS_AFTER: &str = "SELECT e.seq - e.n + x.k, x.time, x.change \
+     FROM (SELECT seq, n, block, time, change FROM events WHERE seq > $1 \
+           ORDER BY seq LIMIT $2) AS e \
+     CROSS JOIN LATERAL (\
+         SELECT CAST(1 AS BIGINT) AS k, e.time AS time, e.change AS change WHERE e.block IS NULL \
+         UNION ALL \
+         (SELECT r.k, r.time, r.change FROM event_rows AS r \
+          WHERE r.block = e.block AND r.k > $1 - (e.seq - e.n) ORDER BY r.k LIMIT $2)) AS x \
+     ORDER BY e.seq, x.k LIMIT $2";
 
 /// Settings of a PostgreSQL store.
 #[derive(Debug, Clone)]

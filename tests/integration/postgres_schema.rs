@@ -1,5 +1,6 @@
 //! The PostgreSQL schema after every migration: which text columns sort by
-//! bytes, and which indexes the span table keeps (migration 0009).
+//! bytes, which indexes the span table keeps (migration 0009), and how
+//! span bodies are compressed (migration 0011).
 
 use crate::common;
 
@@ -17,6 +18,7 @@ const USER_TEXT: &[&str] = &[
     "agl1_rollouts.error_message",
     "agl1_rollouts.k8s_job_name",
     "attempts.metadata",
+    "event_rows.change",
     "events.change",
     "request_ids.rollout_ids",
     "resources.resources",
@@ -80,4 +82,23 @@ async fn spans_keep_two_indexes_the_dedupe_key_and_the_sequence_order() {
     ]
     .map(|(name, def)| (name.to_owned(), def.to_owned()));
     assert_eq!(indexes, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_span_bodies_are_compressed_with_lz4() {
+    let mut db = migrated().await;
+    sqlx::query(
+        "INSERT INTO spans (rollout_id, attempt_id, span_id, sequence_id, trace_id, name, \
+         size, body) VALUES ('ro-1', 'at-1', 'sp-1', 1, 'tr-1', 'llm', 10000, \
+         repeat('{\"prompt\": \"the same words again\"}', 300))",
+    )
+    .execute(&mut db)
+    .await
+    .unwrap();
+    let method: Option<String> =
+        sqlx::query_scalar("SELECT pg_column_compression(body) FROM spans WHERE span_id = 'sp-1'")
+            .fetch_one(&mut db)
+            .await
+            .unwrap();
+    assert_eq!(method.as_deref(), Some("lz4"), "migration 0011");
 }

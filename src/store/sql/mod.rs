@@ -198,7 +198,20 @@ pub struct Dialect {
     /// texts) until the transaction ends ([`StoreTx::lock_names`]); `None`
     /// where one writer serialises every transaction.
     pub lock_names: Option<&'static str>,
+    /// A statement returning the `(seq, time, change)` of the events after
+    /// number `$1`, at most `$2` of them, in order.
+    pub events_after: &'static str,
+    /// A statement whose one row holds the numbers of the oldest and the
+    /// latest event kept (NULLs when there is none).
+    pub event_bounds: &'static str,
 }
+
+/// [`Dialect::events_after`] where `events` holds one row per event.
+pub const EVENTS_AFTER: &str =
+    "SELECT seq, time, change FROM events WHERE seq > $1 ORDER BY seq LIMIT $2";
+
+/// [`Dialect::event_bounds`] where `events` holds one row per event.
+pub const EVENT_BOUNDS: &str = "SELECT MIN(seq), MAX(seq) FROM events";
 
 /// Values a single-writer backend remembers across transactions (nothing
 /// else writes its database), saving a query on most transactions. `None`

@@ -492,13 +492,13 @@ impl<C: Connection> SqlTx<C> {
     }
 
     pub(super) async fn read_events(&mut self, after: u64, limit: usize) -> StoreResult<EventPage> {
-        let sql = "SELECT seq, time, change FROM events WHERE seq > $1 ORDER BY seq LIMIT $2";
+        let sql = C::DIALECT.events_after;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = self
             .read(Statement::new(sql).bind(after).bind(limit))
             .await?;
         let events = rows.iter().map(codec::event).collect::<StoreResult<_>>()?;
-        let sql = "SELECT MIN(seq), MAX(seq) FROM events";
+        let sql = C::DIALECT.event_bounds;
         let (oldest, latest) = match self.read_one(Statement::new(sql)).await? {
             Some(row) => (row.opt_int(0)?, row.opt_int(1)?),
             None => (None, None),

@@ -221,6 +221,8 @@ pub(super) static SQLITE: Dialect = Dialect {
     next_session_epoch: "UPDATE counters SET value = value + 1 WHERE name = 'session_epoch' \
                          RETURNING value",
     lock_names: None,
+    events_after: sql::EVENTS_AFTER,
+    event_bounds: sql::EVENT_BOUNDS,
 };
 
 impl SqliteStore {
