@@ -280,13 +280,25 @@ async fn commit_events(store: &SqliteStore, count: usize) -> u64 {
     writes.events.last().unwrap().seq
 }
 
-/// Concurrent committers on a runtime with several threads: each commit
-/// either leads its group (no sync in flight, nobody queued), waits for the
-/// sync in flight, or is committed by the flusher; none is left waiting,
-/// and every acknowledged event is there after a restart, numbered without
+/// Concurrent committers on a runtime with several worker threads (a
+/// group's sync blocks the worker that commits it): each commit either
+/// leads its group (no sync in flight, nobody queued), waits for the sync
+/// in flight, or is committed by the flusher; none is left waiting, and
+/// every acknowledged event is there after a restart, numbered without
 /// gaps.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_commits_are_all_acknowledged_and_survive_a_restart() {
+    commit_concurrently_and_reopen().await;
+}
+
+/// The same on a runtime with one worker thread, whose syncs move the
+/// runtime to another thread (`block_in_place`) instead of blocking it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn concurrent_commits_on_one_worker_thread_are_all_acknowledged_and_survive_a_restart() {
+    commit_concurrently_and_reopen().await;
+}
+
+async fn commit_concurrently_and_reopen() {
     const TASKS: usize = 16;
     const COMMITS: usize = 25;
     let dir = tempfile::tempdir().unwrap();
