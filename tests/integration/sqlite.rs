@@ -369,21 +369,25 @@ async fn the_log_is_copied_into_the_database_beside_the_writer() {
         .await
         .unwrap();
     let size = || std::fs::metadata(&path).unwrap().len();
-    let migrated = size();
-    // About 100 pages of log: far below the writer's own automatic
-    // checkpoint, so only the checkpoint thread copies them.
-    commit_events(&store, 5_000).await;
-    let copied = async {
-        while size() < migrated + 200_000 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    tokio::time::timeout(UNBLOCKED, copied)
-        .await
-        .unwrap_or_else(|_| panic!("the database file stayed at {} bytes", size()));
+    // Three bursts, each after the previous one was copied: a request
+    // made after a checkpoint started asks for the next one.
+    for burst in 1..=3 {
+        let before = size();
+        // About 100 pages of log: far below the writer's own automatic
+        // checkpoint, so only the checkpoint thread copies them.
+        commit_events(&store, 5_000).await;
+        let copied = async {
+            while size() < before + 200_000 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(UNBLOCKED, copied)
+            .await
+            .unwrap_or_else(|_| panic!("burst {burst}: the database stayed at {} bytes", size()));
+    }
     // What was copied is what was committed.
     let mut tx = store.begin_read().await.unwrap();
-    assert_eq!(tx.events_after(0, 1).await.unwrap().latest, 5_000);
+    assert_eq!(tx.events_after(0, 1).await.unwrap().latest, 15_000);
     tx.commit(&mut WriteSet::default()).await.unwrap();
 }
 
