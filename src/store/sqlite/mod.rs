@@ -647,7 +647,8 @@ fn tell(in_flight: &parking_lot::Mutex<InFlight>, outcome: StoreResult<()>) -> b
 /// commits, on a thread that may block. On a runtime with several worker
 /// threads the calling worker syncs itself: groups sync one at a time, so
 /// a sync holds at most one worker while the others serve (and take its
-/// queued tasks), and the committing transaction goes on without a
+/// queued tasks, all but the one in its LIFO slot), and the committing
+/// transaction goes on without a
 /// hand-off to another thread. (`block_in_place` moved the worker's
 /// runtime to another thread on every sync: a wake-up and a migration per
 /// commit, seven context switches per gateway call; docs/performance.md.)
