@@ -280,13 +280,25 @@ async fn commit_events(store: &SqliteStore, count: usize) -> u64 {
     writes.events.last().unwrap().seq
 }
 
-/// Concurrent committers on a runtime with several threads: each commit
-/// either leads its group (no sync in flight, nobody queued), waits for the
-/// sync in flight, or is committed by the flusher; none is left waiting,
-/// and every acknowledged event is there after a restart, numbered without
+/// Concurrent committers on a runtime with several worker threads (a
+/// group's sync blocks the worker that commits it): each commit either
+/// leads its group (no sync in flight, nobody queued), waits for the sync
+/// in flight, or is committed by the flusher; none is left waiting, and
+/// every acknowledged event is there after a restart, numbered without
 /// gaps.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_commits_are_all_acknowledged_and_survive_a_restart() {
+    commit_concurrently_and_reopen().await;
+}
+
+/// The same on a runtime with one worker thread, whose syncs move the
+/// runtime to another thread (`block_in_place`) instead of blocking it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn concurrent_commits_on_one_worker_thread_are_all_acknowledged_and_survive_a_restart() {
+    commit_concurrently_and_reopen().await;
+}
+
+async fn commit_concurrently_and_reopen() {
     const TASKS: usize = 16;
     const COMMITS: usize = 25;
     let dir = tempfile::tempdir().unwrap();
@@ -357,21 +369,25 @@ async fn the_log_is_copied_into_the_database_beside_the_writer() {
         .await
         .unwrap();
     let size = || std::fs::metadata(&path).unwrap().len();
-    let migrated = size();
-    // About 100 pages of log: far below the writer's own automatic
-    // checkpoint, so only the checkpoint thread copies them.
-    commit_events(&store, 5_000).await;
-    let copied = async {
-        while size() < migrated + 200_000 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    tokio::time::timeout(UNBLOCKED, copied)
-        .await
-        .unwrap_or_else(|_| panic!("the database file stayed at {} bytes", size()));
+    // Three bursts, each after the previous one was copied: a request
+    // made after a checkpoint started asks for the next one.
+    for burst in 1..=3 {
+        let before = size();
+        // About 100 pages of log: far below the writer's own automatic
+        // checkpoint, so only the checkpoint thread copies them.
+        commit_events(&store, 5_000).await;
+        let copied = async {
+            while size() < before + 200_000 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(UNBLOCKED, copied)
+            .await
+            .unwrap_or_else(|_| panic!("burst {burst}: the database stayed at {} bytes", size()));
+    }
     // What was copied is what was committed.
     let mut tx = store.begin_read().await.unwrap();
-    assert_eq!(tx.events_after(0, 1).await.unwrap().latest, 5_000);
+    assert_eq!(tx.events_after(0, 1).await.unwrap().latest, 15_000);
     tx.commit(&mut WriteSet::default()).await.unwrap();
 }
 

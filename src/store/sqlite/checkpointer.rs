@@ -9,6 +9,10 @@
 //! transaction waits for. Here a `PASSIVE` checkpoint (it never waits for
 //! and never blocks the writer or the readers) runs after the log's
 //! syncs, at most once per [`INTERVAL`], and copies what the log holds.
+//! A sync's request wakes the thread only when no request is pending: the
+//! requests made while it waits for its interval cost an atomic swap, not
+//! a wake-up each (one per sync was three context switches per gateway
+//! call, docs/performance.md).
 //!
 //! A log restarts from its beginning only when a writer begins while every
 //! frame of it has been copied, which a checkpoint racing a busy writer
@@ -22,7 +26,9 @@
 //! in between leaves the log to be copied again on recovery.
 
 use std::path::Path;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::time::{Duration, Instant};
 
 /// The least time between two checkpoints of this thread.
@@ -35,6 +41,8 @@ pub(super) const WRITER_CHECKPOINT_PAGES: u32 = 8_192;
 /// Asks the checkpoint thread for a checkpoint; dropping it ends the thread.
 pub(super) struct Checkpointer {
     wake: SyncSender<()>,
+    /// A request is waiting for the next checkpoint to start.
+    pending: Arc<AtomicBool>,
 }
 
 impl Checkpointer {
@@ -45,40 +53,46 @@ impl Checkpointer {
             rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         let (wake, woken) = std::sync::mpsc::sync_channel(1);
+        let pending = Arc::new(AtomicBool::new(false));
+        let requested = pending.clone();
         std::thread::Builder::new()
             .name("sqlite-checkpoint".into())
-            .spawn(move || run(&conn, &woken))
+            .spawn(move || run(&conn, &woken, &requested))
             .map_err(|error| {
                 rusqlite::Error::ToSqlConversionFailure(
                     format!("cannot start the checkpoint thread: {error}").into(),
                 )
             })?;
-        Ok(Self { wake })
+        Ok(Self { wake, pending })
     }
 
     /// Asks for a checkpoint of what the log holds now (one is enough for
-    /// any number of requests made before it starts).
+    /// any number of requests made before it starts); wakes the thread
+    /// only for the first of them.
     pub(super) fn request(&self) {
+        if self.pending.swap(true, Ordering::AcqRel) {
+            return;
+        }
         match self.wake.try_send(()) {
             Ok(()) | Err(TrySendError::Full(())) | Err(TrySendError::Disconnected(())) => {}
         }
     }
 }
 
-/// The thread: one checkpoint per request, at most one per [`INTERVAL`].
-fn run(conn: &rusqlite::Connection, woken: &Receiver<()>) {
+/// The thread: one checkpoint per pending request, at most one per
+/// [`INTERVAL`].
+fn run(conn: &rusqlite::Connection, woken: &Receiver<()>, pending: &AtomicBool) {
     let mut last: Option<Instant> = None;
     while woken.recv().is_ok() {
-        if let Some(due) = last.map(|at| at + INTERVAL) {
-            // Requests arriving meanwhile are covered by this checkpoint.
-            while let Some(rest) = due.checked_duration_since(Instant::now()) {
-                match woken.recv_timeout(rest) {
-                    Ok(()) => {}
-                    Err(RecvTimeoutError::Timeout) => break,
-                    Err(RecvTimeoutError::Disconnected) => return,
-                }
-            }
+        if let Some(rest) =
+            last.and_then(|at| (at + INTERVAL).checked_duration_since(Instant::now()))
+        {
+            // Requests made meanwhile find this one pending: it covers them.
+            std::thread::sleep(rest);
         }
+        // Cleared before the checkpoint starts: a request made during it
+        // asks for the next one.
+        pending.store(false, Ordering::Release);
         last = Some(Instant::now());
         // `PASSIVE`: copies what no reader still needs, waits for nobody.
         if let Err(error) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {

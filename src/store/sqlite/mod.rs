@@ -28,9 +28,9 @@
 //!   for durability; then, when no sync is in flight and no other
 //!   transaction is queued for the connection, it *leads*: it issues the
 //!   `COMMIT` for every waiting commit itself, hands the connection on and
-//!   syncs the log on its own thread (`block_in_place`), so a lone writer
-//!   pays one `COMMIT` and one sync, without a hand-off to another task
-//!   and back;
+//!   syncs the log on its own thread (its worker blocks for the sync: see
+//!   [`sync_group`]), so a lone writer pays one `COMMIT` and one sync,
+//!   without a hand-off to another thread and back;
 //! * a logical commit that finds a sync in flight waits in the open
 //!   physical transaction: whoever ends that sync wakes the flusher, which
 //!   commits the waiting group (unless a leader took it first) and syncs;
@@ -71,8 +71,9 @@
 //! rusqlite connection and runs each statement on the calling task's
 //! thread: SQLite answers from its page cache in microseconds, where a
 //! round trip to a worker thread per statement cost tens of microseconds
-//! (mostly thread wake-ups) and bounded throughput. Only the log's sync,
-//! which waits for the disk, runs on a blocking thread. Since no other
+//! (mostly thread wake-ups) and bounded throughput. The log's sync, which
+//! waits for the disk, runs there too when the runtime has other workers
+//! to serve meanwhile ([`sync_group`]). Since no other
 //! server writes the file (other programs may read it, e.g. a backup, and
 //! must not write it), the connection also remembers the last
 //! event number ([`sql::Cache`]) and a lower bound of the watchdog deadlines
@@ -645,18 +646,31 @@ fn tell(in_flight: &parking_lot::Mutex<InFlight>, outcome: StoreResult<()>) -> b
 }
 
 /// Syncs the log of the group just committed and tells its logical
-/// commits, on a thread that may block: the calling worker thread itself
-/// (`block_in_place`: the runtime hands the worker's other tasks to
-/// another thread) when the runtime has several, else a blocking thread.
-/// Either way the sync and the telling cannot be cancelled half-way.
+/// commits, on a thread that may block. On a runtime with several worker
+/// threads the calling worker syncs itself: groups sync one at a time, so
+/// a sync holds at most one worker while the others serve (and take its
+/// queued tasks, all but the one in its LIFO slot), and the committing
+/// transaction goes on without a
+/// hand-off to another thread. (`block_in_place` moved the worker's
+/// runtime to another thread on every sync: a wake-up and a migration per
+/// commit, seven context switches per gateway call; docs/performance.md.)
+/// With one worker, `block_in_place` keeps the runtime serving during the
+/// sync; on a current-thread runtime, a blocking thread syncs. Either way
+/// the sync and the telling cannot be cancelled half-way.
 fn sync_group(shared: &Arc<Shared>, wal: Arc<std::fs::File>) {
-    let multi_thread = tokio::runtime::Handle::try_current()
-        .is_ok_and(|runtime| runtime.runtime_flavor() == RuntimeFlavor::MultiThread);
-    if multi_thread {
-        tokio::task::block_in_place(|| sync_and_tell(shared, &wal));
-    } else {
-        let shared = shared.clone();
-        tokio::task::spawn_blocking(move || sync_and_tell(&shared, &wal));
+    let workers = tokio::runtime::Handle::try_current()
+        .ok()
+        .and_then(|runtime| {
+            (runtime.runtime_flavor() == RuntimeFlavor::MultiThread)
+                .then(|| runtime.metrics().num_workers())
+        });
+    match workers {
+        Some(2..) => sync_and_tell(shared, &wal),
+        Some(_) => tokio::task::block_in_place(|| sync_and_tell(shared, &wal)),
+        None => {
+            let shared = shared.clone();
+            tokio::task::spawn_blocking(move || sync_and_tell(&shared, &wal));
+        }
     }
 }
 
