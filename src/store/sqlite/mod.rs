@@ -176,6 +176,9 @@ struct Shared {
     /// How many times [`Store::interrupt`] was called: a logical
     /// transaction begun before the latest call fails.
     interrupts: AtomicU64,
+    /// How long the latest sync of the log took, in microseconds: decides
+    /// which thread runs the next ([`sync_group`]).
+    last_sync_micros: AtomicU64,
 }
 
 /// A logical commit waiting for durability.
@@ -303,6 +306,7 @@ impl SqliteStore {
             checkpointer,
             interrupt,
             interrupts: AtomicU64::new(0),
+            last_sync_micros: AtomicU64::new(0),
         });
         let flusher = tokio::spawn(flush_loop(shared.clone()));
         tracing::info!(path = %path.display(), "sqlite database opened");
@@ -645,18 +649,25 @@ fn tell(in_flight: &parking_lot::Mutex<InFlight>, outcome: StoreResult<()>) -> b
     next
 }
 
+/// A sync shorter than this runs on the committing worker itself; a
+/// longer one (a slow or network disk) would keep that worker from the
+/// runtime for its whole duration, so the worker hands its runtime over
+/// first (`block_in_place`).
+const INLINE_SYNC: Duration = Duration::from_millis(1);
+
 /// Syncs the log of the group just committed and tells its logical
 /// commits, on a thread that may block. On a runtime with several worker
-/// threads the calling worker syncs itself: groups sync one at a time, so
-/// a sync holds at most one worker while the others serve (and take its
-/// queued tasks, all but the one in its LIFO slot), and the committing
-/// transaction goes on without a
-/// hand-off to another thread. (`block_in_place` moved the worker's
-/// runtime to another thread on every sync: a wake-up and a migration per
-/// commit, seven context switches per gateway call; docs/performance.md.)
-/// With one worker, `block_in_place` keeps the runtime serving during the
-/// sync; on a current-thread runtime, a blocking thread syncs. Either way
-/// the sync and the telling cannot be cancelled half-way.
+/// threads whose disk synced the previous group in under [`INLINE_SYNC`],
+/// the calling worker syncs itself: groups sync one at a time, so a sync
+/// holds at most one worker while the others serve (and take its queued
+/// tasks, all but the one in its LIFO slot), and the committing
+/// transaction goes on without a hand-off to another thread.
+/// (`block_in_place` moves the worker's runtime to another thread: a
+/// wake-up and a migration per commit, seven context switches per gateway
+/// call; docs/performance.md.) After a slower sync, and with one worker,
+/// `block_in_place` keeps the runtime serving during the sync; on a
+/// current-thread runtime, a blocking thread syncs. Either way the sync
+/// and the telling cannot be cancelled half-way.
 fn sync_group(shared: &Arc<Shared>, wal: Arc<std::fs::File>) {
     let workers = tokio::runtime::Handle::try_current()
         .ok()
@@ -664,8 +675,10 @@ fn sync_group(shared: &Arc<Shared>, wal: Arc<std::fs::File>) {
             (runtime.runtime_flavor() == RuntimeFlavor::MultiThread)
                 .then(|| runtime.metrics().num_workers())
         });
+    let fast_disk = shared.last_sync_micros.load(Ordering::Relaxed)
+        < u64::try_from(INLINE_SYNC.as_micros()).unwrap_or(u64::MAX);
     match workers {
-        Some(2..) => sync_and_tell(shared, &wal),
+        Some(2..) if fast_disk => sync_and_tell(shared, &wal),
         Some(_) => tokio::task::block_in_place(|| sync_and_tell(shared, &wal)),
         None => {
             let shared = shared.clone();
@@ -674,10 +687,15 @@ fn sync_group(shared: &Arc<Shared>, wal: Arc<std::fs::File>) {
     }
 }
 
-/// Syncs the log, tells the group in flight the outcome and wakes the
-/// flusher if commits wait for the next group.
+/// Syncs the log (timing it for [`sync_group`]), tells the group in
+/// flight the outcome and wakes the flusher if commits wait for the next
+/// group.
 fn sync_and_tell(shared: &Shared, wal: &std::fs::File) {
-    let outcome = wal.sync_data().map_err(|error| {
+    let started = Instant::now();
+    let outcome = wal.sync_data();
+    let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    shared.last_sync_micros.store(took, Ordering::Relaxed);
+    let outcome = outcome.map_err(|error| {
         let error = StoreError::Unavailable(format!("sqlite: cannot sync the log: {error}"));
         tracing::error!(%error, "sqlite commit failed");
         error
