@@ -28,7 +28,8 @@
 //!   for durability; then, when no sync is in flight and no other
 //!   transaction is queued for the connection, it *leads*: it issues the
 //!   `COMMIT` for every waiting commit itself, hands the connection on and
-//!   syncs the log on its own thread (its worker blocks for the sync: see
+//!   syncs the log on its own thread (its worker blocks for the sync, or
+//!   first hands its runtime over when the disk is slow: see
 //!   [`sync_group`]), so a lone writer pays one `COMMIT` and one sync,
 //!   without a hand-off to another thread and back;
 //! * a logical commit that finds a sync in flight waits in the open
