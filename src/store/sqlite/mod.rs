@@ -28,10 +28,9 @@
 //!   for durability; then, when no sync is in flight and no other
 //!   transaction is queued for the connection, it *leads*: it issues the
 //!   `COMMIT` for every waiting commit itself, hands the connection on and
-//!   syncs the log on its own thread (its worker blocks for the sync, or
-//!   first hands its runtime over when the disk is slow: see
-//!   [`sync_group`]), so a lone writer pays one `COMMIT` and one sync,
-//!   without a hand-off to another thread and back;
+//!   syncs the log on its own thread (`block_in_place`), so a lone writer
+//!   pays one `COMMIT` and one sync, without a hand-off to another task
+//!   and back;
 //! * a logical commit that finds a sync in flight waits in the open
 //!   physical transaction: whoever ends that sync wakes the flusher, which
 //!   commits the waiting group (unless a leader took it first) and syncs;
@@ -72,9 +71,8 @@
 //! rusqlite connection and runs each statement on the calling task's
 //! thread: SQLite answers from its page cache in microseconds, where a
 //! round trip to a worker thread per statement cost tens of microseconds
-//! (mostly thread wake-ups) and bounded throughput. The log's sync, which
-//! waits for the disk, runs there too when the runtime has other workers
-//! to serve meanwhile ([`sync_group`]). Since no other
+//! (mostly thread wake-ups) and bounded throughput. Only the log's sync,
+//! which waits for the disk, runs on a blocking thread. Since no other
 //! server writes the file (other programs may read it, e.g. a backup, and
 //! must not write it), the connection also remembers the last
 //! event number ([`sql::Cache`]) and a lower bound of the watchdog deadlines
@@ -177,9 +175,6 @@ struct Shared {
     /// How many times [`Store::interrupt`] was called: a logical
     /// transaction begun before the latest call fails.
     interrupts: AtomicU64,
-    /// How long the latest sync of the log took, in microseconds: decides
-    /// which thread runs the next ([`sync_group`]).
-    last_sync_micros: AtomicU64,
 }
 
 /// A logical commit waiting for durability.
@@ -307,7 +302,6 @@ impl SqliteStore {
             checkpointer,
             interrupt,
             interrupts: AtomicU64::new(0),
-            last_sync_micros: AtomicU64::new(0),
         });
         let flusher = tokio::spawn(flush_loop(shared.clone()));
         tracing::info!(path = %path.display(), "sqlite database opened");
@@ -650,53 +644,26 @@ fn tell(in_flight: &parking_lot::Mutex<InFlight>, outcome: StoreResult<()>) -> b
     next
 }
 
-/// A sync shorter than this runs on the committing worker itself; a
-/// longer one (a slow or network disk) would keep that worker from the
-/// runtime for its whole duration, so the worker hands its runtime over
-/// first (`block_in_place`).
-const INLINE_SYNC: Duration = Duration::from_millis(1);
-
 /// Syncs the log of the group just committed and tells its logical
-/// commits, on a thread that may block. On a runtime with several worker
-/// threads whose disk synced the previous group in under [`INLINE_SYNC`],
-/// the calling worker syncs itself: groups sync one at a time, so a sync
-/// holds at most one worker while the others serve (and take its queued
-/// tasks, all but the one in its LIFO slot), and the committing
-/// transaction goes on without a hand-off to another thread.
-/// (`block_in_place` moves the worker's runtime to another thread: a
-/// wake-up and a migration per commit, seven context switches per gateway
-/// call; docs/performance.md.) After a slower sync, and with one worker,
-/// `block_in_place` keeps the runtime serving during the sync; on a
-/// current-thread runtime, a blocking thread syncs. Either way the sync
-/// and the telling cannot be cancelled half-way.
+/// commits, on a thread that may block: the calling worker thread itself
+/// (`block_in_place`: the runtime hands the worker's other tasks to
+/// another thread) when the runtime has several, else a blocking thread.
+/// Either way the sync and the telling cannot be cancelled half-way.
 fn sync_group(shared: &Arc<Shared>, wal: Arc<std::fs::File>) {
-    let workers = tokio::runtime::Handle::try_current()
-        .ok()
-        .and_then(|runtime| {
-            (runtime.runtime_flavor() == RuntimeFlavor::MultiThread)
-                .then(|| runtime.metrics().num_workers())
-        });
-    let fast_disk = shared.last_sync_micros.load(Ordering::Relaxed)
-        < u64::try_from(INLINE_SYNC.as_micros()).unwrap_or(u64::MAX);
-    match workers {
-        Some(2..) if fast_disk => sync_and_tell(shared, &wal),
-        Some(_) => tokio::task::block_in_place(|| sync_and_tell(shared, &wal)),
-        None => {
-            let shared = shared.clone();
-            tokio::task::spawn_blocking(move || sync_and_tell(&shared, &wal));
-        }
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|runtime| runtime.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if multi_thread {
+        tokio::task::block_in_place(|| sync_and_tell(shared, &wal));
+    } else {
+        let shared = shared.clone();
+        tokio::task::spawn_blocking(move || sync_and_tell(&shared, &wal));
     }
 }
 
-/// Syncs the log (timing it for [`sync_group`]), tells the group in
-/// flight the outcome and wakes the flusher if commits wait for the next
-/// group.
+/// Syncs the log, tells the group in flight the outcome and wakes the
+/// flusher if commits wait for the next group.
 fn sync_and_tell(shared: &Shared, wal: &std::fs::File) {
-    let started = Instant::now();
-    let outcome = wal.sync_data();
-    let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    shared.last_sync_micros.store(took, Ordering::Relaxed);
-    let outcome = outcome.map_err(|error| {
+    let outcome = wal.sync_data().map_err(|error| {
         let error = StoreError::Unavailable(format!("sqlite: cannot sync the log: {error}"));
         tracing::error!(%error, "sqlite commit failed");
         error
