@@ -63,7 +63,9 @@ enum Workload {
         #[command(flatten)]
         server: ServerArgs,
     },
-    /// Chat completions through the gateway, and directly to its model server.
+    /// Chat completions directly to a model server and through the gateway,
+    /// the two sides taking turns in slices; the report's `overhead_c*`
+    /// settings are what the gateway adds at p50 and p99.
     Gateway {
         #[command(flatten)]
         load: LoadArgs,
