@@ -9,8 +9,13 @@
 //!   server that answers after a fixed time (20 ms by default) with 200
 //!   prompt and 50 response token ids by default, and the
 //!   same calls made directly to that model server: the difference is what
-//!   the gateway adds.
+//!   the gateway adds. The two sides take turns in slices of ~0.5 s
+//!   (`--slices`: direct, gateway, direct, ..., all clients on one side at
+//!   a time, over the same keep-alive connections throughout), each side's
+//!   slices merged into one row, so that a load drifting on the machine
+//!   during the run weighs on both sides rather than on the difference.
 
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -18,7 +23,7 @@ use serde_json::json;
 
 use super::driver::{Measured, TaskContext, run_tasks};
 use super::http::{Connection, ModelServer};
-use super::report::{Latency, Report, Row, RowSpec};
+use super::report::{Report, Row, RowSpec};
 use super::stats::Recorder;
 use super::target::Target;
 use super::{BenchResult, LoadArgs};
@@ -58,7 +63,9 @@ enum Workload {
         #[command(flatten)]
         server: ServerArgs,
     },
-    /// Chat completions through the gateway, and directly to its model server.
+    /// Chat completions directly to a model server and through the gateway,
+    /// the two sides taking turns in slices; the report's `overhead_c*`
+    /// settings are what the gateway adds at p50 and p99.
     Gateway {
         #[command(flatten)]
         load: LoadArgs,
@@ -79,6 +86,15 @@ enum Workload {
         /// Response token ids in each answer of the model server.
         #[arg(long, default_value_t = 50)]
         response_tokens: usize,
+        /// Slices each side is cut into: the direct calls and the calls
+        /// through the gateway take turns, one slice at a time (direct,
+        /// gateway, direct, ...), every slice with all -c clients on one
+        /// side, and each side's slices make its one row, so that a load
+        /// changing on the machine weighs on both sides alike. Default: one
+        /// slice per ~0.5 s of --duration-secs; 1 measures the model server
+        /// for the whole duration, then the gateway.
+        #[arg(long)]
+        slices: Option<u32>,
     },
 }
 
@@ -106,6 +122,7 @@ pub async fn run(target: &mut Target, args: Agl1Args, progress: bool) -> BenchRe
             model_latency_ms,
             prompt_tokens,
             response_tokens,
+            slices,
         } => {
             let latency = std::time::Duration::try_from_secs_f64(model_latency_ms / 1e3)
                 .map_err(|_| super::BenchError::new("--model-latency-ms must be >= 0"))?;
@@ -114,7 +131,12 @@ pub async fn run(target: &mut Target, args: Agl1Args, progress: bool) -> BenchRe
                 prompt_tokens,
                 response_tokens,
             };
-            gateway(target, &load, &server, &model, answer, progress).await
+            let settings = GatewaySettings {
+                model,
+                answer,
+                slices,
+            };
+            gateway(target, &load, &server, settings, progress).await
         }
     }
 }
@@ -143,42 +165,62 @@ async fn create_rollouts(
     Ok(ids)
 }
 
-/// One closed-loop HTTP run: where, with how many clients, within which bounds.
-struct HttpLoad<'a> {
+/// Keep-alive connections to one server, one per client task: a run hands
+/// one to each of its tasks and takes it back when the task ends, so that
+/// several runs (the gateway's slices) can use the same connections.
+#[derive(Clone)]
+struct Connections(Arc<Mutex<Vec<Connection>>>);
+
+impl Connections {
+    /// Opens `count` connections to the server at `url`.
+    async fn open(url: &str, key: Option<&str>, count: usize) -> BenchResult<Self> {
+        let mut connections = Vec::with_capacity(count);
+        for _ in 0..count {
+            connections.push(Connection::open(url, key).await?);
+        }
+        Ok(Self(Arc::new(Mutex::new(connections))))
+    }
+
+    fn len(&self) -> usize {
+        self.0.lock().expect("not poisoned").len()
+    }
+
+    fn take(&self) -> Connection {
+        self.0
+            .lock()
+            .expect("not poisoned")
+            .pop()
+            .expect("one connection per task")
+    }
+
+    fn give_back(&self, connection: Connection) {
+        self.0.lock().expect("not poisoned").push(connection);
+    }
+}
+
+/// One closed-loop HTTP run: on which connections (one client task each),
+/// within which bounds.
+struct HttpLoad {
     label: String,
-    url: &'a str,
-    key: Option<&'a str>,
-    clients: usize,
+    connections: Connections,
     limits: super::Limits,
     progress: bool,
 }
 
-impl HttpLoad<'_> {
+impl HttpLoad {
     /// Runs tasks that each send `request(task, n)` and expect 200, each
     /// success carrying `items` items.
     async fn run(
-        self,
+        &self,
         request: impl Fn(usize, u64) -> (String, Option<Bytes>) + Send + Sync + Clone + 'static,
         items: u64,
     ) -> BenchResult<Measured> {
-        let mut connections = Vec::with_capacity(self.clients);
-        for _ in 0..self.clients {
-            connections.push(Connection::open(self.url, self.key).await?);
-        }
-        let connections = std::sync::Mutex::new(connections);
         run_tasks(
             &self.label,
-            self.clients,
+            self.connections.len(),
             self.limits,
             self.progress,
-            |ctx| {
-                let connection = connections
-                    .lock()
-                    .expect("not poisoned")
-                    .pop()
-                    .expect("one per task");
-                http_task(ctx, connection, request.clone(), items)
-            },
+            |ctx| http_task(ctx, self.connections.clone(), request.clone(), items),
         )
         .await
     }
@@ -186,7 +228,7 @@ impl HttpLoad<'_> {
 
 async fn http_task(
     ctx: TaskContext,
-    mut connection: Connection,
+    connections: Connections,
     request: impl Fn(usize, u64) -> (String, Option<Bytes>),
     items: u64,
 ) -> Recorder {
@@ -195,6 +237,7 @@ async fn http_task(
         budget,
         mut recorder,
     } = ctx;
+    let mut connection = connections.take();
     let mut n = 0;
     while budget.take(1) == 1 {
         let (path, body) = request(index, n);
@@ -211,6 +254,7 @@ async fn http_task(
             Err(error) => recorder.failure(format!("{method} {path}: {error}")),
         }
     }
+    connections.give_back(connection);
     recorder
 }
 
@@ -267,9 +311,7 @@ async fn events(
         };
         let load = HttpLoad {
             label,
-            url: target.url(),
-            key,
-            clients,
+            connections: Connections::open(target.url(), key, clients).await?,
             limits,
             progress,
         };
@@ -311,9 +353,7 @@ async fn get(
         };
         let load = HttpLoad {
             label,
-            url: target.url(),
-            key,
-            clients,
+            connections: Connections::open(target.url(), key, clients).await?,
             limits,
             progress,
         };
@@ -344,13 +384,18 @@ async fn gateway(
     target: &mut Target,
     load: &LoadArgs,
     server: &ServerArgs,
-    model: &str,
-    answer: AnswerShape,
+    settings: GatewaySettings,
     progress: bool,
 ) -> BenchResult<Report> {
+    let GatewaySettings {
+        model,
+        answer,
+        slices,
+    } = settings;
     let latency = answer.latency;
     let levels = load.levels(&[16])?;
     let limits = load.limits(200_000)?;
+    let slices = slice_count(slices, limits.duration)?;
     let key = server.key.as_deref();
     let model_server =
         ModelServer::start(answer.prompt_tokens, answer.response_tokens, latency).await?;
@@ -371,88 +416,139 @@ async fn gateway(
         "agl1 gateway",
         json!({"model_server": endpoint, "model_latency_ms": latency.as_secs_f64() * 1e3,
                "prompt_tokens": answer.prompt_tokens, "response_tokens": answer.response_tokens,
-               "duration_secs": limits.duration.as_secs_f64()}),
+               "duration_secs": limits.duration.as_secs_f64(), "slices": slices}),
     );
     let model_url = format!("http://{}", model_server.addr);
     for clients in levels {
         let ids = create_rollouts(target, key, clients).await?;
-        let direct = HttpLoad {
+        let direct = Phase {
             label: format!("direct c={clients}"),
-            url: &model_url,
-            key: None,
-            clients,
-            limits,
-            progress,
+            connections: Connections::open(&model_url, None, clients).await?,
+            path: Box::new(|_| "/v1/chat/completions".to_owned()),
+            measured: None,
         };
-        let direct_latency = measure(
-            &mut report,
-            direct,
-            &chat,
-            |_| "/v1/chat/completions".to_owned(),
-            ("model server, direct", "one chat completion"),
-        )
-        .await?;
-        let gateway = HttpLoad {
+        let through = Phase {
             label: format!("gateway c={clients}"),
-            url: target.url(),
-            key,
-            clients,
-            limits,
-            progress,
-        };
-        let gateway_latency = measure(
-            &mut report,
-            gateway,
-            &chat,
-            move |task| {
+            connections: Connections::open(target.url(), key, clients).await?,
+            path: Box::new(move |task| {
                 format!(
                     "/proxy/rollout/{}/attempt/0/mode/train/openai/v1/chat/completions",
                     ids[task]
                 )
-            },
-            (
-                "through the gateway",
-                "one chat completion (event recorded)",
-            ),
-        )
-        .await?;
+            }),
+            measured: None,
+        };
+        let mut phases = [direct, through];
+        for slice in 0..slices {
+            for phase in &mut phases {
+                phase
+                    .run_slice(&chat, slice_limits(limits, slices, slice), slices, progress)
+                    .await?;
+            }
+        }
+        let [direct, through] = phases;
+        let row = |name: &str, latency_of, phase: Phase| {
+            let measured = phase.measured.expect("at least one slice");
+            let spec = RowSpec {
+                name: name.to_owned(),
+                clients,
+                op_unit: "calls",
+                item_unit: None,
+                latency_of,
+            };
+            Row::new(spec, &measured)
+        };
+        let direct = row("model server, direct", "one chat completion", direct);
+        let through = row(
+            "through the gateway",
+            "one chat completion (event recorded)",
+            through,
+        );
         report.settings.insert(
             format!("overhead_c{clients}_p50_ms"),
-            json!(gateway_latency.p50_ms - direct_latency.p50_ms),
+            json!(through.latency.p50_ms - direct.latency.p50_ms),
         );
         report.settings.insert(
             format!("overhead_c{clients}_p99_ms"),
-            json!(gateway_latency.p99_ms - direct_latency.p99_ms),
+            json!(through.latency.p99_ms - direct.latency.p99_ms),
         );
+        report.rows.extend([direct, through]);
     }
     Ok(report)
 }
 
-/// Sends the chat completion `chat` from `load.clients` tasks, task `i` to
-/// `path(i)`, adds the run to `report` as a row named `row.0` whose latency
-/// is of `row.1`, and returns the run's latency.
-async fn measure(
-    report: &mut Report,
-    load: HttpLoad<'_>,
-    chat: &Bytes,
-    path: impl Fn(usize) -> String + Send + Sync + Clone + 'static,
-    row: (&str, &'static str),
-) -> BenchResult<Latency> {
-    let clients = load.clients;
-    let chat = chat.clone();
-    let measured = load
-        .run(move |task, _| (path(task), Some(chat.clone())), 0)
-        .await?;
-    let (name, latency_of) = row;
-    report.rows.push(Row::new(
-        RowSpec {
-            name: name.to_owned(),
-            clients,
-            op_unit: "calls",
-            item_unit: None,
-            latency_of,
-        },
-        &measured,
-    ));
-    Ok(Latency::of(&measured.recorder.total.latency))
+/// What `bench agl1 gateway` was asked for beside the load.
+struct GatewaySettings {
+    model: String,
+    answer: AnswerShape,
+    slices: Option<u32>,
+}
+
+/// Roughly how long one slice of a phase lasts when `--slices` is not given.
+const SLICE_SECS: f64 = 0.5;
+
+/// Returns the slices each phase is cut into: `requested`, or one per
+/// [`SLICE_SECS`] of `duration` (at least one).
+fn slice_count(requested: Option<u32>, duration: std::time::Duration) -> BenchResult<u32> {
+    match requested {
+        Some(0) => Err(super::BenchError::new("--slices must be at least 1")),
+        Some(slices) => Ok(slices),
+        // Bounded by the cast: a duration of years gives u32::MAX slices.
+        None => Ok(((duration.as_secs_f64() / SLICE_SECS).round() as u32).max(1)),
+    }
+}
+
+/// Returns the bounds of slice `slice` of `slices`: an equal share of the
+/// duration, and of the count (the remainder going to the first slices, so
+/// that the shares add up to the count).
+fn slice_limits(limits: super::Limits, slices: u32, slice: u32) -> super::Limits {
+    let (share, remainder) = (
+        limits.count / u64::from(slices),
+        limits.count % u64::from(slices),
+    );
+    super::Limits {
+        count: share + u64::from(u64::from(slice) < remainder),
+        duration: limits.duration / slices,
+    }
+}
+
+/// One side of the gateway comparison: where its calls go, over which
+/// connections (kept from slice to slice, as an agent's HTTP client keeps
+/// them), and what its slices measured so far.
+struct Phase {
+    label: String,
+    connections: Connections,
+    path: Box<dyn Fn(usize) -> String + Send + Sync>,
+    measured: Option<Measured>,
+}
+
+impl Phase {
+    /// Sends the chat completion `chat` from every connection's task, task
+    /// `i` to `path(i)`, within `limits`, and adds what it measured to the
+    /// phase's.
+    async fn run_slice(
+        &mut self,
+        chat: &Bytes,
+        limits: super::Limits,
+        slices: u32,
+        progress: bool,
+    ) -> BenchResult<()> {
+        let load = HttpLoad {
+            label: format!("{} ({slices} slices)", self.label),
+            connections: self.connections.clone(),
+            limits,
+            progress,
+        };
+        let paths: Vec<String> = (0..load.connections.len()).map(&self.path).collect();
+        let paths = Arc::new(paths);
+        let chat = chat.clone();
+        let measured = load
+            .run(move |task, _| (paths[task].clone(), Some(chat.clone())), 0)
+            .await?;
+        match &mut self.measured {
+            Some(total) => total.append(&measured),
+            None => self.measured = Some(measured),
+        }
+        Ok(())
+    }
 }

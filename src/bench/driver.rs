@@ -65,6 +65,15 @@ pub struct Measured {
     pub elapsed: Duration,
 }
 
+impl Measured {
+    /// Adds a later run's records and wall time to this one's, as if they
+    /// were one run (the gateway bench's slices).
+    pub fn append(&mut self, later: &Measured) {
+        self.recorder.merge(&later.recorder);
+        self.elapsed += later.elapsed;
+    }
+}
+
 /// What a client task receives: its index, the shared budget and its recorder.
 pub struct TaskContext {
     /// Index of the task within the run, from zero.

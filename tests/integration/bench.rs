@@ -8,6 +8,9 @@ use clap::Parser;
 use common::TestServer;
 use lightning_store::bench::{self, Report};
 use lightning_store::cli::{Cli, Command};
+use lightning_store::core::agl1::gateway::GatewaySettings;
+use lightning_store::gateway::GatewayConfig;
+use lightning_store::server::ServerConfig;
 use serde_json::Value;
 
 /// Runs `bench <args>` against `server` through the library and returns its report.
@@ -306,6 +309,48 @@ async fn bulk_enqueues_one_batch_while_probes_run() {
     // Each probe is one enqueue and one dequeue.
     for call in &probes.calls {
         assert_eq!(call.calls, probes.ops, "{}", call.name);
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn agl1_gateway_alternates_slices_and_merges_them_per_side() {
+    let server = TestServer::start_with(
+        common::Backend::Memory,
+        ServerConfig {
+            gateway: GatewayConfig {
+                settings: Some(GatewaySettings::for_model("bench-model")),
+                ..GatewayConfig::default()
+            },
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    // 14 calls per side in 3 slices: 5, 5 and 4, each slice ended by its count.
+    let report = bench(
+        &server,
+        &[
+            "agl1",
+            "gateway",
+            "-c",
+            "2",
+            "--count",
+            "14",
+            "--slices",
+            "3",
+            "--model-latency-ms",
+            "1",
+        ],
+    )
+    .await;
+    assert_rows(&report, 2, 14, 0);
+    assert_eq!(report.rows[0].name, "model server, direct");
+    assert_eq!(report.rows[1].name, "through the gateway");
+    // Every slice's calls are in its side's histogram.
+    assert!(report.rows.iter().all(|row| row.latency.samples == 14));
+    assert_eq!(report.settings["slices"], 3, "{report:#?}");
+    for setting in ["overhead_c2_p50_ms", "overhead_c2_p99_ms"] {
+        assert!(report.settings[setting].is_f64(), "{setting}: {report:#?}");
     }
     server.stop().await;
 }
