@@ -9,10 +9,10 @@
 //! transaction waits for. Here a `PASSIVE` checkpoint (it never waits for
 //! and never blocks the writer or the readers) runs after the log's
 //! syncs, at most once per [`INTERVAL`], and copies what the log holds.
-//! A sync's request wakes the thread only when no request is pending: the
-//! requests made while it waits for its interval cost an atomic swap, not
-//! a wake-up each (one per sync was three context switches per gateway
-//! call, docs/performance.md).
+//! The wake-up channel holds one request: while one is pending, the
+//! requests made as the thread waits for its interval find it full and
+//! cost a failed send, not a wake-up each (one per sync was three context
+//! switches per gateway call, docs/performance.md).
 //!
 //! A log restarts from its beginning only when a writer begins while every
 //! frame of it has been copied, which a checkpoint racing a busy writer
@@ -26,8 +26,6 @@
 //! in between leaves the log to be copied again on recovery.
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::time::{Duration, Instant};
 
@@ -40,9 +38,8 @@ pub(super) const WRITER_CHECKPOINT_PAGES: u32 = 8_192;
 
 /// Asks the checkpoint thread for a checkpoint; dropping it ends the thread.
 pub(super) struct Checkpointer {
+    /// Holds at most one request: the one pending, if any.
     wake: SyncSender<()>,
-    /// A request is waiting for the next checkpoint to start.
-    pending: Arc<AtomicBool>,
 }
 
 impl Checkpointer {
@@ -53,26 +50,21 @@ impl Checkpointer {
             rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         let (wake, woken) = std::sync::mpsc::sync_channel(1);
-        let pending = Arc::new(AtomicBool::new(false));
-        let requested = pending.clone();
         std::thread::Builder::new()
             .name("sqlite-checkpoint".into())
-            .spawn(move || run(&conn, &woken, &requested))
+            .spawn(move || run(&conn, &woken))
             .map_err(|error| {
                 rusqlite::Error::ToSqlConversionFailure(
                     format!("cannot start the checkpoint thread: {error}").into(),
                 )
             })?;
-        Ok(Self { wake, pending })
+        Ok(Self { wake })
     }
 
     /// Asks for a checkpoint of what the log holds now (one is enough for
     /// any number of requests made before it starts); wakes the thread
-    /// only for the first of them.
+    /// only for the first of them (the others find the channel full).
     pub(super) fn request(&self) {
-        if self.pending.swap(true, Ordering::AcqRel) {
-            return;
-        }
         match self.wake.try_send(()) {
             Ok(()) | Err(TrySendError::Full(())) | Err(TrySendError::Disconnected(())) => {}
         }
@@ -81,18 +73,19 @@ impl Checkpointer {
 
 /// The thread: one checkpoint per pending request, at most one per
 /// [`INTERVAL`].
-fn run(conn: &rusqlite::Connection, woken: &Receiver<()>, pending: &AtomicBool) {
+fn run(conn: &rusqlite::Connection, woken: &Receiver<()>) {
     let mut last: Option<Instant> = None;
     while woken.recv().is_ok() {
         if let Some(rest) =
             last.and_then(|at| (at + INTERVAL).checked_duration_since(Instant::now()))
         {
-            // Requests made meanwhile find this one pending: it covers them.
+            // Requests made meanwhile find the channel full, or fill it
+            // once: this checkpoint covers them.
             std::thread::sleep(rest);
         }
-        // Cleared before the checkpoint starts: a request made during it
+        // Taken before the checkpoint starts: a request made during it
         // asks for the next one.
-        pending.store(false, Ordering::Release);
+        while woken.try_recv().is_ok() {}
         last = Some(Instant::now());
         // `PASSIVE`: copies what no reader still needs, waits for nobody.
         if let Err(error) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
