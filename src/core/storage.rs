@@ -190,10 +190,14 @@ pub trait StoreTx: agl1::Agl1Reads + Send {
         filter: &RolloutFilter,
         page: &Page,
     ) -> StoreResult<Paged<RolloutView>>;
-    /// Removes up to `limit` entries from the queue's head, passing over
-    /// entries that concurrent transactions are claiming, and returns their
+    /// Removes up to `limit` entries from the queue's head and returns their
     /// rollouts (locked, with their latest attempts), head first. An entry
-    /// whose rollout does not exist is removed and not returned.
+    /// whose rollout does not exist is removed and not returned. It comes
+    /// back empty only when the queue was empty at some instant during the
+    /// call: entries that concurrent transactions hold are waited for (a
+    /// holder that rolls back leaves them here) while this transaction holds
+    /// no claimed entry, and passed over once it does (they are being
+    /// claimed).
     async fn claim_queued(&mut self, limit: usize) -> StoreResult<Vec<RolloutView>>;
     /// Returns, locked, up to `limit` rollouts whose watchdog deadline is
     /// before `now`, earliest deadline first, with their latest attempts;

@@ -24,6 +24,7 @@ mod http;
 mod logs;
 mod metrics;
 mod postgres;
+mod postgres_claim;
 mod postgres_events;
 mod postgres_schema;
 mod postgres_watchdog;

@@ -8,6 +8,7 @@
 //! migrations; the tables and columns they must define are the ones used here.
 //!
 //! By concern: [`reads`] holds the aggregate reads and the queries,
+//! [`claim`] the claim of the queue's head,
 //! [`spans`] the span operations and retention, [`sessions`] the worker
 //! session records, [`apply`] the write set's application at commit
 //! (multi-row upserts, and on a shared database one statement for the
@@ -29,6 +30,7 @@
 
 mod agl1;
 mod apply;
+mod claim;
 pub mod codec;
 mod floor;
 pub mod query;
@@ -265,6 +267,9 @@ pub struct SqlTx<C> {
     event_retention: u64,
     /// The store's floor of the watchdog deadlines.
     floor: Arc<DeadlineFloor>,
+    /// Whether this transaction claimed queue entries (a claim then no
+    /// longer waits for entries that others hold; see [`claim`]).
+    holds_claims: bool,
 }
 
 impl<C: Connection> SqlTx<C> {
@@ -275,6 +280,7 @@ impl<C: Connection> SqlTx<C> {
             conn,
             event_retention: event_retention.max(1),
             floor,
+            holds_claims: false,
         }
     }
 

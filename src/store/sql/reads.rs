@@ -27,7 +27,7 @@ const ROLLOUT_VIEW: &str = concat!(
 );
 
 /// Decodes a row of [`ROLLOUT_VIEW`]'s columns starting at `at`.
-fn rollout_view(row: &impl Row, at: usize) -> StoreResult<RolloutView> {
+pub(super) fn rollout_view(row: &impl Row, at: usize) -> StoreResult<RolloutView> {
     let attempt_at = at + codec::ROLLOUT_COLUMNS;
     Ok(RolloutView {
         rollout: codec::rollout(row, at)?,
@@ -92,52 +92,6 @@ fn distinct<'a>(ids: &[&'a str]) -> Vec<&'a str> {
     ids.iter().copied().filter(|id| seen.insert(*id)).collect()
 }
 
-/// A shared database's claim, up to its `LIMIT` (see [`claim_statement`]).
-const CLAIM_HEAD: &str =
-    // The head is picked once (a materialised CTE): a `DELETE … WHERE pos
-    // IN (subquery … LIMIT n)` may run the subquery per row and delete more
-    // than n entries.
-    "WITH picked AS MATERIALIZED (SELECT pos FROM queue ORDER BY pos LIMIT ";
-
-/// A shared database's claim, after its `LIMIT`.
-const CLAIM_TAIL: &str = concat!(
-    " FOR UPDATE SKIP LOCKED), \
-     head AS (DELETE FROM queue q USING picked WHERE q.pos = picked.pos \
-     RETURNING q.pos, q.rollout_id), \
-     counted AS (INSERT INTO counters (name, shard, value) \
-     SELECT 'queued', pg_backend_pid(), -COUNT(*) FROM head HAVING COUNT(*) > 0 \
-     ON CONFLICT (name, shard) DO UPDATE SET value = counters.value + excluded.value) \
-     SELECT ",
-    rollout_columns!("r."),
-    ", ",
-    attempt_columns!("a."),
-    " FROM head JOIN rollouts r ON r.rollout_id = head.rollout_id \
-     LEFT JOIN attempts a ON a.pos = (SELECT l.pos FROM attempts l \
-     WHERE l.rollout_id = r.rollout_id ORDER BY l.sequence_id DESC, l.pos DESC \
-     LIMIT 1) ORDER BY head.pos FOR UPDATE OF r"
-);
-
-/// Claims up to this many entries with the limit written into the text.
-const CLAIM_LITERAL_LIMIT: i64 = 64;
-
-/// Returns a shared database's claim of up to `limit` queue entries. A
-/// limit up to [`CLAIM_LITERAL_LIMIT`] is written into the text (one cached
-/// statement per limit, with no parameter): with `LIMIT $1` the database
-/// planned the claim anew on every call (a generic plan guesses that the
-/// limit takes a tenth of the queue, so it kept choosing custom plans).
-fn claim_statement(limit: i64) -> Statement<'static> {
-    if limit <= CLAIM_LITERAL_LIMIT {
-        return Statement {
-            sql: format!("{CLAIM_HEAD}{limit}{CLAIM_TAIL}").into(),
-            args: Vec::new(),
-        };
-    }
-    Statement {
-        sql: format!("{CLAIM_HEAD}$1{CLAIM_TAIL}").into(),
-        args: vec![limit.into()],
-    }
-}
-
 impl<C: Connection> SqlTx<C> {
     pub(super) async fn read_rollouts(
         &mut self,
@@ -184,58 +138,6 @@ impl<C: Connection> SqlTx<C> {
         count.push(&condition);
         self.paged(b.finish(), count.finish(), page, |row| rollout_view(row, 0))
             .await
-    }
-
-    /// Removes up to `limit` entries from the queue's head and returns their
-    /// rollouts. On a shared database, in one statement: entries other
-    /// transactions hold are skipped (`SKIP LOCKED`), the claimed rollouts
-    /// are locked, and the queue's length is counted down.
-    pub(super) async fn claim_head(&mut self, limit: usize) -> StoreResult<Vec<RolloutView>> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        if C::DIALECT.shared {
-            let mut claimed = Vec::new();
-            // Each statement reads a snapshot taken when it starts: entries
-            // that concurrent claims took since are gone, and entries
-            // committed since are invisible, so a claim racing others can
-            // come back short while the queue holds entries. One more
-            // statement, on a fresh snapshot, sees them; a short claim then
-            // needs a chain of concurrent claims racing it twice.
-            for _ in 0..2 {
-                let want = limit - claimed.len() as i64;
-                let statement = claim_statement(want);
-                for row in &self.write_returning(statement).await? {
-                    claimed.push(rollout_view(row, 0)?);
-                }
-                if claimed.len() as i64 == limit {
-                    break;
-                }
-            }
-            return Ok(claimed);
-        }
-        let sql = concat!(
-            "SELECT q.pos, ",
-            rollout_columns!("r."),
-            ", ",
-            attempt_columns!("a."),
-            " FROM queue q LEFT JOIN rollouts r ON r.rollout_id = q.rollout_id \
-             LEFT JOIN attempts a ON a.pos = (SELECT l.pos FROM attempts l \
-             WHERE l.rollout_id = r.rollout_id ORDER BY l.sequence_id DESC, l.pos DESC LIMIT 1) \
-             ORDER BY q.pos LIMIT $1"
-        );
-        let rows = self.read(Statement::new(sql).bind(limit)).await?;
-        let Some(last) = rows.last() else {
-            return Ok(Vec::new());
-        };
-        let last = last.int(0)?;
-        self.write(Statement::new("DELETE FROM queue WHERE pos <= $1").bind(last))
-            .await?;
-        rows.iter()
-            .filter_map(|row| match row.opt_text(1) {
-                Ok(Some(_)) => Some(rollout_view(row, 1)),
-                Ok(None) => None,
-                Err(error) => Some(Err(error)),
-            })
-            .collect()
     }
 
     pub(super) async fn read_due(

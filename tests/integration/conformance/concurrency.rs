@@ -67,3 +67,44 @@ async fn concurrent_dequeuers_claim_every_rollout_exactly_once() {
     assert_eq!(stats.total_attempts, ROLLOUTS as i64);
     assert_eq!(stats.queued_rollouts, 0);
 }
+
+const PAIRING_CLIENTS: usize = 16;
+const PAIRS_PER_CLIENT: usize = 25;
+
+/// Each client enqueues one rollout and then dequeues one, so every
+/// dequeue finds at least its own client's enqueue in the queue in any
+/// order of the calls: none may come back empty (on a shared database a
+/// claim's snapshot can predate the enqueues that others committed while it
+/// passed over the entries they were claiming).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dequeue_after_an_enqueue_never_finds_the_queue_empty() {
+    let server = TestServer::start(BACKEND).await;
+    let channel = server.channel().await;
+    let clients = (0..PAIRING_CLIENTS).map(|i| {
+        let mut client = Client::new(channel.clone());
+        tokio::spawn(async move {
+            let worker = format!("Worker-{i}");
+            let mut claimed = Vec::new();
+            for round in 0..PAIRS_PER_CLIENT {
+                enqueue(&mut client, "{}").await;
+                let rollout = dequeue(&mut client, Some(&worker)).await;
+                let rollout = rollout.unwrap_or_else(|| {
+                    panic!("{worker}'s dequeue {round} found the queue empty after its enqueue")
+                });
+                claimed.push(rollout.rollout_id);
+            }
+            claimed
+        })
+    });
+    let results =
+        tokio::time::timeout(Duration::from_secs(120), futures::future::join_all(clients))
+            .await
+            .expect("clients finish in time");
+    let mut seen = HashSet::new();
+    for claimed in results {
+        for id in claimed.unwrap() {
+            assert!(seen.insert(id), "a rollout was claimed twice");
+        }
+    }
+    assert_eq!(seen.len(), PAIRING_CLIENTS * PAIRS_PER_CLIENT);
+}

@@ -1,0 +1,116 @@
+//! The claim of the queue's head on a shared database when another
+//! transaction holds the head's entry and a new rollout is enqueued after the
+//! claim's statement started: the dequeue answers with the new rollout when
+//! the holder took the entry, with the freed one when it rolled back, and
+//! never with nothing (the queue was never empty).
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use common::{Backend, TestOptions, TestServer, enqueue, postgres_database};
+use lightning_store::proto as pb;
+use sqlx::Connection as _;
+
+/// Returns how many connections to the current database wait for a lock.
+async fn lock_waiters(admin: &mut sqlx::PgConnection) -> i64 {
+    sqlx::query_scalar(
+        "SELECT COUNT(DISTINCT l.pid) FROM pg_locks l \
+         JOIN pg_stat_activity a ON a.pid = l.pid \
+         WHERE NOT l.granted AND a.datname = current_database()",
+    )
+    .fetch_one(admin)
+    .await
+    .unwrap()
+}
+
+/// What the transaction holding the head's entry does in the end.
+#[derive(Clone, Copy, PartialEq)]
+enum Holder {
+    /// Commits: the entry was its claim.
+    Commits,
+    /// Rolls back: the entry is queued again.
+    RollsBack,
+}
+
+/// Holds the only queued entry in an open transaction (as a claim of
+/// another server does), dequeues, enqueues a second rollout while the
+/// dequeue is under way, ends the holder as `holder` says, and returns the
+/// first and second rollout's ids and the dequeue's answer.
+async fn dequeue_while_the_head_is_held(holder: Holder) -> (String, String, Option<String>) {
+    let url = postgres_database().await;
+    let server = TestServer::start_opts(
+        Backend::Postgres,
+        TestOptions {
+            postgres_url: Some(url.clone()),
+            ..TestOptions::default()
+        },
+    )
+    .await;
+    let mut c = server.client().await;
+    let first = enqueue(&mut c, "{}").await.rollout_id;
+
+    let mut holding = sqlx::PgConnection::connect(&url).await.unwrap();
+    let mut held = holding.begin().await.unwrap();
+    let taken = sqlx::query("DELETE FROM queue WHERE rollout_id = $1")
+        .bind(&first)
+        .execute(&mut *held)
+        .await
+        .unwrap();
+    assert_eq!(taken.rows_affected(), 1, "the holder holds the entry");
+
+    let dequeue = {
+        let mut c = c.clone();
+        tokio::spawn(async move {
+            c.dequeue_rollout(pb::DequeueRolloutRequest::default())
+                .await
+                .unwrap()
+                .into_inner()
+                .rollout
+                .map(|rollout| rollout.rollout_id)
+        })
+    };
+    // Until the dequeue waits for the holder (or answers without waiting,
+    // which the caller's assertions refuse).
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while lock_waiters(&mut admin).await < 1 && !dequeue.is_finished() {
+        assert!(
+            Instant::now() < deadline,
+            "the dequeue neither waits nor answers"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Committed after the claim's statement took its snapshot.
+    let second = enqueue(&mut c, "{}").await.rollout_id;
+    match holder {
+        Holder::Commits => held.commit().await.unwrap(),
+        Holder::RollsBack => held.rollback().await.unwrap(),
+    }
+    let answer = tokio::time::timeout(Duration::from_secs(20), dequeue)
+        .await
+        .expect("the dequeue answers once the holder is done")
+        .unwrap();
+    server.stop().await;
+    (first, second, answer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_behind_a_held_entry_takes_the_rollout_enqueued_meanwhile() {
+    let (_, second, answer) = dequeue_while_the_head_is_held(Holder::Commits).await;
+    assert_eq!(
+        answer.as_deref(),
+        Some(second.as_str()),
+        "the holder took the head: the dequeue answers with the rollout enqueued meanwhile"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_behind_a_held_entry_takes_it_when_its_holder_rolls_back() {
+    let (first, _, answer) = dequeue_while_the_head_is_held(Holder::RollsBack).await;
+    assert_eq!(
+        answer.as_deref(),
+        Some(first.as_str()),
+        "the holder rolled back: the dequeue answers with the head"
+    );
+}
