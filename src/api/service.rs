@@ -331,8 +331,10 @@ impl LightningStoreService for StoreService {
     ) -> RpcResult<pb::EnqueueRolloutsResponse> {
         let request = request.get_ref();
         let receive_limit = receive_limit(request.max_response_bytes)?;
-        let specs = request
-            .rollouts
+        let specs = self
+            .engine
+            .limits()
+            .batch("rollouts", &request.rollouts)?
             .iter()
             .map(|spec| c::spec_from_proto(Some(spec)))
             .collect::<Result<Vec<_>, _>>()?;
@@ -432,8 +434,10 @@ impl LightningStoreService for StoreService {
     ) -> RpcResult<pb::AddSpansResponse> {
         let request = request.into_inner();
         let receive_limit = receive_limit(request.max_response_bytes)?;
-        let spans = request
-            .spans
+        let spans = self
+            .engine
+            .limits()
+            .batch("spans", request.spans)?
             .into_iter()
             .map(c::span_from_proto)
             .collect::<Result<Vec<_>, _>>()?;
@@ -480,9 +484,10 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetSpanSequenceIdsRequest>,
     ) -> RpcResult<pb::GetSpanSequenceIdsResponse> {
-        let pairs = request
-            .get_ref()
-            .attempts
+        let pairs = self
+            .engine
+            .limits()
+            .batch("attempts", &request.get_ref().attempts)?
             .iter()
             .map(|r| {
                 Ok((
@@ -646,12 +651,10 @@ impl LightningStoreService for StoreService {
         request: Request<pb::UpdateAttemptsRequest>,
     ) -> RpcResult<pb::UpdateAttemptsResponse> {
         let (_, extensions, request) = request.into_parts();
-        // A batch over the limit is refused before any of its items is read.
-        self.engine
+        let updates = self
+            .engine
             .limits()
-            .check_batch("updates", request.updates.len())?;
-        let updates = request
-            .updates
+            .batch("updates", request.updates)?
             .into_iter()
             .enumerate()
             .map(|(index, update)| {

@@ -87,6 +87,16 @@ impl RequestLimits {
         over(field, count, self.max_batch_items, "items")
     }
 
+    /// Returns `items` when the batch is within
+    /// [`RequestLimits::max_batch_items`]: the adapters' guard before they
+    /// read any item, so that a batch over the limit answers with the limit
+    /// whatever its items hold and is not converted first (the engine checks
+    /// again, for every caller).
+    pub fn batch<B: AsRef<[T]>, T>(&self, field: &str, items: B) -> Result<B, StoreError> {
+        self.check_batch(field, items.as_ref().len())?;
+        Ok(items)
+    }
+
     /// Returns the instant `wait` from now, clamped to the longest wait.
     pub fn deadline_after(&self, wait: Duration) -> tokio::time::Instant {
         tokio::time::Instant::now() + wait.min(self.longest_wait)

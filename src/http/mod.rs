@@ -71,6 +71,18 @@ pub fn idempotency_key(headers: &http::HeaderMap) -> Result<Option<&str>, HttpEr
         .transpose()
 }
 
+impl HttpContext {
+    /// Refuses a batch `value` (when it is a list) over the batch limit
+    /// before any of its items is read; a value that is not a list is the
+    /// validator's to refuse.
+    pub fn check_batch(&self, field: &str, value: Option<&Json>) -> Result<(), HttpError> {
+        if let Some(Json::Array(items)) = value {
+            self.engine.limits().batch(field, items)?;
+        }
+        Ok(())
+    }
+}
+
 /// Returns every HTTP route group merged into one router (the one place
 /// groups are assembled), with JSON 405 answers for known paths and the
 /// matched route recorded for the call layer.

@@ -43,6 +43,7 @@ pub async fn enqueue(
 ) -> HttpResult<Response> {
     let request_id = idempotency_key(&headers)?.map(str::to_owned);
     let json = required_body_json(&context, &headers, body).await?;
+    context.check_batch("rollouts", json.get("rollouts"))?;
     let mut v = Validator::new();
     let specs = read_enqueue(&mut v, &json);
     let specs = v.finish(specs)?;

@@ -32,6 +32,7 @@ pub(super) async fn create(
     body: Body,
 ) -> HttpResult<Response> {
     let body = json_request(&context, &headers, body).await?;
+    context.check_batch("rollouts", body.as_ref())?;
     let mut v = Validator::new();
     let requests = required_body(&mut v, body)
         .and_then(|body| schema::each(&mut v, &Loc::body(), &body, schema::rollout_create));

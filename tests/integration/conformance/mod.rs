@@ -16,6 +16,7 @@ macro_rules! conformance_suite {
                 pub const BACKEND: crate::common::Backend = $backend;
 
                 mod bad_input;
+                mod batch_limits;
                 mod batch_updates;
                 mod concurrency;
                 mod exact_numbers;
