@@ -141,9 +141,6 @@ struct Shared {
     /// How many times [`Store::interrupt`] was called: a logical
     /// transaction begun before the latest call fails.
     interrupts: AtomicU64,
-    /// Holds the log's syncs where a unit test says.
-    #[cfg(test)]
-    sync_hold: group::tests::SyncHold,
 }
 
 /// The connection and the state of its physical transaction.
@@ -257,8 +254,6 @@ impl SqliteStore {
             checkpointer,
             interrupt,
             interrupts: AtomicU64::new(0),
-            #[cfg(test)]
-            sync_hold: group::tests::SyncHold::default(),
         });
         let flusher = tokio::spawn(group::flush_loop(shared.clone()));
         tracing::info!(path = %path.display(), "sqlite database opened");

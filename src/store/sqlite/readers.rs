@@ -7,15 +7,12 @@
 //! A reader is a WAL snapshot: it sees the physical transactions whose
 //! `COMMIT` returned before its first statement, never the writer's open
 //! one. Such a commit may still be syncing (`synchronous = NORMAL`, see the
-//! module docs of [`super`]). The writer numbers its groups and publishes
-//! each in `in_flight` *before* its `COMMIT`; a group leaves it only when a
-//! sync that started after its `COMMIT` returned, or after a later group's,
-//! has returned (such a sync covers every earlier group too, and settles
-//! them with it), or when its `COMMIT` failed. Two groups may be syncing at once ([`super::group`]), so
-//! a reader that, after its reads, finds groups not yet synced waits for
-//! the newest of them (it cannot have seen a newer one), whose sync's end
-//! settles every earlier group; one that finds none read only synced
-//! commits. A crash can then never take back something a reader returned.
+//! module docs of [`super`]). The writer publishes each group in
+//! `in_flight` *before* its `COMMIT` and clears it only after the sync, and
+//! groups sync one at a time; so a reader that, after its reads, finds a
+//! group in flight waits for that group's sync (which covers every earlier
+//! group), and one that finds none read only synced commits. A crash can
+//! then never take back something a reader returned.
 //!
 //! # On the calling thread
 //! A reader runs its statements on the calling thread, as the writer does:
@@ -30,7 +27,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::{Semaphore, SemaphorePermit, oneshot};
 
 use super::{SQLITE, Shared, SqliteRow, control, run, store_error};
 use crate::core::error::{StoreError, StoreResult};
@@ -160,9 +157,12 @@ impl sql::Connection for ReadConn<'_> {
             return Ok(Vec::new());
         }
         // After the reads: a group committed before the snapshot is either
-        // synced or not newer than the newest one not yet synced (see the
-        // module docs).
-        let durable = self.shared.in_flight.lock().join_newest();
+        // synced or the one in flight (see the module docs).
+        let durable = self.shared.in_flight.lock().group.as_mut().map(|syncing| {
+            let (done, durable) = oneshot::channel();
+            syncing.push(done);
+            durable
+        });
         self.open = false;
         let ended = self.conn.as_ref().map(|conn| control(conn, "COMMIT"));
         if let Some(Err(error)) = ended {
