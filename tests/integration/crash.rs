@@ -17,7 +17,6 @@ use tonic::transport::Channel;
 type Client = pb::lightning_store_service_client::LightningStoreServiceClient<Channel>;
 
 const ROUNDS: usize = 5;
-const CLIENTS: usize = 4;
 const SPANS_PER_ROLLOUT: usize = 3;
 /// Every rollout's attempt times out after this long, with no retry.
 const TIMEOUT_SECS: f64 = 1.0;
@@ -175,7 +174,9 @@ async fn get(c: &mut Client, rollout_id: &str) -> pb::Rollout {
 
 /// Checks the restarted server against the ledger, then claims whatever
 /// is still queued (recording it) so that the next round starts empty.
-async fn verify(c: &mut Client, ledger: &mut Ledger) {
+/// Each of the `clients` may have had one enqueue and one claim cut off by
+/// the kill.
+async fn verify(c: &mut Client, ledger: &mut Ledger, clients: usize) {
     // Every acknowledged enqueue is still queued exactly once, or was claimed
     // (acknowledged, or by a dequeue whose answer the kill cut off).
     let mut drained = Vec::new();
@@ -192,7 +193,7 @@ async fn verify(c: &mut Client, ledger: &mut Ledger) {
         let attempt_id = rollout.attempt.unwrap().attempt_id;
         drained.push((rollout.rollout_id, attempt_id));
         assert!(
-            drained.len() <= ledger.enqueued.len() + CLIENTS,
+            drained.len() <= ledger.enqueued.len() + clients,
             "the queue never ends"
         );
     }
@@ -221,7 +222,7 @@ async fn verify(c: &mut Client, ledger: &mut Ledger) {
         .filter(|id| !ledger.enqueued.contains(**id))
         .count();
     assert!(
-        unknown <= CLIENTS,
+        unknown <= clients,
         "{unknown} queued rollouts were never enqueued"
     );
     let waiting: Vec<String> = ledger
@@ -231,7 +232,7 @@ async fn verify(c: &mut Client, ledger: &mut Ledger) {
         .cloned()
         .collect();
     assert!(
-        waiting.len() <= CLIENTS,
+        waiting.len() <= clients,
         "{} rollouts left the queue",
         waiting.len()
     );
@@ -323,6 +324,20 @@ async fn verify(c: &mut Client, ledger: &mut Ledger) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_writes_survive_sigkill() {
+    survive_sigkill(4).await;
+}
+
+/// Sixteen clients keep the writer busy enough that a group commits and
+/// starts its log's sync while the previous group's sync runs (two at
+/// most): what such overlapping groups acknowledged survives the kill too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_of_sixteen_clients_survive_sigkill() {
+    survive_sigkill(16).await;
+}
+
+/// Rounds of `clients` clients driving the server until it is killed at a
+/// random moment, each verified after a restart on the same file.
+async fn survive_sigkill(clients: usize) {
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let database = dir.path().join("store.db");
@@ -330,18 +345,18 @@ async fn acknowledged_writes_survive_sigkill() {
     let mut server = start(&database);
     for round in 0..ROUNDS {
         let shared = Arc::new(Mutex::new(std::mem::take(&mut ledger)));
-        let mut clients = Vec::new();
-        for i in 0..CLIENTS {
+        let mut drivers = Vec::new();
+        for i in 0..clients {
             let client = server.client().await;
             let worker = format!("worker-{round}-{i}");
-            clients.push(tokio::spawn(drive(client, worker, shared.clone())));
+            drivers.push(tokio::spawn(drive(client, worker, shared.clone())));
         }
         let kill_after = Duration::from_millis(100 + random(700));
         tokio::time::sleep(kill_after).await;
         let log = server.log.clone();
         server.kill();
-        for client in clients {
-            client.await.unwrap();
+        for driver in drivers {
+            driver.await.unwrap();
         }
         ledger = Arc::try_unwrap(shared)
             .ok()
@@ -356,7 +371,7 @@ async fn acknowledged_writes_survive_sigkill() {
 
         server = start(&database);
         let mut c = server.client().await;
-        verify(&mut c, &mut ledger).await;
+        verify(&mut c, &mut ledger, clients).await;
         assert!(started.elapsed() < TEST_BUDGET, "the test ran out of time");
     }
     server.kill();
