@@ -497,9 +497,8 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         if names.is_empty() {
             return Ok(());
         }
-        let statement = Statement::new(sql).bind(Arg::Texts(
-            names.iter().map(|&n| Some(n.into())).collect(),
-        ));
+        let statement =
+            Statement::new(sql).bind(Arg::Texts(names.iter().map(|&n| Some(n.into())).collect()));
         self.read(statement).await.map(drop)
     }
 

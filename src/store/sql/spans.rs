@@ -66,11 +66,7 @@ const INSERT_SPANS_WITH_TOTALS: &str = concat!(
 /// stored, as rows whose three key columns start at `column`; rows of NULL
 /// keys are skipped) stored it: a key that appears twice in `spans` was
 /// stored by its first occurrence.
-fn stored_flags(
-    spans: &[Arc<Span>],
-    keys: &[impl Row],
-    column: usize,
-) -> StoreResult<Vec<bool>> {
+fn stored_flags(spans: &[Arc<Span>], keys: &[impl Row], column: usize) -> StoreResult<Vec<bool>> {
     let mut first: HashMap<(&str, &str, &str), usize> = HashMap::with_capacity(spans.len());
     for (at, span) in spans.iter().enumerate() {
         first
