@@ -220,9 +220,7 @@ pub trait StoreTx: agl1::Agl1Reads + Send {
     /// Raises a rollout's span sequence counter to at least `at_least`.
     async fn raise_sequence_id(&mut self, rollout_id: &str, at_least: i64) -> StoreResult<()>;
     /// Stores spans in order, skipping any whose (rollout, attempt, span id)
-    /// is already stored; returns, per span, whether it was stored. The
-    /// caller holds the spans' rollouts ([`Access::Update`]), so no other
-    /// transaction stores spans of them until this one ends.
+    /// is already stored; returns, per span, whether it was stored.
     async fn insert_spans(&mut self, spans: &[Arc<Span>]) -> StoreResult<Vec<bool>>;
     /// Returns the matching spans of the filter's rollout. The filter's
     /// attempt is `All` or `Id` (the engine resolves `Latest`); default order

@@ -2,7 +2,7 @@
 //! store-wide totals, queries, and retention.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -26,19 +26,13 @@ macro_rules! span_insert_columns {
 }
 
 /// On a shared database: inserts the spans given as one array per column
-/// (in [`span_insert_columns`] order, kept in arrival order, each key at
-/// most once), skipping stored keys, adds the stored ones to their
-/// rollouts' totals and to this connection's counter shards, and returns
-/// how many it stored (`$12` the number given) with, only when that is
-/// fewer, their keys: one row `(count, NULL, NULL, NULL)` when all were
-/// stored, else one row per stored key (or one of NULLs when none was).
-///
-/// The insert is a plain one filtered by `NOT EXISTS`, not `ON CONFLICT
-/// DO NOTHING`, whose speculative insertion writes one more WAL record per
-/// row: no other transaction can store one of these keys meanwhile, since
-/// the caller holds their rollouts' rows for update
-/// ([`crate::core::storage::StoreTx::insert_spans`]), and the key's unique
-/// index still refuses a duplicate should that ever not hold.
+/// (in [`span_insert_columns`] order, kept in arrival order), skipping
+/// stored keys (a key given twice is stored by its first occurrence), adds
+/// the stored ones to their rollouts' totals and to this connection's
+/// counter shards, and returns how many it stored (`$12` the number given)
+/// with, only when that is fewer, their keys: one row `(count, NULL, NULL,
+/// NULL)` when all were stored, else one row per stored key (or one of
+/// NULLs when none was).
 const INSERT_SPANS_WITH_TOTALS: &str = concat!(
     "WITH stored AS (INSERT INTO spans (",
     span_insert_columns!(),
@@ -46,9 +40,8 @@ const INSERT_SPANS_WITH_TOTALS: &str = concat!(
      CAST($2 AS TEXT[]), CAST($3 AS TEXT[]), CAST($4 AS BIGINT[]), CAST($5 AS TEXT[]), \
      CAST($6 AS TEXT[]), CAST($7 AS TEXT[]), CAST($8 AS BIGINT[]), CAST($9 AS BIGINT[]), \
      CAST($10 AS BIGINT[]), CAST($11 AS TEXT[])) WITH ORDINALITY \
-     AS u (r, a, s, q, t, p, n, st, et, sz, b, k) \
-     WHERE NOT EXISTS (SELECT 1 FROM spans e \
-     WHERE e.rollout_id = u.r AND e.attempt_id = u.a AND e.span_id = u.s) ORDER BY k \
+     AS u (r, a, s, q, t, p, n, st, et, sz, b, k) ORDER BY k \
+     ON CONFLICT (rollout_id, attempt_id, span_id) DO NOTHING \
      RETURNING rollout_id, attempt_id, span_id, size), \
      totals AS (INSERT INTO rollout_spans (rollout_id, last_sequence_id, spans, span_bytes) \
      SELECT rollout_id, 0, COUNT(*), SUM(size) FROM stored GROUP BY rollout_id \
@@ -85,17 +78,6 @@ fn stored_flags(spans: &[Arc<Span>], keys: &[impl Row], column: usize) -> StoreR
         }
     }
     Ok(stored)
-}
-
-/// Returns, per span, whether it is its key's first occurrence, or `None`
-/// when every key is distinct (the usual batch).
-fn first_occurrences(spans: &[Arc<Span>]) -> Option<Vec<bool>> {
-    let mut seen: HashSet<(&str, &str, &str)> = HashSet::with_capacity(spans.len());
-    let first: Vec<bool> = spans
-        .iter()
-        .map(|span| seen.insert((&span.rollout_id, &span.attempt_id, &span.span_id)))
-        .collect();
-    first.contains(&false).then_some(first)
 }
 
 fn span_condition<'a>(b: &mut Builder<'a>, filter: &'a SpanFilter) -> String {
@@ -263,38 +245,24 @@ impl<C: Connection> SqlTx<C> {
         Ok(inserted)
     }
 
-    /// [`SqlTx::store_spans`] on a shared database: each key is sent once
-    /// (its first occurrence), and the keys stored are read back only when
-    /// some were not.
+    /// [`SqlTx::store_spans`] on a shared database: the keys stored are
+    /// read back only when some were not.
     async fn store_spans_with_totals(&mut self, spans: &[Arc<Span>]) -> StoreResult<Vec<bool>> {
-        let first = first_occurrences(spans);
-        let sent: Vec<Arc<Span>>;
-        let sent = match &first {
-            None => spans,
-            Some(first) => {
-                sent = spans
-                    .iter()
-                    .zip(first)
-                    .filter(|(_, first)| **first)
-                    .map(|(span, _)| Arc::clone(span))
-                    .collect();
-                &sent
-            }
-        };
-        let rows = self.insert_spans_with_totals(sent).await?;
+        let rows = self.insert_spans_with_totals(spans).await?;
         let stored = match rows.first() {
             Some(row) => row.int(0)?,
             None => return Err(codec::corrupt("span insert", "no row")),
         };
-        if usize::try_from(stored).ok() == Some(sent.len()) {
-            return Ok(first.unwrap_or_else(|| vec![true; spans.len()]));
+        // As many stored as given: the keys were distinct and new.
+        if usize::try_from(stored).ok() == Some(spans.len()) {
+            return Ok(vec![true; spans.len()]);
         }
         stored_flags(spans, &rows, 1)
     }
 
-    /// Inserts spans whose keys are distinct and adds the stored ones to the
-    /// per-rollout totals and the counters, in one statement; returns the
-    /// rows of [`INSERT_SPANS_WITH_TOTALS`].
+    /// Inserts spans and adds the stored ones to the per-rollout totals and
+    /// the counters, in one statement; returns the rows of
+    /// [`INSERT_SPANS_WITH_TOTALS`].
     async fn insert_spans_with_totals(&mut self, spans: &[Arc<Span>]) -> StoreResult<Vec<C::Row>> {
         let sizes: Vec<u64> = spans
             .iter()
