@@ -73,7 +73,7 @@ fn query(
             Arg::NullInt => query.bind(None::<i64>),
             Arg::NullText => query.bind(None::<String>),
             Arg::Int(value) => query.bind(value),
-            Arg::Text(text) => query.bind(text.into_owned()),
+            Arg::Text(text) => query.bind(text),
             Arg::Ints(values) => query.bind(values),
             Arg::Texts(values) => query.bind(values),
         };

@@ -195,7 +195,7 @@ fn unnested<'a>(b: &mut Builder<'a>, rows: impl Iterator<Item = Vec<Arg<'a>>>) {
             match (column, arg) {
                 (Arg::Ints(values), Arg::Int(value)) => values.push(Some(value)),
                 (Arg::Ints(values), Arg::NullInt) => values.push(None),
-                (Arg::Texts(values), Arg::Text(text)) => values.push(Some(text.into_owned())),
+                (Arg::Texts(values), Arg::Text(text)) => values.push(Some(text)),
                 (Arg::Texts(values), Arg::NullText) => values.push(None),
                 (column, arg) => unreachable!("column {column:?} given {arg:?}"),
             }

@@ -67,8 +67,9 @@ pub enum Arg<'a> {
     Text(Cow<'a, str>),
     /// A column of integers, for a shared database's `unnest`.
     Ints(Vec<Option<i64>>),
-    /// A column of texts, for a shared database's `unnest`.
-    Texts(Vec<Option<String>>),
+    /// A column of texts, for a shared database's `unnest`: borrowed where
+    /// the caller holds them (the database encodes them at bind time).
+    Texts(Vec<Option<Cow<'a, str>>>),
 }
 
 /// A parameter type: its NULL.
@@ -502,9 +503,8 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         if names.is_empty() {
             return Ok(());
         }
-        let statement = Statement::new(sql).bind(Arg::Texts(
-            names.iter().map(|&n| Some(n.to_owned())).collect(),
-        ));
+        let statement =
+            Statement::new(sql).bind(Arg::Texts(names.iter().map(|&n| Some(n.into())).collect()));
         self.read(statement).await.map(drop)
     }
 

@@ -84,7 +84,7 @@ impl<'a> Builder<'a> {
                 0 => "1 = 0".to_owned(),
                 1 => self.equals(column, values.remove(0)),
                 _ => {
-                    let values = values.into_iter().map(|v| Some(v.to_owned())).collect();
+                    let values = values.into_iter().map(|v| Some(v.into())).collect();
                     let array = self.arg(Arg::Texts(values));
                     format!("{column} = ANY(CAST({array} AS TEXT[]))")
                 }

@@ -1,6 +1,7 @@
 //! Spans: sequence counters, batched inserts with their per-rollout and
 //! store-wide totals, queries, and retention.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -26,8 +27,12 @@ macro_rules! span_insert_columns {
 
 /// On a shared database: inserts the spans given as one array per column
 /// (in [`span_insert_columns`] order, kept in arrival order), skipping
-/// stored keys, adds the stored ones to their rollouts' totals and to this
-/// connection's counter shards, and returns their keys.
+/// stored keys (a key given twice is stored by its first occurrence), adds
+/// the stored ones to their rollouts' totals and to this connection's
+/// counter shards, and returns how many it stored (`$12` the number given)
+/// with, only when that is fewer, their keys: one row `(count, NULL, NULL,
+/// NULL)` when all were stored, else one row per stored key (or one of
+/// NULLs when none was).
 const INSERT_SPANS_WITH_TOTALS: &str = concat!(
     "WITH stored AS (INSERT INTO spans (",
     span_insert_columns!(),
@@ -46,17 +51,15 @@ const INSERT_SPANS_WITH_TOTALS: &str = concat!(
      SELECT name, pg_backend_pid(), value FROM (SELECT 'spans' AS name, COUNT(*) AS value \
      FROM stored UNION ALL SELECT 'span_bytes', COALESCE(SUM(size), 0) FROM stored) AS c \
      WHERE value <> 0 ON CONFLICT (name, shard) DO UPDATE SET value = counters.value + excluded.value) \
-     SELECT rollout_id, attempt_id, span_id FROM stored"
+     SELECT c.n, s.rollout_id, s.attempt_id, s.span_id \
+     FROM (SELECT COUNT(*) AS n FROM stored) AS c LEFT JOIN stored AS s ON c.n < $12"
 );
 
-/// Returns, per span, whether the insert that returned `rows` (the keys it
-/// stored) stored it: a key that appears twice in `spans` was stored by its
-/// first occurrence. As many rows as spans means that every span was
-/// stored (the keys were distinct), which the rows need not be read for.
-fn stored_flags(spans: &[Arc<Span>], rows: &[impl Row]) -> StoreResult<Vec<bool>> {
-    if rows.len() == spans.len() {
-        return Ok(vec![true; spans.len()]);
-    }
+/// Returns, per span, whether the insert that returned `keys` (the keys it
+/// stored, as rows whose three key columns start at `column`; rows of NULL
+/// keys are skipped) stored it: a key that appears twice in `spans` was
+/// stored by its first occurrence.
+fn stored_flags(spans: &[Arc<Span>], keys: &[impl Row], column: usize) -> StoreResult<Vec<bool>> {
     let mut first: HashMap<(&str, &str, &str), usize> = HashMap::with_capacity(spans.len());
     for (at, span) in spans.iter().enumerate() {
         first
@@ -64,8 +67,11 @@ fn stored_flags(spans: &[Arc<Span>], rows: &[impl Row]) -> StoreResult<Vec<bool>
             .or_insert(at);
     }
     let mut stored = vec![false; spans.len()];
-    for row in rows {
-        let (rollout_id, attempt_id, span_id) = (row.text(0)?, row.text(1)?, row.text(2)?);
+    for row in keys {
+        let Some(rollout_id) = row.opt_text(column)? else {
+            continue;
+        };
+        let (attempt_id, span_id) = (row.text(column + 1)?, row.text(column + 2)?);
         if let Some(&at) = first.get(&(rollout_id.as_str(), attempt_id.as_str(), span_id.as_str()))
         {
             stored[at] = true;
@@ -127,19 +133,21 @@ impl<C: Connection> SqlTx<C> {
     /// whatever the batch size; elsewhere multi-row inserts and one
     /// statement per total.
     pub(super) async fn store_spans(&mut self, spans: &[Arc<Span>]) -> StoreResult<Vec<bool>> {
+        if C::DIALECT.shared {
+            return self.store_spans_with_totals(spans).await;
+        }
         let sizes: Vec<u64> = spans
             .iter()
             .map(|span| retention::span_size(span))
             .collect();
-        let rows = if C::DIALECT.shared {
-            self.insert_spans_with_totals(spans, &sizes).await?
+        let rows = self.insert_spans(spans, &sizes).await?;
+        // As many stored keys as spans: all were stored (a key given twice
+        // is stored once), and the rows need not be read.
+        let stored = if rows.len() == spans.len() {
+            vec![true; spans.len()]
         } else {
-            self.insert_spans(spans, &sizes).await?
+            stored_flags(spans, &rows, 0)?
         };
-        let stored = stored_flags(spans, &rows)?;
-        if C::DIALECT.shared {
-            return Ok(stored);
-        }
         let mut per_rollout: Vec<(&str, i64, u64)> = Vec::new();
         let mut at: HashMap<&str, usize> = HashMap::new();
         let (mut count, mut bytes) = (0i64, 0u64);
@@ -237,15 +245,31 @@ impl<C: Connection> SqlTx<C> {
         Ok(inserted)
     }
 
+    /// [`SqlTx::store_spans`] on a shared database: the keys stored are
+    /// read back only when some were not.
+    async fn store_spans_with_totals(&mut self, spans: &[Arc<Span>]) -> StoreResult<Vec<bool>> {
+        let rows = self.insert_spans_with_totals(spans).await?;
+        let stored = match rows.first() {
+            Some(row) => row.int(0)?,
+            None => return Err(codec::corrupt("span insert", "no row")),
+        };
+        // As many stored as given: the keys were distinct and new.
+        if usize::try_from(stored).ok() == Some(spans.len()) {
+            return Ok(vec![true; spans.len()]);
+        }
+        stored_flags(spans, &rows, 1)
+    }
+
     /// Inserts spans and adds the stored ones to the per-rollout totals and
-    /// the counters, in one statement; returns the stored keys' rows.
-    async fn insert_spans_with_totals(
-        &mut self,
-        spans: &[Arc<Span>],
-        sizes: &[u64],
-    ) -> StoreResult<Vec<C::Row>> {
+    /// the counters, in one statement; returns the rows of
+    /// [`INSERT_SPANS_WITH_TOTALS`].
+    async fn insert_spans_with_totals(&mut self, spans: &[Arc<Span>]) -> StoreResult<Vec<C::Row>> {
+        let sizes: Vec<u64> = spans
+            .iter()
+            .map(|span| retention::span_size(span))
+            .collect();
         let column = |value: fn(&Span) -> Option<&str>| -> Arg<'_> {
-            Arg::Texts(spans.iter().map(|s| value(s).map(str::to_owned)).collect())
+            Arg::Texts(spans.iter().map(|s| value(s).map(Cow::Borrowed)).collect())
         };
         let statement = Statement::new(INSERT_SPANS_WITH_TOTALS)
             .bind(column(|s| Some(&s.rollout_id)))
@@ -272,10 +296,11 @@ impl<C: Connection> SqlTx<C> {
             .bind(Arg::Texts(
                 spans
                     .iter()
-                    .zip(sizes)
-                    .map(|(s, &size)| Some(codec::span_body(s, size)))
+                    .zip(&sizes)
+                    .map(|(s, &size)| Some(Cow::Owned(codec::span_body(s, size))))
                     .collect(),
-            ));
+            ))
+            .bind(i64::try_from(spans.len()).unwrap_or(i64::MAX));
         self.write_returning(statement).await
     }
 

@@ -174,6 +174,120 @@ async fn a_key_repeated_in_one_batch_is_stored_by_its_first_occurrence() {
     assert_eq!(stats(&mut c).await.total_spans, 2);
 }
 
+#[tokio::test]
+async fn stored_and_repeated_keys_in_one_batch_are_skipped_and_the_rest_kept_in_order() {
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    let (r, at) = running_rollout(&mut c).await;
+    let stored = span(&r, &at, "stored", None);
+    assert!(add_span(&mut c, stored.clone()).await.is_some());
+    let again = |of: &pb::Span, name: &str| pb::Span {
+        name: name.into(),
+        ..of.clone()
+    };
+    let b = span(&r, &at, "b", None);
+    let batch = vec![
+        again(&stored, "stored again"),
+        b.clone(),
+        again(&stored, "stored a third time"),
+        span(&r, &at, "c", None),
+        again(&b, "b again"),
+        span(&r, &at, "d", None),
+    ];
+    let added = c
+        .add_spans(pb::AddSpansRequest {
+            spans: batch,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(added.duplicates, 3);
+    let names: Vec<&str> = added.spans.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["b", "c", "d"]);
+    // A batch of stored keys only stores nothing.
+    let none = c
+        .add_spans(pb::AddSpansRequest {
+            spans: vec![again(&b, "b once more"), again(&stored, "stored once more")],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((none.spans.len(), none.duplicates), (0, 2));
+    let read = query_spans(
+        &mut c,
+        pb::QuerySpansRequest {
+            rollout_id: r,
+            ..Default::default()
+        },
+    )
+    .await;
+    let names: Vec<&str> = read.spans.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["stored", "b", "c", "d"]);
+    assert_eq!(stats(&mut c).await.total_spans, 4);
+}
+
+#[tokio::test]
+async fn concurrent_batches_of_the_same_keys_store_each_key_once() {
+    const CLIENTS: usize = 8;
+    const SHARED: usize = 64;
+    const OWN: usize = 8;
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    let (r, at) = running_rollout(&mut c).await;
+    let shared: Vec<pb::Span> = (0..SHARED)
+        .map(|i| span(&r, &at, &format!("shared {i}"), None))
+        .collect();
+    let mut calls = Vec::new();
+    for client in 0..CLIENTS {
+        // Each client sends the shared keys from its own starting point, and
+        // keys of its own.
+        let mut spans = shared.clone();
+        spans.rotate_left(client * SHARED / CLIENTS);
+        spans.extend((0..OWN).map(|i| span(&r, &at, &format!("own {client} {i}"), None)));
+        let mut c = server.client().await;
+        calls.push(tokio::spawn(async move {
+            c.add_spans(pb::AddSpansRequest {
+                spans,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+        }));
+    }
+    let (mut stored, mut duplicates) = (Vec::new(), 0);
+    for call in calls {
+        let added = call.await.unwrap();
+        duplicates += added.duplicates;
+        stored.extend(added.spans.into_iter().map(|s| s.name));
+    }
+    stored.sort_unstable();
+    let mut expected: Vec<String> = (0..SHARED).map(|i| format!("shared {i}")).collect();
+    for client in 0..CLIENTS {
+        expected.extend((0..OWN).map(|i| format!("own {client} {i}")));
+    }
+    expected.sort_unstable();
+    assert_eq!(stored, expected, "each key stored by exactly one call");
+    assert_eq!(duplicates as usize, (CLIENTS - 1) * SHARED);
+    let read = query_spans(
+        &mut c,
+        pb::QuerySpansRequest {
+            rollout_id: r,
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut names: Vec<String> = read.spans.into_iter().map(|s| s.name).collect();
+    names.sort_unstable();
+    assert_eq!(names, expected);
+    assert_eq!(
+        stats(&mut c).await.total_spans as usize,
+        SHARED + CLIENTS * OWN
+    );
+}
+
 fn v(value: Value) -> Option<pb::AttributeValue> {
     Some(pb::AttributeValue { value: Some(value) })
 }
