@@ -327,9 +327,9 @@ async fn acknowledged_writes_survive_sigkill() {
     survive_sigkill(4).await;
 }
 
-/// Sixteen clients keep the writer busy enough that a group commits and
-/// starts its log's sync while the previous group's sync runs (two at
-/// most): what such overlapping groups acknowledged survives the kill too.
+/// Sixteen clients keep the writer busy enough that most commits wait in
+/// a group formed while the previous group's log syncs: what such groups
+/// acknowledged survives the kill too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_writes_of_sixteen_clients_survive_sigkill() {
     survive_sigkill(16).await;
