@@ -10,6 +10,7 @@ use lightning_store::core::agl1::events::EventQuery;
 use lightning_store::core::agl1::{IdempotencyKey, NewV1Event, NewV1Rollout, V1Event};
 use lightning_store::core::engine::{Engine, EngineConfig};
 use lightning_store::core::error::{StoreError, StoreResult};
+use lightning_store::core::storage::Access;
 use lightning_store::store;
 use serde_json::json;
 
@@ -63,9 +64,13 @@ async fn concurrent_appends_are_answered_each_and_kept_in_order() {
         .unwrap();
     engine.delete_v1_rollout("gone").await.unwrap();
 
-    // The writer is held (memory, SQLite) while every append is queued in
-    // order: each is polled once, which queues it.
-    let held = store.begin().await.unwrap();
+    // The writer is held (memory, SQLite), and with it the rollouts' locks
+    // (PostgreSQL, where a transaction holds only the rows it locks), while
+    // every append is queued in order: each is polled once, which queues it.
+    let mut held = store.begin().await.unwrap();
+    for rollout in ROLLOUTS {
+        assert!(held.has_v1_rollout(rollout, Access::Update).await.unwrap());
+    }
     let mut appends: Vec<_> = (0..APPENDS)
         .map(|i| {
             let rollout = ROLLOUTS[i % ROLLOUTS.len()];
