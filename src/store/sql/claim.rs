@@ -9,10 +9,12 @@
 //! whether the queue holds entries it did not get, and if so claims again:
 //! waiting for the entries' holders when it holds no entry itself (a
 //! holder that commits took its entries, one that rolls back leaves them to
-//! this claim), passing over them otherwise (two claims that each hold
-//! entries and wait for the other's would deadlock). It comes back empty
-//! only when a look found the queue empty; the rounds are bounded in count
-//! and time.
+//! this claim). A claim that holds entries claims once more on a fresh
+//! snapshot and stops there: it passes over held entries (two claims that
+//! each hold entries and wait for the other's would deadlock), and looking
+//! again while they stay held would only spin (up to seven more rounds of
+//! two statements for a short batch). It comes back empty only when a look
+//! found the queue empty; the rounds are bounded in count and time.
 //!
 //! [`StoreTx::claim_queued`]: crate::core::storage::StoreTx::claim_queued
 
@@ -131,6 +133,7 @@ impl<C: Connection> SqlTx<C> {
             self.holds_claims |= !claimed.is_empty();
             if claimed.len() as i64 == limit
                 || round == CLAIM_ROUNDS
+                || (self.holds_claims && round >= 2)
                 || started.elapsed() >= CLAIM_PATIENCE
                 || !self.queue_has_other_entries().await?
             {
