@@ -625,6 +625,18 @@ impl Drop for Cluster {
     }
 }
 
+/// Returns how many connections to `admin`'s database wait for a lock.
+pub async fn lock_waiters(admin: &mut sqlx::PgConnection) -> i64 {
+    sqlx::query_scalar(
+        "SELECT COUNT(DISTINCT l.pid) FROM pg_locks l \
+         JOIN pg_stat_activity a ON a.pid = l.pid \
+         WHERE NOT l.granted AND a.datname = current_database()",
+    )
+    .fetch_one(admin)
+    .await
+    .unwrap()
+}
+
 /// Creates an empty database in this process's shared PostgreSQL cluster
 /// (started on first use) and returns its URL.
 pub async fn postgres_database() -> String {

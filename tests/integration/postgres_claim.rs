@@ -8,21 +8,9 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{Backend, TestOptions, TestServer, enqueue, postgres_database};
+use common::{Backend, TestOptions, TestServer, enqueue, lock_waiters, postgres_database};
 use lightning_store::proto as pb;
 use sqlx::Connection as _;
-
-/// Returns how many connections to the current database wait for a lock.
-async fn lock_waiters(admin: &mut sqlx::PgConnection) -> i64 {
-    sqlx::query_scalar(
-        "SELECT COUNT(DISTINCT l.pid) FROM pg_locks l \
-         JOIN pg_stat_activity a ON a.pid = l.pid \
-         WHERE NOT l.granted AND a.datname = current_database()",
-    )
-    .fetch_one(admin)
-    .await
-    .unwrap()
-}
 
 /// What the transaction holding the head's entry does in the end.
 #[derive(Clone, Copy, PartialEq)]

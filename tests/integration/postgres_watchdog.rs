@@ -8,7 +8,7 @@ use crate::common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Backend, TestOptions, TestServer, enqueue_spec, postgres_database};
+use common::{Backend, TestOptions, TestServer, enqueue_spec, lock_waiters, postgres_database};
 use lightning_store::core::clock::ManualClock;
 use lightning_store::core::events::Change;
 use lightning_store::core::model::AttemptStatus;
@@ -19,18 +19,6 @@ use sqlx::Connection as _;
 /// A watchdog timer that never ticks during the test: only the calls' own
 /// scans act.
 const TIMER_OFF: Duration = Duration::from_secs(3600);
-
-/// Returns how many connections to the current database wait for a lock.
-async fn lock_waiters(admin: &mut sqlx::PgConnection) -> i64 {
-    sqlx::query_scalar(
-        "SELECT COUNT(DISTINCT l.pid) FROM pg_locks l \
-         JOIN pg_stat_activity a ON a.pid = l.pid \
-         WHERE NOT l.granted AND a.datname = current_database()",
-    )
-    .fetch_one(admin)
-    .await
-    .unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_wait_for_a_held_due_rollout_and_answer_with_its_one_verdict() {
