@@ -99,10 +99,11 @@ def main(argv: list[str]) -> int:
         runner = threading.Thread(target=run_runner, args=(session, client, address, len(TASKS) + 1, outcomes))
         runner.start()
 
-        # The algorithm: a rollout to cancel once it runs, then the tasks.
-        to_cancel = client.enqueue_rollout({"wait_for_cancel": True})
-        with client.events(kinds=["spans_added"], rollout_ids=[to_cancel.rollout_id]) as spans_added:
-            next(spans_added)
+        # The algorithm: a rollout to cancel once it runs, then the tasks. The subscription is
+        # confirmed before the enqueue, so the rollout's first spans cannot slip past it.
+        with client.events(kinds=["spans_added"]) as spans_added:
+            to_cancel = client.enqueue_rollout({"wait_for_cancel": True})
+            next(event for event in spans_added if event.rollout_id == to_cancel.rollout_id)
         client.update_rollout(to_cancel.rollout_id, status="cancelled")
         ids = [client.enqueue_rollout(task, mode="train").rollout_id for task in TASKS]
         finished = list(client.watch_completions(ids, timeout=WAIT))
