@@ -424,18 +424,21 @@ async fn gateway(
         let direct = Phase {
             label: format!("direct c={clients}"),
             connections: Connections::open(&model_url, None, clients).await?,
-            path: Box::new(|_| "/v1/chat/completions".to_owned()),
+            paths: Arc::new(vec!["/v1/chat/completions".to_owned(); clients]),
             measured: None,
         };
         let through = Phase {
             label: format!("gateway c={clients}"),
             connections: Connections::open(target.url(), key, clients).await?,
-            path: Box::new(move |task| {
-                format!(
-                    "/proxy/rollout/{}/attempt/0/mode/train/openai/v1/chat/completions",
-                    ids[task]
-                )
-            }),
+            paths: Arc::new(
+                ids.iter()
+                    .map(|id| {
+                        format!(
+                            "/proxy/rollout/{id}/attempt/0/mode/train/openai/v1/chat/completions"
+                        )
+                    })
+                    .collect(),
+            ),
             measured: None,
         };
         let mut phases = [direct, through];
@@ -518,13 +521,14 @@ fn slice_limits(limits: super::Limits, slices: u32, slice: u32) -> super::Limits
 struct Phase {
     label: String,
     connections: Connections,
-    path: Box<dyn Fn(usize) -> String + Send + Sync>,
+    /// Where each client task sends its calls, by task index.
+    paths: Arc<Vec<String>>,
     measured: Option<Measured>,
 }
 
 impl Phase {
     /// Sends the chat completion `chat` from every connection's task, task
-    /// `i` to `path(i)`, within `limits`, and adds what it measured to the
+    /// `i` to `paths[i]`, within `limits`, and adds what it measured to the
     /// phase's.
     async fn run_slice(
         &mut self,
@@ -539,8 +543,7 @@ impl Phase {
             limits,
             progress,
         };
-        let paths: Vec<String> = (0..load.connections.len()).map(&self.path).collect();
-        let paths = Arc::new(paths);
+        let paths = self.paths.clone();
         let chat = chat.clone();
         let measured = load
             .run(move |task, _| (paths[task].clone(), Some(chat.clone())), 0)
