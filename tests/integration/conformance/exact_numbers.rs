@@ -199,15 +199,7 @@ async fn assert_everything_exact(c: &mut Client, written: &Written) {
     assert_eq!(updated.input_json, EXACT);
     assert_eq!(updated.metadata_json, EXACT);
 
-    let spans = query_spans(
-        c,
-        pb::QuerySpansRequest {
-            rollout_id: written.rollout_id.clone(),
-            ..Default::default()
-        },
-    )
-    .await
-    .spans;
+    let spans = rollout_spans(c, written.rollout_id.clone()).await.spans;
     assert_eq!(spans.len(), 1);
     assert_span_exact(&spans[0]);
 
@@ -366,15 +358,7 @@ async fn case_15_json_fields_keep_every_number_exactly_over_http() {
         2,
         "{searched}"
     );
-    let spans = query_spans(
-        &mut c,
-        pb::QuerySpansRequest {
-            rollout_id: span_rollout.to_owned(),
-            ..Default::default()
-        },
-    )
-    .await
-    .spans;
+    let spans = rollout_spans(&mut c, span_rollout).await.spans;
     let extra = format!(r#"{{"numbers":{EXACT}}}"#);
     assert_eq!(spans[0].extra_json, extra);
     assert_eq!(spans[0].status.as_ref().unwrap().extra_json, extra);
@@ -432,15 +416,9 @@ async fn otlp_json_doubles_decode_in_any_written_form() {
     assert_eq!(answer.status, 200, "{}", answer.text());
     assert_eq!(answer.text(), "{}", "a full success");
 
-    let spans = query_spans(
-        &mut c,
-        pb::QuerySpansRequest {
-            rollout_id: rollout.rollout_id.clone(),
-            ..Default::default()
-        },
-    )
-    .await
-    .spans;
+    let spans = rollout_spans(&mut c, rollout.rollout_id.clone())
+        .await
+        .spans;
     assert_eq!(spans.len(), 1);
     let attribute = |key: &str| {
         spans[0]

@@ -91,15 +91,7 @@ async fn running(c: &mut Client) -> (String, String) {
 }
 
 async fn spans_of(c: &mut Client, rollout_id: &str) -> Vec<pb::Span> {
-    query_spans(
-        c,
-        pb::QuerySpansRequest {
-            rollout_id: rollout_id.into(),
-            ..Default::default()
-        },
-    )
-    .await
-    .spans
+    rollout_spans(c, rollout_id).await.spans
 }
 
 #[tokio::test]

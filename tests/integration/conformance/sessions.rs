@@ -263,14 +263,7 @@ async fn a_former_owners_writes_are_fenced_off() {
         Code::FailedPrecondition,
         "is not owned by the session",
     );
-    let spans = query_spans(
-        &mut c,
-        pb::QuerySpansRequest {
-            rollout_id: rollout.rollout_id.clone(),
-            ..Default::default()
-        },
-    )
-    .await;
+    let spans = rollout_spans(&mut c, rollout.rollout_id.clone()).await;
     assert_eq!(spans.spans.len(), 1, "the fenced span was not stored");
     assert_eq!(
         attempt_status(attempt_of(&get(&mut c, &rollout.rollout_id).await)),

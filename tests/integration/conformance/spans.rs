@@ -215,14 +215,7 @@ async fn stored_and_repeated_keys_in_one_batch_are_skipped_and_the_rest_kept_in_
         .unwrap()
         .into_inner();
     assert_eq!((none.spans.len(), none.duplicates), (0, 2));
-    let read = query_spans(
-        &mut c,
-        pb::QuerySpansRequest {
-            rollout_id: r,
-            ..Default::default()
-        },
-    )
-    .await;
+    let read = rollout_spans(&mut c, r).await;
     let names: Vec<&str> = read.spans.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["stored", "b", "c", "d"]);
     assert_eq!(stats(&mut c).await.total_spans, 4);
@@ -271,14 +264,7 @@ async fn concurrent_batches_of_the_same_keys_store_each_key_once() {
     expected.sort_unstable();
     assert_eq!(stored, expected, "each key stored by exactly one call");
     assert_eq!(duplicates as usize, (CLIENTS - 1) * SHARED);
-    let read = query_spans(
-        &mut c,
-        pb::QuerySpansRequest {
-            rollout_id: r,
-            ..Default::default()
-        },
-    )
-    .await;
+    let read = rollout_spans(&mut c, r).await;
     let mut names: Vec<String> = read.spans.into_iter().map(|s| s.name).collect();
     names.sort_unstable();
     assert_eq!(names, expected);
@@ -412,14 +398,7 @@ async fn every_span_field_round_trips_losslessly() {
     };
     let stored = add_span(&mut c, sent.clone()).await.unwrap();
     assert_eq!(stored, sent);
-    let read = query_spans(
-        &mut c,
-        pb::QuerySpansRequest {
-            rollout_id: r,
-            ..Default::default()
-        },
-    )
-    .await;
+    let read = rollout_spans(&mut c, r).await;
     assert_eq!(read.spans, vec![sent]);
 }
 

@@ -182,6 +182,18 @@ pub async fn query_spans(
     client.query_spans(request).await.unwrap().into_inner()
 }
 
+/// Returns every span of one rollout (the first page of an unfiltered query).
+pub async fn rollout_spans(
+    client: &mut Client,
+    rollout_id: impl Into<String>,
+) -> pb::QuerySpansResponse {
+    let request = pb::QuerySpansRequest {
+        rollout_id: rollout_id.into(),
+        ..Default::default()
+    };
+    query_spans(client, request).await
+}
+
 pub async fn wait_for(client: &mut Client, ids: &[&str], timeout_secs: f64) -> Vec<pb::Rollout> {
     client
         .wait_for_rollouts(pb::WaitForRolloutsRequest {
