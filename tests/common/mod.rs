@@ -625,16 +625,34 @@ impl Drop for Cluster {
     }
 }
 
-/// Returns how many connections to `admin`'s database wait for a lock.
-pub async fn lock_waiters(admin: &mut sqlx::PgConnection) -> i64 {
-    sqlx::query_scalar(
-        "SELECT COUNT(DISTINCT l.pid) FROM pg_locks l \
-         JOIN pg_stat_activity a ON a.pid = l.pid \
-         WHERE NOT l.granted AND a.datname = current_database()",
-    )
-    .fetch_one(admin)
-    .await
-    .unwrap()
+/// Returns once `waiters` connections to `admin`'s database wait for a
+/// lock, or once `answered()` (a call answered without waiting, which the
+/// caller's assertions then refuse); fails after 20 s. PostgreSQL has no
+/// event for "blocked on a lock", so this polls `pg_locks`.
+pub async fn until_lock_waiters(
+    admin: &mut sqlx::PgConnection,
+    waiters: i64,
+    answered: impl Fn() -> bool,
+) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(DISTINCT l.pid) FROM pg_locks l \
+             JOIN pg_stat_activity a ON a.pid = l.pid \
+             WHERE NOT l.granted AND a.datname = current_database()",
+        )
+        .fetch_one(&mut *admin)
+        .await
+        .unwrap();
+        if waiting >= waiters || answered() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the calls neither wait for the lock nor answer"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// Creates an empty database in this process's shared PostgreSQL cluster

@@ -6,9 +6,9 @@
 
 use crate::common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{Backend, TestOptions, TestServer, enqueue, lock_waiters, postgres_database};
+use common::{Backend, TestOptions, TestServer, enqueue, postgres_database, until_lock_waiters};
 use lightning_store::proto as pb;
 use sqlx::Connection as _;
 
@@ -61,14 +61,7 @@ async fn dequeue_while_the_head_is_held(holder: Holder) -> (String, String, Opti
     // Until the dequeue waits for the holder (or answers without waiting,
     // which the caller's assertions refuse).
     let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while lock_waiters(&mut admin).await < 1 && !dequeue.is_finished() {
-        assert!(
-            Instant::now() < deadline,
-            "the dequeue neither waits nor answers"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_lock_waiters(&mut admin, 1, || dequeue.is_finished()).await;
     // Committed after the claim's statement took its snapshot.
     let second = enqueue(&mut c, "{}").await.rollout_id;
     match holder {

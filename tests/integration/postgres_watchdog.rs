@@ -6,9 +6,11 @@
 use crate::common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{Backend, TestOptions, TestServer, enqueue_spec, lock_waiters, postgres_database};
+use common::{
+    Backend, TestOptions, TestServer, enqueue_spec, postgres_database, until_lock_waiters,
+};
 use lightning_store::core::clock::ManualClock;
 use lightning_store::core::events::Change;
 use lightning_store::core::model::AttemptStatus;
@@ -98,17 +100,10 @@ async fn calls_wait_for_a_held_due_rollout_and_answer_with_its_one_verdict() {
     // Until the three calls wait for the holder (or one answers without
     // waiting for it, which the assertions below refuse).
     let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while lock_waiters(&mut admin).await < 3
-        && !reads.iter().any(|read| read.is_finished())
-        && !update.is_finished()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the calls neither wait nor answer"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_lock_waiters(&mut admin, 3, || {
+        reads.iter().any(|read| read.is_finished()) || update.is_finished()
+    })
+    .await;
     held.commit().await.unwrap();
 
     let failed = pb::RolloutStatus::Failed as i32;
