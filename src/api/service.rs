@@ -18,6 +18,7 @@ use super::worker_session;
 use crate::auth;
 use crate::core::engine::{AttemptPatch, AttemptUpdate, Engine, RolloutPatch};
 use crate::core::error::{StoreError, item_message};
+use crate::core::idempotency::checked_request_id;
 use crate::core::ids;
 use crate::core::limits::RequestLimits;
 use crate::core::model::{AttemptStatus, Json, RolloutStatus, WorkerStatus};
@@ -194,25 +195,25 @@ fn text_match(exact: Option<String>, contains: Option<String>) -> TextMatch {
     TextMatch { exact, contains }
 }
 
-/// Returns a filter list: the explicit list when given (possibly empty: a
-/// condition nothing meets), else the legacy repeated field, whose empty
-/// value means "no condition".
+/// Returns the list a filter was given: the explicit list when given
+/// (possibly empty: a condition nothing meets), else the legacy repeated
+/// field, whose empty value means "no condition".
+fn given_list<'a, V>(explicit: Option<&'a [V]>, legacy: &'a [V]) -> Option<&'a [V]> {
+    match explicit {
+        Some(values) => Some(values),
+        None if legacy.is_empty() => None,
+        None => Some(legacy),
+    }
+}
+
+/// Converts a filter list (see [`given_list`]) item by item.
 fn filter_list<T, V: Clone>(
-    explicit: Option<&[V]>,
-    legacy: &[V],
+    values: Option<&[V]>,
     convert: impl Fn(V) -> Result<T, StoreError>,
 ) -> Result<Option<Vec<T>>, StoreError> {
-    let values = match explicit {
-        Some(values) => values,
-        None if legacy.is_empty() => return Ok(None),
-        None => legacy,
-    };
     values
-        .iter()
-        .cloned()
-        .map(convert)
-        .collect::<Result<_, _>>()
-        .map(Some)
+        .map(|values| values.iter().cloned().map(convert).collect())
+        .transpose()
 }
 
 #[tonic::async_trait]
@@ -315,11 +316,9 @@ impl LightningStoreService for StoreService {
         request: Request<pb::EnqueueRolloutRequest>,
     ) -> RpcResult<pb::EnqueueRolloutResponse> {
         let request = request.into_inner();
+        let request_id = checked_request_id(request.request_id)?;
         let spec = c::spec_from_proto(request.rollout.as_ref())?;
-        let enqueued = self
-            .engine
-            .enqueue_rollouts(vec![spec], request.request_id)
-            .await?;
+        let enqueued = self.engine.enqueue_rollouts(vec![spec], request_id).await?;
         ok(pb::EnqueueRolloutResponse {
             rollout: enqueued.rollouts.first().map(c::rollout_to_proto),
         })
@@ -330,6 +329,7 @@ impl LightningStoreService for StoreService {
         request: Request<pb::EnqueueRolloutsRequest>,
     ) -> RpcResult<pb::EnqueueRolloutsResponse> {
         let request = request.get_ref();
+        let request_id = checked_request_id(request.request_id.clone())?;
         let receive_limit = receive_limit(request.max_response_bytes)?;
         let specs = self
             .engine
@@ -338,10 +338,7 @@ impl LightningStoreService for StoreService {
             .iter()
             .map(|spec| c::spec_from_proto(Some(spec)))
             .collect::<Result<Vec<_>, _>>()?;
-        let enqueued = self
-            .engine
-            .enqueue_rollouts(specs, request.request_id.clone())
-            .await?;
+        let enqueued = self.engine.enqueue_rollouts(specs, request_id).await?;
         let ids = pb::EnqueueRolloutsResponse {
             rollouts: Vec::new(),
             rollout_ids: enqueued.rollout_ids.clone(),
@@ -505,20 +502,25 @@ impl LightningStoreService for StoreService {
         request: Request<pb::QueryRolloutsRequest>,
     ) -> RpcResult<pb::QueryRolloutsResponse> {
         let request = request.into_inner();
+        // The id list's length is checked before anything is converted.
+        let rollout_ids = given_list(
+            request
+                .rollout_id_in_list
+                .as_ref()
+                .map(|l| l.values.as_slice()),
+            &request.rollout_id_in,
+        )
+        .map(|ids| self.engine.limits().ids("rollout_id_in", ids))
+        .transpose()?;
         let filter = RolloutFilter {
             status_in: filter_list(
-                request.status_in_list.as_ref().map(|l| l.values.as_slice()),
-                &request.status_in,
+                given_list(
+                    request.status_in_list.as_ref().map(|l| l.values.as_slice()),
+                    &request.status_in,
+                ),
                 RolloutStatus::from_proto,
             )?,
-            rollout_id_in: filter_list(
-                request
-                    .rollout_id_in_list
-                    .as_ref()
-                    .map(|l| l.values.as_slice()),
-                &request.rollout_id_in,
-                |rollout_id| id("rollout_id_in", &rollout_id),
-            )?,
+            rollout_id_in: filter_list(rollout_ids, |rollout_id| id("rollout_id_in", &rollout_id))?,
             rollout_id_contains: request.rollout_id_contains,
             logic: c::filter_logic_from_proto(request.filter_logic)?,
         };
@@ -677,8 +679,10 @@ impl LightningStoreService for StoreService {
         request: Request<pb::WaitForRolloutsRequest>,
     ) -> RpcResult<pb::WaitForRolloutsResponse> {
         let request = request.into_inner();
-        let rollout_ids = request
-            .rollout_ids
+        let rollout_ids = self
+            .engine
+            .limits()
+            .ids("rollout_ids", &request.rollout_ids)?
             .iter()
             .map(|r| id("rollout_ids", r))
             .collect::<Result<Vec<_>, _>>()?;
@@ -799,8 +803,10 @@ impl LightningStoreService for StoreService {
         let request = request.into_inner();
         let filter = WorkerFilter {
             status_in: filter_list(
-                request.status_in_list.as_ref().map(|l| l.values.as_slice()),
-                &request.status_in,
+                given_list(
+                    request.status_in_list.as_ref().map(|l| l.values.as_slice()),
+                    &request.status_in,
+                ),
                 WorkerStatus::from_proto,
             )?,
             worker_id_contains: request.worker_id_contains,

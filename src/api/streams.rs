@@ -67,8 +67,9 @@ pub async fn watch_rollout_completions(
     request: pb::WatchRolloutCompletionsRequest,
     limits: &SubscriberLimits,
 ) -> Result<RpcStream<pb::WatchRolloutCompletionsResponse>, Status> {
-    let rollout_ids = request
-        .rollout_ids
+    let rollout_ids = engine
+        .limits()
+        .ids("rollout_ids", &request.rollout_ids)?
         .iter()
         .map(|r| id("rollout_ids", r))
         .collect::<Result<Vec<_>, _>>()?;
@@ -110,7 +111,7 @@ fn event_filter(
     request: &pb::WatchEventsRequest,
     limits: &RequestLimits,
 ) -> Result<EventFilter, StoreError> {
-    limits.check_ids("rollout_ids", request.rollout_ids.len())?;
+    let rollout_ids = limits.ids("rollout_ids", request.rollout_ids.as_slice())?;
     let list = |values: &[i32]| !values.is_empty();
     Ok(EventFilter {
         kinds: list(&request.kinds)
@@ -122,7 +123,7 @@ fn event_filter(
                     .collect()
             })
             .transpose()?,
-        rollout_ids: list_of_ids(&request.rollout_ids)?,
+        rollout_ids: list_of_ids(rollout_ids)?,
         rollout_status_in: list(&request.rollout_status_in)
             .then(|| {
                 request

@@ -85,6 +85,16 @@ fn spec_text(spec: &RolloutSpec) -> String {
     .to_string()
 }
 
+/// Returns a client's optional request id once [`validate_request_id`]
+/// accepts it: the adapters' check before they read a request's items, so
+/// that a bad request id answers with its own error whatever the items hold.
+pub fn checked_request_id(id: Option<String>) -> StoreResult<Option<String>> {
+    if let Some(id) = &id {
+        validate_request_id("request_id", id)?;
+    }
+    Ok(id)
+}
+
 /// Checks a client's request id: 1 to [`MAX_REQUEST_ID_LEN`] bytes of
 /// visible ASCII (no spaces or control characters), so that it can travel
 /// as a header and be logged as it is. `what` names the field.

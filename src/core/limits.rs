@@ -97,6 +97,15 @@ impl RequestLimits {
         Ok(items)
     }
 
+    /// Returns `ids` when the list is within
+    /// [`RequestLimits::max_ids_per_list`]: the adapters' guard before they
+    /// read any id, as [`RequestLimits::batch`] is for batches (the engine
+    /// checks again, for every caller).
+    pub fn ids<L: AsRef<[T]>, T>(&self, field: &str, ids: L) -> Result<L, StoreError> {
+        self.check_ids(field, ids.as_ref().len())?;
+        Ok(ids)
+    }
+
     /// Returns the instant `wait` from now, clamped to the longest wait.
     pub fn deadline_after(&self, wait: Duration) -> tokio::time::Instant {
         tokio::time::Instant::now() + wait.min(self.longest_wait)
@@ -142,6 +151,13 @@ mod tests {
         );
         assert!(limits.check_batch("spans", 3).is_ok());
         assert!(limits.check_batch("spans", 4).is_err());
+        let ids = ["a", "", "c"];
+        assert_eq!(limits.ids("rollout_ids", &ids[..2]), Ok(&ids[..2]));
+        assert_eq!(
+            limits.ids("rollout_ids", &ids[..]),
+            Err(refused),
+            "refused by its length, whatever its ids hold"
+        );
     }
 
     #[test]

@@ -81,6 +81,16 @@ impl HttpContext {
         }
         Ok(())
     }
+
+    /// Refuses an id list `value` (when it is a list) over the id-list limit
+    /// before any of its ids is read, as [`HttpContext::check_batch`] does
+    /// for batches.
+    pub fn check_ids(&self, field: &str, value: Option<&Json>) -> Result<(), HttpError> {
+        if let Some(Json::Array(ids)) = value {
+            self.engine.limits().ids(field, ids)?;
+        }
+        Ok(())
+    }
 }
 
 /// Returns every HTTP route group merged into one router (the one place

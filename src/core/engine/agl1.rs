@@ -369,11 +369,12 @@ impl Engine {
     }
 
     /// Registers model servers, each replacing the one with its (model,
-    /// endpoint), and returns them.
+    /// endpoint), and returns them (at most `max_batch_items` at once).
     pub async fn register_models(
         &self,
         servers: Vec<ModelServer>,
     ) -> StoreResult<Vec<ModelServer>> {
+        self.limits().check_batch("models", servers.len())?;
         self.run(Scan::Skip, |tx| {
             Box::pin(async move {
                 for server in &servers {

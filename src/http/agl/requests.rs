@@ -132,7 +132,7 @@ impl Source<'_> {
     }
 
     /// Returns a list field (every value of a repeated query parameter).
-    fn get_list(&self, field: &str) -> Option<Json> {
+    pub(super) fn get_list(&self, field: &str) -> Option<Json> {
         match self {
             Self::Body(object) => object.get(field).cloned(),
             Self::Query(pairs) => {

@@ -21,6 +21,7 @@ use super::requests::{
 use super::{body_json, query_pairs, required_body_json, search_body};
 use crate::auth::{self, Grant};
 use crate::core::error::StoreError;
+use crate::core::idempotency::checked_request_id;
 use crate::core::ids;
 use crate::core::model::{Json, RolloutSpec};
 use crate::core::query::RolloutFilter;
@@ -41,7 +42,7 @@ pub async fn enqueue(
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
-    let request_id = idempotency_key(&headers)?.map(str::to_owned);
+    let request_id = checked_request_id(idempotency_key(&headers)?.map(str::to_owned))?;
     let json = required_body_json(&context, &headers, body).await?;
     context.check_batch("rollouts", json.get("rollouts"))?;
     let mut v = Validator::new();
@@ -131,6 +132,7 @@ fn read_start(v: &mut Validator, json: &Json) -> Option<(RolloutSpec, Option<Str
 
 /// Runs a rollout query read from `source`.
 async fn run_query(context: &HttpContext, source: Source<'_>) -> HttpResult<Response> {
+    context.check_ids("rollout_id_in", source.get_list("rollout_id_in").as_ref())?;
     let mut v = Validator::new();
     let read = RolloutQuery::read(&mut v, &source);
     let query = v.finish(read)?;
@@ -336,6 +338,7 @@ pub async fn wait(
     body: Body,
 ) -> HttpResult<Response> {
     let json = required_body_json(&context, &headers, body).await?;
+    context.check_ids("rollout_ids", json.get("rollout_ids"))?;
     let mut v = Validator::new();
     let read = read_wait(&mut v, &json);
     let (rollout_ids, timeout) = v.finish(read)?;

@@ -156,6 +156,7 @@ pub(super) async fn register_models(
     body: Body,
 ) -> HttpResult<Response> {
     let body = json_request(&context, &headers, body).await?;
+    context.check_batch("models", body.as_ref())?;
     let mut v = Validator::new();
     let models = required_body(&mut v, body)
         .and_then(|body| schema::each(&mut v, &Loc::body(), &body, schema::model));

@@ -16,6 +16,11 @@
 //! two statements for a short batch). It comes back empty only when a look
 //! found the queue empty; the rounds are bounded in count and time.
 //!
+//! A claim locks an entry, then its rollout; an update locks the queue
+//! entries of the rollouts it changes before the rollouts, in the same
+//! order (`reads.rs`), so that one taking a rollout out of the queue and a
+//! claim of its entry cannot deadlock.
+//!
 //! [`StoreTx::claim_queued`]: crate::core::storage::StoreTx::claim_queued
 
 use std::time::{Duration, Instant};

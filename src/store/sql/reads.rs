@@ -108,11 +108,31 @@ impl<C: Connection> SqlTx<C> {
         let mut sorted = ids.clone();
         sorted.sort_unstable();
         let chunk = C::DIALECT.max_params.max(1);
+        let locks_entries = C::DIALECT.shared && matches!(access, Access::Update);
         for part in sorted.chunks(chunk) {
             let mut b = Builder::new(C::DIALECT);
+            if locks_entries {
+                // The rollouts' queue entries are locked before the
+                // rollouts, the order a claim takes them in: an update
+                // that takes a rollout out of the queue and a claim of its
+                // entry then wait for each other one way only (locking the
+                // rollout first deadlocked with a claim that held the
+                // entry; `tests/integration/postgres_claim.rs`). The
+                // condition without columns is checked once, before the
+                // rollouts are read.
+                let entries = b.one_of("rollout_id", part.iter().copied());
+                b.push(&format!(
+                    "WITH entries AS MATERIALIZED (SELECT pos FROM queue WHERE {entries} \
+                     ORDER BY rollout_id FOR UPDATE) "
+                ));
+            }
             b.push(ROLLOUT_VIEW).push(" WHERE ");
             let condition = b.one_of("r.rollout_id", part.iter().copied());
-            b.push(&condition).push(" ORDER BY r.rollout_id");
+            b.push(&condition);
+            if locks_entries {
+                b.push(" AND (SELECT COUNT(*) FROM entries) >= 0");
+            }
+            b.push(" ORDER BY r.rollout_id");
             b.push(&lock_clause::<C>(access, "r"));
             for row in self.read(b.finish()).await? {
                 let view = rollout_view(&row, 0)?;
