@@ -23,11 +23,9 @@ enum Holder {
     RollsBack,
 }
 
-/// Holds the only queued entry in an open transaction (as a claim of
-/// another server does), dequeues, enqueues a second rollout while the
-/// dequeue is under way, ends the holder as `holder` says, and returns the
-/// first and second rollout's ids and the dequeue's answer.
-async fn dequeue_while_the_head_is_held(holder: Holder) -> (String, String, Option<String>) {
+/// Starts a server on a database of its own and enqueues one rollout;
+/// returns the database's URL, the server, a client and the rollout's id.
+async fn server_with_one_queued_rollout() -> (String, TestServer, common::Client, String) {
     let url = postgres_database().await;
     let server = TestServer::start_opts(
         Backend::Postgres,
@@ -38,7 +36,16 @@ async fn dequeue_while_the_head_is_held(holder: Holder) -> (String, String, Opti
     )
     .await;
     let mut c = server.client().await;
-    let first = enqueue(&mut c, "{}").await.rollout_id;
+    let rollout_id = enqueue(&mut c, "{}").await.rollout_id;
+    (url, server, c, rollout_id)
+}
+
+/// Holds the only queued entry in an open transaction (as a claim of
+/// another server does), dequeues, enqueues a second rollout while the
+/// dequeue is under way, ends the holder as `holder` says, and returns the
+/// first and second rollout's ids and the dequeue's answer.
+async fn dequeue_while_the_head_is_held(holder: Holder) -> (String, String, Option<String>) {
+    let (url, server, mut c, first) = server_with_one_queued_rollout().await;
 
     let mut holding = sqlx::PgConnection::connect(&url).await.unwrap();
     let mut held = holding.begin().await.unwrap();
@@ -110,17 +117,7 @@ async fn a_claim_behind_a_held_entry_takes_it_when_its_holder_rolls_back() {
 /// entry before the rollout, the claim's order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_update_that_dequeues_a_rollout_waits_for_its_claim_before_locking_it() {
-    let url = postgres_database().await;
-    let server = TestServer::start_opts(
-        Backend::Postgres,
-        TestOptions {
-            postgres_url: Some(url.clone()),
-            ..TestOptions::default()
-        },
-    )
-    .await;
-    let mut c = server.client().await;
-    let queued = enqueue(&mut c, "{}").await.rollout_id;
+    let (url, server, c, queued) = server_with_one_queued_rollout().await;
 
     let mut claiming = sqlx::PgConnection::connect(&url).await.unwrap();
     let mut claim = claiming.begin().await.unwrap();
