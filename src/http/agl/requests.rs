@@ -131,8 +131,21 @@ impl Source<'_> {
         }
     }
 
+    /// Returns how many values a list field holds (`None` when it is absent
+    /// or, in a body, not a list: the validator's to refuse), without
+    /// copying them.
+    pub(super) fn list_len(&self, field: &str) -> Option<usize> {
+        match self {
+            Self::Body(object) => object.get(field)?.as_array().map(Vec::len),
+            Self::Query(pairs) => {
+                let count = pairs.iter().filter(|(k, _)| k == field).count();
+                (count > 0).then_some(count)
+            }
+        }
+    }
+
     /// Returns a list field (every value of a repeated query parameter).
-    pub(super) fn get_list(&self, field: &str) -> Option<Json> {
+    fn get_list(&self, field: &str) -> Option<Json> {
         match self {
             Self::Body(object) => object.get(field).cloned(),
             Self::Query(pairs) => {

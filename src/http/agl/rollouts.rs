@@ -132,7 +132,9 @@ fn read_start(v: &mut Validator, json: &Json) -> Option<(RolloutSpec, Option<Str
 
 /// Runs a rollout query read from `source`.
 async fn run_query(context: &HttpContext, source: Source<'_>) -> HttpResult<Response> {
-    context.check_ids("rollout_id_in", source.get_list("rollout_id_in").as_ref())?;
+    if let Some(count) = source.list_len("rollout_id_in") {
+        context.engine.limits().check_ids("rollout_id_in", count)?;
+    }
     let mut v = Validator::new();
     let read = RolloutQuery::read(&mut v, &source);
     let query = v.finish(read)?;
