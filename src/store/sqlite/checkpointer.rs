@@ -8,11 +8,19 @@
 //! file several times a second under load, holding the connection every
 //! transaction waits for. Here a `PASSIVE` checkpoint (it never waits for
 //! and never blocks the writer or the readers) runs after the log's
-//! syncs, at most once per [`INTERVAL`], and copies what the log holds.
+//! syncs, at most once per interval, and copies what the log holds.
 //! The wake-up channel holds one request: while one is pending, the
 //! requests made as the thread waits for its interval find it full and
 //! cost a failed send, not a wake-up each (one per sync was three context
 //! switches per gateway call, docs/performance.md).
+//!
+//! The interval follows the write rate ([`next_interval`]): each checkpoint
+//! aims to find about [`TARGET_LOG_PAGES`] in the log, between
+//! [`MIN_INTERVAL`] under load and [`MAX_INTERVAL`] when writes are few.
+//! A log that a checkpoint copied entirely restarts from its beginning at
+//! the next write, and SQLite syncs the restarted log's header inside that
+//! `COMMIT`: at a fixed 50 ms, a lone client's writes paid that second
+//! sync in one commit of three (docs/performance.md, stop 34).
 //!
 //! A log restarts from its beginning only when a writer begins while every
 //! frame of it has been copied, which a checkpoint racing a busy writer
@@ -30,7 +38,15 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::time::{Duration, Instant};
 
 /// The least time between two checkpoints of this thread.
-const INTERVAL: Duration = Duration::from_millis(50);
+const MIN_INTERVAL: Duration = Duration::from_millis(50);
+
+/// The most time between two checkpoints of this thread while writes come:
+/// the log it lets grow meanwhile stays below [`WRITER_CHECKPOINT_PAGES`]
+/// up to ~32,000 pages (128 MB) written per second.
+const MAX_INTERVAL: Duration = Duration::from_millis(250);
+
+/// The log's length, in pages, that a checkpoint aims to find.
+const TARGET_LOG_PAGES: u32 = 1_024;
 
 /// The writer's own automatic checkpoint (`wal_autocheckpoint`, in pages):
 /// a log this long is copied by the writer's `COMMIT`, which restarts it.
@@ -72,12 +88,13 @@ impl Checkpointer {
 }
 
 /// The thread: one checkpoint per pending request, at most one per
-/// [`INTERVAL`].
+/// interval ([`next_interval`]).
 fn run(conn: &rusqlite::Connection, woken: &Receiver<()>) {
     let mut last: Option<Instant> = None;
+    let mut interval = MIN_INTERVAL;
     while woken.recv().is_ok() {
         if let Some(rest) =
-            last.and_then(|at| (at + INTERVAL).checked_duration_since(Instant::now()))
+            last.and_then(|at| (at + interval).checked_duration_since(Instant::now()))
         {
             // Requests made meanwhile find the channel full, or fill it
             // once: this checkpoint covers them.
@@ -86,11 +103,50 @@ fn run(conn: &rusqlite::Connection, woken: &Receiver<()>) {
         // Taken before the checkpoint starts: a request made during it
         // asks for the next one.
         while woken.try_recv().is_ok() {}
-        last = Some(Instant::now());
+        let now = Instant::now();
+        let since_last = last.map(|at| now - at);
+        last = Some(now);
         // `PASSIVE`: copies what no reader still needs, waits for nobody.
-        if let Err(error) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+        // Its second column is the log's length in pages.
+        match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+            row.get::<_, i64>(1)
+        }) {
+            Ok(log_pages) => {
+                if let Some(since_last) = since_last {
+                    interval = next_interval(since_last, log_pages);
+                }
+            }
             // The writer's own checkpoint still bounds the log.
-            tracing::warn!(%error, "sqlite checkpoint failed");
+            Err(error) => tracing::warn!(%error, "sqlite checkpoint failed"),
         }
+    }
+}
+
+/// Returns the time to wait before the next checkpoint, given the time
+/// since the previous one and the pages this one found in the log: at the
+/// same write rate the next finds about [`TARGET_LOG_PAGES`], within
+/// [`MIN_INTERVAL`]..=[`MAX_INTERVAL`].
+fn next_interval(since_last: Duration, log_pages: i64) -> Duration {
+    let pages = log_pages.max(1) as f64;
+    since_last
+        .mul_f64(f64::from(TARGET_LOG_PAGES) / pages)
+        .clamp(MIN_INTERVAL, MAX_INTERVAL)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_interval_follows_the_write_rate_within_its_bounds() {
+        let ms = Duration::from_millis;
+        // 512 pages in 100 ms: 1,024 take 200 ms.
+        assert_eq!(next_interval(ms(100), 512), ms(200));
+        // A busy log: as often as allowed.
+        assert_eq!(next_interval(ms(100), 4_096), MIN_INTERVAL);
+        // Few writes, or none (an empty log reads 0, an error -1).
+        assert_eq!(next_interval(ms(50), 10), MAX_INTERVAL);
+        assert_eq!(next_interval(Duration::from_secs(60), 0), MAX_INTERVAL);
+        assert_eq!(next_interval(ms(50), -1), MAX_INTERVAL);
     }
 }
