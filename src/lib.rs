@@ -19,15 +19,15 @@
 pub mod api;
 pub mod auth;
 pub mod bench;
+pub mod call_log;
 pub mod cli;
-pub mod client;
 pub mod core;
-#[cfg(test)]
-mod fuzz;
 pub mod gateway;
 pub mod http;
 pub mod metrics;
 pub mod otlp;
+#[cfg(test)]
+mod property_tests;
 pub mod proto;
 pub mod reload;
 pub mod server;

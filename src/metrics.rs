@@ -1,7 +1,7 @@
 //! Prometheus metrics, served at `GET /metrics` on their own listener, as
 //! OpenMetrics or the Prometheus text format by the scraper's `Accept`
 //! header ([`exposition`]). Three sources feed them: the gRPC call layer
-//! ([`crate::api::calls`]) records every call, the engine reports its work
+//! ([`crate::call_log`]) records every call, the engine reports its work
 //! through [`Observer`], and the store's statistics are read on each scrape.
 //!
 //! Metric names (all prefixed `lightning_store_`):
@@ -415,15 +415,15 @@ impl Observer for Metrics {
             .set(i64::try_from(open).unwrap_or(i64::MAX));
     }
 
-    fn v1_event(&self, event_type: &str) {
+    fn agl1_event(&self, event_type: &str) {
         self.agl1.event(event_type);
     }
 
-    fn v1_transition(&self, state: &'static str) {
+    fn agl1_transition(&self, state: &'static str) {
         self.agl1.transition(state);
     }
 
-    fn v1_rollout_read(&self, cached: bool) {
+    fn agl1_rollout_read(&self, cached: bool) {
         self.agl1.rollout_read(cached);
     }
 }

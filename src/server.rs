@@ -15,13 +15,13 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::Trac
 use tonic_health::pb::health_server::HealthServer;
 use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
 
-use crate::api::calls::{CallLayer, KnownMethods};
 use crate::api::otlp::OtlpTraceService;
 use crate::api::service::StoreService;
 use crate::api::size_groups::BySizeGroup;
 use crate::auth::{AuthLayer, Tokens};
+use crate::call_log::{CallLayer, KnownMethods};
+use crate::core::dispatcher::Dispatcher;
 use crate::core::engine::{Engine, SessionPolicy};
-use crate::core::sessions::Sessions;
 use crate::gateway::{Gateway, GatewayConfig};
 use crate::metrics::Metrics;
 use crate::otlp::TraceIngest;
@@ -188,7 +188,7 @@ pub async fn serve(
             .with_service_name(TRACE_SERVICE)
             .with_service_name(HEALTH_SERVICE)
     };
-    let sessions = Sessions::new(
+    let dispatcher = Dispatcher::new(
         engine.clone(),
         SessionPolicy {
             server_id: config.server_id.clone(),
@@ -196,9 +196,9 @@ pub async fn serve(
             grace: config.session_grace,
         },
     );
-    // Sessions this server held before a restart are dropped before it
+    // Dispatcher this server held before a restart are dropped before it
     // serves: their runners may reconnect at once.
-    sessions.recover().await;
+    dispatcher.recover().await;
     // gRPC messages and HTTP bodies (also after decompression): payload
     // calls up to the message limit, control calls up to theirs, decided by
     // method in one table (api::size_groups).
@@ -206,7 +206,7 @@ pub async fn serve(
     let max_message_bytes = limits.max_message_bytes;
     let store = Arc::new(StoreService::new(
         engine.clone(),
-        sessions.clone(),
+        dispatcher.clone(),
         config.transport,
         config.subscriber_timeout,
     ));
@@ -249,9 +249,9 @@ pub async fn serve(
         }),
         tokio::spawn(engine.clone().run_watchdog()),
         tokio::spawn(gateway.clone().run()),
-        tokio::spawn(sessions.clone().run_dispatcher()),
-        tokio::spawn(sessions.clone().run_revocations()),
-        tokio::spawn(sessions.clone().run_leases()),
+        tokio::spawn(dispatcher.clone().run_dispatcher()),
+        tokio::spawn(dispatcher.clone().run_revocations()),
+        tokio::spawn(dispatcher.clone().run_leases()),
         tokio::spawn(crate::reload::run(
             config.tokens.clone(),
             config.tls.clone(),
@@ -385,7 +385,7 @@ pub async fn serve(
     }
     // The ends of the sessions that were open are recorded before the store
     // closes: their attempts then get the grace period at once.
-    if tokio::time::timeout(config.drain_timeout, sessions.shutdown())
+    if tokio::time::timeout(config.drain_timeout, dispatcher.shutdown())
         .await
         .is_err()
     {

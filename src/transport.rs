@@ -207,7 +207,7 @@ const REFUSAL_RETRY: Duration = Duration::from_secs(1);
 /// The answer to every call on a connection over the limit.
 fn refusal_response(headers: &http::HeaderMap) -> http::Response<axum::body::Body> {
     const MESSAGE: &str = "the server has too many connections; retry later";
-    if crate::api::calls::is_grpc(headers) {
+    if crate::call_log::is_grpc(headers) {
         let details = ErrorDetails::with_retry_info(Some(REFUSAL_RETRY));
         return tonic::Status::with_error_details(tonic::Code::Unavailable, MESSAGE, details)
             .into_http();

@@ -1,7 +1,6 @@
 //! The gRPC adapter layer: protobuf stops here. Handlers validate and
 //! convert, call [`crate::core::engine::Engine`], and convert back.
 
-pub mod calls;
 pub mod convert;
 pub mod otlp;
 pub mod service;

@@ -16,6 +16,7 @@ use super::convert::{self as c, id, opt_id, opt_worker_id};
 use super::streams::{self, RpcStream, SubscriberLimits};
 use super::worker_session;
 use crate::auth;
+use crate::core::dispatcher::Dispatcher;
 use crate::core::engine::{AttemptPatch, AttemptUpdate, Engine, RolloutPatch};
 use crate::core::error::{StoreError, item_message};
 use crate::core::idempotency::checked_request_id;
@@ -25,7 +26,6 @@ use crate::core::model::{AttemptStatus, Json, RolloutStatus, WorkerStatus};
 use crate::core::query::{
     AttemptSelector, ResourcesFilter, RolloutFilter, SpanFilter, TextMatch, WorkerFilter,
 };
-use crate::core::sessions::Sessions;
 use crate::proto as pb;
 use crate::proto::lightning_store_service_server::LightningStoreService;
 use crate::transport::TransportLimits;
@@ -34,7 +34,7 @@ use crate::transport::TransportLimits;
 #[derive(Clone)]
 pub struct StoreService {
     engine: Arc<Engine>,
-    sessions: Arc<Sessions>,
+    dispatcher: Arc<Dispatcher>,
     subscriber_limits: SubscriberLimits,
     /// The transport limits, reported by `GetCapabilities`.
     transport: TransportLimits,
@@ -45,13 +45,13 @@ impl StoreService {
     /// the `transport` limits.
     pub fn new(
         engine: Arc<Engine>,
-        sessions: Arc<Sessions>,
+        dispatcher: Arc<Dispatcher>,
         transport: TransportLimits,
         subscriber_timeout: Duration,
     ) -> Self {
         Self {
             engine,
-            sessions,
+            dispatcher,
             subscriber_limits: SubscriberLimits::new(
                 transport.max_subscribers,
                 transport.subscriber_buffer_bytes,
@@ -249,7 +249,7 @@ impl LightningStoreService for StoreService {
         request: Request<tonic::Streaming<pb::WorkerSessionRequest>>,
     ) -> RpcResult<Self::WorkerSessionStream> {
         let (_, extensions, inbound) = request.into_parts();
-        worker_session::worker_session(&self.engine, &self.sessions, &extensions, inbound)
+        worker_session::worker_session(&self.engine, &self.dispatcher, &extensions, inbound)
             .await
             .map(Response::new)
     }

@@ -1,5 +1,5 @@
 //! The `WorkerSession` stream: the adapter between a runner's bidirectional
-//! stream and the core's [`Sessions`] (see the proto for the contract).
+//! stream and the core's [`Dispatcher`] (see the proto for the contract).
 
 use std::sync::Arc;
 
@@ -10,12 +10,12 @@ use tonic::{Status, Streaming};
 use super::convert::{self as c, id};
 use super::status::blame_undecodable_request;
 use super::streams::{RpcStream, closing_status, stream_of};
+use crate::core::dispatcher::{
+    Dispatcher, PendingWrites, RevocationReason, SessionHandle, SessionPush, SessionWriter,
+};
 use crate::core::engine::{Engine, StreamEnd};
 use crate::core::error::{StoreError, StoreResult};
 use crate::core::model::Json;
-use crate::core::sessions::{
-    PendingWrites, RevocationReason, SessionHandle, SessionPush, SessionWriter, Sessions,
-};
 use crate::proto as pb;
 
 fn push_to_proto(push: SessionPush, owner_epoch: u64) -> pb::WorkerSessionResponse {
@@ -56,7 +56,7 @@ fn moved_status(worker_id: &str) -> Status {
 /// Runs a worker session; see the proto for the contract.
 pub async fn worker_session(
     engine: &Arc<Engine>,
-    sessions: &Arc<Sessions>,
+    dispatcher: &Arc<Dispatcher>,
     extensions: &http::Extensions,
     mut inbound: Streaming<pb::WorkerSessionRequest>,
 ) -> Result<RpcStream<pb::WorkerSessionResponse>, Status> {
@@ -67,7 +67,7 @@ pub async fn worker_session(
     };
     let worker_id = id("worker_id", &open.worker_id)?;
     crate::auth::check_worker(extensions.get(), Some(&worker_id))?;
-    let session = sessions.open(&worker_id, open.slots).await?;
+    let session = dispatcher.open(&worker_id, open.slots).await?;
     let (sender, receiver) = mpsc::channel(64);
     let opened = pb::WorkerSessionResponse {
         message: Some(pb::worker_session_response::Message::Opened(

@@ -27,7 +27,7 @@ use prometheus_client::metrics::counter::Counter;
 use self::policy::Need;
 use self::tokens::TokenEntry;
 pub use self::tokens::Tokens;
-use crate::api::calls::{MatchedRoute, is_grpc};
+use crate::call_log::{MatchedRoute, is_grpc};
 use crate::http::error::HttpError;
 use crate::metrics::Metrics;
 

@@ -76,7 +76,7 @@ pub struct TargetArgs {
     pub tasks_per_channel: usize,
     /// TLS and token of the gRPC and OTLP/HTTP scenarios.
     #[command(flatten)]
-    pub connect: crate::client::ConnectArgs,
+    pub connect: crate::cli::connection::ConnectArgs,
 }
 
 /// Bounds and concurrency shared by every scenario.

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use crate::client::AuthChannel;
+use crate::cli::connection::AuthChannel;
 use serde_json::json;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;

@@ -14,7 +14,7 @@ use tonic_health::pb::health_client::HealthClient;
 
 use super::wire::LeanClient;
 use super::{BenchError, BenchResult, CALL_TIMEOUT, TargetArgs};
-use crate::client::{AuthChannel, BearerToken, ConnectArgs, error_chain};
+use crate::cli::connection::{AuthChannel, BearerToken, ConnectArgs, error_chain};
 use crate::proto::lightning_store_service_client::LightningStoreServiceClient;
 
 /// How long connecting one channel may take.
@@ -64,7 +64,7 @@ impl Target {
         let bearer = args.connect.bearer().map_err(BenchError::new)?;
         let Some(command) = &args.server_cmd else {
             let mut target = Self {
-                url: crate::client::server_url(&args.server).map_err(BenchError::new)?,
+                url: crate::cli::connection::server_url(&args.server).map_err(BenchError::new)?,
                 connect: args.connect.clone(),
                 bearer: bearer.clone(),
                 tasks_per_channel: args.tasks_per_channel,

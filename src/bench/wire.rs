@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use crate::client::AuthChannel;
+use crate::cli::connection::AuthChannel;
 use http::uri::PathAndQuery;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
 use prost::Message;

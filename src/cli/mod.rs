@@ -2,6 +2,7 @@
 //! client for looking inside (and driving) a running store.
 
 pub mod client;
+pub mod connection;
 pub mod serve;
 mod token;
 

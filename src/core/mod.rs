@@ -5,6 +5,7 @@
 
 pub mod agl1;
 pub mod clock;
+pub mod dispatcher;
 pub mod engine;
 pub mod error;
 pub mod events;
@@ -16,7 +17,6 @@ pub mod model;
 pub mod ownership;
 pub mod query;
 pub mod retention;
-pub mod sessions;
 pub mod storage;
 pub mod subscription;
 pub mod telemetry;

@@ -44,14 +44,14 @@ pub trait Observer: Send + Sync + 'static {
     fn worker_sessions(&self, _open: usize) {}
 
     /// An agent-lightning 1.x event of `event_type` was recorded.
-    fn v1_event(&self, _event_type: &str) {}
+    fn agl1_event(&self, _event_type: &str) {}
 
     /// A PATCH moved an agent-lightning 1.x rollout to `state`.
-    fn v1_transition(&self, _state: &'static str) {}
+    fn agl1_transition(&self, _state: &'static str) {}
 
     /// A 1.x rollout GET was answered, from the detail cache when `cached`
     /// (memory, SQLite) or else by a read of the store.
-    fn v1_rollout_read(&self, _cached: bool) {}
+    fn agl1_rollout_read(&self, _cached: bool) {}
 }
 
 impl fmt::Debug for dyn Observer {

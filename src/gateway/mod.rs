@@ -45,7 +45,7 @@ use crate::core::agl1::gateway::{GatewayMode, GatewaySettings, RetryPolicy, sele
 use crate::core::agl1::model_call::{
     BodyError, PreparedRequest, UpstreamAnswer, model_request_data, prepare_request, read_answer,
 };
-use crate::core::agl1::{self, ModelServer, NewV1Event, Pause, Replica};
+use crate::core::agl1::{self, ModelServer, NewAgl1Event, Pause, Replica};
 use crate::core::engine::Engine;
 use crate::core::error::StoreResult;
 use crate::core::events::Change;
@@ -299,7 +299,7 @@ impl Gateway {
             return Ok(true);
         }
         let generation = self.cache.generation();
-        let exists = self.engine.v1_rollout_exists(rollout_id).await?;
+        let exists = self.engine.agl1_rollout_exists(rollout_id).await?;
         if exists {
             self.cache.remember_rollout(generation, rollout_id);
         }
@@ -447,7 +447,7 @@ impl Gateway {
                 retry_count: answer.retries,
             },
         );
-        let event = NewV1Event {
+        let event = NewAgl1Event {
             event_type: MODEL_REQUEST.to_owned(),
             data,
             has_routed_experts: read.routed_experts.is_some(),
@@ -456,9 +456,9 @@ impl Gateway {
         let body = reply_body(&answer, read.response);
         // Once the model answered, the event is recorded even if the agent
         // goes away meanwhile: the append is queued for a task of its own
-        // when first polled (see `Engine::append_v1_event`).
+        // when first polled (see `Engine::append_agl1_event`).
         self.engine
-            .append_v1_event(&call.rollout_id, &call.attempt_id, event)
+            .append_agl1_event(&call.rollout_id, &call.attempt_id, event)
             .await?;
         Ok(ProxyAnswer::Upstream {
             status: answer.status,

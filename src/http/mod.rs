@@ -12,7 +12,7 @@
 //! ([`error`]), pydantic's validation rules and 422 reports ([`validate`]),
 //! and JSON 404/405 answers for unknown routes and methods.
 
-pub mod agl;
+pub mod agl0;
 pub mod agl1;
 pub mod error;
 pub mod json;
@@ -31,7 +31,7 @@ use http::StatusCode;
 
 use self::error::HttpError;
 use self::validate::{Issue, Loc};
-use crate::api::calls::{MatchedRoute, is_grpc};
+use crate::call_log::{MatchedRoute, is_grpc};
 use crate::core::engine::Engine;
 use crate::core::model::Json;
 use crate::gateway::Gateway;
@@ -98,7 +98,7 @@ impl HttpContext {
 /// matched route recorded for the call layer.
 pub fn routes(context: HttpContext) -> Router {
     Router::new()
-        .merge(agl::routes())
+        .merge(agl0::routes())
         .merge(otlp::routes())
         .merge(agl1::routes())
         .route_layer(axum::middleware::from_fn(record_route))

@@ -14,7 +14,7 @@ use common::{Backend, TestServer};
 use lightning_store::auth::Tokens;
 use lightning_store::auth::policy::Role;
 use lightning_store::auth::tokens::file_line;
-use lightning_store::client::ConnectArgs;
+use lightning_store::cli::connection::ConnectArgs;
 use lightning_store::core::model::Counts;
 use lightning_store::metrics::{Exposition, Metrics};
 use lightning_store::proto;

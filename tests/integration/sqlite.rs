@@ -420,7 +420,7 @@ async fn statistics_and_history_answer_while_a_transaction_holds_the_writer() {
 /// serves, and every event reads back, also after a restart.
 #[tokio::test]
 async fn the_checkpointer_copies_the_log_into_the_database() {
-    use lightning_store::core::agl1::V1Event;
+    use lightning_store::core::agl1::Agl1Event;
     use lightning_store::core::storage::agl1::EventWrite;
 
     let dir = tempfile::tempdir().unwrap();
@@ -434,7 +434,7 @@ async fn the_checkpointer_copies_the_log_into_the_database() {
     for commit in 0..commits {
         let mut writes = WriteSet::default();
         for n in 0..per_commit {
-            let event = V1Event {
+            let event = Agl1Event {
                 event_type: "big".into(),
                 rollout_id: "ro".into(),
                 attempt_id: "0".into(),
@@ -463,7 +463,7 @@ async fn the_checkpointer_copies_the_log_into_the_database() {
         database_size()
     );
     let mut tx = store.begin_read().await.unwrap();
-    let events = tx.v1_events("ro", "0", None).await.unwrap();
+    let events = tx.agl1_events("ro", "0", None).await.unwrap();
     tx.commit(&mut WriteSet::default()).await.unwrap();
     assert_eq!(events.len() as i64, commits * per_commit);
     assert!(events.iter().all(|e| e.event.data == data));
@@ -472,7 +472,7 @@ async fn the_checkpointer_copies_the_log_into_the_database() {
         .await
         .unwrap();
     let mut tx = store.begin_read().await.unwrap();
-    let events = tx.v1_events("ro", "0", None).await.unwrap();
+    let events = tx.agl1_events("ro", "0", None).await.unwrap();
     assert_eq!(events.len() as i64, commits * per_commit);
 }
 

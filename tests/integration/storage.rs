@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use common::{Backend, TestOptions};
 use lightning_store::core::agl1::{
-    IdempotencyKey, ModelServer, Pause, Replica, V1Event, V1Fields, V1RolloutDetail,
+    Agl1Event, Agl1Fields, Agl1RolloutDetail, IdempotencyKey, ModelServer, Pause, Replica,
 };
 use lightning_store::core::events::{Change, Event};
 use lightning_store::core::idempotency::RememberedRequest;
@@ -75,12 +75,12 @@ enum Op {
     },
     NextEpochs,
     /// 1.x fields of a rollout (written with it when the set lacks it).
-    V1Fields {
+    Agl1Fields {
         rollout: u8,
         version: u8,
     },
     /// A 1.x model request, under an idempotency key unless one is stored.
-    V1Event {
+    Agl1Event {
         rollout: u8,
         attempt: u8,
         key: Option<u8>,
@@ -170,9 +170,9 @@ fn op() -> impl Strategy<Value = Op> {
         (0..20u8, 1..4u8, proptest::option::of(0..2u8))
             .prop_map(|(due, limit, server)| Op::ReadSessions { due, limit, server }),
         Just(Op::NextEpochs),
-        (0..6u8, 0..4u8).prop_map(|(rollout, version)| Op::V1Fields { rollout, version }),
+        (0..6u8, 0..4u8).prop_map(|(rollout, version)| Op::Agl1Fields { rollout, version }),
         (0..6u8, 0..2u8, proptest::option::of(0..3u8)).prop_map(|(rollout, attempt, key)| {
-            Op::V1Event {
+            Op::Agl1Event {
                 rollout,
                 attempt,
                 key,
@@ -539,7 +539,7 @@ async fn observe(store: &dyn Store, results: Vec<String>) -> Observed {
 /// engine reads).
 async fn agl1_op(tx: &mut dyn StoreTx, writes: &mut WriteSet, op: &Op) {
     match *op {
-        Op::V1Fields {
+        Op::Agl1Fields {
             rollout: r,
             version,
         } => {
@@ -547,7 +547,7 @@ async fn agl1_op(tx: &mut dyn StoreTx, writes: &mut WriteSet, op: &Op) {
             if !writes.rollouts.contains_key(&id) {
                 writes.put_rollout(&rollout(r, 0), None);
             }
-            let fields = V1Fields {
+            let fields = Agl1Fields {
                 config: Json::from(version),
                 k8s_job_name: None,
                 last_attempt_id: (version % 2 == 1).then(|| "at-1".to_owned()),
@@ -558,7 +558,7 @@ async fn agl1_op(tx: &mut dyn StoreTx, writes: &mut WriteSet, op: &Op) {
             };
             writes.agl1.fields.insert(id, fields);
         }
-        Op::V1Event {
+        Op::Agl1Event {
             rollout: r,
             attempt: a,
             key,
@@ -581,7 +581,7 @@ async fn agl1_op(tx: &mut dyn StoreTx, writes: &mut WriteSet, op: &Op) {
                     key = None;
                 }
             }
-            let event = V1Event {
+            let event = Agl1Event {
                 event_type: "m".to_owned(),
                 rollout_id,
                 attempt_id,
@@ -592,7 +592,11 @@ async fn agl1_op(tx: &mut dyn StoreTx, writes: &mut WriteSet, op: &Op) {
         }
         Op::RewriteEvent { rollout: r } => {
             let rollout_id = rollout_id(r);
-            if let Some(latest) = tx.latest_v1_event(&rollout_id, "at-0", "m").await.unwrap() {
+            if let Some(latest) = tx
+                .latest_agl1_event(&rollout_id, "at-0", "m")
+                .await
+                .unwrap()
+            {
                 let data = format!("{{\"rewritten\": {}}}", latest.event.data);
                 writes
                     .agl1
@@ -637,36 +641,42 @@ async fn agl1_op(tx: &mut dyn StoreTx, writes: &mut WriteSet, op: &Op) {
 /// Reads every 1.x record through the port.
 async fn observe_agl1(tx: &mut dyn StoreTx) -> Vec<String> {
     let mut seen = Vec::new();
-    let listed = tx.list_v1_rollouts(RolloutStatus::ALL, None).await.unwrap();
+    let listed = tx
+        .list_agl1_rollouts(RolloutStatus::ALL, None)
+        .await
+        .unwrap();
     seen.push(format!("{listed:?}"));
     let ids: Vec<String> = (0..6).map(rollout_id).collect();
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-    let read = tx.v1_rollouts(&ids, Access::Read).await.unwrap();
+    let read = tx.agl1_rollouts(&ids, Access::Read).await.unwrap();
     seen.push(format!("{read:?}"));
     let page = tx.completions(0, 100).await.unwrap();
     seen.push(format!("{page:?}"));
     for rollout_id in ids {
-        let exists = tx.has_v1_rollout(rollout_id, Access::Read).await.unwrap();
+        let exists = tx.has_agl1_rollout(rollout_id, Access::Read).await.unwrap();
         assert_eq!(
             exists,
-            read.iter().any(|v1| v1.rollout.rollout_id == rollout_id),
-            "has_v1_rollout agrees with v1_rollouts"
+            read.iter()
+                .any(|agl1| agl1.rollout.rollout_id == rollout_id),
+            "has_agl1_rollout agrees with agl1_rollouts"
         );
         seen.push(format!("{exists}"));
-        let detail = tx.v1_rollout_detail(rollout_id).await.unwrap();
-        let whole = read.iter().find(|v1| v1.rollout.rollout_id == rollout_id);
+        let detail = tx.agl1_rollout_detail(rollout_id).await.unwrap();
+        let whole = read
+            .iter()
+            .find(|agl1| agl1.rollout.rollout_id == rollout_id);
         assert_eq!(
             detail.clone(),
-            whole.zip(detail.as_ref()).map(|(v1, detail)| {
+            whole.zip(detail.as_ref()).map(|(agl1, detail)| {
                 let attempts = detail.attempts.clone();
-                V1RolloutDetail::of(&v1.rollout, &v1.fields, detail.deadline, attempts)
+                Agl1RolloutDetail::of(&agl1.rollout, &agl1.fields, detail.deadline, attempts)
             }),
-            "v1_rollout_detail reads the rollout as v1_rollouts does"
+            "agl1_rollout_detail reads the rollout as agl1_rollouts does"
         );
         seen.push(format!("{:?}", detail.as_ref().map(|d| d.deadline)));
         seen.push(format!("{:?}", detail.map(|d| d.attempts)));
         for attempt_id in ["at-0", "at-1"] {
-            let events = tx.v1_events(rollout_id, attempt_id, None).await.unwrap();
+            let events = tx.agl1_events(rollout_id, attempt_id, None).await.unwrap();
             let events: Vec<_> = events.into_iter().map(|e| e.event).collect();
             seen.push(format!("{events:?}"));
             for key in ["k0", "k1", "k2"] {
@@ -752,11 +762,11 @@ async fn dropping_a_transaction_rolls_back_everything_on_every_backend() {
                     attempts: 1,
                 },
                 Op::Event { rollout: 1 },
-                Op::V1Fields {
+                Op::Agl1Fields {
                     rollout: 1,
                     version: 0,
                 },
-                Op::V1Event {
+                Op::Agl1Event {
                     rollout: 1,
                     attempt: 0,
                     key: Some(0),
@@ -773,7 +783,7 @@ async fn dropping_a_transaction_rolls_back_everything_on_every_backend() {
         let dropped = Transaction {
             ops: vec![
                 Op::Delete { rollout: 1 },
-                Op::V1Event {
+                Op::Agl1Event {
                     rollout: 1,
                     attempt: 0,
                     key: Some(1),

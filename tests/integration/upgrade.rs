@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::http::{HttpClient, Version};
 use common::{Backend, Client, TestOptions, TestServer};
-use lightning_store::client::ShortName as _;
+use lightning_store::cli::connection::ShortName as _;
 use lightning_store::proto as pb;
 use pb::worker_session_request::Message as ToServer;
 use pb::worker_session_response::Message as FromServer;

@@ -3,7 +3,7 @@
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 
-use crate::client::ShortName;
+use crate::cli::connection::ShortName;
 use crate::proto as pb;
 
 /// Sorting and pagination of a list.

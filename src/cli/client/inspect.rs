@@ -15,7 +15,7 @@ use super::text::{
     span_duration, time_cell, with_statuses,
 };
 use super::{ClientResult, Session};
-use crate::client::ShortName;
+use crate::cli::connection::ShortName;
 use crate::proto as pb;
 
 pub(super) async fn rollouts(mut s: Session, args: RolloutsArgs) -> ClientResult {

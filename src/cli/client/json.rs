@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{ClientError, ClientResult};
-use crate::client::ShortName;
+use crate::cli::connection::ShortName;
 use crate::proto as pb;
 
 /// Returns agent-lightning's name of a rollout mode (`train`), none when

@@ -4,14 +4,14 @@
 
 //!
 //! The commands depend on the generated client ([`crate::proto`]) and the
-//! shared client module ([`crate::client`]), never on the server's internals
+//! shared client module ([`crate::cli::connection`]), never on the server's internals
 //! (a test in `src/client.rs` keeps it so): `args` parses the command line, `inspect`
 //! and `drive` hold the commands that read and that write, `json` renders
 //! agent-lightning's JSON shapes and `text` the tables.
 
 use std::time::Duration;
 
-use crate::client::{AuthChannel, error_chain};
+use crate::cli::connection::{AuthChannel, error_chain};
 use crate::proto::code_name;
 use crate::proto::lightning_store_service_client::LightningStoreServiceClient;
 
@@ -79,7 +79,7 @@ pub struct ClientOptions {
     pub server: String,
     /// TLS and token.
     #[command(flatten)]
-    pub connect: crate::client::ConnectArgs,
+    pub connect: crate::cli::connection::ConnectArgs,
     /// Prints JSON in agent-lightning's shapes instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -139,7 +139,7 @@ pub(crate) struct Session {
 impl ClientOptions {
     /// Returns a session connected to the server named by `--server`.
     async fn connect(&self) -> ClientResult<Session> {
-        let url = crate::client::server_url(&self.server).map_err(ClientError::Address)?;
+        let url = crate::cli::connection::server_url(&self.server).map_err(ClientError::Address)?;
         let endpoint = self.connect.endpoint(&url).map_err(ClientError::Address)?;
         let bearer = self.connect.bearer().map_err(ClientError::Address)?;
         let channel = endpoint

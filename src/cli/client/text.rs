@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::ClientResult;
 use super::json::mode_name;
-use crate::client::ShortName;
+use crate::cli::connection::ShortName;
 use crate::proto as pb;
 
 pub(super) fn list_table(header: &[&str]) -> Table {

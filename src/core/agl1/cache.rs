@@ -42,7 +42,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 
-use super::V1RolloutDetail;
+use super::Agl1RolloutDetail;
 use crate::core::model::Timestamp;
 use crate::core::storage::WriteSet;
 
@@ -67,7 +67,7 @@ struct CacheState {
     /// Bumped by every invalidation.
     generation: u64,
     /// Details by rollout id.
-    entries: HashMap<String, Arc<V1RolloutDetail>>,
+    entries: HashMap<String, Arc<Agl1RolloutDetail>>,
     /// Payload text of every entry, in bytes.
     bytes: usize,
     /// Commits in flight, per rollout they touch: those rollouts are
@@ -109,7 +109,7 @@ impl DetailCache {
 
     /// Returns the cached detail of `rollout_id`, unless its watchdog
     /// deadline is before `now`.
-    pub fn get(&self, rollout_id: &str, now: Timestamp) -> Option<Arc<V1RolloutDetail>> {
+    pub fn get(&self, rollout_id: &str, now: Timestamp) -> Option<Arc<Agl1RolloutDetail>> {
         let state = self.state.lock();
         if !state.cacheable(rollout_id) {
             return None;
@@ -128,7 +128,7 @@ impl DetailCache {
 
     /// Keeps a detail read after `ticket` was taken, unless a commit was
     /// invalidated since.
-    pub fn fill(&self, ticket: Ticket, detail: &Arc<V1RolloutDetail>) {
+    pub fn fill(&self, ticket: Ticket, detail: &Arc<Agl1RolloutDetail>) {
         let size = payload_bytes(detail);
         if size > MAX_ENTRY_BYTES {
             return;
@@ -235,7 +235,7 @@ impl Drop for PendingWrite<'_> {
 }
 
 /// The size an entry counts for: its payload texts and names.
-fn payload_bytes(detail: &V1RolloutDetail) -> usize {
+fn payload_bytes(detail: &Agl1RolloutDetail) -> usize {
     detail.input.as_str().len()
         + detail.metadata.as_str().len()
         + detail.config.as_str().len()
@@ -246,7 +246,7 @@ fn payload_bytes(detail: &V1RolloutDetail) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::agl1::{JsonText, V1Event, V1Fields};
+    use crate::core::agl1::{Agl1Event, Agl1Fields, JsonText};
     use crate::core::model::{Attempt, AttemptStatus, Json, Rollout, RolloutConfig, RolloutStatus};
     use crate::core::storage::agl1::EventWrite;
 
@@ -264,8 +264,8 @@ mod tests {
         }
     }
 
-    fn fields() -> V1Fields {
-        V1Fields {
+    fn fields() -> Agl1Fields {
+        Agl1Fields {
             config: Json::Null,
             k8s_job_name: None,
             last_attempt_id: None,
@@ -276,8 +276,8 @@ mod tests {
         }
     }
 
-    fn detail(rollout_id: &str, deadline: Option<Timestamp>) -> Arc<V1RolloutDetail> {
-        let detail = V1RolloutDetail::of(&rollout(rollout_id), &fields(), deadline, Vec::new());
+    fn detail(rollout_id: &str, deadline: Option<Timestamp>) -> Arc<Agl1RolloutDetail> {
+        let detail = Agl1RolloutDetail::of(&rollout(rollout_id), &fields(), deadline, Vec::new());
         Arc::new(detail)
     }
 
@@ -303,7 +303,7 @@ mod tests {
                 w.agl1.fields.insert("r".into(), fields());
             },
             |w| {
-                let event = V1Event {
+                let event = Agl1Event {
                     event_type: "reward".into(),
                     rollout_id: "r".into(),
                     attempt_id: "0".into(),

@@ -7,7 +7,7 @@
 //! (`agentlightning/server/routes/events.py`); where it would crash on
 //! malformed data (a 500), these functions read what they can instead.
 
-use super::V1Event;
+use super::Agl1Event;
 use crate::core::error::{StoreError, StoreResult};
 use crate::core::model::Json;
 
@@ -93,11 +93,11 @@ pub fn drop_routed_experts(data: &mut Json) {
 /// Returns the events an event query presents, in order: filtered by type,
 /// trimmed and de-duplicated for `triplet`, and without routing tensors
 /// unless asked for.
-pub fn present(events: Vec<V1Event>, query: &EventQuery) -> StoreResult<Vec<V1Event>> {
+pub fn present(events: Vec<Agl1Event>, query: &EventQuery) -> StoreResult<Vec<Agl1Event>> {
     let events = events
         .into_iter()
         .filter(|e| query.event_type.as_ref().is_none_or(|t| &e.event_type == t));
-    let mut events: Vec<V1Event> = match query.format {
+    let mut events: Vec<Agl1Event> = match query.format {
         EventFormat::Raw => events.collect(),
         EventFormat::Triplet => {
             let mut trimmed = Vec::new();
@@ -137,7 +137,7 @@ pub fn present(events: Vec<V1Event>, query: &EventQuery) -> StoreResult<Vec<V1Ev
 
 /// Keeps the last model request of each valid prompt key (a non-empty
 /// list of integers) and every other event, in order.
-fn dedupe_model_requests(events: Vec<(V1Event, Option<Vec<i64>>)>) -> Vec<V1Event> {
+fn dedupe_model_requests(events: Vec<(Agl1Event, Option<Vec<i64>>)>) -> Vec<Agl1Event> {
     let mut last_of: std::collections::HashMap<&[i64], usize> = std::collections::HashMap::new();
     for (index, (event, key)) in events.iter().enumerate() {
         if event.event_type == MODEL_REQUEST
@@ -302,8 +302,8 @@ mod tests {
     use crate::core::model::Timestamp;
     use serde_json::json;
 
-    fn event(event_type: &str, data: Json) -> V1Event {
-        V1Event {
+    fn event(event_type: &str, data: Json) -> Agl1Event {
+        Agl1Event {
             event_type: event_type.into(),
             rollout_id: "r".into(),
             attempt_id: "0".into(),

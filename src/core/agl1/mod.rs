@@ -1,11 +1,11 @@
 //! agent-lightning 1.x's server model, mapped onto the store's one model.
 //!
-//! A 1.x rollout *is* a rollout of ours ([`V1Rollout`]): its four states
-//! are views of the core's statuses ([`V1State::of`]), its PATCH
+//! A 1.x rollout *is* a rollout of ours ([`Agl1Rollout`]): its four states
+//! are views of the core's statuses ([`Agl1State::of`]), its PATCH
 //! transitions run the core's lifecycle operations (see
 //! [`crate::core::engine`]'s 1.x operations), and only the fields 1.x has
-//! and the core has not ([`V1Fields`]) are kept beside it. The 1.x
-//! records that have no core counterpart are its events ([`V1Event`],
+//! and the core has not ([`Agl1Fields`]) are kept beside it. The 1.x
+//! records that have no core counterpart are its events ([`Agl1Event`],
 //! append-only per rollout and attempt), the model servers of the gateway
 //! ([`ModelServer`]), the gateway's pause ([`Pause`]) and the presence of
 //! each server that runs the gateway ([`Replica`]).
@@ -28,20 +28,20 @@ pub const DEFAULT_ATTEMPT_ID: &str = "0";
 
 /// The lifecycle state of a 1.x rollout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum V1State {
+pub enum Agl1State {
     Queuing,
     Running,
     Succeeded,
     Failed,
 }
 
-impl V1State {
+impl Agl1State {
     /// Every state, in upstream's declaration order.
-    pub const ALL: [V1State; 4] = [
-        V1State::Queuing,
-        V1State::Running,
-        V1State::Succeeded,
-        V1State::Failed,
+    pub const ALL: [Agl1State; 4] = [
+        Agl1State::Queuing,
+        Agl1State::Running,
+        Agl1State::Succeeded,
+        Agl1State::Failed,
     ];
 
     /// Returns the state's name.
@@ -82,7 +82,7 @@ impl V1State {
 
     /// Returns whether a PATCH may move a rollout from this state to `to`
     /// (upstream's `VALID_TRANSITIONS`): terminal states are final.
-    pub fn allows(self, to: V1State) -> bool {
+    pub fn allows(self, to: Agl1State) -> bool {
         matches!(
             (self, to),
             (Self::Queuing, Self::Running | Self::Failed)
@@ -96,7 +96,7 @@ impl V1State {
     }
 }
 
-impl std::fmt::Display for V1State {
+impl std::fmt::Display for Agl1State {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
@@ -105,7 +105,7 @@ impl std::fmt::Display for V1State {
 /// The fields of a 1.x rollout that the core rollout does not have,
 /// stored with it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct V1Fields {
+pub struct Agl1Fields {
     /// The controller-facing config as upstream renders it
     /// (`timeout_seconds`, `local`, `k8s`); the watchdog does not enforce
     /// its timeout: the 1.x controller does (README).
@@ -121,15 +121,15 @@ pub struct V1Fields {
 
 /// A 1.x rollout: a core rollout with its 1.x fields.
 #[derive(Debug, Clone, PartialEq)]
-pub struct V1Rollout {
+pub struct Agl1Rollout {
     pub rollout: Rollout,
-    pub fields: V1Fields,
+    pub fields: Agl1Fields,
 }
 
-impl V1Rollout {
+impl Agl1Rollout {
     /// Returns the 1.x state of the rollout.
-    pub fn state(&self) -> V1State {
-        V1State::of(self.rollout.status)
+    pub fn state(&self) -> Agl1State {
+        Agl1State::of(self.rollout.status)
     }
 
     /// Returns upstream's `is_train`: the rollout's mode, `train` when none
@@ -177,13 +177,13 @@ impl JsonText {
 /// fields the answer prints, its payloads as [`JsonText`], and the attempts
 /// that have events, ordered by their first event. The trainer polls it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct V1RolloutDetail {
+pub struct Agl1RolloutDetail {
     pub rollout_id: String,
     pub status: RolloutStatus,
     pub mode: Option<RolloutMode>,
     pub input: JsonText,
     pub metadata: JsonText,
-    /// The 1.x config ([`V1Fields::config`]).
+    /// The 1.x config ([`Agl1Fields::config`]).
     pub config: JsonText,
     pub k8s_job_name: Option<String>,
     pub last_attempt_id: Option<String>,
@@ -197,12 +197,12 @@ pub struct V1RolloutDetail {
     pub attempts: Vec<String>,
 }
 
-impl V1RolloutDetail {
+impl Agl1RolloutDetail {
     /// Returns the detail of a rollout and its 1.x fields, with its
     /// watchdog deadline and its attempts.
     pub fn of(
         rollout: &Rollout,
-        fields: &V1Fields,
+        fields: &Agl1Fields,
         deadline: Option<Timestamp>,
         attempts: Vec<String>,
     ) -> Self {
@@ -225,8 +225,8 @@ impl V1RolloutDetail {
     }
 
     /// Returns the 1.x state of the rollout.
-    pub fn state(&self) -> V1State {
-        V1State::of(self.status)
+    pub fn state(&self) -> Agl1State {
+        Agl1State::of(self.status)
     }
 
     /// Returns upstream's `is_train`.
@@ -251,7 +251,7 @@ pub fn mode_of(is_train: bool) -> RolloutMode {
 
 /// A 1.x rollout to create.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NewV1Rollout {
+pub struct NewAgl1Rollout {
     /// The caller's id: creating an existing id returns that rollout
     /// untouched. `None` draws a new id.
     pub rollout_id: Option<String>,
@@ -268,7 +268,7 @@ pub struct NewV1Rollout {
 /// nothing, which no state allows).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StatusPatch {
-    pub state: Option<Option<V1State>>,
+    pub state: Option<Option<Agl1State>>,
     pub k8s_job_name: Option<Option<String>>,
     pub last_attempt_id: Option<Option<String>>,
     pub error_message: Option<Option<String>>,
@@ -287,8 +287,8 @@ impl StatusPatch {
 
 /// Returns upstream's 409 message for a transition its state machine
 /// forbids (`None`: a transition to null).
-pub fn transition_error(rollout_id: &str, from: V1State, to: Option<V1State>) -> String {
-    let to = to.map_or("None", V1State::as_str);
+pub fn transition_error(rollout_id: &str, from: Agl1State, to: Option<Agl1State>) -> String {
+    let to = to.map_or("None", Agl1State::as_str);
     format!(
         "Rollout {}: cannot transition {from} -> {to}",
         echo(rollout_id)
@@ -303,7 +303,7 @@ pub fn not_found(rollout_id: &str) -> String {
 /// One event of a 1.x trajectory: arbitrary JSON of a type, recorded per
 /// (rollout, attempt) in append order with the server's time.
 #[derive(Debug, Clone, PartialEq)]
-pub struct V1Event {
+pub struct Agl1Event {
     pub event_type: String,
     pub rollout_id: String,
     pub attempt_id: String,
@@ -315,7 +315,7 @@ pub struct V1Event {
 
 /// An event to append.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NewV1Event {
+pub struct NewAgl1Event {
     pub event_type: String,
     /// A JSON object, as JSON text.
     pub data: String,
@@ -336,7 +336,7 @@ pub use super::idempotency::IdempotencyKey;
 pub struct StoredEvent {
     /// Store-wide append position (increasing; order within an attempt).
     pub pos: i64,
-    pub event: V1Event,
+    pub event: Agl1Event,
 }
 
 /// A model server the gateway may route to, keyed by (model, endpoint).
@@ -389,7 +389,7 @@ pub struct Completion {
     pub position: i64,
     pub rollout_id: String,
     /// The rollout, when it still exists and is a 1.x rollout.
-    pub rollout: Option<V1Rollout>,
+    pub rollout: Option<Agl1Rollout>,
 }
 
 /// A page of the completion log.
@@ -419,7 +419,7 @@ mod tests {
     #[test]
     fn states_map_every_core_status() {
         for &status in RolloutStatus::ALL {
-            let state = V1State::of(status);
+            let state = Agl1State::of(status);
             assert!(state.statuses().contains(&status), "{status}");
             assert_eq!(state.is_terminal(), status.is_finished(), "{status}");
         }
@@ -427,15 +427,15 @@ mod tests {
 
     #[test]
     fn transitions_follow_upstream() {
-        use V1State::*;
+        use Agl1State::*;
         let allowed = [
             (Queuing, Running),
             (Queuing, Failed),
             (Running, Succeeded),
             (Running, Failed),
         ];
-        for from in V1State::ALL {
-            for to in V1State::ALL {
+        for from in Agl1State::ALL {
+            for to in Agl1State::ALL {
                 assert_eq!(
                     from.allows(to),
                     allowed.contains(&(from, to)),

@@ -16,10 +16,10 @@ use tokio::sync::broadcast::error::RecvError;
 use super::tx::{self, AttemptWrite, NewAttempt, Tx};
 use super::{Engine, Scan};
 use crate::core::agl1::cache::DetailCache;
-use crate::core::agl1::events::{self as v1_events, EventQuery};
+use crate::core::agl1::events::{self as agl1_events, EventQuery};
 use crate::core::agl1::{
-    self as agl1, CompletionPage, DEFAULT_ATTEMPT_ID, ModelServer, NewV1Rollout, Pause, Replica,
-    StatusPatch, V1Event, V1Fields, V1Rollout, V1RolloutDetail, V1State,
+    self as agl1, Agl1Event, Agl1Fields, Agl1Rollout, Agl1RolloutDetail, Agl1State, CompletionPage,
+    DEFAULT_ATTEMPT_ID, ModelServer, NewAgl1Rollout, Pause, Replica, StatusPatch,
 };
 use crate::core::error::{StoreError, StoreResult};
 use crate::core::events::Change;
@@ -31,18 +31,18 @@ use crate::core::storage::Access;
 /// What a creation request turns into.
 enum Slot {
     /// The rollout exists: it is returned untouched.
-    Existing(Box<V1Rollout>),
+    Existing(Box<Agl1Rollout>),
     /// The id repeats an earlier request of the batch: the same rollout.
     SameAs(usize),
     /// A rollout to create under this id.
-    New(String, Box<NewV1Rollout>),
+    New(String, Box<NewAgl1Rollout>),
 }
 
 /// Returns a new 1.x rollout: a `queuing` rollout of its mode with the
 /// core's default config (the 1.x timeout is the controller's to enforce,
 /// README), and its 1.x fields at version 1.
-fn new_v1_rollout(rollout_id: String, request: NewV1Rollout, now: Timestamp) -> V1Rollout {
-    V1Rollout {
+fn new_agl1_rollout(rollout_id: String, request: NewAgl1Rollout, now: Timestamp) -> Agl1Rollout {
+    Agl1Rollout {
         rollout: Rollout {
             rollout_id,
             input: request.input,
@@ -54,7 +54,7 @@ fn new_v1_rollout(rollout_id: String, request: NewV1Rollout, now: Timestamp) -> 
             config: RolloutConfig::default(),
             metadata: request.metadata,
         },
-        fields: V1Fields {
+        fields: Agl1Fields {
             config: request.config,
             k8s_job_name: None,
             last_attempt_id: None,
@@ -71,9 +71,13 @@ fn not_found(rollout_id: &str) -> StoreError {
 }
 
 /// Returns a 1.x rollout as the transaction sees it, or upstream's 404.
-async fn require_v1(tx: &mut Tx<'_>, rollout_id: &str, access: Access) -> StoreResult<V1Rollout> {
+async fn require_agl1(
+    tx: &mut Tx<'_>,
+    rollout_id: &str,
+    access: Access,
+) -> StoreResult<Agl1Rollout> {
     tx.store
-        .v1_rollouts(&[rollout_id], access)
+        .agl1_rollouts(&[rollout_id], access)
         .await?
         .pop()
         .ok_or_else(|| not_found(rollout_id))
@@ -84,10 +88,10 @@ impl Engine {
     /// returns that rollout untouched (also when it repeats in the batch),
     /// so a retried creation creates nothing twice; an id that names a
     /// rollout created through another API is refused.
-    pub async fn create_v1_rollouts(
+    pub async fn create_agl1_rollouts(
         &self,
-        requests: Vec<NewV1Rollout>,
-    ) -> StoreResult<Vec<V1Rollout>> {
+        requests: Vec<NewAgl1Rollout>,
+    ) -> StoreResult<Vec<Agl1Rollout>> {
         self.limits().check_batch("rollouts", requests.len())?;
         for request in &requests {
             if let Some(rollout_id) = request.rollout_id.as_deref().filter(|id| !id.is_empty()) {
@@ -100,14 +104,14 @@ impl Engine {
                     .iter()
                     .filter_map(|r| r.rollout_id.as_deref().filter(|id| !id.is_empty()))
                     .collect();
-                let mut existing: HashMap<String, V1Rollout> = HashMap::new();
+                let mut existing: HashMap<String, Agl1Rollout> = HashMap::new();
                 let mut others = HashMap::new();
                 if !given.is_empty() {
                     // Concurrent first creations of an id: one creates it,
                     // the others then find it.
                     tx.store.lock_names(&given).await?;
-                    for v1 in tx.store.v1_rollouts(&given, Access::Read).await? {
-                        existing.insert(v1.rollout.rollout_id.clone(), v1);
+                    for agl1 in tx.store.agl1_rollouts(&given, Access::Read).await? {
+                        existing.insert(agl1.rollout.rollout_id.clone(), agl1);
                     }
                     others = tx.rollouts(&given, Access::Read).await?;
                 }
@@ -121,8 +125,8 @@ impl Engine {
                             slots.push(Slot::SameAs(first));
                             continue;
                         }
-                        if let Some(v1) = existing.get(rollout_id) {
-                            slots.push(Slot::Existing(Box::new(v1.clone())));
+                        if let Some(agl1) = existing.get(rollout_id) {
+                            slots.push(Slot::Existing(Box::new(agl1.clone())));
                             continue;
                         }
                         if others.contains_key(rollout_id) {
@@ -136,21 +140,21 @@ impl Engine {
                     planned.insert(rollout_id.clone(), slots.len());
                     slots.push(Slot::New(rollout_id, Box::new(request)));
                 }
-                let mut out: Vec<V1Rollout> = Vec::with_capacity(slots.len());
+                let mut out: Vec<Agl1Rollout> = Vec::with_capacity(slots.len());
                 for slot in slots {
-                    let v1 = match slot {
-                        Slot::Existing(v1) => *v1,
+                    let agl1 = match slot {
+                        Slot::Existing(agl1) => *agl1,
                         Slot::SameAs(first) => out[first].clone(),
                         Slot::New(rollout_id, request) => {
-                            let v1 = new_v1_rollout(rollout_id, *request, tx.now);
-                            tx.save_rollout_change(&v1.rollout, None, None);
+                            let agl1 = new_agl1_rollout(rollout_id, *request, tx.now);
+                            tx.save_rollout_change(&agl1.rollout, None, None);
                             tx.agl1()
                                 .fields
-                                .insert(v1.rollout.rollout_id.clone(), v1.fields.clone());
-                            v1
+                                .insert(agl1.rollout.rollout_id.clone(), agl1.fields.clone());
+                            agl1
                         }
                     };
-                    out.push(v1);
+                    out.push(agl1);
                 }
                 Ok(out)
             })
@@ -160,11 +164,11 @@ impl Engine {
 
     /// Lists the 1.x rollouts in any of `states`, in creation order, sliced
     /// as Python slices `[:limit]` (a negative limit drops from the end).
-    pub async fn list_v1_rollouts(
+    pub async fn list_agl1_rollouts(
         &self,
-        states: &[V1State],
+        states: &[Agl1State],
         limit: i64,
-    ) -> StoreResult<Vec<V1Rollout>> {
+    ) -> StoreResult<Vec<Agl1Rollout>> {
         let statuses: Vec<RolloutStatus> = states
             .iter()
             .flat_map(|state| state.statuses().iter().copied())
@@ -174,7 +178,7 @@ impl Engine {
             .run(Scan::Read, |tx| {
                 Box::pin(async move {
                     let limit = usize::try_from(limit).ok();
-                    tx.store.list_v1_rollouts(statuses, limit).await
+                    tx.store.list_agl1_rollouts(statuses, limit).await
                 })
             })
             .await?;
@@ -190,11 +194,11 @@ impl Engine {
     /// read: see [`Scan::Read`] for what it sees. On a backend only this
     /// server writes, from the [`DetailCache`](crate::core::agl1::cache::DetailCache)
     /// when it holds the rollout.
-    pub async fn get_v1_rollout(&self, rollout_id: &str) -> StoreResult<Arc<V1RolloutDetail>> {
+    pub async fn get_agl1_rollout(&self, rollout_id: &str) -> StoreResult<Arc<Agl1RolloutDetail>> {
         let ticket = match &self.details {
             Some(details) => {
                 if let Some(detail) = details.get(rollout_id, self.now()) {
-                    self.observer.v1_rollout_read(true);
+                    self.observer.agl1_rollout_read(true);
                     return Ok(detail);
                 }
                 Some(details.ticket())
@@ -205,13 +209,13 @@ impl Engine {
             .run(Scan::Read, |tx| {
                 Box::pin(async move {
                     tx.store
-                        .v1_rollout_detail(rollout_id)
+                        .agl1_rollout_detail(rollout_id)
                         .await?
                         .ok_or_else(|| not_found(rollout_id))
                 })
             })
             .await?;
-        self.observer.v1_rollout_read(false);
+        self.observer.agl1_rollout_read(false);
         let detail = Arc::new(detail);
         if let (Some(details), Some(ticket)) = (&self.details, ticket) {
             details.fill(ticket, &detail);
@@ -221,7 +225,7 @@ impl Engine {
 
     /// Returns how many 1.x rollout details the cache holds; `None` when
     /// the backend is shared (no cache).
-    pub fn cached_v1_details(&self) -> Option<usize> {
+    pub fn cached_agl1_details(&self) -> Option<usize> {
         self.details.as_ref().map(DetailCache::len)
     }
 
@@ -231,19 +235,19 @@ impl Engine {
     /// `last_attempt_id` (`"0"` by default), `succeeded`/`failed` finish
     /// the latest attempt (a rollout without one fails directly), and a
     /// terminal state enters the completion log.
-    pub async fn patch_v1_rollout(
+    pub async fn patch_agl1_rollout(
         &self,
         rollout_id: &str,
         patch: StatusPatch,
-    ) -> StoreResult<V1Rollout> {
-        let (v1, target) = self
+    ) -> StoreResult<Agl1Rollout> {
+        let (agl1, target) = self
             .run(Scan::Due, |tx| {
                 Box::pin(async move {
-                    let mut v1 = require_v1(tx, rollout_id, Access::Update).await?;
+                    let mut agl1 = require_agl1(tx, rollout_id, Access::Update).await?;
                     if patch.is_empty() {
-                        return Ok((v1, None));
+                        return Ok((agl1, None));
                     }
-                    let from = v1.state();
+                    let from = agl1.state();
                     let target = match patch.state {
                         None => None,
                         Some(to) if to.is_some_and(|to| from.allows(to)) => to,
@@ -254,7 +258,7 @@ impl Engine {
                         }
                     };
                     let now = tx.now;
-                    let fields = &mut v1.fields;
+                    let fields = &mut agl1.fields;
                     if let Some(value) = patch.k8s_job_name {
                         fields.k8s_job_name = value;
                     }
@@ -267,28 +271,31 @@ impl Engine {
                     fields.version += 1;
                     fields.updated_at = now;
                     if let Some(to) = target {
-                        transition(tx, &mut v1, (from, to)).await?;
+                        transition(tx, &mut agl1, (from, to)).await?;
                     }
                     tx.agl1()
                         .fields
-                        .insert(rollout_id.to_owned(), v1.fields.clone());
-                    Ok((v1, target))
+                        .insert(rollout_id.to_owned(), agl1.fields.clone());
+                    Ok((agl1, target))
                 })
             })
             .await?;
         if let Some(to) = target {
-            self.observer.v1_transition(to.as_str());
+            self.observer.agl1_transition(to.as_str());
         }
-        Ok(v1)
+        Ok(agl1)
     }
 
     /// Deletes a 1.x rollout with its attempts, spans and events; deleting
     /// an unknown one (or one created through another API) does nothing.
     /// Its completion log entries stay, so positions never shift.
-    pub async fn delete_v1_rollout(&self, rollout_id: &str) -> StoreResult<()> {
+    pub async fn delete_agl1_rollout(&self, rollout_id: &str) -> StoreResult<()> {
         self.run(Scan::Due, |tx| {
             Box::pin(async move {
-                let found = tx.store.v1_rollouts(&[rollout_id], Access::Update).await?;
+                let found = tx
+                    .store
+                    .agl1_rollouts(&[rollout_id], Access::Update)
+                    .await?;
                 if !found.is_empty() {
                     tx.agl1().deleted.insert(rollout_id.to_owned());
                     tx.record(Change::RolloutDeleted {
@@ -303,17 +310,17 @@ impl Engine {
 
     /// Returns the events of a 1.x rollout's event attempt
     /// (`last_attempt_id`, `"0"` by default) as `query` presents them.
-    pub async fn v1_events(
+    pub async fn agl1_events(
         &self,
         rollout_id: &str,
         query: &EventQuery,
-    ) -> StoreResult<Vec<V1Event>> {
+    ) -> StoreResult<Vec<Agl1Event>> {
         let events = self
             .run(Scan::Read, |tx| {
                 Box::pin(async move {
-                    let rollout = require_v1(tx, rollout_id, Access::Read).await?;
+                    let rollout = require_agl1(tx, rollout_id, Access::Read).await?;
                     tx.store
-                        .v1_events(
+                        .agl1_events(
                             rollout_id,
                             rollout.event_attempt_id(),
                             query.event_type.as_deref(),
@@ -322,7 +329,7 @@ impl Engine {
                 })
             })
             .await?;
-        v1_events::present(events.into_iter().map(|e| e.event).collect(), query)
+        agl1_events::present(events.into_iter().map(|e| e.event).collect(), query)
     }
 
     /// Returns the completion log from position `after` (at most `limit`
@@ -406,9 +413,9 @@ impl Engine {
     }
 
     /// Returns whether a 1.x rollout exists.
-    pub async fn v1_rollout_exists(&self, rollout_id: &str) -> StoreResult<bool> {
+    pub async fn agl1_rollout_exists(&self, rollout_id: &str) -> StoreResult<bool> {
         self.run(Scan::Skip, |tx| {
-            Box::pin(async move { tx.store.has_v1_rollout(rollout_id, Access::Read).await })
+            Box::pin(async move { tx.store.has_agl1_rollout(rollout_id, Access::Read).await })
         })
         .await
     }
@@ -498,19 +505,19 @@ impl Engine {
 /// rollout).
 async fn transition(
     tx: &mut Tx<'_>,
-    v1: &mut V1Rollout,
-    (from, to): (V1State, V1State),
+    agl1: &mut Agl1Rollout,
+    (from, to): (Agl1State, Agl1State),
 ) -> StoreResult<()> {
-    let rollout_id = v1.rollout.rollout_id.clone();
+    let rollout_id = agl1.rollout.rollout_id.clone();
     let latest = tx
         .require_rollout(&rollout_id, Access::Update)
         .await?
         .attempt;
-    let rollout = &mut v1.rollout;
+    let rollout = &mut agl1.rollout;
     let now = tx.now;
     let (attempt_status, rollout_status) = match to {
-        V1State::Running => {
-            let attempt_id = v1
+        Agl1State::Running => {
+            let attempt_id = agl1
                 .fields
                 .last_attempt_id
                 .clone()
@@ -533,9 +540,9 @@ async fn transition(
             };
             return tx::write_attempt(tx, rollout, &attempt, how).await;
         }
-        V1State::Succeeded => (AttemptStatus::Succeeded, RolloutStatus::Succeeded),
-        V1State::Failed => (AttemptStatus::Failed, RolloutStatus::Failed),
-        V1State::Queuing => {
+        Agl1State::Succeeded => (AttemptStatus::Succeeded, RolloutStatus::Succeeded),
+        Agl1State::Failed => (AttemptStatus::Failed, RolloutStatus::Failed),
+        Agl1State::Queuing => {
             return Err(StoreError::FailedPrecondition(agl1::transition_error(
                 &rollout_id,
                 from,
@@ -544,7 +551,7 @@ async fn transition(
         }
     };
     // A running rollout ends with its attempt; a queuing one never started.
-    match latest.filter(|_| from == V1State::Running) {
+    match latest.filter(|_| from == Agl1State::Running) {
         Some(mut attempt) => {
             lifecycle::set_attempt_status(&mut attempt, attempt_status, now);
             let how = AttemptWrite {

@@ -33,7 +33,7 @@ use tokio::sync::oneshot;
 use super::Engine;
 use super::tx::Tx;
 use crate::core::agl1::events::{MODEL_REQUEST, drop_routed_experts, parse_data, supersedes};
-use crate::core::agl1::{self as agl1, NewV1Event, V1Event};
+use crate::core::agl1::{self as agl1, Agl1Event, NewAgl1Event};
 use crate::core::error::{StoreError, StoreResult};
 use crate::core::storage::Access;
 use crate::core::storage::agl1::EventWrite;
@@ -59,7 +59,7 @@ struct Queue {
 struct Request {
     rollout_id: String,
     attempt_id: String,
-    new: NewV1Event,
+    new: NewAgl1Event,
 }
 
 impl Request {
@@ -76,7 +76,7 @@ impl Request {
 /// A queued append and who waits for its outcome.
 struct Append {
     request: Request,
-    done: oneshot::Sender<StoreResult<V1Event>>,
+    done: oneshot::Sender<StoreResult<Agl1Event>>,
 }
 
 impl AppendQueue {
@@ -138,7 +138,11 @@ async fn lock_rollouts(tx: &mut Tx<'_>, requests: &[Request]) -> StoreResult<Vec
     rollout_ids.dedup();
     let mut present = Vec::with_capacity(rollout_ids.len());
     for rollout_id in rollout_ids {
-        if tx.store.has_v1_rollout(rollout_id, Access::Update).await? {
+        if tx
+            .store
+            .has_agl1_rollout(rollout_id, Access::Update)
+            .await?
+        {
             present.push(rollout_id.to_owned());
         }
     }
@@ -148,9 +152,9 @@ async fn lock_rollouts(tx: &mut Tx<'_>, requests: &[Request]) -> StoreResult<Vec
 /// What a member's checks decided.
 enum Verdict {
     /// Its event is staged in the transaction.
-    Staged(V1Event),
+    Staged(Agl1Event),
     /// Its idempotency key returned the event first recorded under it.
-    Recorded(V1Event),
+    Recorded(Agl1Event),
 }
 
 impl Engine {
@@ -162,12 +166,12 @@ impl Engine {
     /// recorded under it (and refuses another event under the same key).
     /// Concurrent appends share a transaction (see `core::engine::appends`); once this
     /// future is first polled, the append is made even if it is dropped.
-    pub async fn append_v1_event(
+    pub async fn append_agl1_event(
         self: &Arc<Self>,
         rollout_id: &str,
         attempt_id: &str,
-        new: NewV1Event,
-    ) -> StoreResult<V1Event> {
+        new: NewAgl1Event,
+    ) -> StoreResult<Agl1Event> {
         let (done, outcome) = oneshot::channel();
         let request = Request {
             rollout_id: rollout_id.to_owned(),
@@ -228,7 +232,7 @@ impl Engine {
                     (Err(error), _) => Err(error),
                     (Ok(_), Err(error)) => Err(error.clone()),
                     (Ok(Verdict::Staged(event) | Verdict::Recorded(event)), Ok(())) => {
-                        self.observer.v1_event(&event.event_type);
+                        self.observer.agl1_event(&event.event_type);
                         Ok(event)
                     }
                 };
@@ -287,7 +291,7 @@ impl Engine {
             && new.has_routed_experts
             && let Some(previous) = tx
                 .store
-                .latest_v1_event(&rollout_id, &attempt_id, MODEL_REQUEST)
+                .latest_agl1_event(&rollout_id, &attempt_id, MODEL_REQUEST)
                 .await?
         {
             let superseded = parse_data(&previous.event.data).and_then(|mut earlier| {
@@ -304,7 +308,7 @@ impl Engine {
                 Err(error) => return Ok(Err(error)),
             }
         }
-        let event = V1Event {
+        let event = Agl1Event {
             event_type: new.event_type,
             rollout_id,
             attempt_id,
@@ -331,7 +335,7 @@ mod tests {
             request: Request {
                 rollout_id: rollout_id.into(),
                 attempt_id: attempt_id.into(),
-                new: NewV1Event {
+                new: NewAgl1Event {
                     event_type: "reward".into(),
                     idempotency: keyed.then(|| IdempotencyKey::of("k", &[data.as_bytes()])),
                     data,

@@ -11,7 +11,7 @@
 //!
 //! # Contract
 //! * A rollout's 1.x fields and events are written only by a transaction
-//!   that read the rollout (or [`Agl1Reads::has_v1_rollout`]) with
+//!   that read the rollout (or [`Agl1Reads::has_agl1_rollout`]) with
 //!   [`Access::Update`](super::Access): the rollout's lock serialises them
 //!   (an event append reads and may rewrite the attempt's previous model
 //!   request).
@@ -28,8 +28,8 @@ use indexmap::{IndexMap, IndexSet};
 
 use super::Access;
 use crate::core::agl1::{
-    CompletionPage, IdempotencyKey, ModelServer, Pause, Replica, StoredEvent, V1Event, V1Fields,
-    V1Rollout, V1RolloutDetail,
+    Agl1Event, Agl1Fields, Agl1Rollout, Agl1RolloutDetail, CompletionPage, IdempotencyKey,
+    ModelServer, Pause, Replica, StoredEvent,
 };
 use crate::core::error::StoreResult;
 use crate::core::model::RolloutStatus;
@@ -40,46 +40,48 @@ pub trait Agl1Reads: Send {
     /// Returns the 1.x rollouts among `rollout_ids` (rollouts that have 1.x
     /// fields), in the order of `rollout_ids`; with [`Access::Update`]
     /// their rollouts are locked as [`super::StoreTx::rollouts`] locks them.
-    async fn v1_rollouts(
+    async fn agl1_rollouts(
         &mut self,
         rollout_ids: &[&str],
         access: Access,
-    ) -> StoreResult<Vec<V1Rollout>>;
+    ) -> StoreResult<Vec<Agl1Rollout>>;
     /// Returns whether `rollout_id` is a 1.x rollout without reading it;
     /// with [`Access::Update`] its rollout is locked as by
-    /// [`Agl1Reads::v1_rollouts`] (an event append needs the lock, not the
+    /// [`Agl1Reads::agl1_rollouts`] (an event append needs the lock, not the
     /// rollout).
-    async fn has_v1_rollout(&mut self, rollout_id: &str, access: Access) -> StoreResult<bool>;
+    async fn has_agl1_rollout(&mut self, rollout_id: &str, access: Access) -> StoreResult<bool>;
     /// Returns the 1.x rollouts whose status is one of `statuses`, in list
     /// order (see the contract), at most `limit` of them.
-    async fn list_v1_rollouts(
+    async fn list_agl1_rollouts(
         &mut self,
         statuses: &[RolloutStatus],
         limit: Option<usize>,
-    ) -> StoreResult<Vec<V1Rollout>>;
+    ) -> StoreResult<Vec<Agl1Rollout>>;
     /// Returns the completion log's entries from position `after`, at most
     /// `limit`, with the 1.x rollouts they name, and the log's length.
     async fn completions(&mut self, after: i64, limit: usize) -> StoreResult<CompletionPage>;
 
     /// Returns the events of one attempt of a rollout in append order,
     /// only those of `event_type` when given.
-    async fn v1_events(
+    async fn agl1_events(
         &mut self,
         rollout_id: &str,
         attempt_id: &str,
         event_type: Option<&str>,
     ) -> StoreResult<Vec<StoredEvent>>;
     /// Returns the latest event of `event_type` of one attempt.
-    async fn latest_v1_event(
+    async fn latest_agl1_event(
         &mut self,
         rollout_id: &str,
         attempt_id: &str,
         event_type: &str,
     ) -> StoreResult<Option<StoredEvent>>;
-    /// Returns a 1.x rollout (as [`Agl1Reads::v1_rollouts`] reads it) with
+    /// Returns a 1.x rollout (as [`Agl1Reads::agl1_rollouts`] reads it) with
     /// the attempts that have events, ordered by their first event.
-    async fn v1_rollout_detail(&mut self, rollout_id: &str)
-    -> StoreResult<Option<V1RolloutDetail>>;
+    async fn agl1_rollout_detail(
+        &mut self,
+        rollout_id: &str,
+    ) -> StoreResult<Option<Agl1RolloutDetail>>;
     /// Returns the digest and the event recorded under an idempotency key.
     async fn keyed_event(
         &mut self,
@@ -99,7 +101,7 @@ pub trait Agl1Reads: Send {
 /// An event to append, with the idempotency key it was posted under.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventWrite {
-    pub event: V1Event,
+    pub event: Agl1Event,
     pub key: Option<IdempotencyKey>,
 }
 
@@ -111,7 +113,7 @@ pub struct Agl1Writes {
     /// events and idempotency keys (counts kept exact).
     pub deleted: IndexSet<String>,
     /// 1.x fields inserted or replaced, keyed by rollout id.
-    pub fields: IndexMap<String, V1Fields>,
+    pub fields: IndexMap<String, Agl1Fields>,
     /// New data of stored events, keyed by (rollout id, event position).
     pub event_data: IndexMap<(String, i64), String>,
     /// Events appended, in order; the backend assigns their positions.

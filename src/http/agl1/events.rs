@@ -13,7 +13,7 @@ use super::{
     answer, json_request, query_pairs, query_value, raw_answer, render, required_body, schema,
 };
 use crate::core::agl1::events::{EventFormat, EventQuery, MODEL_REQUEST, ROUTED_EXPERTS};
-use crate::core::agl1::{IdempotencyKey, NewV1Event};
+use crate::core::agl1::{IdempotencyKey, NewAgl1Event};
 use crate::core::model::Json;
 use crate::http::error::HttpResult;
 use crate::http::idempotency_key;
@@ -110,7 +110,7 @@ pub(super) async fn post(
     let idempotency = idempotency_key(&headers)?
         .map(|key| IdempotencyKey::of(key, &[event_type.as_bytes(), data.as_bytes()]));
     let has_routed_experts = event_type == MODEL_REQUEST && may_have_routed_experts(&data);
-    let new = NewV1Event {
+    let new = NewAgl1Event {
         event_type,
         data,
         has_routed_experts,
@@ -118,7 +118,7 @@ pub(super) async fn post(
     };
     let event = context
         .engine
-        .append_v1_event(&rollout_id, &attempt_id, new)
+        .append_agl1_event(&rollout_id, &attempt_id, new)
         .await?;
     Ok(raw_answer(StatusCode::OK, render::event(&event)))
 }
@@ -146,7 +146,7 @@ pub(super) async fn query(
         },
         include_routed_experts,
     };
-    let events = context.engine.v1_events(&rollout_id, &query).await?;
+    let events = context.engine.agl1_events(&rollout_id, &query).await?;
     Ok(raw_answer(StatusCode::OK, render::events(&events)))
 }
 

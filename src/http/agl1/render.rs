@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::core::agl1::{
-    self as agl1, Completion, JsonText, Pause, V1Event, V1Rollout, V1RolloutDetail, V1State,
+    self as agl1, Agl1Event, Agl1Rollout, Agl1RolloutDetail, Agl1State, Completion, JsonText, Pause,
 };
 use crate::core::model::{Json, Timestamp};
 use crate::http::json::{self, pydantic_float, python_repr_float, to_vec};
@@ -23,7 +23,7 @@ struct RolloutFields<'a> {
     is_train: bool,
     config: Payload<'a>,
     metadata: Payload<'a>,
-    state: V1State,
+    state: Agl1State,
     k8s_job_name: Option<&'a str>,
     last_attempt_id: Option<&'a str>,
     error_message: Option<&'a str>,
@@ -32,16 +32,16 @@ struct RolloutFields<'a> {
     updated_at: Timestamp,
 }
 
-impl<'a> From<&'a V1Rollout> for RolloutFields<'a> {
-    fn from(v1: &'a V1Rollout) -> Self {
-        let fields = &v1.fields;
+impl<'a> From<&'a Agl1Rollout> for RolloutFields<'a> {
+    fn from(agl1: &'a Agl1Rollout) -> Self {
+        let fields = &agl1.fields;
         Self {
-            rollout_id: &v1.rollout.rollout_id,
-            input: Payload::Value(&v1.rollout.input),
-            is_train: v1.is_train(),
+            rollout_id: &agl1.rollout.rollout_id,
+            input: Payload::Value(&agl1.rollout.input),
+            is_train: agl1.is_train(),
             config: Payload::Value(&fields.config),
-            metadata: Payload::Value(&v1.rollout.metadata),
-            state: v1.state(),
+            metadata: Payload::Value(&agl1.rollout.metadata),
+            state: agl1.state(),
             k8s_job_name: fields.k8s_job_name.as_deref(),
             last_attempt_id: fields.last_attempt_id.as_deref(),
             error_message: fields.error_message.as_deref(),
@@ -52,8 +52,8 @@ impl<'a> From<&'a V1Rollout> for RolloutFields<'a> {
     }
 }
 
-impl<'a> From<&'a V1RolloutDetail> for RolloutFields<'a> {
-    fn from(detail: &'a V1RolloutDetail) -> Self {
+impl<'a> From<&'a Agl1RolloutDetail> for RolloutFields<'a> {
+    fn from(detail: &'a Agl1RolloutDetail) -> Self {
         Self {
             rollout_id: &detail.rollout_id,
             input: Payload::Text(&detail.input),
@@ -121,21 +121,21 @@ fn write_rollout(out: &mut Vec<u8>, rollout: &RolloutFields<'_>) {
 }
 
 /// Returns the JSON of one rollout.
-pub fn rollout(v1: &V1Rollout) -> Vec<u8> {
+pub fn rollout(agl1: &Agl1Rollout) -> Vec<u8> {
     let mut out = Vec::with_capacity(512);
-    write_rollout(&mut out, &RolloutFields::from(v1));
+    write_rollout(&mut out, &RolloutFields::from(agl1));
     out
 }
 
 /// Returns the JSON list of rollouts.
-pub fn rollouts(rollouts: &[V1Rollout]) -> Vec<u8> {
+pub fn rollouts(rollouts: &[Agl1Rollout]) -> Vec<u8> {
     let mut out = Vec::with_capacity(512 * rollouts.len() + 2);
     out.push(b'[');
-    for (index, v1) in rollouts.iter().enumerate() {
+    for (index, agl1) in rollouts.iter().enumerate() {
         if index > 0 {
             out.push(b',');
         }
-        write_rollout(&mut out, &RolloutFields::from(v1));
+        write_rollout(&mut out, &RolloutFields::from(agl1));
     }
     out.push(b']');
     out
@@ -143,7 +143,7 @@ pub fn rollouts(rollouts: &[V1Rollout]) -> Vec<u8> {
 
 /// Returns the JSON of a rollout's GET (`RolloutDetail`), written into one
 /// buffer sized for it, the payloads copied from the store's text.
-pub fn rollout_detail(detail: &V1RolloutDetail) -> Vec<u8> {
+pub fn rollout_detail(detail: &Agl1RolloutDetail) -> Vec<u8> {
     let payloads =
         detail.input.as_str().len() + detail.config.as_str().len() + detail.metadata.as_str().len();
     let names: usize = detail.attempts.iter().map(|a| a.len() + 3).sum();
@@ -174,7 +174,7 @@ struct EventHead<'a> {
 /// store holds (validated when it was recorded), written as is: events
 /// are large, and parsing them again only to copy them would cost more
 /// than everything else an event POST does.
-fn write_event(out: &mut Vec<u8>, event: &V1Event) {
+fn write_event(out: &mut Vec<u8>, event: &Agl1Event) {
     let head = EventHead {
         event_type: &event.event_type,
         rollout_id: &event.rollout_id,
@@ -190,14 +190,14 @@ fn write_event(out: &mut Vec<u8>, event: &V1Event) {
 }
 
 /// Returns the JSON of one event.
-pub fn event(event: &V1Event) -> Vec<u8> {
+pub fn event(event: &Agl1Event) -> Vec<u8> {
     let mut out = Vec::with_capacity(event.data.len() + 160);
     write_event(&mut out, event);
     out
 }
 
 /// Returns the JSON list of events.
-pub fn events(events: &[V1Event]) -> Vec<u8> {
+pub fn events(events: &[Agl1Event]) -> Vec<u8> {
     let size: usize = events.iter().map(|e| e.data.len() + 160).sum();
     let mut out = Vec::with_capacity(size + 2);
     out.push(b'[');
@@ -224,12 +224,12 @@ impl TerminalItem {
     /// Returns the item of a completion log entry, `None` when its rollout
     /// is gone (or is not a 1.x rollout).
     pub fn of(entry: &Completion) -> Option<Self> {
-        let v1 = entry.rollout.as_ref()?;
+        let agl1 = entry.rollout.as_ref()?;
         Some(Self {
             rollout_id: entry.rollout_id.clone(),
-            state: v1.state().as_str(),
-            data_id: data_id(&v1.rollout.input),
-            is_train: v1.is_train(),
+            state: agl1.state().as_str(),
+            data_id: data_id(&agl1.rollout.input),
+            is_train: agl1.is_train(),
         })
     }
 }
@@ -340,7 +340,7 @@ mod tests {
 
     #[test]
     fn events_are_written_with_their_data_as_stored() {
-        let event = V1Event {
+        let event = Agl1Event {
             event_type: "reward".into(),
             rollout_id: "r".into(),
             attempt_id: "0".into(),
@@ -358,10 +358,10 @@ mod tests {
         assert_eq!(super::events(&[]), b"[]");
     }
 
-    fn sample_rollout() -> V1Rollout {
-        use crate::core::agl1::V1Fields;
+    fn sample_rollout() -> Agl1Rollout {
+        use crate::core::agl1::Agl1Fields;
         use crate::core::model::{Rollout, RolloutConfig, RolloutMode, RolloutStatus};
-        V1Rollout {
+        Agl1Rollout {
             rollout: Rollout {
                 rollout_id: "r\"1".into(),
                 input: serde_json::from_str(
@@ -376,7 +376,7 @@ mod tests {
                 config: RolloutConfig::default(),
                 metadata: json!({"é": [1e16]}),
             },
-            fields: V1Fields {
+            fields: Agl1Fields {
                 config: json!({"timeout_seconds": 1800.0, "local": {}, "k8s": null}),
                 k8s_job_name: None,
                 last_attempt_id: Some("a\n2".into()),
@@ -390,8 +390,8 @@ mod tests {
 
     #[test]
     fn rollouts_are_written_as_upstream_dumps_them() {
-        let v1 = sample_rollout();
-        let one = String::from_utf8(rollout(&v1)).unwrap();
+        let agl1 = sample_rollout();
+        let one = String::from_utf8(rollout(&agl1)).unwrap();
         assert_eq!(
             one,
             concat!(
@@ -403,15 +403,15 @@ mod tests {
             )
         );
         assert_eq!(
-            String::from_utf8(rollouts(&[v1.clone(), v1.clone()])).unwrap(),
+            String::from_utf8(rollouts(&[agl1.clone(), agl1.clone()])).unwrap(),
             format!("[{one},{one}]")
         );
         assert_eq!(rollouts(&[]), b"[]");
         // The GET's detail, its payloads from the store's text (spaces and
         // all), writes the same rollout.
-        let mut detail = V1RolloutDetail::of(
-            &v1.rollout,
-            &v1.fields,
+        let mut detail = Agl1RolloutDetail::of(
+            &agl1.rollout,
+            &agl1.fields,
             None,
             vec!["0".into(), "x\"".into()],
         );

@@ -37,7 +37,7 @@ pub(super) async fn create(
     let requests = required_body(&mut v, body)
         .and_then(|body| schema::each(&mut v, &Loc::body(), &body, schema::rollout_create));
     let requests = v.finish(requests)?;
-    let created = context.engine.create_v1_rollouts(requests).await?;
+    let created = context.engine.create_agl1_rollouts(requests).await?;
     Ok(raw_answer(StatusCode::CREATED, render::rollouts(&created)))
 }
 
@@ -72,7 +72,7 @@ pub(super) async fn list(State(context): State<HttpContext>, uri: Uri) -> HttpRe
     };
     let limit = query_int(&mut v, &pairs, "limit", 500);
     let (states, limit) = v.finish(states.zip(limit))?;
-    let rollouts = context.engine.list_v1_rollouts(&states, limit).await?;
+    let rollouts = context.engine.list_agl1_rollouts(&states, limit).await?;
     Ok(raw_answer(StatusCode::OK, render::rollouts(&rollouts)))
 }
 
@@ -177,7 +177,7 @@ pub(super) async fn get(
     State(context): State<HttpContext>,
     Path(rollout_id): Path<String>,
 ) -> HttpResult<Response> {
-    let detail = context.engine.get_v1_rollout(&rollout_id).await?;
+    let detail = context.engine.get_agl1_rollout(&rollout_id).await?;
     Ok(raw_answer(StatusCode::OK, render::rollout_detail(&detail)))
 }
 
@@ -192,7 +192,10 @@ pub(super) async fn patch(
     let patch = required_body(&mut v, body)
         .and_then(|body| schema::rollout_patch(&mut v, &Loc::body(), &body));
     let patch = v.finish(patch)?;
-    let rollout = context.engine.patch_v1_rollout(&rollout_id, patch).await?;
+    let rollout = context
+        .engine
+        .patch_agl1_rollout(&rollout_id, patch)
+        .await?;
     Ok(raw_answer(StatusCode::OK, render::rollout(&rollout)))
 }
 
@@ -200,7 +203,7 @@ pub(super) async fn delete(
     State(context): State<HttpContext>,
     Path(rollout_id): Path<String>,
 ) -> HttpResult<Response> {
-    context.engine.delete_v1_rollout(&rollout_id).await?;
+    context.engine.delete_agl1_rollout(&rollout_id).await?;
     context.gateway.rollout_deleted(&rollout_id);
     // Upstream's 204 carries FastAPI's default JSON content type.
     let mut response = StatusCode::NO_CONTENT.into_response();

@@ -2,7 +2,7 @@
 //! the route modules), read with pydantic's lax rules and reported as its
 //! 422s, in field declaration order.
 
-use crate::core::agl1::{ModelServer, NewV1Rollout, StatusPatch, V1State};
+use crate::core::agl1::{Agl1State, ModelServer, NewAgl1Rollout, StatusPatch};
 use crate::core::model::Json;
 use crate::http::validate::{Loc, Object, Validator};
 
@@ -66,8 +66,8 @@ pub fn each<T>(
 }
 
 /// Reads a 1.x state (`RolloutState`).
-pub fn state(v: &mut Validator, loc: &Loc, value: &Json) -> Option<V1State> {
-    if let Some(state) = value.as_str().and_then(V1State::parse) {
+pub fn state(v: &mut Validator, loc: &Loc, value: &Json) -> Option<Agl1State> {
+    if let Some(state) = value.as_str().and_then(Agl1State::parse) {
         return Some(state);
     }
     v.issue(
@@ -104,7 +104,7 @@ fn opt_int(v: &mut Validator, loc: &Loc, value: &Json) -> Option<Option<i64>> {
 }
 
 /// Reads a `RolloutCreate`.
-pub fn rollout_create(v: &mut Validator, loc: &Loc, value: &Json) -> Option<NewV1Rollout> {
+pub fn rollout_create(v: &mut Validator, loc: &Loc, value: &Json) -> Option<NewAgl1Rollout> {
     let object = attributes(v, loc, value)?;
     let input = v.required(object, loc, "input").cloned();
     let is_train = field(v, object, loc, "is_train", true, |v, l, x| v.boolean(l, x));
@@ -130,7 +130,7 @@ pub fn rollout_create(v: &mut Validator, loc: &Loc, value: &Json) -> Option<NewV
     let rollout_id = field(v, object, loc, "rollout_id", None, |v, l, x| {
         v.opt_string(l, x)
     });
-    Some(NewV1Rollout {
+    Some(NewAgl1Rollout {
         input: input?,
         is_train: is_train?,
         config: config?,

@@ -8,8 +8,8 @@ use indexmap::IndexMap;
 
 use super::{MemoryTx, State};
 use crate::core::agl1::{
-    Completion, CompletionPage, ModelServer, Pause, Replica, StoredEvent, V1Fields, V1Rollout,
-    V1RolloutDetail,
+    Agl1Fields, Agl1Rollout, Agl1RolloutDetail, Completion, CompletionPage, ModelServer, Pause,
+    Replica, StoredEvent,
 };
 use crate::core::error::StoreResult;
 use crate::core::model::RolloutStatus;
@@ -20,7 +20,7 @@ use crate::core::storage::agl1::{Agl1Reads, Agl1Writes};
 #[derive(Default)]
 pub(super) struct Agl1State {
     /// 1.x fields per rollout, in creation order.
-    fields: IndexMap<String, V1Fields>,
+    fields: IndexMap<String, Agl1Fields>,
     /// Events per rollout in append order (positions increase).
     events: HashMap<String, Vec<StoredEvent>>,
     last_event_pos: i64,
@@ -35,16 +35,16 @@ pub(super) struct Agl1State {
 }
 
 impl State {
-    fn v1_view(&self, rollout_id: &str) -> Option<V1Rollout> {
+    fn agl1_view(&self, rollout_id: &str) -> Option<Agl1Rollout> {
         let fields = self.agl1.fields.get(rollout_id)?;
         let rollout = self.rollouts.get(rollout_id)?;
-        Some(V1Rollout {
+        Some(Agl1Rollout {
             rollout: rollout.clone(),
             fields: fields.clone(),
         })
     }
 
-    fn v1_event(&mut self, rollout_id: &str, pos: i64) -> Option<&mut StoredEvent> {
+    fn agl1_event(&mut self, rollout_id: &str, pos: i64) -> Option<&mut StoredEvent> {
         let events = self.agl1.events.get_mut(rollout_id)?;
         let at = events.binary_search_by_key(&pos, |e| e.pos).ok()?;
         Some(&mut events[at])
@@ -59,7 +59,7 @@ impl State {
             self.agl1.fields.insert(rollout_id, fields);
         }
         for ((rollout_id, pos), data) in writes.event_data.drain(..) {
-            if let Some(stored) = self.v1_event(&rollout_id, pos) {
+            if let Some(stored) = self.agl1_event(&rollout_id, pos) {
                 stored.event.data = data;
             }
         }
@@ -127,32 +127,32 @@ impl State {
 
 #[async_trait]
 impl Agl1Reads for MemoryTx<'_> {
-    async fn v1_rollouts(
+    async fn agl1_rollouts(
         &mut self,
         rollout_ids: &[&str],
         _access: Access,
-    ) -> StoreResult<Vec<V1Rollout>> {
-        let mut out: Vec<V1Rollout> = Vec::with_capacity(rollout_ids.len());
+    ) -> StoreResult<Vec<Agl1Rollout>> {
+        let mut out: Vec<Agl1Rollout> = Vec::with_capacity(rollout_ids.len());
         for rollout_id in rollout_ids {
-            if let Some(v1) = self.state.v1_view(rollout_id)
+            if let Some(agl1) = self.state.agl1_view(rollout_id)
                 && !out.iter().any(|o| o.rollout.rollout_id == *rollout_id)
             {
-                out.push(v1);
+                out.push(agl1);
             }
         }
         Ok(out)
     }
 
-    async fn has_v1_rollout(&mut self, rollout_id: &str, _access: Access) -> StoreResult<bool> {
+    async fn has_agl1_rollout(&mut self, rollout_id: &str, _access: Access) -> StoreResult<bool> {
         let state = &*self.state;
         Ok(state.agl1.fields.contains_key(rollout_id) && state.rollouts.contains_key(rollout_id))
     }
 
-    async fn list_v1_rollouts(
+    async fn list_agl1_rollouts(
         &mut self,
         statuses: &[RolloutStatus],
         limit: Option<usize>,
-    ) -> StoreResult<Vec<V1Rollout>> {
+    ) -> StoreResult<Vec<Agl1Rollout>> {
         let state = &*self.state;
         Ok(state
             .agl1
@@ -160,7 +160,7 @@ impl Agl1Reads for MemoryTx<'_> {
             .iter()
             .filter_map(|(rollout_id, fields)| {
                 let rollout = state.rollouts.get(rollout_id)?;
-                statuses.contains(&rollout.status).then(|| V1Rollout {
+                statuses.contains(&rollout.status).then(|| Agl1Rollout {
                     rollout: rollout.clone(),
                     fields: fields.clone(),
                 })
@@ -181,7 +181,7 @@ impl Agl1Reads for MemoryTx<'_> {
             .map(|(position, rollout_id)| Completion {
                 position: position as i64,
                 rollout_id: rollout_id.clone(),
-                rollout: state.v1_view(rollout_id),
+                rollout: state.agl1_view(rollout_id),
             })
             .collect();
         Ok(CompletionPage {
@@ -190,7 +190,7 @@ impl Agl1Reads for MemoryTx<'_> {
         })
     }
 
-    async fn v1_events(
+    async fn agl1_events(
         &mut self,
         rollout_id: &str,
         attempt_id: &str,
@@ -212,7 +212,7 @@ impl Agl1Reads for MemoryTx<'_> {
             .unwrap_or_default())
     }
 
-    async fn latest_v1_event(
+    async fn latest_agl1_event(
         &mut self,
         rollout_id: &str,
         attempt_id: &str,
@@ -227,10 +227,10 @@ impl Agl1Reads for MemoryTx<'_> {
         }))
     }
 
-    async fn v1_rollout_detail(
+    async fn agl1_rollout_detail(
         &mut self,
         rollout_id: &str,
-    ) -> StoreResult<Option<V1RolloutDetail>> {
+    ) -> StoreResult<Option<Agl1RolloutDetail>> {
         let state = &self.state;
         let (Some(fields), Some(rollout)) = (
             state.agl1.fields.get(rollout_id),
@@ -245,7 +245,7 @@ impl Agl1Reads for MemoryTx<'_> {
             }
         }
         let deadline = state.deadline_of.get(rollout_id).copied();
-        Ok(Some(V1RolloutDetail::of(
+        Ok(Some(Agl1RolloutDetail::of(
             rollout, fields, deadline, attempts,
         )))
     }
@@ -262,7 +262,7 @@ impl Agl1Reads for MemoryTx<'_> {
         };
         Ok(self
             .state
-            .v1_event(rollout_id, pos)
+            .agl1_event(rollout_id, pos)
             .map(|event| (digest, event.clone())))
     }
 

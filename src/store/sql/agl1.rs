@@ -9,15 +9,15 @@ use super::codec::{self, rollout_columns};
 use super::query::{self, Builder};
 use super::{Connection, Row, SqlTx, Statement};
 use crate::core::agl1::{
-    Completion, CompletionPage, JsonText, ModelServer, Pause, Replica, StoredEvent, V1Event,
-    V1Fields, V1Rollout, V1RolloutDetail,
+    Agl1Event, Agl1Fields, Agl1Rollout, Agl1RolloutDetail, Completion, CompletionPage, JsonText,
+    ModelServer, Pause, Replica, StoredEvent,
 };
 use crate::core::error::StoreResult;
 use crate::core::model::{Json, RolloutStatus, Timestamp};
 use crate::core::storage::Access;
 use crate::core::storage::agl1::{Agl1Reads, Agl1Writes};
 
-/// The 1.x field columns [`v1_rollout`] reads after a rollout's.
+/// The 1.x field columns [`agl1_rollout`] reads after a rollout's.
 macro_rules! field_columns {
     () => {
         "f.config, f.k8s_job_name, f.last_attempt_id, f.error_message, f.version, \
@@ -45,13 +45,13 @@ const ROLLOUT_TABLES: [&str; 7] = [
 ];
 
 /// Decodes a 1.x rollout: a rollout's columns at `at`, then [`field_columns`].
-fn v1_rollout(row: &impl Row, at: usize) -> StoreResult<V1Rollout> {
+fn agl1_rollout(row: &impl Row, at: usize) -> StoreResult<Agl1Rollout> {
     let f = at + codec::ROLLOUT_COLUMNS;
     let config: Json =
         serde_json::from_str(&row.text(f)?).map_err(|error| codec::corrupt("1.x config", error))?;
-    Ok(V1Rollout {
+    Ok(Agl1Rollout {
         rollout: codec::rollout(row, at)?,
-        fields: V1Fields {
+        fields: Agl1Fields {
             config,
             k8s_job_name: row.opt_text(f + 1)?,
             last_attempt_id: row.opt_text(f + 2)?,
@@ -72,7 +72,7 @@ fn json_text(what: &str, text: String) -> StoreResult<JsonText> {
 fn event(row: &impl Row, at: usize) -> StoreResult<StoredEvent> {
     Ok(StoredEvent {
         pos: row.int(at)?,
-        event: V1Event {
+        event: Agl1Event {
             rollout_id: row.text(at + 1)?,
             attempt_id: row.text(at + 2)?,
             event_type: row.text(at + 3)?,
@@ -301,11 +301,11 @@ impl<C: Connection> SqlTx<C> {
 
 #[async_trait]
 impl<C: Connection> Agl1Reads for SqlTx<C> {
-    async fn v1_rollouts(
+    async fn agl1_rollouts(
         &mut self,
         rollout_ids: &[&str],
         access: Access,
-    ) -> StoreResult<Vec<V1Rollout>> {
+    ) -> StoreResult<Vec<Agl1Rollout>> {
         if rollout_ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -326,20 +326,22 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
             .read(b.finish())
             .await?
             .iter()
-            .map(|row| v1_rollout(row, 0))
+            .map(|row| agl1_rollout(row, 0))
             .collect::<StoreResult<Vec<_>>>()?;
-        let mut out: Vec<V1Rollout> = Vec::with_capacity(found.len());
+        let mut out: Vec<Agl1Rollout> = Vec::with_capacity(found.len());
         for rollout_id in rollout_ids {
-            if let Some(v1) = found.iter().find(|v1| v1.rollout.rollout_id == *rollout_id)
+            if let Some(agl1) = found
+                .iter()
+                .find(|agl1| agl1.rollout.rollout_id == *rollout_id)
                 && !out.iter().any(|o| o.rollout.rollout_id == *rollout_id)
             {
-                out.push(v1.clone());
+                out.push(agl1.clone());
             }
         }
         Ok(out)
     }
 
-    async fn has_v1_rollout(&mut self, rollout_id: &str, access: Access) -> StoreResult<bool> {
+    async fn has_agl1_rollout(&mut self, rollout_id: &str, access: Access) -> StoreResult<bool> {
         let sql = match access {
             Access::Update if C::DIALECT.shared => {
                 "SELECT 1 FROM agl1_rollouts f JOIN rollouts r ON r.rollout_id = f.rollout_id \
@@ -354,11 +356,11 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
         Ok(found.is_some())
     }
 
-    async fn list_v1_rollouts(
+    async fn list_agl1_rollouts(
         &mut self,
         statuses: &[RolloutStatus],
         limit: Option<usize>,
-    ) -> StoreResult<Vec<V1Rollout>> {
+    ) -> StoreResult<Vec<Agl1Rollout>> {
         let mut b = Builder::new(C::DIALECT);
         b.push(concat!(
             "SELECT ",
@@ -377,7 +379,7 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
         self.read(b.finish())
             .await?
             .iter()
-            .map(|row| v1_rollout(row, 0))
+            .map(|row| agl1_rollout(row, 0))
             .collect()
     }
 
@@ -401,7 +403,7 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
         let mut entries = Vec::with_capacity(rows.len());
         for row in &rows {
             let rollout = match row.opt_text(2)? {
-                Some(_) => Some(v1_rollout(row, 2)?),
+                Some(_) => Some(agl1_rollout(row, 2)?),
                 None => None,
             };
             entries.push(Completion {
@@ -418,7 +420,7 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
         Ok(CompletionPage { entries, total })
     }
 
-    async fn v1_events(
+    async fn agl1_events(
         &mut self,
         rollout_id: &str,
         attempt_id: &str,
@@ -448,7 +450,7 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
             .collect()
     }
 
-    async fn latest_v1_event(
+    async fn latest_agl1_event(
         &mut self,
         rollout_id: &str,
         attempt_id: &str,
@@ -470,10 +472,10 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
             .transpose()
     }
 
-    async fn v1_rollout_detail(
+    async fn agl1_rollout_detail(
         &mut self,
         rollout_id: &str,
-    ) -> StoreResult<Option<V1RolloutDetail>> {
+    ) -> StoreResult<Option<Agl1RolloutDetail>> {
         // One statement: the columns the GET shows on every row, one row per
         // attempt with events with its first position (one row with a null
         // attempt when none has). Grouped by the tables' keys, so that the
@@ -502,7 +504,7 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
             .into_iter()
             .map(|(_, attempt_id)| attempt_id)
             .collect();
-        Ok(Some(V1RolloutDetail {
+        Ok(Some(Agl1RolloutDetail {
             rollout_id: row.text(0)?,
             input: json_text("rollout input", row.text(1)?)?,
             mode: codec::rollout_mode(row.opt_text(2)?)?,

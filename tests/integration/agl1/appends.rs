@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures::FutureExt as _;
 use lightning_store::core::agl1::events::EventQuery;
-use lightning_store::core::agl1::{IdempotencyKey, NewV1Event, NewV1Rollout, V1Event};
+use lightning_store::core::agl1::{Agl1Event, IdempotencyKey, NewAgl1Event, NewAgl1Rollout};
 use lightning_store::core::engine::{Engine, EngineConfig};
 use lightning_store::core::error::{StoreError, StoreResult};
 use lightning_store::core::storage::Access;
@@ -19,8 +19,8 @@ use crate::common::{Backend, TestOptions};
 
 const ROLLOUTS: [&str; 3] = ["r0", "r1", "r2"];
 
-fn event(data: String, key: Option<&str>) -> NewV1Event {
-    NewV1Event {
+fn event(data: String, key: Option<&str>) -> NewAgl1Event {
+    NewAgl1Event {
         event_type: "reward".to_owned(),
         idempotency: key.map(|key| IdempotencyKey::of(key, &[b"reward", data.as_bytes()])),
         data,
@@ -28,7 +28,7 @@ fn event(data: String, key: Option<&str>) -> NewV1Event {
     }
 }
 
-fn datas(events: &[V1Event]) -> Vec<String> {
+fn datas(events: &[Agl1Event]) -> Vec<String> {
     events.iter().map(|e| e.data.clone()).collect()
 }
 
@@ -49,7 +49,7 @@ async fn concurrent_appends_are_answered_each_and_kept_in_order() {
     ids.push("gone");
     let requests = ids
         .iter()
-        .map(|id| NewV1Rollout {
+        .map(|id| NewAgl1Rollout {
             rollout_id: Some((*id).to_owned()),
             input: json!(null),
             is_train: true,
@@ -57,29 +57,33 @@ async fn concurrent_appends_are_answered_each_and_kept_in_order() {
             metadata: json!({}),
         })
         .collect();
-    engine.create_v1_rollouts(requests).await.unwrap();
+    engine.create_agl1_rollouts(requests).await.unwrap();
     let first = engine
-        .append_v1_event("r0", "0", event("\"first\"".into(), Some("k")))
+        .append_agl1_event("r0", "0", event("\"first\"".into(), Some("k")))
         .await
         .unwrap();
-    engine.delete_v1_rollout("gone").await.unwrap();
+    engine.delete_agl1_rollout("gone").await.unwrap();
 
     // The writer is held (memory, SQLite), and with it the rollouts' locks
     // (PostgreSQL, where a transaction holds only the rows it locks), while
     // every append is queued in order: each is polled once, which queues it.
     let mut held = store.begin().await.unwrap();
     for rollout in ROLLOUTS {
-        assert!(held.has_v1_rollout(rollout, Access::Update).await.unwrap());
+        assert!(
+            held.has_agl1_rollout(rollout, Access::Update)
+                .await
+                .unwrap()
+        );
     }
     let mut appends: Vec<_> = (0..APPENDS)
         .map(|i| {
             let rollout = ROLLOUTS[i % ROLLOUTS.len()];
             let new = event(format!("{i}"), None);
             let engine = engine.clone();
-            async move { engine.append_v1_event(rollout, "0", new).await }.boxed()
+            async move { engine.append_agl1_event(rollout, "0", new).await }.boxed()
         })
         .collect();
-    let failing: Vec<(&str, NewV1Event)> = vec![
+    let failing: Vec<(&str, NewAgl1Event)> = vec![
         ("gone", event("\"lost\"".into(), None)),
         ("r0", event("\"other\"".into(), Some("k"))),
         ("r0", event("\"first\"".into(), Some("k"))),
@@ -87,7 +91,7 @@ async fn concurrent_appends_are_answered_each_and_kept_in_order() {
     ];
     for (rollout, new) in failing {
         let engine = engine.clone();
-        appends.push(async move { engine.append_v1_event(rollout, "0", new).await }.boxed());
+        appends.push(async move { engine.append_agl1_event(rollout, "0", new).await }.boxed());
     }
     for append in &mut appends {
         assert!(
@@ -96,7 +100,7 @@ async fn concurrent_appends_are_answered_each_and_kept_in_order() {
         );
     }
     held.rollback().await;
-    let answers: Vec<StoreResult<V1Event>> = tokio::time::timeout(
+    let answers: Vec<StoreResult<Agl1Event>> = tokio::time::timeout(
         std::time::Duration::from_secs(30),
         futures::future::join_all(appends),
     )
@@ -138,7 +142,7 @@ async fn concurrent_appends_are_answered_each_and_kept_in_order() {
     };
     for (k, rollout) in ROLLOUTS.iter().enumerate() {
         let events = engine
-            .v1_events(rollout, &EventQuery::default())
+            .agl1_events(rollout, &EventQuery::default())
             .await
             .unwrap();
         assert_eq!(datas(&events), expected(k), "{rollout}: append order");
@@ -167,7 +171,7 @@ async fn concurrent_appends_are_answered_each_and_kept_in_order() {
     let reopened = Engine::new(store::open(&config).await.unwrap(), EngineConfig::default());
     for (k, rollout) in ROLLOUTS.iter().enumerate() {
         let events = reopened
-            .v1_events(rollout, &EventQuery::default())
+            .agl1_events(rollout, &EventQuery::default())
             .await
             .unwrap();
         assert_eq!(datas(&events), expected(k), "{rollout} after a restart");

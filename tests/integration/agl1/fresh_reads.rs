@@ -20,7 +20,7 @@ async fn polled(server: &TestServer, api: &Api, id: &str) -> Value {
     for _ in 0..50 {
         let again = api.rollout(id).await;
         assert_eq!(first, again, "nothing changed between the reads");
-        let cached = server.engine.cached_v1_details();
+        let cached = server.engine.cached_agl1_details();
         match BACKEND {
             Backend::Postgres => assert_eq!(cached, None),
             _ if cached.is_none_or(|n| n == 0) => continue,

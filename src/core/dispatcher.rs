@@ -77,7 +77,7 @@ struct Registry {
 }
 
 /// This server's open sessions and their dispatcher.
-pub struct Sessions {
+pub struct Dispatcher {
     engine: Arc<Engine>,
     policy: SessionPolicy,
     registry: Mutex<Registry>,
@@ -88,7 +88,7 @@ pub struct Sessions {
 
 /// An open session; dropping it ends the session (see [`SessionHandle::set_end`]).
 pub struct SessionHandle {
-    sessions: Arc<Sessions>,
+    dispatcher: Arc<Dispatcher>,
     id: u64,
     /// The session's worker id.
     pub worker_id: String,
@@ -114,7 +114,7 @@ impl SessionHandle {
     /// from the handle (a write may be in flight while pushes go on).
     pub fn writer(&self) -> SessionWriter {
         SessionWriter {
-            sessions: self.sessions.clone(),
+            dispatcher: self.dispatcher.clone(),
             id: self.id,
             worker_id: self.worker_id.clone(),
             epoch: self.epoch,
@@ -127,7 +127,7 @@ impl SessionHandle {
 /// [`SessionWriter::record`], one write at a time (see [`PendingWrites`]).
 #[derive(Clone)]
 pub struct SessionWriter {
-    sessions: Arc<Sessions>,
+    dispatcher: Arc<Dispatcher>,
     id: u64,
     worker_id: String,
     epoch: u64,
@@ -137,12 +137,12 @@ impl SessionWriter {
     /// Frees the slot of `released`, if the session holds it: the next
     /// rollout may be pushed before the release is recorded.
     pub fn free_slot(&self, released: &AttemptRef) {
-        let mut registry = self.sessions.registry.lock();
+        let mut registry = self.dispatcher.registry.lock();
         if let Some(local) = registry.sessions.get_mut(&self.id)
             && local.held.remove(released)
         {
             local.revoked.remove(released);
-            self.sessions.slot_freed.notify_one();
+            self.dispatcher.slot_freed.notify_one();
         }
     }
 
@@ -155,13 +155,19 @@ impl SessionWriter {
         stats: Option<Json>,
     ) -> StoreResult<bool> {
         let (worker_id, epoch) = (&self.worker_id, self.epoch);
-        let sessions = &self.sessions;
-        let ours = sessions
+        let dispatcher = &self.dispatcher;
+        let ours = dispatcher
             .engine
-            .session_heartbeat(worker_id, epoch, released.as_ref(), stats, &sessions.policy)
+            .session_heartbeat(
+                worker_id,
+                epoch,
+                released.as_ref(),
+                stats,
+                &dispatcher.policy,
+            )
             .await?;
         if !ours {
-            sessions.forget(&[(worker_id.clone(), epoch)]);
+            dispatcher.forget(&[(worker_id.clone(), epoch)]);
         }
         Ok(ours)
     }
@@ -211,11 +217,11 @@ impl PendingWrites {
 
 impl Drop for SessionHandle {
     fn drop(&mut self) {
-        self.sessions.close(self.id, self.end);
+        self.dispatcher.close(self.id, self.end);
     }
 }
 
-impl Sessions {
+impl Dispatcher {
     /// Returns an empty registry holding sessions under `policy`.
     pub fn new(engine: Arc<Engine>, policy: SessionPolicy) -> Arc<Self> {
         Arc::new(Self {
@@ -272,7 +278,7 @@ impl Sessions {
             "worker session opened"
         );
         Ok(SessionHandle {
-            sessions: self.clone(),
+            dispatcher: self.clone(),
             id,
             worker_id: worker_id.to_owned(),
             epoch: opened.epoch,
@@ -300,14 +306,14 @@ impl Sessions {
             ..
         } = session;
         tracing::info!(worker_id, held = held.len(), ?end, "worker session closed");
-        let sessions = self.clone();
+        let dispatcher = self.clone();
         let mut endings = self.endings.lock();
         // Finished ends are collected as new ones start: the set stays small.
         while endings.try_join_next().is_some() {}
         endings.spawn(async move {
-            let engine = &sessions.engine;
+            let engine = &dispatcher.engine;
             if let Err(error) = engine
-                .end_session(&worker_id, epoch, end, &sessions.policy)
+                .end_session(&worker_id, epoch, end, &dispatcher.policy)
                 .await
             {
                 tracing::warn!(%error, worker_id, "cannot record the end of a worker session");

@@ -322,14 +322,14 @@ mod tests {
         ];
         let mut files = sources("cli/client");
         files.extend(sources("bench"));
-        files.push(("client".into(), include_str!("client.rs").into()));
+        files.push(("connection".into(), include_str!("connection.rs").into()));
         for (name, text) in &files {
             for module in internal {
                 let path = format!("crate::{module}::");
                 let import = format!("use crate::{module}");
                 assert!(
                     !text.contains(&path) && !text.contains(&import),
-                    "{name}.rs names {path}: the client side depends on crate::proto and crate::client only"
+                    "{name}.rs names {path}: the client side depends on crate::proto and crate::cli::connection only"
                 );
             }
         }

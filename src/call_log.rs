@@ -23,7 +23,7 @@ use pin_project_lite::pin_project;
 use prost::Message as _;
 use tracing::Instrument;
 
-use super::status::blame_undecodable_in_headers;
+use crate::api::status::blame_undecodable_in_headers;
 use crate::metrics::{HttpLabels, MethodLabels, MethodMetrics, Metrics};
 use crate::proto::code_name;
 

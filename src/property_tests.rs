@@ -1,5 +1,5 @@
-//! The fuzz target of the request decoding and conversion layer (issue 17):
-//! arbitrary bytes decoded as the store's requests and OTLP exports,
+//! Property tests of the request decoding and conversion layer, run as a
+//! fuzz target with a fixed case count: arbitrary bytes decoded as the store's requests and OTLP exports,
 //! arbitrary well-typed messages through the gRPC converters
 //! ([`crate::api::convert`], [`crate::otlp`]), and arbitrary JSON bodies
 //! through the HTTP adapters' validation (agent-lightning 0.x and 1.x).
@@ -17,8 +17,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use crate::api::convert as c;
 use crate::core::error::{MESSAGE_LIMIT, StoreError};
 use crate::core::model::{AttemptStatus, Json, RolloutStatus};
-use crate::http::agl::requests;
-use crate::http::agl::span_json;
+use crate::http::agl0::requests;
+use crate::http::agl0::span_json;
 use crate::http::agl1::schema;
 use crate::http::error::HttpError;
 use crate::http::validate::{Loc, Validator};

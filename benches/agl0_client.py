@@ -11,7 +11,7 @@ is the bottleneck long before lightning-store is); every run is bounded by
 a duration and each server is started fresh for each concurrency level.
 
     LITELLM_LOCAL_MODEL_COST_MAP=True "$(tools/pyenv.sh agl0)/bin/python" \\
-        benches/agl_client.py --clients 4,16 --duration 10
+        benches/agl0_client.py --clients 4,16 --duration 10
 
 Needs `cargo build --release` first (or `--lightning-store PATH`).
 """
