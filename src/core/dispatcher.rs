@@ -76,6 +76,17 @@ struct Registry {
     cursor: usize,
 }
 
+/// What one of this server's open sessions holds, as the console shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionSlots {
+    pub worker_id: String,
+    pub epoch: u64,
+    /// The slots the runner asked for.
+    pub slots: usize,
+    /// The attempts it holds (each takes a slot), in no particular order.
+    pub held: Vec<AttemptRef>,
+}
+
 /// This server's open sessions and their dispatcher.
 pub struct Dispatcher {
     engine: Arc<Engine>,
@@ -286,6 +297,22 @@ impl Dispatcher {
             pushes,
             end: StreamEnd::Broken,
         })
+    }
+
+    /// Returns this server's open sessions with their slots, in the order
+    /// they opened (other servers' sessions are in the store's records).
+    pub fn snapshot(&self) -> Vec<SessionSlots> {
+        let registry = self.registry.lock();
+        registry
+            .sessions
+            .values()
+            .map(|session| SessionSlots {
+                worker_id: session.worker_id.clone(),
+                epoch: session.epoch,
+                slots: session.slots,
+                held: session.held.iter().cloned().collect(),
+            })
+            .collect()
     }
 
     /// Ends a session here and records how its stream ended; does nothing

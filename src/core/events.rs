@@ -166,7 +166,14 @@ impl Changes {
 pub struct EventBus {
     events: broadcast::Sender<Arc<Event>>,
     queue: Notify,
+    /// Rollouts whose 1.x events this server appended (see
+    /// [`EventBus::publish_appended`]).
+    appended: broadcast::Sender<Arc<str>>,
 }
+
+/// How many append hints a slow receiver may fall behind before it is told
+/// it lagged.
+const APPENDED_CAPACITY: usize = 1024;
 
 impl EventBus {
     /// Returns a bus whose receivers may lag by up to `capacity` events.
@@ -174,6 +181,7 @@ impl EventBus {
         Self {
             events: broadcast::channel(capacity).0,
             queue: Notify::new(),
+            appended: broadcast::channel(APPENDED_CAPACITY).0,
         }
     }
 
@@ -193,6 +201,23 @@ impl EventBus {
     /// Returns a receiver of every event published from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.events.subscribe()
+    }
+
+    /// Tells in-process watchers (the console's live pages) that 1.x events
+    /// of `rollout_id` were appended here. A hint, not an event of the
+    /// history: appends are not change events (they would cost every model
+    /// call an event row), so other servers never see it. Free while nobody
+    /// listens.
+    pub fn publish_appended(&self, rollout_id: &str) {
+        if self.appended.receiver_count() > 0 {
+            // An error only means every receiver left meanwhile.
+            let _ = self.appended.send(Arc::from(rollout_id));
+        }
+    }
+
+    /// Returns a receiver of the append hints published from now on.
+    pub fn subscribe_appended(&self) -> broadcast::Receiver<Arc<str>> {
+        self.appended.subscribe()
     }
 
     /// Returns the notifier that fires whenever rollouts enter the queue.

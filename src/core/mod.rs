@@ -17,6 +17,8 @@ pub mod model;
 pub mod ownership;
 pub mod query;
 pub mod retention;
+pub mod reward;
 pub mod storage;
 pub mod subscription;
 pub mod telemetry;
+pub mod waiting;

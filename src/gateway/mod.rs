@@ -29,6 +29,7 @@
 //! store one durable append: its event.
 
 mod cache;
+pub mod rates;
 pub mod upstream;
 
 use std::borrow::Cow;
@@ -135,6 +136,8 @@ pub struct Gateway {
     changed: Notify,
     /// What the last calls read from the store.
     cache: cache::RouteCache,
+    /// This server's calls per model server, for the console.
+    rates: rates::CallRates,
     metrics: Metrics,
     max_body_bytes: usize,
 }
@@ -171,6 +174,7 @@ impl Gateway {
             local: parking_lot::Mutex::new(Local::default()),
             changed: Notify::new(),
             cache: cache::RouteCache::default(),
+            rates: rates::CallRates::default(),
             metrics,
             max_body_bytes,
         })
@@ -279,6 +283,16 @@ impl Gateway {
             self.changed.notify_one();
         }
         Ok(InFlight(self))
+    }
+
+    /// Returns the model every call goes to, when the gateway is configured.
+    pub fn model(&self) -> Option<&str> {
+        self.config.settings.as_ref().map(|s| s.model.as_str())
+    }
+
+    /// Returns this server's calls per model server over the last minutes.
+    pub fn call_rates(&self) -> Vec<rates::ModelRate> {
+        self.rates.rates()
     }
 
     /// Tells the gateway that this server changed the model servers, so
@@ -436,6 +450,12 @@ impl Gateway {
         };
         let answer =
             upstream::post(&self.client, &url, payload.clone(), limits, &self.metrics).await?;
+        self.rates.record(
+            &server.model,
+            &server.endpoint,
+            answer.latency,
+            answer.status >= 400,
+        );
         let read = read_answer(&answer.body).map_err(|_| upstream::invalid_answer(&answer.body))?;
         let data = model_request_data(
             server,

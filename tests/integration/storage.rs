@@ -97,6 +97,7 @@ enum Op {
         rollout: u8,
     },
     Model {
+        model: u8,
         endpoint: u8,
         version: u8,
     },
@@ -181,7 +182,11 @@ fn op() -> impl Strategy<Value = Op> {
         (0..6u8).prop_map(|rollout| Op::RewriteEvent { rollout }),
         (0..6u8).prop_map(|rollout| Op::Complete { rollout }),
         (0..6u8).prop_map(|rollout| Op::Delete { rollout }),
-        (0..3u8, 0..3u8).prop_map(|(endpoint, version)| Op::Model { endpoint, version }),
+        (0..2u8, 0..3u8, 0..3u8).prop_map(|(model, endpoint, version)| Op::Model {
+            model,
+            endpoint,
+            version
+        }),
         Just(Op::ClearModels),
         (0..9u8).prop_map(|generation| Op::Pause { generation }),
         (0..3u8, any::<bool>()).prop_map(|(id, present)| Op::Replica { id, present }),
@@ -611,8 +616,12 @@ async fn agl1_op(tx: &mut dyn StoreTx, writes: &mut WriteSet, op: &Op) {
                 writes.agl1.deleted.insert(id);
             }
         }
-        Op::Model { endpoint, version } => writes.agl1.put_model(&ModelServer {
-            model: "m".to_owned(),
+        Op::Model {
+            model,
+            endpoint,
+            version,
+        } => writes.agl1.put_model(&ModelServer {
+            model: ["m", "n"][usize::from(model % 2)].to_owned(),
             endpoint: format!("http://e{endpoint}"),
             version: i64::from(version),
         }),
@@ -686,7 +695,9 @@ async fn observe_agl1(tx: &mut dyn StoreTx) -> Vec<String> {
             }
         }
     }
-    seen.push(format!("{:?}", tx.models("m").await.unwrap()));
+    for model in [Some("m"), Some("n"), None] {
+        seen.push(format!("{:?}", tx.models(model).await.unwrap()));
+    }
     seen.push(format!("{:?}", tx.pause(Access::Read).await.unwrap()));
     seen.push(format!("{:?}", tx.replicas().await.unwrap()));
     seen
@@ -773,6 +784,7 @@ async fn dropping_a_transaction_rolls_back_everything_on_every_backend() {
                 },
                 Op::Complete { rollout: 1 },
                 Op::Model {
+                    model: 1,
                     endpoint: 0,
                     version: 0,
                 },

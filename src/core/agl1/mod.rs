@@ -15,6 +15,7 @@
 //! through it.
 
 pub mod cache;
+pub mod diagnosis;
 pub mod events;
 pub mod gateway;
 pub mod model_call;

@@ -408,7 +408,13 @@ impl Engine {
 
     /// Returns the servers registered for `model`.
     pub async fn models(&self, model: &str) -> StoreResult<Vec<ModelServer>> {
-        self.run(Scan::Skip, |tx| Box::pin(tx.store.models(model)))
+        self.run(Scan::Skip, |tx| Box::pin(tx.store.models(Some(model))))
+            .await
+    }
+
+    /// Returns every registered model server, in registration order.
+    pub async fn all_models(&self) -> StoreResult<Vec<ModelServer>> {
+        self.run(Scan::Read, |tx| Box::pin(tx.store.models(None)))
             .await
     }
 

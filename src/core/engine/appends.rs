@@ -231,7 +231,12 @@ impl Engine {
                 let outcome = match (verdict, &committed) {
                     (Err(error), _) => Err(error),
                     (Ok(_), Err(error)) => Err(error.clone()),
-                    (Ok(Verdict::Staged(event) | Verdict::Recorded(event)), Ok(())) => {
+                    (Ok(Verdict::Staged(event)), Ok(())) => {
+                        self.observer.agl1_event(&event.event_type);
+                        self.bus.publish_appended(&event.rollout_id);
+                        Ok(event)
+                    }
+                    (Ok(Verdict::Recorded(event)), Ok(())) => {
                         self.observer.agl1_event(&event.event_type);
                         Ok(event)
                     }

@@ -2,7 +2,7 @@
 
 use super::super::error::{StoreError, StoreResult};
 use super::super::ids;
-use super::super::model::{Json, ResourcesUpdate, Worker};
+use super::super::model::{Json, ResourcesUpdate, Worker, WorkerSession};
 use super::super::query::{Page, Paged, ResourcesFilter, WorkerFilter};
 use super::super::storage::Access;
 use super::{Engine, Scan};
@@ -112,6 +112,17 @@ impl Engine {
             .into_iter()
             .next()
             .ok_or_else(|| StoreError::worker_not_found(worker_id))
+    }
+
+    /// Returns the session records of the workers among `worker_ids` that
+    /// have one, in worker id order: which server holds (or last held)
+    /// each worker's session, in which state, and the attempts it owns.
+    pub async fn worker_sessions(&self, worker_ids: &[&str]) -> StoreResult<Vec<WorkerSession>> {
+        self.limits().check_ids("worker_ids", worker_ids.len())?;
+        self.run(Scan::Read, |tx| {
+            Box::pin(async move { tx.store.sessions(worker_ids, Access::Read).await })
+        })
+        .await
     }
 
     /// Records a worker heartbeat, creating the worker when unknown; never

@@ -90,8 +90,9 @@ pub trait Agl1Reads: Send {
         key: &str,
     ) -> StoreResult<Option<(String, StoredEvent)>>;
 
-    /// Returns the servers registered for `model`, in registration order.
-    async fn models(&mut self, model: &str) -> StoreResult<Vec<ModelServer>>;
+    /// Returns the servers registered for `model` (`None`: for every
+    /// model), in registration order.
+    async fn models(&mut self, model: Option<&str>) -> StoreResult<Vec<ModelServer>>;
     /// Returns the gateway's pause.
     async fn pause(&mut self, access: Access) -> StoreResult<Pause>;
     /// Returns every server's gateway presence, in server id order.

@@ -266,13 +266,13 @@ impl Agl1Reads for MemoryTx<'_> {
             .map(|event| (digest, event.clone())))
     }
 
-    async fn models(&mut self, model: &str) -> StoreResult<Vec<ModelServer>> {
+    async fn models(&mut self, model: Option<&str>) -> StoreResult<Vec<ModelServer>> {
         Ok(self
             .state
             .agl1
             .models
             .values()
-            .filter(|server| server.model == model)
+            .filter(|server| model.is_none_or(|model| server.model == model))
             .cloned()
             .collect())
     }

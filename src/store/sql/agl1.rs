@@ -544,13 +544,15 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
         }
     }
 
-    async fn models(&mut self, model_name: &str) -> StoreResult<Vec<ModelServer>> {
-        let sql = "SELECT model, endpoint, version FROM agl1_models WHERE model = $1 ORDER BY pos";
-        self.read(Statement::new(sql).bind(model_name))
-            .await?
-            .iter()
-            .map(model)
-            .collect()
+    async fn models(&mut self, model_name: Option<&str>) -> StoreResult<Vec<ModelServer>> {
+        let statement = match model_name {
+            Some(model_name) => Statement::new(
+                "SELECT model, endpoint, version FROM agl1_models WHERE model = $1 ORDER BY pos",
+            )
+            .bind(model_name),
+            None => Statement::new("SELECT model, endpoint, version FROM agl1_models ORDER BY pos"),
+        };
+        self.read(statement).await?.iter().map(model).collect()
     }
 
     async fn pause(&mut self, access: Access) -> StoreResult<Pause> {
