@@ -12,6 +12,9 @@
 //!
 //! [`otlp`] maps and stores OTLP traces for both OTLP receivers (gRPC and HTTP).
 //!
+//! [`console`] is the web console (pages on the same port, over the same
+//! engine).
+//!
 //! [`server`] assembles the gRPC services and HTTP routes on one port, within the
 //! connection limits of [`transport`]; [`metrics`] serves
 //! Prometheus metrics on another; [`cli`] is the command line.
@@ -21,6 +24,7 @@ pub mod auth;
 pub mod bench;
 pub mod call_log;
 pub mod cli;
+pub mod console;
 pub mod core;
 pub mod gateway;
 pub mod http;

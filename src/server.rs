@@ -105,6 +105,8 @@ pub struct ServerConfig {
     pub reflection: bool,
     /// agent-lightning 1.x's LLM gateway.
     pub gateway: GatewayConfig,
+    /// Whether the web console is served (at `/` and under `/console`).
+    pub console: bool,
 }
 
 /// An already-bound listener for the metrics endpoint, shareable so that
@@ -142,6 +144,7 @@ impl Default for ServerConfig {
             reload_interval: Duration::from_secs(5),
             reflection: true,
             gateway: GatewayConfig::default(),
+            console: true,
         }
     }
 }
@@ -317,6 +320,21 @@ pub async fn serve(
             .add_service(reflection().build_v1alpha()?);
     }
     let grpc = grpc.into_axum_router().reset_fallback();
+    let console = config.console.then(|| {
+        crate::console::ConsoleContext::new(
+            crate::console::Sources {
+                engine: engine.clone(),
+                gateway: gateway.clone(),
+                dispatcher: dispatcher.clone(),
+            },
+            crate::console::ConsoleConfig {
+                tokens: config.tokens.clone(),
+                tls: config.tls.is_some(),
+                max_streams: config.transport.max_subscribers,
+                stream_timeout: config.subscriber_timeout,
+            },
+        )
+    });
     let http = crate::http::routes(crate::http::HttpContext {
         engine: engine.clone(),
         trace_ingest,
@@ -327,11 +345,17 @@ pub async fn serve(
     // Tokens are checked inside CORS: a browser's preflight carries none.
     let auth = AuthLayer::new(config.tokens.clone(), &config.metrics);
     let grpc = grpc.route_layer(auth.clone());
-    let mut http = http.route_layer(auth);
+    let mut http = http.route_layer(auth.clone());
     if let Some(cors) = crate::http::cors(&config.cors_origins)? {
         http = http.layer(cors);
     }
-    let routes = grpc.merge(http).fallback(crate::http::not_found);
+    let mut routes = grpc.merge(http);
+    // The console answers no other origin (no CORS): its pages and the
+    // cookie it accepts are for this origin's browser tabs only.
+    if let Some(console) = console {
+        routes = routes.merge(crate::console::routes(console, auth));
+    }
+    let routes = routes.fallback(crate::http::not_found);
     let server = tonic::transport::Server::builder()
         // HTTP/1.1 beside HTTP/2: agent-lightning's clients speak HTTP/1.1.
         .accept_http1(true)

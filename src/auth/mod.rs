@@ -77,6 +77,11 @@ impl Grant {
     pub fn name(&self) -> &str {
         &self.entry.name
     }
+
+    /// Returns whether the token grants `permission`.
+    pub fn allows(&self, permission: policy::Permission) -> bool {
+        self.entry.allows(permission)
+    }
 }
 
 /// A worker-bound token used for another worker id (PERMISSION_DENIED, 403).
@@ -169,18 +174,26 @@ impl AuthLayer {
     /// Decides on a request: `Ok` with the grant to attach (`None` for an
     /// open call), or the refusal.
     fn decide(&self, tokens: &Tokens, request: &Request) -> Result<Option<Grant>, Refusal> {
-        let need = if is_grpc(request.headers()) {
+        let grpc = is_grpc(request.headers());
+        let route = request.extensions().get::<MatchedPath>();
+        let need = if grpc {
             policy::grpc_need(request.uri().path())
         } else {
-            request
-                .extensions()
-                .get::<MatchedPath>()
-                .and_then(|route| policy::http_need(request.method(), route.as_str()))
+            route.and_then(|route| policy::http_need(request.method(), route.as_str()))
         };
         if need == Some(Need::Nothing) {
             return Ok(None);
         }
-        let token = presented(request.headers()).ok_or(Refusal::Missing)?;
+        // A browser signed in to the console holds its token in a cookie,
+        // which only the console's routes accept (the API's never do, so
+        // that no other page can make a browser call the API with it).
+        let console = !grpc && route.is_some_and(|r| crate::console::is_console_route(r.as_str()));
+        let cookie = console
+            .then(|| crate::console::session::cookie_token(request.headers()))
+            .flatten();
+        let token = presented(request.headers())
+            .or(cookie.as_deref())
+            .ok_or(Refusal::Missing)?;
         let entry = tokens.find(token).ok_or(Refusal::Invalid)?;
         // A call missing from the table is for admins only.
         let allowed = match need {
@@ -243,7 +256,21 @@ where
             Err(refusal) => refusal,
         };
         self.layer.failures[refusal as usize].inc();
-        let mut response = refusal_response(refusal, is_grpc(request.headers()));
+        let route = request.extensions().get::<MatchedPath>();
+        let mut response = match route {
+            Some(route)
+                if !is_grpc(request.headers())
+                    && crate::console::is_console_route(route.as_str()) =>
+            {
+                crate::console::session::refusal(
+                    refusal,
+                    request.method(),
+                    Some(route.as_str()),
+                    request.uri(),
+                )
+            }
+            _ => refusal_response(refusal, is_grpc(request.headers())),
+        };
         if let Some(route) = request.extensions().get::<MatchedPath>() {
             response
                 .extensions_mut()

@@ -69,6 +69,20 @@ impl Role {
         }
     }
 
+    /// Returns the roles that grant `permission`, in [`Role::NAMES`] order.
+    pub fn granting(permission: Permission) -> Vec<Role> {
+        [
+            Role::Admin,
+            Role::Algorithm,
+            Role::Runner,
+            Role::Ingest,
+            Role::Read,
+        ]
+        .into_iter()
+        .filter(|role| role.permissions().contains(&permission))
+        .collect()
+    }
+
     /// The roles' names, as written in the tokens file.
     pub const NAMES: [&'static str; 5] = ["admin", "algorithm", "runner", "ingest", "read"];
 }
@@ -225,6 +239,9 @@ pub fn http_need(method: &Method, route: &str) -> Option<Need> {
     if route.starts_with("/proxy/rollout/") {
         return need(P::Work);
     }
+    if crate::console::is_console_route(route) {
+        return console_need(method, route);
+    }
     match (method.as_str(), route) {
         ("GET", _) => read,
         ("POST", "/proxy/pause" | "/proxy/resume") => need(P::Gateway),
@@ -233,6 +250,21 @@ pub fn http_need(method: &Method, route: &str) -> Option<Need> {
         }
         ("POST" | "DELETE", "/api/models") => need(P::Resources),
         ("POST", "/api/rollouts/{rollout_id}/attempt/{attempt_id}/events") => need(P::Work),
+        _ => None,
+    }
+}
+
+/// What a console route needs (see [`crate::console`]): its assets and
+/// sign-in are open, its actions need what the API's do, every page needs
+/// `read`.
+fn console_need(method: &Method, route: &str) -> Option<Need> {
+    use Permission as P;
+    let need = |permission| Some(Need::Permission(permission));
+    match route {
+        "/console/assets/{name}" | "/console/login" | "/console/logout" => Some(Need::Nothing),
+        "/console/rollouts/{rollout_id}/cancel" => need(P::Rollouts),
+        "/console/gateway/pause" | "/console/gateway/resume" => need(P::Gateway),
+        _ if *method == Method::GET => need(P::Read),
         _ => None,
     }
 }

@@ -151,7 +151,8 @@ async fn method_not_allowed() -> HttpError {
     )
 }
 
-async fn record_route(request: Request, next: Next) -> Response {
+/// Records the matched route template in the response, for the call layer.
+pub async fn record_route(request: Request, next: Next) -> Response {
     let route = request.extensions().get::<MatchedPath>().cloned();
     let mut response = next.run(request).await;
     if let Some(route) = route {

@@ -105,6 +105,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
         reload_interval: security.reload_interval(),
         reflection: security.reflection,
         gateway: args.gateway.gateway_config(),
+        console: security.console,
     };
     tracing::info!(backend = ?args.storage.store, "store opened");
     server::serve(listener, engine, config, shutdown_signal()).await

@@ -511,6 +511,15 @@ pub struct SecurityOptions {
         action = clap::ArgAction::Set
     )]
     pub reflection: bool,
+    /// Whether the web console is served at `/` (and under `/console`):
+    /// pages to watch and debug training, guarded by the same tokens.
+    #[arg(
+        long,
+        env = "LIGHTNING_STORE_CONSOLE",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub console: bool,
     /// Allows listening on a non-loopback address with neither tokens nor
     /// client certificates: anyone who reaches the port can then read and
     /// rewrite the training.

@@ -9,7 +9,7 @@
 //! (which its client retries for ~8 s) are 4xx here when the client is at
 //! fault ([`crate::http::error`]).
 
-mod models;
+pub(crate) mod models;
 pub(crate) mod requests;
 mod resources;
 mod rollouts;

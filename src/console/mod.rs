@@ -1,0 +1,190 @@
+//! The web console: pages where people watch and debug training, served
+//! by the binary on the API's port (`/` and under [`PREFIX`]), calling the
+//! same [`Engine`] as the gRPC and HTTP adapters. On by default; `serve
+//! --console false` leaves it out.
+//!
+//! # Shape
+//! * Server-rendered HTML from askama templates (`src/console/templates`,
+//!   compiled in, every value escaped), charts drawn as SVG by templates
+//!   from scales computed in [`charts`], and one small script and style
+//!   sheet of our own ([`assets`], embedded with `include_str!`). No
+//!   front-end build, no CDN, nothing read from disk.
+//! * Every page is a plain URL holding its filters (a GET form), so that it
+//!   can be bookmarked, shared and reloaded, and the back button works.
+//! * Live updates ([`live`]): the page's script opens its own URL as an
+//!   event stream; one hub per server follows the engine's event
+//!   subscription, re-renders each open page at most a few times a second,
+//!   once for every tab that shows it, and pushes the new HTML.
+//! * Access ([`session`]): the API's tokens and roles, checked by the same
+//!   layer and table ([`crate::auth`]). A browser signs in once with its
+//!   token, which it then holds in an HttpOnly, SameSite=Strict cookie that
+//!   only the console's routes accept; scripts never see it, no URL
+//!   carries it. Actions (cancel a rollout; pause and resume the gateway)
+//!   are confirmed on a page of their own, posted with a form, checked
+//!   for a same-origin request and a form token, and call the engine as
+//!   the API does.
+//! * A strict Content-Security-Policy on every answer: scripts, styles and
+//!   images from this origin only, no inline script or style.
+
+pub mod assets;
+mod charts;
+mod format;
+mod live;
+mod pages;
+mod reads;
+pub mod session;
+mod view;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::routing::get;
+use http::{HeaderValue, header};
+
+use self::live::Hub;
+use crate::auth::{AuthLayer, Tokens};
+use crate::core::dispatcher::Dispatcher;
+use crate::core::engine::Engine;
+use crate::gateway::Gateway;
+
+/// The prefix of every console path but the Overview's (`/`). It clashes
+/// with no API: agent-lightning 0.x's is `/v1/agl`, 1.x's `/api` and
+/// `/proxy`, OTLP's `/v1/traces`.
+pub const PREFIX: &str = "/console";
+
+/// The Content-Security-Policy of every console answer: nothing from
+/// another origin, no inline script or style, no framing.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; \
+     base-uri 'none'; frame-ancestors 'none'";
+
+/// Returns whether a route template is the console's (whose refusals are
+/// pages, and which accept the console's cookie).
+pub fn is_console_route(route: &str) -> bool {
+    route == "/" || route.starts_with("/console/") || route == PREFIX
+}
+
+/// What the console reads from: the engine, and this server's gateway and
+/// worker sessions.
+pub struct Sources {
+    pub engine: Arc<Engine>,
+    pub gateway: Arc<Gateway>,
+    pub dispatcher: Arc<Dispatcher>,
+}
+
+/// Settings of the console.
+pub struct ConsoleConfig {
+    /// The tokens of the port (`None`: open, as the API is).
+    pub tokens: Option<Tokens>,
+    /// Whether the port speaks TLS (the cookie is then `Secure`).
+    pub tls: bool,
+    /// Live pages open at once; more are refused (503) until some close.
+    pub max_streams: usize,
+    /// How long a live page that reads nothing may hold an update before it
+    /// is dropped as too slow.
+    pub stream_timeout: Duration,
+}
+
+/// What every console handler shares.
+#[derive(Clone)]
+pub struct ConsoleContext(Arc<Shared>);
+
+struct Shared {
+    sources: Arc<Sources>,
+    config: ConsoleConfig,
+    hub: Arc<Hub>,
+}
+
+impl ConsoleContext {
+    /// Returns the console over `sources`.
+    pub fn new(sources: Sources, config: ConsoleConfig) -> Self {
+        let sources = Arc::new(sources);
+        let hub = Hub::new(sources.clone(), config.max_streams);
+        Self(Arc::new(Shared {
+            sources,
+            config,
+            hub,
+        }))
+    }
+
+    fn sources(&self) -> &Sources {
+        &self.0.sources
+    }
+
+    fn config(&self) -> &ConsoleConfig {
+        &self.0.config
+    }
+
+    fn hub(&self) -> &Arc<Hub> {
+        &self.0.hub
+    }
+}
+
+/// Returns the console's routes, guarded by `auth` (the API's layer, which
+/// takes the console's cookie on these routes), every answer carrying the
+/// console's security headers.
+pub fn routes(context: ConsoleContext, auth: AuthLayer) -> Router {
+    Router::new()
+        .route("/", get(pages::overview))
+        .route("/console/rollouts", get(pages::rollouts))
+        .route("/console/rollouts/{rollout_id}", get(pages::rollout))
+        .route(
+            "/console/rollouts/{rollout_id}/download",
+            get(pages::download),
+        )
+        .route(
+            "/console/rollouts/{rollout_id}/cancel",
+            get(pages::confirm_cancel).post(pages::cancel),
+        )
+        .route("/console/workers", get(pages::workers))
+        .route("/console/resources", get(pages::resources))
+        .route("/console/models", get(pages::models))
+        .route("/console/search", get(pages::search))
+        .route(
+            "/console/gateway/pause",
+            get(pages::confirm_pause).post(pages::pause),
+        )
+        .route(
+            "/console/gateway/resume",
+            get(pages::confirm_resume).post(pages::resume),
+        )
+        .route(
+            "/console/login",
+            get(session::login_page).post(session::login),
+        )
+        .route("/console/logout", axum::routing::post(session::logout))
+        .route("/console/assets/{name}", get(assets::serve))
+        .route("/console/{*rest}", get(pages::not_found))
+        .route_layer(axum::middleware::from_fn(crate::http::record_route))
+        .route_layer(auth)
+        .layer(axum::middleware::from_fn(security_headers))
+        .with_state(context)
+}
+
+/// Adds the console's security headers to every answer; pages (all but
+/// the assets, which say how to cache them) are never stored by caches.
+async fn security_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers
+        .entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    response
+}
