@@ -195,6 +195,8 @@ pub struct Metrics {
     auth_failures: Family<ReasonLabels, Counter>,
     tls_handshake_failures: Counter,
     reloads: Family<ReloadLabels, Counter>,
+    console_live_pages: Gauge,
+    console_dropped: Counter,
     agl1: Agl1Metrics,
     store: Arc<StoreCollector>,
 }
@@ -291,6 +293,18 @@ impl Metrics {
             "Reloads of the tokens file and the TLS files after they changed, by result",
             reloads.clone(),
         );
+        let console_live_pages = Gauge::default();
+        registry.register(
+            "console_live_pages",
+            "Console pages open with live updates on this server",
+            console_live_pages.clone(),
+        );
+        let console_dropped = Counter::default();
+        registry.register(
+            "console_live_pages_dropped",
+            "Live console pages cut off because the browser read nothing for --subscriber-timeout",
+            console_dropped.clone(),
+        );
         let agl1 = Agl1Metrics::register(&mut registry);
         let store = Arc::new(StoreCollector::default());
         registry.register_collector(Box::new(store.clone()));
@@ -308,9 +322,26 @@ impl Metrics {
             auth_failures,
             tls_handshake_failures,
             reloads,
+            console_live_pages,
+            console_dropped,
             agl1,
             store,
         }
+    }
+
+    /// Counts a live console page opened (`1`) or closed (`-1`).
+    pub fn console_live_pages(&self, delta: i64) {
+        self.console_live_pages.inc_by(delta);
+    }
+
+    /// Returns the live console pages open now.
+    pub fn console_live_pages_open(&self) -> i64 {
+        self.console_live_pages.get()
+    }
+
+    /// Counts a live console page cut off as too slow.
+    pub fn console_live_page_dropped(&self) {
+        self.console_dropped.inc();
     }
 
     /// Returns the metrics of agent-lightning 1.x's gateway and API.

@@ -332,6 +332,7 @@ pub async fn serve(
                 tls: config.tls.is_some(),
                 max_streams: config.transport.max_subscribers,
                 stream_timeout: config.subscriber_timeout,
+                metrics: config.metrics.clone(),
             },
         )
     });

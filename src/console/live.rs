@@ -20,7 +20,6 @@
 //! the server starts shutting down, so the drain never waits for them.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -28,13 +27,12 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use futures::StreamExt as _;
 use http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use parking_lot::Mutex;
+use std::future::Future as _;
 use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::{Notify, Semaphore, mpsc, watch};
+use tokio::sync::{Notify, Semaphore, mpsc, oneshot, watch};
 use tokio::time::Instant;
-use tokio_stream::wrappers::ReceiverStream;
 
 use super::pages::error_panel;
 use super::view::{View, ViewKey};
@@ -400,9 +398,15 @@ pub fn stream(context: &ConsoleContext, key: ViewKey, after: u64) -> Response {
     let mut updates = hub.watch(key, after);
     let mut closing = context.sources().engine.closing();
     let timeout = context.config().stream_timeout;
-    let (sender, receiver) = mpsc::channel::<Bytes>(1);
+    let metrics = context.config().metrics.clone();
+    let (sender, frames) = mpsc::channel::<Bytes>(1);
+    let (abort, aborted) = oneshot::channel();
+    metrics.console_live_pages(1);
     tokio::spawn(async move {
-        let _place = place;
+        let _open = OpenPage {
+            _place: place,
+            metrics: metrics.clone(),
+        };
         if !deliver(&sender, Bytes::from_static(RECONNECT.as_bytes()), timeout).await {
             return;
         }
@@ -425,12 +429,19 @@ pub fn stream(context: &ConsoleContext, key: ViewKey, after: u64) -> Response {
                 _ = closing.wait_for(|closed| *closed) => return,
             };
             if !deliver(&sender, frame, timeout).await {
-                tracing::debug!("console: dropped a live page that read nothing");
+                if !sender.is_closed() {
+                    tracing::info!(?timeout, "console: cut off a live page that read nothing");
+                    metrics.console_live_page_dropped();
+                    let _ = abort.send(());
+                }
                 return;
             }
         }
     });
-    let body = Body::from_stream(ReceiverStream::new(receiver).map(Ok::<_, Infallible>));
+    let body = Body::from_stream(LiveBody {
+        frames,
+        aborted: Some(aborted),
+    });
     (
         [
             (
@@ -442,6 +453,50 @@ pub fn stream(context: &ConsoleContext, key: ViewKey, after: u64) -> Response {
         body,
     )
         .into_response()
+}
+
+/// Holds a live page's place and count while its stream runs.
+struct OpenPage {
+    _place: tokio::sync::OwnedSemaphorePermit,
+    metrics: crate::metrics::Metrics,
+}
+
+impl Drop for OpenPage {
+    fn drop(&mut self) {
+        self.metrics.console_live_pages(-1);
+    }
+}
+
+/// A live page's response body: its frames, or an error that makes the
+/// server close the connection at once when the page is cut off (so that
+/// nothing stays buffered for a browser that reads nothing).
+struct LiveBody {
+    frames: mpsc::Receiver<Bytes>,
+    /// `None` once it resolved.
+    aborted: Option<oneshot::Receiver<()>>,
+}
+
+impl futures::Stream for LiveBody {
+    type Item = Result<Bytes, std::io::Error>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        if let Some(aborted) = &mut self.aborted
+            && let Poll::Ready(outcome) = std::pin::Pin::new(aborted).poll(cx)
+        {
+            self.aborted = None;
+            // A closed abort channel without a message is a normal end.
+            if outcome.is_ok() {
+                return Poll::Ready(Some(Err(std::io::Error::other(
+                    "the browser read nothing: cut off",
+                ))));
+            }
+        }
+        self.frames.poll_recv(cx).map(|frame| frame.map(Ok))
+    }
 }
 
 /// Hands a frame to the connection; false when the browser left or took

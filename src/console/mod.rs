@@ -87,6 +87,8 @@ pub struct ConsoleConfig {
     /// How long a live page that reads nothing may hold an update before it
     /// is dropped as too slow.
     pub stream_timeout: Duration,
+    /// Where live pages are counted.
+    pub metrics: crate::metrics::Metrics,
 }
 
 /// What every console handler shares.

@@ -16,6 +16,8 @@ mod agl1_upstream;
 mod bench;
 mod cli;
 mod conformance;
+mod console;
+mod console_http;
 mod crash;
 mod drain;
 mod failover;

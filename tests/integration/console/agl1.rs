@@ -1,0 +1,97 @@
+//! An agent-lightning 1.x rollout's page: its `model_request` events from
+//! a real call through the gateway (to a fake model server) render as a
+//! conversation, live, with the trainer's view of it (triplets, training
+//! rows) and a diagnosis while it gives none.
+
+use serde_json::json;
+
+use super::BACKEND;
+use crate::agl1::support::{Api, KEY, start};
+use crate::common::Backend;
+use crate::common::browser::with_browser;
+use crate::common::model_server::ModelServer;
+use crate::console::support::sign_in;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_renders_from_a_gateway_call() {
+    let server = start(BACKEND).await;
+    let model = ModelServer::start().await;
+    let api = Api::new(&server);
+    api.register(&[model.endpoint()]).await;
+    api.create_one("conversation-1", json!({"question": "capital of France?"}))
+        .await;
+    api.set_state("conversation-1", "running").await;
+    let base = server.url.clone();
+    with_browser("console-agl1", move |browser| async move {
+        sign_in(&browser, &base, KEY).await;
+        browser
+            .goto(&format!("{base}/console/rollouts/conversation-1"))
+            .await;
+        // Before any call: no training row, and the page says why.
+        assert_eq!(browser.text("#training-heading").await, "Training rows: 0");
+        let findings = browser.text("ul.findings").await;
+        assert!(
+            findings.contains("No model call went through the gateway"),
+            "{findings}"
+        );
+
+        let body = json!({"model": "any", "messages": [
+            {"role": "system", "content": "Answer with one word."},
+            {"role": "user", "content": "What is the capital of France?"},
+        ]});
+        let answer = api.chat("conversation-1", "train", &body).await;
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        let reply = answer.json()["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        // The call appears on the open page: the messages it sent, the answer.
+        browser
+            .wait_for_text("ol.conversation", "What is the capital of France?")
+            .await;
+        browser
+            .wait_for_text("ol.conversation .answer", &reply)
+            .await;
+        let meta = browser.text("ol.conversation .call-meta").await;
+        assert!(meta.contains("test-model"), "{meta}");
+        assert!(meta.contains("token ids recorded"), "{meta}");
+        browser
+            .wait_for_text("#training-heading", "Training rows: 1")
+            .await;
+        assert!(browser.text("#live").await.contains("No reward event"));
+
+        let reward = api
+            .post_event(
+                "conversation-1",
+                "0",
+                "reward",
+                json!({"value": 1.0, "reason": "Paris"}),
+            )
+            .await;
+        assert_eq!(reward.status, 200, "{}", reward.text());
+        api.set_state("conversation-1", "succeeded").await;
+        browser.wait_for_text("section.summary", "succeeded").await;
+        browser.wait_for_text("p.reward", "Paris").await;
+        assert!(!browser.text("#live").await.contains("No reward event"));
+        let triplets = browser.texts("#triplets-heading ~ .scroll td").await;
+        assert!(triplets.contains(&"yes".to_owned()), "{triplets:?}");
+        if BACKEND == Backend::Sqlite {
+            browser
+                .eval("document.getElementById('training-heading').scrollIntoView(); return true")
+                .await;
+            browser.document("rollout-agl1").await;
+        }
+        // The Models page: the model server, and this server's calls to it.
+        browser.goto(&format!("{base}/console/models")).await;
+        let servers = browser.text("#servers-heading + .scroll table").await;
+        assert!(servers.contains("test-model"), "{servers}");
+        let calls = browser
+            .text("#servers-heading + .scroll tbody td:nth-child(4)")
+            .await;
+        assert_ne!(calls, "0", "one call in the last minutes");
+        if BACKEND == Backend::Sqlite {
+            browser.document("models").await;
+        }
+    })
+    .await;
+}

@@ -1,0 +1,280 @@
+//! The console over plain HTTP (no browser): its flag, its headers, the
+//! cookie only its routes accept, and its live pages' streams, which end
+//! when the server drains and are cut off when the browser reads nothing.
+
+use std::time::{Duration, SystemTime};
+
+use lightning_store::auth::Tokens;
+use lightning_store::metrics::Metrics;
+use lightning_store::proto as pb;
+use lightning_store::server::ServerConfig;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+
+use crate::common::http::{HttpClient, Version};
+use crate::common::{Backend, TestOptions, TestServer};
+use crate::console::support::{add_spans, dequeue, enqueue, span, text};
+
+const KEY: &str = "console-http-key";
+
+async fn start(config: ServerConfig) -> TestServer {
+    TestServer::start_opts(
+        Backend::Memory,
+        TestOptions {
+            config,
+            ..TestOptions::default()
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn the_flag_turns_the_console_off() {
+    let server = start(ServerConfig {
+        console: false,
+        ..ServerConfig::default()
+    })
+    .await;
+    let http = HttpClient::new(server.addr, Version::Http1);
+    for path in ["/", "/console/rollouts", "/console/assets/console.css"] {
+        let response = http.get(path).await;
+        assert_eq!(response.status, 404, "{path}");
+        assert_eq!(response.json(), serde_json::json!({"detail": "Not Found"}));
+    }
+}
+
+#[tokio::test]
+async fn pages_carry_a_strict_policy_and_only_console_routes_take_the_cookie() {
+    let server = start(ServerConfig {
+        tokens: Tokens::load(None, Some(KEY)).unwrap(),
+        ..ServerConfig::default()
+    })
+    .await;
+    let http = HttpClient::new(server.addr, Version::Http1);
+    // Without a token: the sign-in page, itself under the policy.
+    let refused = http.get("/console/rollouts?status=running").await;
+    assert_eq!(refused.status, 303);
+    assert_eq!(
+        refused.headers["location"],
+        "/console/login?next=%2Fconsole%2Frollouts%3Fstatus%3Drunning"
+    );
+    let policy = refused.headers["content-security-policy"].to_str().unwrap();
+    assert!(policy.contains("script-src 'self'") && policy.contains("default-src 'none'"));
+    assert!(!policy.contains("unsafe-inline"));
+    // Signing in sets an HttpOnly, SameSite=Strict cookie and goes on.
+    let signed = http
+        .request(
+            "POST",
+            "/console/login",
+            &[
+                ("content-type", "application/x-www-form-urlencoded"),
+                ("sec-fetch-site", "same-origin"),
+            ],
+            format!("token={KEY}&next=%2Fconsole%2Fworkers"),
+        )
+        .await;
+    assert_eq!(signed.status, 303, "{}", signed.text());
+    assert_eq!(signed.headers["location"], "/console/workers");
+    let cookie = signed.headers["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    assert!(!cookie.contains(KEY), "the cookie holds the token encoded");
+    let pair = cookie.split(';').next().unwrap().to_owned();
+    let page = http
+        .request("GET", "/console/workers", &[("cookie", &pair)], "")
+        .await;
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("<h1>Workers</h1>"));
+    assert!(!page.text().contains(KEY), "the token is on no page");
+    // The API never takes the cookie: another page could make a browser send it.
+    let api = http
+        .request("GET", "/api/rollouts", &[("cookie", &pair)], "")
+        .await;
+    assert_eq!(api.status, 401);
+    // Scripts may send the bearer token to the console, as to the API.
+    let bearer = format!("Bearer {KEY}");
+    let page = http
+        .request("GET", "/", &[("authorization", &bearer)], "")
+        .await;
+    assert_eq!(page.status, 200);
+    // A form from another site is refused, whatever it carries.
+    let forged = http
+        .request(
+            "POST",
+            "/console/gateway/pause",
+            &[
+                ("cookie", &pair),
+                ("sec-fetch-site", "cross-site"),
+                ("content-type", "application/x-www-form-urlencoded"),
+            ],
+            "retry_after=5",
+        )
+        .await;
+    assert_eq!(forged.status, 403);
+    assert!(!server.engine.gateway_pause().await.unwrap().paused);
+    // Assets are public and cached for good (their URL changes with them).
+    let css = http.get("/console/assets/console.css").await;
+    assert_eq!(css.status, 200);
+    assert!(
+        css.headers["cache-control"]
+            .to_str()
+            .unwrap()
+            .contains("immutable")
+    );
+}
+
+/// Opens a live page's event stream on a raw connection; returns it after
+/// the response's head.
+async fn open_stream(
+    addr: std::net::SocketAddr,
+    path: &str,
+    receive_buffer: Option<u32>,
+) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    if let Some(bytes) = receive_buffer {
+        socket.set_recv_buffer_size(bytes).unwrap();
+    }
+    let mut stream = socket.connect(addr).await.unwrap();
+    let request =
+        format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\naccept: text/event-stream\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        assert_eq!(
+            stream.read(&mut byte).await.unwrap(),
+            1,
+            "the stream answered"
+        );
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains("content-type: text/event-stream"), "{head}");
+    stream
+}
+
+/// Reads until the server ends the response or closes the connection;
+/// returns what was read.
+async fn read_to_end(stream: &mut TcpStream) -> Vec<u8> {
+    let mut read = Vec::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        match stream.read(&mut buffer).await {
+            Ok(0) | Err(_) => return read,
+            Ok(n) => {
+                read.extend_from_slice(&buffer[..n]);
+                // The last chunk of a chunked body.
+                if read.ends_with(b"\r\n0\r\n\r\n") {
+                    return read;
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn live_pages_end_when_the_server_drains() {
+    let server = start(ServerConfig {
+        drain_timeout: Duration::from_secs(60),
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut streams = Vec::new();
+    for path in ["/", "/console/rollouts", "/console/workers"] {
+        streams.push(open_stream(server.addr, path, None).await);
+    }
+    // Well within the drain's 60 s: open streams do not hold it.
+    tokio::time::timeout(Duration::from_secs(20), server.stop())
+        .await
+        .expect("the server drained with live pages open");
+    for mut stream in streams {
+        let read = tokio::time::timeout(Duration::from_secs(5), read_to_end(&mut stream))
+            .await
+            .expect("each stream ended");
+        assert!(String::from_utf8_lossy(&read).contains("retry:"));
+    }
+}
+
+#[tokio::test]
+async fn a_live_page_that_reads_nothing_is_cut_off() {
+    let metrics = Metrics::new();
+    let server = start(ServerConfig {
+        subscriber_timeout: Duration::from_millis(300),
+        metrics: metrics.clone(),
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut client = server.client().await;
+    let rollout_id = enqueue(&mut client, "{}").await;
+    let (_, attempt) = dequeue(&mut client, "w").await;
+    // A heavy page: each render is megabytes, more than the sockets hold.
+    let base = SystemTime::now();
+    let padding = "x".repeat(3_500);
+    let spans: Vec<pb::Span> = (0..600)
+        .map(|i| {
+            let id = format!("s{i}");
+            let attributes = (0..3)
+                .map(|k| text(&format!("pad.{k}"), &padding))
+                .collect();
+            span(
+                &rollout_id,
+                &attempt,
+                &id,
+                None,
+                "padded",
+                base,
+                (i, i + 1),
+                attributes,
+            )
+        })
+        .collect();
+    add_spans(&mut client, spans).await;
+    let path = format!("/console/rollouts/{rollout_id}");
+    let mut stalled = open_stream(server.addr, &path, Some(4096)).await;
+    assert_eq!(metrics.console_live_pages_open(), 1);
+    // Each new span makes a new render; the page is cut off once frames
+    // wait longer than the subscriber timeout (bounded: 20 s of changes).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut added = 0;
+    while metrics.console_live_pages_open() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a page that reads nothing was not cut off ({added} changes)"
+        );
+        let more = span(
+            &rollout_id,
+            &attempt,
+            &format!("more{added}"),
+            None,
+            "more",
+            base,
+            (0, 1),
+            Vec::new(),
+        );
+        add_spans(&mut client, vec![more]).await;
+        added += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Its connection was closed: what it holds ends (no more frames come).
+    tokio::time::timeout(Duration::from_secs(10), read_to_end(&mut stalled))
+        .await
+        .expect("the connection was closed");
+    // Another page still gets its updates (of changes after it rendered).
+    let latest = server.engine.events_after(0, 0).await.unwrap().latest;
+    let path = format!("/console/rollouts?live_after={latest}");
+    let mut reader = open_stream(server.addr, &path, None).await;
+    enqueue(&mut client, "{}").await;
+    let mut seen = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("event: update") {
+        let n = tokio::time::timeout(Duration::from_secs(10), reader.read(&mut buffer))
+            .await
+            .expect("an update within 10 s")
+            .unwrap();
+        assert!(n > 0, "the stream ended");
+        seen.extend_from_slice(&buffer[..n]);
+    }
+}
