@@ -24,7 +24,7 @@ use crate::core::ids;
 use crate::core::limits::RequestLimits;
 use crate::core::model::{AttemptStatus, Json, RolloutStatus, WorkerStatus};
 use crate::core::query::{
-    AttemptSelector, ResourcesFilter, RolloutFilter, SpanFilter, TextMatch, WorkerFilter,
+    AttemptSelector, ResourcesFilter, RolloutFilter, SpanFilter, TextMatch, TimeRange, WorkerFilter,
 };
 use crate::proto as pb;
 use crate::proto::lightning_store_service_server::LightningStoreService;
@@ -523,6 +523,13 @@ impl LightningStoreService for StoreService {
             rollout_id_in: filter_list(rollout_ids, |rollout_id| id("rollout_id_in", &rollout_id))?,
             rollout_id_contains: request.rollout_id_contains,
             logic: c::filter_logic_from_proto(request.filter_logic)?,
+            mode_in: filter_list(given_list(None, &request.mode_in), c::mode_from_proto)?,
+            start_time: TimeRange {
+                from: c::opt_timestamp_from_proto("start_time_from", request.start_time_from)?,
+                until: c::opt_timestamp_from_proto("start_time_until", request.start_time_until)?,
+            },
+            worker_id: c::opt_worker_id("worker_id", request.worker_id.as_ref())?,
+            resources_id: c::opt_id("resources_id", request.resources_id.as_ref())?,
         };
         let page = c::page_from_proto(request.page.as_ref())?;
         let result = self.engine.query_rollouts(&filter, &page).await?;

@@ -274,7 +274,12 @@ impl State {
     }
 
     fn latest_attempt(&self, rollout_id: &str) -> Option<&Attempt> {
-        self.attempts.get(rollout_id).and_then(|a| a.last())
+        self.attempts_of(rollout_id).last()
+    }
+
+    /// Returns a rollout's attempts in sequence order.
+    fn attempts_of(&self, rollout_id: &str) -> &[Attempt] {
+        self.attempts.get(rollout_id).map_or(&[], Vec::as_slice)
     }
 
     fn put_rollout(&mut self, write: RolloutWrite) {
@@ -472,7 +477,7 @@ impl StoreTx for MemoryTx<'_> {
         let matching = state
             .rollouts
             .values()
-            .filter(|r| filter.matches(r))
+            .filter(|r| filter.matches(r, || state.attempts_of(&r.rollout_id)))
             .collect();
         Ok(page.apply(matching).map(|rollout: &Rollout| RolloutView {
             rollout: rollout.clone(),

@@ -54,6 +54,14 @@ pub fn timestamp_from_proto(field: &str, t: &prost_types::Timestamp) -> StoreRes
         .ok_or_else(|| StoreError::invalid(format!("{field} is out of range")))
 }
 
+/// Converts an optional protobuf timestamp to the domain.
+pub fn opt_timestamp_from_proto(
+    field: &str,
+    t: Option<prost_types::Timestamp>,
+) -> StoreResult<Option<Timestamp>> {
+    t.map(|t| timestamp_from_proto(field, &t)).transpose()
+}
+
 /// Converts a protobuf duration to std, rejecting negative ones and nanos
 /// outside the range protobuf defines (±999,999,999).
 pub fn duration_from_proto(

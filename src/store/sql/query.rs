@@ -109,16 +109,29 @@ impl<'a> Builder<'a> {
     /// Appends `ORDER BY` with the page's sort key (looked up in `fields`)
     /// before `default_order`, then the page's window.
     pub fn order_and_page(&mut self, page: &Page, fields: &[SortField], default_order: &str) {
-        self.push(" ORDER BY ");
-        if let Some(field) = page
+        let order = self.order_by(page, fields, default_order);
+        self.push(&order);
+        self.page_window(page);
+    }
+
+    /// Returns ` ORDER BY` with the page's sort key (looked up in `fields`)
+    /// before `default_order`.
+    pub fn order_by(&self, page: &Page, fields: &[SortField], default_order: &str) -> String {
+        match page
             .sort_by
             .as_deref()
             .and_then(|name| fields.iter().find(|f| f.name == name))
         {
-            let key = self.sort_key(field, page.descending);
-            self.push(&key).push(", ");
+            Some(field) => format!(
+                " ORDER BY {}, {default_order}",
+                self.sort_key(field, page.descending)
+            ),
+            None => format!(" ORDER BY {default_order}"),
         }
-        self.push(default_order);
+    }
+
+    /// Appends the page's window (`LIMIT` and `OFFSET`).
+    pub fn page_window(&mut self, page: &Page) {
         let limit = page
             .limit
             .map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));

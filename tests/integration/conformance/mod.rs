@@ -27,6 +27,7 @@ macro_rules! conformance_suite {
                 mod resources_workers;
                 mod retention;
                 mod robustness;
+                mod rollout_filters;
                 mod server;
                 mod sessions;
                 mod spans;
