@@ -23,6 +23,7 @@ use crate::core::idempotency::checked_request_id;
 use crate::core::ids;
 use crate::core::limits::RequestLimits;
 use crate::core::model::{AttemptStatus, Json, RolloutStatus, WorkerStatus};
+use crate::core::overview::{DEFAULT_FAILURES, MAX_FAILURES};
 use crate::core::query::{
     AttemptSelector, ResourcesFilter, RolloutFilter, SpanFilter, TextMatch, TimeRange, WorkerFilter,
 };
@@ -294,6 +295,50 @@ impl LightningStoreService for StoreService {
                 &stats.counts.attempts_by_status,
             ),
             oldest_queued_time: stats.counts.oldest_queued_time.map(c::timestamp_to_proto),
+            oldest_queued_rollout_id: stats.counts.oldest_queued_rollout_id.unwrap_or_default(),
+        })
+    }
+
+    async fn get_rollout_activity(
+        &self,
+        _request: Request<pb::GetRolloutActivityRequest>,
+    ) -> RpcResult<pb::GetRolloutActivityResponse> {
+        let minutes = self.engine.finished_per_minute().await?;
+        ok(pb::GetRolloutActivityResponse {
+            minutes: minutes.iter().map(c::minute_to_proto).collect(),
+        })
+    }
+
+    async fn get_queue_position(
+        &self,
+        request: Request<pb::GetQueuePositionRequest>,
+    ) -> RpcResult<pb::GetQueuePositionResponse> {
+        let rollout_id = id("rollout_id", &request.get_ref().rollout_id)?;
+        let place = self.engine.queue_place(&rollout_id).await?;
+        ok(
+            place.map_or_else(Default::default, |place| pb::GetQueuePositionResponse {
+                queued: true,
+                ahead: i64::try_from(place.ahead).unwrap_or(i64::MAX),
+                queue_length: i64::try_from(place.queued).unwrap_or(i64::MAX),
+                since: Some(c::timestamp_to_proto(place.since)),
+            }),
+        )
+    }
+
+    async fn list_recent_failures(
+        &self,
+        request: Request<pb::ListRecentFailuresRequest>,
+    ) -> RpcResult<pb::ListRecentFailuresResponse> {
+        let limit = match request.get_ref().limit {
+            0 => DEFAULT_FAILURES,
+            limit => usize::try_from(limit)
+                .ok()
+                .filter(|&l| l <= MAX_FAILURES)
+                .ok_or_else(|| StoreError::invalid(format!("limit must be 0 to {MAX_FAILURES}")))?,
+        };
+        let failures = self.engine.latest_failures(limit).await?;
+        ok(pb::ListRecentFailuresResponse {
+            failures: failures.iter().map(c::failure_to_proto).collect(),
         })
     }
 

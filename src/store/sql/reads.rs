@@ -17,7 +17,7 @@ use crate::core::storage::{Access, Held};
 
 /// Selects a rollout (`r`) with its latest attempt (`a`); the caller
 /// appends the `WHERE` clause.
-const ROLLOUT_VIEW: &str = concat!(
+pub(super) const ROLLOUT_VIEW: &str = concat!(
     "SELECT ",
     rollout_columns!("r."),
     ", ",
@@ -448,10 +448,11 @@ impl<C: Connection> SqlTx<C> {
         }
         // Rows queued before the queue recorded entry times count from the
         // rollout's creation.
-        let sql = "SELECT COALESCE(q.enqueue_time, r.start_time) FROM queue q \
+        let sql = "SELECT COALESCE(q.enqueue_time, r.start_time), q.rollout_id FROM queue q \
                    JOIN rollouts r ON r.rollout_id = q.rollout_id ORDER BY q.pos LIMIT 1";
         if let Some(row) = self.read_one(Statement::new(sql)).await? {
             counts.oldest_queued_time = Some(Timestamp(row.int(0)?));
+            counts.oldest_queued_rollout_id = Some(row.text(1)?);
         }
         Ok(counts)
     }

@@ -23,6 +23,7 @@ macro_rules! conformance_suite {
                 mod idempotency;
                 mod lifecycle;
                 mod otlp;
+                mod overview;
                 mod queries;
                 mod resources_workers;
                 mod retention;
