@@ -13,5 +13,8 @@ CREATE INDEX rollouts_by_resources ON rollouts (resources_id);
 -- minute, the latest failures. Rollouts that have not ended take no room.
 CREATE INDEX rollouts_ended ON rollouts (status, end_time, rollout_id) WHERE end_time IS NOT NULL;
 
+-- Attempts by their id alone (the console's search box).
+CREATE INDEX attempts_by_id ON attempts (attempt_id);
+
 -- The rollouts a worker ran (the `worker_id` filter).
 CREATE INDEX attempts_by_worker ON attempts (worker_id, rollout_id) WHERE worker_id IS NOT NULL;

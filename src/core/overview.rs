@@ -137,6 +137,21 @@ pub struct Failure {
     pub agl1_error: Option<String>,
 }
 
+/// What an id names ([`super::engine::Engine::find_id`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    Rollout(String),
+    Attempt {
+        rollout_id: String,
+        attempt_id: String,
+    },
+    Worker(String),
+    Resources(String),
+}
+
+/// Most attempts one id finds: attempt ids are unique per rollout only.
+pub const MAX_FOUND_ATTEMPTS: usize = 20;
+
 /// Returns how long ago `since` was at `now` (zero for a future time).
 pub fn age(since: Timestamp, now: Timestamp) -> Duration {
     Duration::from_nanos(u64::try_from(now.0.saturating_sub(since.0)).unwrap_or(0))

@@ -338,6 +338,13 @@ pub trait StoreTx: agl1::Agl1Reads + Send {
     /// span with status ERROR (greatest sequence id, ties by arrival),
     /// in the order of `attempts`; attempts without one are left out.
     async fn error_spans(&mut self, attempts: &[(&str, &str)]) -> StoreResult<Vec<Arc<Span>>>;
+    /// Returns up to `limit` attempts whose id is `attempt_id`, of any
+    /// rollout, in (rollout id, attempt id) order.
+    async fn attempts_with_id(
+        &mut self,
+        attempt_id: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<Attempt>>;
     /// Returns how many queue entries are ahead of the rollout's and when it
     /// entered the queue; `None` when it is not queued.
     async fn queue_place(&mut self, rollout_id: &str) -> StoreResult<Option<(u64, Timestamp)>>;

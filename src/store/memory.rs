@@ -824,6 +824,14 @@ impl StoreTx for MemoryTx<'_> {
         Ok(self.state.error_spans(attempts))
     }
 
+    async fn attempts_with_id(
+        &mut self,
+        attempt_id: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<Attempt>> {
+        Ok(self.state.attempts_with_id(attempt_id, limit))
+    }
+
     async fn queue_place(&mut self, rollout_id: &str) -> StoreResult<Option<(u64, Timestamp)>> {
         Ok(self.state.queue_place(rollout_id))
     }

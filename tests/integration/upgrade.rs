@@ -101,6 +101,7 @@ fn has_the_read_model_indexes(indexes: &[String]) {
         "rollouts_by_resources",
         "rollouts_ended",
         "attempts_by_worker",
+        "attempts_by_id",
     ] {
         assert!(indexes.iter().any(|i| i == index), "{index}: {indexes:?}");
     }

@@ -6,9 +6,10 @@
 use std::collections::BTreeMap;
 
 use super::super::error::{StoreError, StoreResult};
+use super::super::ids;
 use super::super::model::RolloutStatus;
 use super::super::overview::{
-    self, Failure, MAX_FAILURES, MinuteCounts, QueuePlace, QueuedRollout,
+    self, Failure, Found, MAX_FAILURES, MAX_FOUND_ATTEMPTS, MinuteCounts, QueuePlace, QueuedRollout,
 };
 use super::super::storage::Access;
 use super::Engine;
@@ -131,6 +132,37 @@ impl Engine {
                         }
                     })
                     .collect())
+            })
+        })
+        .await
+    }
+
+    /// Returns what `id` names, exactly: a rollout, attempts (of any
+    /// rollout), a worker, a resources snapshot; each lookup goes by a key
+    /// or an index. Blanks around the id are ignored.
+    pub async fn find_id(&self, id: &str) -> StoreResult<Vec<Found>> {
+        let id = id.trim().to_owned();
+        ids::validate_id("id", &id)?;
+        self.read(move |store| {
+            Box::pin(async move {
+                let mut found = Vec::new();
+                let key = [id.as_str()];
+                for view in store.rollouts(&key, Access::Read).await? {
+                    found.push(Found::Rollout(view.rollout.rollout_id));
+                }
+                for attempt in store.attempts_with_id(&id, MAX_FOUND_ATTEMPTS).await? {
+                    found.push(Found::Attempt {
+                        rollout_id: attempt.rollout_id,
+                        attempt_id: attempt.attempt_id,
+                    });
+                }
+                for worker in store.workers(&key, Access::Read).await? {
+                    found.push(Found::Worker(worker.worker_id));
+                }
+                if let Some(update) = store.resources(&id).await? {
+                    found.push(Found::Resources(update.resources_id));
+                }
+                Ok(found)
             })
         })
         .await

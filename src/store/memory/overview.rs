@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::State;
-use crate::core::model::{Rollout, RolloutStatus, RolloutView, Span, SpanStatusCode, Timestamp};
+use crate::core::model::{
+    Attempt, Rollout, RolloutStatus, RolloutView, Span, SpanStatusCode, Timestamp,
+};
 use crate::core::overview::{CreatedCount, EndedCount};
 
 /// Rollouts that have an end time, by status, in (end time, rollout id)
@@ -134,6 +136,21 @@ impl State {
                     .cloned()
             })
             .collect()
+    }
+
+    /// Scans every attempt: an id lookup a person makes, not a rule's read
+    /// (about a millisecond per 100,000 attempts).
+    pub(super) fn attempts_with_id(&self, attempt_id: &str, limit: usize) -> Vec<Attempt> {
+        let mut found: Vec<Attempt> = self
+            .attempts
+            .values()
+            .flatten()
+            .filter(|a| a.attempt_id == attempt_id)
+            .cloned()
+            .collect();
+        found.sort_by(|a, b| a.rollout_id.cmp(&b.rollout_id));
+        found.truncate(limit);
+        found
     }
 
     pub(super) fn queue_place(&self, rollout_id: &str) -> Option<(u64, Timestamp)> {

@@ -552,6 +552,14 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         self.read_error_spans(attempts).await
     }
 
+    async fn attempts_with_id(
+        &mut self,
+        attempt_id: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<Attempt>> {
+        self.read_attempts_with_id(attempt_id, limit).await
+    }
+
     async fn queue_place(&mut self, rollout_id: &str) -> StoreResult<Option<(u64, Timestamp)>> {
         self.read_queue_place(rollout_id).await
     }

@@ -4,17 +4,18 @@
 //! status and time slice and the latest ended ones
 //! (`rollouts_ended`: status, end time, rollout id), the latest attempts'
 //! error spans (by rollout and attempt, with [`codec::ERROR_BODY_PREFIX`]),
-//! a rollout's place in the queue (`queue`'s positions).
+//! a rollout's place in the queue (`queue`'s positions), attempts by id
+//! alone (`attempts_by_id`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::codec::{self, span_columns};
+use super::codec::{self, attempt_columns, span_columns};
 use super::query::{Builder, text_literal};
 use super::reads::{ROLLOUT_VIEW, rollout_view};
 use super::{Connection, Row, SqlTx, Statement};
 use crate::core::error::StoreResult;
-use crate::core::model::{RolloutStatus, RolloutView, Span, Timestamp};
+use crate::core::model::{Attempt, RolloutStatus, RolloutView, Span, Timestamp};
 use crate::core::overview::{CreatedCount, EndedCount};
 
 /// The terminal statuses as an SQL list of literals: constant text, so that
@@ -143,6 +144,23 @@ impl<C: Connection> SqlTx<C> {
             .iter()
             .filter_map(|&(r, a)| by_attempt.remove(&(r.to_owned(), a.to_owned())))
             .collect())
+    }
+
+    pub(super) async fn read_attempts_with_id(
+        &mut self,
+        attempt_id: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<Attempt>> {
+        let sql = concat!(
+            "SELECT ",
+            attempt_columns!(""),
+            " FROM attempts WHERE attempt_id = $1 ORDER BY rollout_id LIMIT $2"
+        );
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .read(Statement::new(sql).bind(attempt_id).bind(limit))
+            .await?;
+        rows.iter().map(|row| codec::attempt(row, 0)).collect()
     }
 
     pub(super) async fn read_queue_place(

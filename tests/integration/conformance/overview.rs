@@ -342,3 +342,48 @@ async fn the_latest_failures_come_with_their_reasons() {
     assert_eq!(by_status[&RolloutStatus::Running], 0);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn an_id_finds_what_it_names() {
+    use lightning_store::core::overview::Found;
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    let rollout = enqueue(&mut c, "{}").await.rollout_id;
+    let claimed = dequeue(&mut c, Some("w-find")).await.unwrap();
+    let attempt = attempt_of(&claimed).attempt_id.clone();
+    let resources = c
+        .add_resources(pb::AddResourcesRequest {
+            resources_json: "{}".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .resources
+        .unwrap()
+        .resources_id;
+    let engine = &server.engine;
+    assert_eq!(
+        engine.find_id(&format!(" {rollout} ")).await.unwrap(),
+        [Found::Rollout(rollout.clone())],
+        "blanks around the id are ignored"
+    );
+    assert_eq!(
+        engine.find_id(&attempt).await.unwrap(),
+        [Found::Attempt {
+            rollout_id: rollout.clone(),
+            attempt_id: attempt.clone(),
+        }]
+    );
+    assert_eq!(
+        engine.find_id("w-find").await.unwrap(),
+        [Found::Worker("w-find".into())]
+    );
+    assert_eq!(
+        engine.find_id(&resources).await.unwrap(),
+        [Found::Resources(resources.clone())]
+    );
+    assert!(engine.find_id("ro-nothing").await.unwrap().is_empty());
+    assert!(engine.find_id(&rollout[..8]).await.unwrap().is_empty(), "exact ids only");
+    assert!(engine.find_id("  ").await.is_err());
+    server.stop().await;
+}
