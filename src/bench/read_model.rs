@@ -69,7 +69,7 @@ pub struct ReadModelArgs {
 /// One read the console makes.
 #[derive(Debug, Clone)]
 enum Read {
-    Rollouts(pb::QueryRolloutsRequest),
+    Rollouts(Box<pb::QueryRolloutsRequest>),
     Statistics,
     Activity,
     Position(String),
@@ -208,7 +208,7 @@ async fn reads(client: &mut StoreClient, page_size: i64) -> BenchResult<Vec<(Str
             ..Default::default()
         };
         f(&mut request);
-        Read::Rollouts(request)
+        Read::Rollouts(Box::new(request))
     };
     use pb::RolloutStatus as S;
     Ok(vec![
@@ -333,9 +333,11 @@ async fn call(client: &mut StoreClient, read: &Read) -> Result<(Duration, u64), 
         Ok((server, items(response.get_ref()) as u64))
     }
     match read {
-        Read::Rollouts(request) => answered(client.query_rollouts(request.clone()).await?, |r| {
-            r.rollouts.len()
-        }),
+        Read::Rollouts(request) => {
+            answered(client.query_rollouts((**request).clone()).await?, |r| {
+                r.rollouts.len()
+            })
+        }
         Read::Statistics => answered(
             client.get_statistics(pb::GetStatisticsRequest {}).await?,
             |r| r.rollouts_by_status.len(),
@@ -453,7 +455,7 @@ async fn fill(pool: &Pool, args: &ReadModelArgs, span: &StoreSpan) -> BenchResul
             .enumerate()
             .filter(|(k, _)| (chunk * BATCH + k) % RUNNING_EVERY != 1)
             .map(|(k, c)| {
-                let status = if (chunk * BATCH + k) % FAIL_EVERY == 0 {
+                let status = if (chunk * BATCH + k).is_multiple_of(FAIL_EVERY) {
                     pb::AttemptStatus::Failed
                 } else {
                     pb::AttemptStatus::Succeeded
@@ -520,7 +522,7 @@ async fn add_spans(
                     let i = chunk * SPAN_BATCH_ROLLOUTS + k;
                     let count = each + usize::from(i < extra);
                     let mut spans = span.spans(&c.rollout_id, &c.attempt_id, count, &mut ids);
-                    if i % FAIL_EVERY == 0
+                    if i.is_multiple_of(FAIL_EVERY)
                         && let Some(last) = spans.last_mut()
                     {
                         last.status = Some(pb::SpanStatus {
