@@ -60,6 +60,11 @@
 //!   keeps at least the most recent events up to the backend's retention.
 //! * Every query applies its [`crate::core::query`] filter and page exactly
 //!   as the in-memory reference does (same default order, same tie order).
+//! * The aggregate reads of [`crate::core::overview`] (created and ended
+//!   counts, the latest ended rollouts, error spans, a rollout's place in
+//!   the queue) cost what they return, not what the store holds:
+//!   an index or an ordered structure finds them (counting the entries
+//!   ahead of a queued rollout reads those entries).
 //! * A transaction dropped without committing may have read writes of
 //!   concurrent transactions that are not durable yet (a durable backend
 //!   commits them in groups); [`StoreTx::commit`] returns only once
@@ -96,8 +101,10 @@ use super::error::StoreResult;
 use super::events::{Event, EventPage};
 use super::idempotency::RememberedRequest;
 use super::model::{
-    Attempt, Counts, ResourcesUpdate, Rollout, RolloutView, Span, Timestamp, Worker, WorkerSession,
+    Attempt, Counts, ResourcesUpdate, Rollout, RolloutStatus, RolloutView, Span, Timestamp, Worker,
+    WorkerSession,
 };
+use super::overview::{CreatedCount, EndedCount};
 use super::query::{Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter};
 use super::retention::{Eviction, RetentionPolicy};
 
@@ -300,6 +307,47 @@ pub trait StoreTx: agl1::Agl1Reads + Send {
     /// Returns entity counts, the counts per status and the time the queue's
     /// head entered the queue.
     async fn counts(&mut self) -> StoreResult<Counts>;
+
+    /// Returns how many rollouts of each terminal status ended (`end_time`)
+    /// in `from..until`, per `width`-long slice of it (slice `k` starts at
+    /// `from + k * width`); slices and statuses without one are left out.
+    async fn ended_counts(
+        &mut self,
+        from: Timestamp,
+        until: Timestamp,
+        width: i64,
+    ) -> StoreResult<Vec<EndedCount>>;
+    /// Returns how many rollouts were created (`start_time`) in
+    /// `from..until`, per `width`-long slice of it (as
+    /// [`StoreTx::ended_counts`]); slices without one are left out.
+    async fn created_counts(
+        &mut self,
+        from: Timestamp,
+        until: Timestamp,
+        width: i64,
+    ) -> StoreResult<Vec<CreatedCount>>;
+    /// Returns up to `limit` rollouts of `status` that have an end time,
+    /// with their latest attempts: the latest end time first, ties by
+    /// rollout id, greatest first.
+    async fn latest_ended(
+        &mut self,
+        status: RolloutStatus,
+        limit: usize,
+    ) -> StoreResult<Vec<RolloutView>>;
+    /// Returns, for each of the (rollout id, attempt id) pairs, its last
+    /// span with status ERROR (greatest sequence id, ties by arrival),
+    /// in the order of `attempts`; attempts without one are left out.
+    async fn error_spans(&mut self, attempts: &[(&str, &str)]) -> StoreResult<Vec<Arc<Span>>>;
+    /// Returns up to `limit` attempts whose id is `attempt_id`, of any
+    /// rollout, in (rollout id, attempt id) order.
+    async fn attempts_with_id(
+        &mut self,
+        attempt_id: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<Attempt>>;
+    /// Returns how many queue entries are ahead of the rollout's and when it
+    /// entered the queue; `None` when it is not queued.
+    async fn queue_place(&mut self, rollout_id: &str) -> StoreResult<Option<(u64, Timestamp)>>;
 
     /// Returns up to `limit` retained events with a sequence number above
     /// `after`, with the bounds of the retained history.

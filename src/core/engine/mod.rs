@@ -11,12 +11,14 @@
 //! The operations are grouped by what they act on: [`rollouts`],
 //! [`attempts`], [`spans`], [`resources_workers`], worker [`sessions`] and
 //! agent-lightning 1.x's ([`agl1`], with its event appends in [`appends`]);
+//! the read model's aggregates are in [`overview`];
 //! [`tx`] holds the transaction with its write set and the rule steps the
 //! groups share.
 
 mod agl1;
 mod appends;
 mod attempts;
+mod overview;
 mod resources_workers;
 mod rollouts;
 mod sessions;

@@ -100,10 +100,12 @@ impl State {
         self.agl1.fields.shift_remove(rollout_id);
         self.agl1.events.remove(rollout_id);
         self.agl1.keys.retain(|(id, _, _), _| id != rollout_id);
-        if let Some(rollout) = self.rollouts.shift_remove(rollout_id)
-            && let Some(count) = self.rollouts_by_status.get_mut(&rollout.status)
-        {
-            *count = count.saturating_sub(1);
+        if let Some(rollout) = self.rollouts.shift_remove(rollout_id) {
+            if let Some(count) = self.rollouts_by_status.get_mut(&rollout.status) {
+                *count = count.saturating_sub(1);
+            }
+            self.reindex_ended(super::overview::ended_key(&rollout), None);
+            self.reindex_created(Some(rollout.start_time), None);
         }
         for attempt in self.attempts.remove(rollout_id).unwrap_or_default() {
             self.attempt_count -= 1;
