@@ -31,7 +31,6 @@ mod charts;
 mod format;
 mod live;
 mod pages;
-mod reads;
 pub mod session;
 mod view;
 

@@ -11,13 +11,13 @@ use askama::Template;
 use super::super::Sources;
 use super::super::charts::{self, Series};
 use super::super::format::{self, ShownTime};
-use super::super::reads;
 use super::super::session::Actions;
 use super::super::view::{PageError, Rendered};
 use super::models::GatewayBox;
 use super::rollout_url;
 use crate::core::events::Change;
 use crate::core::model::{RolloutStatus, SessionState, Worker, WorkerStatus};
+use crate::core::overview::Failure;
 use crate::core::query::{Page, WorkerFilter};
 
 /// Failures the Overview lists.
@@ -39,6 +39,14 @@ pub struct StatusCount {
     pub href: String,
 }
 
+/// The rollout at the queue's head.
+struct OldestQueued {
+    rollout_id: String,
+    href: String,
+    age: String,
+    since: ShownTime,
+}
+
 struct FailureRow {
     href: String,
     rollout_id: String,
@@ -54,7 +62,7 @@ struct OverviewPage {
     total: String,
     statuses: Vec<StatusCount>,
     queued: String,
-    oldest_queued: Option<(String, ShownTime)>,
+    oldest_queued: Option<OldestQueued>,
     finished: String,
     spans_per_second: String,
     spans: String,
@@ -82,20 +90,24 @@ pub async fn render(sources: &Sources, actions: Actions) -> Result<Rendered, Pag
     let engine = &sources.engine;
     let statistics = engine.statistics().await?;
     let counts = &statistics.counts;
-    let now = engine.now();
     let statuses = status_counts(&counts.rollouts_by_status);
-    let oldest_queued = counts.oldest_queued_time.map(|since| {
-        (
-            format::duration(format::between(since, now)),
-            format::time(since),
-        )
+    let oldest_queued = engine.oldest_queued().await?.map(|queued| OldestQueued {
+        href: rollout_url(&queued.rollout_id),
+        rollout_id: queued.rollout_id,
+        age: format::duration(queued.age),
+        since: format::time(queued.since),
     });
-    let minutes = reads::finished_per_minute(engine).await?;
+    let minutes = engine.finished_per_minute().await?;
     let starts: Vec<_> = minutes.iter().map(|m| m.start).collect();
     let finished = charts::stacked(
-        "Rollouts finished per minute over the last hour",
+        "Rollouts created and finished per minute over the last hour",
         &starts,
         &[
+            Series {
+                name: "created",
+                class: "wait",
+                values: minutes.iter().map(|m| m.created).collect(),
+            },
             Series {
                 name: "succeeded",
                 class: "ok",
@@ -121,7 +133,8 @@ pub async fn render(sources: &Sources, actions: Actions) -> Result<Rendered, Pag
         .await?
         .items;
     let (open_sessions, slots) = sessions(sources, &workers).await?;
-    let failures = reads::latest_failures(engine, FAILURES)
+    let failures = engine
+        .latest_failures(FAILURES)
         .await?
         .into_iter()
         .map(failure_row)
@@ -249,7 +262,7 @@ fn worker_counts(workers: &[Worker]) -> Vec<(&'static str, String)> {
     .collect()
 }
 
-fn failure_row(failure: reads::Failure) -> FailureRow {
+fn failure_row(failure: Failure) -> FailureRow {
     let rollout = &failure.rollout.rollout;
     let attempt = failure.rollout.attempt.as_ref();
     let reason = failure

@@ -15,7 +15,6 @@ use askama::Template;
 use super::super::Sources;
 use super::super::charts::Axis;
 use super::super::format::{self, ShownTime};
-use super::super::reads;
 use super::super::session::Actions;
 use super::super::view::{PageError, Rendered};
 use super::conversation::{self, Conversation};
@@ -398,7 +397,7 @@ async fn read_waiting(
         return Ok(None);
     }
     let engine = &sources.engine;
-    let place = reads::queue_place(engine, &view.rollout.rollout_id).await?;
+    let place = engine.queue_place(&view.rollout.rollout_id).await?;
     let workers = engine
         .query_workers(&WorkerFilter::default(), &Page::default())
         .await?

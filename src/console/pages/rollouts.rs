@@ -10,7 +10,7 @@ use super::super::view::{PageError, Rendered};
 use super::overview::{render_error, status_class};
 use super::{query_get, query_pairs, query_value, rollout_url};
 use crate::core::model::{RolloutMode, RolloutStatus, RolloutView};
-use crate::core::query::{Page, RolloutFilter};
+use crate::core::query::{Page, RolloutFilter, TimeRange};
 
 /// Rollouts on one page.
 const PER_PAGE: usize = 50;
@@ -132,9 +132,17 @@ impl RolloutsQuery {
     }
 
     fn filter(&self) -> RolloutFilter {
+        let time = |text: &Option<String>| text.as_deref().and_then(format::parse_local_time);
         RolloutFilter {
             status_in: (!self.statuses.is_empty()).then(|| self.statuses.clone()),
             rollout_id_contains: self.id_contains.clone(),
+            mode_in: (!self.modes.is_empty()).then(|| self.modes.clone()),
+            start_time: TimeRange {
+                from: time(&self.from),
+                until: time(&self.until),
+            },
+            worker_id: self.worker.clone(),
+            resources_id: self.resources.clone(),
             ..RolloutFilter::default()
         }
     }
