@@ -147,6 +147,11 @@ pub enum Found {
     },
     Worker(String),
     Resources(String),
+    /// An attempt with spans of the trace.
+    Trace {
+        rollout_id: String,
+        attempt_id: String,
+    },
 }
 
 /// Most attempts one id finds: attempt ids are unique per rollout only.

@@ -345,6 +345,14 @@ pub trait StoreTx: agl1::Agl1Reads + Send {
         attempt_id: &str,
         limit: usize,
     ) -> StoreResult<Vec<Attempt>>;
+    /// Returns up to `limit` (rollout id, attempt id) pairs with a span of
+    /// trace `trace_id`, in that order. No index serves it: a scan of the
+    /// spans, for a person's search, never a rule's read.
+    async fn attempts_with_trace(
+        &mut self,
+        trace_id: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, String)>>;
     /// Returns how many queue entries are ahead of the rollout's and when it
     /// entered the queue; `None` when it is not queued.
     async fn queue_place(&mut self, rollout_id: &str) -> StoreResult<Option<(u64, Timestamp)>>;

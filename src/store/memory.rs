@@ -824,6 +824,14 @@ impl StoreTx for MemoryTx<'_> {
         Ok(self.state.error_spans(attempts))
     }
 
+    async fn attempts_with_trace(
+        &mut self,
+        trace_id: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, String)>> {
+        Ok(self.state.attempts_with_trace(trace_id, limit))
+    }
+
     async fn attempts_with_id(
         &mut self,
         attempt_id: &str,

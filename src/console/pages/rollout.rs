@@ -72,6 +72,8 @@ struct TimelineRow {
 }
 
 struct AttemptRow {
+    /// The row's element id (the search box links to it).
+    key: String,
     number: u32,
     attempt_id: String,
     status: String,
@@ -524,6 +526,7 @@ fn why_ended(attempt: &Attempt, config: &RolloutConfig) -> String {
 
 fn attempt_row(attempt: &Attempt, config: &RolloutConfig, now: Timestamp) -> AttemptRow {
     AttemptRow {
+        key: format!("attempt-{}", hex::encode(&attempt.attempt_id)),
         number: attempt.sequence_id,
         attempt_id: attempt.attempt_id.clone(),
         status: attempt.status.to_string(),
@@ -648,7 +651,7 @@ fn waterfall(spans: &[Arc<Span>], view: &RolloutView, now: Timestamp) -> Vec<Spa
 impl SpanRow {
     fn heading(attempt_id: &str, count: usize) -> Self {
         SpanRow {
-            key: format!("attempt-{}", hex::encode(attempt_id)),
+            key: format!("spans-{}", hex::encode(attempt_id)),
             heading: Some(format!("Attempt {attempt_id}: {count} spans")),
             depth: 0,
             name: String::new(),

@@ -10,11 +10,12 @@ use http::{StatusCode, Uri};
 use super::super::ConsoleContext;
 use super::super::session::{Viewer, see_other};
 use super::{Layout, Nav, query_get, query_pairs, query_value, rollout_url};
-use crate::core::error::{StoreError, StoreResult};
+use crate::core::error::StoreResult;
+use crate::core::overview::Found;
 
 /// What an id names.
 struct Match {
-    what: &'static str,
+    what: String,
     href: String,
 }
 
@@ -34,9 +35,9 @@ pub async fn search(State(context): State<ConsoleContext>, viewer: Viewer, uri: 
     };
     let matches = match find(&context, text).await {
         Ok(matches) => matches,
-        Err(error) => {
-            return super::failed(&error.into(), &viewer);
-        }
+        // Not an id at all (control characters, too long): nothing has it.
+        Err(crate::core::error::StoreError::InvalidArgument(_)) => Vec::new(),
+        Err(error) => return super::failed(&error.into(), &viewer),
     };
     if let [only] = matches.as_slice() {
         return see_other(&only.href);
@@ -59,36 +60,48 @@ pub async fn search(State(context): State<ConsoleContext>, viewer: Viewer, uri: 
     }
 }
 
-/// Returns what `text` names exactly.
+/// Returns what `text` names exactly (the engine's [`Engine::find_id`]).
+///
+/// [`Engine::find_id`]: crate::core::engine::Engine::find_id
 async fn find(context: &ConsoleContext, text: &str) -> StoreResult<Vec<Match>> {
-    let engine = &context.sources().engine;
-    let mut matches = Vec::new();
-    if found(engine.get_rollout(text).await)? {
-        matches.push(Match {
-            what: "rollout",
-            href: rollout_url(text),
-        });
-    }
-    if found(engine.get_resources(text).await)? {
-        matches.push(Match {
-            what: "resources",
-            href: format!("/console/resources?a={}", query_value(text)),
-        });
-    }
-    if found(engine.get_worker(text).await)? {
-        matches.push(Match {
-            what: "worker",
-            href: format!("/console/workers?q={}", query_value(text)),
-        });
-    }
-    Ok(matches)
-}
-
-/// Turns "not found" into `false`.
-fn found<T>(result: StoreResult<T>) -> StoreResult<bool> {
-    match result {
-        Ok(_) => Ok(true),
-        Err(StoreError::NotFound(_)) => Ok(false),
-        Err(error) => Err(error),
-    }
+    let found = context.sources().engine.find_id(text).await?;
+    Ok(found
+        .into_iter()
+        .map(|found| match found {
+            Found::Rollout(rollout_id) => Match {
+                what: "rollout".to_owned(),
+                href: rollout_url(&rollout_id),
+            },
+            Found::Attempt {
+                rollout_id,
+                attempt_id,
+            } => Match {
+                what: format!("attempt of rollout {rollout_id}"),
+                href: format!(
+                    "{}#attempt-{}",
+                    rollout_url(&rollout_id),
+                    hex::encode(&attempt_id)
+                ),
+            },
+            Found::Worker(worker_id) => Match {
+                what: "worker".to_owned(),
+                href: format!("/console/workers?q={}", query_value(&worker_id)),
+            },
+            Found::Resources(resources_id) => Match {
+                what: "resources version".to_owned(),
+                href: format!("/console/resources?a={}", query_value(&resources_id)),
+            },
+            Found::Trace {
+                rollout_id,
+                attempt_id,
+            } => Match {
+                what: format!("trace of attempt {attempt_id} of rollout {rollout_id}"),
+                href: format!(
+                    "{}#spans-{}",
+                    rollout_url(&rollout_id),
+                    hex::encode(&attempt_id)
+                ),
+            },
+        })
+        .collect())
 }

@@ -138,8 +138,10 @@ impl Engine {
     }
 
     /// Returns what `id` names, exactly: a rollout, attempts (of any
-    /// rollout), a worker, a resources snapshot; each lookup goes by a key
-    /// or an index. Blanks around the id are ignored.
+    /// rollout), a worker, a resources snapshot, each looked up by a key or
+    /// an index; and the attempts with spans of the trace `id`, which no
+    /// index serves (a scan of the spans, for a person's search box: span
+    /// ingest pays nothing for it). Blanks around the id are ignored.
     pub async fn find_id(&self, id: &str) -> StoreResult<Vec<Found>> {
         let id = id.trim().to_owned();
         ids::validate_id("id", &id)?;
@@ -161,6 +163,14 @@ impl Engine {
                 }
                 if let Some(update) = store.resources(&id).await? {
                     found.push(Found::Resources(update.resources_id));
+                }
+                for (rollout_id, attempt_id) in
+                    store.attempts_with_trace(&id, MAX_FOUND_ATTEMPTS).await?
+                {
+                    found.push(Found::Trace {
+                        rollout_id,
+                        attempt_id,
+                    });
                 }
                 Ok(found)
             })

@@ -138,6 +138,25 @@ impl State {
             .collect()
     }
 
+    /// Scans every span (see [`StoreTx::attempts_with_trace`]).
+    pub(super) fn attempts_with_trace(
+        &self,
+        trace_id: &str,
+        limit: usize,
+    ) -> Vec<(String, String)> {
+        let mut found: Vec<(String, String)> = self
+            .spans
+            .values()
+            .flat_map(|rollout| rollout.spans.iter())
+            .filter(|span| span.trace_id == trace_id)
+            .map(|span| (span.rollout_id.clone(), span.attempt_id.clone()))
+            .collect();
+        found.sort();
+        found.dedup();
+        found.truncate(limit);
+        found
+    }
+
     /// Scans every attempt: an id lookup a person makes, not a rule's read
     /// (about a millisecond per 100,000 attempts).
     pub(super) fn attempts_with_id(&self, attempt_id: &str, limit: usize) -> Vec<Attempt> {

@@ -552,6 +552,14 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         self.read_error_spans(attempts).await
     }
 
+    async fn attempts_with_trace(
+        &mut self,
+        trace_id: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, String)>> {
+        self.read_attempts_with_trace(trace_id, limit).await
+    }
+
     async fn attempts_with_id(
         &mut self,
         attempt_id: &str,

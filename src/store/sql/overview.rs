@@ -146,6 +146,22 @@ impl<C: Connection> SqlTx<C> {
             .collect())
     }
 
+    pub(super) async fn read_attempts_with_trace(
+        &mut self,
+        trace_id: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, String)>> {
+        let sql = "SELECT DISTINCT rollout_id, attempt_id FROM spans WHERE trace_id = $1 \
+                   ORDER BY rollout_id, attempt_id LIMIT $2";
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .read(Statement::new(sql).bind(trace_id).bind(limit))
+            .await?;
+        rows.iter()
+            .map(|row| Ok((row.text(0)?, row.text(1)?)))
+            .collect()
+    }
+
     pub(super) async fn read_attempts_with_id(
         &mut self,
         attempt_id: &str,

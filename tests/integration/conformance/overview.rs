@@ -69,7 +69,14 @@ async fn position(c: &mut Client, rollout_id: &str) -> pb::GetQueuePositionRespo
     .into_inner()
 }
 
-fn status_span(rollout_id: &str, attempt_id: &str, name: &str, seq: i64, code: pb::SpanStatusCode, description: &str) -> pb::Span {
+fn status_span(
+    rollout_id: &str,
+    attempt_id: &str,
+    name: &str,
+    seq: i64,
+    code: pb::SpanStatusCode,
+    description: &str,
+) -> pb::Span {
     pb::Span {
         status: Some(pb::SpanStatus {
             code: code as i32,
@@ -117,7 +124,10 @@ async fn rollouts_are_counted_per_minute_of_the_last_hour() {
     let minutes = activity(&mut c).await;
     assert_eq!(minutes.len(), 60);
     let current = start + 3 * MINUTE_NANOS;
-    assert_eq!(seconds(minutes[59].start.as_ref().unwrap()), current / 1_000_000_000);
+    assert_eq!(
+        seconds(minutes[59].start.as_ref().unwrap()),
+        current / 1_000_000_000
+    );
     assert_eq!(
         seconds(minutes[0].start.as_ref().unwrap()),
         (current - 59 * MINUTE_NANOS) / 1_000_000_000
@@ -154,7 +164,11 @@ async fn a_queued_rollout_knows_its_place() {
     let mut c = server.client().await;
     let mut ids = Vec::new();
     for _ in 0..4 {
-        ids.push(enqueue_spec(&mut c, retry_spec(2, &[A::Failed])).await.rollout_id);
+        ids.push(
+            enqueue_spec(&mut c, retry_spec(2, &[A::Failed]))
+                .await
+                .rollout_id,
+        );
         clock.advance(Duration::from_secs(1));
     }
     let third = position(&mut c, &ids[2]).await;
@@ -193,7 +207,10 @@ async fn a_queued_rollout_knows_its_place() {
     assert_eq!((requeued.ahead, requeued.queue_length), (2, 3));
     let now = clock.now();
     assert_eq!(
-        requeued.since.as_ref().map(|t| t.seconds * 1_000_000_000 + i64::from(t.nanos)),
+        requeued
+            .since
+            .as_ref()
+            .map(|t| t.seconds * 1_000_000_000 + i64::from(t.nanos)),
         Some(now.0)
     );
 
@@ -206,7 +223,11 @@ async fn a_queued_rollout_knows_its_place() {
     assert_eq!(statistics.oldest_queued_rollout_id, ids[2]);
     let oldest = server.engine.oldest_queued().await.unwrap().unwrap();
     assert_eq!(oldest.rollout_id, ids[2]);
-    assert_eq!(oldest.age, Duration::from_secs(7), "enqueued at 2 s, now 9 s");
+    assert_eq!(
+        oldest.age,
+        Duration::from_secs(7),
+        "enqueued at 2 s, now 9 s"
+    );
     let place = server.engine.queue_place(&ids[3]).await.unwrap().unwrap();
     assert_eq!((place.ahead, place.queued), (1, 3));
 
@@ -295,7 +316,10 @@ async fn the_latest_failures_come_with_their_reasons() {
         .iter()
         .map(|f| f.rollout.as_ref().unwrap().rollout_id.as_str())
         .collect();
-    assert_eq!(ids, [agl1_id.as_str(), bare.as_str(), spans_failed.as_str()]);
+    assert_eq!(
+        ids,
+        [agl1_id.as_str(), bare.as_str(), spans_failed.as_str()]
+    );
     assert_eq!(latest[0].agl1_error.as_deref(), Some("spawn failed"));
     assert!(latest[0].error_span.is_none());
     let bare_failure = &latest[1];
@@ -309,7 +333,10 @@ async fn the_latest_failures_come_with_their_reasons() {
     );
     assert!(bare_failure.error_span.is_none() && bare_failure.agl1_error.is_none());
     let reason = latest[2].error_span.as_ref().expect("an error span");
-    assert_eq!((reason.name.as_str(), reason.sequence_id), ("tool", Some(2)));
+    assert_eq!(
+        (reason.name.as_str(), reason.sequence_id),
+        ("tool", Some(2))
+    );
     assert_eq!(
         reason.status.as_ref().unwrap().description.as_deref(),
         Some("boom")
@@ -382,8 +409,25 @@ async fn an_id_finds_what_it_names() {
         engine.find_id(&resources).await.unwrap(),
         [Found::Resources(resources.clone())]
     );
+    // A trace id names the attempts with its spans, one entry per attempt.
+    let mut traced = span(&rollout, &attempt, "traced", None);
+    traced.trace_id = "0af7651916cd43dd8448eb211c80319c".into();
+    let mut again = span(&rollout, &attempt, "traced again", None);
+    again.trace_id = traced.trace_id.clone();
+    add_span(&mut c, traced.clone()).await;
+    add_span(&mut c, again).await;
+    assert_eq!(
+        engine.find_id(&traced.trace_id).await.unwrap(),
+        [Found::Trace {
+            rollout_id: rollout.clone(),
+            attempt_id: attempt.clone(),
+        }]
+    );
     assert!(engine.find_id("ro-nothing").await.unwrap().is_empty());
-    assert!(engine.find_id(&rollout[..8]).await.unwrap().is_empty(), "exact ids only");
+    assert!(
+        engine.find_id(&rollout[..8]).await.unwrap().is_empty(),
+        "exact ids only"
+    );
     assert!(engine.find_id("  ").await.is_err());
     server.stop().await;
 }

@@ -5,7 +5,7 @@
 use super::BACKEND;
 use crate::common::browser::{DESKTOP, PHONE, with_browser};
 use crate::common::{Backend, TestServer};
-use crate::console::support::{WORKER, seed};
+use crate::console::support::{TRACE_ID, WORKER, seed};
 
 /// Only one backend writes the documentation's screenshots.
 fn documents() -> bool {
@@ -103,6 +103,11 @@ async fn every_page_shows_what_the_store_holds() {
         browser.type_into("#search-box", &seeded.done).await;
         browser.click_to_load("form.search button").await;
         browser.wait_for_text("h1", &seeded.done).await;
+        // And a trace id: the attempt with its spans.
+        browser.type_into("#search-box", TRACE_ID).await;
+        browser.click_to_load("form.search button").await;
+        assert!(browser.url().await.contains("#spans-"));
+        assert!(browser.text("h1").await.contains(&seeded.done));
 
         // A phone's width: nothing but tables scrolls sideways.
         browser.resize(PHONE).await;

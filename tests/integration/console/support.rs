@@ -11,6 +11,9 @@ use pb::attribute_value::Value as AttributeKind;
 use crate::common::Client;
 use crate::common::browser::Browser;
 
+/// The trace of the finished rollout's spans.
+pub const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+
 /// The worker that ran the finished rollout.
 pub const WORKER: &str = "worker-a";
 
@@ -64,7 +67,7 @@ pub fn span(
     pb::Span {
         rollout_id: rollout_id.to_owned(),
         attempt_id: attempt_id.to_owned(),
-        trace_id: "4bf92f3577b34da6a3ce929d0e0e4736".to_owned(),
+        trace_id: TRACE_ID.to_owned(),
         span_id: span_id.to_owned(),
         parent_id: parent.map(str::to_owned),
         name: name.to_owned(),
