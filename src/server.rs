@@ -244,6 +244,26 @@ pub async fn serve(
     if let Err(error) = gateway.load().await {
         tracing::warn!(%error, "gateway: cannot read the pause at startup");
     }
+    let console = config.console.then(|| {
+        crate::console::ConsoleContext::new(
+            crate::console::Sources {
+                engine: engine.clone(),
+                gateway: gateway.clone(),
+                dispatcher: dispatcher.clone(),
+                queue_depth: Default::default(),
+            },
+            crate::console::ConsoleConfig {
+                tokens: config.tokens.clone(),
+                tls: config.tls.is_some(),
+                max_streams: config.transport.max_subscribers,
+                stream_timeout: config.subscriber_timeout,
+                metrics: config.metrics.clone(),
+            },
+        )
+    });
+    let queue_sampler = console
+        .as_ref()
+        .map(crate::console::ConsoleContext::sample_queue);
     let background = [
         tokio::spawn(async move {
             if let Some(follower) = follower {
@@ -251,6 +271,11 @@ pub async fn serve(
             }
         }),
         tokio::spawn(engine.clone().run_watchdog()),
+        tokio::spawn(async move {
+            if let Some(sampler) = queue_sampler {
+                sampler.await;
+            }
+        }),
         tokio::spawn(gateway.clone().run()),
         tokio::spawn(dispatcher.clone().run_dispatcher()),
         tokio::spawn(dispatcher.clone().run_revocations()),
@@ -320,22 +345,6 @@ pub async fn serve(
             .add_service(reflection().build_v1alpha()?);
     }
     let grpc = grpc.into_axum_router().reset_fallback();
-    let console = config.console.then(|| {
-        crate::console::ConsoleContext::new(
-            crate::console::Sources {
-                engine: engine.clone(),
-                gateway: gateway.clone(),
-                dispatcher: dispatcher.clone(),
-            },
-            crate::console::ConsoleConfig {
-                tokens: config.tokens.clone(),
-                tls: config.tls.is_some(),
-                max_streams: config.transport.max_subscribers,
-                stream_timeout: config.subscriber_timeout,
-                metrics: config.metrics.clone(),
-            },
-        )
-    });
     let http = crate::http::routes(crate::http::HttpContext {
         engine: engine.clone(),
         trace_ingest,

@@ -26,6 +26,9 @@ pub struct Series {
     /// The style sheet's class of its bars (`ok`, `bad`, `muted`, ...).
     pub class: &'static str,
     pub values: Vec<u64>,
+    /// The values count events per bucket, so that their sum means
+    /// something (shown in the legend); a level (a depth) has no sum.
+    pub summed: bool,
 }
 
 /// A bar of a chart.
@@ -58,7 +61,7 @@ pub struct Tick {
 pub struct Legend {
     pub class: &'static str,
     pub name: &'static str,
-    pub total: String,
+    pub total: Option<String>,
 }
 
 /// A bar chart over time, series stacked, ready to draw.
@@ -159,7 +162,7 @@ pub fn stacked(label: &str, starts: &[Timestamp], series: &[Series]) -> Chart {
         .map(|s| Legend {
             class: s.class,
             name: s.name,
-            total: format::count(s.values.iter().sum()),
+            total: s.summed.then(|| format::count(s.values.iter().sum())),
         })
         .collect();
     Chart {
@@ -236,11 +239,13 @@ mod tests {
                     name: "succeeded",
                     class: "ok",
                     values: vec![1, 0, 3, 0],
+                    summed: true,
                 },
                 Series {
                     name: "failed",
                     class: "bad",
                     values: vec![1, 0, 0, 0],
+                    summed: true,
                 },
             ],
         );
@@ -249,7 +254,7 @@ mod tests {
         assert_eq!(first.x, second.x, "stacked in one slot");
         assert!((first.y - (second.y + second.height)).abs() < 1e-9);
         assert_eq!(chart.grid.last().unwrap().label, "5");
-        assert_eq!(chart.legend[0].total, "4");
+        assert_eq!(chart.legend[0].total.as_deref(), Some("4"));
         assert!(
             first.title.contains("1 succeeded, 1 failed"),
             "{}",

@@ -31,6 +31,7 @@ mod charts;
 mod format;
 mod live;
 mod pages;
+mod sampler;
 pub mod session;
 mod view;
 
@@ -73,6 +74,8 @@ pub struct Sources {
     pub engine: Arc<Engine>,
     pub gateway: Arc<Gateway>,
     pub dispatcher: Arc<Dispatcher>,
+    /// The queue's depth sampled over the last hour.
+    pub queue_depth: Arc<sampler::QueueDepth>,
 }
 
 /// Settings of the console.
@@ -110,6 +113,13 @@ impl ConsoleContext {
             config,
             hub,
         }))
+    }
+
+    /// Samples the queue's depth for the Overview until the engine closes
+    /// (one counts read every ten seconds).
+    pub fn sample_queue(&self) -> impl Future<Output = ()> + Send + 'static {
+        let sources = &self.0.sources;
+        sources.queue_depth.clone().run(sources.engine.clone())
     }
 
     fn sources(&self) -> &Sources {

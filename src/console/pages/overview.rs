@@ -64,6 +64,7 @@ struct OverviewPage {
     queued: String,
     oldest_queued: Option<OldestQueued>,
     finished: String,
+    depth: String,
     spans_per_second: String,
     spans: String,
     workers: Vec<(&'static str, String)>,
@@ -107,23 +108,39 @@ pub async fn render(sources: &Sources, actions: Actions) -> Result<Rendered, Pag
                 name: "created",
                 class: "wait",
                 values: minutes.iter().map(|m| m.created).collect(),
+                summed: true,
             },
             Series {
                 name: "succeeded",
                 class: "ok",
                 values: minutes.iter().map(|m| m.succeeded).collect(),
+                summed: true,
             },
             Series {
                 name: "failed",
                 class: "bad",
                 values: minutes.iter().map(|m| m.failed).collect(),
+                summed: true,
             },
             Series {
                 name: "cancelled",
                 class: "muted",
                 values: minutes.iter().map(|m| m.cancelled).collect(),
+                summed: true,
             },
         ],
+    )
+    .render()
+    .map_err(render_error)?;
+    let depth = charts::stacked(
+        "Rollouts waiting in the queue at the end of each minute over the last hour",
+        &starts,
+        &[Series {
+            name: "waiting",
+            class: "wait",
+            values: sources.queue_depth.at(&starts),
+            summed: false,
+        }],
     )
     .render()
     .map_err(render_error)?;
@@ -146,6 +163,7 @@ pub async fn render(sources: &Sources, actions: Actions) -> Result<Rendered, Pag
         queued: format::count(counts.queued),
         oldest_queued,
         finished,
+        depth,
         spans_per_second,
         spans: format::count(counts.spans),
         workers: worker_counts(&workers),
