@@ -8,14 +8,14 @@ use prost::Message;
 use serde_json::json;
 use tonic::Status;
 
-use super::driver::{TaskContext, run_tasks, timed};
+use super::driver::{Measured, TaskContext, run_tasks, timed};
 use super::payload::{SpanIds, StoreSpan};
 use super::report::{Report, Row, RowSpec};
 use super::session::BenchSession;
 use super::stats::{Recorder, status_text};
-use super::target::{StoreClient, Target};
+use super::target::{Pool, StoreClient, Target};
 use super::wire::LeanClient;
-use super::{BenchError, BenchResult, LoadArgs, SpanArgs};
+use super::{BenchError, BenchResult, Limits, LoadArgs, SpanArgs};
 use crate::proto as pb;
 
 /// Lifecycles per run when `--count` is not given (the duration usually ends it first).
@@ -123,6 +123,44 @@ pub async fn run(target: &mut Target, args: LifecycleArgs, progress: bool) -> Be
         ));
     }
     Ok(report)
+}
+
+/// Runs `clients` tasks of unary lifecycles (EnqueueRollout,
+/// DequeueRollout, AddSpans of `spans_per_rollout` spans, UpdateAttempt)
+/// within `limits`: the load other scenarios measure beside (`bench
+/// console`).
+pub(super) async fn unary_load(
+    pool: &Pool,
+    clients: usize,
+    limits: Limits,
+    span: &StoreSpan,
+    spans_per_rollout: usize,
+    label: &str,
+    progress: bool,
+) -> BenchResult<Measured> {
+    let args = LifecycleArgs {
+        load: LoadArgs {
+            concurrency: vec![clients],
+            duration_secs: limits.duration.as_secs_f64(),
+            count: Some(limits.count),
+        },
+        spans: SpanArgs {
+            span_bytes: span.encoded_len(),
+        },
+        batch: 1,
+        spans_per_rollout,
+        mode: LifecycleMode::Unary,
+    };
+    run_tasks(label, clients, limits, progress, |ctx| {
+        let clients = Clients {
+            store: pool.store(ctx.index),
+            lean: pool.lean(ctx.index),
+        };
+        let args = args.clone();
+        let span = span.clone();
+        async move { client_task(ctx, clients, span, args).await }
+    })
+    .await
 }
 
 /// The clients of one task: AddSpans goes through the lean client, which

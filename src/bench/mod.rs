@@ -13,6 +13,7 @@
 
 mod agl1;
 mod bulk;
+mod console;
 mod dispatch;
 mod driver;
 mod fanout;
@@ -129,6 +130,10 @@ pub enum Scenario {
     /// One large EnqueueRollouts while other clients enqueue and dequeue:
     /// the batch's duration and the others' latency meanwhile.
     Bulk(bulk::BulkArgs),
+    /// What open console pages cost the store's calls (lifecycles without
+    /// and with live pages, alternated) and how soon a change reaches an
+    /// open page.
+    Console(console::ConsoleArgs),
     /// agent-lightning 1.x's server API over HTTP (this server or
     /// agentlightning's own): event POSTs, rollout GETs, the gateway.
     Agl1(agl1::Agl1Args),
@@ -218,6 +223,7 @@ async fn run_scenario(
         Scenario::Noop(args) => noop::run(target, args, progress).await,
         Scenario::Bulk(args) => bulk::run(target, args, progress).await,
         Scenario::Agl1(args) => agl1::run(target, args, progress).await,
+        Scenario::Console(args) => console::run(target, args, progress).await,
     }
 }
 

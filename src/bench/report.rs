@@ -19,6 +19,8 @@ pub struct Report {
     pub settings: Map<String, Value>,
     /// One row per run (one per concurrency level, or per protocol).
     pub rows: Vec<Row>,
+    /// Figures computed from the rows (ratios, rates), printed after them.
+    pub notes: Vec<String>,
 }
 
 /// Results of one run.
@@ -194,6 +196,7 @@ impl Report {
                 _ => Map::new(),
             },
             rows: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -259,6 +262,7 @@ impl Report {
         }
         let mut lines: Vec<String> = table.lines().map(|l| l.trim_end().to_owned()).collect();
         lines.push(String::new());
+        lines.extend(self.notes.iter().cloned());
         lines.push(format!("server: {}", self.server));
         let shared = self
             .rows
