@@ -118,6 +118,17 @@ impl Form {
     /// in by cookie, the form token. Clients without a browser's headers
     /// (scripts sending their bearer token) pass.
     pub async fn read(request: Request) -> Result<Self, Response> {
+        Self::read_checked(request, true).await
+    }
+
+    /// Reads a posted form as [`Form::read`], but without the form token:
+    /// for the sign-in form, which a browser holding a revoked token's
+    /// cookie must still be able to post.
+    async fn read_unsigned(request: Request) -> Result<Self, Response> {
+        Self::read_checked(request, false).await
+    }
+
+    async fn read_checked(request: Request, signed: bool) -> Result<Self, Response> {
         let (parts, body) = request.into_parts();
         if !same_origin(&parts.headers) {
             return Err(refused("this form did not come from the console"));
@@ -128,7 +139,7 @@ impl Form {
         let form = Form {
             pairs: form_urlencoded::parse(&bytes).into_owned().collect(),
         };
-        if bearer_presented(&parts.headers) {
+        if !signed || bearer_presented(&parts.headers) {
             return Ok(form);
         }
         if let Some(token) = cookie_token(&parts.headers) {
@@ -219,7 +230,7 @@ fn login_answer(status: StatusCode, next: &str, message: Option<&str>) -> Respon
 /// Checks a posted token and, when the server accepts it and it may read,
 /// sets it as the session's cookie and goes on to the page asked for.
 pub(super) async fn login(State(context): State<ConsoleContext>, request: Request) -> Response {
-    let form = match Form::read(request).await {
+    let form = match Form::read_unsigned(request).await {
         Ok(form) => form,
         Err(response) => return response,
     };

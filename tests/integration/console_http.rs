@@ -88,6 +88,21 @@ async fn pages_carry_a_strict_policy_and_only_console_routes_take_the_cookie() {
     assert_eq!(page.status, 200);
     assert!(page.text().contains("<h1>Workers</h1>"));
     assert!(!page.text().contains(KEY), "the token is on no page");
+    // A browser that holds a revoked token's cookie can sign in again.
+    let stale = format!("lightning_store_token={}", hex::encode("revoked"));
+    let again = http
+        .request(
+            "POST",
+            "/console/login",
+            &[
+                ("cookie", &stale),
+                ("content-type", "application/x-www-form-urlencoded"),
+                ("sec-fetch-site", "same-origin"),
+            ],
+            format!("token={KEY}"),
+        )
+        .await;
+    assert_eq!(again.status, 303, "{}", again.text());
     // The API never takes the cookie: another page could make a browser send it.
     let api = http
         .request("GET", "/api/rollouts", &[("cookie", &pair)], "")
