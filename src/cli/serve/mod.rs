@@ -144,27 +144,42 @@ fn check_exposure(
     Ok(())
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Returns a future that resolves on SIGINT or SIGTERM. The handlers are
+/// installed here, before the server answers its first call, not when the
+/// future is first polled: the accept loop may serve a connection before
+/// it polls the future, and a SIGTERM sent once the server answered (a test
+/// harness stopping it right after its health check) would otherwise meet
+/// the default action and kill the process without a drain.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
+    let signals = {
+        use tokio::signal::unix::{SignalKind, signal};
+        [SignalKind::interrupt(), SignalKind::terminate()].map(|kind| {
+            signal(kind)
+                .inspect_err(|error| tracing::warn!(%error, ?kind, "cannot listen for the signal"))
+                .ok()
+        })
+    };
+    async move {
+        #[cfg(unix)]
+        {
+            let [interrupt, terminate] = signals;
+            let received = |signal: Option<tokio::signal::unix::Signal>| async move {
+                match signal {
+                    Some(mut signal) => {
+                        signal.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                () = received(interrupt) => {}
+                () = received(terminate) => {}
             }
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
