@@ -4,7 +4,8 @@ use clap::Parser;
 /// default): less server CPU per call than glibc's malloc and none of its
 /// per-thread heap trimming (docs/performance.md, "The memory allocator").
 /// Set here, not in the library, so that embedders keep their own allocator.
-#[cfg(feature = "jemalloc")]
+/// Windows builds keep the system allocator (jemalloc does not build there).
+#[cfg(all(feature = "jemalloc", not(windows)))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
