@@ -19,6 +19,7 @@ client-only wheel, for platforms with no wheel of the server, has none:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -126,8 +127,12 @@ class LocalServer:
         self._reader.start()
         deadline = time.monotonic() + self.start_timeout
         try:
-            if not listening.wait(self.start_timeout) or not bound:
-                raise RuntimeError(self._failure("did not start listening"))
+            if not listening.wait(self.start_timeout):
+                raise RuntimeError(self._failure(f"did not listen within {self.start_timeout} s"))
+            if not bound:  # its log closed: the process is exiting
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(self.stop_timeout)
+                raise RuntimeError(self._failure("stopped before it listened"))
             self.address = bound[0]
             self._check_health(deadline - time.monotonic())
         except BaseException:
@@ -166,7 +171,7 @@ class LocalServer:
 
     def _failure(self, what: str) -> str:
         status = self._process.poll() if self._process is not None else None
-        exited = f" (it exited with status {status})" if status is not None else ""
+        exited = f" (exit status {status})" if status is not None else ""
         return f"the server {what}{exited}: {' '.join(self.command())}\n" + "\n".join(self.log)
 
     def stop(self) -> int:
