@@ -221,3 +221,18 @@ fn the_readme_table_matches_the_options() {
         }
     }
 }
+
+/// Text logs are coloured only on a terminal, and `NO_COLOR` (any
+/// non-empty value) turns colours off there too.
+#[test]
+fn logs_are_coloured_only_on_a_terminal_without_no_color() {
+    use std::ffi::OsStr;
+
+    use super::colour_logs;
+
+    assert!(colour_logs(true, None));
+    assert!(colour_logs(true, Some(OsStr::new(""))));
+    assert!(!colour_logs(true, Some(OsStr::new("1"))));
+    assert!(!colour_logs(false, None));
+    assert!(!colour_logs(false, Some(OsStr::new(""))));
+}
