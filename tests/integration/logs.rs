@@ -69,7 +69,7 @@ async fn json_logs_carry_request_ids_one_line_per_call() {
     assert!(!log.contains("drain deadline passed"), "{log}");
 }
 
-/// Issue 17 case 14: a request id that could forge log fields or lines
+/// A request id that could forge log fields or lines
 /// (spaces, quotes, `=`, bytes outside ASCII) is replaced by a generated
 /// id before anything logs or echoes it; a plain one is kept.
 #[tokio::test]

@@ -1,5 +1,5 @@
-//! Issue 17's cases, one test each: hostile or careless inputs get a clear
-//! answer, never a panic or INTERNAL, and leave the store usable.
+//! Hostile or careless inputs, one test each: each gets a clear
+//! answer, never a panic or INTERNAL, and leaves the store usable.
 
 use std::time::{Duration, Instant};
 
