@@ -368,26 +368,50 @@ set -m
 BACKGROUND=()
 SERVER=""
 stop() { kill -TERM -- "-$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+# Reads a server block's output (in a process substitution, which ignores the
+# SIGTERM sent to the block's process group): writes its log, says on the
+# fifo `ready` whether the server came to serve, and on `closed` once every
+# process of the block has exited (the output's pipe closed).
+watch_server() {
+  trap '' TERM
+  local log=$1 said=""
+  while IFS= read -r line; do
+    printf '%s\n' "$line" >> "$log"
+    if [ -z "$said" ] && [[ $line == *"serving gRPC and HTTP"* ]]; then echo serving > ready; said=1; fi
+  done
+  [ -n "$said" ] || echo exited > ready
+  echo closed > closed
+}
+# Starts a server block and returns once it logged that it serves, or fails
+# when it exits first. The fifos are held open read-write here, so that
+# neither side's open ever blocks.
+start_server() {
+  local log=$1 script=$2
+  if [ -n "$SERVER" ]; then stop_server; fi
+  rm -f ready closed && mkfifo ready closed
+  exec {READY}<>ready {CLOSED}<>closed
+  bash "$script" > >(watch_server "$log") 2>&1 &
+  SERVER=$!
+  read -r -t 60 -u "$READY" state || state=timeout
+  if [ "$state" != serving ]; then echo "the server block did not start ($state)"; cat "$log"; exit 1; fi
+}
+# Stops the server block and returns once all of it has exited (its drain
+# done, its files released).
+stop_server() {
+  stop "$SERVER"
+  read -r -t 60 -u "$CLOSED" _ || echo "the server block did not exit within 60 s"
+  exec {READY}>&- {CLOSED}>&-
+  SERVER=""
+}
 cleanup() {
   status=$?
   for job in "${BACKGROUND[@]}"; do stop "$job"; done
-  if [ -n "$SERVER" ]; then stop "$SERVER"; fi
+  if [ -n "$SERVER" ]; then stop_server; fi
   if [ "$status" -ne 0 ]; then
     for log in *.log; do [ -f "$log" ] && { echo "--- $log"; tail -n 40 "$log"; }; done
   fi
 }
 trap cleanup EXIT
-# Starts a server block and returns once it logged that it serves (or fails
-# when it exits first): the log is read as it is written, through a fifo.
-start_server() {
-  local log=$1 script=$2
-  if [ -n "$SERVER" ]; then stop "$SERVER"; SERVER=""; fi
-  rm -f ready && mkfifo ready
-  bash "$script" > >(tee "$log" | { if grep -q "serving gRPC and HTTP"; then echo serving; else echo exited; fi > ready; cat > /dev/null; }) 2>&1 &
-  SERVER=$!
-  read -r -t 60 state < ready || state=timeout
-  if [ "$state" != serving ]; then echo "the server block did not start ($state)"; cat "$log"; exit 1; fi
-}
 "#,
     );
     for (index, block) in blocks.iter().enumerate() {
