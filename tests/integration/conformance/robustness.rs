@@ -668,6 +668,7 @@ async fn case_09_batches_and_control_messages_are_capped_as_configured() {
     assert_code(
         c.get_span_sequence_ids(pb::GetSpanSequenceIdsRequest {
             attempts: vec![pair; 5],
+            ..Default::default()
         })
         .await,
         Code::InvalidArgument,
