@@ -60,6 +60,20 @@ impl StoreService {
             transport,
         }
     }
+
+    /// Allocates one sequence id per pair, looking the pairs up first unless
+    /// the caller allows unknown ids (agent-lightning's stores never look).
+    async fn allocate_sequence_ids(
+        &self,
+        pairs: &[(String, String)],
+        allow_unknown: bool,
+    ) -> Result<Vec<i64>, StoreError> {
+        if allow_unknown {
+            self.engine.next_sequence_ids_unchecked(pairs).await
+        } else {
+            self.engine.next_sequence_ids(pairs).await
+        }
+    }
 }
 
 /// The effective limits, as `GetCapabilities` reports them.
@@ -471,7 +485,9 @@ impl LightningStoreService for StoreService {
             id("rollout_id", &request.rollout_id)?,
             id("attempt_id", &request.attempt_id)?,
         );
-        let ids = self.engine.next_sequence_ids(&[pair]).await?;
+        let ids = self
+            .allocate_sequence_ids(&[pair], request.allow_unknown)
+            .await?;
         ok(pb::GetNextSpanSequenceIdResponse {
             sequence_id: ids[0],
         })
@@ -481,10 +497,11 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetSpanSequenceIdsRequest>,
     ) -> RpcResult<pb::GetSpanSequenceIdsResponse> {
+        let request = request.get_ref();
         let pairs = self
             .engine
             .limits()
-            .batch("attempts", &request.get_ref().attempts)?
+            .batch("attempts", &request.attempts)?
             .iter()
             .map(|r| {
                 Ok((
@@ -493,7 +510,9 @@ impl LightningStoreService for StoreService {
                 ))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        let sequence_ids = self.engine.next_sequence_ids(&pairs).await?;
+        let sequence_ids = self
+            .allocate_sequence_ids(&pairs, request.allow_unknown)
+            .await?;
         ok(pb::GetSpanSequenceIdsResponse { sequence_ids })
     }
 

@@ -4,6 +4,8 @@
 pub mod client;
 pub mod connection;
 pub mod serve;
+#[cfg(test)]
+mod tests;
 mod token;
 
 use clap::{Parser, Subcommand};

@@ -17,6 +17,7 @@ mod bench;
 mod cli;
 mod conformance;
 mod crash;
+mod docs;
 mod drain;
 mod failover;
 mod health;

@@ -124,6 +124,11 @@ def test_attempts_spans_and_sequence_ids(client: Client) -> None:
     other = client.start_rollout({"q": 2})
     pairs = [(rollout.rollout_id, rollout.attempt.attempt_id), (other.rollout_id, other.attempt.attempt_id)]
     assert client.span_sequence_ids([pairs[0], pairs[1], pairs[0]]) == [6, 1, 7]
+    # the pairs must exist, unless allow_unknown asks for agent-lightning's counters by rollout id
+    with pytest.raises(NotFound, match="Attempt latest not found"):
+        client.next_span_sequence_id(rollout.rollout_id, "latest")
+    assert client.next_span_sequence_id(rollout.rollout_id, "latest", allow_unknown=True) == 8
+    assert client.span_sequence_ids([("ro-unknown", "x"), pairs[1]], allow_unknown=True) == [1, 2]
     # a span is a heartbeat: the attempt and its rollout run
     assert ROLLOUT_STATUS.name(client.get_rollout(rollout.rollout_id).status) == "running"
 

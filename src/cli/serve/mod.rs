@@ -33,13 +33,26 @@ pub fn api_key() -> Option<String> {
 fn init_logging(telemetry: &TelemetryOptions) {
     let filter = tracing_subscriber::EnvFilter::try_new(&telemetry.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let colour = colour_logs(
+        std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     match telemetry.log_format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+}
+
+/// Says whether text logs carry ANSI colours: only when stderr is a
+/// terminal, and not when `NO_COLOR` is set to a non-empty value
+/// (<https://no-color.org>), so that logs sent to a file or a collector hold
+/// no escape codes.
+fn colour_logs(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(std::ffi::OsStr::is_empty)
 }
 
 /// Runs the server `args` describe until SIGINT/SIGTERM.

@@ -282,7 +282,7 @@ async def test_statistics_and_capabilities(store: LightningStore, backend: str, 
     await store.add_resources({"p": PromptTemplate(template="t", engine="jinja")})
     await store.update_worker("stats-worker", heartbeat_stats={"cpu": 0.5})
     after = await store.statistics()
-    assert after["name"] == backend
+    assert (after["name"], after["backend"]) == ("LightningStore", backend)
     for key in ("total_rollouts", "total_attempts", "total_spans", "total_resources", "total_workers"):
         assert after[key] == before[key] + 1, key
     assert after["uptime"] > before["uptime"]
