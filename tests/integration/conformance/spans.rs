@@ -91,7 +91,11 @@ async fn sequence_ids_for_unknown_ids_when_allowed() {
     };
     let ids = c
         .get_span_sequence_ids(pb::GetSpanSequenceIdsRequest {
-            attempts: vec![pair(&a, "latest"), pair("ro-000000000000", "x"), pair(&a, &a1)],
+            attempts: vec![
+                pair(&a, "latest"),
+                pair("ro-000000000000", "x"),
+                pair(&a, &a1),
+            ],
             allow_unknown: true,
         })
         .await
@@ -108,7 +112,11 @@ async fn sequence_ids_for_unknown_ids_when_allowed() {
         })
         .await;
     assert_code(refused, Code::NotFound, "Attempt latest not found");
-    assert_eq!(next_id(&mut c, &a, &a1).await.unwrap(), 6, "a refused call allocates nothing");
+    assert_eq!(
+        next_id(&mut c, &a, &a1).await.unwrap(),
+        6,
+        "a refused call allocates nothing"
+    );
 }
 
 #[tokio::test]
