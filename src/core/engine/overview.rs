@@ -31,20 +31,15 @@ impl Engine {
     /// Returns the rollouts created and finished in each of the last
     /// [`overview::MINUTES`] wall-clock minutes (the current one last,
     /// partial): by start time, and by end time and present terminal
-    /// status.
+    /// status. Read from counts the backends keep in the commit of every
+    /// change: the read costs the window's sixty minutes, whatever the
+    /// number of rollouts in them.
     pub async fn finished_per_minute(&self) -> StoreResult<Vec<MinuteCounts>> {
         let (from, until) = overview::minute_window(self.now());
-        let width = overview::MINUTE;
-        let (created, ended) = self
-            .read(|store| {
-                Box::pin(async move {
-                    let created = store.created_counts(from, until, width).await?;
-                    let ended = store.ended_counts(from, until, width).await?;
-                    Ok((created, ended))
-                })
-            })
+        let counts = self
+            .read(|store| Box::pin(store.activity(from, until)))
             .await?;
-        Ok(overview::per_minute(from, &created, &ended))
+        Ok(overview::per_minute(from, &counts))
     }
 
     /// Returns the rollout at the head of the queue (the oldest queued one)

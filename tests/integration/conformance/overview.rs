@@ -145,6 +145,31 @@ async fn rollouts_are_counted_per_minute_of_the_last_hour() {
     let engine = server.engine.finished_per_minute().await.unwrap();
     assert_eq!(engine.len(), 60);
     assert_eq!((engine[55].created, engine[56].succeeded), (3, 1));
+
+    // A deleted rollout (agent-lightning 1.x deletes) is no longer counted.
+    let agl1 = server
+        .engine
+        .create_agl1_rollouts(vec![NewAgl1Rollout {
+            rollout_id: Some("agl1-gone".into()),
+            input: json!({}),
+            is_train: true,
+            config: json!({}),
+            metadata: json!({}),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(counts(&activity(&mut c).await[59]), (1, 0, 0, 0));
+    server
+        .engine
+        .delete_agl1_rollout(&agl1[0].rollout.rollout_id)
+        .await
+        .unwrap();
+    assert_eq!(counts(&activity(&mut c).await[59]), (0, 0, 0, 0));
+
+    // Housekeeping forgets only minutes older than the window.
+    server.engine.forget_old_activity().await.unwrap();
+    let kept = activity(&mut c).await;
+    assert_eq!((counts(&kept[55]), counts(&kept[56])), ((3, 0, 0, 0), (0, 1, 0, 0)));
     server.stop().await;
 }
 
