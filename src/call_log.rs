@@ -8,6 +8,12 @@
 //! method when the server serves it ([`KnownMethods`]), never by raw paths.
 //! A call dropped before it ends (the client went away) is finished as
 //! `CANCELLED`, so in-flight gauges return to zero.
+//!
+//! Every response also carries the server's time on the call in a W3C
+//! `Server-Timing` header (`app;dur=` milliseconds, from the request's
+//! arrival here until its response starts: for a unary gRPC call, until the
+//! handler answered), so that a client tells the server's time from the
+//! network's (`lightning-store bench read-model` reports it).
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -29,6 +35,9 @@ use crate::proto::code_name;
 
 /// The request and response header carrying the request id.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// The response header carrying the server's time on the call.
+pub const SERVER_TIMING_HEADER: &str = "server-timing";
 
 /// Longest client-supplied request id that is kept.
 const MAX_REQUEST_ID_LEN: usize = 128;
@@ -199,8 +208,10 @@ where
         let future = self.inner.call(request).instrument(span);
         Box::pin(async move {
             let mut response = future.await?;
+            let headers = response.headers_mut();
+            headers.insert(SERVER_TIMING_HEADER, server_timing(call.started));
             if let Ok(value) = request_id_value(&request_id) {
-                response.headers_mut().insert(REQUEST_ID_HEADER, value);
+                headers.insert(REQUEST_ID_HEADER, value);
             }
             // A status in the headers is a trailers-only response: the call
             // ends here. Otherwise it ends with the body's trailers.
@@ -239,8 +250,10 @@ impl<S> CallService<S> {
         let future = self.inner.call(request).instrument(span.clone());
         Box::pin(async move {
             let mut response = future.await?;
+            let headers = response.headers_mut();
+            headers.insert(SERVER_TIMING_HEADER, server_timing(started));
             if let Ok(value) = request_id_value(&request_id) {
-                response.headers_mut().insert(REQUEST_ID_HEADER, value);
+                headers.insert(REQUEST_ID_HEADER, value);
             }
             let route = response
                 .extensions()
@@ -302,6 +315,15 @@ fn request_id(headers: &HeaderMap) -> String {
             // Only ASCII passed the filter.
             |id| String::from_utf8_lossy(id).into_owned(),
         )
+}
+
+/// Returns the `Server-Timing` value of a call that arrived at `started`,
+/// marked sensitive as a request id is (it differs on every response).
+fn server_timing(started: Instant) -> HeaderValue {
+    let millis = started.elapsed().as_secs_f64() * 1e3;
+    let mut value = HeaderValue::from_str(&format!("app;dur={millis:.3}")).expect("ASCII digits");
+    value.set_sensitive(true);
+    value
 }
 
 /// Returns the response header of a request id, marked sensitive: HTTP/2

@@ -23,8 +23,9 @@ use crate::core::idempotency::checked_request_id;
 use crate::core::ids;
 use crate::core::limits::RequestLimits;
 use crate::core::model::{AttemptStatus, Json, RolloutStatus, WorkerStatus};
+use crate::core::overview::{DEFAULT_FAILURES, MAX_FAILURES};
 use crate::core::query::{
-    AttemptSelector, ResourcesFilter, RolloutFilter, SpanFilter, TextMatch, WorkerFilter,
+    AttemptSelector, ResourcesFilter, RolloutFilter, SpanFilter, TextMatch, TimeRange, WorkerFilter,
 };
 use crate::proto as pb;
 use crate::proto::lightning_store_service_server::LightningStoreService;
@@ -308,6 +309,50 @@ impl LightningStoreService for StoreService {
                 &stats.counts.attempts_by_status,
             ),
             oldest_queued_time: stats.counts.oldest_queued_time.map(c::timestamp_to_proto),
+            oldest_queued_rollout_id: stats.counts.oldest_queued_rollout_id.unwrap_or_default(),
+        })
+    }
+
+    async fn get_rollout_activity(
+        &self,
+        _request: Request<pb::GetRolloutActivityRequest>,
+    ) -> RpcResult<pb::GetRolloutActivityResponse> {
+        let minutes = self.engine.finished_per_minute().await?;
+        ok(pb::GetRolloutActivityResponse {
+            minutes: minutes.iter().map(c::minute_to_proto).collect(),
+        })
+    }
+
+    async fn get_queue_position(
+        &self,
+        request: Request<pb::GetQueuePositionRequest>,
+    ) -> RpcResult<pb::GetQueuePositionResponse> {
+        let rollout_id = id("rollout_id", &request.get_ref().rollout_id)?;
+        let place = self.engine.queue_place(&rollout_id).await?;
+        ok(
+            place.map_or_else(Default::default, |place| pb::GetQueuePositionResponse {
+                queued: true,
+                ahead: i64::try_from(place.ahead).unwrap_or(i64::MAX),
+                queue_length: i64::try_from(place.queued).unwrap_or(i64::MAX),
+                since: Some(c::timestamp_to_proto(place.since)),
+            }),
+        )
+    }
+
+    async fn list_recent_failures(
+        &self,
+        request: Request<pb::ListRecentFailuresRequest>,
+    ) -> RpcResult<pb::ListRecentFailuresResponse> {
+        let limit = match request.get_ref().limit {
+            0 => DEFAULT_FAILURES,
+            limit => usize::try_from(limit)
+                .ok()
+                .filter(|&l| l <= MAX_FAILURES)
+                .ok_or_else(|| StoreError::invalid(format!("limit must be 0 to {MAX_FAILURES}")))?,
+        };
+        let failures = self.engine.latest_failures(limit).await?;
+        ok(pb::ListRecentFailuresResponse {
+            failures: failures.iter().map(c::failure_to_proto).collect(),
         })
     }
 
@@ -542,6 +587,13 @@ impl LightningStoreService for StoreService {
             rollout_id_in: filter_list(rollout_ids, |rollout_id| id("rollout_id_in", &rollout_id))?,
             rollout_id_contains: request.rollout_id_contains,
             logic: c::filter_logic_from_proto(request.filter_logic)?,
+            mode_in: filter_list(given_list(None, &request.mode_in), c::mode_from_proto)?,
+            start_time: TimeRange {
+                from: c::opt_timestamp_from_proto("start_time_from", request.start_time_from)?,
+                until: c::opt_timestamp_from_proto("start_time_until", request.start_time_until)?,
+            },
+            worker_id: c::opt_worker_id("worker_id", request.worker_id.as_ref())?,
+            resources_id: c::opt_id("resources_id", request.resources_id.as_ref())?,
         };
         let page = c::page_from_proto(request.page.as_ref())?;
         let result = self.engine.query_rollouts(&filter, &page).await?;

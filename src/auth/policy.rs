@@ -150,6 +150,9 @@ pub fn grpc_need(path: &str) -> Option<Need> {
     let permission = match method {
         "GetCapabilities"
         | "GetStatistics"
+        | "GetRolloutActivity"
+        | "GetQueuePosition"
+        | "ListRecentFailures"
         | "QueryRollouts"
         | "GetRollout"
         | "QueryAttempts"

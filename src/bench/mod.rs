@@ -24,6 +24,7 @@ mod otlp_http;
 mod payload;
 mod progress;
 mod query;
+mod read_model;
 pub mod report;
 mod session;
 mod stats;
@@ -119,6 +120,10 @@ pub enum Scenario {
     Fanout(fanout::FanoutArgs),
     /// QuerySpans of one rollout holding many spans.
     Query(query::QueryArgs),
+    /// The console's reads on a large store: fills it (100,000 rollouts,
+    /// 1,000,000 spans by default), then times each query of the Rollouts
+    /// page and each aggregate read, as the server's time per call.
+    ReadModel(read_model::ReadModelArgs),
     /// grpc.health.v1 Health/Check: the transport's ceiling.
     Noop(noop::NoopArgs),
     /// One large EnqueueRollouts while other clients enqueue and dequeue:
@@ -209,6 +214,7 @@ async fn run_scenario(
         Scenario::Dispatch(args) => dispatch::run(target, args, progress).await,
         Scenario::Fanout(args) => fanout::run(target, args, progress).await,
         Scenario::Query(args) => query::run(target, args, progress).await,
+        Scenario::ReadModel(args) => read_model::run(target, args, progress).await,
         Scenario::Noop(args) => noop::run(target, args, progress).await,
         Scenario::Bulk(args) => bulk::run(target, args, progress).await,
         Scenario::Agl1(args) => agl1::run(target, args, progress).await,

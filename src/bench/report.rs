@@ -260,8 +260,22 @@ impl Report {
         let mut lines: Vec<String> = table.lines().map(|l| l.trim_end().to_owned()).collect();
         lines.push(String::new());
         lines.push(format!("server: {}", self.server));
+        let shared = self
+            .rows
+            .first()
+            .map(|first| first.latency_of)
+            .filter(|of| {
+                // Many differently named rows measuring the same thing share
+                // one note.
+                let mut names: Vec<&str> = self.rows.iter().map(|row| row.name.as_str()).collect();
+                names.dedup();
+                names.len() > 2 && self.rows.iter().all(|row| row.latency_of == *of)
+            });
+        if let Some(latency_of) = shared {
+            lines.push(format!("every row: latency of {latency_of}"));
+        }
         let mut latency_notes: Vec<String> = Vec::new();
-        for row in &self.rows {
+        for row in self.rows.iter().filter(|_| shared.is_none()) {
             let note = format!("{}: latency of {}", row.name, row.latency_of);
             if !latency_notes.contains(&note) {
                 latency_notes.push(note);

@@ -14,6 +14,7 @@ pub mod ids;
 pub mod lifecycle;
 pub mod limits;
 pub mod model;
+pub mod overview;
 pub mod ownership;
 pub mod query;
 pub mod retention;

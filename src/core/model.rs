@@ -492,6 +492,8 @@ pub struct Counts {
     pub attempts_by_status: BTreeMap<AttemptStatus, u64>,
     /// When the rollout at the queue's head entered the queue.
     pub oldest_queued_time: Option<Timestamp>,
+    /// The rollout at the queue's head.
+    pub oldest_queued_rollout_id: Option<String>,
     pub spans: u64,
     pub resources: u64,
     pub workers: u64,

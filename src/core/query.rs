@@ -6,8 +6,8 @@ use std::cmp::Ordering;
 
 use super::error::{StoreError, StoreResult, echo};
 use super::model::{
-    Attempt, ResourcesUpdate, Rollout, RolloutStatus, RolloutView, Span, Timestamp, Worker,
-    WorkerStatus,
+    Attempt, ResourcesUpdate, Rollout, RolloutMode, RolloutStatus, RolloutView, Span, Timestamp,
+    Worker, WorkerStatus,
 };
 
 /// How a query's conditions combine.
@@ -276,20 +276,56 @@ impl Sortable for ResourcesUpdate {
     }
 }
 
-/// Filters of `query_rollouts`, pooled under `logic`. An empty list is a
-/// condition nothing meets ("no status"), unlike an absent one ("any").
+/// A window of time: `from` inclusive, `until` exclusive; an absent bound
+/// is no bound. Half-open, so that adjacent windows share no instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TimeRange {
+    pub from: Option<Timestamp>,
+    pub until: Option<Timestamp>,
+}
+
+impl TimeRange {
+    /// Returns true when the range has a bound.
+    pub fn is_bounded(&self) -> bool {
+        self.from.is_some() || self.until.is_some()
+    }
+
+    /// Returns true when `time` is in the range.
+    pub fn contains(&self, time: Timestamp) -> bool {
+        self.from.is_none_or(|from| from <= time) && self.until.is_none_or(|until| time < until)
+    }
+}
+
+/// Filters of `query_rollouts`.
+///
+/// Upstream's conditions (`status_in`, `rollout_id_in`,
+/// `rollout_id_contains`) are pooled under `logic`, as upstream pools them;
+/// an empty list is a condition nothing meets ("no status"), unlike an
+/// absent one ("any"). The narrowing conditions after them are not
+/// upstream's: each one always applies, AND-ed with the pool's verdict and
+/// with each other, whatever `logic` says (as a span query's rollout and
+/// attempt always apply), so that OR keeps upstream's meaning.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RolloutFilter {
     pub status_in: Option<Vec<RolloutStatus>>,
     pub rollout_id_in: Option<Vec<String>>,
     pub rollout_id_contains: Option<String>,
     pub logic: FilterLogic,
+    /// Keeps rollouts whose mode is one of these (`None`: no mode); an
+    /// empty list matches nothing.
+    pub mode_in: Option<Vec<Option<RolloutMode>>>,
+    /// Keeps rollouts whose `start_time` (creation) is in the range.
+    pub start_time: TimeRange,
+    /// Keeps rollouts with an attempt whose `worker_id` is this one.
+    pub worker_id: Option<String>,
+    /// Keeps rollouts whose `resources_id` is this one.
+    pub resources_id: Option<String>,
 }
 
 impl RolloutFilter {
-    /// Returns the logic the conditions combine under. A filter without
-    /// conditions is no filter at all (upstream then queries without one),
-    /// so it matches every rollout even under OR.
+    /// Returns the logic upstream's conditions combine under. A filter
+    /// without them is no filter at all (upstream then queries without
+    /// one), so it matches every rollout even under OR.
     pub fn effective_logic(&self) -> FilterLogic {
         let given = self.status_in.is_some()
             || self.rollout_id_in.is_some()
@@ -297,9 +333,10 @@ impl RolloutFilter {
         if given { self.logic } else { FilterLogic::And }
     }
 
-    /// Returns true when the rollout matches.
-    pub fn matches(&self, r: &Rollout) -> bool {
-        self.effective_logic().combine(&[
+    /// Returns true when the rollout matches; `attempts` returns its
+    /// attempts, called only when the worker condition needs them.
+    pub fn matches<'a>(&self, r: &Rollout, attempts: impl FnOnce() -> &'a [Attempt]) -> bool {
+        let pooled = self.effective_logic().combine(&[
             self.status_in.as_ref().map(|s| s.contains(&r.status)),
             self.rollout_id_in
                 .as_ref()
@@ -307,7 +344,19 @@ impl RolloutFilter {
             self.rollout_id_contains
                 .as_ref()
                 .map(|part| r.rollout_id.contains(part.as_str())),
-        ])
+        ]);
+        pooled
+            && self.mode_in.as_ref().is_none_or(|m| m.contains(&r.mode))
+            && self.start_time.contains(r.start_time)
+            && self
+                .resources_id
+                .as_ref()
+                .is_none_or(|id| r.resources_id.as_ref() == Some(id))
+            && self.worker_id.as_ref().is_none_or(|worker| {
+                attempts()
+                    .iter()
+                    .any(|a| a.worker_id.as_ref() == Some(worker))
+            })
     }
 }
 
@@ -450,20 +499,80 @@ mod tests {
             config: Default::default(),
             metadata: crate::core::model::Json::Null,
         };
-        assert!(or(RolloutFilter::default()).matches(&rollout));
+        assert!(or(RolloutFilter::default()).matches(&rollout, || &[]));
         // An explicitly empty list means "no status": nothing matches.
         let no_status = RolloutFilter {
             status_in: Some(Vec::new()),
             ..RolloutFilter::default()
         };
-        assert!(!no_status.matches(&rollout));
-        assert!(!or(no_status).matches(&rollout));
+        assert!(!no_status.matches(&rollout, || &[]));
+        assert!(!or(no_status).matches(&rollout, || &[]));
         let worker = Worker::new("w");
         let workers = WorkerFilter {
             logic: FilterLogic::Or,
             ..WorkerFilter::default()
         };
         assert!(workers.matches(&worker));
+    }
+
+    #[test]
+    fn narrowing_conditions_apply_under_or_too() {
+        let rollout = Rollout {
+            rollout_id: "ro-1".into(),
+            input: crate::core::model::Json::Null,
+            start_time: Timestamp(100),
+            end_time: None,
+            mode: Some(RolloutMode::Train),
+            resources_id: Some("rs-1".into()),
+            status: RolloutStatus::Running,
+            config: Default::default(),
+            metadata: crate::core::model::Json::Null,
+        };
+        let attempt = Attempt {
+            rollout_id: "ro-1".into(),
+            attempt_id: "at-1".into(),
+            sequence_id: 1,
+            start_time: Timestamp(100),
+            end_time: None,
+            status: crate::core::model::AttemptStatus::Running,
+            worker_id: Some("w-1".into()),
+            last_heartbeat_time: None,
+            metadata: crate::core::model::Json::Null,
+        };
+        let attempts = std::slice::from_ref(&attempt);
+        // The pool (status OR id) matches by id; the mode still applies.
+        let pooled = RolloutFilter {
+            status_in: Some(vec![RolloutStatus::Failed]),
+            rollout_id_contains: Some("ro-".into()),
+            logic: FilterLogic::Or,
+            mode_in: Some(vec![Some(RolloutMode::Train)]),
+            ..RolloutFilter::default()
+        };
+        assert!(pooled.matches(&rollout, || attempts));
+        let other_mode = RolloutFilter {
+            mode_in: Some(vec![None, Some(RolloutMode::Val)]),
+            ..pooled.clone()
+        };
+        assert!(!other_mode.matches(&rollout, || attempts));
+        // Time ranges include `from` and exclude `until`.
+        let range = |from: Option<i64>, until: Option<i64>| RolloutFilter {
+            start_time: TimeRange {
+                from: from.map(Timestamp),
+                until: until.map(Timestamp),
+            },
+            ..RolloutFilter::default()
+        };
+        assert!(range(Some(100), Some(101)).matches(&rollout, || attempts));
+        assert!(!range(None, Some(100)).matches(&rollout, || attempts));
+        assert!(!range(Some(101), None).matches(&rollout, || attempts));
+        let by_worker = |worker: &str| RolloutFilter {
+            worker_id: Some(worker.into()),
+            resources_id: Some("rs-1".into()),
+            ..RolloutFilter::default()
+        };
+        assert!(by_worker("w-1").matches(&rollout, || attempts));
+        assert!(!by_worker("w-2").matches(&rollout, || attempts));
+        assert!(!by_worker("w-1").matches(&rollout, || &[]));
     }
 
     #[test]

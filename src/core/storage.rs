@@ -60,6 +60,11 @@
 //!   keeps at least the most recent events up to the backend's retention.
 //! * Every query applies its [`crate::core::query`] filter and page exactly
 //!   as the in-memory reference does (same default order, same tie order).
+//! * The aggregate reads of [`crate::core::overview`] (created and ended
+//!   counts, the latest ended rollouts, error spans, a rollout's place in
+//!   the queue) cost what they return, not what the store holds:
+//!   an index or an ordered structure finds them (counting the entries
+//!   ahead of a queued rollout reads those entries).
 //! * A transaction dropped without committing may have read writes of
 //!   concurrent transactions that are not durable yet (a durable backend
 //!   commits them in groups); [`StoreTx::commit`] returns only once
@@ -96,8 +101,10 @@ use super::error::StoreResult;
 use super::events::{Event, EventPage};
 use super::idempotency::RememberedRequest;
 use super::model::{
-    Attempt, Counts, ResourcesUpdate, Rollout, RolloutView, Span, Timestamp, Worker, WorkerSession,
+    Attempt, Counts, ResourcesUpdate, Rollout, RolloutStatus, RolloutView, Span, Timestamp, Worker,
+    WorkerSession,
 };
+use super::overview::ActivityCount;
 use super::query::{Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter};
 use super::retention::{Eviction, RetentionPolicy};
 
@@ -301,6 +308,37 @@ pub trait StoreTx: agl1::Agl1Reads + Send {
     /// head entered the queue.
     async fn counts(&mut self) -> StoreResult<Counts>;
 
+    /// Returns the per-minute activity counts of the minutes in
+    /// `from..until` (see [`ActivityCount`]), minutes and activities
+    /// without one left out.
+    async fn activity(
+        &mut self,
+        from: Timestamp,
+        until: Timestamp,
+    ) -> StoreResult<Vec<ActivityCount>>;
+    /// Returns up to `limit` rollouts of `status` that have an end time,
+    /// with their latest attempts: the latest end time first, ties by
+    /// rollout id, greatest first.
+    async fn latest_ended(
+        &mut self,
+        status: RolloutStatus,
+        limit: usize,
+    ) -> StoreResult<Vec<RolloutView>>;
+    /// Returns, for each of the (rollout id, attempt id) pairs, its last
+    /// span with status ERROR (greatest sequence id, ties by arrival),
+    /// in the order of `attempts`; attempts without one are left out.
+    async fn error_spans(&mut self, attempts: &[(&str, &str)]) -> StoreResult<Vec<Arc<Span>>>;
+    /// Returns up to `limit` attempts whose id is `attempt_id`, of any
+    /// rollout, in (rollout id, attempt id) order.
+    async fn attempts_with_id(
+        &mut self,
+        attempt_id: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<Attempt>>;
+    /// Returns how many queue entries are ahead of the rollout's and when it
+    /// entered the queue; `None` when it is not queued.
+    async fn queue_place(&mut self, rollout_id: &str) -> StoreResult<Option<(u64, Timestamp)>>;
+
     /// Returns up to `limit` retained events with a sequence number above
     /// `after`, with the bounds of the retained history.
     async fn events_after(&mut self, after: u64, limit: usize) -> StoreResult<EventPage>;
@@ -328,8 +366,11 @@ pub struct RolloutWrite {
 /// entity wins, and the engine reads its own writes from here. Applied by
 /// [`StoreTx::commit`] in this order: the 1.x records
 /// ([`agl1::Agl1Writes`]), request ids (forgotten, then remembered),
-/// resources, rollouts, attempts, workers, sessions, queue (removals, then
-/// appends), events.
+/// activity counts forgotten, resources, rollouts (with their activity
+/// counts), attempts, workers, sessions, queue (removals, then appends),
+/// events. The engine never forgets activity counts in a write set that
+/// writes rollouts (on a shared database both would be clauses of one
+/// statement, which cannot change a row twice).
 #[derive(Debug, Default)]
 pub struct WriteSet {
     /// Rollouts inserted or replaced, in first-write order.
@@ -352,6 +393,8 @@ pub struct WriteSet {
     pub agl1: agl1::Agl1Writes,
     /// Request ids that expired at or before this time are forgotten.
     pub forget_requests: Option<Timestamp>,
+    /// The activity counts of minutes before this time are forgotten.
+    pub forget_activity: Option<Timestamp>,
     /// Request ids remembered (inserted or replaced), keyed by id.
     pub requests: IndexMap<String, RememberedRequest>,
     /// Events to record; the backend assigns their sequence numbers.
@@ -370,6 +413,7 @@ impl WriteSet {
             && self.resources.is_empty()
             && self.agl1.is_empty()
             && self.forget_requests.is_none()
+            && self.forget_activity.is_none()
             && self.requests.is_empty()
             && self.events.is_empty()
     }

@@ -28,6 +28,7 @@ use crate::core::model::{
     Attempt, AttemptStatus, Counts, ResourcesUpdate, Rollout, RolloutStatus, RolloutView,
     SessionState, Span, Timestamp, Worker, WorkerSession,
 };
+use crate::core::overview::{Activity, ActivityCount};
 use crate::core::query::{
     AttemptSelector, Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter,
 };
@@ -38,6 +39,8 @@ pub use crate::core::storage::DEFAULT_EVENT_RETENTION;
 
 /// agent-lightning 1.x's records.
 mod agl1;
+/// The aggregate reads of the read model.
+mod overview;
 
 /// The in-memory backend.
 pub struct MemoryStore {
@@ -130,6 +133,10 @@ struct State {
     queued: HashMap<String, u64>,
     next_ticket: u64,
     rollouts_by_status: BTreeMap<RolloutStatus, u64>,
+    /// Rollouts that have an end time ([`overview`]).
+    ended: overview::EndedIndex,
+    /// Rollouts created and ended per minute ([`overview`]).
+    activity: overview::ActivityCounts,
     attempts_by_status: BTreeMap<AttemptStatus, u64>,
     deadlines: BTreeSet<(Timestamp, String)>,
     deadline_of: HashMap<String, Timestamp>,
@@ -274,25 +281,27 @@ impl State {
     }
 
     fn latest_attempt(&self, rollout_id: &str) -> Option<&Attempt> {
-        self.attempts.get(rollout_id).and_then(|a| a.last())
+        self.attempts_of(rollout_id).last()
+    }
+
+    /// Returns a rollout's attempts in sequence order.
+    fn attempts_of(&self, rollout_id: &str) -> &[Attempt] {
+        self.attempts.get(rollout_id).map_or(&[], Vec::as_slice)
     }
 
     fn put_rollout(&mut self, write: RolloutWrite) {
         let RolloutWrite { rollout, deadline } = write;
         let rollout_id = rollout.rollout_id.clone();
         let status = rollout.status;
-        let before = match self.rollouts.get_mut(&rollout_id) {
-            Some(existing) => {
-                let before = existing.status;
-                *existing = rollout;
-                Some(before)
-            }
-            None => {
-                self.rollouts.insert(rollout_id.clone(), rollout);
-                None
-            }
-        };
+        let ended = overview::ended_key(&rollout);
+        let activity = Activity::of(&rollout);
+        // Replacing keeps the rollout's place in creation order.
+        let previous = self.rollouts.insert(rollout_id.clone(), rollout);
+        let before = previous.as_ref().map(|p| p.status);
+        let ended_before = previous.as_ref().and_then(overview::ended_key);
+        self.recount_activity(previous.as_ref().map(Activity::of), Some(activity));
         recount(&mut self.rollouts_by_status, before, status);
+        self.reindex_ended(ended_before, ended);
         self.set_deadline(rollout_id, deadline);
     }
 
@@ -356,6 +365,9 @@ impl State {
         self.apply_agl1(&mut writes.agl1);
         if let Some(by) = writes.forget_requests.take() {
             self.forget_requests(by);
+        }
+        if let Some(before) = writes.forget_activity.take() {
+            self.forget_activity(before);
         }
         for (_, request) in writes.requests.drain(..) {
             self.remember_request(request);
@@ -472,7 +484,7 @@ impl StoreTx for MemoryTx<'_> {
         let matching = state
             .rollouts
             .values()
-            .filter(|r| filter.matches(r))
+            .filter(|r| filter.matches(r, || state.attempts_of(&r.rollout_id)))
             .collect();
         Ok(page.apply(matching).map(|rollout: &Rollout| RolloutView {
             rollout: rollout.clone(),
@@ -766,11 +778,44 @@ impl StoreTx for MemoryTx<'_> {
             rollouts_by_status: state.rollouts_by_status.clone(),
             attempts_by_status: state.attempts_by_status.clone(),
             oldest_queued_time: state.queue.front().map(|entry| entry.since),
+            oldest_queued_rollout_id: state.queue.front().map(|entry| entry.rollout_id.clone()),
             span_bytes: state.span_bytes,
             evicted_rollouts: state.evictions.rollouts,
             evicted_spans: state.evictions.spans,
             evicted_span_bytes: state.evictions.bytes,
         })
+    }
+
+    async fn activity(
+        &mut self,
+        from: Timestamp,
+        until: Timestamp,
+    ) -> StoreResult<Vec<ActivityCount>> {
+        Ok(self.state.activity(from, until))
+    }
+
+    async fn latest_ended(
+        &mut self,
+        status: RolloutStatus,
+        limit: usize,
+    ) -> StoreResult<Vec<RolloutView>> {
+        Ok(self.state.latest_ended(status, limit))
+    }
+
+    async fn error_spans(&mut self, attempts: &[(&str, &str)]) -> StoreResult<Vec<Arc<Span>>> {
+        Ok(self.state.error_spans(attempts))
+    }
+
+    async fn attempts_with_id(
+        &mut self,
+        attempt_id: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<Attempt>> {
+        Ok(self.state.attempts_with_id(attempt_id, limit))
+    }
+
+    async fn queue_place(&mut self, rollout_id: &str) -> StoreResult<Option<(u64, Timestamp)>> {
+        Ok(self.state.queue_place(rollout_id))
     }
 
     async fn events_after(&mut self, after: u64, limit: usize) -> StoreResult<EventPage> {

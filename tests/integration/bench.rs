@@ -207,6 +207,53 @@ async fn query_returns_every_span() {
 }
 
 #[tokio::test]
+async fn read_model_fills_the_store_and_times_every_read() {
+    let server = TestServer::start(common::Backend::Sqlite).await;
+    let args = [
+        "read-model",
+        "--rollouts",
+        "300",
+        "--spans",
+        "3000",
+        "--span-bytes",
+        "256",
+        "--calls",
+        "3",
+        "--page-size",
+        "20",
+    ];
+    let report = bench(&server, &args).await;
+    assert_eq!(report.settings["rollouts"], 300);
+    assert_eq!(report.settings["spans"], 3000);
+    assert_eq!(report.rows.len(), 18, "{report:#?}");
+    for row in &report.rows {
+        assert_eq!(
+            (row.ops, row.errors),
+            (3, 0),
+            "{}: {:?}",
+            row.name,
+            row.first_error
+        );
+        assert_eq!(row.calls[0].calls, 3, "{}: round trips", row.name);
+    }
+    let items = |name: &str| {
+        let row = report.rows.iter().find(|r| r.name == name).unwrap();
+        row.items / row.ops
+    };
+    // Full pages where the store holds enough matches; the aggregates answer.
+    assert_eq!(items("first page"), 20);
+    assert_eq!(items("deep page"), 20);
+    assert_eq!(items("GetRolloutActivity"), 60);
+    assert_eq!(
+        items("GetQueuePosition (last)"),
+        1,
+        "the last queued rollout is queued"
+    );
+    assert_eq!(items("ListRecentFailures 10"), 10);
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn noop_health_checks() {
     let server = TestServer::start(common::Backend::Memory).await;
     let report = bench(&server, &["noop", "-c", "1,4", "--count", "25"]).await;

@@ -83,6 +83,9 @@ async fn http_requests_carry_request_ids_and_are_counted_by_route() {
         )
         .await;
     assert_eq!(echoed.headers["x-request-id"], "http-test-7");
+    let timing = echoed.headers["server-timing"].to_str().unwrap();
+    let millis: f64 = timing.strip_prefix("app;dur=").unwrap().parse().unwrap();
+    assert!((0.0..10_000.0).contains(&millis), "{timing}");
     let generated = http.get("/v1/agl/health").await;
     assert_eq!(generated.headers["x-request-id"].len(), 32);
     http.get("/v1/agl/unknown/ro-123").await;

@@ -25,7 +25,13 @@ async fn json_logs_carry_request_ids_one_line_per_call() {
     request
         .metadata_mut()
         .insert("x-request-id", "log-test-2".parse().unwrap());
-    client.enqueue_rollout(request).await.unwrap();
+    let response = client.enqueue_rollout(request).await.unwrap();
+    // The server's time on the call, in milliseconds.
+    let timing = response.metadata().get("server-timing").unwrap();
+    let millis: f64 = timing.to_str().unwrap()["app;dur=".len()..]
+        .parse()
+        .unwrap();
+    assert!((0.0..10_000.0).contains(&millis), "{timing:?}");
 
     drop(client);
     let (status, log) = tokio::task::spawn_blocking(move || server.terminate())

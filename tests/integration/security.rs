@@ -67,6 +67,21 @@ const RPCS: &[(&str, char, char)] = &[
         'u',
     ),
     (
+        "lightningstore.v1.LightningStoreService/GetRolloutActivity",
+        'R',
+        'u',
+    ),
+    (
+        "lightningstore.v1.LightningStoreService/GetQueuePosition",
+        'R',
+        'u',
+    ),
+    (
+        "lightningstore.v1.LightningStoreService/ListRecentFailures",
+        'R',
+        'u',
+    ),
+    (
         "lightningstore.v1.LightningStoreService/StartRollout",
         'O',
         'u',

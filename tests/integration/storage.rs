@@ -469,6 +469,7 @@ async fn observe(store: &dyn Store, results: Vec<String>) -> Observed {
         rollout_id_in: None,
         rollout_id_contains: None,
         logic: FilterLogic::And,
+        ..RolloutFilter::default()
     };
     let rollouts = tx
         .query_rollouts(&all, &Page::default())
@@ -939,6 +940,7 @@ async fn ids_sort_by_bytes_and_match_exactly_on_every_backend() {
             rollout_id_in: None,
             rollout_id_contains: None,
             logic: FilterLogic::And,
+            ..RolloutFilter::default()
         };
         let by_id = Page {
             sort_by: Some("rollout_id".to_owned()),

@@ -50,12 +50,20 @@ async fn a_sqlite_database_of_0_1_0_opens_migrated_with_its_data() {
         .unwrap();
     conn.close().await.unwrap();
     let options = TestOptions {
-        database: Some(path),
+        database: Some(path.clone()),
         ..TestOptions::default()
     };
     let server = serve(Backend::Sqlite, options).await;
     serves_the_fixture(&server).await;
     server.stop().await;
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .connect()
+        .await
+        .unwrap();
+    let sql = "SELECT name FROM sqlite_master WHERE type = 'index'";
+    let indexes: Vec<String> = sqlx::query_scalar(sql).fetch_all(&mut conn).await.unwrap();
+    has_the_read_model_indexes(&indexes);
 }
 
 #[tokio::test]
@@ -71,12 +79,33 @@ async fn a_postgres_database_of_0_1_0_opens_migrated_with_its_data() {
     // connections get the default again.
     conn.close().await.unwrap();
     let options = TestOptions {
-        postgres_url: Some(url),
+        postgres_url: Some(url.clone()),
         ..TestOptions::default()
     };
     let server = serve(Backend::Postgres, options).await;
     serves_the_fixture(&server).await;
     server.stop().await;
+    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    let sql = "SELECT indexname::TEXT FROM pg_indexes WHERE schemaname = current_schema()";
+    let indexes: Vec<String> = sqlx::query_scalar(sql).fetch_all(&mut conn).await.unwrap();
+    has_the_read_model_indexes(&indexes);
+}
+
+/// Checks that the upgrade built the indexes of the rollout filters and
+/// the aggregate reads (migrations `*_console_queries.sql`).
+fn has_the_read_model_indexes(indexes: &[String]) {
+    for index in [
+        "rollouts_by_status",
+        "rollouts_by_mode",
+        "rollouts_by_start",
+        "rollouts_by_resources",
+        "rollouts_by_end",
+        "rollouts_ended",
+        "attempts_by_worker",
+        "attempts_by_id",
+    ] {
+        assert!(indexes.iter().any(|i| i == index), "{index}: {indexes:?}");
+    }
 }
 
 /// The fixture's rollouts by the name in their metadata (`{"fixture": NAME}`).
@@ -120,6 +149,78 @@ async fn spans_of(c: &mut Client, rollout_id: &str) -> Vec<pb::Span> {
     .spans
 }
 
+/// Returns the rollout's name in the fixture, or its id when it has none
+/// (a 1.x rollout).
+fn fixture_name(rollout: &pb::Rollout) -> String {
+    let metadata: serde_json::Value = serde_json::from_str(&rollout.metadata_json).unwrap();
+    match metadata["fixture"].as_str() {
+        Some(name) => name.to_owned(),
+        None => rollout.rollout_id.clone(),
+    }
+}
+
+/// The names of the fixture rollouts a query matches, sorted.
+async fn matching(c: &mut Client, request: pb::QueryRolloutsRequest) -> Vec<String> {
+    let page = c.query_rollouts(request).await.unwrap().into_inner();
+    let mut names: Vec<String> = page.rollouts.iter().map(fixture_name).collect();
+    names.sort();
+    names
+}
+
+/// The rollout filters and aggregate reads answer on the old rows, before
+/// anything changes them.
+async fn reads_the_fixture_through_the_read_model(
+    c: &mut Client,
+    rollouts: &HashMap<String, pb::Rollout>,
+) {
+    let worker_b = pb::QueryRolloutsRequest {
+        worker_id: Some("worker-b".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        matching(c, worker_b).await,
+        ["cancelled", "requeuing", "running"]
+    );
+    let train = pb::QueryRolloutsRequest {
+        mode_in: vec![pb::RolloutMode::Train as i32],
+        ..Default::default()
+    };
+    // The 1.x rollout is a training one too.
+    assert_eq!(matching(c, train).await, ["agl1-fixture", "queuing-train"]);
+    let version = pb::QueryRolloutsRequest {
+        resources_id: rollouts["queuing-train"].resources_id.clone(),
+        ..Default::default()
+    };
+    assert_eq!(matching(c, version).await, ["queuing-train"]);
+    let failures = c
+        .list_recent_failures(pb::ListRecentFailuresRequest { limit: 0 })
+        .await
+        .unwrap()
+        .into_inner()
+        .failures;
+    let names: Vec<String> = failures
+        .iter()
+        .map(|f| fixture_name(f.rollout.as_ref().unwrap()))
+        .collect();
+    // The old session's rollout fails once this server ends the session the
+    // old server left (its grace period long over), at a time of its own:
+    // then it is the latest failure.
+    let expected: &[&str] = match names.len() {
+        2 => &["session", "failed"],
+        _ => &["failed"],
+    };
+    assert_eq!(names, expected);
+    let place = c
+        .get_queue_position(pb::GetQueuePositionRequest {
+            rollout_id: rollouts["queuing-train"].rollout_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(place.queued && place.ahead >= 1, "{place:?}");
+    assert_eq!(place.ahead + 1, place.queue_length, "the queue's tail");
+}
+
 /// Checks what fill.py wrote, then runs every kind of call on the old rows.
 async fn serves_the_fixture(server: &TestServer) {
     use pb::RolloutStatus as R;
@@ -127,6 +228,7 @@ async fn serves_the_fixture(server: &TestServer) {
 
     // Every rollout kept its status, attempts, configuration and metadata.
     let rollouts = fixture_rollouts(&mut c).await;
+    reads_the_fixture_through_the_read_model(&mut c, &rollouts).await;
     for (name, status) in [
         ("succeeded", R::Succeeded),
         ("failed", R::Failed),

@@ -9,6 +9,7 @@ use crate::core::ids;
 use crate::core::model::{
     self as m, AttemptStatus, Json, RolloutMode, RolloutStatus, Timestamp, WorkerStatus,
 };
+use crate::core::overview::{Failure, MinuteCounts};
 use crate::core::query::{FilterLogic, Page, Paged};
 use crate::proto as pb;
 
@@ -52,6 +53,14 @@ pub fn timestamp_from_proto(field: &str, t: &prost_types::Timestamp) -> StoreRes
         .and_then(|s| s.checked_add(i64::from(t.nanos)))
         .map(Timestamp)
         .ok_or_else(|| StoreError::invalid(format!("{field} is out of range")))
+}
+
+/// Converts an optional protobuf timestamp to the domain.
+pub fn opt_timestamp_from_proto(
+    field: &str,
+    t: Option<prost_types::Timestamp>,
+) -> StoreResult<Option<Timestamp>> {
+    t.map(|t| timestamp_from_proto(field, &t)).transpose()
 }
 
 /// Converts a protobuf duration to std, rejecting negative ones and nanos
@@ -315,6 +324,27 @@ pub fn view_to_proto(view: &m::RolloutView) -> pb::Rollout {
     pb::Rollout {
         attempt: view.attempt.as_ref().map(attempt_to_proto),
         ..rollout_to_proto(&view.rollout)
+    }
+}
+
+/// Converts one minute of rollout activity.
+pub fn minute_to_proto(minute: &MinuteCounts) -> pb::RolloutMinute {
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    pb::RolloutMinute {
+        start: Some(timestamp_to_proto(minute.start)),
+        created: count(minute.created),
+        succeeded: count(minute.succeeded),
+        failed: count(minute.failed),
+        cancelled: count(minute.cancelled),
+    }
+}
+
+/// Converts a failed rollout with why it failed.
+pub fn failure_to_proto(failure: &Failure) -> pb::RolloutFailure {
+    pb::RolloutFailure {
+        rollout: Some(view_to_proto(&failure.rollout)),
+        error_span: failure.error_span.as_deref().map(span_to_proto),
+        agl1_error: failure.agl1_error.clone(),
     }
 }
 

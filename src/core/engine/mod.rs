@@ -11,12 +11,14 @@
 //! The operations are grouped by what they act on: [`rollouts`],
 //! [`attempts`], [`spans`], [`resources_workers`], worker [`sessions`] and
 //! agent-lightning 1.x's ([`agl1`], with its event appends in [`appends`]);
+//! the read model's aggregates are in [`overview`];
 //! [`tx`] holds the transaction with its write set and the rule steps the
 //! groups share.
 
 mod agl1;
 mod appends;
 mod attempts;
+mod overview;
 mod resources_workers;
 mod rollouts;
 mod sessions;
@@ -253,8 +255,8 @@ impl Engine {
 
     /// Runs the watchdog timer until `shutdown` turns true: attempts expire
     /// within one interval of their deadline even without any traffic. The
-    /// span retention and the forgetting of expired request ids run on the
-    /// same task, on their own interval.
+    /// span retention and the forgetting of expired request ids and old
+    /// activity counts run on the same task, on their own interval.
     pub async fn run_watchdog(self: Arc<Self>) {
         let mut shutdown = self.closing();
         let mut ticker = tokio::time::interval(self.config.watchdog_interval);
@@ -273,6 +275,9 @@ impl Engine {
                 }
                 if let Err(error) = self.forget_expired_requests().await {
                     tracing::warn!(%error, "forgetting expired request ids failed");
+                }
+                if let Err(error) = self.forget_old_activity().await {
+                    tracing::warn!(%error, "forgetting old activity counts failed");
                 }
                 continue;
             }
@@ -398,6 +403,18 @@ impl Engine {
             );
         }
         Ok(total)
+    }
+
+    /// Forgets the per-minute activity counts older than the store keeps,
+    /// in one transaction.
+    pub async fn forget_old_activity(&self) -> StoreResult<()> {
+        self.run(Scan::Skip, |tx| {
+            Box::pin(async move {
+                tx.forget_old_activity();
+                Ok(())
+            })
+        })
+        .await
     }
 
     /// Forgets the client request ids that expired by now, in one transaction.

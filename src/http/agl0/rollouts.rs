@@ -144,6 +144,7 @@ async fn run_query(context: &HttpContext, source: Source<'_>) -> HttpResult<Resp
         rollout_id_in: query.rollout_id_in,
         rollout_id_contains: query.rollout_id_contains,
         logic: query.logic,
+        ..RolloutFilter::default()
     };
     let result = context.engine.query_rollouts(&filter, &page).await?;
     Ok(PyJson(StatusCode::OK, PageJson::new(&result, RolloutJson::from)).into_response())

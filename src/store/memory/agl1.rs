@@ -13,6 +13,7 @@ use crate::core::agl1::{
 };
 use crate::core::error::StoreResult;
 use crate::core::model::RolloutStatus;
+use crate::core::overview::Activity;
 use crate::core::storage::Access;
 use crate::core::storage::agl1::{Agl1Reads, Agl1Writes};
 
@@ -100,10 +101,12 @@ impl State {
         self.agl1.fields.shift_remove(rollout_id);
         self.agl1.events.remove(rollout_id);
         self.agl1.keys.retain(|(id, _, _), _| id != rollout_id);
-        if let Some(rollout) = self.rollouts.shift_remove(rollout_id)
-            && let Some(count) = self.rollouts_by_status.get_mut(&rollout.status)
-        {
-            *count = count.saturating_sub(1);
+        if let Some(rollout) = self.rollouts.shift_remove(rollout_id) {
+            if let Some(count) = self.rollouts_by_status.get_mut(&rollout.status) {
+                *count = count.saturating_sub(1);
+            }
+            self.reindex_ended(super::overview::ended_key(&rollout), None);
+            self.recount_activity(Some(Activity::of(&rollout)), None);
         }
         for attempt in self.attempts.remove(rollout_id).unwrap_or_default() {
             self.attempt_count -= 1;

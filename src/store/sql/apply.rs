@@ -77,6 +77,10 @@ pub(super) struct Batch<'a> {
     /// the open statement's clauses, summed into the counters by its last
     /// clause (see [`Batch::count`]).
     deltas: Vec<String>,
+    /// On a shared database: queries of `(minute, name, delta)` rows, summed
+    /// into the activity counts by a clause of their own
+    /// ([`Batch::count_minutes`]).
+    minute_deltas: Vec<String>,
 }
 
 impl<'a> Batch<'a> {
@@ -87,6 +91,7 @@ impl<'a> Batch<'a> {
             open: None,
             clauses: 0,
             deltas: Vec::new(),
+            minute_deltas: Vec::new(),
         }
     }
 
@@ -117,6 +122,15 @@ impl<'a> Batch<'a> {
     pub(super) fn count(&mut self, deltas: String) {
         debug_assert!(self.dialect.shared && self.open.is_some());
         self.deltas.push(deltas);
+    }
+
+    /// On a shared database: adds the `(minute, name, delta)` rows that
+    /// `deltas` selects to this connection's shards of the activity counts
+    /// (`rollout_minutes`), in the open statement, as [`Batch::count`] does
+    /// for the counters.
+    fn count_minutes(&mut self, deltas: String) {
+        debug_assert!(self.dialect.shared && self.open.is_some());
+        self.minute_deltas.push(deltas);
     }
 
     /// Opens the next `WITH` clause of the open statement (closing it first
@@ -151,6 +165,19 @@ impl<'a> Batch<'a> {
                          ON CONFLICT (name, shard) DO UPDATE SET value = counters.value + excluded.value)",
                     );
                 self.deltas.clear();
+            }
+            if !self.minute_deltas.is_empty() {
+                b.push(
+                    ", minuted AS (INSERT INTO rollout_minutes (minute, name, shard, value) \
+                     SELECT minute, name, pg_backend_pid(), SUM(d) FROM (",
+                )
+                .push(&self.minute_deltas.join(" UNION ALL "))
+                .push(
+                    ") AS deltas (minute, name, d) GROUP BY minute, name HAVING SUM(d) <> 0 \
+                         ON CONFLICT (minute, name, shard) \
+                         DO UPDATE SET value = rollout_minutes.value + excluded.value)",
+                );
+                self.minute_deltas.clear();
             }
             b.push(" SELECT 1");
             self.statements.push(b.finish());
@@ -235,6 +262,8 @@ pub(super) fn upsert<'a, T: 'a>(
 struct Counted<'f> {
     returning: &'static str,
     deltas: &'f dyn Fn(&str) -> String,
+    /// Likewise for the activity counts ([`Batch::count_minutes`]).
+    minutes: Option<&'f dyn Fn(&str) -> String>,
 }
 
 /// [`upsert`], counted on a shared database (elsewhere the schema's
@@ -279,6 +308,9 @@ fn upsert_counted<'a, T: 'a>(
         });
         if let (Some(counted), Some(clause)) = (&counted, clause) {
             batch.count((counted.deltas)(&clause));
+            if let Some(minutes) = counted.minutes {
+                batch.count_minutes(minutes(&clause));
+            }
         }
     }
 }
@@ -300,6 +332,38 @@ fn status_deltas(table: &str, columns: &[&str], clause: &str) -> String {
          ('{table}.' || o.status, CASE WHEN o.status <> w.status THEN -1 ELSE 0 END)) \
          AS x (name, d) WHERE x.d <> 0",
         on = on.join(" AND ")
+    )
+}
+
+/// The first instant of the minute of the nanosecond time `expression`
+/// (floored, also before 1970), as [`crate::core::overview::minute_of`].
+fn minute_of(expression: &str) -> String {
+    format!("({expression} - (({expression} % 60000000000) + 60000000000) % 60000000000)")
+}
+
+/// The activity counts' deltas of a rollout upsert clause that returns
+/// `rollout_id, status, start_time, end_time`: the minute a rollout was
+/// created in, and the minute it ended in while its status is terminal, as
+/// they were (the table's snapshot before the statement) against as they
+/// are (see [`crate::core::overview::Activity::of`]).
+fn minute_deltas(clause: &str) -> String {
+    let finished = "('succeeded', 'failed', 'cancelled')";
+    let changed = "(o.status IS DISTINCT FROM w.status OR o.end_time IS DISTINCT FROM w.end_time)";
+    format!(
+        "SELECT x.minute, x.name, x.d FROM {clause} w LEFT JOIN rollouts o \
+         ON o.rollout_id = w.rollout_id CROSS JOIN LATERAL (VALUES \
+         ({new_start}, 'created', CASE WHEN o.rollout_id IS NULL \
+             OR o.start_time <> w.start_time THEN 1 ELSE 0 END), \
+         ({old_start}, 'created', CASE WHEN o.start_time <> w.start_time THEN -1 ELSE 0 END), \
+         ({new_end}, w.status, CASE WHEN w.end_time IS NOT NULL AND w.status IN {finished} \
+             AND {changed} THEN 1 ELSE 0 END), \
+         ({old_end}, o.status, CASE WHEN o.end_time IS NOT NULL AND o.status IN {finished} \
+             AND {changed} THEN -1 ELSE 0 END)) \
+         AS x (minute, name, d) WHERE x.d <> 0",
+        new_start = minute_of("w.start_time"),
+        old_start = minute_of("o.start_time"),
+        new_end = minute_of("w.end_time"),
+        old_end = minute_of("o.end_time"),
     )
 }
 
@@ -356,6 +420,14 @@ impl<C: Connection> SqlTx<C> {
         self.apply_agl1(&mut writes.agl1).await?;
         let mut batch = Batch::new(C::DIALECT);
         requests::add(&mut batch, writes.forget_requests, &remembered);
+        if let Some(before) = writes.forget_activity {
+            batch.add(1, |b| {
+                let before = b.arg(before);
+                b.push(&format!(
+                    "DELETE FROM rollout_minutes WHERE minute < {before}"
+                ));
+            });
+        }
         upsert(
             &mut batch,
             &resources,
@@ -413,8 +485,9 @@ impl<C: Connection> SqlTx<C> {
                 ]
             },
             Some(Counted {
-                returning: " RETURNING rollout_id, status",
+                returning: " RETURNING rollout_id, status, start_time, end_time",
                 deltas: &|clause| status_deltas("rollouts", &["rollout_id"], clause),
+                minutes: Some(&minute_deltas),
             }),
         );
         upsert_counted(
@@ -443,6 +516,7 @@ impl<C: Connection> SqlTx<C> {
             Some(Counted {
                 returning: " RETURNING rollout_id, attempt_id, status",
                 deltas: &|clause| status_deltas("attempts", &["rollout_id", "attempt_id"], clause),
+                minutes: None,
             }),
         );
         upsert(
@@ -519,6 +593,7 @@ impl<C: Connection> SqlTx<C> {
             Some(Counted {
                 returning: " RETURNING rollout_id",
                 deltas: &|clause| format!("SELECT 'queued', 1 FROM {clause}"),
+                minutes: None,
             }),
         );
 

@@ -13,7 +13,7 @@
 //! session records, [`apply`] the write set's application at commit
 //! (multi-row upserts, and on a shared database one statement for the
 //! whole set), [`requests`] the remembered request ids, [`agl1`]
-//! agent-lightning 1.x's records.
+//! agent-lightning 1.x's records, [`overview`] the read model's aggregates.
 //!
 //! Counts for statistics come from a `counters` table: the entity rows
 //! (`rollouts`, `attempts`, `resources`, `workers`, `queued`, and
@@ -33,6 +33,7 @@ mod apply;
 mod claim;
 pub mod codec;
 mod floor;
+mod overview;
 pub mod query;
 mod reads;
 mod requests;
@@ -50,8 +51,10 @@ use crate::core::error::StoreResult;
 use crate::core::events::EventPage;
 use crate::core::idempotency::RememberedRequest;
 use crate::core::model::{
-    Attempt, Counts, ResourcesUpdate, RolloutView, Span, Timestamp, Worker, WorkerSession,
+    Attempt, Counts, ResourcesUpdate, RolloutStatus, RolloutView, Span, Timestamp, Worker,
+    WorkerSession,
 };
+use crate::core::overview::ActivityCount;
 use crate::core::query::{Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter};
 use crate::core::retention::{Eviction, RetentionPolicy};
 use crate::core::storage::{Access, Held, StoreTx, WriteSet};
@@ -517,6 +520,38 @@ impl<C: Connection> StoreTx for SqlTx<C> {
 
     async fn counts(&mut self) -> StoreResult<Counts> {
         self.read_counts().await
+    }
+
+    async fn activity(
+        &mut self,
+        from: Timestamp,
+        until: Timestamp,
+    ) -> StoreResult<Vec<ActivityCount>> {
+        self.read_activity(from, until).await
+    }
+
+    async fn latest_ended(
+        &mut self,
+        status: RolloutStatus,
+        limit: usize,
+    ) -> StoreResult<Vec<RolloutView>> {
+        self.read_latest_ended(status, limit).await
+    }
+
+    async fn error_spans(&mut self, attempts: &[(&str, &str)]) -> StoreResult<Vec<Arc<Span>>> {
+        self.read_error_spans(attempts).await
+    }
+
+    async fn attempts_with_id(
+        &mut self,
+        attempt_id: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<Attempt>> {
+        self.read_attempts_with_id(attempt_id, limit).await
+    }
+
+    async fn queue_place(&mut self, rollout_id: &str) -> StoreResult<Option<(u64, Timestamp)>> {
+        self.read_queue_place(rollout_id).await
     }
 
     async fn events_after(&mut self, after: u64, limit: usize) -> StoreResult<EventPage> {

@@ -109,16 +109,29 @@ impl<'a> Builder<'a> {
     /// Appends `ORDER BY` with the page's sort key (looked up in `fields`)
     /// before `default_order`, then the page's window.
     pub fn order_and_page(&mut self, page: &Page, fields: &[SortField], default_order: &str) {
-        self.push(" ORDER BY ");
-        if let Some(field) = page
+        let order = self.order_by(page, fields, default_order);
+        self.push(&order);
+        self.page_window(page);
+    }
+
+    /// Returns ` ORDER BY` with the page's sort key (looked up in `fields`)
+    /// before `default_order`.
+    pub fn order_by(&self, page: &Page, fields: &[SortField], default_order: &str) -> String {
+        match page
             .sort_by
             .as_deref()
             .and_then(|name| fields.iter().find(|f| f.name == name))
         {
-            let key = self.sort_key(field, page.descending);
-            self.push(&key).push(", ");
+            Some(field) => format!(
+                " ORDER BY {}, {default_order}",
+                self.sort_key(field, page.descending)
+            ),
+            None => format!(" ORDER BY {default_order}"),
         }
-        self.push(default_order);
+    }
+
+    /// Appends the page's window (`LIMIT` and `OFFSET`).
+    pub fn page_window(&mut self, page: &Page) {
         let limit = page
             .limit
             .map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
@@ -127,18 +140,21 @@ impl<'a> Builder<'a> {
         self.push(&format!(" LIMIT {limit} OFFSET {offset}"));
     }
 
+    /// Returns the key of `field`. A column that is never NULL sorts as
+    /// itself, so that an index on it can give the order.
     fn sort_key(&self, field: &SortField, descending: bool) -> String {
         let dir = if descending { " DESC" } else { "" };
         let column = field.column;
-        match field.kind {
+        match (field.kind, field.nullable) {
+            (SortKind::Text, false) => format!("{}{dir}", (self.dialect.binary_text)(column)),
             // Absent text sorts as the empty string.
-            SortKind::Text => format!(
+            (SortKind::Text, true) => format!(
                 "{}{dir}",
                 (self.dialect.binary_text)(&format!("COALESCE({column}, '')"))
             ),
-            SortKind::Int => format!("{column}{dir}"),
+            (SortKind::Int, _) | (SortKind::Time, false) => format!("{column}{dir}"),
             // Absent times sort after every present one (first when descending).
-            SortKind::Time => format!("({column} IS NULL){dir}, {column}{dir}"),
+            (SortKind::Time, true) => format!("({column} IS NULL){dir}, {column}{dir}"),
         }
     }
 }
@@ -167,19 +183,37 @@ pub struct SortField {
     pub name: &'static str,
     pub column: &'static str,
     pub kind: SortKind,
+    /// Whether the column can be NULL (the schema says).
+    pub nullable: bool,
 }
 
+/// A field on a column that is never NULL.
 const fn field(name: &'static str, column: &'static str, kind: SortKind) -> SortField {
-    SortField { name, column, kind }
+    SortField {
+        name,
+        column,
+        kind,
+        nullable: false,
+    }
+}
+
+/// A field on a column that can be NULL.
+const fn nullable(name: &'static str, column: &'static str, kind: SortKind) -> SortField {
+    SortField {
+        name,
+        column,
+        kind,
+        nullable: true,
+    }
 }
 
 /// Sort fields of rollouts (see [`crate::core::query::Sortable`] for `Rollout`).
 pub const ROLLOUT_SORT: &[SortField] = &[
     field("rollout_id", "r.rollout_id", SortKind::Text),
     field("start_time", "r.start_time", SortKind::Time),
-    field("end_time", "r.end_time", SortKind::Time),
-    field("mode", "r.mode", SortKind::Text),
-    field("resources_id", "r.resources_id", SortKind::Text),
+    nullable("end_time", "r.end_time", SortKind::Time),
+    nullable("mode", "r.mode", SortKind::Text),
+    nullable("resources_id", "r.resources_id", SortKind::Text),
     field("status", "r.status", SortKind::Text),
 ];
 
@@ -190,22 +224,22 @@ pub const SPAN_SORT: &[SortField] = &[
     field("sequence_id", "sequence_id", SortKind::Int),
     field("trace_id", "trace_id", SortKind::Text),
     field("span_id", "span_id", SortKind::Text),
-    field("parent_id", "parent_id", SortKind::Text),
+    nullable("parent_id", "parent_id", SortKind::Text),
     field("name", "name", SortKind::Text),
-    field("start_time", "start_time", SortKind::Time),
-    field("end_time", "end_time", SortKind::Time),
+    nullable("start_time", "start_time", SortKind::Time),
+    nullable("end_time", "end_time", SortKind::Time),
 ];
 
 /// Sort fields of workers.
 pub const WORKER_SORT: &[SortField] = &[
     field("worker_id", "worker_id", SortKind::Text),
     field("status", "status", SortKind::Text),
-    field("last_heartbeat_time", "last_heartbeat_time", SortKind::Time),
-    field("last_dequeue_time", "last_dequeue_time", SortKind::Time),
-    field("last_busy_time", "last_busy_time", SortKind::Time),
-    field("last_idle_time", "last_idle_time", SortKind::Time),
-    field("current_rollout_id", "current_rollout_id", SortKind::Text),
-    field("current_attempt_id", "current_attempt_id", SortKind::Text),
+    nullable("last_heartbeat_time", "last_heartbeat_time", SortKind::Time),
+    nullable("last_dequeue_time", "last_dequeue_time", SortKind::Time),
+    nullable("last_busy_time", "last_busy_time", SortKind::Time),
+    nullable("last_idle_time", "last_idle_time", SortKind::Time),
+    nullable("current_rollout_id", "current_rollout_id", SortKind::Text),
+    nullable("current_attempt_id", "current_attempt_id", SortKind::Text),
 ];
 
 /// Sort fields of resources snapshots.

@@ -12,12 +12,12 @@ use crate::core::events::EventPage;
 use crate::core::model::{
     Attempt, AttemptStatus, Counts, ResourcesUpdate, RolloutStatus, RolloutView, Timestamp, Worker,
 };
-use crate::core::query::{Page, Paged, ResourcesFilter, RolloutFilter, WorkerFilter};
+use crate::core::query::{FilterLogic, Page, Paged, ResourcesFilter, RolloutFilter, WorkerFilter};
 use crate::core::storage::{Access, Held};
 
 /// Selects a rollout (`r`) with its latest attempt (`a`); the caller
 /// appends the `WHERE` clause.
-const ROLLOUT_VIEW: &str = concat!(
+pub(super) const ROLLOUT_VIEW: &str = concat!(
     "SELECT ",
     rollout_columns!("r."),
     ", ",
@@ -46,6 +46,8 @@ fn lock_clause<C: Connection>(access: Access, table: &str) -> String {
     }
 }
 
+/// Returns the condition of `filter` on rollouts `r`: upstream's pool under
+/// its logic, AND-ed with each narrowing condition (see [`RolloutFilter`]).
 fn rollout_condition<'a>(b: &mut Builder<'a>, filter: &'a RolloutFilter) -> String {
     let status = filter
         .status_in
@@ -59,7 +61,39 @@ fn rollout_condition<'a>(b: &mut Builder<'a>, filter: &'a RolloutFilter) -> Stri
         .rollout_id_contains
         .as_deref()
         .map(|part| b.contains("r.rollout_id", part));
-    Builder::combine(filter.effective_logic(), vec![status, ids, contains])
+    let pool = Builder::combine(filter.effective_logic(), vec![status, ids, contains]);
+    let modes = filter.mode_in.as_ref().map(|modes| {
+        let named = modes.iter().flatten().map(|m| m.as_str());
+        let mut either = vec![Some(b.one_of("r.mode", named))];
+        if modes.contains(&None) {
+            either.push(Some("r.mode IS NULL".to_owned()));
+        }
+        Builder::combine(FilterLogic::Or, either)
+    });
+    let from = filter
+        .start_time
+        .from
+        .map(|from| format!("r.start_time >= {}", b.arg(from)));
+    let until = filter
+        .start_time
+        .until
+        .map(|until| format!("r.start_time < {}", b.arg(until)));
+    let resources = filter
+        .resources_id
+        .as_deref()
+        .map(|id| b.equals("r.resources_id", id));
+    // The worker's attempts (an index) name the rollouts to look up, rather
+    // than every rollout probing for an attempt of the worker.
+    let worker = filter.worker_id.as_deref().map(|worker| {
+        format!(
+            "r.rollout_id IN (SELECT w.rollout_id FROM attempts w WHERE w.worker_id = {})",
+            b.arg(worker)
+        )
+    });
+    Builder::combine(
+        FilterLogic::And,
+        vec![Some(pool), modes, from, until, resources, worker],
+    )
 }
 
 fn worker_condition<'a>(b: &mut Builder<'a>, filter: &'a WorkerFilter) -> String {
@@ -83,7 +117,7 @@ fn resources_condition<'a>(b: &mut Builder<'a>, filter: &'a ResourcesFilter) -> 
         .resources_id_contains
         .as_deref()
         .map(|part| b.contains("resources_id", part));
-    Builder::combine(crate::core::query::FilterLogic::And, vec![id, contains])
+    Builder::combine(FilterLogic::And, vec![id, contains])
 }
 
 /// Keeps the first occurrence of each id, in order.
@@ -147,11 +181,21 @@ impl<C: Connection> SqlTx<C> {
         filter: &RolloutFilter,
         page: &Page,
     ) -> StoreResult<Paged<RolloutView>> {
+        // The page's positions first, from the indexes alone where they
+        // suffice; only the page's rows are then read whole, with their
+        // latest attempts (a sort would otherwise carry every matching
+        // row's columns and attempt).
         let mut b = Builder::new(C::DIALECT);
-        b.push(ROLLOUT_VIEW).push(" WHERE ");
+        b.push("WITH page AS (SELECT r.pos FROM rollouts r WHERE ");
         let condition = rollout_condition(&mut b, filter);
         b.push(&condition);
-        b.order_and_page(page, ROLLOUT_SORT, "r.pos");
+        let order = b.order_by(page, ROLLOUT_SORT, "r.pos");
+        b.push(&order);
+        b.page_window(page);
+        b.push(") ")
+            .push(ROLLOUT_VIEW)
+            .push(" WHERE r.pos IN (SELECT pos FROM page)")
+            .push(&order);
         let mut count = Builder::new(C::DIALECT);
         count.push("SELECT COUNT(*) FROM rollouts r WHERE ");
         let condition = rollout_condition(&mut count, filter);
@@ -405,10 +449,11 @@ impl<C: Connection> SqlTx<C> {
         }
         // Rows queued before the queue recorded entry times count from the
         // rollout's creation.
-        let sql = "SELECT COALESCE(q.enqueue_time, r.start_time) FROM queue q \
+        let sql = "SELECT COALESCE(q.enqueue_time, r.start_time), q.rollout_id FROM queue q \
                    JOIN rollouts r ON r.rollout_id = q.rollout_id ORDER BY q.pos LIMIT 1";
         if let Some(row) = self.read_one(Statement::new(sql)).await? {
             counts.oldest_queued_time = Some(Timestamp(row.int(0)?));
+            counts.oldest_queued_rollout_id = Some(row.text(1)?);
         }
         Ok(counts)
     }

@@ -23,10 +23,12 @@ macro_rules! conformance_suite {
                 mod idempotency;
                 mod lifecycle;
                 mod otlp;
+                mod overview;
                 mod queries;
                 mod resources_workers;
                 mod retention;
                 mod robustness;
+                mod rollout_filters;
                 mod server;
                 mod sessions;
                 mod spans;

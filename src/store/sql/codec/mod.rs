@@ -15,7 +15,7 @@ use crate::core::model::{
 };
 
 mod span;
-pub use self::span::{span, span_body};
+pub use self::span::{ERROR_BODY_PREFIX, span, span_body};
 
 /// Column list of [`rollout`], in order.
 macro_rules! rollout_columns {

@@ -81,6 +81,12 @@ pub fn span(row: &impl Row) -> StoreResult<Span> {
     })
 }
 
+/// How the body of every span whose status is ERROR begins: the status is
+/// the body's first entry and its code the status's first ([`SpanBody`]),
+/// so that a query finds such spans by a prefix of the text, without
+/// parsing bodies (rows written by every earlier version begin the same).
+pub const ERROR_BODY_PREFIX: &str = r#"{"status":{"code":"error""#;
+
 /// Returns the JSON body of a span: everything but its columns. `size` is
 /// the span's accounted size ([`crate::core::retention::span_size`]), about
 /// the body's length: the text is written into a buffer of about its size

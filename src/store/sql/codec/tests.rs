@@ -149,6 +149,20 @@ fn spans_round_trip_losslessly() {
 }
 
 #[test]
+fn only_error_bodies_begin_with_the_error_prefix() {
+    let mut span = sample_span();
+    for (code, error) in [
+        (SpanStatusCode::Error, true),
+        (SpanStatusCode::Ok, false),
+        (SpanStatusCode::Unset, false),
+    ] {
+        span.status.code = code;
+        let body = span_body(&span, 0);
+        assert_eq!(body.starts_with(ERROR_BODY_PREFIX), error, "{body}");
+    }
+}
+
+#[test]
 fn legacy_span_bodies_still_decode() {
     // Written before trace states kept entries and links kept the
     // absence of attributes.

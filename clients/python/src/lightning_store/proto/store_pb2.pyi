@@ -103,7 +103,7 @@ class GetStatisticsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetStatisticsResponse(_message.Message):
-    __slots__ = ("name", "total_rollouts", "total_attempts", "total_spans", "total_resources", "total_workers", "uptime_seconds", "queued_rollouts", "total_span_bytes", "evicted_rollouts", "evicted_spans", "evicted_span_bytes", "rollouts_by_status", "attempts_by_status", "oldest_queued_time")
+    __slots__ = ("name", "total_rollouts", "total_attempts", "total_spans", "total_resources", "total_workers", "uptime_seconds", "queued_rollouts", "total_span_bytes", "evicted_rollouts", "evicted_spans", "evicted_span_bytes", "rollouts_by_status", "attempts_by_status", "oldest_queued_time", "oldest_queued_rollout_id")
     class RolloutsByStatusEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -133,6 +133,7 @@ class GetStatisticsResponse(_message.Message):
     ROLLOUTS_BY_STATUS_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_BY_STATUS_FIELD_NUMBER: _ClassVar[int]
     OLDEST_QUEUED_TIME_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_QUEUED_ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
     name: str
     total_rollouts: int
     total_attempts: int
@@ -148,7 +149,72 @@ class GetStatisticsResponse(_message.Message):
     rollouts_by_status: _containers.ScalarMap[str, int]
     attempts_by_status: _containers.ScalarMap[str, int]
     oldest_queued_time: _timestamp_pb2.Timestamp
-    def __init__(self, name: _Optional[str] = ..., total_rollouts: _Optional[int] = ..., total_attempts: _Optional[int] = ..., total_spans: _Optional[int] = ..., total_resources: _Optional[int] = ..., total_workers: _Optional[int] = ..., uptime_seconds: _Optional[float] = ..., queued_rollouts: _Optional[int] = ..., total_span_bytes: _Optional[int] = ..., evicted_rollouts: _Optional[int] = ..., evicted_spans: _Optional[int] = ..., evicted_span_bytes: _Optional[int] = ..., rollouts_by_status: _Optional[_Mapping[str, int]] = ..., attempts_by_status: _Optional[_Mapping[str, int]] = ..., oldest_queued_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    oldest_queued_rollout_id: str
+    def __init__(self, name: _Optional[str] = ..., total_rollouts: _Optional[int] = ..., total_attempts: _Optional[int] = ..., total_spans: _Optional[int] = ..., total_resources: _Optional[int] = ..., total_workers: _Optional[int] = ..., uptime_seconds: _Optional[float] = ..., queued_rollouts: _Optional[int] = ..., total_span_bytes: _Optional[int] = ..., evicted_rollouts: _Optional[int] = ..., evicted_spans: _Optional[int] = ..., evicted_span_bytes: _Optional[int] = ..., rollouts_by_status: _Optional[_Mapping[str, int]] = ..., attempts_by_status: _Optional[_Mapping[str, int]] = ..., oldest_queued_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., oldest_queued_rollout_id: _Optional[str] = ...) -> None: ...
+
+class GetRolloutActivityRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetRolloutActivityResponse(_message.Message):
+    __slots__ = ("minutes",)
+    MINUTES_FIELD_NUMBER: _ClassVar[int]
+    minutes: _containers.RepeatedCompositeFieldContainer[RolloutMinute]
+    def __init__(self, minutes: _Optional[_Iterable[_Union[RolloutMinute, _Mapping]]] = ...) -> None: ...
+
+class RolloutMinute(_message.Message):
+    __slots__ = ("start", "created", "succeeded", "failed", "cancelled")
+    START_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    start: _timestamp_pb2.Timestamp
+    created: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ...) -> None: ...
+
+class GetQueuePositionRequest(_message.Message):
+    __slots__ = ("rollout_id",)
+    ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    rollout_id: str
+    def __init__(self, rollout_id: _Optional[str] = ...) -> None: ...
+
+class GetQueuePositionResponse(_message.Message):
+    __slots__ = ("queued", "ahead", "queue_length", "since")
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    AHEAD_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    queued: bool
+    ahead: int
+    queue_length: int
+    since: _timestamp_pb2.Timestamp
+    def __init__(self, queued: _Optional[bool] = ..., ahead: _Optional[int] = ..., queue_length: _Optional[int] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListRecentFailuresRequest(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    def __init__(self, limit: _Optional[int] = ...) -> None: ...
+
+class ListRecentFailuresResponse(_message.Message):
+    __slots__ = ("failures",)
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
+    failures: _containers.RepeatedCompositeFieldContainer[RolloutFailure]
+    def __init__(self, failures: _Optional[_Iterable[_Union[RolloutFailure, _Mapping]]] = ...) -> None: ...
+
+class RolloutFailure(_message.Message):
+    __slots__ = ("rollout", "error_span", "agl1_error")
+    ROLLOUT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_SPAN_FIELD_NUMBER: _ClassVar[int]
+    AGL1_ERROR_FIELD_NUMBER: _ClassVar[int]
+    rollout: _types_pb2.Rollout
+    error_span: _types_pb2.Span
+    agl1_error: str
+    def __init__(self, rollout: _Optional[_Union[_types_pb2.Rollout, _Mapping]] = ..., error_span: _Optional[_Union[_types_pb2.Span, _Mapping]] = ..., agl1_error: _Optional[str] = ...) -> None: ...
 
 class RolloutSpec(_message.Message):
     __slots__ = ("input_json", "mode", "resources_id", "config", "metadata_json")
@@ -337,7 +403,7 @@ class GetSpanSequenceIdsResponse(_message.Message):
     def __init__(self, sequence_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class QueryRolloutsRequest(_message.Message):
-    __slots__ = ("status_in", "rollout_id_in", "rollout_id_contains", "filter_logic", "page", "status_in_list", "rollout_id_in_list")
+    __slots__ = ("status_in", "rollout_id_in", "rollout_id_contains", "filter_logic", "page", "status_in_list", "rollout_id_in_list", "mode_in", "start_time_from", "start_time_until", "worker_id", "resources_id")
     STATUS_IN_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_ID_IN_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_ID_CONTAINS_FIELD_NUMBER: _ClassVar[int]
@@ -345,6 +411,11 @@ class QueryRolloutsRequest(_message.Message):
     PAGE_FIELD_NUMBER: _ClassVar[int]
     STATUS_IN_LIST_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_ID_IN_LIST_FIELD_NUMBER: _ClassVar[int]
+    MODE_IN_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FROM_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_ID_FIELD_NUMBER: _ClassVar[int]
     status_in: _containers.RepeatedScalarFieldContainer[_types_pb2.RolloutStatus]
     rollout_id_in: _containers.RepeatedScalarFieldContainer[str]
     rollout_id_contains: str
@@ -352,7 +423,12 @@ class QueryRolloutsRequest(_message.Message):
     page: PageRequest
     status_in_list: RolloutStatusList
     rollout_id_in_list: StringList
-    def __init__(self, status_in: _Optional[_Iterable[_Union[_types_pb2.RolloutStatus, str]]] = ..., rollout_id_in: _Optional[_Iterable[str]] = ..., rollout_id_contains: _Optional[str] = ..., filter_logic: _Optional[_Union[FilterLogic, str]] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ..., status_in_list: _Optional[_Union[RolloutStatusList, _Mapping]] = ..., rollout_id_in_list: _Optional[_Union[StringList, _Mapping]] = ...) -> None: ...
+    mode_in: _containers.RepeatedScalarFieldContainer[_types_pb2.RolloutMode]
+    start_time_from: _timestamp_pb2.Timestamp
+    start_time_until: _timestamp_pb2.Timestamp
+    worker_id: str
+    resources_id: str
+    def __init__(self, status_in: _Optional[_Iterable[_Union[_types_pb2.RolloutStatus, str]]] = ..., rollout_id_in: _Optional[_Iterable[str]] = ..., rollout_id_contains: _Optional[str] = ..., filter_logic: _Optional[_Union[FilterLogic, str]] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ..., status_in_list: _Optional[_Union[RolloutStatusList, _Mapping]] = ..., rollout_id_in_list: _Optional[_Union[StringList, _Mapping]] = ..., mode_in: _Optional[_Iterable[_Union[_types_pb2.RolloutMode, str]]] = ..., start_time_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., worker_id: _Optional[str] = ..., resources_id: _Optional[str] = ...) -> None: ...
 
 class RolloutStatusList(_message.Message):
     __slots__ = ("values",)

@@ -45,6 +45,21 @@ class LightningStoreServiceStub:
                 request_serializer=lightningstore_dot_v1_dot_store__pb2.GetStatisticsRequest.SerializeToString,
                 response_deserializer=lightningstore_dot_v1_dot_store__pb2.GetStatisticsResponse.FromString,
                 _registered_method=True)
+        self.GetRolloutActivity = channel.unary_unary(
+                '/lightningstore.v1.LightningStoreService/GetRolloutActivity',
+                request_serializer=lightningstore_dot_v1_dot_store__pb2.GetRolloutActivityRequest.SerializeToString,
+                response_deserializer=lightningstore_dot_v1_dot_store__pb2.GetRolloutActivityResponse.FromString,
+                _registered_method=True)
+        self.GetQueuePosition = channel.unary_unary(
+                '/lightningstore.v1.LightningStoreService/GetQueuePosition',
+                request_serializer=lightningstore_dot_v1_dot_store__pb2.GetQueuePositionRequest.SerializeToString,
+                response_deserializer=lightningstore_dot_v1_dot_store__pb2.GetQueuePositionResponse.FromString,
+                _registered_method=True)
+        self.ListRecentFailures = channel.unary_unary(
+                '/lightningstore.v1.LightningStoreService/ListRecentFailures',
+                request_serializer=lightningstore_dot_v1_dot_store__pb2.ListRecentFailuresRequest.SerializeToString,
+                response_deserializer=lightningstore_dot_v1_dot_store__pb2.ListRecentFailuresResponse.FromString,
+                _registered_method=True)
         self.StartRollout = channel.unary_unary(
                 '/lightningstore.v1.LightningStoreService/StartRollout',
                 request_serializer=lightningstore_dot_v1_dot_store__pb2.StartRolloutRequest.SerializeToString,
@@ -210,6 +225,30 @@ class LightningStoreServiceServicer:
 
     def GetStatistics(self, request, context):
         """Returns entity counts and uptime (upstream `statistics`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRolloutActivity(self, request, context):
+        """Returns the rollouts created and finished in each of the last 60
+        wall-clock minutes, for charts. Not upstream's; cheap enough to call on
+        every change (it reads the last hour's rollouts from indexes).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetQueuePosition(self, request, context):
+        """Returns where a queued rollout stands in the queue. Not upstream's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRecentFailures(self, request, context):
+        """Returns the most recently failed rollouts with what the store records
+        of why each failed. Not upstream's.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -503,6 +542,21 @@ def add_LightningStoreServiceServicer_to_server(servicer, server):
                     request_deserializer=lightningstore_dot_v1_dot_store__pb2.GetStatisticsRequest.FromString,
                     response_serializer=lightningstore_dot_v1_dot_store__pb2.GetStatisticsResponse.SerializeToString,
             ),
+            'GetRolloutActivity': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRolloutActivity,
+                    request_deserializer=lightningstore_dot_v1_dot_store__pb2.GetRolloutActivityRequest.FromString,
+                    response_serializer=lightningstore_dot_v1_dot_store__pb2.GetRolloutActivityResponse.SerializeToString,
+            ),
+            'GetQueuePosition': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetQueuePosition,
+                    request_deserializer=lightningstore_dot_v1_dot_store__pb2.GetQueuePositionRequest.FromString,
+                    response_serializer=lightningstore_dot_v1_dot_store__pb2.GetQueuePositionResponse.SerializeToString,
+            ),
+            'ListRecentFailures': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRecentFailures,
+                    request_deserializer=lightningstore_dot_v1_dot_store__pb2.ListRecentFailuresRequest.FromString,
+                    response_serializer=lightningstore_dot_v1_dot_store__pb2.ListRecentFailuresResponse.SerializeToString,
+            ),
             'StartRollout': grpc.unary_unary_rpc_method_handler(
                     servicer.StartRollout,
                     request_deserializer=lightningstore_dot_v1_dot_store__pb2.StartRolloutRequest.FromString,
@@ -709,6 +763,87 @@ class LightningStoreService:
             '/lightningstore.v1.LightningStoreService/GetStatistics',
             lightningstore_dot_v1_dot_store__pb2.GetStatisticsRequest.SerializeToString,
             lightningstore_dot_v1_dot_store__pb2.GetStatisticsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRolloutActivity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lightningstore.v1.LightningStoreService/GetRolloutActivity',
+            lightningstore_dot_v1_dot_store__pb2.GetRolloutActivityRequest.SerializeToString,
+            lightningstore_dot_v1_dot_store__pb2.GetRolloutActivityResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetQueuePosition(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lightningstore.v1.LightningStoreService/GetQueuePosition',
+            lightningstore_dot_v1_dot_store__pb2.GetQueuePositionRequest.SerializeToString,
+            lightningstore_dot_v1_dot_store__pb2.GetQueuePositionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRecentFailures(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lightningstore.v1.LightningStoreService/ListRecentFailures',
+            lightningstore_dot_v1_dot_store__pb2.ListRecentFailuresRequest.SerializeToString,
+            lightningstore_dot_v1_dot_store__pb2.ListRecentFailuresResponse.FromString,
             options,
             channel_credentials,
             insecure,

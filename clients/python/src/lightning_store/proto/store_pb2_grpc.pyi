@@ -54,6 +54,17 @@ class LightningStoreServiceStub:
     """Returns what this store supports (upstream `capabilities`)."""
     GetStatistics: _grpc.UnaryUnaryMultiCallable[_store_pb2.GetStatisticsRequest, _store_pb2.GetStatisticsResponse]
     """Returns entity counts and uptime (upstream `statistics`)."""
+    GetRolloutActivity: _grpc.UnaryUnaryMultiCallable[_store_pb2.GetRolloutActivityRequest, _store_pb2.GetRolloutActivityResponse]
+    """Returns the rollouts created and finished in each of the last 60
+    wall-clock minutes, for charts. Not upstream's; cheap enough to call on
+    every change (it reads the last hour's rollouts from indexes).
+    """
+    GetQueuePosition: _grpc.UnaryUnaryMultiCallable[_store_pb2.GetQueuePositionRequest, _store_pb2.GetQueuePositionResponse]
+    """Returns where a queued rollout stands in the queue. Not upstream's."""
+    ListRecentFailures: _grpc.UnaryUnaryMultiCallable[_store_pb2.ListRecentFailuresRequest, _store_pb2.ListRecentFailuresResponse]
+    """Returns the most recently failed rollouts with what the store records
+    of why each failed. Not upstream's.
+    """
     StartRollout: _grpc.UnaryUnaryMultiCallable[_store_pb2.StartRolloutRequest, _store_pb2.StartRolloutResponse]
     """Creates a rollout together with its first attempt, bypassing the queue
     (status `preparing`). With a worker id the worker becomes busy.
@@ -205,6 +216,17 @@ class LightningStoreServiceAsyncStub(LightningStoreServiceStub):
     """Returns what this store supports (upstream `capabilities`)."""
     GetStatistics: _aio.UnaryUnaryMultiCallable[_store_pb2.GetStatisticsRequest, _store_pb2.GetStatisticsResponse]  # type: ignore[assignment]
     """Returns entity counts and uptime (upstream `statistics`)."""
+    GetRolloutActivity: _aio.UnaryUnaryMultiCallable[_store_pb2.GetRolloutActivityRequest, _store_pb2.GetRolloutActivityResponse]  # type: ignore[assignment]
+    """Returns the rollouts created and finished in each of the last 60
+    wall-clock minutes, for charts. Not upstream's; cheap enough to call on
+    every change (it reads the last hour's rollouts from indexes).
+    """
+    GetQueuePosition: _aio.UnaryUnaryMultiCallable[_store_pb2.GetQueuePositionRequest, _store_pb2.GetQueuePositionResponse]  # type: ignore[assignment]
+    """Returns where a queued rollout stands in the queue. Not upstream's."""
+    ListRecentFailures: _aio.UnaryUnaryMultiCallable[_store_pb2.ListRecentFailuresRequest, _store_pb2.ListRecentFailuresResponse]  # type: ignore[assignment]
+    """Returns the most recently failed rollouts with what the store records
+    of why each failed. Not upstream's.
+    """
     StartRollout: _aio.UnaryUnaryMultiCallable[_store_pb2.StartRolloutRequest, _store_pb2.StartRolloutResponse]  # type: ignore[assignment]
     """Creates a rollout together with its first attempt, bypassing the queue
     (status `preparing`). With a worker id the worker becomes busy.
@@ -365,6 +387,35 @@ class LightningStoreServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_store_pb2.GetStatisticsResponse, _abc.Awaitable[_store_pb2.GetStatisticsResponse]]:
         """Returns entity counts and uptime (upstream `statistics`)."""
+
+    @_abc_1.abstractmethod
+    def GetRolloutActivity(
+        self,
+        request: _store_pb2.GetRolloutActivityRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.GetRolloutActivityResponse, _abc.Awaitable[_store_pb2.GetRolloutActivityResponse]]:
+        """Returns the rollouts created and finished in each of the last 60
+        wall-clock minutes, for charts. Not upstream's; cheap enough to call on
+        every change (it reads the last hour's rollouts from indexes).
+        """
+
+    @_abc_1.abstractmethod
+    def GetQueuePosition(
+        self,
+        request: _store_pb2.GetQueuePositionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.GetQueuePositionResponse, _abc.Awaitable[_store_pb2.GetQueuePositionResponse]]:
+        """Returns where a queued rollout stands in the queue. Not upstream's."""
+
+    @_abc_1.abstractmethod
+    def ListRecentFailures(
+        self,
+        request: _store_pb2.ListRecentFailuresRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.ListRecentFailuresResponse, _abc.Awaitable[_store_pb2.ListRecentFailuresResponse]]:
+        """Returns the most recently failed rollouts with what the store records
+        of why each failed. Not upstream's.
+        """
 
     @_abc_1.abstractmethod
     def StartRollout(
