@@ -29,6 +29,7 @@ pub mod otlp;
 #[cfg(test)]
 mod property_tests;
 pub mod proto;
+pub mod pyjson;
 pub mod reload;
 pub mod server;
 pub mod store;

@@ -58,9 +58,9 @@ fn answered<T>(result: Result<T, StoreError>) {
 }
 
 /// Asserts that an HTTP refusal renders (with its bounded detail).
-fn answered_http<T>(result: Result<T, HttpError>) {
+fn answered_http<T, E: Into<HttpError>>(result: Result<T, E>) {
     if let Err(error) = result {
-        let response = axum::response::IntoResponse::into_response(error);
+        let response = axum::response::IntoResponse::into_response(error.into());
         assert!(response.status().is_client_error(), "{response:?}");
     }
 }
@@ -402,7 +402,7 @@ fn validate_bodies(body: &Json) {
     let span = span_json::read_span(&mut v, &loc, body);
     answered_http(v.finish(span));
     let mut v = Validator::new();
-    let created = schema::each(&mut v, &loc, body, schema::rollout_create);
+    let created = v.each(&loc, body, schema::rollout_create);
     answered_http(v.finish(created));
     let mut v = Validator::new();
     let patch = schema::rollout_patch(&mut v, &loc, body);
@@ -414,7 +414,7 @@ fn validate_bodies(body: &Json) {
     let pause = schema::pause_request(&mut v, &loc, body);
     answered_http(v.finish(pause));
     // Answers render whatever the numbers they hold.
-    crate::http::json::to_vec(body).expect("any JSON value renders");
+    crate::pyjson::to_vec(body).expect("any JSON value renders");
 }
 
 proptest! {
@@ -452,7 +452,7 @@ proptest! {
 
     #[test]
     fn gateway_bodies_as_text_agree_with_their_values(body in json(), choices in vec(json(), 0..4)) {
-        use crate::http::json::{is_canonical, to_vec};
+        use crate::pyjson::{is_canonical, to_vec};
         // What serde_json writes passes as it is; with Python's numbers, what the replies write.
         prop_assert!(is_canonical(&serde_json::to_vec(&body).unwrap(), false));
         prop_assert!(is_canonical(&to_vec(&body).unwrap(), true));

@@ -43,6 +43,13 @@ impl Timestamp {
     }
 }
 
+/// An enum that agent-lightning's APIs write by name: the names a
+/// validator accepts and lists in its refusals come from the enum itself.
+pub trait Named: Copy + 'static {
+    /// Returns agent-lightning's name of the value.
+    fn name(self) -> &'static str;
+}
+
 macro_rules! string_enum {
     ($(#[$meta:meta])* $name:ident { $($(#[$doc:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
@@ -67,6 +74,12 @@ macro_rules! string_enum {
         impl std::fmt::Display for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(self.as_str())
+            }
+        }
+
+        impl Named for $name {
+            fn name(self) -> &'static str {
+                self.as_str()
             }
         }
     };
@@ -319,6 +332,22 @@ pub enum SpanStatusCode {
     Unset,
     Ok,
     Error,
+}
+
+impl SpanStatusCode {
+    /// Every code, in OTLP's order.
+    pub const ALL: &'static [SpanStatusCode] = &[Self::Unset, Self::Ok, Self::Error];
+}
+
+/// agent-lightning's names of the codes (OpenTelemetry's `StatusCode` names).
+impl Named for SpanStatusCode {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Unset => "UNSET",
+            Self::Ok => "OK",
+            Self::Error => "ERROR",
+        }
+    }
 }
 
 /// OpenTelemetry span kind (OTLP numbering).

@@ -51,8 +51,8 @@ use crate::core::error::StoreResult;
 use crate::core::events::Change;
 use crate::core::model::{Json, Timestamp};
 use crate::http::error::HttpError;
-use crate::http::json::is_canonical;
 use crate::metrics::Metrics;
+use crate::pyjson::is_canonical;
 
 /// How long a presence report waits for more changes to report at once.
 pub const REPORT_DELAY: Duration = Duration::from_millis(50);
@@ -508,7 +508,7 @@ fn reply_body(answer: &upstream::Answer, response: Cow<'_, [u8]>) -> Bytes {
         (true, Cow::Owned(text)) => Bytes::from(text),
         (false, response) => {
             let value: Json = serde_json::from_slice(&response).expect("read as JSON");
-            Bytes::from(crate::http::json::to_vec(&value).expect("JSON serialises"))
+            Bytes::from(crate::pyjson::to_vec(&value).expect("JSON serialises"))
         }
     }
 }

@@ -16,8 +16,8 @@ use hyper_util::rt::TokioExecutor;
 use crate::core::agl1::gateway::{RetryPolicy, is_retryable_status};
 use crate::core::model::Json;
 use crate::http::error::HttpError;
-use crate::http::json::is_canonical;
 use crate::metrics::Metrics;
+use crate::pyjson::is_canonical;
 
 /// The pooled client of the model servers (HTTP/1.1, keep-alive).
 pub type UpstreamClient = Client<HttpConnector, Full<Bytes>>;

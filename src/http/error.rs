@@ -6,9 +6,9 @@ use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use serde::Serialize;
 
-use super::json::PyJson;
-use super::validate::Issue;
+use super::validate::{Invalid, Issue};
 use crate::core::error::{MESSAGE_LIMIT, StoreError, bounded};
+use crate::pyjson::PyJson;
 
 /// An HTTP error answer.
 #[derive(Debug)]
@@ -39,6 +39,12 @@ impl HttpError {
             Self::Detail(status, _) => *status,
             Self::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
         }
+    }
+}
+
+impl From<Invalid> for HttpError {
+    fn from(Invalid(issues): Invalid) -> Self {
+        Self::Invalid(issues)
     }
 }
 

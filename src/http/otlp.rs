@@ -24,7 +24,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use prost::Message as _;
 
-use super::{HttpContext, read_body};
+use super::HttpContext;
+use super::extract::read_body;
 use crate::core::error::{StoreError, echo};
 use crate::otlp::RETRY_DELAY;
 

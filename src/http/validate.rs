@@ -4,12 +4,15 @@
 //! and one it refuses gets the same 422:
 //! `{"detail": [{"type", "loc", "msg", "input", "ctx"?}, ...]}`, issues in
 //! the models' field order.
+//!
+//! One validator for both agent-lightning lines: the names of a choice come
+//! from the enum it reads ([`Named`]), so that a list of accepted names is
+//! never written twice.
 
 use serde::Serialize;
 
-use super::error::HttpError;
 use crate::core::error::{MESSAGE_LIMIT, bounded};
-use crate::core::model::Json;
+use crate::core::model::{Json, Named};
 
 /// A JSON object.
 pub type Object = serde_json::Map<String, Json>;
@@ -73,6 +76,20 @@ pub struct Issue {
     pub ctx: Option<Json>,
 }
 
+/// A request that does not validate: pydantic's issues, in the order
+/// found (the adapters answer it as a 422).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invalid(pub Vec<Issue>);
+
+impl Invalid {
+    /// Returns the refusal of one issue.
+    pub fn one(kind: &'static str, loc: Loc, msg: impl Into<String>, input: &Json) -> Self {
+        let mut v = Validator::new();
+        v.issue(kind, &loc, msg, input, None);
+        v.into_error()
+    }
+}
+
 /// Collects the issues of one request while its fields are read.
 #[derive(Debug, Default)]
 pub struct Validator {
@@ -107,17 +124,17 @@ impl Validator {
         });
     }
 
-    /// Returns `value` when nothing failed, else the 422 of every issue.
-    pub fn finish<T>(self, value: Option<T>) -> Result<T, HttpError> {
+    /// Returns `value` when nothing failed, else every issue.
+    pub fn finish<T>(self, value: Option<T>) -> Result<T, Invalid> {
         match value {
             Some(value) if self.issues.is_empty() => Ok(value),
-            _ => Err(HttpError::Invalid(self.issues)),
+            _ => Err(Invalid(self.issues)),
         }
     }
 
-    /// Returns the 422 of the issues recorded.
-    pub fn into_error(self) -> HttpError {
-        HttpError::Invalid(self.issues)
+    /// Returns the issues recorded.
+    pub fn into_error(self) -> Invalid {
+        Invalid(self.issues)
     }
 
     /// Returns true when an issue was recorded.
@@ -224,23 +241,43 @@ impl Validator {
         }
     }
 
-    /// Reads one of `allowed` (a `Literal[...]`), converted by `parse`.
-    pub fn literal<T>(
-        &mut self,
-        loc: &Loc,
-        value: &Json,
-        allowed: &[&str],
-        parse: impl Fn(&str) -> Option<T>,
-    ) -> Option<T> {
+    /// Reads one of `allowed` (a `Literal[...]` of strings).
+    pub fn literal<'s>(&mut self, loc: &Loc, value: &Json, allowed: &[&'s str]) -> Option<&'s str> {
         if let Some(text) = value.as_str()
-            && allowed.contains(&text)
-            && let Some(parsed) = parse(text)
+            && let Some(found) = allowed.iter().find(|name| **name == text)
         {
-            return Some(parsed);
+            return Some(found);
         }
-        let expected = literal_list(allowed);
+        let expected = choice_list(allowed.iter().copied());
         self.issue(
             "literal_error",
+            loc,
+            format!("Input should be {expected}"),
+            value,
+            Some(serde_json::json!({ "expected": expected })),
+        );
+        None
+    }
+
+    /// Reads one of `allowed` by name, as pydantic reads a `Literal[...]`
+    /// of the enum's names (its refusal is a `literal_error`).
+    pub fn choice<T: Named>(&mut self, loc: &Loc, value: &Json, allowed: &[T]) -> Option<T> {
+        let names: Vec<&'static str> = allowed.iter().map(|choice| choice.name()).collect();
+        let name = self.literal(loc, value, &names)?;
+        allowed.iter().copied().find(|choice| choice.name() == name)
+    }
+
+    /// Reads one of `allowed` by name, as pydantic reads a field typed by a
+    /// string `Enum` (its refusal is an `enum` issue).
+    pub fn member<T: Named>(&mut self, loc: &Loc, value: &Json, allowed: &[T]) -> Option<T> {
+        if let Some(text) = value.as_str()
+            && let Some(found) = allowed.iter().find(|choice| choice.name() == text)
+        {
+            return Some(*found);
+        }
+        let expected = choice_list(allowed.iter().map(|choice| choice.name()));
+        self.issue(
+            "enum",
             loc,
             format!("Input should be {expected}"),
             value,
@@ -291,6 +328,30 @@ impl Validator {
         }
     }
 
+    /// Reads an integer or `null`.
+    pub fn opt_int(&mut self, loc: &Loc, value: &Json) -> Option<Option<i64>> {
+        match value {
+            Json::Null => Some(None),
+            other => self.int(loc, other).map(Some),
+        }
+    }
+
+    /// Reads the optional field `key` of `object` with `read`; `default`
+    /// when it is absent.
+    pub fn optional<T>(
+        &mut self,
+        object: &Object,
+        loc: &Loc,
+        key: &str,
+        default: T,
+        read: impl FnOnce(&mut Self, &Loc, &Json) -> Option<T>,
+    ) -> Option<T> {
+        match object.get(key) {
+            Some(value) => read(self, &loc.key(key), value),
+            None => Some(default),
+        }
+    }
+
     /// Reads every element of a list with `read`; `None` when the value is
     /// not a list or an element failed.
     pub fn each<T>(
@@ -312,7 +373,6 @@ impl Validator {
     }
 }
 
-/// Renders `'a', 'b' or 'c'` as pydantic lists literal choices.
 /// Returns the input an issue quotes, as pydantic does, but bounded: a
 /// string or a structure whose JSON is longer than [`MESSAGE_LIMIT`]
 /// becomes a string of its bounded prefix, so a 422 never echoes a huge body.
@@ -331,8 +391,9 @@ fn echo_json(input: &Json) -> Json {
     }
 }
 
-fn literal_list(allowed: &[&str]) -> String {
-    let quoted: Vec<String> = allowed.iter().map(|a| format!("'{a}'")).collect();
+/// Renders `'a', 'b' or 'c'` as pydantic lists the choices of a literal.
+fn choice_list<'a>(allowed: impl Iterator<Item = &'a str>) -> String {
+    let quoted: Vec<String> = allowed.map(|a| format!("'{a}'")).collect();
     match quoted.split_last() {
         None => String::new(),
         Some((last, [])) => last.clone(),
@@ -426,6 +487,7 @@ pub fn lax_bool(value: &Json) -> Result<bool, LaxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::model::RolloutMode;
     use serde_json::json;
 
     #[test]
@@ -451,16 +513,9 @@ mod tests {
         let body = json!({"rollouts": [{"mode": "bad"}]});
         let object = v.model(&Loc::body(), &body).unwrap();
         let loc = Loc::body().key("rollouts").index(0).key("mode");
-        v.literal(
-            &loc,
-            &json!("bad"),
-            &["train", "val", "test"],
-            |_| None::<()>,
-        );
+        v.choice(&loc, &json!("bad"), RolloutMode::ALL);
         assert!(v.required(object, &Loc::body(), "limit").is_none());
-        let HttpError::Invalid(issues) = v.finish(Some(())).unwrap_err() else {
-            panic!("expected a 422");
-        };
+        let Invalid(issues) = v.finish(Some(())).unwrap_err();
         assert_eq!(
             serde_json::to_value(&issues).unwrap(),
             json!([

@@ -18,14 +18,9 @@ mod spans;
 mod workers;
 
 use axum::Router;
-use axum::body::Body;
 use axum::routing::{get, post};
-use http::HeaderMap;
 
-use super::error::{HttpError, HttpResult};
-use super::validate::{Issue, Loc, Object, Validator};
-use super::{HttpContext, json_body, read_body};
-use crate::core::model::Json;
+use super::HttpContext;
 
 /// The path prefix of every route of this group.
 pub const PREFIX: &str = "/v1/agl";
@@ -94,51 +89,4 @@ pub fn routes() -> Router<HttpContext> {
             &route("/workers/{worker_id}"),
             get(workers::get).post(workers::update),
         )
-}
-
-/// Reads a request's JSON body within the size limit; `None` when empty.
-async fn body_json(
-    context: &HttpContext,
-    headers: &HeaderMap,
-    body: Body,
-) -> HttpResult<Option<Json>> {
-    let bytes = read_body(body, context.max_body_bytes).await?;
-    json_body(headers, &bytes)
-}
-
-/// Reads a body that must be present: FastAPI's 422 `missing` otherwise.
-async fn required_body_json(
-    context: &HttpContext,
-    headers: &HeaderMap,
-    body: Body,
-) -> HttpResult<Json> {
-    body_json(context, headers, body).await?.ok_or_else(|| {
-        HttpError::Invalid(vec![Issue {
-            kind: "missing",
-            loc: Loc::body(),
-            msg: "Field required".to_owned(),
-            input: Json::Null,
-            ctx: None,
-        }])
-    })
-}
-
-/// Reads the body of a `POST …/search`: a JSON object (pydantic's 422
-/// otherwise), the query model's source.
-async fn search_body(context: &HttpContext, headers: &HeaderMap, body: Body) -> HttpResult<Object> {
-    match required_body_json(context, headers, body).await? {
-        Json::Object(object) => Ok(object),
-        other => {
-            let mut v = Validator::new();
-            v.model(&Loc::body(), &other);
-            Err(v.into_error())
-        }
-    }
-}
-
-/// Parses a query string into its pairs, in order.
-fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
-    form_urlencoded::parse(query.unwrap_or_default().as_bytes())
-        .into_owned()
-        .collect()
 }

@@ -246,7 +246,7 @@ impl<'a> From<&'a Statistics> for StatisticsJson<'a> {
 mod tests {
     use super::*;
     use crate::core::model::{AttemptStatus, RolloutMode, RolloutStatus};
-    use crate::http::json::to_vec;
+    use crate::pyjson::to_vec;
 
     #[test]
     fn rollouts_are_written_in_pydantic_field_order() {

@@ -7,35 +7,22 @@
 //! all read by one validator with pydantic's rules.
 
 use super::super::error::{HttpError, HttpResult};
+use super::super::extract::QueryParams;
 use super::super::validate::{Loc, Object, Validator};
 use crate::core::engine::{AttemptPatch, RolloutPatch};
 use crate::core::error::echo;
 use crate::core::model::{
-    AttemptStatus, Json, RolloutConfig, RolloutMode, RolloutSpec, RolloutStatus, Timestamp,
+    AttemptStatus, Json, Named, RolloutConfig, RolloutMode, RolloutSpec, RolloutStatus, Timestamp,
     WorkerStatus,
 };
 use crate::core::query::{FilterLogic, Page};
 
-/// The names of `RolloutMode`.
-const MODES: &[&str] = &["train", "val", "test"];
-const ROLLOUT_STATUSES: &[&str] = &[
-    "queuing",
-    "preparing",
-    "running",
-    "failed",
-    "succeeded",
-    "cancelled",
-    "requeuing",
+/// The worker statuses agent-lightning names (`lost` shows as `unknown`).
+const WORKER_STATUSES: &[WorkerStatus] = &[
+    WorkerStatus::Idle,
+    WorkerStatus::Busy,
+    WorkerStatus::Unknown,
 ];
-const ATTEMPT_STATUSES: &[&str] = &[
-    "preparing",
-    "running",
-    "failed",
-    "succeeded",
-    "unresponsive",
-    "timeout",
-];
-const WORKER_STATUSES: &[&str] = &["idle", "busy", "unknown"];
 
 /// Fields of upstream's models, in order: what `sort_by` is checked against
 /// and the list its error names.
@@ -107,7 +94,7 @@ pub const SPAN_FIELDS: &[&str] = &[
 /// rules convert.
 pub enum Source<'a> {
     Body(&'a Object),
-    Query(&'a [(String, String)]),
+    Query(&'a QueryParams),
 }
 
 impl Source<'_> {
@@ -123,11 +110,7 @@ impl Source<'_> {
     fn get(&self, field: &str) -> Option<Json> {
         match self {
             Self::Body(object) => object.get(field).cloned(),
-            Self::Query(pairs) => pairs
-                .iter()
-                .rev()
-                .find(|(k, _)| k == field)
-                .map(|(_, v)| Json::String(v.clone())),
+            Self::Query(params) => params.value(field).map(|v| Json::String(v.to_owned())),
         }
     }
 
@@ -137,8 +120,8 @@ impl Source<'_> {
     pub(super) fn list_len(&self, field: &str) -> Option<usize> {
         match self {
             Self::Body(object) => object.get(field)?.as_array().map(Vec::len),
-            Self::Query(pairs) => {
-                let count = pairs.iter().filter(|(k, _)| k == field).count();
+            Self::Query(params) => {
+                let count = params.values(field).count();
                 (count > 0).then_some(count)
             }
         }
@@ -148,11 +131,10 @@ impl Source<'_> {
     fn get_list(&self, field: &str) -> Option<Json> {
         match self {
             Self::Body(object) => object.get(field).cloned(),
-            Self::Query(pairs) => {
-                let values: Vec<Json> = pairs
-                    .iter()
-                    .filter(|(k, _)| k == field)
-                    .map(|(_, v)| Json::String(v.clone()))
+            Self::Query(params) => {
+                let values: Vec<Json> = params
+                    .values(field)
+                    .map(|v| Json::String(v.to_owned()))
                     .collect();
                 (!values.is_empty()).then_some(Json::Array(values))
             }
@@ -177,28 +159,28 @@ impl Source<'_> {
         &self,
         v: &mut Validator,
         field: &str,
-        allowed: &[&str],
+        allowed: &[&'static str],
         default: &'static str,
-    ) -> Option<String> {
+    ) -> Option<&'static str> {
         match self.get(field) {
-            None => Some(default.to_owned()),
-            Some(value) => v.literal(&self.loc(field), &value, allowed, |s| Some(s.to_owned())),
+            None => Some(default),
+            Some(value) => v.literal(&self.loc(field), &value, allowed),
         }
     }
 
-    /// Reads a list of literals; `None` inside when the field is absent or null.
-    fn literal_list<T>(
+    /// Reads a list of an enum's names; `None` inside when the field is
+    /// absent or null.
+    fn choice_list<T: Named>(
         &self,
         v: &mut Validator,
         field: &str,
-        allowed: &[&str],
-        parse: impl Fn(&str) -> Option<T> + Copy,
+        allowed: &[T],
     ) -> Option<Option<Vec<T>>> {
         match self.get_list(field) {
             None | Some(Json::Null) => Some(None),
             Some(value) => v
                 .each(&self.loc(field), &value, |v, loc, item| {
-                    v.literal(loc, item, allowed, parse)
+                    v.choice(loc, item, allowed)
                 })
                 .map(Some),
         }
@@ -220,7 +202,7 @@ pub struct PageParams {
     limit: i64,
     offset: i64,
     sort_by: Option<String>,
-    sort_order: String,
+    sort_order: &'static str,
 }
 
 impl PageParams {
@@ -293,7 +275,7 @@ pub struct RolloutQuery {
 impl RolloutQuery {
     /// Reads the query.
     pub fn read(v: &mut Validator, source: &Source) -> Option<Self> {
-        let status_in = source.literal_list(v, "status_in", ROLLOUT_STATUSES, RolloutStatus::parse);
+        let status_in = source.choice_list(v, "status_in", RolloutStatus::ALL);
         let rollout_id_in = source.string_list(v, "rollout_id_in");
         let contains = source.opt_string(v, "rollout_id_contains");
         let page = PageParams::read(v, source, None);
@@ -354,7 +336,7 @@ impl WorkerQuery {
     /// (dropped worker sessions), which agent-lightning calls unknown.
     pub fn read(v: &mut Validator, source: &Source) -> Option<Self> {
         let status_in = source
-            .literal_list(v, "status_in", WORKER_STATUSES, WorkerStatus::parse)
+            .choice_list(v, "status_in", WORKER_STATUSES)
             .map(|statuses| {
                 statuses.map(|mut statuses| {
                     if statuses.contains(&WorkerStatus::Unknown) {
@@ -466,7 +448,7 @@ fn read_config(v: &mut Validator, loc: &Loc, value: &Json) -> Option<RolloutConf
     let retry_condition = match object.get("retry_condition") {
         None => Some(Vec::new()),
         Some(value) => v.each(&loc.key("retry_condition"), value, |v, loc, item| {
-            v.literal(loc, item, ATTEMPT_STATUSES, AttemptStatus::parse)
+            v.choice(loc, item, AttemptStatus::ALL)
         }),
     };
     Some(RolloutConfig {
@@ -480,7 +462,7 @@ fn read_config(v: &mut Validator, loc: &Loc, value: &Json) -> Option<RolloutConf
 fn read_mode(v: &mut Validator, loc: &Loc, value: &Json) -> Option<Option<RolloutMode>> {
     match value {
         Json::Null => Some(None),
-        other => v.literal(loc, other, MODES, RolloutMode::parse).map(Some),
+        other => v.choice(loc, other, RolloutMode::ALL).map(Some),
     }
 }
 
@@ -535,7 +517,7 @@ pub fn read_rollout_patch(body: &Json) -> HttpResult<RolloutPatch> {
     let mut v = Validator::new();
     let loc = Loc::body();
     let Some(object) = v.model(&loc, body) else {
-        return v.finish(None);
+        return Ok(v.finish(None)?);
     };
     let input = object.get("input").cloned();
     let mode = object
@@ -547,12 +529,7 @@ pub fn read_rollout_patch(body: &Json) -> HttpResult<RolloutPatch> {
     let status = object.get("status").map(|value| match value {
         Json::Null => Some(None),
         other => v
-            .literal(
-                &loc.key("status"),
-                other,
-                ROLLOUT_STATUSES,
-                RolloutStatus::parse,
-            )
+            .choice(&loc.key("status"), other, RolloutStatus::ALL)
             .map(Some),
     });
     let config = object.get("config").map(|value| match value {
@@ -563,7 +540,7 @@ pub fn read_rollout_patch(body: &Json) -> HttpResult<RolloutPatch> {
         .get("metadata")
         .map(|value| v.opt_dict(&loc.key("metadata"), value));
     if v.failed() {
-        return v.finish(None);
+        return Ok(v.finish(None)?);
     }
     // Validated above: every present field converted.
     let status = match status.flatten() {
@@ -589,23 +566,17 @@ pub fn read_attempt_patch(body: &Json) -> HttpResult<AttemptPatch> {
     let mut v = Validator::new();
     let loc = Loc::body();
     let Some(object) = v.model(&loc, body) else {
-        return v.finish(None);
+        return Ok(v.finish(None)?);
     };
     let field = |name: &str| object.get(name).filter(|value| !value.is_null());
-    let status = field("status").map(|value| {
-        v.literal(
-            &loc.key("status"),
-            value,
-            ATTEMPT_STATUSES,
-            AttemptStatus::parse,
-        )
-    });
+    let status =
+        field("status").map(|value| v.choice(&loc.key("status"), value, AttemptStatus::ALL));
     let worker_id = field("worker_id").map(|value| v.string(&loc.key("worker_id"), value));
     let heartbeat =
         field("last_heartbeat_time").map(|value| v.float(&loc.key("last_heartbeat_time"), value));
     let metadata = field("metadata").map(|value| v.dict(&loc.key("metadata"), value).cloned());
     if v.failed() {
-        return v.finish(None);
+        return Ok(v.finish(None)?);
     }
     for name in ["status", "worker_id", "last_heartbeat_time", "metadata"] {
         if object.get(name).is_some_and(Json::is_null) {
@@ -631,8 +602,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn issues(error: HttpError) -> Json {
-        match error {
+    fn issues(error: impl Into<HttpError>) -> Json {
+        match error.into() {
             HttpError::Invalid(issues) => serde_json::to_value(issues).unwrap(),
             HttpError::Detail(status, detail) => {
                 json!({"status": status.as_u16(), "detail": detail})
@@ -691,14 +662,14 @@ mod tests {
 
     #[test]
     fn pages_are_checked_with_upstream_messages() {
-        let pairs = vec![("limit".to_owned(), "0".to_owned())];
+        let pairs = QueryParams::parse(Some("limit=0"));
         let mut v = Validator::new();
         let page = PageParams::read(&mut v, &Source::Query(&pairs), None).unwrap();
         assert_eq!(
             issues(page.to_page(ROLLOUT_FIELDS).unwrap_err())["detail"],
             "Limit must be greater than 0 or -1 for no limit"
         );
-        let pairs = vec![("sort_by".to_owned(), "nope".to_owned())];
+        let pairs = QueryParams::parse(Some("sort_by=nope"));
         let page = PageParams::read(&mut v, &Source::Query(&pairs), None).unwrap();
         assert_eq!(
             issues(page.to_page(WORKER_FIELDS).unwrap_err())["detail"],
@@ -707,11 +678,7 @@ mod tests {
                 WORKER_FIELDS.join(", ")
             )
         );
-        let pairs = vec![
-            ("status_in".to_owned(), "busy".to_owned()),
-            ("status_in".to_owned(), "unknown".to_owned()),
-            ("limit".to_owned(), "5".to_owned()),
-        ];
+        let pairs = QueryParams::parse(Some("status_in=busy&status_in=unknown&limit=5"));
         let query = WorkerQuery::read(&mut v, &Source::Query(&pairs)).unwrap();
         assert_eq!(
             query.status_in,

@@ -3,28 +3,26 @@
 use std::time::Duration;
 
 use axum::Extension;
-use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
 
 use super::super::HttpContext;
 use super::super::error::{HttpError, HttpResult};
-use super::super::idempotency_key;
-use super::super::json::PyJson;
+use super::super::extract::{IdempotencyKey, JsonBody, QueryParams};
 use super::super::validate::{Loc, Object, Validator};
 use super::models::{AttemptJson, PageJson, RolloutJson};
 use super::requests::{
     ATTEMPT_FIELDS, AttemptQuery, ROLLOUT_FIELDS, RolloutQuery, Source, opt_string_field,
     read_attempt_patch, read_rollout_patch, read_spec,
 };
-use super::{body_json, query_pairs, required_body_json, search_body};
 use crate::auth::{self, Grant};
 use crate::core::error::StoreError;
 use crate::core::idempotency::checked_request_id;
 use crate::core::ids;
 use crate::core::model::{Json, RolloutSpec};
 use crate::core::query::RolloutFilter;
+use crate::pyjson::PyJson;
 
 /// Checks a worker id a request gives with an attempt (empty is accepted).
 fn worker_id(id: Option<String>) -> HttpResult<Option<String>> {
@@ -39,11 +37,11 @@ fn worker_id(id: Option<String>) -> HttpResult<Option<String>> {
 /// call created (as they are now) and enqueues nothing.
 pub async fn enqueue(
     State(context): State<HttpContext>,
-    headers: HeaderMap,
-    body: Body,
+    IdempotencyKey(key): IdempotencyKey,
+    body: JsonBody,
 ) -> HttpResult<Response> {
-    let request_id = checked_request_id(idempotency_key(&headers)?.map(str::to_owned))?;
-    let json = required_body_json(&context, &headers, body).await?;
+    let request_id = checked_request_id(key)?;
+    let json = body.required()?;
     context.check_batch("rollouts", json.get("rollouts"))?;
     let mut v = Validator::new();
     let specs = read_enqueue(&mut v, &json);
@@ -70,10 +68,8 @@ fn read_enqueue(v: &mut Validator, json: &Json) -> Option<Vec<RolloutSpec>> {
 pub async fn dequeue(
     State(context): State<HttpContext>,
     grant: Option<Extension<Grant>>,
-    headers: HeaderMap,
-    body: Body,
+    JsonBody(json): JsonBody,
 ) -> HttpResult<Response> {
-    let json = body_json(&context, &headers, body).await?;
     let (limit, worker) = match json {
         None | Some(Json::Null) => (1, None),
         Some(json) => {
@@ -108,10 +104,9 @@ fn read_dequeue(v: &mut Validator, json: &Json) -> Option<(i64, Option<String>)>
 pub async fn start_rollout(
     State(context): State<HttpContext>,
     grant: Option<Extension<Grant>>,
-    headers: HeaderMap,
-    body: Body,
+    body: JsonBody,
 ) -> HttpResult<Response> {
-    let json = required_body_json(&context, &headers, body).await?;
+    let json = body.required()?;
     let mut v = Validator::new();
     let read = read_start(&mut v, &json);
     let (spec, worker) = v.finish(read)?;
@@ -152,19 +147,14 @@ async fn run_query(context: &HttpContext, source: Source<'_>) -> HttpResult<Resp
 /// `GET /rollouts`: the dashboard's rollout list.
 pub async fn query(
     State(context): State<HttpContext>,
-    RawQuery(query): RawQuery,
+    params: QueryParams,
 ) -> HttpResult<Response> {
-    let pairs = query_pairs(query.as_deref());
-    run_query(&context, Source::Query(&pairs)).await
+    run_query(&context, Source::Query(&params)).await
 }
 
 /// `POST /rollouts/search`: what `LightningStoreClient.query_rollouts` calls.
-pub async fn search(
-    State(context): State<HttpContext>,
-    headers: HeaderMap,
-    body: Body,
-) -> HttpResult<Response> {
-    let object = search_body(&context, &headers, body).await?;
+pub async fn search(State(context): State<HttpContext>, body: JsonBody) -> HttpResult<Response> {
+    let object = body.object()?;
     run_query(&context, Source::Body(&object)).await
 }
 
@@ -196,11 +186,9 @@ fn null() -> Response {
 pub async fn update_rollout(
     State(context): State<HttpContext>,
     Path(rollout_id): Path<String>,
-    headers: HeaderMap,
-    body: Body,
+    body: JsonBody,
 ) -> HttpResult<Response> {
-    let json = required_body_json(&context, &headers, body).await?;
-    let patch = read_rollout_patch(&json)?;
+    let patch = read_rollout_patch(&body.required()?)?;
     if let Some(Some(resources_id)) = &patch.resources_id {
         ids::validate_id("resources_id", resources_id)?;
     }
@@ -213,10 +201,9 @@ pub async fn start_attempt(
     State(context): State<HttpContext>,
     Path(rollout_id): Path<String>,
     grant: Option<Extension<Grant>>,
-    headers: HeaderMap,
-    body: Body,
+    JsonBody(json): JsonBody,
 ) -> HttpResult<Response> {
-    let worker = match body_json(&context, &headers, body).await? {
+    let worker = match json {
         None | Some(Json::Null) => None,
         Some(json) => {
             let mut v = Validator::new();
@@ -261,20 +248,18 @@ async fn run_attempt_query(
 pub async fn query_attempts(
     State(context): State<HttpContext>,
     Path(rollout_id): Path<String>,
-    RawQuery(query): RawQuery,
+    params: QueryParams,
 ) -> HttpResult<Response> {
-    let pairs = query_pairs(query.as_deref());
-    run_attempt_query(&context, &rollout_id, Source::Query(&pairs)).await
+    run_attempt_query(&context, &rollout_id, Source::Query(&params)).await
 }
 
 /// `POST /rollouts/{rollout_id}/attempts/search`.
 pub async fn search_attempts(
     State(context): State<HttpContext>,
     Path(rollout_id): Path<String>,
-    headers: HeaderMap,
-    body: Body,
+    body: JsonBody,
 ) -> HttpResult<Response> {
-    let object = search_body(&context, &headers, body).await?;
+    let object = body.object()?;
     run_attempt_query(&context, &rollout_id, Source::Body(&object)).await
 }
 
@@ -298,11 +283,9 @@ pub async fn update_attempt(
     State(context): State<HttpContext>,
     Path((rollout_id, attempt_id)): Path<(String, String)>,
     grant: Option<Extension<Grant>>,
-    headers: HeaderMap,
-    body: Body,
+    body: JsonBody,
 ) -> HttpResult<Response> {
-    let json = required_body_json(&context, &headers, body).await?;
-    let patch = read_attempt_patch(&json)?;
+    let patch = read_attempt_patch(&body.required()?)?;
     if let Some(worker) = &patch.worker_id {
         ids::validate_worker_id("worker_id", worker)?;
     }
@@ -319,14 +302,12 @@ pub async fn update_latest_attempt(
     state: State<HttpContext>,
     Path(rollout_id): Path<String>,
     grant: Option<Extension<Grant>>,
-    headers: HeaderMap,
-    body: Body,
+    body: JsonBody,
 ) -> HttpResult<Response> {
     update_attempt(
         state,
         Path((rollout_id, ids::LATEST.to_owned())),
         grant,
-        headers,
         body,
     )
     .await
@@ -334,12 +315,8 @@ pub async fn update_latest_attempt(
 
 /// `POST /waits/rollouts`: the finished rollouts among those named, once
 /// all are finished or `timeout` seconds passed (`null`: no limit).
-pub async fn wait(
-    State(context): State<HttpContext>,
-    headers: HeaderMap,
-    body: Body,
-) -> HttpResult<Response> {
-    let json = required_body_json(&context, &headers, body).await?;
+pub async fn wait(State(context): State<HttpContext>, body: JsonBody) -> HttpResult<Response> {
+    let json = body.required()?;
     context.check_ids("rollout_ids", json.get("rollout_ids"))?;
     let mut v = Validator::new();
     let read = read_wait(&mut v, &json);

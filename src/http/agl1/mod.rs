@@ -19,16 +19,13 @@ mod rollouts;
 pub mod schema;
 
 use axum::Router;
-use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use http::{HeaderMap, StatusCode, Uri};
+use http::StatusCode;
 
-use super::error::HttpResult;
-use super::json::PyJson;
-use super::validate::{Loc, Validator};
-use super::{HttpContext, json_body, read_body};
+use super::HttpContext;
 use crate::core::model::Json;
+use crate::pyjson::PyJson;
 
 /// The route of the gateway (the last segment is the OpenAI path).
 pub const PROXY_ROUTE: &str =
@@ -68,57 +65,7 @@ async fn health() -> PyJson<Json> {
     PyJson(StatusCode::OK, serde_json::json!({"status": "ok"}))
 }
 
-/// Returns the query string's parameters in order (repeated names kept).
-pub(super) fn query_pairs(uri: &Uri) -> Vec<(String, String)> {
-    form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
-        .into_owned()
-        .collect()
-}
-
-/// Returns the last value of a query parameter, as FastAPI reads scalars.
-pub(super) fn query_value<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    pairs
-        .iter()
-        .rev()
-        .find(|(key, _)| key == name)
-        .map(|(_, value)| value.as_str())
-}
-
-/// Reads an integer query parameter with a default.
-pub(super) fn query_int(
-    v: &mut Validator,
-    pairs: &[(String, String)],
-    name: &str,
-    default: i64,
-) -> Option<i64> {
-    match query_value(pairs, name) {
-        Some(text) => v.int(&Loc::query(name), &Json::String(text.to_owned())),
-        None => Some(default),
-    }
-}
-
-/// Reads a required JSON body: a missing one is pydantic's `missing`.
-pub(super) fn required_body(v: &mut Validator, body: Option<Json>) -> Option<Json> {
-    if body.is_none() {
-        v.issue("missing", &Loc::body(), "Field required", &Json::Null, None);
-    }
-    body
-}
-
-pub(super) async fn json_request(
-    context: &HttpContext,
-    headers: &HeaderMap,
-    body: Body,
-) -> HttpResult<Option<Json>> {
-    let bytes = read_body(body, context.max_body_bytes).await?;
-    json_body(headers, &bytes)
-}
-
-pub(super) fn answer<T: serde::Serialize>(status: StatusCode, value: &T) -> Response {
-    PyJson(status, value).into_response()
-}
-
-/// Answers with JSON already written.
+/// Answers with JSON already written (the renderers of [`render`]).
 pub(super) fn raw_answer(status: StatusCode, body: Vec<u8>) -> Response {
     let mut response = (status, body).into_response();
     response.headers_mut().insert(
