@@ -96,8 +96,8 @@ pub(super) use {
     attempt_columns, resources_columns, rollout_columns, span_columns, worker_columns,
 };
 
-/// Number of columns of [`rollout`].
-pub const ROLLOUT_COLUMNS: usize = 9;
+/// Number of columns of [`rollout`], counted from [`rollout_columns`].
+pub const ROLLOUT_COLUMNS: usize = super::batch::column_count(rollout_columns!(""));
 
 /// Returns an error for a stored value that does not decode.
 pub fn corrupt(what: &str, detail: impl std::fmt::Display) -> StoreError {
