@@ -16,6 +16,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
 use crate::api::convert as c;
 use crate::core::error::{MESSAGE_LIMIT, StoreError};
+use crate::core::ids::{RolloutId, WorkerId};
 use crate::core::model::{AttemptStatus, Json, RolloutStatus};
 use crate::http::agl0::requests;
 use crate::http::agl0::span_json;
@@ -361,18 +362,20 @@ fn decode_and_convert(bytes: &[u8]) {
         if let Some(time) = &request.last_heartbeat_time {
             answered(c::timestamp_from_proto("last_heartbeat_time", time));
         }
-        answered(c::worker_id("worker_id", &request.worker_id));
+        answered(WorkerId::parse("worker_id", request.worker_id));
     }
     if let Ok(request) = pb::QueryRolloutsRequest::decode(bytes) {
         answered(c::page_from_proto(request.page.as_ref()));
         answered(c::filter_logic_from_proto(request.filter_logic));
         for rollout_id in &request.rollout_id_in {
-            answered(c::id("rollout_id_in", rollout_id));
+            answered(RolloutId::parse("rollout_id_in", rollout_id.clone()));
         }
     }
     if let Ok(request) = pb::DequeueRolloutsRequest::decode(bytes) {
         answered(c::duration_from_proto("wait", request.wait.as_ref()));
-        answered(c::opt_worker_id("worker_id", request.worker_id.as_ref()));
+        if let Some(worker_id) = request.worker_id {
+            answered(WorkerId::parse("worker_id", worker_id));
+        }
     }
     if let Ok(request) = pb::WatchEventsRequest::decode(bytes) {
         for &kind in &request.kinds {

@@ -5,11 +5,12 @@
 //! agent-lightning 1.x's clients send their key). Missing or unknown:
 //! UNAUTHENTICATED / 401 with `WWW-Authenticate: Bearer`; known but its
 //! roles lack the permission: PERMISSION_DENIED / 403. A refused call never
-//! reaches a handler, so nothing is written. An allowed call carries its
-//! [`Grant`] in the request's extensions, where the adapters check worker
-//! bindings ([`check_worker`]) once the worker id is known. Without tokens
-//! configured every call passes (the server then listens on loopback only
-//! unless told `--insecure`, see [`crate::cli`]).
+//! reaches a handler, so nothing is written. An allowed call carries the
+//! [`Caller`] its token makes it in the request's extensions; the adapters
+//! pass it into the engine, which checks a worker-bound token's binding in
+//! every operation that acts for a worker. Without tokens configured every
+//! call passes (the server then listens on loopback only unless told
+//! `--insecure`, see [`crate::cli`]).
 
 pub mod policy;
 pub mod tokens;
@@ -25,9 +26,9 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use prometheus_client::metrics::counter::Counter;
 
 use self::policy::Need;
-use self::tokens::TokenEntry;
 pub use self::tokens::Tokens;
 use crate::call_log::{MatchedRoute, is_grpc};
+use crate::core::access::{Caller, RefusalSink};
 use crate::http::error::HttpError;
 use crate::metrics::Metrics;
 
@@ -65,74 +66,14 @@ impl Refusal {
     }
 }
 
-/// The token an allowed call carries, in the request's extensions.
-#[derive(Debug, Clone)]
-pub struct Grant {
-    entry: Arc<TokenEntry>,
-    worker_refusals: Counter,
-}
+/// Counts the requests refused for acting for another worker, in
+/// `lightning_store_auth_failures_total{reason="worker"}`.
+#[derive(Debug)]
+struct WorkerRefusals(Counter);
 
-impl Grant {
-    /// The token's label (never the token itself).
-    pub fn name(&self) -> &str {
-        &self.entry.name
-    }
-}
-
-/// A worker-bound token used for another worker id (PERMISSION_DENIED, 403).
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{0}")]
-pub struct WorkerRefused(String);
-
-impl From<WorkerRefused> for tonic::Status {
-    fn from(refused: WorkerRefused) -> Self {
-        tonic::Status::permission_denied(refused.0)
-    }
-}
-
-impl From<WorkerRefused> for HttpError {
-    fn from(refused: WorkerRefused) -> Self {
-        HttpError::Detail(StatusCode::FORBIDDEN, refused.0)
-    }
-}
-
-/// Checks that the caller, by the [`Grant`] of its request, may act for
-/// `worker_id` (`None`: the request names no worker, which any token may
-/// do). Calls without a grant (no tokens configured) always may.
-pub fn check_worker(grant: Option<&Grant>, worker_id: Option<&str>) -> Result<(), WorkerRefused> {
-    let (Some(grant), Some(worker_id)) = (grant, worker_id) else {
-        return Ok(());
-    };
-    if grant.entry.may_act_for(worker_id) {
-        return Ok(());
-    }
-    grant.worker_refusals.inc();
-    tracing::debug!(
-        token = grant.name(),
-        worker_id,
-        "token refused for another worker"
-    );
-    Err(WorkerRefused(format!(
-        "token {:?} may not act for worker {worker_id:?}",
-        grant.name()
-    )))
-}
-
-/// As [`check_worker`], for calls that take work: a worker-bound token
-/// must name one of its workers.
-pub fn check_worker_named(
-    grant: Option<&Grant>,
-    worker_id: Option<&str>,
-) -> Result<(), WorkerRefused> {
-    match (grant, worker_id) {
-        (Some(grant), None) if grant.entry.is_bound() => {
-            grant.worker_refusals.inc();
-            Err(WorkerRefused(format!(
-                "token {:?} is bound to workers: name one (worker_id)",
-                grant.name()
-            )))
-        }
-        _ => check_worker(grant, worker_id),
+impl RefusalSink for WorkerRefusals {
+    fn worker_refused(&self) {
+        self.0.inc();
     }
 }
 
@@ -155,20 +96,23 @@ fn presented(headers: &HeaderMap) -> Option<&str> {
 pub struct AuthLayer {
     tokens: Option<Tokens>,
     failures: Arc<[Counter; 4]>,
+    worker_refusals: Arc<dyn RefusalSink>,
 }
 
 impl AuthLayer {
     /// Checks calls against `tokens`, counting refusals in `metrics`.
     pub fn new(tokens: Option<Tokens>, metrics: &Metrics) -> Self {
+        let failures = Refusal::ALL.map(|reason| metrics.auth_failures(reason.label()));
         Self {
             tokens,
-            failures: Arc::new(Refusal::ALL.map(|reason| metrics.auth_failures(reason.label()))),
+            worker_refusals: Arc::new(WorkerRefusals(failures[Refusal::Worker as usize].clone())),
+            failures: Arc::new(failures),
         }
     }
 
-    /// Decides on a request: `Ok` with the grant to attach (`None` for an
+    /// Decides on a request: `Ok` with the caller to attach (`None` for an
     /// open call), or the refusal.
-    fn decide(&self, tokens: &Tokens, request: &Request) -> Result<Option<Grant>, Refusal> {
+    fn decide(&self, tokens: &Tokens, request: &Request) -> Result<Option<Caller>, Refusal> {
         let need = if is_grpc(request.headers()) {
             policy::grpc_need(request.uri().path())
         } else {
@@ -191,10 +135,7 @@ impl AuthLayer {
             tracing::debug!(token = %entry.name, path = request.uri().path(), "token lacks the permission");
             return Err(Refusal::Forbidden);
         }
-        Ok(Some(Grant {
-            entry,
-            worker_refusals: self.failures[Refusal::Worker as usize].clone(),
-        }))
+        Ok(Some(entry.caller(&self.worker_refusals)))
     }
 }
 
@@ -234,9 +175,9 @@ where
             return Either::Left(self.inner.call(request));
         };
         let refusal = match self.layer.decide(tokens, &request) {
-            Ok(grant) => {
-                if let Some(grant) = grant {
-                    request.extensions_mut().insert(grant);
+            Ok(caller) => {
+                if let Some(caller) = caller {
+                    request.extensions_mut().insert(caller);
                 }
                 return Either::Left(self.inner.call(request));
             }

@@ -3,8 +3,10 @@
 //! operation over a backend. Nothing in here knows about gRPC, protobuf or
 //! SQL, and nothing imports [`crate::store`] (the backends).
 
+pub mod access;
 pub mod agl1;
 pub mod clock;
+pub mod config;
 pub mod dispatcher;
 pub mod engine;
 pub mod error;

@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+pub use super::config::RolloutConfig;
+
 /// Arbitrary JSON payload (rollout input, metadata, heartbeat stats, resources).
 pub type Json = serde_json::Value;
 
@@ -165,30 +167,6 @@ string_enum! {
         Train => "train",
         Val => "val",
         Test => "test",
-    }
-}
-
-/// Timeouts and retry policy of a rollout.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RolloutConfig {
-    /// Maximum run time of one attempt, in seconds.
-    pub timeout_seconds: Option<f64>,
-    /// Maximum time without heartbeat, in seconds.
-    pub unresponsive_seconds: Option<f64>,
-    /// Maximum number of attempts (>= 1).
-    pub max_attempts: u32,
-    /// Attempt statuses that allow a retry.
-    pub retry_condition: Vec<AttemptStatus>,
-}
-
-impl Default for RolloutConfig {
-    fn default() -> Self {
-        Self {
-            timeout_seconds: None,
-            unresponsive_seconds: None,
-            max_attempts: 1,
-            retry_condition: Vec::new(),
-        }
     }
 }
 

@@ -49,6 +49,7 @@ use crate::core::agl1::{self, ModelServer, NewAgl1Event, Pause, Replica};
 use crate::core::engine::Engine;
 use crate::core::error::StoreResult;
 use crate::core::events::Change;
+use crate::core::ids::{AttemptId, RolloutId};
 use crate::core::model::{Json, Timestamp};
 use crate::http::error::HttpError;
 use crate::metrics::Metrics;
@@ -87,8 +88,8 @@ impl Default for GatewayConfig {
 /// A proxied call, as the HTTP route received it.
 #[derive(Debug)]
 pub struct ProxyCall {
-    pub rollout_id: String,
-    pub attempt_id: String,
+    pub rollout_id: RolloutId,
+    pub attempt_id: AttemptId,
     pub mode: GatewayMode,
     /// `chat/completions` or `completions`.
     pub upstream_path: String,

@@ -57,6 +57,7 @@ impl From<StoreError> for HttpError {
             StoreError::NotFound(message) => Self::Detail(StatusCode::NOT_FOUND, message),
             StoreError::InvalidArgument(message) => Self::Detail(StatusCode::BAD_REQUEST, message),
             StoreError::FailedPrecondition(message) => Self::Detail(StatusCode::CONFLICT, message),
+            StoreError::PermissionDenied(message) => Self::Detail(StatusCode::FORBIDDEN, message),
             StoreError::TooLarge(message) => Self::Detail(StatusCode::PAYLOAD_TOO_LARGE, message),
             StoreError::Unavailable(message) => {
                 Self::Detail(StatusCode::SERVICE_UNAVAILABLE, message)
@@ -105,6 +106,7 @@ mod tests {
         assert_eq!(status(StoreError::invalid("x")), 400);
         assert_eq!(status(StoreError::FailedPrecondition("x".into())), 409);
         assert_eq!(status(StoreError::TooLarge("x".into())), 413);
+        assert_eq!(status(StoreError::PermissionDenied("x".into())), 403);
         assert_eq!(status(StoreError::Unavailable("x".into())), 503);
         assert_eq!(status(StoreError::Internal("x".into())), 500);
     }

@@ -13,6 +13,7 @@ use http::request::Parts;
 use super::HttpContext;
 use super::error::HttpError;
 use super::validate::{Invalid, Issue, Loc, Object, Validator};
+use crate::core::access::Caller;
 use crate::core::model::Json;
 
 /// A request's JSON body as FastAPI reads it before validating it: a body
@@ -132,6 +133,20 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         Ok(Self::parse(parts.uri.query()))
+    }
+}
+
+/// The caller a request acts for, as the access layer decided it
+/// ([`crate::auth`]); anyone when the port has no tokens.
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .unwrap_or_default())
     }
 }
 

@@ -11,6 +11,7 @@
 
 use serde::Serialize;
 
+use crate::core::config::{MaxAttempts, RetryCondition, Seconds, SecondsError};
 use crate::core::error::{MESSAGE_LIMIT, bounded};
 use crate::core::model::{Json, Named};
 
@@ -326,6 +327,83 @@ impl Validator {
             Json::Null => Some(Json::Null),
             other => self.dict(loc, other).map(|_| other.clone()),
         }
+    }
+
+    /// Reads a duration in seconds by the core's rule ([`Seconds`]): a
+    /// number as pydantic reads a float, refused as pydantic refuses a
+    /// `confloat(ge=0, allow_inf_nan=False)` (`finite_number`,
+    /// `greater_than_equal`).
+    pub fn seconds(&mut self, loc: &Loc, value: &Json) -> Option<Seconds> {
+        let seconds = self.float(loc, value)?;
+        match Seconds::new(seconds) {
+            Ok(seconds) => Some(seconds),
+            Err(SecondsError::NotFinite) => {
+                self.issue(
+                    "finite_number",
+                    loc,
+                    "Input should be a finite number",
+                    value,
+                    None,
+                );
+                None
+            }
+            Err(SecondsError::Negative) => {
+                self.greater_than_equal(loc, value, 0);
+                None
+            }
+        }
+    }
+
+    /// Reads a whole number of seconds by the core's rule (not negative),
+    /// as pydantic reads an int.
+    pub fn whole_seconds(&mut self, loc: &Loc, value: &Json) -> Option<i64> {
+        let seconds = self.int(loc, value)?;
+        if Seconds::new(seconds as f64).is_err() {
+            self.greater_than_equal(loc, value, 0);
+            return None;
+        }
+        Some(seconds)
+    }
+
+    /// Reads a number of attempts by the core's rule ([`MaxAttempts`]),
+    /// refused as pydantic refuses an int out of its bounds.
+    pub fn max_attempts(&mut self, loc: &Loc, value: &Json) -> Option<MaxAttempts> {
+        let count = self.int(loc, value)?;
+        if let Some(attempts) = MaxAttempts::new(count) {
+            return Some(attempts);
+        }
+        if count < 1 {
+            self.greater_than_equal(loc, value, 1);
+        } else {
+            let le = MaxAttempts::LARGEST;
+            self.issue(
+                "less_than_equal",
+                loc,
+                format!("Input should be less than or equal to {le}"),
+                value,
+                Some(serde_json::json!({ "le": le })),
+            );
+        }
+        None
+    }
+
+    /// Reads a retry condition by the core's rule ([`RetryCondition`]): a
+    /// list of the statuses that can requeue a rollout.
+    pub fn retry_condition(&mut self, loc: &Loc, value: &Json) -> Option<RetryCondition> {
+        let statuses = self.each(loc, value, |v, loc, item| {
+            v.choice(loc, item, RetryCondition::RETRYABLE)
+        })?;
+        Some(RetryCondition::new(statuses).expect("only retryable statuses are read"))
+    }
+
+    fn greater_than_equal(&mut self, loc: &Loc, value: &Json, ge: i64) {
+        self.issue(
+            "greater_than_equal",
+            loc,
+            format!("Input should be greater than or equal to {ge}"),
+            value,
+            Some(serde_json::json!({ "ge": ge })),
+        );
     }
 
     /// Reads an integer or `null`.

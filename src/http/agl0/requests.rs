@@ -9,8 +9,10 @@
 use super::super::error::{HttpError, HttpResult};
 use super::super::extract::QueryParams;
 use super::super::validate::{Loc, Object, Validator};
+use crate::core::config::{MaxAttempts, RetryCondition};
 use crate::core::engine::{AttemptPatch, RolloutPatch};
 use crate::core::error::echo;
+use crate::core::ids::WorkerId;
 use crate::core::model::{
     AttemptStatus, Json, Named, RolloutConfig, RolloutMode, RolloutSpec, RolloutStatus, Timestamp,
     WorkerStatus,
@@ -416,41 +418,32 @@ impl SpanQuery {
     }
 }
 
-/// Reads a `RolloutConfig`.
+/// Reads a `RolloutConfig` with the core's rules of its values, refused
+/// as pydantic refuses a constrained field (see [`Validator::seconds`]).
 fn read_config(v: &mut Validator, loc: &Loc, value: &Json) -> Option<RolloutConfig> {
     let object = v.model(loc, value)?;
-    let seconds = |v: &mut Validator, field: &str| match object.get(field) {
-        None => Some(None),
-        Some(value) => v.opt_float(&loc.key(field), value),
+    let seconds = |v: &mut Validator, field: &str| {
+        v.optional(object, loc, field, None, |v, loc, value| match value {
+            Json::Null => Some(None),
+            other => v.seconds(loc, other).map(Some),
+        })
     };
     let timeout_seconds = seconds(v, "timeout_seconds");
     let unresponsive_seconds = seconds(v, "unresponsive_seconds");
-    let max_attempts = match object.get("max_attempts") {
-        None => Some(1),
-        Some(value) => {
-            let field = loc.key("max_attempts");
-            match v.int(&field, value) {
-                Some(n) if n >= 1 => Some(u32::try_from(n).unwrap_or(u32::MAX)),
-                Some(_) => {
-                    v.issue(
-                        "greater_than_equal",
-                        &field,
-                        "Input should be greater than or equal to 1",
-                        value,
-                        Some(serde_json::json!({"ge": 1})),
-                    );
-                    None
-                }
-                None => None,
-            }
-        }
-    };
-    let retry_condition = match object.get("retry_condition") {
-        None => Some(Vec::new()),
-        Some(value) => v.each(&loc.key("retry_condition"), value, |v, loc, item| {
-            v.choice(loc, item, AttemptStatus::ALL)
-        }),
-    };
+    let max_attempts = v.optional(
+        object,
+        loc,
+        "max_attempts",
+        MaxAttempts::ONE,
+        |v, loc, value| v.max_attempts(loc, value),
+    );
+    let retry_condition = v.optional(
+        object,
+        loc,
+        "retry_condition",
+        RetryCondition::default(),
+        |v, loc, value| v.retry_condition(loc, value),
+    );
     Some(RolloutConfig {
         timeout_seconds: timeout_seconds?,
         unresponsive_seconds: unresponsive_seconds?,
@@ -591,7 +584,10 @@ pub fn read_attempt_patch(body: &Json) -> HttpResult<AttemptPatch> {
     };
     Ok(AttemptPatch {
         status: status.flatten(),
-        worker_id: worker_id.flatten(),
+        worker_id: worker_id
+            .flatten()
+            .map(|id| WorkerId::parse("worker_id", id))
+            .transpose()?,
         last_heartbeat_time,
         metadata: metadata.flatten().map(Json::Object),
     })

@@ -14,7 +14,7 @@ use super::super::validate::{Loc, Validator};
 use super::models::{PageJson, ResourcesJson};
 use super::requests::{RESOURCES_FIELDS, ResourcesQuery, Source};
 use crate::core::error::StoreError;
-use crate::core::ids;
+use crate::core::ids::ResourcesId;
 use crate::core::model::{Json, JsonObject};
 use crate::core::query::ResourcesFilter;
 use crate::pyjson::PyJson;
@@ -129,7 +129,7 @@ pub async fn update(
     body: JsonBody,
 ) -> HttpResult<Response> {
     let resources = read_named_resources(&body.required()?)?;
-    ids::validate_id("resources_id", &resources_id)?;
+    let resources_id = ResourcesId::parse("resources_id", resources_id)?;
     let update = context
         .engine
         .update_resources(&resources_id, resources)
@@ -151,6 +151,7 @@ pub async fn get(
     State(context): State<HttpContext>,
     Path(resources_id): Path<String>,
 ) -> HttpResult<Response> {
+    let resources_id = ResourcesId::parse("resources_id", resources_id)?;
     match context.engine.get_resources(&resources_id).await {
         Ok(update) => Ok(PyJson(StatusCode::OK, ResourcesJson::from(&update)).into_response()),
         Err(StoreError::NotFound(_)) => Ok(PyJson(StatusCode::OK, Json::Null).into_response()),

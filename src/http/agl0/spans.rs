@@ -12,7 +12,7 @@ use super::models::PageJson;
 use super::requests::{SPAN_FIELDS, Source, SpanQuery};
 use super::span_json::{SpanJson, read_span};
 use crate::core::error::StoreError;
-use crate::core::ids;
+use crate::core::ids::{self, AttemptId, RolloutId};
 use crate::core::model::Json;
 use crate::core::query::{AttemptSelector, SpanFilter, TextMatch};
 use crate::pyjson::PyJson;
@@ -101,7 +101,11 @@ pub async fn next_sequence_id(
             .and_then(|x| v.string(&loc.key("attempt_id"), x));
         Some((rollout_id?, attempt_id?))
     });
-    let pair = v.finish(read)?;
+    let (rollout_id, attempt_id) = v.finish(read)?;
+    let pair = (
+        RolloutId::parse("rollout_id", rollout_id)?,
+        AttemptId::parse("attempt_id", attempt_id)?,
+    );
     let ids = context.engine.next_sequence_ids_unchecked(&[pair]).await?;
     Ok(PyJson(StatusCode::OK, serde_json::json!({"sequence_id": ids[0]})).into_response())
 }

@@ -1,6 +1,5 @@
 //! The worker, statistics and health routes.
 
-use axum::Extension;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
@@ -11,9 +10,9 @@ use super::super::extract::{JsonBody, QueryParams};
 use super::super::validate::{Loc, Validator};
 use super::models::{PageJson, StatisticsJson, WorkerJson};
 use super::requests::{Source, WORKER_FIELDS, WorkerQuery};
-use crate::auth::{self, Grant};
+use crate::core::access::Caller;
 use crate::core::error::StoreError;
-use crate::core::ids;
+use crate::core::ids::WorkerId;
 use crate::core::model::Json;
 use crate::core::query::WorkerFilter;
 use crate::pyjson::PyJson;
@@ -62,6 +61,7 @@ pub async fn get(
     State(context): State<HttpContext>,
     Path(worker_id): Path<String>,
 ) -> HttpResult<Response> {
+    let worker_id = WorkerId::parse("worker_id", worker_id)?;
     match context.engine.get_worker(&worker_id).await {
         Ok(worker) => Ok(PyJson(StatusCode::OK, WorkerJson::from(&worker)).into_response()),
         Err(StoreError::NotFound(_)) => Ok(PyJson(StatusCode::OK, Json::Null).into_response()),
@@ -80,10 +80,9 @@ pub async fn get_named_search(state: State<HttpContext>) -> HttpResult<Response>
 pub async fn update(
     State(context): State<HttpContext>,
     Path(worker_id): Path<String>,
-    grant: Option<Extension<Grant>>,
+    caller: Caller,
     JsonBody(json): JsonBody,
 ) -> HttpResult<Response> {
-    auth::check_worker(grant.as_deref(), Some(&worker_id))?;
     let stats = match json {
         None | Some(Json::Null) => None,
         Some(json) => {
@@ -105,7 +104,10 @@ pub async fn update(
             }
         }
     };
-    ids::validate_worker_id("worker_id", &worker_id)?;
-    let worker = context.engine.update_worker(&worker_id, stats).await?;
+    let worker_id = WorkerId::parse("worker_id", worker_id)?;
+    let worker = context
+        .engine
+        .update_worker(&worker_id, stats, &caller)
+        .await?;
     Ok(PyJson(StatusCode::OK, WorkerJson::from(&worker)).into_response())
 }

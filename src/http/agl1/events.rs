@@ -11,6 +11,7 @@ use serde_json::value::RawValue;
 use super::{raw_answer, render, schema};
 use crate::core::agl1::events::{EventFormat, EventQuery, MODEL_REQUEST, ROUTED_EXPERTS};
 use crate::core::agl1::{IdempotencyKey, NewAgl1Event};
+use crate::core::ids::{AttemptId, RolloutId};
 use crate::core::model::Json;
 use crate::http::HttpContext;
 use crate::http::error::HttpResult;
@@ -102,6 +103,8 @@ pub(super) async fn post(
         has_routed_experts,
         idempotency,
     };
+    let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
+    let attempt_id = AttemptId::parse("attempt_id", attempt_id)?;
     let event = context
         .engine
         .append_agl1_event(&rollout_id, &attempt_id, new)
@@ -127,6 +130,7 @@ pub(super) async fn query(
         },
         include_routed_experts,
     };
+    let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
     let events = context.engine.agl1_events(&rollout_id, &query).await?;
     Ok(raw_answer(StatusCode::OK, render::events(&events)))
 }

@@ -8,6 +8,7 @@ use super::render::PauseBody;
 use super::schema;
 use crate::core::agl1::gateway::{GatewayMode, UPSTREAM_PATHS};
 use crate::core::error::echo;
+use crate::core::ids::{AttemptId, RolloutId};
 use crate::gateway::{GatewayState, ProxyAnswer, ProxyCall};
 use crate::http::HttpContext;
 use crate::http::error::{HttpError, HttpResult};
@@ -60,8 +61,8 @@ pub(super) async fn proxy(
     }
     let body = crate::http::extract::read_body(body, context.max_body_bytes).await?;
     let call = ProxyCall {
-        rollout_id,
-        attempt_id,
+        rollout_id: RolloutId::parse("rollout_id", rollout_id)?,
+        attempt_id: AttemptId::parse("attempt_id", attempt_id)?,
         mode,
         upstream_path,
         body,

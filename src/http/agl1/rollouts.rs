@@ -12,6 +12,8 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use super::render::{self, TerminalItem};
 use super::{raw_answer, schema};
 use crate::core::agl1::{Agl1State, CompletionPage};
+use crate::core::ids::RolloutId;
+use crate::core::limits;
 use crate::core::model::Json;
 use crate::http::HttpContext;
 use crate::http::error::HttpResult;
@@ -94,7 +96,8 @@ pub(super) async fn terminal(
             .and_then(|v| v.trim().parse::<i64>().ok());
         return Ok(completion_stream(context, resume.unwrap_or(after)));
     }
-    let wait = Duration::from_secs_f64(wait.clamp(0.0, MAX_WAIT_SECONDS));
+    let longest = Duration::from_secs_f64(MAX_WAIT_SECONDS);
+    let wait = limits::wait_seconds("wait", wait)?.map_or(longest, |wait| wait.min(longest));
     let page = context
         .engine
         .wait_for_completions(after, limit, wait)
@@ -164,6 +167,7 @@ pub(super) async fn get(
     State(context): State<HttpContext>,
     Path(rollout_id): Path<String>,
 ) -> HttpResult<Response> {
+    let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
     let detail = context.engine.get_agl1_rollout(&rollout_id).await?;
     Ok(raw_answer(StatusCode::OK, render::rollout_detail(&detail)))
 }
@@ -177,6 +181,7 @@ pub(super) async fn patch(
     let mut v = Validator::new();
     let patch = schema::rollout_patch(&mut v, &Loc::body(), &body);
     let patch = v.finish(patch)?;
+    let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
     let rollout = context
         .engine
         .patch_agl1_rollout(&rollout_id, patch)
@@ -188,6 +193,7 @@ pub(super) async fn delete(
     State(context): State<HttpContext>,
     Path(rollout_id): Path<String>,
 ) -> HttpResult<Response> {
+    let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
     context.engine.delete_agl1_rollout(&rollout_id).await?;
     context.gateway.rollout_deleted(&rollout_id);
     // Upstream's 204 carries FastAPI's default JSON content type.

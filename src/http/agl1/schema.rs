@@ -44,12 +44,13 @@ fn default_config() -> Json {
 /// Reads a `RolloutConfig` into the form upstream dumps.
 fn rollout_config(v: &mut Validator, loc: &Loc, value: &Json) -> Option<Json> {
     let object = v.model(loc, value)?;
+    // The controller's timeout: a duration, by the core's rule.
     let timeout = v.optional(
         object,
         loc,
         "timeout_seconds",
         DEFAULT_TIMEOUT_SECONDS,
-        |v, l, x| v.int(l, x),
+        |v, l, x| v.whole_seconds(l, x),
     );
     let local = v.optional(object, loc, "local", Json::Null, |v, l, x| match x {
         Json::Null => Some(Json::Null),
