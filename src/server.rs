@@ -37,9 +37,10 @@ const HEALTH_SERVICE: &str = "grpc.health.v1.Health";
 /// server because its database is down.
 pub const LIVENESS_SERVICE: &str = "liveness";
 
-/// The gRPC methods served on the port (the call layer labels any other
-/// path `unknown`).
-fn served_methods() -> KnownMethods {
+/// The gRPC methods served on the port, from the services' descriptors:
+/// the call layer labels any other path `unknown`, and the authorization
+/// table must cover exactly these ([`crate::auth::policy::RPCS`]).
+pub fn served_methods() -> KnownMethods {
     KnownMethods::from_descriptor_sets(
         &[
             crate::proto::FILE_DESCRIPTOR_SET,
@@ -317,17 +318,22 @@ pub async fn serve(
             .add_service(reflection().build_v1alpha()?);
     }
     let grpc = grpc.into_axum_router().reset_fallback();
-    let http = crate::http::routes(crate::http::HttpContext {
+    let http_routes = crate::http::routes();
+    // Tokens are checked inside CORS: a browser's preflight carries none.
+    let auth = AuthLayer::new(
+        config.tokens.clone(),
+        http_routes.needs().clone(),
+        &config.metrics,
+    );
+    let grpc = grpc.route_layer(auth.clone());
+    let context = crate::http::HttpContext {
         engine: engine.clone(),
         trace_ingest,
         max_body_bytes: max_message_bytes,
         gateway,
         metrics: config.metrics.clone(),
-    });
-    // Tokens are checked inside CORS: a browser's preflight carries none.
-    let auth = AuthLayer::new(config.tokens.clone(), &config.metrics);
-    let grpc = grpc.route_layer(auth.clone());
-    let mut http = http.route_layer(auth);
+    };
+    let mut http = crate::http::router(http_routes, context, auth);
     if let Some(cors) = crate::http::cors(&config.cors_origins)? {
         http = http.layer(cors);
     }

@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use tonic::{Request, Response, Status};
 
+use super::caller_of;
 use super::convert as c;
 use super::streams::{self, RpcStream, SubscriberLimits};
 use super::worker_session;
-use crate::core::access::Caller;
 use crate::core::dispatcher::Dispatcher;
 use crate::core::engine::{AttemptPatch, AttemptUpdate, Engine, RolloutPatch};
 use crate::core::error::{StoreError, item_message};
@@ -139,12 +139,6 @@ fn mask_paths<'a>(
         )));
     }
     Ok(paths)
-}
-
-/// Returns the caller a call acts for, as the access layer decided it
-/// ([`crate::auth`]); anyone when the port has no tokens.
-pub(super) fn caller_of(extensions: &http::Extensions) -> Caller {
-    extensions.get::<Caller>().cloned().unwrap_or_default()
 }
 
 /// Reads an optional worker id.

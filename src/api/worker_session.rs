@@ -7,8 +7,8 @@ use futures::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 use tonic::{Status, Streaming};
 
+use super::caller_of;
 use super::convert as c;
-use super::service::caller_of;
 use super::status::blame_undecodable_request;
 use super::streams::{RpcStream, closing_status, stream_of};
 use crate::core::dispatcher::{

@@ -13,8 +13,8 @@
 
 use std::time::Duration;
 
-use super::config::Seconds;
 use super::error::{StoreError, StoreResult, echo};
+use super::model::Seconds;
 use super::model::{RolloutSpec, Timestamp};
 
 /// Longest request id a client may give, in bytes.

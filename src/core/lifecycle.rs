@@ -184,8 +184,8 @@ pub fn watchdog_deadline(rollout: &Rollout, latest: Option<&Attempt>) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::config::{MaxAttempts, RetryCondition, Seconds};
     use crate::core::model::Json;
+    use crate::core::model::{MaxAttempts, RetryCondition, Seconds};
     use AttemptStatus as A;
     use RolloutStatus as R;
 

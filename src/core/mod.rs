@@ -6,7 +6,6 @@
 pub mod access;
 pub mod agl1;
 pub mod clock;
-pub mod config;
 pub mod dispatcher;
 pub mod engine;
 pub mod error;

@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-pub use super::config::RolloutConfig;
+mod config;
+
+pub use self::config::{MaxAttempts, RetryCondition, RolloutConfig, Seconds, SecondsError};
 
 /// Arbitrary JSON payload (rollout input, metadata, heartbeat stats, resources).
 pub type Json = serde_json::Value;

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::validate::{Invalid, Issue};
 use crate::core::error::{MESSAGE_LIMIT, StoreError, bounded};
+use crate::gateway::GatewayError;
 use crate::pyjson::PyJson;
 
 /// An HTTP error answer.
@@ -45,6 +46,15 @@ impl HttpError {
 impl From<Invalid> for HttpError {
     fn from(Invalid(issues): Invalid) -> Self {
         Self::Invalid(issues)
+    }
+}
+
+impl From<GatewayError> for HttpError {
+    fn from(error: GatewayError) -> Self {
+        match error {
+            GatewayError::Refused { status, detail } => Self::Detail(status, detail),
+            GatewayError::Store(error) => error.into(),
+        }
     }
 }
 

@@ -19,6 +19,7 @@ pub mod agl1;
 pub mod error;
 pub mod extract;
 pub mod otlp;
+pub mod routes;
 pub mod validate;
 
 use std::sync::Arc;
@@ -31,12 +32,15 @@ use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
 use self::error::HttpError;
-use crate::call_log::{MatchedRoute, is_grpc};
+use self::routes::Routes;
+use crate::auth::AuthLayer;
+use crate::call_log::MatchedRoute;
 use crate::core::engine::Engine;
 use crate::core::model::Json;
 use crate::gateway::Gateway;
 use crate::metrics::Metrics;
 use crate::otlp::TraceIngest;
+use crate::transport::is_grpc;
 
 /// What every HTTP handler shares.
 #[derive(Clone)]
@@ -76,14 +80,22 @@ impl HttpContext {
     }
 }
 
-/// Returns every HTTP route group merged into one router (the one place
-/// groups are assembled), with JSON 405 answers for known paths and the
-/// matched route recorded for the call layer.
-pub fn routes(context: HttpContext) -> Router {
-    Router::new()
+/// Returns every HTTP route group, each route with what it needs (the one
+/// place groups are assembled: a new group is one `merge` here).
+pub fn routes() -> Routes {
+    Routes::new()
         .merge(agl0::routes())
         .merge(otlp::routes())
         .merge(agl1::routes())
+}
+
+/// Returns the router that serves `routes`: each request checked by `auth`
+/// against what its route declared, its matched route recorded for the
+/// call layer (refusals included), JSON 405 answers for known paths.
+pub fn router(routes: Routes, context: HttpContext, auth: AuthLayer) -> Router {
+    routes
+        .into_router()
+        .route_layer(auth)
         .route_layer(axum::middleware::from_fn(record_route))
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(context)

@@ -11,9 +11,9 @@
 
 use serde::Serialize;
 
-use crate::core::config::{MaxAttempts, RetryCondition, Seconds, SecondsError};
 use crate::core::error::{MESSAGE_LIMIT, bounded};
 use crate::core::model::{Json, Named};
+use crate::core::model::{MaxAttempts, RetryCondition, Seconds, SecondsError};
 
 /// A JSON object.
 pub type Object = serde_json::Map<String, Json>;

@@ -384,6 +384,9 @@ async fn every_role_against_every_rpc_and_route_and_nothing_written_when_refused
         .filter(|l| l.trim().starts_with("rpc "))
         .count();
     assert_eq!(RPCS.len(), methods + 2, "a method is missing from RPCS");
+    // And every route the server declares.
+    let declared = lightning_store::http::routes().needs().declared().count();
+    assert_eq!(ROUTES.len(), declared, "a route is missing from ROUTES");
 
     // Refused calls first: nothing may be written by them.
     let mut refused = 0;

@@ -4,11 +4,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::core::config::{MaxAttempts, RetryCondition, Seconds};
 use crate::core::error::{StoreError, StoreResult};
 use crate::core::model::{
     self as m, AttemptStatus, Json, RolloutMode, RolloutStatus, Timestamp, WorkerStatus,
 };
+use crate::core::model::{MaxAttempts, RetryCondition, Seconds};
 use crate::core::query::{FilterLogic, Page, Paged};
 use crate::proto as pb;
 
@@ -195,7 +195,7 @@ pub fn page_bounds<T>(page: &Paged<T>) -> (i64, i64, i64) {
 }
 
 /// Converts a rollout configuration by the core's rules of its values
-/// ([`crate::core::config`]); absent means the defaults.
+/// ([`crate::core::model::RolloutConfig`]); absent means the defaults.
 pub fn config_from_proto(config: Option<&pb::RolloutConfig>) -> StoreResult<m::RolloutConfig> {
     let Some(config) = config else {
         return Ok(m::RolloutConfig::default());

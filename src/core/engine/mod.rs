@@ -513,7 +513,7 @@ impl Engine {
         // cancelled or the commit fails: the backend may still commit it.
         let pending = match &self.details {
             Some(details) if !writes.is_empty() => {
-                Some(details.begin_write(DetailCache::touched(&writes)))
+                Some(details.begin_write(writes.touched_rollouts()))
             }
             _ => None,
         };

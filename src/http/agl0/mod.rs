@@ -17,76 +17,98 @@ pub(crate) mod span_json;
 mod spans;
 mod workers;
 
-use axum::Router;
-use axum::routing::{get, post};
-
-use super::HttpContext;
+use super::routes::Routes;
+use crate::auth::policy::{Need, Permission};
 
 /// The path prefix of every route of this group.
 pub const PREFIX: &str = "/v1/agl";
 
-/// Returns the routes of agent-lightning's store API. Where upstream's
-/// router falls through from a static path to a parameter one for another
-/// method (e.g. `GET /rollouts/search` is `get_rollout_by_id("search")`),
-/// the static path carries that method too.
-pub fn routes() -> Router<HttpContext> {
+/// Returns the routes of agent-lightning's store API with what each
+/// needs. Where upstream's router falls through from a static path to a
+/// parameter one for another method (e.g. `GET /rollouts/search` is
+/// `get_rollout_by_id("search")`), the static path carries that method too.
+pub fn routes() -> Routes {
+    use Permission::{Read, Resources, Rollouts, Work};
     let route = |path: &str| format!("{PREFIX}{path}");
-    Router::new()
-        .route(&route("/health"), get(workers::health))
-        .route(&route("/statistics"), get(workers::statistics))
-        .route(&route("/queues/rollouts/enqueue"), post(rollouts::enqueue))
-        .route(&route("/queues/rollouts/dequeue"), post(rollouts::dequeue))
-        .route(
-            &route("/rollouts"),
-            get(rollouts::query).post(rollouts::start_rollout),
+    Routes::new()
+        .get(&route("/health"), Need::Nothing, workers::health)
+        .get(&route("/statistics"), Read, workers::statistics)
+        .post(
+            &route("/queues/rollouts/enqueue"),
+            Rollouts,
+            rollouts::enqueue,
         )
-        .route(
+        .post(&route("/queues/rollouts/dequeue"), Work, rollouts::dequeue)
+        .get(&route("/rollouts"), Read, rollouts::query)
+        .post(&route("/rollouts"), Rollouts, rollouts::start_rollout)
+        .post(&route("/rollouts/search"), Read, rollouts::search)
+        .get(
             &route("/rollouts/search"),
-            post(rollouts::search).get(rollouts::get_rollout_named_search),
+            Read,
+            rollouts::get_rollout_named_search,
         )
-        .route(
+        .get(
             &route("/rollouts/{rollout_id}"),
-            get(rollouts::get_rollout).post(rollouts::update_rollout),
+            Read,
+            rollouts::get_rollout,
         )
-        .route(
+        .post(
+            &route("/rollouts/{rollout_id}"),
+            Rollouts,
+            rollouts::update_rollout,
+        )
+        .get(
             &route("/rollouts/{rollout_id}/attempts"),
-            get(rollouts::query_attempts).post(rollouts::start_attempt),
+            Read,
+            rollouts::query_attempts,
         )
-        .route(
+        .post(
+            &route("/rollouts/{rollout_id}/attempts"),
+            Work,
+            rollouts::start_attempt,
+        )
+        .post(
             &route("/rollouts/{rollout_id}/attempts/search"),
-            post(rollouts::search_attempts),
+            Read,
+            rollouts::search_attempts,
         )
-        .route(
+        .get(
             &route("/rollouts/{rollout_id}/attempts/latest"),
-            get(rollouts::latest_attempt).post(rollouts::update_latest_attempt),
+            Read,
+            rollouts::latest_attempt,
         )
-        .route(
+        .post(
+            &route("/rollouts/{rollout_id}/attempts/latest"),
+            Work,
+            rollouts::update_latest_attempt,
+        )
+        .post(
             &route("/rollouts/{rollout_id}/attempts/{attempt_id}"),
-            post(rollouts::update_attempt),
+            Work,
+            rollouts::update_attempt,
         )
-        .route(&route("/waits/rollouts"), post(rollouts::wait))
-        .route(&route("/spans"), get(spans::query).post(spans::add))
-        .route(&route("/spans/search"), post(spans::search))
-        .route(&route("/spans/next"), post(spans::next_sequence_id))
-        .route(
-            &route("/resources"),
-            get(resources::query).post(resources::add),
-        )
-        .route(
+        .post(&route("/waits/rollouts"), Read, rollouts::wait)
+        .get(&route("/spans"), Read, spans::query)
+        .post(&route("/spans"), Work, spans::add)
+        .post(&route("/spans/search"), Read, spans::search)
+        .post(&route("/spans/next"), Work, spans::next_sequence_id)
+        .get(&route("/resources"), Read, resources::query)
+        .post(&route("/resources"), Resources, resources::add)
+        .get(&route("/resources/latest"), Read, resources::latest)
+        .post(
             &route("/resources/latest"),
-            get(resources::latest).post(resources::update_latest_named),
+            Resources,
+            resources::update_latest_named,
         )
-        .route(
+        .get(&route("/resources/{resources_id}"), Read, resources::get)
+        .post(
             &route("/resources/{resources_id}"),
-            get(resources::get).post(resources::update),
+            Resources,
+            resources::update,
         )
-        .route(&route("/workers"), get(workers::query))
-        .route(
-            &route("/workers/search"),
-            post(workers::search).get(workers::get_named_search),
-        )
-        .route(
-            &route("/workers/{worker_id}"),
-            get(workers::get).post(workers::update),
-        )
+        .get(&route("/workers"), Read, workers::query)
+        .post(&route("/workers/search"), Read, workers::search)
+        .get(&route("/workers/search"), Read, workers::get_named_search)
+        .get(&route("/workers/{worker_id}"), Read, workers::get)
+        .post(&route("/workers/{worker_id}"), Work, workers::update)
 }

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::core::config::Seconds;
+use crate::core::model::Seconds;
 use crate::core::model::{
     Attempt, Json, ResourcesUpdate, Rollout, RolloutConfig, RolloutView, Statistics, Timestamp,
     Worker, WorkerStatus,
@@ -251,7 +251,7 @@ impl<'a> From<&'a Statistics> for StatisticsJson<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::config::RetryCondition;
+    use crate::core::model::RetryCondition;
     use crate::core::model::{AttemptStatus, RolloutMode, RolloutStatus};
     use crate::pyjson::to_vec;
 

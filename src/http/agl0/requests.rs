@@ -9,7 +9,6 @@
 use super::super::error::{HttpError, HttpResult};
 use super::super::extract::QueryParams;
 use super::super::validate::{Loc, Object, Validator};
-use crate::core::config::{MaxAttempts, RetryCondition};
 use crate::core::engine::{AttemptPatch, RolloutPatch};
 use crate::core::error::echo;
 use crate::core::ids::WorkerId;
@@ -17,6 +16,7 @@ use crate::core::model::{
     AttemptStatus, Json, Named, RolloutConfig, RolloutMode, RolloutSpec, RolloutStatus, Timestamp,
     WorkerStatus,
 };
+use crate::core::model::{MaxAttempts, RetryCondition};
 use crate::core::query::{FilterLogic, Page};
 
 /// The worker statuses agent-lightning names (`lost` shows as `unknown`).

@@ -67,7 +67,7 @@ pub(super) async fn proxy(
         upstream_path,
         body,
     };
-    let result = context.gateway.proxy(call).await;
+    let result = context.gateway.proxy(call).await.map_err(HttpError::from);
     let status = match &result {
         Ok(ProxyAnswer::Upstream { status, .. }) => *status,
         Ok(ProxyAnswer::Paused { .. }) => StatusCode::TOO_MANY_REQUESTS.as_u16(),

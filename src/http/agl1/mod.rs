@@ -18,12 +18,11 @@ pub mod render;
 mod rollouts;
 pub mod schema;
 
-use axum::Router;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use http::StatusCode;
 
-use super::HttpContext;
+use super::routes::Routes;
+use crate::auth::policy::{Need, Permission};
 use crate::core::model::Json;
 use crate::pyjson::PyJson;
 
@@ -32,33 +31,31 @@ pub const PROXY_ROUTE: &str =
     "/proxy/rollout/{rollout_id}/attempt/{attempt_id}/mode/{mode}/openai/v1/{*upstream_path}";
 
 /// The health route, open without the API key.
-pub const HEALTH_ROUTE: &str = "/healthz";
+const HEALTH_ROUTE: &str = "/healthz";
 
-/// Returns the routes of agent-lightning 1.x's server API.
-pub fn routes() -> Router<HttpContext> {
-    Router::new()
-        .route(HEALTH_ROUTE, get(health))
-        .route("/api/rollouts", post(rollouts::create).get(rollouts::list))
-        .route("/api/rollouts/terminal", get(rollouts::terminal))
-        .route(
-            "/api/rollouts/{rollout_id}",
-            get(rollouts::get)
-                .patch(rollouts::patch)
-                .delete(rollouts::delete),
-        )
-        .route(
+/// Returns the routes of agent-lightning 1.x's server API with what each needs.
+pub fn routes() -> Routes {
+    use Permission::{Gateway, Read, Resources, Rollouts, Work};
+    Routes::new()
+        .get(HEALTH_ROUTE, Need::Nothing, health)
+        .post("/api/rollouts", Rollouts, rollouts::create)
+        .get("/api/rollouts", Read, rollouts::list)
+        .get("/api/rollouts/terminal", Read, rollouts::terminal)
+        .get("/api/rollouts/{rollout_id}", Read, rollouts::get)
+        .patch("/api/rollouts/{rollout_id}", Rollouts, rollouts::patch)
+        .delete("/api/rollouts/{rollout_id}", Rollouts, rollouts::delete)
+        .post(
             "/api/rollouts/{rollout_id}/attempt/{attempt_id}/events",
-            post(events::post),
+            Work,
+            events::post,
         )
-        .route("/api/rollouts/{rollout_id}/events", get(events::query))
-        .route(
-            "/api/models",
-            post(events::register_models).delete(events::delete_models),
-        )
-        .route("/proxy/pause", post(gateway::pause))
-        .route("/proxy/resume", post(gateway::resume))
-        .route("/proxy/state", get(gateway::state))
-        .route(PROXY_ROUTE, post(gateway::proxy))
+        .get("/api/rollouts/{rollout_id}/events", Read, events::query)
+        .post("/api/models", Resources, events::register_models)
+        .delete("/api/models", Resources, events::delete_models)
+        .post("/proxy/pause", Gateway, gateway::pause)
+        .post("/proxy/resume", Gateway, gateway::resume)
+        .get("/proxy/state", Read, gateway::state)
+        .post(PROXY_ROUTE, Work, gateway::proxy)
 }
 
 async fn health() -> PyJson<Json> {

@@ -7,13 +7,13 @@
 use serde::{Deserialize, Serialize};
 
 use super::Row;
-use crate::core::config::{MaxAttempts, RetryCondition, Seconds};
 use crate::core::error::{StoreError, StoreResult};
 use crate::core::events::{Change, Event};
 use crate::core::model::{
     Attempt, AttemptStatus, Json, ResourcesUpdate, Rollout, RolloutConfig, RolloutMode,
     RolloutStatus, Timestamp, Worker, WorkerStatus,
 };
+use crate::core::model::{MaxAttempts, RetryCondition, Seconds};
 
 mod span;
 pub use self::span::{span, span_body};
@@ -160,7 +160,7 @@ pub fn config_text(config: &RolloutConfig) -> String {
 }
 
 /// Decodes a stored config. A config stored before every API read configs
-/// with the rules of [`crate::core::config`] may break them; it decodes to
+/// with the rules of [`crate::core::model::RolloutConfig`] may break them; it decodes to
 /// the valid config that behaves the same: a negative duration is 0 (both
 /// are due at once), a status that cannot retry is dropped (it never
 /// retried), zero attempts are one.

@@ -5,12 +5,12 @@
 //! retry condition holds only the statuses that can requeue a rollout
 //! ([`RetryCondition`]). A value agent-lightning accepts but the store
 //! cannot honour (a `NaN` timeout, which no clock can reach) is refused by
-//! every API in its own dialect (docs/differences.md).
+//! every API in its own dialect.
 
 use std::fmt;
 
-use super::error::StoreError;
-use super::model::AttemptStatus;
+use super::AttemptStatus;
+use crate::core::error::StoreError;
 
 /// Why a number of seconds is not a duration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
