@@ -1072,6 +1072,7 @@ print(grpc_result.name, http_result.name)
 
 #[tokio::test(flavor = "multi_thread")]
 async fn opentelemetry_exporters_send_their_token_through_the_standard_headers_option() {
+    skip_without!(crate::common::Tool::Python);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let venv = tokio::process::Command::new(root.join("tools/pyenv.sh"))
         .arg("agl0")

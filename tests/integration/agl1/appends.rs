@@ -51,6 +51,7 @@ fn datas(events: &[Agl1Event]) -> Vec<String> {
 /// there after the store is opened again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_appends_are_answered_each_and_kept_in_order() {
+    skip_without!(super::BACKEND);
     const APPENDS: usize = 24;
     let (config, _dir) = BACKEND.config(&TestOptions::default()).await;
     let store = store::open(&config).await.unwrap();

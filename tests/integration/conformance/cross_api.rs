@@ -206,6 +206,7 @@ fn grpc_spec(config: pb::RolloutConfig) -> pb::EnqueueRolloutRequest {
 /// rollout is created.
 #[tokio::test]
 async fn a_nan_timeout_through_the_0x_route_is_refused_on_every_backend() {
+    skip_without!(super::BACKEND);
     let (server, _tokens, _) = start().await;
     let mut apis = Apis::of(&server).await;
     let before = apis.snapshot().await;
@@ -230,6 +231,7 @@ async fn a_nan_timeout_through_the_0x_route_is_refused_on_every_backend() {
 
 #[tokio::test]
 async fn non_finite_and_negative_durations_are_refused_by_every_api() {
+    skip_without!(super::BACKEND);
     let (server, _tokens, _) = start().await;
     let mut apis = Apis::of(&server).await;
     let before = apis.snapshot().await;
@@ -292,6 +294,7 @@ async fn non_finite_and_negative_durations_are_refused_by_every_api() {
 
 #[tokio::test]
 async fn bad_ids_are_refused_by_every_api() {
+    skip_without!(super::BACKEND);
     let (server, _tokens, claimed) = start().await;
     let mut apis = Apis::of(&server).await;
     let before = apis.snapshot().await;
@@ -450,6 +453,7 @@ async fn bad_ids_are_refused_by_every_api() {
 
 #[tokio::test]
 async fn unknown_statuses_are_refused_by_every_api() {
+    skip_without!(super::BACKEND);
     let (server, _tokens, claimed) = start().await;
     let mut apis = Apis::of(&server).await;
     let before = apis.snapshot().await;
@@ -536,6 +540,7 @@ async fn unknown_statuses_are_refused_by_every_api() {
 
 #[tokio::test]
 async fn lists_over_the_limits_are_refused_by_every_api() {
+    skip_without!(super::BACKEND);
     let (server, _tokens, _) = start().await;
     let mut apis = Apis::of(&server).await;
     let before = apis.snapshot().await;
@@ -602,6 +607,7 @@ async fn lists_over_the_limits_are_refused_by_every_api() {
 
 #[tokio::test]
 async fn a_runner_acting_for_another_worker_is_refused_by_every_api() {
+    skip_without!(super::BACKEND);
     let (server, _tokens, claimed) = start().await;
     let mut apis = Apis::of(&server).await;
     apis.grpc
