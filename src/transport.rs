@@ -43,7 +43,8 @@ pub struct TransportLimits {
 
 impl Default for TransportLimits {
     /// Defaults that fit the Helm chart's 2 GiB pod: every subscriber
-    /// stalled at once is about 640 MiB (measured, docs/performance.md).
+    /// stalled at once is about 640 MiB (measured:
+    /// docs/performance.md#a-stalled-subscribers-queue).
     fn default() -> Self {
         Self {
             max_connections: 4096,

@@ -60,6 +60,20 @@ impl StoreService {
             transport,
         }
     }
+
+    /// Allocates one sequence id per pair, looking the pairs up first unless
+    /// the caller allows unknown ids (agent-lightning's stores never look).
+    async fn allocate_sequence_ids(
+        &self,
+        pairs: &[(RolloutId, AttemptId)],
+        allow_unknown: bool,
+    ) -> Result<Vec<i64>, StoreError> {
+        if allow_unknown {
+            self.engine.next_sequence_ids_unchecked(pairs).await
+        } else {
+            self.engine.next_sequence_ids(pairs).await
+        }
+    }
 }
 
 /// The effective limits, as `GetCapabilities` reports them.
@@ -480,7 +494,9 @@ impl LightningStoreService for StoreService {
             RolloutId::parse("rollout_id", request.rollout_id)?,
             AttemptId::parse("attempt_id", request.attempt_id)?,
         );
-        let ids = self.engine.next_sequence_ids(&[pair]).await?;
+        let ids = self
+            .allocate_sequence_ids(&[pair], request.allow_unknown)
+            .await?;
         ok(pb::GetNextSpanSequenceIdResponse {
             sequence_id: ids[0],
         })
@@ -490,10 +506,11 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetSpanSequenceIdsRequest>,
     ) -> RpcResult<pb::GetSpanSequenceIdsResponse> {
+        let request = request.into_inner();
         let pairs = self
             .engine
             .limits()
-            .batch("attempts", request.into_inner().attempts)?
+            .batch("attempts", request.attempts)?
             .into_iter()
             .map(|r| {
                 Ok((
@@ -502,7 +519,9 @@ impl LightningStoreService for StoreService {
                 ))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        let sequence_ids = self.engine.next_sequence_ids(&pairs).await?;
+        let sequence_ids = self
+            .allocate_sequence_ids(&pairs, request.allow_unknown)
+            .await?;
         ok(pb::GetSpanSequenceIdsResponse { sequence_ids })
     }
 

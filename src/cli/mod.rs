@@ -5,6 +5,8 @@ pub mod bench;
 pub mod client;
 pub mod connection;
 pub mod serve;
+#[cfg(test)]
+mod tests;
 mod token;
 
 use clap::{Parser, Subcommand};

@@ -19,7 +19,7 @@ pub const LONGEST_WAIT: Duration = Duration::from_secs(86_400 * 365);
 /// rollout's counter raised to it can still count on without overflowing.
 pub const LARGEST_SEQUENCE_ID: i64 = (1 << 53) - 1;
 
-/// The request limits of a server (README "Limits"). The defaults suit the
+/// The request limits of a server (docs/configuration.md#limits). The defaults suit the
 /// Helm chart's 2 GiB pod and stay below the bind-parameter limits of SQLite
 /// (32,766) and PostgreSQL (65,535), so that no list reaches a backend it
 /// could fail on.

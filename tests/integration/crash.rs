@@ -276,6 +276,7 @@ async fn verify(c: &mut Client, ledger: &mut Ledger, clients: usize) {
             .get_next_span_sequence_id(pb::GetNextSpanSequenceIdRequest {
                 rollout_id: rollout_id.clone(),
                 attempt_id: ledger.claimed[rollout_id].clone(),
+                ..Default::default()
             })
             .await
             .unwrap()

@@ -18,6 +18,7 @@ mod bench;
 mod cli;
 mod conformance;
 mod crash;
+mod docs;
 mod drain;
 mod failover;
 mod health;

@@ -530,7 +530,7 @@ async fn the_format_follows_the_accept_header_and_the_text_format_passes_promtoo
     served.task.await.unwrap().unwrap();
 }
 
-/// Issue 17 case 7: paths the server does not serve share one label (they
+/// Paths the server does not serve share one label (they
 /// used to create a label value each, and to drive a gauge negative), and a
 /// call the client abandons is counted as CANCELLED and leaves the
 /// in-flight gauge at zero.

@@ -114,7 +114,7 @@ impl std::fmt::Display for Agl1State {
 pub struct Agl1Fields {
     /// The controller-facing config as upstream renders it
     /// (`timeout_seconds`, `local`, `k8s`); the watchdog does not enforce
-    /// its timeout: the 1.x controller does (README).
+    /// its timeout: the 1.x controller does (docs/agent-lightning-1x.md).
     pub config: Json,
     pub k8s_job_name: Option<String>,
     pub last_attempt_id: Option<String>,

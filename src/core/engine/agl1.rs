@@ -40,7 +40,7 @@ enum Slot {
 
 /// Returns a new 1.x rollout: a `queuing` rollout of its mode with the
 /// core's default config (the 1.x timeout is the controller's to enforce,
-/// README), and its 1.x fields at version 1.
+/// docs/agent-lightning-1x.md), and its 1.x fields at version 1.
 fn new_agl1_rollout(rollout_id: String, request: NewAgl1Rollout, now: Timestamp) -> Agl1Rollout {
     Agl1Rollout {
         rollout: Rollout {

@@ -652,7 +652,8 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
 /// transaction's last round trip, like the event counter's (see the `apply`
 /// module): held across round trips to this server, it queued every
 /// completing transaction of every server behind the one holding it
-/// (docs/performance.md). Returns no rows.
+/// (docs/performance.md#counts-in-the-write-set-completions-with-the-commit).
+/// Returns no rows.
 pub(super) fn completions_appended(rollout_ids: &[String]) -> String {
     let ids: Vec<String> = rollout_ids
         .iter()

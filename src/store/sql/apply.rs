@@ -47,7 +47,8 @@
 //! round trip to this server happens while it is held, whatever the load
 //! on this machine; it was held across one before (the events' statement's
 //! answer, then the `COMMIT`), and waits for it dominated every writer's
-//! latency (docs/performance.md). Nor is it held for longer with more
+//! latency (docs/performance.md#fewer-round-trips-per-transaction). Nor is
+//! it held for longer with more
 //! events: under it go at most 64 event rows or one block's row, so a
 //! 30,000-rollout enqueue holds it as briefly as a dequeue does.
 //!

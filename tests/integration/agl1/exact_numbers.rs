@@ -1,4 +1,4 @@
-//! Issue 17 case 15 for agent-lightning 1.x's API: the client JSON it
+//! Exact numbers through agent-lightning 1.x's API: the client JSON it
 //! stores (a rollout's input, an event's data) keeps every number's value,
 //! however many digits it has.
 

@@ -86,6 +86,7 @@ async fn grpc_batches_over_the_limit_are_refused_before_their_items_are_read() {
     };
     let allocate = |extra| pb::GetSpanSequenceIdsRequest {
         attempts: with_bad_last(pair.clone(), unreadable_pair.clone(), extra),
+        ..Default::default()
     };
     assert_item_error(c.get_span_sequence_ids(allocate(0)).await, "rollout_id");
     assert_code(

@@ -1,4 +1,4 @@
-//! Issue 17 case 15: the `*_json` fields keep their numbers exactly as the
+//! Exact numbers: the `*_json` fields keep their numbers exactly as the
 //! client wrote them (integers past 2^53 and past 64 bits, the 64-bit
 //! extremes, decimals longer than a double holds, exponents beyond its
 //! range), through gRPC and agent-lightning 0.x's HTTP API, and across a

@@ -1,4 +1,4 @@
-//! Issue 17 case 10: an enqueue retried under its request id (gRPC's
+//! Safe retries: an enqueue retried under its request id (gRPC's
 //! `request_id`, the 0.x API's `Idempotency-Key`) returns the first call's
 //! rollouts and enqueues nothing; the same id with another request is
 //! refused; ids expire; concurrent first uses create once, also on two

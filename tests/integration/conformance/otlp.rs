@@ -212,6 +212,7 @@ async fn sequence_ids_are_allocated_in_order_and_explicit_ones_raise_the_counter
         .get_next_span_sequence_id(pb::GetNextSpanSequenceIdRequest {
             rollout_id: r.clone(),
             attempt_id: at.clone(),
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -175,6 +175,7 @@ async fn an_age_limit_evicts_only_rollouts_finished_long_enough_ago() {
         .get_next_span_sequence_id(pb::GetNextSpanSequenceIdRequest {
             rollout_id: old.0.clone(),
             attempt_id: old.1.clone(),
+            ..Default::default()
         })
         .await
         .unwrap()

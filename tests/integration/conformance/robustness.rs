@@ -1,5 +1,5 @@
-//! Issue 17's cases, one test each: hostile or careless inputs get a clear
-//! answer, never a panic or INTERNAL, and leave the store usable.
+//! Hostile or careless inputs, one test each: each gets a clear
+//! answer, never a panic or INTERNAL, and leaves the store usable.
 
 use std::time::{Duration, Instant};
 
@@ -680,6 +680,7 @@ async fn case_09_batches_and_control_messages_are_capped_as_configured() {
     assert_code(
         c.get_span_sequence_ids(pb::GetSpanSequenceIdsRequest {
             attempts: vec![pair; 5],
+            ..Default::default()
         })
         .await,
         Code::InvalidArgument,

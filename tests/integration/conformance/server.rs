@@ -205,7 +205,7 @@ async fn capabilities_and_statistics() {
 
 /// Waits cut short by the shutdown end promptly and say so: UNAVAILABLE
 /// (retry elsewhere), not an empty answer that reads as "nothing queued" or
-/// "nothing finished" (issue 17, case 13). A claim that committed is still
+/// "nothing finished". A claim that committed is still
 /// answered with its rollout.
 #[tokio::test]
 async fn shutdown_ends_open_waits_promptly_with_unavailable() {

@@ -494,7 +494,7 @@ async fn servers_sharing_the_store_expire_and_adopt_each_others_sessions() {
     );
 }
 
-/// Issue 17 case 16: 10,000 heartbeats sent back to back on one session
+/// 10,000 heartbeats sent back to back on one session
 /// (each was a store transaction of its own) used to draw an HTTP/2 GOAWAY
 /// that ended every stream of the connection. The session, a subscription
 /// and unary calls on the same connection stay alive, and the worker keeps

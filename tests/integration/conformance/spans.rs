@@ -20,6 +20,7 @@ async fn next_id(c: &mut Client, rollout_id: &str, attempt_id: &str) -> Result<i
     c.get_next_span_sequence_id(pb::GetNextSpanSequenceIdRequest {
         rollout_id: rollout_id.into(),
         attempt_id: attempt_id.into(),
+        ..Default::default()
     })
     .await
     .map(|r| r.into_inner().sequence_id)
@@ -63,6 +64,55 @@ async fn sequence_ids_are_per_rollout_and_raised_by_explicit_ids() {
 }
 
 #[tokio::test]
+async fn sequence_ids_for_unknown_ids_when_allowed() {
+    // agent-lightning's stores never look the pair up: the counter belongs to
+    // the rollout id, so `latest`, an unknown attempt and an unknown rollout
+    // all get a value.
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    let (a, a1) = running_rollout(&mut c).await;
+    let mut unchecked = async |rollout_id: &str, attempt_id: &str| {
+        c.get_next_span_sequence_id(pb::GetNextSpanSequenceIdRequest {
+            rollout_id: rollout_id.into(),
+            attempt_id: attempt_id.into(),
+            allow_unknown: true,
+        })
+        .await
+        .map(|r| r.into_inner().sequence_id)
+        .unwrap()
+    };
+    assert_eq!(unchecked(&a, &a1).await, 1);
+    assert_eq!(unchecked(&a, "latest").await, 2);
+    assert_eq!(unchecked(&a, "at-00000000").await, 3);
+    assert_eq!(unchecked("ro-000000000000", "at-00000000").await, 1);
+
+    let pair = |r: &str, at: &str| pb::RolloutAttemptRef {
+        rollout_id: r.into(),
+        attempt_id: at.into(),
+    };
+    let ids = c
+        .get_span_sequence_ids(pb::GetSpanSequenceIdsRequest {
+            attempts: vec![pair(&a, "latest"), pair("ro-000000000000", "x"), pair(&a, &a1)],
+            allow_unknown: true,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .sequence_ids;
+    assert_eq!(ids, [4, 2, 5]);
+
+    // Without it, the pairs are still looked up.
+    let refused = c
+        .get_span_sequence_ids(pb::GetSpanSequenceIdsRequest {
+            attempts: vec![pair(&a, "latest")],
+            allow_unknown: false,
+        })
+        .await;
+    assert_code(refused, Code::NotFound, "Attempt latest not found");
+    assert_eq!(next_id(&mut c, &a, &a1).await.unwrap(), 6, "a refused call allocates nothing");
+}
+
+#[tokio::test]
 async fn batch_sequence_ids_are_consecutive_per_rollout_in_request_order() {
     skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
@@ -77,6 +127,7 @@ async fn batch_sequence_ids_are_consecutive_per_rollout_in_request_order() {
     let ids = c
         .get_span_sequence_ids(pb::GetSpanSequenceIdsRequest {
             attempts: vec![pair(&a, &a1), pair(&b, &b1), pair(&a, &a2), pair(&a, &a1)],
+            ..Default::default()
         })
         .await
         .unwrap()

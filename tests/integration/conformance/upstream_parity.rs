@@ -87,6 +87,7 @@ async fn ids_with_spaces_and_explicit_sequence_ids_are_accepted_as_upstream_does
         .get_next_span_sequence_id(pb::GetNextSpanSequenceIdRequest {
             rollout_id: r.clone(),
             attempt_id: at.clone(),
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -250,16 +250,23 @@ def add_spans(spans: Iterable[types.Span], *, owner_epoch: int | None = None) ->
     return Call("AddSpans", request, lambda r: list(r.spans), safe=True)
 
 
-def next_span_sequence_id(rollout_id: str, attempt_id: str) -> Call[int]:
-    """Allocates the next span sequence id of a rollout."""
-    request = pb.GetNextSpanSequenceIdRequest(rollout_id=rollout_id, attempt_id=attempt_id)
+def next_span_sequence_id(rollout_id: str, attempt_id: str, *, allow_unknown: bool = False) -> Call[int]:
+    """Allocates the next span sequence id of a rollout.
+
+    The rollout and the attempt must exist (NotFound otherwise), unless
+    `allow_unknown`: then, as in agent-lightning's stores, the counter of
+    the rollout id answers for any attempt id and an unknown rollout id
+    gets a counter of its own.
+    """
+    request = pb.GetNextSpanSequenceIdRequest(rollout_id=rollout_id, attempt_id=attempt_id, allow_unknown=allow_unknown)
     return Call("GetNextSpanSequenceId", request, lambda r: int(r.sequence_id))
 
 
-def span_sequence_ids(attempts: Iterable[tuple[str, str]]) -> Call[list[int]]:
-    """Allocates one sequence id per (rollout id, attempt id) pair, in order."""
+def span_sequence_ids(attempts: Iterable[tuple[str, str]], *, allow_unknown: bool = False) -> Call[list[int]]:
+    """Allocates one sequence id per (rollout id, attempt id) pair, in order (`allow_unknown` as above)."""
     refs = [pb.RolloutAttemptRef(rollout_id=r, attempt_id=a) for r, a in attempts]
-    return Call("GetSpanSequenceIds", pb.GetSpanSequenceIdsRequest(attempts=refs), lambda r: list(r.sequence_ids))
+    request = pb.GetSpanSequenceIdsRequest(attempts=refs, allow_unknown=allow_unknown)
+    return Call("GetSpanSequenceIds", request, lambda r: list(r.sequence_ids))
 
 
 def query_rollouts(

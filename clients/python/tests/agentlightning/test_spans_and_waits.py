@@ -21,8 +21,8 @@ from agentlightning.types import (
 
 from lightning_store import Client
 from lightning_store.agentlightning import LightningStore
+from lightning_store.local_server import LocalServer
 from tests.agentlightning.conftest import Spans
-from tests.server import Server
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 
@@ -251,7 +251,7 @@ async def test_a_wait_without_timeout_can_be_cancelled(store: LightningStore) ->
 
 
 async def test_the_watchdog_fails_an_unresponsive_attempt_and_requeues_a_timed_out_one(
-    store: LightningStore, server: Server
+    store: LightningStore, server: LocalServer
 ) -> None:
     silent = await store.start_rollout(
         input="silent", config=RolloutConfig(unresponsive_seconds=0.2, max_attempts=3, retry_condition=["timeout"])
@@ -282,7 +282,7 @@ async def test_statistics_and_capabilities(store: LightningStore, backend: str, 
     await store.add_resources({"p": PromptTemplate(template="t", engine="jinja")})
     await store.update_worker("stats-worker", heartbeat_stats={"cpu": 0.5})
     after = await store.statistics()
-    assert after["name"] == backend
+    assert (after["name"], after["backend"]) == ("LightningStore", backend)
     for key in ("total_rollouts", "total_attempts", "total_spans", "total_resources", "total_workers"):
         assert after[key] == before[key] + 1, key
     assert after["uptime"] > before["uptime"]

@@ -37,6 +37,7 @@ from lightning_store.values import (
     from_json,
     from_timestamp,
     optional_time,
+    to_attribute_value,
     to_attributes,
     to_timestamp,
 )
@@ -235,13 +236,39 @@ def span_to_proto(span: Span, *, allocate: bool = False) -> types.Span:
 
 
 def scope_to_proto(readable: ReadableSpan) -> types.InstrumentationScope | None:
-    """Returns the instrumentation scope of an OpenTelemetry span (agent-lightning's model drops it; we keep it)."""
-    scope = readable.instrumentation_scope
-    if scope is None:
+    """Returns the instrumentation scope of an OpenTelemetry span, or None when it has none we can keep.
+
+    agent-lightning's model drops the scope, so upstream stores any span whatever
+    its scope (test doubles built with `unittest.mock.Mock` included). We keep
+    the scope of a span that has one as the SDK makes it: a text name, text or
+    no version, and attributes of attribute values; a scope without a text
+    name is left out, and so are a version or attribute values of another type,
+    rather than refusing the span.
+    """
+    scope = getattr(readable, "instrumentation_scope", None)
+    name = getattr(scope, "name", None)
+    if not isinstance(name, str):
         return None
+    version = getattr(scope, "version", None)
+    attributes = getattr(scope, "attributes", None)
     return types.InstrumentationScope(
-        name=scope.name, version=scope.version or "", attributes=to_attributes(scope.attributes or {})
+        name=name,
+        version=version if isinstance(version, str) else "",
+        attributes=_convertible_attributes(attributes) if isinstance(attributes, Mapping) else [],
     )
+
+
+def _convertible_attributes(attributes: Mapping[Any, Any]) -> list[types.KeyValue]:
+    """Returns the attributes with text keys whose values convert; the others are left out."""
+    kept = []
+    for key, value in attributes.items():
+        if not isinstance(key, str):
+            continue
+        try:
+            kept.append(types.KeyValue(key=key, value=to_attribute_value(value)))
+        except TypeError:
+            continue
+    return kept
 
 
 def span_from_proto(span: types.Span) -> Span:

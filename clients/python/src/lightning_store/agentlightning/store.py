@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import threading
 import warnings
@@ -63,12 +64,21 @@ from lightning_store.values import UNSET, Unset
 
 __all__ = ["LightningStore"]
 
+logger = logging.getLogger(__name__)
+
 R = TypeVar("R")
 T = TypeVar("T")
 U = TypeVar("U")
 
 # Errors of a well-formed call about the store's content: upstream raises ValueError for all of them.
 _VALUE_ERRORS = (NotFound, InvalidArgument, FailedPrecondition, OutOfRange)
+
+
+class Statistics(LightningStoreStatistics, total=False):
+    """agent-lightning's store statistics, with the server's backend."""
+
+    backend: str
+    """The server's storage backend: `memory`, `sqlite` or `postgres`."""
 
 
 def _given(value: Any) -> Any:
@@ -181,11 +191,12 @@ class LightningStore(UpstreamStore):
             return self._otlp_traces_endpoint
         return f"{self.options.http_url}/v1/traces"
 
-    async def statistics(self) -> LightningStoreStatistics:
-        """Returns the entity counts; `name` is the server's backend (`memory`, `sqlite`, `postgres`)."""
+    async def statistics(self) -> Statistics:
+        """Returns the entity counts; `name` is the class name (as upstream's), `backend` the server's backend."""
         stats = await self._call(calls.get_statistics())
-        return LightningStoreStatistics(
-            name=stats.name,
+        return Statistics(
+            name=type(self).__name__,
+            backend=stats.name,
             total_rollouts=stats.total_rollouts,
             total_attempts=stats.total_attempts,
             total_spans=stats.total_spans,
@@ -270,7 +281,10 @@ class LightningStore(UpstreamStore):
     async def add_span(self, span: Span) -> Span | None:
         """Stores a span; returns it, or None when it was a duplicate."""
         stored = await self._call(calls.add_span(span_to_proto(span)))
-        return span if stored is not None else None
+        if stored is None:
+            _log_duplicate(span)
+            return None
+        return span
 
     async def add_many_spans(self, spans: Sequence[Span]) -> Sequence[Span]:
         """Stores the spans in one atomic call; returns those stored (duplicates left out)."""
@@ -284,6 +298,8 @@ class LightningStore(UpstreamStore):
             if kept[key] > 0:
                 kept[key] -= 1
                 result.append(span)
+            else:
+                _log_duplicate(span)
         return result
 
     async def add_otel_span(
@@ -298,7 +314,10 @@ class LightningStore(UpstreamStore):
         if scope is not None:
             message.scope.CopyFrom(scope)
         stored = await self._call(calls.add_span(message))
-        return span.model_copy(update={"sequence_id": stored.sequence_id}) if stored is not None else None
+        if stored is None:
+            _log_duplicate(span)
+            return None
+        return span.model_copy(update={"sequence_id": stored.sequence_id})
 
     async def query_rollouts(
         self,
@@ -402,14 +421,19 @@ class LightningStore(UpstreamStore):
         return resources_from_proto(await self._call(call))
 
     async def get_next_span_sequence_id(self, rollout_id: str, attempt_id: str) -> int:
-        """Allocates the next span sequence id of a rollout; ValueError for an unknown rollout or attempt."""
-        return await self._call(calls.next_span_sequence_id(rollout_id, attempt_id))
+        """Allocates the next span sequence id of a rollout.
+
+        As upstream's stores, the ids are not looked up: the counter belongs
+        to the rollout id, so any attempt id (`latest` too) gets the
+        rollout's next value and an unknown rollout id a counter of its own.
+        """
+        return await self._call(calls.next_span_sequence_id(rollout_id, attempt_id, allow_unknown=True))
 
     async def get_many_span_sequence_ids(self, rollout_attempt_ids: Sequence[tuple[str, str]]) -> Sequence[int]:
-        """Allocates one sequence id per (rollout, attempt) pair in one call."""
+        """Allocates one sequence id per (rollout, attempt) pair in one call, unchecked as above."""
         if not rollout_attempt_ids:
             return []
-        return await self._call(calls.span_sequence_ids(rollout_attempt_ids))
+        return await self._call(calls.span_sequence_ids(rollout_attempt_ids, allow_unknown=True))
 
     async def wait_for_rollouts(self, *, rollout_ids: list[str], timeout: float | None = None) -> list[Rollout]:
         """Returns the rollouts terminal by the deadline, in request order; unknown ids are left out.
@@ -559,6 +583,16 @@ class LightningStore(UpstreamStore):
             raise TypeError("heartbeat_stats must be a dict when given")
         call = calls.update_worker(worker_id, heartbeat_stats=_jsonable_given(stats))
         return worker_from_proto(await self._call(call))
+
+
+def _log_duplicate(span: Span) -> None:
+    """Logs a span the server ignored as a duplicate, in upstream's words (its users' log checks find it)."""
+    logger.error(
+        "Duplicated span added for rollout=%s, attempt=%s, span=%s. Skipping.",
+        span.rollout_id,
+        span.attempt_id,
+        span.span_id,
+    )
 
 
 async def _drain(stream: Stream[Any, T]) -> list[T]:

@@ -299,12 +299,14 @@ class AddSpansResponse(_message.Message):
     def __init__(self, spans: _Optional[_Iterable[_Union[_types_pb2.Span, _Mapping]]] = ..., duplicates: _Optional[int] = ..., sequence_ids: _Optional[_Iterable[int]] = ..., ids_only: _Optional[bool] = ...) -> None: ...
 
 class GetNextSpanSequenceIdRequest(_message.Message):
-    __slots__ = ("rollout_id", "attempt_id")
+    __slots__ = ("rollout_id", "attempt_id", "allow_unknown")
     ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_UNKNOWN_FIELD_NUMBER: _ClassVar[int]
     rollout_id: str
     attempt_id: str
-    def __init__(self, rollout_id: _Optional[str] = ..., attempt_id: _Optional[str] = ...) -> None: ...
+    allow_unknown: bool
+    def __init__(self, rollout_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., allow_unknown: _Optional[bool] = ...) -> None: ...
 
 class GetNextSpanSequenceIdResponse(_message.Message):
     __slots__ = ("sequence_id",)
@@ -321,10 +323,12 @@ class RolloutAttemptRef(_message.Message):
     def __init__(self, rollout_id: _Optional[str] = ..., attempt_id: _Optional[str] = ...) -> None: ...
 
 class GetSpanSequenceIdsRequest(_message.Message):
-    __slots__ = ("attempts",)
+    __slots__ = ("attempts", "allow_unknown")
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_UNKNOWN_FIELD_NUMBER: _ClassVar[int]
     attempts: _containers.RepeatedCompositeFieldContainer[RolloutAttemptRef]
-    def __init__(self, attempts: _Optional[_Iterable[_Union[RolloutAttemptRef, _Mapping]]] = ...) -> None: ...
+    allow_unknown: bool
+    def __init__(self, attempts: _Optional[_Iterable[_Union[RolloutAttemptRef, _Mapping]]] = ..., allow_unknown: _Optional[bool] = ...) -> None: ...
 
 class GetSpanSequenceIdsResponse(_message.Message):
     __slots__ = ("sequence_ids",)
