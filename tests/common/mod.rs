@@ -39,10 +39,17 @@ pub enum Tool {
     /// Prometheus' `promtool`, which `tools/promtool.sh` fetches with
     /// Debian's `apt-get download` and `dpkg-deb`.
     Promtool,
+    /// `curl` and `jq`, which the runnable blocks of the documentation use.
+    CurlAndJq,
 }
 
 impl Tool {
-    const ALL: [Tool; 3] = [Tool::Postgres, Tool::Python, Tool::Promtool];
+    const ALL: [Tool; 4] = [
+        Tool::Postgres,
+        Tool::Python,
+        Tool::Promtool,
+        Tool::CurlAndJq,
+    ];
 
     /// Returns whether the tool is on this machine.
     fn found(self) -> bool {
@@ -63,6 +70,7 @@ impl Tool {
                     .exists();
                 fetched || (on_path("apt-get") && on_path("dpkg-deb"))
             }
+            Tool::CurlAndJq => on_path("curl") && on_path("jq"),
         }
     }
 
@@ -84,6 +92,10 @@ impl Tool {
                 "no apt-get and dpkg-deb to fetch Prometheus' promtool (Debian's `prometheus` \
                  package)",
             ),
+            Tool::CurlAndJq => (
+                "the documentation's blocks that call curl or jq",
+                "no curl or jq (install Debian's `curl` and `jq` packages)",
+            ),
         }
     }
 }
@@ -94,8 +106,8 @@ impl Tool {
 /// `LIGHTNING_STORE_TESTS_NO_SKIP=1`.
 pub fn available(tool: Tool) -> bool {
     use std::io::Write as _;
-    static FOUND: std::sync::OnceLock<[bool; 3]> = std::sync::OnceLock::new();
-    static REPORTED: [std::sync::Once; 3] = [const { std::sync::Once::new() }; 3];
+    static FOUND: std::sync::OnceLock<[bool; 4]> = std::sync::OnceLock::new();
+    static REPORTED: [std::sync::Once; 4] = [const { std::sync::Once::new() }; 4];
     let index = Tool::ALL.iter().position(|t| *t == tool).unwrap();
     if FOUND.get_or_init(|| Tool::ALL.map(Tool::found))[index] {
         return true;
