@@ -402,6 +402,21 @@ pub struct WriteSet {
 }
 
 impl WriteSet {
+    /// Returns the rollouts whose rows the set writes (their own, their
+    /// attempts', their 1.x records), taken before the backend's commit
+    /// (which may consume the set): the 1.x details it changes.
+    pub fn touched_rollouts(&self) -> Vec<String> {
+        let agl1 = &self.agl1;
+        self.rollouts
+            .keys()
+            .chain(self.attempts.keys().map(|(rollout_id, _)| rollout_id))
+            .chain(agl1.deleted.iter())
+            .chain(agl1.fields.keys())
+            .chain(agl1.events.iter().map(|write| &write.event.rollout_id))
+            .cloned()
+            .collect()
+    }
+
     /// Returns whether the set changes nothing.
     pub fn is_empty(&self) -> bool {
         self.rollouts.is_empty()

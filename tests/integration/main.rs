@@ -7,6 +7,7 @@
 //! `agl1::postgres::gateway::`).
 
 #[path = "../common/mod.rs"]
+#[macro_use]
 mod common;
 
 mod agl0;

@@ -498,8 +498,10 @@ async fn the_format_follows_the_accept_header_and_the_text_format_passes_promtoo
         text.contains("# TYPE lightning_store_grpc_requests_total counter"),
         "{text}"
     );
-    let (status, said) = promtool_check(&text).await;
-    assert!(status.success(), "promtool check metrics: {said}\n{text}");
+    if crate::common::available(crate::common::Tool::Promtool) {
+        let (status, said) = promtool_check(&text).await;
+        assert!(status.success(), "promtool check metrics: {said}\n{text}");
+    }
 
     // What Prometheus sends when it scrapes.
     let prometheus_accept = "application/openmetrics-text;version=1.0.0,\

@@ -68,6 +68,7 @@ async fn a_sqlite_database_of_0_1_0_opens_migrated_with_its_data() {
 
 #[tokio::test]
 async fn a_postgres_database_of_0_1_0_opens_migrated_with_its_data() {
+    skip_without!(crate::common::Backend::Postgres);
     use sqlx::Connection as _;
     let url = common::postgres_database().await;
     let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();

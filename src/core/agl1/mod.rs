@@ -35,6 +35,12 @@ pub enum Agl1State {
     Failed,
 }
 
+impl crate::core::model::Named for Agl1State {
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
 impl Agl1State {
     /// Every state, in upstream's declaration order.
     pub const ALL: [Agl1State; 4] = [

@@ -41,6 +41,7 @@ use super::clock::{Clock, SystemClock};
 use super::error::{StoreError, StoreResult};
 use super::events::{Event, EventBus, EventPage};
 use super::idempotency::DEFAULT_REQUEST_ID_TTL;
+use super::ids::{AttemptId, RolloutId, WorkerId};
 use super::limits::RequestLimits;
 use super::model::{
     AttemptStatus, Json, RolloutConfig, RolloutMode, RolloutStatus, Span, Statistics, Timestamp,
@@ -64,18 +65,18 @@ pub struct RolloutPatch {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AttemptPatch {
     pub status: Option<AttemptStatus>,
-    pub worker_id: Option<String>,
+    pub worker_id: Option<WorkerId>,
     pub last_heartbeat_time: Option<Timestamp>,
     pub metadata: Option<Json>,
 }
 
 /// One attempt update of a batch ([`Engine::update_attempts`]): the
 /// arguments of [`Engine::update_attempt`].
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AttemptUpdate {
-    pub rollout_id: String,
+    pub rollout_id: RolloutId,
     /// An attempt id, or `latest`.
-    pub attempt_id: String,
+    pub attempt_id: AttemptId,
     pub patch: AttemptPatch,
     /// The writer's session epoch, checked when present.
     pub owner_epoch: Option<u64>,
@@ -529,7 +530,7 @@ impl Engine {
         // cancelled or the commit fails: the backend may still commit it.
         let pending = match &self.details {
             Some(details) if !writes.is_empty() => {
-                Some(details.begin_write(DetailCache::touched(&writes)))
+                Some(details.begin_write(writes.touched_rollouts()))
             }
             _ => None,
         };

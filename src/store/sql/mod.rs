@@ -30,6 +30,7 @@
 
 mod agl1;
 mod apply;
+mod batch;
 mod claim;
 pub mod codec;
 mod floor;

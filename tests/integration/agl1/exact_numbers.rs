@@ -19,6 +19,7 @@ const HTTP_EXACT: &str = r#"{"n":12345678901234567890123,"m":9007199254740993,"u
 
 #[tokio::test]
 async fn case_15_stored_client_json_keeps_every_number_exactly() {
+    skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let api = Api::new(&server);
     let numbers: Value = serde_json::from_str(NUMBERS).unwrap();
