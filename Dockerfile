@@ -6,7 +6,7 @@
 #     ghcr.io/lightning-store/lightning-store:0.1.0 \
 #     serve --listen 0.0.0.0:4747 --metrics-listen 0.0.0.0:9464
 # A non-loopback listen address needs tokens (LIGHTNING_STORE_API_KEY is one
-# admin token; LIGHTNING_STORE_TOKENS_FILE a file of them, README "Security"),
+# admin token; LIGHTNING_STORE_TOKENS_FILE a file of them, docs/security.md),
 # or --insecure for a throwaway store: without either the server refuses to start.
 
 # --- build -------------------------------------------------------------------

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Walks one rollout through lightning-store with grpcurl: the commands the
-# README shows. Usage: .ci/grpcurl_example.sh HOST:PORT
+# Walks one rollout through lightning-store with grpcurl, checking each
+# answer (docs/grpc.md shows the same calls to readers; the docs test runs
+# those). Usage: .ci/grpcurl_example.sh HOST:PORT
 # grpcurl must be on PATH (or set GRPCURL); python3 parses the JSON answers.
 # LIGHTNING_STORE_TOKEN, when set, is sent as the bearer token.
 # Run it against a server whose queue is empty: it dequeues the head of the

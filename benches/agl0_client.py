@@ -34,16 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from _net import free_port
+from _proc import cpu_seconds
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SPANS_PER_LIFECYCLE = 10
 SPAN_FILLER = "the agent asked the model to plan the next step of the task and checked the answer " * 11
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a process (fields 14 and 15 of its stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The 1.x trainer's poll measured with wrk, the tool issue 21 names: creates 64
+# The 1.x trainer's poll measured with wrk, a load generator not ours: creates 64
 # rollouts on the server at URL, then runs `wrk -t2 -c16 -d3s` GETs cycling
 # over them and prints wrk's requests/s. Works against lightning-store and
 # against agentlightning 1.0.2's own server (started without a key).

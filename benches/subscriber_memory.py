@@ -1,4 +1,4 @@
-"""The server's memory with many `WatchEvents` subscribers (issue 17, case 5):
+"""The server's memory with many `WatchEvents` subscribers:
 the resident set (VmRSS of /proc/<pid>/status) of a release lightning-store
 in memory, fresh for each scenario:
 

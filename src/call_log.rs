@@ -32,6 +32,7 @@ use tracing::Instrument;
 use crate::api::status::blame_undecodable_in_headers;
 use crate::metrics::{HttpLabels, MethodLabels, MethodMetrics, Metrics};
 use crate::proto::code_name;
+use crate::transport::is_grpc;
 
 /// The request and response header carrying the request id.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
@@ -76,6 +77,11 @@ impl KnownMethods {
             }
         }
         Self(Arc::new(known))
+    }
+
+    /// Returns the path of every known method (`/package.Service/Method`).
+    pub fn paths(&self) -> impl Iterator<Item = String> + '_ {
+        self.0.iter().map(|name| format!("/{name}"))
     }
 
     /// Returns the call metrics of each known method by path
@@ -124,14 +130,6 @@ impl MethodTable {
 /// HTTP router so that calls are labelled without raw paths.
 #[derive(Debug, Clone)]
 pub struct MatchedRoute(pub axum::extract::MatchedPath);
-
-/// Returns true for a gRPC request (content type `application/grpc...`).
-pub fn is_grpc(headers: &HeaderMap) -> bool {
-    headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/grpc"))
-}
 
 /// A tower layer that observes every call (see the module docs).
 #[derive(Debug, Clone)]

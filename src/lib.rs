@@ -10,7 +10,13 @@
 //!   backends, over the storage port [`core::storage`];
 //! * [`store`]: the backends behind that port and [`store::open`].
 //!
-//! [`otlp`] maps and stores OTLP traces for both OTLP receivers (gRPC and HTTP).
+//! [`otlp`] maps and stores OTLP traces for both OTLP receivers (gRPC and HTTP);
+//! [`gateway`] is agent-lightning 1.x's LLM gateway; [`pyjson`] writes JSON as
+//! agent-lightning's Python servers write it, for the HTTP adapters, the gateway
+//! and OTLP; [`auth`] decides who may call what, before any adapter runs.
+//!
+//! The modules under each parent import each other without cycles: a piece two
+//! of them share lives below both (a test checks).
 //!
 //! [`console`] is the web console (pages on the same port, over the same
 //! engine).
@@ -21,18 +27,20 @@
 
 pub mod api;
 pub mod auth;
-pub mod bench;
 pub mod call_log;
 pub mod cli;
 pub mod console;
 pub mod core;
 pub mod gateway;
 pub mod http;
+#[cfg(test)]
+mod import_tests;
 pub mod metrics;
 pub mod otlp;
 #[cfg(test)]
 mod property_tests;
 pub mod proto;
+pub mod pyjson;
 pub mod reload;
 pub mod server;
 pub mod store;

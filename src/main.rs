@@ -2,9 +2,10 @@ use clap::Parser;
 
 /// jemalloc serves the binary's Rust allocations (feature `jemalloc`, on by
 /// default): less server CPU per call than glibc's malloc and none of its
-/// per-thread heap trimming (docs/performance.md, "The memory allocator").
+/// per-thread heap trimming (docs/performance.md#the-memory-allocator).
 /// Set here, not in the library, so that embedders keep their own allocator.
-#[cfg(feature = "jemalloc")]
+/// Windows builds keep the system allocator (jemalloc does not build there).
+#[cfg(all(feature = "jemalloc", not(windows)))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

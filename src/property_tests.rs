@@ -16,6 +16,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
 use crate::api::convert as c;
 use crate::core::error::{MESSAGE_LIMIT, StoreError};
+use crate::core::ids::{RolloutId, WorkerId};
 use crate::core::model::{AttemptStatus, Json, RolloutStatus};
 use crate::http::agl0::requests;
 use crate::http::agl0::span_json;
@@ -58,9 +59,9 @@ fn answered<T>(result: Result<T, StoreError>) {
 }
 
 /// Asserts that an HTTP refusal renders (with its bounded detail).
-fn answered_http<T>(result: Result<T, HttpError>) {
+fn answered_http<T, E: Into<HttpError>>(result: Result<T, E>) {
     if let Err(error) = result {
-        let response = axum::response::IntoResponse::into_response(error);
+        let response = axum::response::IntoResponse::into_response(error.into());
         assert!(response.status().is_client_error(), "{response:?}");
     }
 }
@@ -361,18 +362,20 @@ fn decode_and_convert(bytes: &[u8]) {
         if let Some(time) = &request.last_heartbeat_time {
             answered(c::timestamp_from_proto("last_heartbeat_time", time));
         }
-        answered(c::worker_id("worker_id", &request.worker_id));
+        answered(WorkerId::parse("worker_id", request.worker_id));
     }
     if let Ok(request) = pb::QueryRolloutsRequest::decode(bytes) {
         answered(c::page_from_proto(request.page.as_ref()));
         answered(c::filter_logic_from_proto(request.filter_logic));
         for rollout_id in &request.rollout_id_in {
-            answered(c::id("rollout_id_in", rollout_id));
+            answered(RolloutId::parse("rollout_id_in", rollout_id.clone()));
         }
     }
     if let Ok(request) = pb::DequeueRolloutsRequest::decode(bytes) {
         answered(c::duration_from_proto("wait", request.wait.as_ref()));
-        answered(c::opt_worker_id("worker_id", request.worker_id.as_ref()));
+        if let Some(worker_id) = request.worker_id {
+            answered(WorkerId::parse("worker_id", worker_id));
+        }
     }
     if let Ok(request) = pb::WatchEventsRequest::decode(bytes) {
         for &kind in &request.kinds {
@@ -402,7 +405,7 @@ fn validate_bodies(body: &Json) {
     let span = span_json::read_span(&mut v, &loc, body);
     answered_http(v.finish(span));
     let mut v = Validator::new();
-    let created = schema::each(&mut v, &loc, body, schema::rollout_create);
+    let created = v.each(&loc, body, schema::rollout_create);
     answered_http(v.finish(created));
     let mut v = Validator::new();
     let patch = schema::rollout_patch(&mut v, &loc, body);
@@ -414,7 +417,7 @@ fn validate_bodies(body: &Json) {
     let pause = schema::pause_request(&mut v, &loc, body);
     answered_http(v.finish(pause));
     // Answers render whatever the numbers they hold.
-    crate::http::json::to_vec(body).expect("any JSON value renders");
+    crate::pyjson::to_vec(body).expect("any JSON value renders");
 }
 
 proptest! {
@@ -452,7 +455,7 @@ proptest! {
 
     #[test]
     fn gateway_bodies_as_text_agree_with_their_values(body in json(), choices in vec(json(), 0..4)) {
-        use crate::http::json::{is_canonical, to_vec};
+        use crate::pyjson::{is_canonical, to_vec};
         // What serde_json writes passes as it is; with Python's numbers, what the replies write.
         prop_assert!(is_canonical(&serde_json::to_vec(&body).unwrap(), false));
         prop_assert!(is_canonical(&to_vec(&body).unwrap(), true));

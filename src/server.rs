@@ -1,7 +1,8 @@
 //! Assembles everything served on one listener: the gRPC services (the
 //! store, OTLP TraceService, grpc.health.v1, server reflection v1 and
-//! v1alpha for grpcurl 1.8) and the HTTP routes ([`crate::http`]), over
-//! HTTP/2 (gRPC, h2c) and HTTP/1.1 alike.
+//! v1alpha for grpcurl 1.8), the HTTP routes ([`crate::http`]) and the web
+//! console ([`crate::console`]), over HTTP/2 (gRPC, h2c) and HTTP/1.1
+//! alike.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use crate::api::service::StoreService;
 use crate::api::size_groups::BySizeGroup;
 use crate::auth::{AuthLayer, Tokens};
 use crate::call_log::{CallLayer, KnownMethods};
+use crate::console::{ConsoleConfig, ConsoleContext};
 use crate::core::dispatcher::Dispatcher;
 use crate::core::engine::{Engine, SessionPolicy};
 use crate::gateway::{Gateway, GatewayConfig};
@@ -37,9 +39,10 @@ const HEALTH_SERVICE: &str = "grpc.health.v1.Health";
 /// server because its database is down.
 pub const LIVENESS_SERVICE: &str = "liveness";
 
-/// The gRPC methods served on the port (the call layer labels any other
-/// path `unknown`).
-fn served_methods() -> KnownMethods {
+/// The gRPC methods served on the port, from the services' descriptors:
+/// the call layer labels any other path `unknown`, and the authorization
+/// table must cover exactly these ([`crate::auth::policy::RPCS`]).
+pub fn served_methods() -> KnownMethods {
     KnownMethods::from_descriptor_sets(
         &[
             crate::proto::FILE_DESCRIPTOR_SET,
@@ -163,34 +166,17 @@ pub type ServeError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Serves every service on an already-bound listener until `shutdown`
 /// resolves, then drains: open waits end at once, in-flight calls get
-/// `drain_timeout` to finish.
+/// `drain_timeout` to finish. In phases: the parts that must be ready
+/// before the first call (health, recovered sessions, the event follower,
+/// the gateway's pause), the background tasks, the routes, then serving
+/// until drained, and the shutdown of what remains.
 pub async fn serve(
     listener: TcpListener,
     engine: Arc<Engine>,
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    let health_reporter = tonic_health::server::HealthReporter::new();
-    let health_service = HealthServer::new(DrainingHealth {
-        inner: tonic_health::server::HealthService::from_health_reporter(health_reporter.clone()),
-        closing: engine.closing(),
-    });
-    health_reporter
-        .set_service_status(LIVENESS_SERVICE, tonic_health::ServingStatus::Serving)
-        .await;
-    let health = Arc::new(Health::new(health_reporter));
-    health.publish().await;
-
-    let reflection = || {
-        tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(opentelemetry_proto::DESCRIPTORS)
-            // The OTLP bundle also declares services we do not serve.
-            .with_service_name(STORE_SERVICE)
-            .with_service_name(TRACE_SERVICE)
-            .with_service_name(HEALTH_SERVICE)
-    };
+    let (health, health_service) = Health::start(&engine).await;
     let dispatcher = Dispatcher::new(
         engine.clone(),
         SessionPolicy {
@@ -199,38 +185,10 @@ pub async fn serve(
             grace: config.session_grace,
         },
     );
-    // Dispatcher this server held before a restart are dropped before it
+    // Sessions this server held before a restart are dropped before it
     // serves: their runners may reconnect at once.
     dispatcher.recover().await;
-    // gRPC messages and HTTP bodies (also after decompression): payload
-    // calls up to the message limit, control calls up to theirs, decided by
-    // method in one table (api::size_groups).
-    let limits = engine.limits();
-    let max_message_bytes = limits.max_message_bytes;
-    let store = Arc::new(StoreService::new(
-        engine.clone(),
-        dispatcher.clone(),
-        config.transport,
-        config.subscriber_timeout,
-    ));
-    let store_server = |max_decoding: usize| {
-        LightningStoreServiceServer::from_arc(store.clone())
-            .max_decoding_message_size(max_decoding)
-            .max_encoding_message_size(usize::MAX)
-            .accept_compressed(CompressionEncoding::Gzip)
-            .send_compressed(CompressionEncoding::Gzip)
-    };
-    let store_service = BySizeGroup::new(
-        store_server(limits.max_control_message_bytes),
-        store_server(max_message_bytes),
-        limits.max_control_message_bytes,
-    );
     let trace_ingest = TraceIngest::new(engine.clone(), config.otlp_max_in_flight);
-    let trace_service = TraceServiceServer::new(OtlpTraceService::new(trace_ingest.clone()))
-        .max_decoding_message_size(max_message_bytes)
-        .accept_compressed(CompressionEncoding::Gzip)
-        .send_compressed(CompressionEncoding::Gzip);
-
     // Set up before serving: a waiter registered from now on sees every
     // event other servers commit.
     let follower = engine.clone().start_follower().await;
@@ -238,33 +196,122 @@ pub async fn serve(
         engine.clone(),
         config.gateway.clone(),
         config.metrics.clone(),
-        max_message_bytes,
+        engine.limits().max_message_bytes,
     );
     // A restarted server honours a pause before its first call.
     if let Err(error) = gateway.load().await {
         tracing::warn!(%error, "gateway: cannot read the pause at startup");
     }
-    let console = config.console.then(|| {
-        crate::console::ConsoleContext::new(
-            crate::console::Sources {
-                engine: engine.clone(),
-                gateway: gateway.clone(),
-                dispatcher: dispatcher.clone(),
-                queue_depth: Default::default(),
-            },
-            crate::console::ConsoleConfig {
-                tokens: config.tokens.clone(),
-                tls: config.tls.is_some(),
-                max_streams: config.transport.max_subscribers,
-                stream_timeout: config.subscriber_timeout,
-                metrics: config.metrics.clone(),
-            },
-        )
-    });
-    let queue_sampler = console
-        .as_ref()
-        .map(crate::console::ConsoleContext::sample_queue);
-    let background = [
+    let console = config
+        .console
+        .then(|| console(&engine, &dispatcher, &gateway, &config));
+    let background = spawn_background(
+        &engine,
+        &dispatcher,
+        &gateway,
+        &health,
+        follower,
+        console.as_ref(),
+        &config,
+    );
+    let metrics_server = MetricsServer::start(&config, &engine)?;
+    let routes = routes(
+        &engine,
+        &dispatcher,
+        &config,
+        health_service,
+        trace_ingest,
+        gateway,
+        console,
+    )?;
+
+    let (drain_tx, drain_rx) = tokio::sync::oneshot::channel::<()>();
+    let drain_engine = engine.clone();
+    let signal = async move {
+        shutdown.await;
+        tracing::info!("shutting down: draining in-flight calls");
+        health.drain().await;
+        drain_engine.close();
+        let _ = drain_tx.send(());
+    };
+    let local_addr = listener.local_addr()?;
+    let tls = config.tls.is_some();
+    let incoming = crate::tls::incoming(
+        crate::transport::incoming(
+            listener,
+            config.transport,
+            config.tls.as_ref().map(TlsAcceptor::refusal_handshake),
+        ),
+        config.tls.clone(),
+        config.metrics.clone(),
+    );
+    let server = tonic::transport::Server::builder()
+        // HTTP/1.1 beside HTTP/2: agent-lightning's clients speak HTTP/1.1.
+        .accept_http1(true)
+        .max_concurrent_streams(config.transport.max_concurrent_streams)
+        // Outermost, so that it records the codes the client sees.
+        .layer(CallLayer::new(config.metrics.clone(), &served_methods()))
+        .layer(ActivityLayer)
+        .layer(tower::util::MapResponseLayer::new(
+            oversized_is_resource_exhausted,
+        ))
+        .add_routes(tonic::service::Routes::from(routes).prepare())
+        .serve_with_incoming_shutdown(incoming, signal);
+    tracing::info!(
+        %local_addr,
+        tls,
+        tokens = config.tokens.as_ref().map_or(0, Tokens::count),
+        "serving gRPC and HTTP"
+    );
+    let result = serve_until_drained(server, drain_rx, &engine, config.drain_timeout).await;
+    shut_down(&engine, background, &dispatcher, config.drain_timeout).await;
+    // Metrics stay up through the drain and stop with the server.
+    if let Some(metrics_server) = metrics_server {
+        metrics_server.stop().await;
+    }
+    result
+}
+
+/// Returns the web console over this server's engine, gateway and
+/// worker sessions.
+fn console(
+    engine: &Arc<Engine>,
+    dispatcher: &Arc<Dispatcher>,
+    gateway: &Arc<Gateway>,
+    config: &ServerConfig,
+) -> ConsoleContext {
+    ConsoleContext::new(
+        crate::console::Sources {
+            engine: engine.clone(),
+            gateway: gateway.clone(),
+            dispatcher: dispatcher.clone(),
+            queue_depth: Default::default(),
+        },
+        ConsoleConfig {
+            tokens: config.tokens.clone(),
+            tls: config.tls.is_some(),
+            max_streams: config.transport.max_subscribers,
+            stream_timeout: config.subscriber_timeout,
+            metrics: config.metrics.clone(),
+        },
+    )
+}
+
+/// Spawns the tasks that run beside the calls until the engine closes:
+/// the event follower, the watchdog, the gateway, the dispatcher's three
+/// loops, the reload of tokens and TLS files, the backend probe, and the
+/// console's sampling of the queue's depth.
+fn spawn_background(
+    engine: &Arc<Engine>,
+    dispatcher: &Arc<Dispatcher>,
+    gateway: &Arc<Gateway>,
+    health: &Arc<Health>,
+    follower: Option<impl Future<Output = ()> + Send + 'static>,
+    console: Option<&ConsoleContext>,
+    config: &ServerConfig,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let queue_sampler = console.map(ConsoleContext::sample_queue);
+    vec![
         tokio::spawn(async move {
             if let Some(follower) = follower {
                 follower.await;
@@ -292,50 +339,52 @@ pub async fn serve(
                 .clone()
                 .probe_backend(engine.clone(), config.health_check_interval),
         ),
-    ];
-    let (drain_tx, drain_rx) = tokio::sync::oneshot::channel::<()>();
-    let drain_engine = engine.clone();
-    let signal = async move {
-        shutdown.await;
-        tracing::info!("shutting down: draining in-flight calls");
-        health.drain().await;
-        drain_engine.close();
-        let _ = drain_tx.send(());
-    };
+    ]
+}
 
-    let metrics = config.metrics.clone();
-    let (metrics_stop_tx, metrics_stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let metrics_server = match config
-        .metrics_listener
-        .as_ref()
-        .and_then(MetricsListener::take)
-    {
-        Some(metrics_listener) => {
-            let metrics_addr = metrics_listener.local_addr()?;
-            tracing::info!(%metrics_addr, "serving metrics");
-            Some(tokio::spawn(crate::metrics::serve(
-                metrics_listener,
-                metrics.clone(),
-                engine.clone(),
-                async move {
-                    let _ = metrics_stop_rx.await;
-                },
-            )))
-        }
-        None => None,
+/// Returns every route of the port: the gRPC services (the store's by
+/// message size group, OTLP's TraceService, health, reflection when
+/// enabled), the HTTP routes and the console's when it is served, each
+/// call checked by the access layer against the RPC table and what the
+/// routes declared (inside CORS: a browser's preflight carries no token;
+/// the console takes no CORS), unknown paths answered by
+/// [`crate::http::not_found`].
+fn routes(
+    engine: &Arc<Engine>,
+    dispatcher: &Arc<Dispatcher>,
+    config: &ServerConfig,
+    health_service: HealthServer<DrainingHealth>,
+    trace_ingest: TraceIngest,
+    gateway: Arc<Gateway>,
+    console: Option<ConsoleContext>,
+) -> Result<axum::Router, ServeError> {
+    // gRPC messages and HTTP bodies (also after decompression): payload
+    // calls up to the message limit, control calls up to theirs, decided by
+    // method in one table (api::size_groups).
+    let limits = engine.limits();
+    let max_message_bytes = limits.max_message_bytes;
+    let store = Arc::new(StoreService::new(
+        engine.clone(),
+        dispatcher.clone(),
+        config.transport,
+        config.subscriber_timeout,
+    ));
+    let store_server = |max_decoding: usize| {
+        LightningStoreServiceServer::from_arc(store.clone())
+            .max_decoding_message_size(max_decoding)
+            .max_encoding_message_size(usize::MAX)
+            .accept_compressed(CompressionEncoding::Gzip)
+            .send_compressed(CompressionEncoding::Gzip)
     };
-
-    let local_addr = listener.local_addr()?;
-    let tls = config.tls.is_some();
-    let incoming = crate::tls::incoming(
-        crate::transport::incoming(
-            listener,
-            config.transport,
-            config.tls.as_ref().map(TlsAcceptor::refusal_handshake),
-        ),
-        config.tls.clone(),
-        metrics.clone(),
+    let store_service = BySizeGroup::new(
+        store_server(limits.max_control_message_bytes),
+        store_server(max_message_bytes),
+        limits.max_control_message_bytes,
     );
+    let trace_service = TraceServiceServer::new(OtlpTraceService::new(trace_ingest.clone()))
+        .max_decoding_message_size(max_message_bytes)
+        .accept_compressed(CompressionEncoding::Gzip)
+        .send_compressed(CompressionEncoding::Gzip);
     let mut grpc = tonic::service::Routes::new(health_service)
         .add_service(store_service)
         .add_service(trace_service);
@@ -344,98 +393,147 @@ pub async fn serve(
             .add_service(reflection().build_v1()?)
             .add_service(reflection().build_v1alpha()?);
     }
-    let grpc = grpc.into_axum_router().reset_fallback();
-    let http = crate::http::routes(crate::http::HttpContext {
+    let http_routes = crate::http::routes();
+    let console = console.map(|context| (crate::console::routes(), context));
+    let mut needs = http_routes.needs().clone();
+    if let Some((console_routes, _)) = &console {
+        needs.extend(console_routes.needs().clone());
+    }
+    let auth = AuthLayer::new(config.tokens.clone(), needs, &config.metrics);
+    let grpc = grpc
+        .into_axum_router()
+        .reset_fallback()
+        .route_layer(auth.clone());
+    let context = crate::http::HttpContext {
         engine: engine.clone(),
         trace_ingest,
         max_body_bytes: max_message_bytes,
         gateway,
         metrics: config.metrics.clone(),
-    });
-    // Tokens are checked inside CORS: a browser's preflight carries none.
-    let auth = AuthLayer::new(config.tokens.clone(), &config.metrics);
-    let grpc = grpc.route_layer(auth.clone());
-    let mut http = http.route_layer(auth.clone());
+    };
+    let mut http = crate::http::router(http_routes, context, auth.clone());
     if let Some(cors) = crate::http::cors(&config.cors_origins)? {
         http = http.layer(cors);
     }
     let mut routes = grpc.merge(http);
-    // The console answers no other origin (no CORS): its pages and the
-    // cookie it accepts are for this origin's browser tabs only.
-    if let Some(console) = console {
-        routes = routes.merge(crate::console::routes(console, auth));
+    if let Some((console_routes, context)) = console {
+        routes = routes.merge(crate::console::router(console_routes, context, auth));
     }
-    let routes = routes.fallback(crate::http::not_found);
-    let server = tonic::transport::Server::builder()
-        // HTTP/1.1 beside HTTP/2: agent-lightning's clients speak HTTP/1.1.
-        .accept_http1(true)
-        .max_concurrent_streams(config.transport.max_concurrent_streams)
-        // Outermost, so that it records the codes the client sees.
-        .layer(CallLayer::new(metrics, &served_methods()))
-        .layer(ActivityLayer)
-        .layer(tower::util::MapResponseLayer::new(
-            oversized_is_resource_exhausted,
-        ))
-        .add_routes(tonic::service::Routes::from(routes).prepare())
-        .serve_with_incoming_shutdown(incoming, signal);
-    tracing::info!(
-        %local_addr,
-        tls,
-        tokens = config.tokens.as_ref().map_or(0, Tokens::count),
-        "serving gRPC and HTTP"
-    );
+    Ok(routes.fallback(crate::http::not_found))
+}
 
+/// The reflection service of what the port serves (v1 and v1alpha).
+fn reflection() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(opentelemetry_proto::DESCRIPTORS)
+        // The OTLP bundle also declares services we do not serve.
+        .with_service_name(STORE_SERVICE)
+        .with_service_name(TRACE_SERVICE)
+        .with_service_name(HEALTH_SERVICE)
+}
+
+/// Runs `server` until it ends, bounding the drain: once the drain starts
+/// (`drain_rx`), calls get `drain_timeout`; then the store's transactions
+/// are cut short and calls get a last grace to answer.
+async fn serve_until_drained(
+    server: impl Future<Output = Result<(), tonic::transport::Error>>,
+    drain_rx: tokio::sync::oneshot::Receiver<()>,
+    engine: &Engine,
+    drain_timeout: Duration,
+) -> Result<(), ServeError> {
     // Bound the drain: a call that ignores shutdown must not hold the process.
     tokio::pin!(server);
-    let result = tokio::select! {
+    tokio::select! {
         result = &mut server => result.map_err(ServeError::from),
         () = async {
             let _ = drain_rx.await;
-            tokio::time::sleep(config.drain_timeout).await;
+            tokio::time::sleep(drain_timeout).await;
         } => {
-            tracing::warn!(timeout = ?config.drain_timeout, "drain deadline passed, closing remaining calls");
+            tracing::warn!(timeout = ?drain_timeout, "drain deadline passed, closing remaining calls");
             // The transactions still running fail (nothing of them
             // commits) and their calls answer UNAVAILABLE; a call whose
             // write committed meanwhile still gets its answer, within
             // the grace, instead of a cut connection.
             engine.interrupt_store();
-            let grace = config.drain_timeout.min(ANSWER_GRACE);
+            let grace = drain_timeout.min(ANSWER_GRACE);
             match tokio::time::timeout(grace, &mut server).await {
                 Ok(result) => result.map_err(ServeError::from),
                 Err(_) => Ok(()),
             }
         }
-    };
+    }
+}
+
+/// Stops what runs beside the calls once the server stopped serving: the
+/// background tasks (aborted past `drain_timeout`: one may be stuck in a
+/// hung database), the ends of the open worker sessions (recorded before
+/// the store closes, so that their attempts get the grace period at once),
+/// then the store.
+async fn shut_down(
+    engine: &Engine,
+    background: Vec<tokio::task::JoinHandle<()>>,
+    dispatcher: &Arc<Dispatcher>,
+    drain_timeout: Duration,
+) {
     engine.close();
-    // Background tasks end on `close`; one stuck in a backend call (a hung
-    // database) gets the drain deadline, then is aborted.
     let aborts: Vec<_> = background.iter().map(|task| task.abort_handle()).collect();
-    if tokio::time::timeout(config.drain_timeout, futures::future::join_all(background))
+    if tokio::time::timeout(drain_timeout, futures::future::join_all(background))
         .await
         .is_err()
     {
-        tracing::warn!(timeout = ?config.drain_timeout, "background tasks did not stop, aborting them");
+        tracing::warn!(timeout = ?drain_timeout, "background tasks did not stop, aborting them");
         aborts.iter().for_each(tokio::task::AbortHandle::abort);
     }
-    // The ends of the sessions that were open are recorded before the store
-    // closes: their attempts then get the grace period at once.
-    if tokio::time::timeout(config.drain_timeout, dispatcher.shutdown())
+    if tokio::time::timeout(drain_timeout, dispatcher.shutdown())
         .await
         .is_err()
     {
-        tracing::warn!(timeout = ?config.drain_timeout, "the ends of worker sessions were not all recorded");
+        tracing::warn!(timeout = ?drain_timeout, "the ends of worker sessions were not all recorded");
     }
     engine.close_store().await;
-    // Metrics stay up through the drain and stop with the server.
-    let _ = metrics_stop_tx.send(());
-    if let Some(task) = metrics_server {
-        match task.await {
+}
+
+/// The metrics endpoint, served on its own listener until the server stops.
+struct MetricsServer {
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+    stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl MetricsServer {
+    /// Starts serving the metrics on the configured listener, if any.
+    fn start(config: &ServerConfig, engine: &Arc<Engine>) -> Result<Option<Self>, ServeError> {
+        let Some(listener) = config
+            .metrics_listener
+            .as_ref()
+            .and_then(MetricsListener::take)
+        else {
+            return Ok(None);
+        };
+        let metrics_addr = listener.local_addr()?;
+        tracing::info!(%metrics_addr, "serving metrics");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(crate::metrics::serve(
+            listener,
+            config.metrics.clone(),
+            engine.clone(),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        Ok(Some(Self { task, stop }))
+    }
+
+    /// Stops serving and waits for the endpoint to end.
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        match self.task.await {
             Ok(Err(error)) => tracing::warn!(%error, "metrics server failed"),
             Err(error) => tracing::warn!(%error, "metrics server panicked"),
             Ok(Ok(())) => {}
         }
     }
-    result
 }
 
 /// Reports a request over the size limit as RESOURCE_EXHAUSTED, the code
@@ -462,11 +560,23 @@ struct Health {
 }
 
 impl Health {
-    fn new(reporter: tonic_health::server::HealthReporter) -> Self {
-        Self {
+    /// Returns the health of a server about to serve, published (the
+    /// liveness service SERVING from now on), with the health service.
+    async fn start(engine: &Engine) -> (Arc<Self>, HealthServer<DrainingHealth>) {
+        let reporter = tonic_health::server::HealthReporter::new();
+        let service = HealthServer::new(DrainingHealth {
+            inner: tonic_health::server::HealthService::from_health_reporter(reporter.clone()),
+            closing: engine.closing(),
+        });
+        reporter
+            .set_service_status(LIVENESS_SERVICE, tonic_health::ServingStatus::Serving)
+            .await;
+        let health = Arc::new(Self {
             reporter,
             state: tokio::sync::Mutex::new((true, false)),
-        }
+        });
+        health.publish().await;
+        (health, service)
     }
 
     /// Publishes the current status for the server as a whole ("") and for

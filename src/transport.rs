@@ -43,7 +43,8 @@ pub struct TransportLimits {
 
 impl Default for TransportLimits {
     /// Defaults that fit the Helm chart's 2 GiB pod: every subscriber
-    /// stalled at once is about 640 MiB (measured, docs/performance.md).
+    /// stalled at once is about 640 MiB (measured:
+    /// docs/performance.md#a-stalled-subscribers-queue).
     fn default() -> Self {
         Self {
             max_connections: 4096,
@@ -204,10 +205,18 @@ const REFUSAL_GRACE: Duration = Duration::from_secs(1);
 /// The retry delay given to a connection over the limit.
 const REFUSAL_RETRY: Duration = Duration::from_secs(1);
 
+/// Returns true for a gRPC request (content type `application/grpc...`).
+pub fn is_grpc(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"))
+}
+
 /// The answer to every call on a connection over the limit.
 fn refusal_response(headers: &http::HeaderMap) -> http::Response<axum::body::Body> {
     const MESSAGE: &str = "the server has too many connections; retry later";
-    if crate::call_log::is_grpc(headers) {
+    if is_grpc(headers) {
         let details = ErrorDetails::with_retry_info(Some(REFUSAL_RETRY));
         return tonic::Status::with_error_details(tonic::Code::Unavailable, MESSAGE, details)
             .into_http();

@@ -9,3 +9,11 @@ pub mod status;
 pub mod streams;
 pub mod subscribers;
 pub mod worker_session;
+
+use crate::core::access::Caller;
+
+/// Returns the caller a call acts for, as the access layer decided it
+/// ([`crate::auth`]); anyone when the port has no tokens.
+fn caller_of(extensions: &http::Extensions) -> Caller {
+    extensions.get::<Caller>().cloned().unwrap_or_default()
+}

@@ -12,15 +12,15 @@ use std::time::Duration;
 
 use tonic::{Request, Response, Status};
 
-use super::convert::{self as c, id, opt_id, opt_worker_id};
+use super::caller_of;
+use super::convert as c;
 use super::streams::{self, RpcStream, SubscriberLimits};
 use super::worker_session;
-use crate::auth;
 use crate::core::dispatcher::Dispatcher;
 use crate::core::engine::{AttemptPatch, AttemptUpdate, Engine, RolloutPatch};
 use crate::core::error::{StoreError, item_message};
 use crate::core::idempotency::checked_request_id;
-use crate::core::ids;
+use crate::core::ids::{self, AttemptId, ResourcesId, RolloutId, WorkerId};
 use crate::core::limits::RequestLimits;
 use crate::core::model::{AttemptStatus, Json, RolloutStatus, WorkerStatus};
 use crate::core::overview::{DEFAULT_FAILURES, MAX_FAILURES};
@@ -66,7 +66,7 @@ impl StoreService {
     /// the caller allows unknown ids (agent-lightning's stores never look).
     async fn allocate_sequence_ids(
         &self,
-        pairs: &[(String, String)],
+        pairs: &[(RolloutId, AttemptId)],
         allow_unknown: bool,
     ) -> Result<Vec<i64>, StoreError> {
         if allow_unknown {
@@ -156,14 +156,17 @@ fn mask_paths<'a>(
     Ok(paths)
 }
 
-/// Reads one attempt update, checking that the caller's token may act for
-/// a worker id it writes.
-fn attempt_update(
-    grant: Option<&auth::Grant>,
-    request: pb::UpdateAttemptRequest,
-) -> Result<AttemptUpdate, Status> {
-    let rollout_id = id("rollout_id", &request.rollout_id)?;
-    let attempt_id = id("attempt_id", &request.attempt_id)?;
+/// Reads an optional worker id.
+fn opt_worker_id(worker_id: Option<String>) -> Result<Option<WorkerId>, StoreError> {
+    worker_id
+        .map(|id| WorkerId::parse("worker_id", id))
+        .transpose()
+}
+
+/// Reads one attempt update.
+fn attempt_update(request: pb::UpdateAttemptRequest) -> Result<AttemptUpdate, Status> {
+    let rollout_id = RolloutId::parse("rollout_id", request.rollout_id)?;
+    let attempt_id = AttemptId::parse("attempt_id", request.attempt_id)?;
     let paths = mask_paths(
         request.update_mask.as_ref(),
         &[
@@ -178,9 +181,7 @@ fn attempt_update(
         match path {
             "status" => patch.status = Some(AttemptStatus::from_proto(request.status)?),
             "worker_id" => {
-                let worker_id = c::worker_id("worker_id", &request.worker_id)?;
-                auth::check_worker(grant, Some(&worker_id))?;
-                patch.worker_id = Some(worker_id);
+                patch.worker_id = Some(WorkerId::parse("worker_id", request.worker_id.clone())?);
             }
             "last_heartbeat_time" => {
                 let time = request.last_heartbeat_time.as_ref().ok_or_else(|| {
@@ -327,7 +328,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetQueuePositionRequest>,
     ) -> RpcResult<pb::GetQueuePositionResponse> {
-        let rollout_id = id("rollout_id", &request.get_ref().rollout_id)?;
+        let rollout_id = RolloutId::parse("rollout_id", request.into_inner().rollout_id)?;
         let place = self.engine.queue_place(&rollout_id).await?;
         ok(
             place.map_or_else(Default::default, |place| pb::GetQueuePositionResponse {
@@ -362,9 +363,11 @@ impl LightningStoreService for StoreService {
     ) -> RpcResult<pb::StartRolloutResponse> {
         let (_, extensions, request) = request.into_parts();
         let spec = c::spec_from_proto(request.rollout.as_ref())?;
-        let worker_id = opt_worker_id("worker_id", request.worker_id.as_ref())?;
-        auth::check_worker(extensions.get(), worker_id.as_deref())?;
-        let view = self.engine.start_rollout(spec, worker_id).await?;
+        let worker_id = opt_worker_id(request.worker_id)?;
+        let view = self
+            .engine
+            .start_rollout(spec, worker_id, &caller_of(&extensions))
+            .await?;
         ok(pb::StartRolloutResponse {
             rollout: Some(c::view_to_proto(&view)),
         })
@@ -425,10 +428,12 @@ impl LightningStoreService for StoreService {
         request: Request<pb::DequeueRolloutRequest>,
     ) -> RpcResult<pb::DequeueRolloutResponse> {
         let (_, extensions, request) = request.into_parts();
-        let worker_id = opt_worker_id("worker_id", request.worker_id.as_ref())?;
-        auth::check_worker_named(extensions.get(), worker_id.as_deref())?;
+        let worker_id = opt_worker_id(request.worker_id)?;
         let wait = c::duration_from_proto("wait", request.wait.as_ref())?.unwrap_or_default();
-        let claimed = self.engine.dequeue(1, worker_id, wait).await?;
+        let claimed = self
+            .engine
+            .dequeue(1, worker_id, wait, &caller_of(&extensions))
+            .await?;
         ok(pb::DequeueRolloutResponse {
             rollout: claimed.first().map(c::view_to_proto),
         })
@@ -444,10 +449,12 @@ impl LightningStoreService for StoreService {
             0 => 1,
             n => n,
         };
-        let worker_id = opt_worker_id("worker_id", request.worker_id.as_ref())?;
-        auth::check_worker_named(extensions.get(), worker_id.as_deref())?;
+        let worker_id = opt_worker_id(request.worker_id)?;
         let wait = c::duration_from_proto("wait", request.wait.as_ref())?.unwrap_or_default();
-        let claimed = self.engine.dequeue(limit, worker_id, wait).await?;
+        let claimed = self
+            .engine
+            .dequeue(limit, worker_id, wait, &caller_of(&extensions))
+            .await?;
         ok(pb::DequeueRolloutsResponse {
             rollouts: claimed.iter().map(c::view_to_proto).collect(),
         })
@@ -458,10 +465,12 @@ impl LightningStoreService for StoreService {
         request: Request<pb::StartAttemptRequest>,
     ) -> RpcResult<pb::StartAttemptResponse> {
         let (_, extensions, request) = request.into_parts();
-        let rollout_id = id("rollout_id", &request.rollout_id)?;
-        let worker_id = opt_worker_id("worker_id", request.worker_id.as_ref())?;
-        auth::check_worker(extensions.get(), worker_id.as_deref())?;
-        let view = self.engine.start_attempt(&rollout_id, worker_id).await?;
+        let rollout_id = RolloutId::parse("rollout_id", request.rollout_id)?;
+        let worker_id = opt_worker_id(request.worker_id)?;
+        let view = self
+            .engine
+            .start_attempt(&rollout_id, worker_id, &caller_of(&extensions))
+            .await?;
         ok(pb::StartAttemptResponse {
             rollout: Some(c::view_to_proto(&view)),
         })
@@ -525,10 +534,10 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetNextSpanSequenceIdRequest>,
     ) -> RpcResult<pb::GetNextSpanSequenceIdResponse> {
-        let request = request.get_ref();
+        let request = request.into_inner();
         let pair = (
-            id("rollout_id", &request.rollout_id)?,
-            id("attempt_id", &request.attempt_id)?,
+            RolloutId::parse("rollout_id", request.rollout_id)?,
+            AttemptId::parse("attempt_id", request.attempt_id)?,
         );
         let ids = self
             .allocate_sequence_ids(&[pair], request.allow_unknown)
@@ -542,16 +551,16 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetSpanSequenceIdsRequest>,
     ) -> RpcResult<pb::GetSpanSequenceIdsResponse> {
-        let request = request.get_ref();
+        let request = request.into_inner();
         let pairs = self
             .engine
             .limits()
-            .batch("attempts", &request.attempts)?
-            .iter()
+            .batch("attempts", request.attempts)?
+            .into_iter()
             .map(|r| {
                 Ok((
-                    id("rollout_id", &r.rollout_id)?,
-                    id("attempt_id", &r.attempt_id)?,
+                    RolloutId::parse("rollout_id", r.rollout_id)?,
+                    AttemptId::parse("attempt_id", r.attempt_id)?,
                 ))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
@@ -584,7 +593,7 @@ impl LightningStoreService for StoreService {
                 ),
                 RolloutStatus::from_proto,
             )?,
-            rollout_id_in: filter_list(rollout_ids, |rollout_id| id("rollout_id_in", &rollout_id))?,
+            rollout_id_in: rollout_ids.map(<[String]>::to_vec),
             rollout_id_contains: request.rollout_id_contains,
             logic: c::filter_logic_from_proto(request.filter_logic)?,
             mode_in: filter_list(given_list(None, &request.mode_in), c::mode_from_proto)?,
@@ -592,8 +601,8 @@ impl LightningStoreService for StoreService {
                 from: c::opt_timestamp_from_proto("start_time_from", request.start_time_from)?,
                 until: c::opt_timestamp_from_proto("start_time_until", request.start_time_until)?,
             },
-            worker_id: c::opt_worker_id("worker_id", request.worker_id.as_ref())?,
-            resources_id: c::opt_id("resources_id", request.resources_id.as_ref())?,
+            worker_id: request.worker_id,
+            resources_id: request.resources_id,
         };
         let page = c::page_from_proto(request.page.as_ref())?;
         let result = self.engine.query_rollouts(&filter, &page).await?;
@@ -610,7 +619,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetRolloutRequest>,
     ) -> RpcResult<pb::GetRolloutResponse> {
-        let rollout_id = id("rollout_id", &request.get_ref().rollout_id)?;
+        let rollout_id = RolloutId::parse("rollout_id", request.into_inner().rollout_id)?;
         let view = self.engine.get_rollout(&rollout_id).await?;
         ok(pb::GetRolloutResponse {
             rollout: Some(c::view_to_proto(&view)),
@@ -622,7 +631,7 @@ impl LightningStoreService for StoreService {
         request: Request<pb::UpdateRolloutRequest>,
     ) -> RpcResult<pb::UpdateRolloutResponse> {
         let request = request.into_inner();
-        let rollout_id = id("rollout_id", &request.rollout_id)?;
+        let rollout_id = RolloutId::parse("rollout_id", request.rollout_id.clone())?;
         let paths = mask_paths(
             request.update_mask.as_ref(),
             &[
@@ -645,10 +654,7 @@ impl LightningStoreService for StoreService {
                     )?)
                 }
                 "mode" => patch.mode = Some(c::mode_from_proto(request.mode)?),
-                "resources_id" => {
-                    patch.resources_id =
-                        Some(opt_id("resources_id", request.resources_id.as_ref())?)
-                }
+                "resources_id" => patch.resources_id = Some(request.resources_id.clone()),
                 "status" => patch.status = Some(RolloutStatus::from_proto(request.status)?),
                 "config" => {
                     let config = request.config.as_ref().ok_or_else(|| {
@@ -675,8 +681,8 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::QueryAttemptsRequest>,
     ) -> RpcResult<pb::QueryAttemptsResponse> {
-        let request = request.get_ref();
-        let rollout_id = id("rollout_id", &request.rollout_id)?;
+        let request = request.into_inner();
+        let rollout_id = RolloutId::parse("rollout_id", request.rollout_id)?;
         let page = c::page_from_proto(request.page.as_ref())?;
         let result = self.engine.query_attempts(&rollout_id, &page).await?;
         let (limit, offset, total) = c::page_bounds(&result);
@@ -692,7 +698,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetLatestAttemptRequest>,
     ) -> RpcResult<pb::GetLatestAttemptResponse> {
-        let rollout_id = id("rollout_id", &request.get_ref().rollout_id)?;
+        let rollout_id = RolloutId::parse("rollout_id", request.into_inner().rollout_id)?;
         let attempt = self.engine.latest_attempt(&rollout_id).await?;
         ok(pb::GetLatestAttemptResponse {
             attempt: attempt.as_ref().map(c::attempt_to_proto),
@@ -704,7 +710,7 @@ impl LightningStoreService for StoreService {
         request: Request<pb::UpdateAttemptRequest>,
     ) -> RpcResult<pb::UpdateAttemptResponse> {
         let (_, extensions, request) = request.into_parts();
-        let update = attempt_update(extensions.get(), request)?;
+        let update = attempt_update(request)?;
         let attempt = self
             .engine
             .update_attempt(
@@ -712,6 +718,7 @@ impl LightningStoreService for StoreService {
                 &update.attempt_id,
                 update.patch,
                 update.owner_epoch,
+                &caller_of(&extensions),
             )
             .await?;
         ok(pb::UpdateAttemptResponse {
@@ -731,7 +738,7 @@ impl LightningStoreService for StoreService {
             .into_iter()
             .enumerate()
             .map(|(index, update)| {
-                attempt_update(extensions.get(), update).map_err(|status| {
+                attempt_update(update).map_err(|status| {
                     Status::new(
                         status.code(),
                         item_message("updates", index, status.message()),
@@ -739,7 +746,10 @@ impl LightningStoreService for StoreService {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let attempts = self.engine.update_attempts(updates).await?;
+        let attempts = self
+            .engine
+            .update_attempts(updates, &caller_of(&extensions))
+            .await?;
         ok(pb::UpdateAttemptsResponse {
             attempts: attempts.iter().map(c::attempt_to_proto).collect(),
         })
@@ -750,13 +760,12 @@ impl LightningStoreService for StoreService {
         request: Request<pb::WaitForRolloutsRequest>,
     ) -> RpcResult<pb::WaitForRolloutsResponse> {
         let request = request.into_inner();
-        let rollout_ids = self
-            .engine
-            .limits()
-            .ids("rollout_ids", &request.rollout_ids)?
-            .iter()
-            .map(|r| id("rollout_ids", r))
-            .collect::<Result<Vec<_>, _>>()?;
+        let rollout_ids = ids::parse_all(
+            "rollout_ids",
+            self.engine
+                .limits()
+                .ids("rollout_ids", request.rollout_ids)?,
+        )?;
         let timeout: Option<Duration> =
             c::duration_from_proto("timeout", request.timeout.as_ref())?;
         let rollouts = self.engine.wait_for_rollouts(&rollout_ids, timeout).await?;
@@ -773,10 +782,10 @@ impl LightningStoreService for StoreService {
         let attempt = match request.attempt_id.as_deref() {
             None => AttemptSelector::All,
             Some(ids::LATEST) => AttemptSelector::Latest,
-            Some(attempt_id) => AttemptSelector::Id(id("attempt_id", attempt_id)?),
+            Some(attempt_id) => AttemptSelector::Id(attempt_id.to_owned()),
         };
         let filter = SpanFilter {
-            rollout_id: id("rollout_id", &request.rollout_id)?,
+            rollout_id: request.rollout_id,
             attempt,
             trace_id: text_match(request.trace_id, request.trace_id_contains),
             span_id: text_match(request.span_id, request.span_id_contains),
@@ -814,8 +823,8 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::UpdateResourcesRequest>,
     ) -> RpcResult<pb::UpdateResourcesResponse> {
-        let request = request.get_ref();
-        let resources_id = id("resources_id", &request.resources_id)?;
+        let request = request.into_inner();
+        let resources_id = ResourcesId::parse("resources_id", request.resources_id)?;
         let resources = c::resources_from_text(&request.resources_json)?;
         let update = self
             .engine
@@ -830,7 +839,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetResourcesRequest>,
     ) -> RpcResult<pb::GetResourcesResponse> {
-        let resources_id = id("resources_id", &request.get_ref().resources_id)?;
+        let resources_id = ResourcesId::parse("resources_id", request.into_inner().resources_id)?;
         let update = self.engine.get_resources(&resources_id).await?;
         ok(pb::GetResourcesResponse {
             resources: Some(c::resources_to_proto(&update)),
@@ -853,7 +862,7 @@ impl LightningStoreService for StoreService {
     ) -> RpcResult<pb::QueryResourcesResponse> {
         let request = request.into_inner();
         let filter = ResourcesFilter {
-            resources_id: opt_id("resources_id", request.resources_id.as_ref())?,
+            resources_id: request.resources_id,
             resources_id_contains: request.resources_id_contains,
         };
         let page = c::page_from_proto(request.page.as_ref())?;
@@ -898,7 +907,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetWorkerRequest>,
     ) -> RpcResult<pb::GetWorkerResponse> {
-        let worker_id = c::worker_id("worker_id", &request.get_ref().worker_id)?;
+        let worker_id = WorkerId::parse("worker_id", request.into_inner().worker_id)?;
         let worker = self.engine.get_worker(&worker_id).await?;
         ok(pb::GetWorkerResponse {
             worker: Some(c::worker_to_proto(&worker)),
@@ -909,12 +918,8 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::UpdateWorkerRequest>,
     ) -> RpcResult<pb::UpdateWorkerResponse> {
-        auth::check_worker(
-            request.extensions().get(),
-            Some(&request.get_ref().worker_id),
-        )?;
-        let request = request.get_ref();
-        let worker_id = c::worker_id("worker_id", &request.worker_id)?;
+        let (_, extensions, request) = request.into_parts();
+        let worker_id = WorkerId::parse("worker_id", request.worker_id)?;
         let stats = match &request.heartbeat_stats_json {
             None => None,
             Some(text) => match c::json_from_text("heartbeat_stats_json", text, Json::Null)? {
@@ -924,7 +929,10 @@ impl LightningStoreService for StoreService {
                 stats => Some(stats),
             },
         };
-        let worker = self.engine.update_worker(&worker_id, stats).await?;
+        let worker = self
+            .engine
+            .update_worker(&worker_id, stats, &caller_of(&extensions))
+            .await?;
         ok(pb::UpdateWorkerResponse {
             worker: Some(c::worker_to_proto(&worker)),
         })

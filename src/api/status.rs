@@ -14,6 +14,7 @@ impl From<StoreError> for Status {
             StoreError::NotFound(message) => status(Code::NotFound, message),
             StoreError::InvalidArgument(message) => status(Code::InvalidArgument, message),
             StoreError::FailedPrecondition(message) => status(Code::FailedPrecondition, message),
+            StoreError::PermissionDenied(message) => status(Code::PermissionDenied, message),
             // gRPC's code for a message over a size limit (what tonic's own
             // decode limit answers too, see `server`).
             StoreError::TooLarge(message) => status(Code::ResourceExhausted, message),

@@ -14,12 +14,13 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 use tonic::metadata::MetadataValue;
 
-use super::convert::{self as c, id};
+use super::convert as c;
 use super::subscribers::Outbox;
 pub use super::subscribers::SubscriberLimits;
 use crate::core::engine::Engine;
 use crate::core::error::StoreError;
 use crate::core::events::Event;
+use crate::core::ids::{self, RolloutId};
 use crate::core::limits::RequestLimits;
 use crate::core::model::{AttemptStatus, RolloutStatus};
 use crate::core::subscription::{EventFilter, SubscriptionError};
@@ -67,12 +68,10 @@ pub async fn watch_rollout_completions(
     request: pb::WatchRolloutCompletionsRequest,
     limits: &SubscriberLimits,
 ) -> Result<RpcStream<pb::WatchRolloutCompletionsResponse>, Status> {
-    let rollout_ids = engine
-        .limits()
-        .ids("rollout_ids", &request.rollout_ids)?
-        .iter()
-        .map(|r| id("rollout_ids", r))
-        .collect::<Result<Vec<_>, _>>()?;
+    let rollout_ids = ids::parse_all(
+        "rollout_ids",
+        engine.limits().ids("rollout_ids", request.rollout_ids)?,
+    )?;
     let timeout = c::duration_from_proto("timeout", request.timeout.as_ref())?;
     let deadline = engine
         .limits()
@@ -145,12 +144,15 @@ fn event_filter(
     })
 }
 
-fn list_of_ids(ids: &[String]) -> Result<Option<std::collections::HashSet<String>>, StoreError> {
-    if ids.is_empty() {
+fn list_of_ids(
+    rollout_ids: &[String],
+) -> Result<Option<std::collections::HashSet<RolloutId>>, StoreError> {
+    if rollout_ids.is_empty() {
         return Ok(None);
     }
-    ids.iter()
-        .map(|r| id("rollout_ids", r))
+    rollout_ids
+        .iter()
+        .map(|r| RolloutId::parse("rollout_ids", r.clone()))
         .collect::<Result<_, _>>()
         .map(Some)
 }

@@ -7,7 +7,8 @@ use futures::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 use tonic::{Status, Streaming};
 
-use super::convert::{self as c, id};
+use super::caller_of;
+use super::convert as c;
 use super::status::blame_undecodable_request;
 use super::streams::{RpcStream, closing_status, stream_of};
 use crate::core::dispatcher::{
@@ -15,6 +16,7 @@ use crate::core::dispatcher::{
 };
 use crate::core::engine::{Engine, StreamEnd};
 use crate::core::error::{StoreError, StoreResult};
+use crate::core::ids::WorkerId;
 use crate::core::model::Json;
 use crate::proto as pb;
 
@@ -65,14 +67,15 @@ pub async fn worker_session(
         Some(Message::Open(open)) => open,
         _ => return Err(StoreError::invalid("the first session message must be open").into()),
     };
-    let worker_id = id("worker_id", &open.worker_id)?;
-    crate::auth::check_worker(extensions.get(), Some(&worker_id))?;
-    let session = dispatcher.open(&worker_id, open.slots).await?;
+    let worker_id = WorkerId::parse("worker_id", open.worker_id)?;
+    let session = dispatcher
+        .open(&worker_id, open.slots, &caller_of(extensions))
+        .await?;
     let (sender, receiver) = mpsc::channel(64);
     let opened = pb::WorkerSessionResponse {
         message: Some(pb::worker_session_response::Message::Opened(
             pb::SessionOpened {
-                worker_id: worker_id.clone(),
+                worker_id: worker_id.into_string(),
                 adopted: session
                     .adopted
                     .iter()

@@ -1,15 +1,23 @@
 //! Access to the port: bearer tokens with roles, checked in one tower layer
-//! for gRPC and HTTP alike against one table ([`policy`]). A token comes as
+//! for gRPC and HTTP alike against what each call needs ([`policy`]: the
+//! RPC table, and the needs the HTTP routes declare where they are
+//! registered). A token comes as
 //! `Authorization: Bearer <token>` (gRPC metadata alike; OTLP exporters
 //! send it through their headers option) or `x-api-key: <token>` (as
 //! agent-lightning 1.x's clients send their key). Missing or unknown:
 //! UNAUTHENTICATED / 401 with `WWW-Authenticate: Bearer`; known but its
 //! roles lack the permission: PERMISSION_DENIED / 403. A refused call never
-//! reaches a handler, so nothing is written. An allowed call carries its
-//! [`Grant`] in the request's extensions, where the adapters check worker
-//! bindings ([`check_worker`]) once the worker id is known. Without tokens
-//! configured every call passes (the server then listens on loopback only
-//! unless told `--insecure`, see [`crate::cli`]).
+//! reaches a handler, so nothing is written. An allowed call carries the
+//! [`Caller`] its token makes it in the request's extensions; the adapters
+//! pass it into the engine, which checks a worker-bound token's binding in
+//! every operation that acts for a worker, and the [`Grant`] of the token
+//! for adapters that show what it allows. A route group may present the
+//! token another way, as a [`PresentedToken`] that a layer of its own puts
+//! in the request (the console's sign-in cookie); a refused HTTP request's
+//! answer carries its [`Refusal`], so that such a group can answer it in
+//! its own way. Without tokens configured every call passes (the server
+//! then listens on loopback only unless told `--insecure`, see
+//! [`crate::cli`]).
 
 pub mod policy;
 pub mod tokens;
@@ -24,12 +32,13 @@ use futures::future::{BoxFuture, Either};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use prometheus_client::metrics::counter::Counter;
 
-use self::policy::Need;
+use self::policy::{Need, Permission, RouteNeed, RouteNeeds};
 use self::tokens::TokenEntry;
 pub use self::tokens::Tokens;
-use crate::call_log::{MatchedRoute, is_grpc};
-use crate::http::error::HttpError;
+use crate::core::access::{Caller, RefusalSink};
 use crate::metrics::Metrics;
+use crate::pyjson::PyJson;
+use crate::transport::is_grpc;
 
 /// Why a call was refused: the `reason` label of
 /// `lightning_store_auth_failures_total`.
@@ -65,79 +74,43 @@ impl Refusal {
     }
 }
 
-/// The token an allowed call carries, in the request's extensions.
+/// The token an allowed request carries, in the request's extensions
+/// beside its [`Caller`]: its label and what its roles allow.
 #[derive(Debug, Clone)]
-pub struct Grant {
-    entry: Arc<TokenEntry>,
-    worker_refusals: Counter,
-}
+pub struct Grant(Arc<TokenEntry>);
 
 impl Grant {
     /// The token's label (never the token itself).
     pub fn name(&self) -> &str {
-        &self.entry.name
+        &self.0.name
     }
 
     /// Returns whether the token grants `permission`.
-    pub fn allows(&self, permission: policy::Permission) -> bool {
-        self.entry.allows(permission)
+    pub fn allows(&self, permission: Permission) -> bool {
+        self.0.allows(permission)
     }
 }
 
-/// A worker-bound token used for another worker id (PERMISSION_DENIED, 403).
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{0}")]
-pub struct WorkerRefused(String);
+/// A token a route group's own layer found in a request that carries
+/// none in its headers, put in the request's extensions before the access
+/// layer runs (the console's sign-in cookie, which only its routes accept).
+#[derive(Clone)]
+pub struct PresentedToken(pub String);
 
-impl From<WorkerRefused> for tonic::Status {
-    fn from(refused: WorkerRefused) -> Self {
-        tonic::Status::permission_denied(refused.0)
+impl std::fmt::Debug for PresentedToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PresentedToken(..)")
     }
 }
 
-impl From<WorkerRefused> for HttpError {
-    fn from(refused: WorkerRefused) -> Self {
-        HttpError::Detail(StatusCode::FORBIDDEN, refused.0)
-    }
-}
+/// Counts the requests refused for acting for another worker, in
+/// `lightning_store_auth_failures_total{reason="worker"}`.
+#[derive(Debug)]
+struct WorkerRefusals(Counter);
 
-/// Checks that the caller, by the [`Grant`] of its request, may act for
-/// `worker_id` (`None`: the request names no worker, which any token may
-/// do). Calls without a grant (no tokens configured) always may.
-pub fn check_worker(grant: Option<&Grant>, worker_id: Option<&str>) -> Result<(), WorkerRefused> {
-    let (Some(grant), Some(worker_id)) = (grant, worker_id) else {
-        return Ok(());
-    };
-    if grant.entry.may_act_for(worker_id) {
-        return Ok(());
-    }
-    grant.worker_refusals.inc();
-    tracing::debug!(
-        token = grant.name(),
-        worker_id,
-        "token refused for another worker"
-    );
-    Err(WorkerRefused(format!(
-        "token {:?} may not act for worker {worker_id:?}",
-        grant.name()
-    )))
-}
-
-/// As [`check_worker`], for calls that take work: a worker-bound token
-/// must name one of its workers.
-pub fn check_worker_named(
-    grant: Option<&Grant>,
-    worker_id: Option<&str>,
-) -> Result<(), WorkerRefused> {
-    match (grant, worker_id) {
-        (Some(grant), None) if grant.entry.is_bound() => {
-            grant.worker_refusals.inc();
-            Err(WorkerRefused(format!(
-                "token {:?} is bound to workers: name one (worker_id)",
-                grant.name()
-            )))
-        }
-        _ => check_worker(grant, worker_id),
+impl RefusalSink for WorkerRefusals {
+    fn worker_refused(&self) {
+        self.0.inc();
     }
 }
 
@@ -159,55 +132,93 @@ fn presented(headers: &HeaderMap) -> Option<&str> {
 #[derive(Debug, Clone)]
 pub struct AuthLayer {
     tokens: Option<Tokens>,
+    /// What the HTTP routes declared they need.
+    routes: Arc<RouteNeeds>,
     failures: Arc<[Counter; 4]>,
+    worker_refusals: Arc<dyn RefusalSink>,
+}
+
+/// What a request needs to pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Required {
+    Nothing,
+    /// A token that grants the permission.
+    Permission(Permission),
+    /// Any known token.
+    AnyToken,
+    /// A token that grants everything.
+    Admin,
 }
 
 impl AuthLayer {
-    /// Checks calls against `tokens`, counting refusals in `metrics`.
-    pub fn new(tokens: Option<Tokens>, metrics: &Metrics) -> Self {
+    /// Checks calls against `tokens`, gRPC calls by the RPC table and HTTP
+    /// requests by what their `routes` declared, counting refusals in
+    /// `metrics`.
+    pub fn new(tokens: Option<Tokens>, routes: RouteNeeds, metrics: &Metrics) -> Self {
+        let failures = Refusal::ALL.map(|reason| metrics.auth_failures(reason.label()));
         Self {
             tokens,
-            failures: Arc::new(Refusal::ALL.map(|reason| metrics.auth_failures(reason.label()))),
+            routes: Arc::new(routes),
+            worker_refusals: Arc::new(WorkerRefusals(failures[Refusal::Worker as usize].clone())),
+            failures: Arc::new(failures),
         }
     }
 
-    /// Decides on a request: `Ok` with the grant to attach (`None` for an
-    /// open call), or the refusal.
-    fn decide(&self, tokens: &Tokens, request: &Request) -> Result<Option<Grant>, Refusal> {
-        let grpc = is_grpc(request.headers());
-        let route = request.extensions().get::<MatchedPath>();
-        let need = if grpc {
-            policy::grpc_need(request.uri().path())
-        } else {
-            route.and_then(|route| policy::http_need(request.method(), route.as_str()))
+    /// Returns what `request` needs: a gRPC call what the RPC table says
+    /// (admins only for a method no service serves: the router answers
+    /// it UNIMPLEMENTED), an HTTP request what its route declared.
+    fn required(&self, request: &Request) -> Required {
+        let by_need = |need| match need {
+            Need::Nothing => Required::Nothing,
+            Need::Permission(permission) => Required::Permission(permission),
         };
-        if need == Some(Need::Nothing) {
+        if is_grpc(request.headers()) {
+            return policy::grpc_need(request.uri().path()).map_or(Required::Admin, by_need);
+        }
+        let Some(route) = request.extensions().get::<MatchedPath>() else {
+            return Required::Admin;
+        };
+        match self.routes.need(request.method(), route.as_str()) {
+            RouteNeed::Declared(need) => by_need(need),
+            RouteNeed::OtherMethod => Required::AnyToken,
+            RouteNeed::Undeclared => {
+                tracing::error!(
+                    route = route.as_str(),
+                    "route declares no permission; refused to all but admins"
+                );
+                Required::Admin
+            }
+        }
+    }
+
+    /// Decides on a request: `Ok` with the caller and grant to attach
+    /// (`None` for an open call), or the refusal.
+    fn decide(
+        &self,
+        tokens: &Tokens,
+        request: &Request,
+    ) -> Result<Option<(Caller, Grant)>, Refusal> {
+        let required = self.required(request);
+        if required == Required::Nothing {
             return Ok(None);
         }
-        // A browser signed in to the console holds its token in a cookie,
-        // which only the console's routes accept (the API's never do, so
-        // that no other page can make a browser call the API with it).
-        let console = !grpc && route.is_some_and(|r| crate::console::is_console_route(r.as_str()));
-        let cookie = console
-            .then(|| crate::console::session::cookie_token(request.headers()))
-            .flatten();
         let token = presented(request.headers())
-            .or(cookie.as_deref())
+            .or_else(|| {
+                let token = request.extensions().get::<PresentedToken>()?;
+                Some(token.0.as_str())
+            })
             .ok_or(Refusal::Missing)?;
         let entry = tokens.find(token).ok_or(Refusal::Invalid)?;
-        // A call missing from the table is for admins only.
-        let allowed = match need {
-            Some(Need::Permission(permission)) => entry.allows(permission),
-            _ => entry.allows_everything(),
+        let allowed = match required {
+            Required::Permission(permission) => entry.allows(permission),
+            Required::Admin => entry.allows_everything(),
+            Required::Nothing | Required::AnyToken => true,
         };
         if !allowed {
             tracing::debug!(token = %entry.name, path = request.uri().path(), "token lacks the permission");
             return Err(Refusal::Forbidden);
         }
-        Ok(Some(Grant {
-            entry,
-            worker_refusals: self.failures[Refusal::Worker as usize].clone(),
-        }))
+        Ok(Some((entry.caller(&self.worker_refusals), Grant(entry))))
     }
 }
 
@@ -247,8 +258,9 @@ where
             return Either::Left(self.inner.call(request));
         };
         let refusal = match self.layer.decide(tokens, &request) {
-            Ok(grant) => {
-                if let Some(grant) = grant {
+            Ok(granted) => {
+                if let Some((caller, grant)) = granted {
+                    request.extensions_mut().insert(caller);
                     request.extensions_mut().insert(grant);
                 }
                 return Either::Left(self.inner.call(request));
@@ -256,28 +268,15 @@ where
             Err(refusal) => refusal,
         };
         self.layer.failures[refusal as usize].inc();
-        let route = request.extensions().get::<MatchedPath>();
-        let mut response = match route {
-            Some(route)
-                if !is_grpc(request.headers())
-                    && crate::console::is_console_route(route.as_str()) =>
-            {
-                crate::console::session::refusal(
-                    refusal,
-                    request.method(),
-                    Some(route.as_str()),
-                    request.uri(),
-                )
-            }
-            _ => refusal_response(refusal, is_grpc(request.headers())),
-        };
-        if let Some(route) = request.extensions().get::<MatchedPath>() {
-            response
-                .extensions_mut()
-                .insert(MatchedRoute(route.clone()));
-        }
+        let mut response = refusal_response(refusal, is_grpc(request.headers()));
+        response.extensions_mut().insert(refusal);
         Either::Right(Box::pin(async move { Ok(response) }))
     }
+}
+
+/// FastAPI's error answer: `status` and `{"detail": "<message>"}`.
+fn detail(status: StatusCode, message: &'static str) -> Response {
+    PyJson(status, serde_json::json!({ "detail": message })).into_response()
 }
 
 /// The answer to a refused call: gRPC status or HTTP error, with
@@ -291,16 +290,11 @@ fn refusal_response(refusal: Refusal, grpc: bool) -> Response {
                 .into_http::<Body>()
         }
         // agent-lightning 1.x's server answers a bad key with this body.
-        (false, true) => HttpError::Detail(
-            StatusCode::UNAUTHORIZED,
-            "Invalid or missing API key".to_owned(),
-        )
-        .into_response(),
-        (false, false) => HttpError::Detail(
+        (false, true) => detail(StatusCode::UNAUTHORIZED, "Invalid or missing API key"),
+        (false, false) => detail(
             StatusCode::FORBIDDEN,
-            "The token's roles do not allow this request".to_owned(),
-        )
-        .into_response(),
+            "The token's roles do not allow this request",
+        ),
     };
     if unauthenticated {
         let challenge = match refusal {

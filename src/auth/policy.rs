@@ -1,10 +1,13 @@
-//! The authorization table, written once for gRPC and HTTP: each gRPC
-//! method and each HTTP route maps to the one [`Permission`] it needs, and
-//! each [`Role`] is a set of permissions. Health checks and reflection (the
-//! public contract) need none.
+//! What each call needs, written once for gRPC and HTTP: each gRPC method
+//! in one table ([`RPCS`]), each HTTP route where it is registered
+//! ([`RouteNeeds`], filled by [`crate::http::routes`]), and each [`Role`]
+//! as a set of [`Permission`]s. Health checks and reflection (the public
+//! contract) need none.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::LazyLock;
 
 use http::Method;
 
@@ -144,131 +147,230 @@ pub enum Need {
     Permission(Permission),
 }
 
-const STORE_SERVICE: &str = "/lightningstore.v1.LightningStoreService/";
+impl From<Permission> for Need {
+    fn from(permission: Permission) -> Self {
+        Need::Permission(permission)
+    }
+}
+
+const OPEN: Need = Need::Nothing;
+const READ: Need = Need::Permission(Permission::Read);
+const ROLLOUTS: Need = Need::Permission(Permission::Rollouts);
+const RESOURCES: Need = Need::Permission(Permission::Resources);
+const WORK: Need = Need::Permission(Permission::Work);
+const INGEST: Need = Need::Permission(Permission::Ingest);
+
+/// Every RPC served on the port with what it needs: the one table of gRPC
+/// access, checked against the descriptors of the services the server
+/// serves (a test fails on a served method missing from it, and on an
+/// entry that names no served method).
+pub const RPCS: &[(&str, Need)] = &[
+    ("/grpc.health.v1.Health/Check", OPEN),
+    ("/grpc.health.v1.Health/Watch", OPEN),
+    (
+        "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+        OPEN,
+    ),
+    (
+        "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+        OPEN,
+    ),
+    (
+        "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+        INGEST,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/GetCapabilities",
+        READ,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/GetStatistics",
+        READ,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/QueryRollouts",
+        READ,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/GetRolloutActivity",
+        READ,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/GetQueuePosition",
+        READ,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/ListRecentFailures",
+        READ,
+    ),
+    ("/lightningstore.v1.LightningStoreService/GetRollout", READ),
+    (
+        "/lightningstore.v1.LightningStoreService/QueryAttempts",
+        READ,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/GetLatestAttempt",
+        READ,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/WaitForRollouts",
+        READ,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/WatchRolloutCompletions",
+        READ,
+    ),
+    ("/lightningstore.v1.LightningStoreService/WatchEvents", READ),
+    ("/lightningstore.v1.LightningStoreService/QuerySpans", READ),
+    (
+        "/lightningstore.v1.LightningStoreService/GetResources",
+        READ,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/GetLatestResources",
+        READ,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/QueryResources",
+        READ,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/QueryWorkers",
+        READ,
+    ),
+    ("/lightningstore.v1.LightningStoreService/GetWorker", READ),
+    (
+        "/lightningstore.v1.LightningStoreService/StartRollout",
+        ROLLOUTS,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/EnqueueRollout",
+        ROLLOUTS,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/EnqueueRollouts",
+        ROLLOUTS,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/UpdateRollout",
+        ROLLOUTS,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/AddResources",
+        RESOURCES,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/UpdateResources",
+        RESOURCES,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/DequeueRollout",
+        WORK,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/DequeueRollouts",
+        WORK,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/StartAttempt",
+        WORK,
+    ),
+    ("/lightningstore.v1.LightningStoreService/AddSpan", WORK),
+    ("/lightningstore.v1.LightningStoreService/AddSpans", WORK),
+    (
+        "/lightningstore.v1.LightningStoreService/GetNextSpanSequenceId",
+        WORK,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/GetSpanSequenceIds",
+        WORK,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/UpdateAttempt",
+        WORK,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/UpdateAttempts",
+        WORK,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/WorkerSession",
+        WORK,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/UpdateWorker",
+        WORK,
+    ),
+];
 
 /// Returns what the gRPC call to `path` (`/package.Service/Method`) needs;
-/// `None` for an unknown method (answered UNIMPLEMENTED by the router,
-/// after authentication).
+/// `None` for a method no service serves (answered UNIMPLEMENTED by the
+/// router, after authentication).
 pub fn grpc_need(path: &str) -> Option<Need> {
-    use Permission as P;
-    if path.starts_with("/grpc.health.v1.Health/")
-        || path.starts_with("/grpc.reflection.v1.ServerReflection/")
-        || path.starts_with("/grpc.reflection.v1alpha.ServerReflection/")
-    {
-        return Some(Need::Nothing);
-    }
-    if path == "/opentelemetry.proto.collector.trace.v1.TraceService/Export" {
-        return Some(Need::Permission(P::Ingest));
-    }
-    let method = path.strip_prefix(STORE_SERVICE)?;
-    let permission = match method {
-        "GetCapabilities"
-        | "GetStatistics"
-        | "GetRolloutActivity"
-        | "GetQueuePosition"
-        | "ListRecentFailures"
-        | "QueryRollouts"
-        | "GetRollout"
-        | "QueryAttempts"
-        | "GetLatestAttempt"
-        | "WaitForRollouts"
-        | "WatchRolloutCompletions"
-        | "WatchEvents"
-        | "QuerySpans"
-        | "GetResources"
-        | "GetLatestResources"
-        | "QueryResources"
-        | "QueryWorkers"
-        | "GetWorker" => P::Read,
-        "StartRollout" | "EnqueueRollout" | "EnqueueRollouts" | "UpdateRollout" => P::Rollouts,
-        "AddResources" | "UpdateResources" => P::Resources,
-        "DequeueRollout"
-        | "DequeueRollouts"
-        | "StartAttempt"
-        | "AddSpan"
-        | "AddSpans"
-        | "GetNextSpanSequenceId"
-        | "GetSpanSequenceIds"
-        | "UpdateAttempt"
-        | "UpdateAttempts"
-        | "WorkerSession"
-        | "UpdateWorker" => P::Work,
-        _ => return None,
-    };
-    Some(Need::Permission(permission))
+    static TABLE: LazyLock<HashMap<&str, Need>> = LazyLock::new(|| RPCS.iter().copied().collect());
+    TABLE.get(path).copied()
 }
 
-/// Returns what the HTTP request `method route` needs, `route` being the
-/// matched route template; `None` for a route not in the table (a route
-/// added without an entry here is refused to everyone but admins).
-pub fn http_need(method: &Method, route: &str) -> Option<Need> {
-    use Permission as P;
-    let read = Some(Need::Permission(P::Read));
-    let need = |permission| Some(Need::Permission(permission));
-    if route == crate::http::agl1::HEALTH_ROUTE || route == "/v1/agl/health" {
-        return Some(Need::Nothing);
-    }
-    if route.starts_with("/v1/") && !route.starts_with("/v1/agl/") {
-        // OTLP/HTTP: /v1/traces and the signals answered 501.
-        return need(P::Ingest);
-    }
-    if let Some(path) = route.strip_prefix("/v1/agl") {
-        let searches = matches!(
-            path,
-            "/rollouts/search"
-                | "/rollouts/{rollout_id}/attempts/search"
-                | "/spans/search"
-                | "/workers/search"
-                | "/waits/rollouts"
+/// What an HTTP request needs by the route it matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteNeed {
+    /// The route declared this need for the request's method.
+    Declared(Need),
+    /// The route serves other methods (the answer is a 405): a known
+    /// token learns it.
+    OtherMethod,
+    /// No route declared this template: a route registered around the
+    /// declarations, refused to everyone but admins.
+    Undeclared,
+}
+
+/// What each HTTP route needs, as the routes declare it where they are
+/// registered ([`crate::http::routes`]): by route template, then method.
+#[derive(Debug, Clone, Default)]
+pub struct RouteNeeds(HashMap<String, Vec<(Method, Need)>>);
+
+impl RouteNeeds {
+    /// Declares that `method route` needs `need`; a route declared twice
+    /// for one method is a programming error.
+    pub fn declare(&mut self, method: Method, route: &str, need: Need) {
+        let methods = self.0.entry(route.to_owned()).or_default();
+        assert!(
+            methods.iter().all(|(declared, _)| *declared != method),
+            "{method} {route} is declared twice"
         );
-        if *method == Method::GET || searches {
-            return read;
-        }
-        return match path {
-            "/queues/rollouts/enqueue" | "/rollouts" | "/rollouts/{rollout_id}" => {
-                need(P::Rollouts)
-            }
-            "/resources" | "/resources/latest" | "/resources/{resources_id}" => need(P::Resources),
-            "/queues/rollouts/dequeue"
-            | "/rollouts/{rollout_id}/attempts"
-            | "/rollouts/{rollout_id}/attempts/latest"
-            | "/rollouts/{rollout_id}/attempts/{attempt_id}"
-            | "/spans"
-            | "/spans/next"
-            | "/workers/{worker_id}" => need(P::Work),
-            _ => None,
-        };
+        methods.push((method, need));
     }
-    if route.starts_with("/proxy/rollout/") {
-        return need(P::Work);
-    }
-    if crate::console::is_console_route(route) {
-        return console_need(method, route);
-    }
-    match (method.as_str(), route) {
-        ("GET", _) => read,
-        ("POST", "/proxy/pause" | "/proxy/resume") => need(P::Gateway),
-        ("POST" | "PATCH" | "DELETE", "/api/rollouts" | "/api/rollouts/{rollout_id}") => {
-            need(P::Rollouts)
-        }
-        ("POST" | "DELETE", "/api/models") => need(P::Resources),
-        ("POST", "/api/rollouts/{rollout_id}/attempt/{attempt_id}/events") => need(P::Work),
-        _ => None,
-    }
-}
 
-/// What a console route needs (see [`crate::console`]): its assets and
-/// sign-in are open, its actions need what the API's do, every page needs
-/// `read`.
-fn console_need(method: &Method, route: &str) -> Option<Need> {
-    use Permission as P;
-    let need = |permission| Some(Need::Permission(permission));
-    match route {
-        "/console/assets/{name}" | "/console/login" | "/console/logout" => Some(Need::Nothing),
-        "/console/rollouts/{rollout_id}/cancel" => need(P::Rollouts),
-        "/console/gateway/pause" | "/console/gateway/resume" => need(P::Gateway),
-        _ if *method == Method::GET => need(P::Read),
-        _ => None,
+    /// Adds the declarations of `other`.
+    pub fn extend(&mut self, other: RouteNeeds) {
+        for (route, methods) in other.0 {
+            for (method, need) in methods {
+                self.declare(method, &route, need);
+            }
+        }
+    }
+
+    /// Returns what `method route` needs, `route` being the matched route
+    /// template.
+    pub fn need(&self, method: &Method, route: &str) -> RouteNeed {
+        match self.0.get(route) {
+            None => RouteNeed::Undeclared,
+            Some(methods) => methods
+                .iter()
+                .find(|(declared, _)| declared == method)
+                .map_or(RouteNeed::OtherMethod, |&(_, need)| {
+                    RouteNeed::Declared(need)
+                }),
+        }
+    }
+
+    /// Returns every declaration: (method, route template, need).
+    pub fn declared(&self) -> impl Iterator<Item = (&Method, &str, Need)> {
+        self.0.iter().flat_map(|(route, methods)| {
+            methods
+                .iter()
+                .map(move |(method, need)| (method, route.as_str(), *need))
+        })
     }
 }
 
@@ -294,20 +396,45 @@ mod tests {
     }
 
     #[test]
-    fn every_store_method_has_an_entry() {
-        let descriptor = include_str!("../../proto/lightningstore/v1/store.proto");
-        let methods: Vec<&str> = descriptor
-            .lines()
-            .filter_map(|line| line.trim().strip_prefix("rpc "))
-            .map(|rest| rest.split('(').next().unwrap().trim())
-            .collect();
-        assert!(methods.len() > 25, "{methods:?}");
-        for method in methods {
+    fn every_served_rpc_has_one_entry_and_every_entry_is_served() {
+        let served: std::collections::HashSet<String> =
+            crate::server::served_methods().paths().collect();
+        let listed: std::collections::HashSet<&str> = RPCS.iter().map(|(path, _)| *path).collect();
+        assert_eq!(listed.len(), RPCS.len(), "an RPC is listed twice");
+        for path in &served {
             assert!(
-                grpc_need(&format!("{STORE_SERVICE}{method}")).is_some(),
-                "{method} has no entry in the authorization table"
+                listed.contains(path.as_str()),
+                "{path} has no entry in RPCS"
             );
         }
-        assert_eq!(grpc_need(&format!("{STORE_SERVICE}Nope")), None);
+        for path in &listed {
+            assert!(
+                served.contains(*path),
+                "RPCS lists {path}, which no service serves"
+            );
+        }
+        assert!(served.len() > 30, "{served:?}");
+        assert_eq!(
+            grpc_need("/lightningstore.v1.LightningStoreService/Nope"),
+            None
+        );
+    }
+
+    #[test]
+    fn routes_need_what_they_declare() {
+        let mut needs = RouteNeeds::default();
+        needs.declare(Method::GET, "/a/{id}", READ);
+        needs.declare(Method::POST, "/a/{id}", WORK);
+        assert_eq!(
+            needs.need(&Method::GET, "/a/{id}"),
+            RouteNeed::Declared(READ)
+        );
+        assert_eq!(
+            needs.need(&Method::POST, "/a/{id}"),
+            RouteNeed::Declared(WORK)
+        );
+        assert_eq!(needs.need(&Method::PUT, "/a/{id}"), RouteNeed::OtherMethod);
+        assert_eq!(needs.need(&Method::GET, "/b"), RouteNeed::Undeclared);
+        assert_eq!(needs.declared().count(), 2);
     }
 }

@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::policy::{Permission, Permissions, Role};
+use crate::core::access::{Caller, RefusalSink};
 
 /// The prefix of a hashed token in the tokens file.
 const HASH_PREFIX: &str = "sha256:";
@@ -23,7 +24,7 @@ pub struct TokenEntry {
     pub name: Arc<str>,
     permissions: Permissions,
     /// The only worker ids the token may act for; `None`: any.
-    workers: Option<Box<[Box<str>]>>,
+    workers: Option<Arc<[Box<str>]>>,
 }
 
 impl TokenEntry {
@@ -44,9 +45,13 @@ impl TokenEntry {
             .is_none_or(|workers| workers.iter().any(|w| &**w == worker_id))
     }
 
-    /// Returns whether the token is bound to some worker ids.
-    pub fn is_bound(&self) -> bool {
-        self.workers.is_some()
+    /// Returns the caller the token makes a call: bound to its workers
+    /// when it has some (refusals told to `refusals`), else anyone.
+    pub fn caller(&self, refusals: &Arc<dyn RefusalSink>) -> Caller {
+        match &self.workers {
+            Some(workers) => Caller::bound(self.name.clone(), workers.clone(), refusals.clone()),
+            None => Caller::anyone(),
+        }
     }
 }
 
@@ -101,7 +106,7 @@ pub fn parse_file(text: &str) -> Result<Vec<TokenEntry>, String> {
                             .map_err(at)?,
                     );
                 }
-                "workers" => workers = Some(list().map(Box::from).collect::<Box<[_]>>()),
+                "workers" => workers = Some(list().map(Box::from).collect::<Arc<[_]>>()),
                 "name" => name = Some(value),
                 _ => return Err(at(format!("unknown key {key:?} (roles, workers, name)"))),
             }
@@ -247,7 +252,19 @@ mod tests {
         assert_eq!(entry.digest, digest("s3cret"));
         assert_eq!(&*entry.name, "r");
         assert!(entry.allows(Permission::Work) && !entry.allows(Permission::Resources));
-        assert!(entry.may_act_for("w2") && !entry.may_act_for("w3") && entry.is_bound());
+        #[derive(Debug)]
+        struct Uncounted;
+        impl RefusalSink for Uncounted {
+            fn worker_refused(&self) {}
+        }
+        let caller = entry.caller(&(Arc::new(Uncounted) as Arc<dyn RefusalSink>));
+        assert!(
+            caller.check_worker(Some("w2")).is_ok() && caller.check_worker(Some("w3")).is_err()
+        );
+        assert!(
+            caller.check_worker_named(None).is_err(),
+            "a bound token must name a worker"
+        );
     }
 
     #[test]

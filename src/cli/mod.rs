@@ -1,9 +1,12 @@
 //! The command line: `serve` runs the server; the other subcommands are a
 //! client for looking inside (and driving) a running store.
 
+pub mod bench;
 pub mod client;
 pub mod connection;
 pub mod serve;
+#[cfg(test)]
+mod tests;
 mod token;
 
 use clap::{Parser, Subcommand};
@@ -27,7 +30,7 @@ pub enum Command {
     /// Runs the gRPC server.
     Serve(Box<ServeArgs>),
     /// Drives a server with a load scenario and reports throughput and latency.
-    Bench(crate::bench::BenchArgs),
+    Bench(bench::BenchArgs),
     /// Makes access tokens and their lines for the tokens file.
     #[command(subcommand)]
     Token(token::TokenCommand),
@@ -58,7 +61,7 @@ pub fn exit_code(error: &(dyn std::error::Error + 'static)) -> u8 {
 pub async fn run(cli: Cli) -> Result<(), server::ServeError> {
     match cli.command {
         Command::Serve(args) => serve::serve(*args).await,
-        Command::Bench(args) => crate::bench::run(args).await,
+        Command::Bench(args) => bench::run(args).await,
         Command::Token(command) => token::run(command),
         Command::Client(command) => client::run(command).await.map_err(Into::into),
     }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::core::model::{AttributeValue, Json, Timestamp};
+use crate::core::model::{AttributeValue, Json, RolloutStatus, Timestamp};
 
 /// Longest JSON text or attribute value a page shows inline; longer ones
 /// are cut (the rollout's JSON download has them whole).
@@ -178,6 +178,17 @@ pub fn rate(per_second: f64) -> String {
         r if r >= 100.0 => format!("{r:.0}"),
         r if r >= 10.0 => format!("{r:.1}"),
         r => format!("{r:.2}"),
+    }
+}
+
+/// Returns the style sheet's class of a rollout status.
+pub fn status_class(status: RolloutStatus) -> &'static str {
+    match status {
+        RolloutStatus::Queuing | RolloutStatus::Requeuing => "wait",
+        RolloutStatus::Preparing | RolloutStatus::Running => "run",
+        RolloutStatus::Succeeded => "ok",
+        RolloutStatus::Failed => "bad",
+        RolloutStatus::Cancelled => "muted",
     }
 }
 

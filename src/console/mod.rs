@@ -11,15 +11,17 @@
 //!   front-end build, no CDN, nothing read from disk.
 //! * Every page is a plain URL holding its filters (a GET form), so that it
 //!   can be bookmarked, shared and reloaded, and the back button works.
-//! * Live updates ([`live`]): the page's script opens its own URL as an
+//! * Live updates ([`pages::live`]): the page's script opens its own URL as an
 //!   event stream; one hub per server follows the engine's event
 //!   subscription, re-renders each open page at most a few times a second,
 //!   once for every tab that shows it, and pushes the new HTML.
-//! * Access ([`session`]): the API's tokens and roles, checked by the same
-//!   layer and table ([`crate::auth`]). A browser signs in once with its
-//!   token, which it then holds in an HttpOnly, SameSite=Strict cookie that
-//!   only the console's routes accept; scripts never see it, no URL
-//!   carries it. Actions (cancel a rollout; pause and resume the gateway)
+//! * Access ([`pages::session`]): the API's tokens and roles, checked by the same
+//!   layer ([`crate::auth`]) against what each route declares where it is
+//!   registered ([`routes`], with [`crate::http::routes::Routes`] as every
+//!   HTTP route). A browser signs in once with its token, which it then
+//!   holds in an HttpOnly, SameSite=Strict cookie that only the console's
+//!   routes accept (their own layer presents it to the access layer);
+//!   scripts never see it, no URL carries it. Actions (cancel a rollout; pause and resume the gateway)
 //!   are confirmed on a page of their own, posted with a form, checked
 //!   for a same-origin request and a form token, and call the engine as
 //!   the API does.
@@ -29,24 +31,24 @@
 pub mod assets;
 mod charts;
 mod format;
-mod live;
 mod pages;
+mod rendered;
 mod sampler;
-pub mod session;
-mod view;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::Request;
-use axum::middleware::Next;
+use axum::middleware::{Next, from_fn, from_fn_with_state};
 use axum::response::Response;
-use axum::routing::get;
 use http::{HeaderValue, header};
 
-use self::live::Hub;
+use self::pages::live::Hub;
+use self::pages::session;
+use crate::auth::policy::{Need, Permission};
 use crate::auth::{AuthLayer, Tokens};
+use crate::http::routes::Routes;
 use crate::core::dispatcher::Dispatcher;
 use crate::core::engine::Engine;
 use crate::gateway::Gateway;
@@ -61,12 +63,6 @@ pub const PREFIX: &str = "/console";
 const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
      style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; \
      base-uri 'none'; frame-ancestors 'none'";
-
-/// Returns whether a route template is the console's (whose refusals are
-/// pages, and which accept the console's cookie).
-pub fn is_console_route(route: &str) -> bool {
-    route == "/" || route.starts_with("/console/") || route == PREFIX
-}
 
 /// What the console reads from: the engine, and this server's gateway and
 /// worker sessions.
@@ -135,44 +131,63 @@ impl ConsoleContext {
     }
 }
 
-/// Returns the console's routes, guarded by `auth` (the API's layer, which
-/// takes the console's cookie on these routes), every answer carrying the
-/// console's security headers.
-pub fn routes(context: ConsoleContext, auth: AuthLayer) -> Router {
-    Router::new()
-        .route("/", get(pages::overview))
-        .route("/console/rollouts", get(pages::rollouts))
-        .route("/console/rollouts/{rollout_id}", get(pages::rollout))
-        .route(
+/// Returns the console's routes, each with what it needs: its style
+/// sheet, script and sign-in are open, every page needs `read`, cancelling
+/// a rollout `rollouts` and pausing or resuming the gateway `gateway`
+/// (their confirmation pages too, so that a token that may not act is
+/// told so before it confirms).
+pub fn routes() -> Routes<ConsoleContext> {
+    use Permission::{Gateway, Read, Rollouts};
+    const OPEN: Need = Need::Nothing;
+    Routes::new()
+        .get("/", Read, pages::overview)
+        .get("/console/rollouts", Read, pages::rollouts)
+        .get("/console/rollouts/{rollout_id}", Read, pages::rollout)
+        .get(
             "/console/rollouts/{rollout_id}/download",
-            get(pages::download),
+            Read,
+            pages::download,
         )
-        .route(
+        .get(
             "/console/rollouts/{rollout_id}/cancel",
-            get(pages::confirm_cancel).post(pages::cancel),
+            Rollouts,
+            pages::confirm_cancel,
         )
-        .route("/console/workers", get(pages::workers))
-        .route("/console/resources", get(pages::resources))
-        .route("/console/models", get(pages::models))
-        .route("/console/search", get(pages::search))
-        .route(
-            "/console/gateway/pause",
-            get(pages::confirm_pause).post(pages::pause),
+        .post(
+            "/console/rollouts/{rollout_id}/cancel",
+            Rollouts,
+            pages::cancel,
         )
-        .route(
-            "/console/gateway/resume",
-            get(pages::confirm_resume).post(pages::resume),
-        )
-        .route(
-            "/console/login",
-            get(session::login_page).post(session::login),
-        )
-        .route("/console/logout", axum::routing::post(session::logout))
-        .route("/console/assets/{name}", get(assets::serve))
-        .route("/console/{*rest}", get(pages::not_found))
-        .route_layer(axum::middleware::from_fn(crate::http::record_route))
+        .get("/console/workers", Read, pages::workers)
+        .get("/console/resources", Read, pages::resources)
+        .get("/console/models", Read, pages::models)
+        .get("/console/search", Read, pages::search)
+        .get("/console/gateway/pause", Gateway, pages::confirm_pause)
+        .post("/console/gateway/pause", Gateway, pages::pause)
+        .get("/console/gateway/resume", Gateway, pages::confirm_resume)
+        .post("/console/gateway/resume", Gateway, pages::resume)
+        .get("/console/login", OPEN, session::login_page)
+        .post("/console/login", OPEN, session::login)
+        .post("/console/logout", OPEN, session::logout)
+        .get("/console/assets/{name}", OPEN, assets::serve)
+        .get("/console/{*rest}", Read, pages::not_found)
+}
+
+/// Returns the router that serves the console's `routes`: each request
+/// checked by `auth` (the port's access layer, told of these routes'
+/// declarations), the sign-in cookie presented to it on these routes
+/// only, its refusals answered with console pages, the matched route
+/// recorded for the call layer, and every answer carrying the console's
+/// security headers. The console answers no other origin (no CORS).
+pub fn router(routes: Routes<ConsoleContext>, context: ConsoleContext, auth: AuthLayer) -> Router {
+    let needs = Arc::new(routes.needs().clone());
+    routes
+        .into_router()
         .route_layer(auth)
-        .layer(axum::middleware::from_fn(security_headers))
+        .route_layer(from_fn(session::present_cookie))
+        .route_layer(from_fn_with_state(needs, session::answer_refusals))
+        .route_layer(from_fn(crate::http::record_route))
+        .layer(from_fn(security_headers))
         .with_state(context)
 }
 

@@ -20,9 +20,11 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, broadcast::error::RecvError, mpsc};
 use tokio::task::JoinSet;
 
+use super::access::Caller;
 use super::engine::{Engine, SessionPolicy, StreamEnd};
 use super::error::{StoreError, StoreResult};
 use super::events::Change;
+use super::ids::{self, ResourcesId, WorkerId};
 use super::model::{AttemptRef, AttemptStatus, Json, ResourcesUpdate, RolloutStatus, RolloutView};
 
 /// Largest number of slots one session may ask for.
@@ -244,11 +246,20 @@ impl Dispatcher {
         })
     }
 
-    /// Opens a session for `worker_id` with the `slots` the runner asked
-    /// for (checked here, as sent, so that the error quotes the client's
-    /// value), taking the worker's session over from wherever it was (see
+    /// Opens a session for `worker_id` (which `caller` must be allowed to
+    /// act for) with the `slots` the runner asked for (checked here, as
+    /// sent, so that the error quotes the client's value), taking the worker's session over from wherever it was (see
     /// [`Engine::open_session`]); a stream of the worker on this server ends.
-    pub async fn open(self: &Arc<Self>, worker_id: &str, slots: i64) -> StoreResult<SessionHandle> {
+    pub async fn open(
+        self: &Arc<Self>,
+        worker_id: &WorkerId,
+        slots: i64,
+        caller: &Caller,
+    ) -> StoreResult<SessionHandle> {
+        // A session is a named worker's: the empty id names none.
+        ids::validate_id("worker_id", worker_id)?;
+        caller.check_worker(Some(worker_id))?;
+        let worker_id = worker_id.as_str();
         let slots = usize::try_from(slots)
             .ok()
             .filter(|slots| (1..=MAX_SLOTS).contains(slots))
@@ -509,7 +520,11 @@ impl Dispatcher {
 
     async fn deliver(&self, id: u64, rollout: RolloutView) {
         let resources = match &rollout.rollout.resources_id {
-            Some(resources_id) => self.engine.get_resources(resources_id).await.ok(),
+            // A snapshot id stored before ids were checked may name none.
+            Some(resources_id) => match ResourcesId::parse("resources_id", resources_id.clone()) {
+                Ok(resources_id) => self.engine.get_resources(&resources_id).await.ok(),
+                Err(_) => None,
+            },
             None => None,
         };
         let attempt_id = rollout

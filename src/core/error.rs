@@ -45,6 +45,10 @@ pub enum StoreError {
     /// The request is well-formed but the current state does not allow it.
     #[error("{0}")]
     FailedPrecondition(String),
+    /// The caller's token may not do this for the worker the request names
+    /// ([`crate::core::access::Caller`]); nothing was written.
+    #[error("{0}")]
+    PermissionDenied(String),
     /// The request is larger than a size limit; nothing was written and
     /// the same request can never succeed (it must be split).
     #[error("{0}")]
@@ -116,6 +120,7 @@ impl StoreError {
             Self::NotFound(message) => Self::NotFound(named(message)),
             Self::InvalidArgument(message) => Self::InvalidArgument(named(message)),
             Self::FailedPrecondition(message) => Self::FailedPrecondition(named(message)),
+            Self::PermissionDenied(message) => Self::PermissionDenied(named(message)),
             Self::TooLarge(message) => Self::TooLarge(named(message)),
             Self::Unavailable(_) | Self::Internal(_) => self,
         }

@@ -14,6 +14,7 @@
 use std::time::Duration;
 
 use super::error::{StoreError, StoreResult, echo};
+use super::model::Seconds;
 use super::model::{RolloutSpec, Timestamp};
 
 /// Longest request id a client may give, in bytes.
@@ -72,11 +73,12 @@ fn spec_text(spec: &RolloutSpec) -> String {
         spec.input,
         spec.mode.map(|mode| mode.as_str()),
         spec.resources_id,
-        config.timeout_seconds,
-        config.unresponsive_seconds,
-        config.max_attempts,
+        config.timeout_seconds.map(Seconds::get),
+        config.unresponsive_seconds.map(Seconds::get),
+        config.max_attempts.get(),
         config
             .retry_condition
+            .statuses()
             .iter()
             .map(|status| status.as_str())
             .collect::<Vec<_>>(),

@@ -23,7 +23,7 @@ pub fn rollout_status_from_attempt(
         AttemptStatus::Succeeded => RolloutStatus::Succeeded,
         AttemptStatus::Failed | AttemptStatus::Timeout | AttemptStatus::Unresponsive => {
             let retry =
-                config.retry_condition.contains(&status) && sequence_id < config.max_attempts;
+                config.retry_condition.contains(status) && sequence_id < config.max_attempts.get();
             if retry {
                 RolloutStatus::Requeuing
             } else {
@@ -156,12 +156,12 @@ fn watchdog_deadlines(config: &RolloutConfig, latest: &Attempt) -> Deadlines {
     Deadlines {
         timeout: config
             .timeout_seconds
-            .map(|seconds| latest.start_time.plus_seconds(seconds)),
+            .map(|seconds| latest.start_time.plus_seconds(seconds.get())),
         unresponsive: config.unresponsive_seconds.map(|seconds| {
             latest
                 .last_heartbeat_time
                 .unwrap_or(latest.start_time)
-                .plus_seconds(seconds)
+                .plus_seconds(seconds.get())
         }),
     }
 }
@@ -185,6 +185,7 @@ pub fn watchdog_deadline(rollout: &Rollout, latest: Option<&Attempt>) -> Option<
 mod tests {
     use super::*;
     use crate::core::model::Json;
+    use crate::core::model::{MaxAttempts, RetryCondition, Seconds};
     use AttemptStatus as A;
     use RolloutStatus as R;
 
@@ -192,8 +193,8 @@ mod tests {
 
     fn config(max_attempts: u32, retry_condition: &[AttemptStatus]) -> RolloutConfig {
         RolloutConfig {
-            max_attempts,
-            retry_condition: retry_condition.to_vec(),
+            max_attempts: MaxAttempts::new(i64::from(max_attempts)).unwrap(),
+            retry_condition: RetryCondition::new(retry_condition.to_vec()).unwrap(),
             ..RolloutConfig::default()
         }
     }
@@ -233,7 +234,13 @@ mod tests {
         for &status in A::ALL {
             for in_condition in [false, true] {
                 for below_max in [false, true] {
-                    let condition: Vec<_> = if in_condition { vec![status] } else { vec![] };
+                    // A status that cannot retry cannot be in a condition:
+                    // the fullest condition stands in for it.
+                    let condition: Vec<_> = match (in_condition, status.can_be_retried()) {
+                        (false, _) => vec![],
+                        (true, true) => vec![status],
+                        (true, false) => retryable.to_vec(),
+                    };
                     let max = if below_max { 3 } else { 2 };
                     let got = rollout_status_from_attempt(status, 2, &config(max, &condition));
                     let expected = match status {
@@ -379,8 +386,8 @@ mod tests {
     fn watchdog_rules_apply_in_order_with_strict_comparisons() {
         let secs = |s: f64| Timestamp(0).plus_seconds(s);
         let cfg = RolloutConfig {
-            timeout_seconds: Some(10.0),
-            unresponsive_seconds: Some(4.0),
+            timeout_seconds: Some(Seconds::new(10.0).unwrap()),
+            unresponsive_seconds: Some(Seconds::new(4.0).unwrap()),
             ..RolloutConfig::default()
         };
         let mut a = attempt(A::Running, 1);

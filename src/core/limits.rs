@@ -19,7 +19,7 @@ pub const LONGEST_WAIT: Duration = Duration::from_secs(86_400 * 365);
 /// rollout's counter raised to it can still count on without overflowing.
 pub const LARGEST_SEQUENCE_ID: i64 = (1 << 53) - 1;
 
-/// The request limits of a server (README "Limits"). The defaults suit the
+/// The request limits of a server (docs/configuration.md#limits). The defaults suit the
 /// Helm chart's 2 GiB pod and stay below the bind-parameter limits of SQLite
 /// (32,766) and PostgreSQL (65,535), so that no list reaches a backend it
 /// could fail on.
@@ -112,6 +112,21 @@ impl RequestLimits {
     }
 }
 
+/// Reads a wait a client gives in float seconds (agent-lightning's APIs):
+/// `NaN` is refused (no clock reaches it), an infinite wait has no limit
+/// (`None`), a negative one does not wait; any wait is then clamped to the
+/// longest wait ([`RequestLimits::deadline_after`]).
+pub fn wait_seconds(field: &str, seconds: f64) -> Result<Option<Duration>, StoreError> {
+    if seconds.is_nan() {
+        return Err(StoreError::invalid(format!("{field} must be a number")));
+    }
+    if seconds == f64::INFINITY {
+        return Ok(None);
+    }
+    let longest = LONGEST_WAIT.as_secs_f64();
+    Ok(Some(Duration::from_secs_f64(seconds.clamp(0.0, longest))))
+}
+
 fn over(field: &str, count: usize, limit: usize, what: &str) -> Result<(), StoreError> {
     if count > limit {
         return Err(StoreError::invalid(format!(
@@ -124,6 +139,18 @@ fn over(field: &str, count: usize, limit: usize, what: &str) -> Result<(), Store
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waits_in_float_seconds_are_refused_only_when_no_clock_reaches_them() {
+        assert!(wait_seconds("timeout", f64::NAN).is_err());
+        assert_eq!(wait_seconds("timeout", f64::INFINITY), Ok(None));
+        assert_eq!(wait_seconds("timeout", -3.0), Ok(Some(Duration::ZERO)));
+        assert_eq!(
+            wait_seconds("timeout", 1.5),
+            Ok(Some(Duration::from_millis(1500)))
+        );
+        assert_eq!(wait_seconds("timeout", 1e300), Ok(Some(LONGEST_WAIT)));
+    }
 
     #[test]
     fn the_longest_duration_is_clamped_instead_of_overflowing() {

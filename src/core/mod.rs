@@ -3,6 +3,7 @@
 //! operation over a backend. Nothing in here knows about gRPC, protobuf or
 //! SQL, and nothing imports [`crate::store`] (the backends).
 
+pub mod access;
 pub mod agl1;
 pub mod clock;
 pub mod dispatcher;

@@ -2,6 +2,10 @@
 
 use std::collections::BTreeMap;
 
+mod config;
+
+pub use self::config::{MaxAttempts, RetryCondition, RolloutConfig, Seconds, SecondsError};
+
 /// Arbitrary JSON payload (rollout input, metadata, heartbeat stats, resources).
 pub type Json = serde_json::Value;
 
@@ -43,6 +47,13 @@ impl Timestamp {
     }
 }
 
+/// An enum that agent-lightning's APIs write by name: the names a
+/// validator accepts and lists in its refusals come from the enum itself.
+pub trait Named: Copy + 'static {
+    /// Returns agent-lightning's name of the value.
+    fn name(self) -> &'static str;
+}
+
 macro_rules! string_enum {
     ($(#[$meta:meta])* $name:ident { $($(#[$doc:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
@@ -67,6 +78,12 @@ macro_rules! string_enum {
         impl std::fmt::Display for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(self.as_str())
+            }
+        }
+
+        impl Named for $name {
+            fn name(self) -> &'static str {
+                self.as_str()
             }
         }
     };
@@ -152,30 +169,6 @@ string_enum! {
         Train => "train",
         Val => "val",
         Test => "test",
-    }
-}
-
-/// Timeouts and retry policy of a rollout.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RolloutConfig {
-    /// Maximum run time of one attempt, in seconds.
-    pub timeout_seconds: Option<f64>,
-    /// Maximum time without heartbeat, in seconds.
-    pub unresponsive_seconds: Option<f64>,
-    /// Maximum number of attempts (>= 1).
-    pub max_attempts: u32,
-    /// Attempt statuses that allow a retry.
-    pub retry_condition: Vec<AttemptStatus>,
-}
-
-impl Default for RolloutConfig {
-    fn default() -> Self {
-        Self {
-            timeout_seconds: None,
-            unresponsive_seconds: None,
-            max_attempts: 1,
-            retry_condition: Vec::new(),
-        }
     }
 }
 
@@ -319,6 +312,22 @@ pub enum SpanStatusCode {
     Unset,
     Ok,
     Error,
+}
+
+impl SpanStatusCode {
+    /// Every code, in OTLP's order.
+    pub const ALL: &'static [SpanStatusCode] = &[Self::Unset, Self::Ok, Self::Error];
+}
+
+/// agent-lightning's names of the codes (OpenTelemetry's `StatusCode` names).
+impl Named for SpanStatusCode {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Unset => "UNSET",
+            Self::Ok => "OK",
+            Self::Error => "ERROR",
+        }
+    }
 }
 
 /// OpenTelemetry span kind (OTLP numbering).

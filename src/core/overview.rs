@@ -7,14 +7,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::model::{RolloutStatus, RolloutView, Span, Timestamp};
+use super::model::{Rollout, RolloutStatus, RolloutView, Span, Timestamp};
 
-/// Nanoseconds in a minute: the slice width [`per_minute`] reads counts
-/// with.
+/// Nanoseconds in a minute.
 pub const MINUTE: i64 = 60_000_000_000;
 
 /// Minutes of history [`per_minute`] covers.
 pub const MINUTES: usize = 60;
+
+/// Minutes of activity counts a store keeps (twice the window, so that a
+/// late change of a rollout near the window's start is still counted).
+pub const KEPT_MINUTES: i64 = 2 * MINUTES as i64;
 
 /// Most failures [`super::engine::Engine::latest_failures`] returns.
 pub const MAX_FAILURES: usize = 100;
@@ -22,21 +25,59 @@ pub const MAX_FAILURES: usize = 100;
 /// Failures an API call returns when it names no limit.
 pub const DEFAULT_FAILURES: usize = 10;
 
-/// Rollouts of one terminal status that ended in one slice of a time range
-/// (a storage answer: slice `k` of width `w` starts at `from + k * w`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EndedCount {
-    pub slice: u64,
-    pub status: RolloutStatus,
-    pub count: u64,
+/// What a per-minute activity count counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Activity {
+    /// Rollouts created (`start_time`) in the minute.
+    Created,
+    /// Rollouts that ended (`end_time`) in the minute and have this
+    /// terminal status now.
+    Ended(RolloutStatus),
 }
 
-/// Rollouts created in one slice of a time range (a storage answer, sliced
-/// as [`EndedCount`]).
+impl Activity {
+    /// Returns the activity's name in storage: `created`, or the status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Ended(status) => status.as_str(),
+        }
+    }
+
+    /// Parses a name written by [`Activity::as_str`].
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "created" => Some(Self::Created),
+            _ => RolloutStatus::parse(name)
+                .filter(|s| s.is_finished())
+                .map(Self::Ended),
+        }
+    }
+
+    /// Returns the activities a rollout counts for, as it is: its creation
+    /// minute, and its end minute while it has a terminal status.
+    pub fn of(rollout: &Rollout) -> [Option<(Timestamp, Activity)>; 2] {
+        let ended = rollout
+            .end_time
+            .filter(|_| rollout.status.is_finished())
+            .map(|end| (minute_of(end), Self::Ended(rollout.status)));
+        [Some((minute_of(rollout.start_time), Self::Created)), ended]
+    }
+}
+
+/// A per-minute activity count (a storage answer; backends keep the counts
+/// in the commit of every change, so reading a window reads its minutes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CreatedCount {
-    pub slice: u64,
-    pub count: u64,
+pub struct ActivityCount {
+    /// The minute's first instant.
+    pub minute: Timestamp,
+    pub activity: Activity,
+    pub count: i64,
+}
+
+/// Returns the first instant of the minute `time` is in.
+pub fn minute_of(time: Timestamp) -> Timestamp {
+    Timestamp(time.0 - time.0.rem_euclid(MINUTE))
 }
 
 /// Rollouts created and finished in one minute: by their `start_time`, and
@@ -61,14 +102,10 @@ pub fn minute_window(now: Timestamp) -> (Timestamp, Timestamp) {
     (Timestamp(from), Timestamp(current.saturating_add(MINUTE)))
 }
 
-/// Spreads counts of [`minute_window`]'s range (read with slices one
-/// minute wide) over its [`MINUTES`] minutes, oldest first; minutes without
-/// a rollout count zero, so the answer always has [`MINUTES`] entries.
-pub fn per_minute(
-    from: Timestamp,
-    created: &[CreatedCount],
-    ended: &[EndedCount],
-) -> Vec<MinuteCounts> {
+/// Spreads the counts of [`minute_window`]'s range over its [`MINUTES`]
+/// minutes, oldest first; minutes without a rollout count zero, so the
+/// answer always has [`MINUTES`] entries.
+pub fn per_minute(from: Timestamp, counts: &[ActivityCount]) -> Vec<MinuteCounts> {
     let mut minutes: Vec<MinuteCounts> = (0..MINUTES as i64)
         .map(|k| MinuteCounts {
             start: Timestamp(from.0.saturating_add(k * MINUTE)),
@@ -78,28 +115,21 @@ pub fn per_minute(
             cancelled: 0,
         })
         .collect();
-    for count in created {
-        if let Some(minute) = slot(&mut minutes, count.slice) {
-            minute.created += count.count;
-        }
-    }
-    for count in ended {
-        let Some(minute) = slot(&mut minutes, count.slice) else {
+    for count in counts {
+        let slice = count.minute.0.saturating_sub(from.0).div_euclid(MINUTE);
+        let Some(minute) = usize::try_from(slice).ok().and_then(|k| minutes.get_mut(k)) else {
             continue;
         };
-        match count.status {
-            RolloutStatus::Succeeded => minute.succeeded += count.count,
-            RolloutStatus::Failed => minute.failed += count.count,
-            RolloutStatus::Cancelled => minute.cancelled += count.count,
-            _ => {}
+        let n = u64::try_from(count.count).unwrap_or(0);
+        match count.activity {
+            Activity::Created => minute.created += n,
+            Activity::Ended(RolloutStatus::Succeeded) => minute.succeeded += n,
+            Activity::Ended(RolloutStatus::Failed) => minute.failed += n,
+            Activity::Ended(RolloutStatus::Cancelled) => minute.cancelled += n,
+            Activity::Ended(_) => {}
         }
     }
     minutes
-}
-
-/// Returns the minute of a slice; `None` outside the window.
-fn slot(minutes: &mut [MinuteCounts], slice: u64) -> Option<&mut MinuteCounts> {
-    usize::try_from(slice).ok().and_then(|k| minutes.get_mut(k))
 }
 
 /// The rollout at the head of the queue: the next one a dequeue claims.
@@ -178,31 +208,21 @@ mod tests {
     #[test]
     fn counts_spread_over_every_minute_of_the_window() {
         let from = Timestamp(0);
+        let count = |minute: i64, activity, count| ActivityCount {
+            minute: Timestamp(minute * MINUTE),
+            activity,
+            count,
+        };
         let counts = [
-            EndedCount {
-                slice: 0,
-                status: RolloutStatus::Succeeded,
-                count: 3,
-            },
-            EndedCount {
-                slice: 59,
-                status: RolloutStatus::Failed,
-                count: 2,
-            },
-            EndedCount {
-                slice: 59,
-                status: RolloutStatus::Cancelled,
-                count: 1,
-            },
+            count(0, Activity::Ended(RolloutStatus::Succeeded), 3),
+            count(1, Activity::Created, 4),
+            count(59, Activity::Ended(RolloutStatus::Failed), 2),
+            count(59, Activity::Ended(RolloutStatus::Cancelled), 1),
             // Outside the window: ignored.
-            EndedCount {
-                slice: 60,
-                status: RolloutStatus::Failed,
-                count: 9,
-            },
+            count(60, Activity::Ended(RolloutStatus::Failed), 9),
+            count(-1, Activity::Created, 9),
         ];
-        let created = [CreatedCount { slice: 1, count: 4 }];
-        let minutes = per_minute(from, &created, &counts);
+        let minutes = per_minute(from, &counts);
         assert_eq!(minutes.len(), MINUTES);
         assert_eq!((minutes[0].start, minutes[0].succeeded), (Timestamp(0), 3));
         assert_eq!((minutes[1].created, minutes[1].succeeded), (4, 0));
@@ -210,9 +230,24 @@ mod tests {
         assert_eq!((minutes[59].failed, minutes[59].cancelled), (2, 1));
         let total: u64 = minutes
             .iter()
-            .map(|m| m.succeeded + m.failed + m.cancelled)
+            .map(|m| m.created + m.succeeded + m.failed + m.cancelled)
             .sum();
-        assert_eq!(total, 6);
+        assert_eq!(total, 10);
+    }
+
+    #[test]
+    fn activities_have_stored_names_and_minutes() {
+        for activity in [
+            Activity::Created,
+            Activity::Ended(RolloutStatus::Succeeded),
+            Activity::Ended(RolloutStatus::Failed),
+            Activity::Ended(RolloutStatus::Cancelled),
+        ] {
+            assert_eq!(Activity::parse(activity.as_str()), Some(activity));
+        }
+        assert_eq!(Activity::parse("running"), None);
+        assert_eq!(minute_of(Timestamp(MINUTE + 5)), Timestamp(MINUTE));
+        assert_eq!(minute_of(Timestamp(-5)), Timestamp(-MINUTE));
     }
 
     #[test]

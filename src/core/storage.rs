@@ -104,7 +104,7 @@ use super::model::{
     Attempt, Counts, ResourcesUpdate, Rollout, RolloutStatus, RolloutView, Span, Timestamp, Worker,
     WorkerSession,
 };
-use super::overview::{CreatedCount, EndedCount};
+use super::overview::ActivityCount;
 use super::query::{Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter};
 use super::retention::{Eviction, RetentionPolicy};
 
@@ -308,24 +308,14 @@ pub trait StoreTx: agl1::Agl1Reads + Send {
     /// head entered the queue.
     async fn counts(&mut self) -> StoreResult<Counts>;
 
-    /// Returns how many rollouts of each terminal status ended (`end_time`)
-    /// in `from..until`, per `width`-long slice of it (slice `k` starts at
-    /// `from + k * width`); slices and statuses without one are left out.
-    async fn ended_counts(
+    /// Returns the per-minute activity counts of the minutes in
+    /// `from..until` (see [`ActivityCount`]), minutes and activities
+    /// without one left out.
+    async fn activity(
         &mut self,
         from: Timestamp,
         until: Timestamp,
-        width: i64,
-    ) -> StoreResult<Vec<EndedCount>>;
-    /// Returns how many rollouts were created (`start_time`) in
-    /// `from..until`, per `width`-long slice of it (as
-    /// [`StoreTx::ended_counts`]); slices without one are left out.
-    async fn created_counts(
-        &mut self,
-        from: Timestamp,
-        until: Timestamp,
-        width: i64,
-    ) -> StoreResult<Vec<CreatedCount>>;
+    ) -> StoreResult<Vec<ActivityCount>>;
     /// Returns up to `limit` rollouts of `status` that have an end time,
     /// with their latest attempts: the latest end time first, ties by
     /// rollout id, greatest first.
@@ -384,8 +374,11 @@ pub struct RolloutWrite {
 /// entity wins, and the engine reads its own writes from here. Applied by
 /// [`StoreTx::commit`] in this order: the 1.x records
 /// ([`agl1::Agl1Writes`]), request ids (forgotten, then remembered),
-/// resources, rollouts, attempts, workers, sessions, queue (removals, then
-/// appends), events.
+/// activity counts forgotten, resources, rollouts (with their activity
+/// counts), attempts, workers, sessions, queue (removals, then appends),
+/// events. The engine never forgets activity counts in a write set that
+/// writes rollouts (on a shared database both would be clauses of one
+/// statement, which cannot change a row twice).
 #[derive(Debug, Default)]
 pub struct WriteSet {
     /// Rollouts inserted or replaced, in first-write order.
@@ -408,6 +401,8 @@ pub struct WriteSet {
     pub agl1: agl1::Agl1Writes,
     /// Request ids that expired at or before this time are forgotten.
     pub forget_requests: Option<Timestamp>,
+    /// The activity counts of minutes before this time are forgotten.
+    pub forget_activity: Option<Timestamp>,
     /// Request ids remembered (inserted or replaced), keyed by id.
     pub requests: IndexMap<String, RememberedRequest>,
     /// Events to record; the backend assigns their sequence numbers.
@@ -415,6 +410,21 @@ pub struct WriteSet {
 }
 
 impl WriteSet {
+    /// Returns the rollouts whose rows the set writes (their own, their
+    /// attempts', their 1.x records), taken before the backend's commit
+    /// (which may consume the set): the 1.x details it changes.
+    pub fn touched_rollouts(&self) -> Vec<String> {
+        let agl1 = &self.agl1;
+        self.rollouts
+            .keys()
+            .chain(self.attempts.keys().map(|(rollout_id, _)| rollout_id))
+            .chain(agl1.deleted.iter())
+            .chain(agl1.fields.keys())
+            .chain(agl1.events.iter().map(|write| &write.event.rollout_id))
+            .cloned()
+            .collect()
+    }
+
     /// Returns whether the set changes nothing.
     pub fn is_empty(&self) -> bool {
         self.rollouts.is_empty()
@@ -426,6 +436,7 @@ impl WriteSet {
             && self.resources.is_empty()
             && self.agl1.is_empty()
             && self.forget_requests.is_none()
+            && self.forget_activity.is_none()
             && self.requests.is_empty()
             && self.events.is_empty()
     }

@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use super::engine::Engine;
 use super::error::{StoreError, StoreResult};
 use super::events::{Change, ChangeKind, Event};
+use super::ids::RolloutId;
 use super::model::{AttemptStatus, RolloutStatus, RolloutView};
 
 /// How many history events one catch-up read fetches.
@@ -40,7 +41,7 @@ pub enum SubscriptionError {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EventFilter {
     pub kinds: Option<HashSet<ChangeKind>>,
-    pub rollout_ids: Option<HashSet<String>>,
+    pub rollout_ids: Option<HashSet<RolloutId>>,
     pub rollout_status_in: Option<Vec<RolloutStatus>>,
     pub attempt_status_in: Option<Vec<AttemptStatus>>,
 }
@@ -186,7 +187,7 @@ impl Engine {
     /// omitted.
     pub async fn watch_completions(
         self: &Arc<Self>,
-        rollout_ids: Vec<String>,
+        rollout_ids: Vec<RolloutId>,
     ) -> StoreResult<CompletionWatch> {
         let live = self.events().subscribe();
         let mut found = self.get_rollouts(&rollout_ids).await?;
@@ -194,7 +195,7 @@ impl Engine {
         let mut ready = VecDeque::new();
         // In request order, each id once; unknown ids are omitted.
         for rollout_id in rollout_ids {
-            match found.remove(&rollout_id) {
+            match found.remove(rollout_id.as_str()) {
                 Some(view) if view.rollout.status.is_finished() => ready.push_back(view),
                 Some(_) => {
                     pending.insert(rollout_id);
@@ -217,13 +218,16 @@ pub struct CompletionWatch {
     engine: Arc<Engine>,
     live: broadcast::Receiver<Arc<Event>>,
     closing: watch::Receiver<bool>,
-    pending: HashSet<String>,
+    pending: HashSet<RolloutId>,
     ready: VecDeque<RolloutView>,
 }
 
 impl CompletionWatch {
     /// Reads a watched rollout again; `None` once it was deleted.
-    async fn reread(&self, rollout_id: &str) -> Result<Option<RolloutView>, SubscriptionError> {
+    async fn reread(
+        &self,
+        rollout_id: &RolloutId,
+    ) -> Result<Option<RolloutView>, SubscriptionError> {
         match self.engine.get_rollout(rollout_id).await {
             Ok(view) => Ok(Some(view)),
             Err(StoreError::NotFound(_)) => Ok(None),
@@ -250,26 +254,26 @@ impl CompletionWatch {
             };
             match received {
                 Ok(event) => match &event.change {
-                    Change::RolloutChanged { rollout_id, status }
-                        if status.is_finished() && self.pending.remove(rollout_id) =>
-                    {
+                    Change::RolloutChanged { rollout_id, status } if status.is_finished() => {
                         // Deleted meanwhile: omitted, as unknown ids are.
-                        if let Some(view) = self.reread(rollout_id).await? {
+                        if let Some(rollout_id) = self.pending.take(rollout_id.as_str())
+                            && let Some(view) = self.reread(&rollout_id).await?
+                        {
                             self.ready.push_back(view);
                         }
                     }
                     Change::RolloutDeleted { rollout_id } => {
-                        self.pending.remove(rollout_id);
+                        self.pending.remove(rollout_id.as_str());
                     }
                     _ => {}
                 },
                 Err(RecvError::Lagged(_)) => {
                     // Some completions were skipped: re-read what is still
                     // pending, in one transaction.
-                    let pending: Vec<String> = self.pending.iter().cloned().collect();
+                    let pending: Vec<RolloutId> = self.pending.iter().cloned().collect();
                     let mut found = self.engine.get_rollouts(&pending).await?;
                     for rollout_id in pending {
-                        match found.remove(&rollout_id) {
+                        match found.remove(rollout_id.as_str()) {
                             Some(view) if view.rollout.status.is_finished() => {
                                 self.pending.remove(&rollout_id);
                                 self.ready.push_back(view);

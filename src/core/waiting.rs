@@ -68,7 +68,7 @@ pub fn why_waiting(facts: &WaitingFacts<'_>) -> Vec<WaitReason> {
     {
         reasons.push(WaitReason::Retry {
             attempts: attempt.sequence_id,
-            max_attempts: rollout.config.max_attempts,
+            max_attempts: rollout.config.max_attempts.get(),
             last: attempt.status,
         });
     }
@@ -116,7 +116,7 @@ mod tests {
                 resources_id: None,
                 status,
                 config: RolloutConfig {
-                    max_attempts: 3,
+                    max_attempts: crate::core::model::MaxAttempts::new(3).unwrap(),
                     ..RolloutConfig::default()
                 },
                 metadata: Json::Null,

@@ -48,12 +48,12 @@ use crate::core::agl1::model_call::{
 };
 use crate::core::agl1::{self, ModelServer, NewAgl1Event, Pause, Replica};
 use crate::core::engine::Engine;
-use crate::core::error::StoreResult;
+use crate::core::error::{StoreError, StoreResult};
 use crate::core::events::Change;
+use crate::core::ids::{AttemptId, RolloutId};
 use crate::core::model::{Json, Timestamp};
-use crate::http::error::HttpError;
-use crate::http::json::is_canonical;
 use crate::metrics::Metrics;
+use crate::pyjson::is_canonical;
 
 /// How long a presence report waits for more changes to report at once.
 pub const REPORT_DELAY: Duration = Duration::from_millis(50);
@@ -85,11 +85,39 @@ impl Default for GatewayConfig {
     }
 }
 
+/// A proxied call's refusal or failure, as agent-lightning 1.x's gateway
+/// answers it: an HTTP status with its detail, or the store's error (the
+/// HTTP adapter writes both as `{"detail": ...}`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GatewayError {
+    /// The gateway's own answer.
+    #[error("{detail}")]
+    Refused { status: StatusCode, detail: String },
+    /// The store failed or refused.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl GatewayError {
+    /// Returns the answer `status` with `detail`.
+    pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
+        Self::Refused {
+            status,
+            detail: detail.into(),
+        }
+    }
+
+    /// Returns a 400 with `detail`.
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, detail)
+    }
+}
+
 /// A proxied call, as the HTTP route received it.
 #[derive(Debug)]
 pub struct ProxyCall {
-    pub rollout_id: String,
-    pub attempt_id: String,
+    pub rollout_id: RolloutId,
+    pub attempt_id: AttemptId,
     pub mode: GatewayMode,
     /// `chat/completions` or `completions`.
     pub upstream_path: String,
@@ -401,15 +429,15 @@ impl Gateway {
     /// 503 without settings or servers, 400 for a body that is not a JSON
     /// object, 429 while paused, 400 for `stream`, then the model server's
     /// answer, recorded as a `model_request` event before the reply.
-    pub async fn proxy(&self, call: ProxyCall) -> Result<ProxyAnswer, HttpError> {
+    pub async fn proxy(&self, call: ProxyCall) -> Result<ProxyAnswer, GatewayError> {
         if !self.rollout_exists(&call.rollout_id).await? {
-            return Err(HttpError::Detail(
+            return Err(GatewayError::new(
                 StatusCode::NOT_FOUND,
                 agl1::not_found(&call.rollout_id),
             ));
         }
         let settings = self.config.settings.as_ref().ok_or_else(|| {
-            HttpError::Detail(
+            GatewayError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "Proxy not configured".to_owned(),
             )
@@ -418,7 +446,7 @@ impl Gateway {
         let model = settings.model.as_str();
         let servers = self.servers(model).await?;
         let server = select_server(&servers, &call.rollout_id).ok_or_else(|| {
-            HttpError::Detail(
+            GatewayError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!("No servers available for model '{model}'"),
             )
@@ -433,7 +461,7 @@ impl Gateway {
             }
         };
         if request.stream {
-            return Err(HttpError::bad_request(
+            return Err(GatewayError::bad_request(
                 "Streaming responses are not supported",
             ));
         }
@@ -494,7 +522,7 @@ fn prepared_request(
     settings: &GatewaySettings,
     body: &Bytes,
     mode: GatewayMode,
-) -> Result<PreparedRequest, HttpError> {
+) -> Result<PreparedRequest, GatewayError> {
     let compact = match is_canonical(body, false) {
         true => Cow::Borrowed(&body[..]),
         false => match serde_json::from_slice::<Json>(body) {
@@ -511,12 +539,12 @@ fn prepared_request(
     })
 }
 
-fn invalid_json() -> HttpError {
-    HttpError::bad_request("Invalid JSON in request body")
+fn invalid_json() -> GatewayError {
+    GatewayError::bad_request("Invalid JSON in request body")
 }
 
-fn not_an_object() -> HttpError {
-    HttpError::bad_request("Request body must be a JSON object")
+fn not_an_object() -> GatewayError {
+    GatewayError::bad_request("Request body must be a JSON object")
 }
 
 /// Returns the agent's reply: the answer's text (routing tensors taken
@@ -528,7 +556,7 @@ fn reply_body(answer: &upstream::Answer, response: Cow<'_, [u8]>) -> Bytes {
         (true, Cow::Owned(text)) => Bytes::from(text),
         (false, response) => {
             let value: Json = serde_json::from_slice(&response).expect("read as JSON");
-            Bytes::from(crate::http::json::to_vec(&value).expect("JSON serialises"))
+            Bytes::from(crate::pyjson::to_vec(&value).expect("JSON serialises"))
         }
     }
 }

@@ -13,11 +13,11 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
+use super::GatewayError;
 use crate::core::agl1::gateway::{RetryPolicy, is_retryable_status};
 use crate::core::model::Json;
-use crate::http::error::HttpError;
-use crate::http::json::is_canonical;
 use crate::metrics::Metrics;
+use crate::pyjson::is_canonical;
 
 /// The pooled client of the model servers (HTTP/1.1, keep-alive).
 pub type UpstreamClient = Client<HttpConnector, Full<Bytes>>;
@@ -74,7 +74,7 @@ pub async fn post(
     body: Bytes,
     limits: Limits,
     metrics: &Metrics,
-) -> Result<Answer, HttpError> {
+) -> Result<Answer, GatewayError> {
     let uri: http::Uri = url.parse().map_err(|error| {
         tracing::warn!(url, %error, "model server endpoint is not a URL");
         failed()
@@ -112,7 +112,7 @@ pub async fn post(
             Outcome::TimedOut => {
                 metrics.agl1().upstream_call("timeout", elapsed);
                 if attempt == last {
-                    return Err(HttpError::Detail(
+                    return Err(GatewayError::new(
                         StatusCode::GATEWAY_TIMEOUT,
                         "Upstream model server timed out".to_owned(),
                     ));
@@ -143,8 +143,8 @@ pub async fn post(
     Err(failed())
 }
 
-fn failed() -> HttpError {
-    HttpError::Detail(
+fn failed() -> GatewayError {
+    GatewayError::new(
         StatusCode::BAD_GATEWAY,
         "Upstream model server request failed".to_owned(),
     )
@@ -195,7 +195,7 @@ async fn call_once(
 /// compact is kept as it is (a cheap scan); another is parsed and written
 /// compact, and one that does not parse as an object is a 502 (upstream
 /// fails with a 500).
-fn answer_body(content_type: Option<&str>, bytes: Bytes) -> Result<(Bytes, bool), HttpError> {
+fn answer_body(content_type: Option<&str>, bytes: Bytes) -> Result<(Bytes, bool), GatewayError> {
     if !content_type.is_some_and(|t| t.starts_with("application/json")) {
         return Ok((Bytes::from_static(b"{}"), true));
     }
@@ -213,12 +213,12 @@ fn answer_body(content_type: Option<&str>, bytes: Bytes) -> Result<(Bytes, bool)
 }
 
 /// The error of an answer that is not a JSON object.
-pub fn invalid_answer(bytes: &[u8]) -> HttpError {
+pub fn invalid_answer(bytes: &[u8]) -> GatewayError {
     tracing::warn!(
         body = %String::from_utf8_lossy(&bytes[..bytes.len().min(200)]),
         "model server answered JSON that is not an object"
     );
-    HttpError::Detail(
+    GatewayError::new(
         StatusCode::BAD_GATEWAY,
         "Upstream model server returned an invalid JSON body".to_owned(),
     )
@@ -228,7 +228,10 @@ pub fn invalid_answer(bytes: &[u8]) -> HttpError {
 mod tests {
     use super::*;
 
-    fn read(content_type: Option<&str>, body: &'static [u8]) -> Result<(Bytes, bool), HttpError> {
+    fn read(
+        content_type: Option<&str>,
+        body: &'static [u8],
+    ) -> Result<(Bytes, bool), GatewayError> {
         answer_body(content_type, Bytes::from_static(body))
     }
 
@@ -249,8 +252,12 @@ mod tests {
             (Bytes::from_static(b"{}"), true)
         );
         assert_eq!(read(None, b"").unwrap().0, Bytes::from_static(b"{}"));
-        assert_eq!(read(json, b" [1]").unwrap_err().status(), 502);
-        assert_eq!(read(json, b"{ oops").unwrap_err().status(), 502);
+        let status = |error: GatewayError| match error {
+            GatewayError::Refused { status, .. } => status,
+            GatewayError::Store(error) => panic!("{error}"),
+        };
+        assert_eq!(status(read(json, b" [1]").unwrap_err()), 502);
+        assert_eq!(status(read(json, b"{ oops").unwrap_err()), 502);
         // Compact text is passed on as it is: the proxy's read of it answers 502.
         assert_eq!(
             read(json, b"{oops").unwrap().0,

@@ -6,9 +6,10 @@ use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use serde::Serialize;
 
-use super::json::PyJson;
-use super::validate::Issue;
+use super::validate::{Invalid, Issue};
 use crate::core::error::{MESSAGE_LIMIT, StoreError, bounded};
+use crate::gateway::GatewayError;
+use crate::pyjson::PyJson;
 
 /// An HTTP error answer.
 #[derive(Debug)]
@@ -42,6 +43,21 @@ impl HttpError {
     }
 }
 
+impl From<Invalid> for HttpError {
+    fn from(Invalid(issues): Invalid) -> Self {
+        Self::Invalid(issues)
+    }
+}
+
+impl From<GatewayError> for HttpError {
+    fn from(error: GatewayError) -> Self {
+        match error {
+            GatewayError::Refused { status, detail } => Self::Detail(status, detail),
+            GatewayError::Store(error) => error.into(),
+        }
+    }
+}
+
 /// The one mapping from store errors to HTTP statuses. Upstream answers
 /// every store exception with a 500 (which its client retries for ~8 s);
 /// a client's mistake gets a 4xx here, so it fails at once.
@@ -51,6 +67,7 @@ impl From<StoreError> for HttpError {
             StoreError::NotFound(message) => Self::Detail(StatusCode::NOT_FOUND, message),
             StoreError::InvalidArgument(message) => Self::Detail(StatusCode::BAD_REQUEST, message),
             StoreError::FailedPrecondition(message) => Self::Detail(StatusCode::CONFLICT, message),
+            StoreError::PermissionDenied(message) => Self::Detail(StatusCode::FORBIDDEN, message),
             StoreError::TooLarge(message) => Self::Detail(StatusCode::PAYLOAD_TOO_LARGE, message),
             StoreError::Unavailable(message) => {
                 Self::Detail(StatusCode::SERVICE_UNAVAILABLE, message)
@@ -99,6 +116,7 @@ mod tests {
         assert_eq!(status(StoreError::invalid("x")), 400);
         assert_eq!(status(StoreError::FailedPrecondition("x".into())), 409);
         assert_eq!(status(StoreError::TooLarge("x".into())), 413);
+        assert_eq!(status(StoreError::PermissionDenied("x".into())), 403);
         assert_eq!(status(StoreError::Unavailable("x".into())), 503);
         assert_eq!(status(StoreError::Internal("x".into())), 500);
     }

@@ -12,11 +12,9 @@
 
 use std::io::Read as _;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use opentelemetry_proto::tonic::collector::trace::v1::{
@@ -24,17 +22,22 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use prost::Message as _;
 
-use super::{HttpContext, read_body};
+use super::HttpContext;
+use super::extract::read_body;
+use super::routes::Routes;
+use crate::auth::policy::Permission;
 use crate::core::error::{StoreError, echo};
 use crate::otlp::RETRY_DELAY;
 
-/// Returns the OTLP/HTTP routes.
-pub fn routes() -> Router<HttpContext> {
-    Router::new()
-        .route("/v1/traces", post(export_traces))
-        .route("/v1/metrics", post(not_implemented))
-        .route("/v1/logs", post(not_implemented))
-        .route("/v1/development/profiles", post(not_implemented))
+/// Returns the OTLP/HTTP routes: trace export, and the other signals
+/// answered 501.
+pub fn routes() -> Routes {
+    let ingest = Permission::Ingest;
+    Routes::new()
+        .post("/v1/traces", ingest, export_traces)
+        .post("/v1/metrics", ingest, not_implemented)
+        .post("/v1/logs", ingest, not_implemented)
+        .post("/v1/development/profiles", ingest, not_implemented)
 }
 
 async fn not_implemented() -> StatusCode {

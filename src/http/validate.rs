@@ -4,12 +4,16 @@
 //! and one it refuses gets the same 422:
 //! `{"detail": [{"type", "loc", "msg", "input", "ctx"?}, ...]}`, issues in
 //! the models' field order.
+//!
+//! One validator for both agent-lightning lines: the names of a choice come
+//! from the enum it reads ([`Named`]), so that a list of accepted names is
+//! never written twice.
 
 use serde::Serialize;
 
-use super::error::HttpError;
 use crate::core::error::{MESSAGE_LIMIT, bounded};
-use crate::core::model::Json;
+use crate::core::model::{Json, Named};
+use crate::core::model::{MaxAttempts, RetryCondition, Seconds, SecondsError};
 
 /// A JSON object.
 pub type Object = serde_json::Map<String, Json>;
@@ -73,6 +77,20 @@ pub struct Issue {
     pub ctx: Option<Json>,
 }
 
+/// A request that does not validate: pydantic's issues, in the order
+/// found (the adapters answer it as a 422).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invalid(pub Vec<Issue>);
+
+impl Invalid {
+    /// Returns the refusal of one issue.
+    pub fn one(kind: &'static str, loc: Loc, msg: impl Into<String>, input: &Json) -> Self {
+        let mut v = Validator::new();
+        v.issue(kind, &loc, msg, input, None);
+        v.into_error()
+    }
+}
+
 /// Collects the issues of one request while its fields are read.
 #[derive(Debug, Default)]
 pub struct Validator {
@@ -107,17 +125,17 @@ impl Validator {
         });
     }
 
-    /// Returns `value` when nothing failed, else the 422 of every issue.
-    pub fn finish<T>(self, value: Option<T>) -> Result<T, HttpError> {
+    /// Returns `value` when nothing failed, else every issue.
+    pub fn finish<T>(self, value: Option<T>) -> Result<T, Invalid> {
         match value {
             Some(value) if self.issues.is_empty() => Ok(value),
-            _ => Err(HttpError::Invalid(self.issues)),
+            _ => Err(Invalid(self.issues)),
         }
     }
 
-    /// Returns the 422 of the issues recorded.
-    pub fn into_error(self) -> HttpError {
-        HttpError::Invalid(self.issues)
+    /// Returns the issues recorded.
+    pub fn into_error(self) -> Invalid {
+        Invalid(self.issues)
     }
 
     /// Returns true when an issue was recorded.
@@ -224,23 +242,43 @@ impl Validator {
         }
     }
 
-    /// Reads one of `allowed` (a `Literal[...]`), converted by `parse`.
-    pub fn literal<T>(
-        &mut self,
-        loc: &Loc,
-        value: &Json,
-        allowed: &[&str],
-        parse: impl Fn(&str) -> Option<T>,
-    ) -> Option<T> {
+    /// Reads one of `allowed` (a `Literal[...]` of strings).
+    pub fn literal<'s>(&mut self, loc: &Loc, value: &Json, allowed: &[&'s str]) -> Option<&'s str> {
         if let Some(text) = value.as_str()
-            && allowed.contains(&text)
-            && let Some(parsed) = parse(text)
+            && let Some(found) = allowed.iter().find(|name| **name == text)
         {
-            return Some(parsed);
+            return Some(found);
         }
-        let expected = literal_list(allowed);
+        let expected = choice_list(allowed.iter().copied());
         self.issue(
             "literal_error",
+            loc,
+            format!("Input should be {expected}"),
+            value,
+            Some(serde_json::json!({ "expected": expected })),
+        );
+        None
+    }
+
+    /// Reads one of `allowed` by name, as pydantic reads a `Literal[...]`
+    /// of the enum's names (its refusal is a `literal_error`).
+    pub fn choice<T: Named>(&mut self, loc: &Loc, value: &Json, allowed: &[T]) -> Option<T> {
+        let names: Vec<&'static str> = allowed.iter().map(|choice| choice.name()).collect();
+        let name = self.literal(loc, value, &names)?;
+        allowed.iter().copied().find(|choice| choice.name() == name)
+    }
+
+    /// Reads one of `allowed` by name, as pydantic reads a field typed by a
+    /// string `Enum` (its refusal is an `enum` issue).
+    pub fn member<T: Named>(&mut self, loc: &Loc, value: &Json, allowed: &[T]) -> Option<T> {
+        if let Some(text) = value.as_str()
+            && let Some(found) = allowed.iter().find(|choice| choice.name() == text)
+        {
+            return Some(*found);
+        }
+        let expected = choice_list(allowed.iter().map(|choice| choice.name()));
+        self.issue(
+            "enum",
             loc,
             format!("Input should be {expected}"),
             value,
@@ -291,6 +329,107 @@ impl Validator {
         }
     }
 
+    /// Reads a duration in seconds by the core's rule ([`Seconds`]): a
+    /// number as pydantic reads a float, refused as pydantic refuses a
+    /// `confloat(ge=0, allow_inf_nan=False)` (`finite_number`,
+    /// `greater_than_equal`).
+    pub fn seconds(&mut self, loc: &Loc, value: &Json) -> Option<Seconds> {
+        let seconds = self.float(loc, value)?;
+        match Seconds::new(seconds) {
+            Ok(seconds) => Some(seconds),
+            Err(SecondsError::NotFinite) => {
+                self.issue(
+                    "finite_number",
+                    loc,
+                    "Input should be a finite number",
+                    value,
+                    None,
+                );
+                None
+            }
+            Err(SecondsError::Negative) => {
+                self.greater_than_equal(loc, value, 0);
+                None
+            }
+        }
+    }
+
+    /// Reads a whole number of seconds by the core's rule (not negative),
+    /// as pydantic reads an int.
+    pub fn whole_seconds(&mut self, loc: &Loc, value: &Json) -> Option<i64> {
+        let seconds = self.int(loc, value)?;
+        if Seconds::new(seconds as f64).is_err() {
+            self.greater_than_equal(loc, value, 0);
+            return None;
+        }
+        Some(seconds)
+    }
+
+    /// Reads a number of attempts by the core's rule ([`MaxAttempts`]),
+    /// refused as pydantic refuses an int out of its bounds.
+    pub fn max_attempts(&mut self, loc: &Loc, value: &Json) -> Option<MaxAttempts> {
+        let count = self.int(loc, value)?;
+        if let Some(attempts) = MaxAttempts::new(count) {
+            return Some(attempts);
+        }
+        if count < 1 {
+            self.greater_than_equal(loc, value, 1);
+        } else {
+            let le = MaxAttempts::LARGEST;
+            self.issue(
+                "less_than_equal",
+                loc,
+                format!("Input should be less than or equal to {le}"),
+                value,
+                Some(serde_json::json!({ "le": le })),
+            );
+        }
+        None
+    }
+
+    /// Reads a retry condition by the core's rule ([`RetryCondition`]): a
+    /// list of the statuses that can requeue a rollout.
+    pub fn retry_condition(&mut self, loc: &Loc, value: &Json) -> Option<RetryCondition> {
+        let statuses = self.each(loc, value, |v, loc, item| {
+            v.choice(loc, item, RetryCondition::RETRYABLE)
+        })?;
+        Some(RetryCondition::new(statuses).expect("only retryable statuses are read"))
+    }
+
+    fn greater_than_equal(&mut self, loc: &Loc, value: &Json, ge: i64) {
+        self.issue(
+            "greater_than_equal",
+            loc,
+            format!("Input should be greater than or equal to {ge}"),
+            value,
+            Some(serde_json::json!({ "ge": ge })),
+        );
+    }
+
+    /// Reads an integer or `null`.
+    pub fn opt_int(&mut self, loc: &Loc, value: &Json) -> Option<Option<i64>> {
+        match value {
+            Json::Null => Some(None),
+            other => self.int(loc, other).map(Some),
+        }
+    }
+
+    /// Reads the optional field `key` of `object` with `read`; `default`
+    /// when it is absent.
+    pub fn optional<T>(
+        &mut self,
+        object: &Object,
+        loc: &Loc,
+        key: &str,
+        default: T,
+        read: impl FnOnce(&mut Self, &Loc, &Json) -> Option<T>,
+    ) -> Option<T> {
+        match object.get(key) {
+            Some(value) => read(self, &loc.key(key), value),
+            None => Some(default),
+        }
+    }
+
     /// Reads every element of a list with `read`; `None` when the value is
     /// not a list or an element failed.
     pub fn each<T>(
@@ -312,7 +451,6 @@ impl Validator {
     }
 }
 
-/// Renders `'a', 'b' or 'c'` as pydantic lists literal choices.
 /// Returns the input an issue quotes, as pydantic does, but bounded: a
 /// string or a structure whose JSON is longer than [`MESSAGE_LIMIT`]
 /// becomes a string of its bounded prefix, so a 422 never echoes a huge body.
@@ -331,8 +469,9 @@ fn echo_json(input: &Json) -> Json {
     }
 }
 
-fn literal_list(allowed: &[&str]) -> String {
-    let quoted: Vec<String> = allowed.iter().map(|a| format!("'{a}'")).collect();
+/// Renders `'a', 'b' or 'c'` as pydantic lists the choices of a literal.
+fn choice_list<'a>(allowed: impl Iterator<Item = &'a str>) -> String {
+    let quoted: Vec<String> = allowed.map(|a| format!("'{a}'")).collect();
     match quoted.split_last() {
         None => String::new(),
         Some((last, [])) => last.clone(),
@@ -426,6 +565,7 @@ pub fn lax_bool(value: &Json) -> Result<bool, LaxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::model::RolloutMode;
     use serde_json::json;
 
     #[test]
@@ -451,16 +591,9 @@ mod tests {
         let body = json!({"rollouts": [{"mode": "bad"}]});
         let object = v.model(&Loc::body(), &body).unwrap();
         let loc = Loc::body().key("rollouts").index(0).key("mode");
-        v.literal(
-            &loc,
-            &json!("bad"),
-            &["train", "val", "test"],
-            |_| None::<()>,
-        );
+        v.choice(&loc, &json!("bad"), RolloutMode::ALL);
         assert!(v.required(object, &Loc::body(), "limit").is_none());
-        let HttpError::Invalid(issues) = v.finish(Some(())).unwrap_err() else {
-            panic!("expected a 422");
-        };
+        let Invalid(issues) = v.finish(Some(())).unwrap_err();
         assert_eq!(
             serde_json::to_value(&issues).unwrap(),
             json!([

@@ -14,8 +14,8 @@ use crate::core::model::{
     AttributeValue, ExtraFields, InstrumentationScope, KeyValue, NewSpan, Span, SpanContext,
     SpanEvent, SpanKind, SpanLink, SpanResource, SpanStatus, SpanStatusCode, Timestamp, TraceState,
 };
-use crate::http::json::python_repr_float;
 use crate::proto::{ATTEMPT_ID_KEY, ROLLOUT_ID_KEY, SEQUENCE_ID_KEY};
+use crate::pyjson::python_repr_float;
 
 /// Ids that route a span to an attempt.
 #[derive(Debug, Clone, Default)]

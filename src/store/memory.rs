@@ -28,7 +28,7 @@ use crate::core::model::{
     Attempt, AttemptStatus, Counts, ResourcesUpdate, Rollout, RolloutStatus, RolloutView,
     SessionState, Span, Timestamp, Worker, WorkerSession,
 };
-use crate::core::overview::{CreatedCount, EndedCount};
+use crate::core::overview::{Activity, ActivityCount};
 use crate::core::query::{
     AttemptSelector, Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter,
 };
@@ -135,8 +135,8 @@ struct State {
     rollouts_by_status: BTreeMap<RolloutStatus, u64>,
     /// Rollouts that have an end time ([`overview`]).
     ended: overview::EndedIndex,
-    /// How many rollouts were created at each time ([`overview`]).
-    created: BTreeMap<Timestamp, u64>,
+    /// Rollouts created and ended per minute ([`overview`]).
+    activity: overview::ActivityCounts,
     attempts_by_status: BTreeMap<AttemptStatus, u64>,
     deadlines: BTreeSet<(Timestamp, String)>,
     deadline_of: HashMap<String, Timestamp>,
@@ -294,25 +294,14 @@ impl State {
         let rollout_id = rollout.rollout_id.clone();
         let status = rollout.status;
         let ended = overview::ended_key(&rollout);
-        let start_time = rollout.start_time;
-        let (before, ended_before, created_before) = match self.rollouts.get_mut(&rollout_id) {
-            Some(existing) => {
-                let before = (
-                    existing.status,
-                    overview::ended_key(existing),
-                    existing.start_time,
-                );
-                *existing = rollout;
-                (Some(before.0), before.1, Some(before.2))
-            }
-            None => {
-                self.rollouts.insert(rollout_id.clone(), rollout);
-                (None, None, None)
-            }
-        };
+        let activity = Activity::of(&rollout);
+        // Replacing keeps the rollout's place in creation order.
+        let previous = self.rollouts.insert(rollout_id.clone(), rollout);
+        let before = previous.as_ref().map(|p| p.status);
+        let ended_before = previous.as_ref().and_then(overview::ended_key);
+        self.recount_activity(previous.as_ref().map(Activity::of), Some(activity));
         recount(&mut self.rollouts_by_status, before, status);
         self.reindex_ended(ended_before, ended);
-        self.reindex_created(created_before, Some(start_time));
         self.set_deadline(rollout_id, deadline);
     }
 
@@ -376,6 +365,9 @@ impl State {
         self.apply_agl1(&mut writes.agl1);
         if let Some(by) = writes.forget_requests.take() {
             self.forget_requests(by);
+        }
+        if let Some(before) = writes.forget_activity.take() {
+            self.forget_activity(before);
         }
         for (_, request) in writes.requests.drain(..) {
             self.remember_request(request);
@@ -794,22 +786,12 @@ impl StoreTx for MemoryTx<'_> {
         })
     }
 
-    async fn ended_counts(
+    async fn activity(
         &mut self,
         from: Timestamp,
         until: Timestamp,
-        width: i64,
-    ) -> StoreResult<Vec<EndedCount>> {
-        Ok(self.state.ended_counts(from, until, width))
-    }
-
-    async fn created_counts(
-        &mut self,
-        from: Timestamp,
-        until: Timestamp,
-        width: i64,
-    ) -> StoreResult<Vec<CreatedCount>> {
-        Ok(self.state.created_counts(from, until, width))
+    ) -> StoreResult<Vec<ActivityCount>> {
+        Ok(self.state.activity(from, until))
     }
 
     async fn latest_ended(

@@ -31,7 +31,8 @@
 //! for them too (its own wait flushes everything logged before it), so no
 //! acknowledged answer depends on a write a crash can lose; read-only
 //! transactions, the event followers' included, wait the same way. (A/B
-//! against a plain synchronous `COMMIT` in docs/performance.md.) One wait
+//! against a plain synchronous `COMMIT`:
+//! docs/performance.md#row-locks-one-write-set-group-commit.) One wait
 //! runs at a time per server and serves every transaction whose `COMMIT`
 //! returned before it was sent (see `postgres/durability.rs`).
 //!

@@ -7,7 +7,7 @@ With the OpenTelemetry SDK this environment pins (1.45), the OTLP/HTTP
 exporter keeps the endpoint it was built with, so agent-lightning 0.3.0's
 switch to `store.otlp_traces_endpoint()` has no effect (against `agl store`
 too); the standard `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` points it at the
-store instead, as the README tells users to do.
+store instead, as docs/agent-lightning-0x.md tells users to do.
 """
 
 from __future__ import annotations

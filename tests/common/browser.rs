@@ -2,9 +2,10 @@
 //! driven over WebDriver by its `chromedriver`, which each browser starts
 //! on a free loopback port with a fresh profile.
 //!
-//! Without `chromium` and `chromedriver` the tests print one line naming
-//! the packages and pass; with `LIGHTNING_STORE_REQUIRE_BROWSER=1` (CI)
-//! they fail instead. A test that fails saves a screenshot of the page
+//! Without `chromium` and `chromedriver` the tests are skipped as every
+//! test that needs a tool is ([`super::Tool::Browser`]: one line naming
+//! Debian's packages, a failure under `LIGHTNING_STORE_TESTS_NO_SKIP=1`).
+//! A test that fails saves a screenshot of the page
 //! under `target/console-screenshots/`. With
 //! `LIGHTNING_STORE_CONSOLE_SCREENSHOTS=<dir>` the tests that show each
 //! page save it there (the README's pictures).
@@ -18,9 +19,6 @@ use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
-
-/// Makes a missing browser a failure instead of a skip.
-pub const REQUIRE_ENV: &str = "LIGHTNING_STORE_REQUIRE_BROWSER";
 
 /// The directory the page screenshots are written to, when set.
 pub const SCREENSHOTS_ENV: &str = "LIGHTNING_STORE_CONSOLE_SCREENSHOTS";
@@ -43,6 +41,14 @@ pub struct Browser {
     name: String,
 }
 
+/// Returns the paths of Chromium and chromedriver, when both are on `PATH`.
+pub fn programs() -> Option<(PathBuf, PathBuf)> {
+    Some((
+        program("chromium").or_else(|| program("chromium-browser"))?,
+        program("chromedriver")?,
+    ))
+}
+
 /// Returns the path of a program on `PATH`, if any.
 fn program(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|paths| {
@@ -53,16 +59,17 @@ fn program(name: &str) -> Option<PathBuf> {
 }
 
 /// Runs `body` with a fresh browser; when it panics, saves a screenshot of
-/// the page first. Without a browser, prints why and returns (or panics
-/// under [`REQUIRE_ENV`]).
+/// the page first. Without a browser, the test is skipped
+/// ([`super::available`]: it returns, or fails where no skip is allowed).
 pub async fn with_browser<F, Fut>(name: &str, body: F)
 where
     F: FnOnce(Arc<Browser>) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let Some(browser) = Browser::start(name).await else {
+    if !super::available(super::Tool::Browser) {
         return;
-    };
+    }
+    let browser = Browser::start(name).await;
     let browser = Arc::new(browser);
     let outcome = tokio::spawn(body(browser.clone())).await;
     if let Err(error) = outcome {
@@ -75,21 +82,10 @@ where
 }
 
 impl Browser {
-    /// Starts chromedriver and a browser session; `None` when the machine
-    /// has no Chromium (and the tests may skip).
-    async fn start(name: &str) -> Option<Self> {
-        let (Some(chromium), Some(chromedriver)) = (
-            program("chromium").or_else(|| program("chromium-browser")),
-            program("chromedriver"),
-        ) else {
-            let message = "console browser tests skipped: no chromium/chromedriver on PATH; \
-                           install Debian's packages: apt-get install -y chromium chromium-driver";
-            if std::env::var_os(REQUIRE_ENV).is_some_and(|v| v == "1") {
-                panic!("{message} ({REQUIRE_ENV}=1)");
-            }
-            eprintln!("{message}");
-            return None;
-        };
+    /// Starts chromedriver and a browser session (Chromium is there: see
+    /// [`with_browser`]).
+    async fn start(name: &str) -> Self {
+        let (chromium, chromedriver) = programs().expect("chromium and chromedriver on PATH");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -146,12 +142,12 @@ impl Browser {
             .connect(&format!("http://127.0.0.1:{port}"))
             .await
             .expect("a browser session");
-        Some(Self {
+        Self {
             client,
             driver: parking_lot::Mutex::new(Some(driver)),
             _profile: profile,
             name: name.to_owned(),
-        })
+        }
     }
 
     /// Returns the WebDriver client.

@@ -1,4 +1,6 @@
-//! Shared test harness: a real server on an ephemeral loopback port.
+//! Shared test harness: a real server on an ephemeral loopback port, and
+//! what some tests need beyond the Rust toolchain ([`Tool`]: they are
+//! skipped, with one line saying what to install, where it is missing).
 
 #![allow(dead_code)]
 
@@ -23,6 +25,178 @@ use lightning_store::store::{self, StoreConfig};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
+
+/// What some tests need beyond the Rust toolchain. Without it they are
+/// skipped, each with one line per test process that names what to
+/// install; with `LIGHTNING_STORE_TESTS_NO_SKIP=1` (CI) they fail instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    /// PostgreSQL's server binaries (`initdb`, `pg_ctl`): the PostgreSQL
+    /// backend's tests start a throwaway cluster with them.
+    Postgres,
+    /// `python3` with `venv` (and network to PyPI): the agent-lightning
+    /// tests run in the environments `tools/pyenv.sh` creates.
+    Python,
+    /// Prometheus' `promtool`, which `tools/promtool.sh` fetches with
+    /// Debian's `apt-get download` and `dpkg-deb`.
+    Promtool,
+    /// `curl` and `jq`, which the runnable blocks of the documentation use.
+    CurlAndJq,
+    /// Chromium and its `chromedriver`: the console's browser tests drive
+    /// a real browser over WebDriver ([`browser`]).
+    Browser,
+}
+
+impl Tool {
+    const ALL: [Tool; 5] = [
+        Tool::Postgres,
+        Tool::Python,
+        Tool::Promtool,
+        Tool::CurlAndJq,
+        Tool::Browser,
+    ];
+
+    /// Returns whether the tool is on this machine.
+    fn found(self) -> bool {
+        match self {
+            Tool::Postgres => postgres_bin().is_some(),
+            Tool::Python => {
+                let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
+                std::process::Command::new(python)
+                    .args(["-c", "import ensurepip, venv"])
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .status()
+                    .is_ok_and(|status| status.success())
+            }
+            Tool::Promtool => {
+                let fetched = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("target/tools/prometheus/usr/bin/promtool")
+                    .exists();
+                fetched || (on_path("apt-get") && on_path("dpkg-deb"))
+            }
+            Tool::CurlAndJq => on_path("curl") && on_path("jq"),
+            Tool::Browser => browser::programs().is_some(),
+        }
+    }
+
+    /// The tests that need the tool, and what is missing.
+    fn missing(self) -> (&'static str, &'static str) {
+        match self {
+            Tool::Postgres => (
+                "the PostgreSQL tests",
+                "no initdb found (install Debian's `postgresql` package, or name its bin \
+                 directory in LIGHTNING_STORE_PG_BIN)",
+            ),
+            Tool::Python => (
+                "the agent-lightning tests",
+                "no python3 with venv (install Debian's `python3-venv` package; the tests also \
+                 need network to PyPI)",
+            ),
+            Tool::Promtool => (
+                "promtool's check of the metrics",
+                "no apt-get and dpkg-deb to fetch Prometheus' promtool (Debian's `prometheus` \
+                 package)",
+            ),
+            Tool::CurlAndJq => (
+                "the documentation's blocks that call curl or jq",
+                "no curl or jq (install Debian's `curl` and `jq` packages)",
+            ),
+            Tool::Browser => (
+                "the console's browser tests",
+                "no chromium and chromedriver on PATH (install Debian's `chromium` and \
+                 `chromium-driver` packages)",
+            ),
+        }
+    }
+}
+
+/// Returns whether the tests that need `tool` can run here; when they
+/// cannot, prints the tool's skip line once per test process (past the
+/// test harness' capture, so that it shows), or fails under
+/// `LIGHTNING_STORE_TESTS_NO_SKIP=1`.
+pub fn available(tool: Tool) -> bool {
+    use std::io::Write as _;
+    static FOUND: std::sync::OnceLock<[bool; 5]> = std::sync::OnceLock::new();
+    static REPORTED: [std::sync::Once; 5] = [const { std::sync::Once::new() }; 5];
+    let index = Tool::ALL.iter().position(|t| *t == tool).unwrap();
+    if FOUND.get_or_init(|| Tool::ALL.map(Tool::found))[index] {
+        return true;
+    }
+    let (tests, missing) = tool.missing();
+    assert!(
+        std::env::var_os("LIGHTNING_STORE_TESTS_NO_SKIP").is_none_or(|v| v != "1"),
+        "{tests} may not be skipped (LIGHTNING_STORE_TESTS_NO_SKIP=1): {missing}"
+    );
+    REPORTED[index].call_once(|| {
+        let _ = writeln!(std::io::stderr(), "skipping {tests}: {missing}");
+    });
+    false
+}
+
+/// Returns from the test (which then passes, skipped) when what `backend`
+/// needs is not on this machine: `skip_without!(BACKEND)` as the first
+/// line of a test of a suite compiled once per backend, or
+/// `skip_without!(Tool::Python)`.
+macro_rules! skip_without {
+    ($needs:expr) => {
+        if !$crate::common::Needs::available($needs) {
+            return;
+        }
+    };
+}
+
+/// What a test can be skipped without: a backend or a tool.
+pub trait Needs {
+    /// Returns whether it is here (see [`available`]).
+    fn available(self) -> bool;
+}
+
+impl Needs for Tool {
+    fn available(self) -> bool {
+        available(self)
+    }
+}
+
+impl Needs for Backend {
+    fn available(self) -> bool {
+        self != Backend::Postgres || available(Tool::Postgres)
+    }
+}
+
+/// Returns the backends among `backends` whose tests can run here.
+pub fn available_backends(backends: &[Backend]) -> Vec<Backend> {
+    backends.iter().copied().filter(|b| b.available()).collect()
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
+
+/// Returns the directory of PostgreSQL's server binaries:
+/// `LIGHTNING_STORE_PG_BIN` when set (a directory without `initdb` hides
+/// them), else the directory of an `initdb` on `PATH`, else Debian's
+/// `/usr/lib/postgresql/<version>/bin`.
+pub fn postgres_bin() -> Option<PathBuf> {
+    let has_initdb = |dir: &std::path::Path| dir.join("initdb").is_file();
+    if let Some(dir) = std::env::var_os("LIGHTNING_STORE_PG_BIN") {
+        let dir = PathBuf::from(dir);
+        return has_initdb(&dir).then_some(dir);
+    }
+    if let Some(path) = std::env::var_os("PATH")
+        && let Some(dir) = std::env::split_paths(&path).find(|dir| has_initdb(dir))
+    {
+        return Some(dir);
+    }
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|entry| Some(entry.ok()?.path().join("bin")))
+        .filter(|bin| has_initdb(bin))
+        .collect();
+    versions.sort();
+    versions.pop()
+}
 
 /// The storage backends the conformance suite runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -487,11 +661,7 @@ impl Cluster {
     /// (owned by the cluster's user afterwards) and return extra server
     /// settings (`-c name=value ...`), and starts it.
     pub fn start_with(prepare: impl FnOnce(&std::path::Path) -> String) -> Self {
-        let bin = std::fs::read_dir("/usr/lib/postgresql")
-            .expect("PostgreSQL server binaries in /usr/lib/postgresql")
-            .filter_map(|entry| Some(entry.ok()?.path().join("bin")))
-            .find(|bin| bin.join("initdb").exists())
-            .expect("initdb under /usr/lib/postgresql/*/bin");
+        let bin = postgres_bin().expect("PostgreSQL's server binaries (see `Tool::Postgres`)");
         let dir = tempfile::Builder::new()
             .prefix("lightning-store-pg-")
             .tempdir()

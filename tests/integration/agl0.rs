@@ -89,6 +89,7 @@ impl AglStore {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn agent_lightning_0x_runs_unchanged_against_every_backend() {
+    skip_without!(crate::common::Tool::Python);
     let venv = agl0_environment().await;
     let memory = TestServer::start(Backend::Memory).await;
     let sqlite = TestServer::start(Backend::Sqlite).await;

@@ -15,6 +15,7 @@ use support::{Api, chat_body, start_with};
 
 #[tokio::test]
 async fn two_servers_on_one_database_answer_alike() {
+    skip_without!(crate::common::Backend::Postgres);
     let url = postgres_database().await;
     let shared = |options: &mut common::TestOptions| options.postgres_url = Some(url.clone());
     let a = start_with(Backend::Postgres, shared).await;
@@ -146,6 +147,7 @@ async fn two_servers_on_one_database_answer_alike() {
 
 #[tokio::test]
 async fn a_pause_survives_a_restart() {
+    skip_without!(crate::common::Backend::Postgres);
     let url = postgres_database().await;
     let shared = |options: &mut common::TestOptions| options.postgres_url = Some(url.clone());
     let first = start_with(Backend::Postgres, shared).await;

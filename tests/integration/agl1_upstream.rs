@@ -238,6 +238,7 @@ fn our_server(addr: SocketAddr, database: &Path) -> ServerProcess {
 
 #[tokio::test]
 async fn agentlightnings_controller_and_trainer_complete_a_run() {
+    skip_without!(crate::common::Tool::Python);
     let dir = tempfile::tempdir().unwrap();
     let model = ModelServer::start().await;
     let addr = free_addr();
@@ -268,6 +269,7 @@ async fn agentlightnings_controller_and_trainer_complete_a_run() {
 
 #[tokio::test]
 async fn a_run_survives_a_sigkill_of_the_server() {
+    skip_without!(crate::common::Tool::Python);
     let dir = tempfile::tempdir().unwrap();
     let model = ModelServer::start().await;
     let addr = free_addr();
@@ -397,6 +399,7 @@ fn normalize(value: &mut Value, ids: &mut Vec<String>) {
 
 #[tokio::test]
 async fn the_api_answers_as_agentlightnings_own_server() {
+    skip_without!(crate::common::Tool::Python);
     let dir = tempfile::tempdir().unwrap();
     let model = ModelServer::start().await;
     let (mut upstream, upstream_addr) = upstream_server(dir.path()).await;

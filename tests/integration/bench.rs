@@ -6,7 +6,7 @@ use crate::common;
 
 use clap::Parser;
 use common::TestServer;
-use lightning_store::bench::{self, Report};
+use lightning_store::cli::bench::{self, Report};
 use lightning_store::cli::{Cli, Command};
 use lightning_store::core::agl1::gateway::GatewaySettings;
 use lightning_store::gateway::GatewayConfig;

@@ -167,6 +167,7 @@ async fn the_drain_deadline_holds_during_big_batches_and_answers_follow_commits(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_postgres_the_drain_deadline_holds_during_big_batches_and_answers_follow_commits() {
+    skip_without!(crate::common::Backend::Postgres);
     use lightning_store::store::postgres::{PostgresOptions, PostgresStore};
 
     let url = common::postgres_database().await;
@@ -183,6 +184,7 @@ async fn on_postgres_the_drain_deadline_holds_during_big_batches_and_answers_fol
 /// written, and the server stops, while the lock is still held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_drain_deadline_cancels_a_statement_in_flight() {
+    skip_without!(crate::common::Backend::Postgres);
     use sqlx::Connection as _;
     /// Far below the statement timeout (30 s) that ends the wait otherwise.
     const BOUND: Duration = Duration::from_secs(10);

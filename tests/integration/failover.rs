@@ -501,6 +501,7 @@ async fn unfinished_story(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_servers_on_postgres_complete_every_rollout_exactly_once_through_a_move_and_a_kill() {
+    skip_without!(crate::common::Backend::Postgres);
     const ROLLOUTS: usize = 150;
     const RUNNERS: usize = 6;
     let url = common::postgres_database().await;

@@ -7,6 +7,7 @@
 //! `agl1::postgres::gateway::`).
 
 #[path = "../common/mod.rs"]
+#[macro_use]
 mod common;
 
 mod agl0;
@@ -19,6 +20,7 @@ mod conformance;
 mod console;
 mod console_http;
 mod crash;
+mod docs;
 mod drain;
 mod failover;
 mod health;

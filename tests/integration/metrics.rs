@@ -498,8 +498,10 @@ async fn the_format_follows_the_accept_header_and_the_text_format_passes_promtoo
         text.contains("# TYPE lightning_store_grpc_requests_total counter"),
         "{text}"
     );
-    let (status, said) = promtool_check(&text).await;
-    assert!(status.success(), "promtool check metrics: {said}\n{text}");
+    if crate::common::available(crate::common::Tool::Promtool) {
+        let (status, said) = promtool_check(&text).await;
+        assert!(status.success(), "promtool check metrics: {said}\n{text}");
+    }
 
     // What Prometheus sends when it scrapes.
     let prometheus_accept = "application/openmetrics-text;version=1.0.0,\
@@ -528,7 +530,7 @@ async fn the_format_follows_the_accept_header_and_the_text_format_passes_promtoo
     served.task.await.unwrap().unwrap();
 }
 
-/// Issue 17 case 7: paths the server does not serve share one label (they
+/// Paths the server does not serve share one label (they
 /// used to create a label value each, and to drive a gauge negative), and a
 /// call the client abandons is counted as CANCELLED and leaves the
 /// in-flight gauge at zero.

@@ -54,6 +54,7 @@ async fn dequeue(c: &mut Client, wait: Option<Duration>) -> Option<pb::Rollout> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn servers_on_one_database_see_each_others_commits() {
+    skip_without!(crate::common::Backend::Postgres);
     let url = postgres_database().await;
     let a = server_on(&url).await;
     let b = server_on(&url).await;
@@ -132,6 +133,7 @@ async fn servers_on_one_database_see_each_others_commits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_dequeues_on_two_servers_claim_each_rollout_once() {
+    skip_without!(crate::common::Backend::Postgres);
     const ROLLOUTS: usize = 200;
     let url = postgres_database().await;
     let a = server_on(&url).await;
@@ -179,6 +181,7 @@ async fn off_the_runtime(cluster: Cluster, operation: fn(&Cluster)) -> Cluster {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_is_not_serving_while_the_database_is_down() {
+    skip_without!(crate::common::Backend::Postgres);
     // A cluster of its own: this test stops it.
     let cluster = tokio::task::spawn_blocking(Cluster::start).await.unwrap();
     let url = cluster.create_database().await;
@@ -277,6 +280,7 @@ async fn events_until(server: &TestServer, latest: u64) -> Vec<(u64, i32, String
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_claimers_on_two_servers_dispatch_ten_thousand_rollouts_once() {
+    skip_without!(crate::common::Backend::Postgres);
     const ROLLOUTS: usize = 10_000;
     const CLAIMERS: usize = 64;
     let url = postgres_database().await;
@@ -339,6 +343,7 @@ async fn sixty_four_claimers_on_two_servers_dispatch_ten_thousand_rollouts_once(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_notification_still_reaches_a_waiting_dequeue_by_polling() {
+    skip_without!(crate::common::Backend::Postgres);
     let url = postgres_database().await;
     let a = server_on(&url).await;
     let b = server_on(&url).await;
@@ -375,6 +380,7 @@ async fn a_lost_notification_still_reaches_a_waiting_dequeue_by_polling() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_restart_under_load_loses_no_acknowledged_write() {
+    skip_without!(crate::common::Backend::Postgres);
     // A cluster of its own: this test restarts it.
     let cluster = tokio::task::spawn_blocking(Cluster::start).await.unwrap();
     let url = cluster.create_database().await;
@@ -475,6 +481,7 @@ fn certificates() -> (String, String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_to_postgres_verifies_the_server_certificate() {
+    skip_without!(crate::common::Backend::Postgres);
     let (ca, cert, key) = certificates();
     let ca_dir = tempfile::tempdir().unwrap();
     let ca_file = ca_dir.path().join("ca.pem");

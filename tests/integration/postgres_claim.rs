@@ -87,6 +87,7 @@ async fn dequeue_while_the_head_is_held(holder: Holder) -> (String, String, Opti
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_behind_a_held_entry_takes_the_rollout_enqueued_meanwhile() {
+    skip_without!(crate::common::Backend::Postgres);
     let (_, second, answer) = dequeue_while_the_head_is_held(Holder::Commits).await;
     assert_eq!(
         answer.as_deref(),
@@ -97,6 +98,7 @@ async fn a_claim_behind_a_held_entry_takes_the_rollout_enqueued_meanwhile() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_behind_a_held_entry_takes_it_when_its_holder_rolls_back() {
+    skip_without!(crate::common::Backend::Postgres);
     let (first, _, answer) = dequeue_while_the_head_is_held(Holder::RollsBack).await;
     assert_eq!(
         answer.as_deref(),
@@ -117,6 +119,7 @@ async fn a_claim_behind_a_held_entry_takes_it_when_its_holder_rolls_back() {
 /// entry before the rollout, the claim's order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_update_that_dequeues_a_rollout_waits_for_its_claim_before_locking_it() {
+    skip_without!(crate::common::Backend::Postgres);
     let (url, server, c, queued) = server_with_one_queued_rollout().await;
 
     let mut claiming = sqlx::PgConnection::connect(&url).await.unwrap();

@@ -52,6 +52,7 @@ async fn event_rows(url: &str) -> Vec<(i64, i64, bool)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_transactions_events_are_one_block_read_in_order_from_any_number() {
+    skip_without!(crate::common::Backend::Postgres);
     let url = postgres_database().await;
     let a = server_on(&url, 100_000).await;
     let b = server_on(&url, 100_000).await;
@@ -106,6 +107,7 @@ async fn stored_rows(url: &str) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_trim_removes_whole_blocks_and_a_block_keeps_at_most_the_retention() {
+    skip_without!(crate::common::Backend::Postgres);
     let url = postgres_database().await;
     let server = server_on(&url, 400).await;
     let mut c = server.client().await;

@@ -46,6 +46,7 @@ async fn migrated() -> sqlx::PgConnection {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_columns_sort_by_bytes_and_user_text_by_the_database() {
+    skip_without!(crate::common::Backend::Postgres);
     let mut db = migrated().await;
     let linguistic: Vec<String> = sqlx::query_scalar(
         "SELECT table_name || '.' || column_name FROM information_schema.columns \
@@ -61,6 +62,7 @@ async fn key_columns_sort_by_bytes_and_user_text_by_the_database() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spans_keep_two_indexes_the_dedupe_key_and_the_sequence_order() {
+    skip_without!(crate::common::Backend::Postgres);
     let mut db = migrated().await;
     let indexes: Vec<(String, String)> = sqlx::query_as(
         "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'spans' ORDER BY 1",
@@ -86,6 +88,7 @@ async fn spans_keep_two_indexes_the_dedupe_key_and_the_sequence_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_span_bodies_are_compressed_with_lz4() {
+    skip_without!(crate::common::Backend::Postgres);
     let mut db = migrated().await;
     sqlx::query(
         "INSERT INTO spans (rollout_id, attempt_id, span_id, sequence_id, trace_id, name, \

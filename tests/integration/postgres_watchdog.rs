@@ -24,6 +24,7 @@ const TIMER_OFF: Duration = Duration::from_secs(3600);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_wait_for_a_held_due_rollout_and_answer_with_its_one_verdict() {
+    skip_without!(crate::common::Backend::Postgres);
     let url = postgres_database().await;
     let clock = Arc::new(ManualClock::at_system_time());
     let server = TestServer::start_opts(

@@ -399,6 +399,9 @@ async fn every_role_against_every_rpc_and_route_and_nothing_written_when_refused
         .filter(|l| l.trim().starts_with("rpc "))
         .count();
     assert_eq!(RPCS.len(), methods + 2, "a method is missing from RPCS");
+    // And every route the server declares.
+    let declared = lightning_store::http::routes().needs().declared().count();
+    assert_eq!(ROUTES.len(), declared, "a route is missing from ROUTES");
 
     // Refused calls first: nothing may be written by them.
     let mut refused = 0;
@@ -1084,6 +1087,7 @@ print(grpc_result.name, http_result.name)
 
 #[tokio::test(flavor = "multi_thread")]
 async fn opentelemetry_exporters_send_their_token_through_the_standard_headers_option() {
+    skip_without!(crate::common::Tool::Python);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let venv = tokio::process::Command::new(root.join("tools/pyenv.sh"))
         .arg("agl0")

@@ -1,4 +1,4 @@
-//! Issue 17's transport cases through the real server: the connection
+//! The transport's limits through the real server: the connection
 //! limit, the idle timeout, streams per connection, and accept errors
 //! (file descriptors exhausted) backed off instead of spinning a core.
 

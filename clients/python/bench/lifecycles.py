@@ -37,10 +37,9 @@ from agentlightning.store.client_server import LightningStoreClient
 from agentlightning.types import OtelResource, Span, SpanContext, TraceStatus
 
 from lightning_store.agentlightning import LightningStore
+from lightning_store.local_server import LocalServer
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "clients" / "python"))
-from tests.server import Server  # noqa: E402 - the tests' server launcher, once the repository is on the path
 
 SPANS_PER_LIFECYCLE = 10
 PAYLOAD = "x" * 900  # with the ids and the other fields, a span of about 1 KB
@@ -162,7 +161,6 @@ def main() -> int:
     parser.add_argument("--server", default=str(ROOT / "target" / "release" / "lightning-store"), help="server binary")
     parser.add_argument("--backends", default="memory,sqlite", help="lightning-store backends to measure")
     args = parser.parse_args()
-    os.environ["LIGHTNING_STORE_BIN"] = args.server
     counts = [int(n) for n in args.runners.split(",")]
     rows: dict[str, dict[int, list[tuple[float, float]]]] = {}
 
@@ -170,7 +168,8 @@ def main() -> int:
         for _ in range(args.repeat):
             for backend in args.backends.split(","):
                 with tempfile.TemporaryDirectory() as tmp:
-                    server = Server(backend, Path(tmp) / "bench.db" if backend == "sqlite" else None).start()
+                    database = Path(tmp) / "bench.db" if backend == "sqlite" else None
+                    server = LocalServer(backend, database, binary=args.server).start()
                     try:
                         figure = measure(partial(LightningStore, server.address), count, args.seconds)
                     finally:

@@ -1,21 +1,26 @@
-"""Fixtures: a fresh real server per test, on the memory and SQLite backends, and clients of it."""
+"""Fixtures: every test gets a fresh real server from the package's own pytest plugin, on both backends.
+
+The plugin (`lightning_store.pytest_plugin`, registered by the installed
+package) starts the binary installed with the package, or `$LIGHTNING_STORE_BIN`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from lightning_store import Client
-from tests.server import Server
+from lightning_store.local_server import LocalServer
+from lightning_store.pytest_plugin import RunningServer
+
+pytest_plugins = ["pytester"]  # the plugin's own tests run pytest sessions as a user would
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    """Runs `async def` tests in a fresh event loop (no plugin needed in the bare test environment)."""
+    """Runs `async def` tests in a fresh event loop, each in its own (no plugin needed in the test environments)."""
     if not inspect.iscoroutinefunction(pyfuncitem.obj):
         return None
     arguments = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
@@ -25,34 +30,23 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 @pytest.fixture(params=["memory", "sqlite"])
 def backend(request: pytest.FixtureRequest) -> str:
-    """The storage backend of the server under test."""
+    """The backend of the test's server: both, one after the other, unless the test parametrizes `backend`."""
     return str(request.param)
 
 
-def start_server(backend: str, tmp_path: Path, *extra: str) -> Server:
-    """Starts a server on `backend`; SQLite databases go in `tmp_path`."""
-    database = tmp_path / "store.db" if backend == "sqlite" else None
-    return Server(backend, database, *extra).start()
+@pytest.fixture
+def lightning_store_backend(backend: str) -> str:
+    """The plugin's choice of backend (memory alone by default), here the test's `backend`."""
+    return backend
 
 
 @pytest.fixture
-def server(backend: str, tmp_path: Path) -> Iterator[Server]:
-    """A fresh server (empty store) for one test."""
-    running = start_server(backend, tmp_path)
-    yield running
-    running.kill()
+def server(lightning_store_server: RunningServer[Client]) -> LocalServer:
+    """The test's server: its address, and `stop`, `start`, `restart`, `kill`."""
+    return lightning_store_server.server
 
 
 @pytest.fixture
-def sqlite_server(tmp_path: Path) -> Iterator[Server]:
-    """A fresh SQLite server, for tests that restart it."""
-    running = start_server("sqlite", tmp_path)
-    yield running
-    running.kill()
-
-
-@pytest.fixture
-def client(server: Server) -> Iterator[Client]:
-    """A sync client of the test's server."""
-    with Client(server.address) as connected:
-        yield connected
+def client(lightning_store_server: RunningServer[Client]) -> Client:
+    """The plugin's sync client of the test's server."""
+    return lightning_store_server.client

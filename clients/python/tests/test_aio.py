@@ -9,9 +9,9 @@ import pickle
 import pytest
 
 from lightning_store import AsyncClient, Client, NotFound, calls, rollout_spec, to_attributes
+from lightning_store.local_server import LocalServer
 from lightning_store.proto import types_pb2 as types
 from lightning_store.values import ROLLOUT_STATUS, from_json
-from tests.server import Server
 
 UNARY = [
     name
@@ -31,7 +31,7 @@ def test_both_clients_offer_every_unary_call_with_its_signature() -> None:
         assert getattr(Client, name).__doc__ == getattr(calls, name).__doc__
 
 
-async def test_a_whole_rollout_through_the_async_client(server: Server) -> None:
+async def test_a_whole_rollout_through_the_async_client(server: LocalServer) -> None:
     async with AsyncClient(server.address) as client:
         queued = await client.enqueue_rollouts([rollout_spec({"q": i}, mode="train") for i in range(2)])
         claimed = await client.dequeue_rollout(worker_id="Worker-0", wait=5.0)
@@ -61,7 +61,7 @@ async def test_a_whole_rollout_through_the_async_client(server: Server) -> None:
         assert len({r.rollout_id for r in rollouts}) == 20
 
 
-def test_an_async_client_serves_one_event_loop(server: Server) -> None:
+def test_an_async_client_serves_one_event_loop(server: LocalServer) -> None:
     client = AsyncClient(server.address)
     assert asyncio.run(client.get_statistics()).total_rollouts == 0
     with pytest.raises(RuntimeError, match="one per loop"):

@@ -27,9 +27,9 @@ from lightning_store import (
     rollout_spec,
     to_attributes,
 )
+from lightning_store.local_server import LocalServer
 from lightning_store.proto import types_pb2 as types
 from lightning_store.values import ATTEMPT_STATUS, ROLLOUT_STATUS, WORKER_STATUS
-from tests.server import Server
 
 BIG = 2**53 + 1  # a double cannot hold it: only 64-bit integers all the way keep it
 
@@ -276,16 +276,17 @@ def test_errors_carry_the_status_the_message_and_the_request_id(client: Client) 
         client.update_rollout("ro-000000000000", status="done")  # type: ignore[arg-type]
 
 
-def test_calls_wait_for_a_restarting_server_and_writes_land_once(sqlite_server: Server) -> None:
-    with Client(sqlite_server.address) as client:
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_calls_wait_for_a_restarting_server_and_writes_land_once(server: LocalServer) -> None:
+    with Client(server.address) as client:
         rollout = client.enqueue_rollout({"durable": True})
-        sqlite_server.stop()
+        server.stop()
         answers: list[object] = []
         caller = threading.Thread(
             target=lambda: answers.extend([client.get_rollout(rollout.rollout_id), client.enqueue_rollout("later")])
         )
         caller.start()  # waits while the server is down: nothing was sent yet
-        sqlite_server.start()
+        server.start()
         caller.join(30)
         assert [type(a) for a in answers] == [types.Rollout, types.Rollout]
         assert client.query_rollouts().total == 2  # the write landed once
@@ -303,34 +304,36 @@ def test_an_enqueue_repeated_under_its_request_id_lands_once(client: Client) -> 
         client.enqueue_rollout({"n": 4}, request_id="retry-me")
 
 
-def test_failing_fast_without_retries(sqlite_server: Server) -> None:
-    with Client(sqlite_server.address, wait_for_ready=False, retry=RetryPolicy(timeout=0)) as client:
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_failing_fast_without_retries(server: LocalServer) -> None:
+    with Client(server.address, wait_for_ready=False, retry=RetryPolicy(timeout=0)) as client:
         client.enqueue_rollout("stored")
-        sqlite_server.stop()
+        server.stop()
         started = time.monotonic()
         with pytest.raises(Unavailable):
             client.get_statistics()
         with pytest.raises(Unavailable):
             client.enqueue_rollout("refused")
         assert time.monotonic() - started < 5
-    sqlite_server.start()
-    with Client(sqlite_server.address) as fresh:
+    server.start()
+    with Client(server.address) as fresh:
         assert fresh.query_rollouts().total == 1  # the refused write left nothing behind
 
 
-def test_safe_calls_are_retried_when_the_server_drops_them(sqlite_server: Server) -> None:
-    with Client(sqlite_server.address, wait_for_ready=False) as client:
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_safe_calls_are_retried_when_the_server_drops_them(server: LocalServer) -> None:
+    with Client(server.address, wait_for_ready=False) as client:
         client.get_statistics()
-        sqlite_server.stop()
+        server.stop()
         answers: list[object] = []
         reader = threading.Thread(target=lambda: answers.append(client.get_statistics()))
         reader.start()  # fails fast with UNAVAILABLE, then retries with backoff
-        sqlite_server.start()
+        server.start()
         reader.join(30)
         assert len(answers) == 1
 
 
-def test_a_client_pickles_as_its_options(server: Server) -> None:
+def test_a_client_pickles_as_its_options(server: LocalServer) -> None:
     with Client(server.address, timeout=5.0) as client:
         rollout = client.enqueue_rollout({"q": 1})
         copy = pickle.loads(pickle.dumps(client))

@@ -8,8 +8,8 @@ import threading
 import pytest
 
 from lightning_store import Aborted, Assignment, AsyncClient, AttemptRevoked, Client, FailedPrecondition
+from lightning_store.local_server import LocalServer
 from lightning_store.values import ROLLOUT_STATUS, WORKER_STATUS, from_json
-from tests.server import Server
 
 WAIT = 20.0  # bound of every wait for something the server pushes
 
@@ -78,18 +78,19 @@ def test_a_newer_session_of_the_same_worker_aborts_the_older(client: Client) -> 
     older.close()
 
 
-def test_a_session_reconnects_after_a_restart_and_keeps_its_assignments(sqlite_server: Server) -> None:
-    with Client(sqlite_server.address) as client, client.worker_session("Worker-X", slots=2) as session:
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_session_reconnects_after_a_restart_and_keeps_its_assignments(server: LocalServer) -> None:
+    with Client(server.address) as client, client.worker_session("Worker-X", slots=2) as session:
         before = client.enqueue_rollout("before")
         held = next_assignment(session)
         assert held.rollout_id == before.rollout_id
-        sqlite_server.restart()
+        server.restart()
         after = client.enqueue_rollout("after")
         assert next_assignment(session).rollout_id == after.rollout_id  # pushed over the new connection
         assert held in session.held
 
 
-async def test_async_sessions_receive_release_and_see_revocations(server: Server) -> None:
+async def test_async_sessions_receive_release_and_see_revocations(server: LocalServer) -> None:
     revoked = asyncio.Event()
     async with AsyncClient(server.address) as client:
         session = client.worker_session("Worker-Y", on_revoked=lambda _: revoked.set())
@@ -137,11 +138,12 @@ def test_a_newer_session_takes_up_the_attempts_and_fences_the_older_epoch(client
     assert ROLLOUT_STATUS.name(client.get_rollout(rollout.rollout_id).status) == "succeeded"
 
 
+@pytest.mark.parametrize("backend", ["sqlite"])
 def test_after_a_crash_held_live_attempts_move_to_the_new_epoch_and_finished_ones_are_revoked(
-    sqlite_server: Server,
+    server: LocalServer,
 ) -> None:
     revoked: list[Assignment] = []
-    with Client(sqlite_server.address) as client:
+    with Client(server.address) as client:
         session = client.worker_session("Worker-K", slots=2, on_revoked=revoked.append)
         with session:
             ids = [client.enqueue_rollout(name).rollout_id for name in ("live", "finished")]
@@ -149,8 +151,8 @@ def test_after_a_crash_held_live_attempts_move_to_the_new_epoch_and_finished_one
             epoch = live.owner_epoch
             # `finished` succeeded, but the server died before the runner released its slot
             client.update_attempt(finished.rollout_id, finished.attempt_id, status="succeeded", owner_epoch=epoch)
-            sqlite_server.kill()
-            sqlite_server.start()
+            server.kill()
+            server.start()
             after = client.enqueue_rollout("after")
             # the freed slot gets new work: the finished attempt was not adopted
             assert next_assignment(session).rollout_id == after.rollout_id
@@ -163,7 +165,7 @@ def test_after_a_crash_held_live_attempts_move_to_the_new_epoch_and_finished_one
         assert ROLLOUT_STATUS.name(client.get_rollout(ids[0]).status) == "succeeded"
 
 
-async def test_async_sessions_take_up_adopted_attempts(server: Server) -> None:
+async def test_async_sessions_take_up_adopted_attempts(server: LocalServer) -> None:
     async with AsyncClient(server.address) as client:
         rollout = await client.enqueue_rollout("adopted")
         older = await client.worker_session("Worker-Z").open()

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import pytest
 
 from lightning_store import AsyncClient, Client, OutOfRange
+from lightning_store.local_server import LocalServer
 from lightning_store.proto import types_pb2 as types
 from lightning_store.values import EVENT_KIND, ROLLOUT_STATUS
-from tests.conftest import start_server
-from tests.server import Server
 
 
 def finish(client: Client, rollout_id: str, status: str = "succeeded") -> None:
@@ -64,8 +62,9 @@ def test_closing_a_stream_from_another_thread_ends_a_blocked_iteration(client: C
     assert not reader.is_alive()
 
 
-def test_events_and_completions_resume_across_a_restart_without_gaps_or_duplicates(sqlite_server: Server) -> None:
-    with Client(sqlite_server.address) as client:
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_events_and_completions_resume_across_a_restart_without_gaps_or_duplicates(server: LocalServer) -> None:
+    with Client(server.address) as client:
         rollouts = [client.enqueue_rollout(i).rollout_id for i in range(4)]
         events = client.events(kinds=["rollout_changed"])
         watch = client.watch_completions(rollouts)
@@ -73,8 +72,8 @@ def test_events_and_completions_resume_across_a_restart_without_gaps_or_duplicat
         assert next(events).rollout_id == rollouts[0]
         assert next(watch).rollout_id == rollouts[0]
 
-        sqlite_server.stop()  # both streams drop (UNAVAILABLE) and reconnect
-        sqlite_server.start()
+        server.stop()  # both streams drop (UNAVAILABLE) and reconnect
+        server.start()
         for rollout_id in rollouts[1:]:
             finish(client, rollout_id)
         assert [next(events).rollout_id for _ in rollouts[1:]] == rollouts[1:]
@@ -82,27 +81,24 @@ def test_events_and_completions_resume_across_a_restart_without_gaps_or_duplicat
         events.close()
 
 
-def test_a_cursor_the_server_no_longer_has_raises_out_of_range(tmp_path: Path) -> None:
-    memory = start_server("memory", tmp_path)
-    try:
-        with Client(memory.address) as client:
-            client.enqueue_rollout(1)
-            events = client.events(after=0)
-            assert EVENT_KIND.name(next(events).kind) == "rollout_created"
-            memory.restart()  # a memory store forgets its history: the cursor is now in the future
-            with pytest.raises(OutOfRange):
-                next(events)
-    finally:
-        memory.kill()
+@pytest.mark.parametrize("backend", ["memory"])
+def test_a_cursor_the_server_no_longer_has_raises_out_of_range(server: LocalServer, client: Client) -> None:
+    client.enqueue_rollout(1)
+    events = client.events(after=0)
+    assert EVENT_KIND.name(next(events).kind) == "rollout_created"
+    server.restart()  # a memory store forgets its history: the cursor is now in the future
+    with pytest.raises(OutOfRange):
+        next(events)
 
 
-async def test_async_streams_resume_across_a_restart(sqlite_server: Server) -> None:
-    async with AsyncClient(sqlite_server.address) as client:
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_async_streams_resume_across_a_restart(server: LocalServer) -> None:
+    async with AsyncClient(server.address) as client:
         rollouts = [(await client.enqueue_rollout(i)).rollout_id for i in range(3)]
         events = await client.events(kinds=["rollout_changed"], rollout_status_in=["succeeded"])
         await client.update_rollout(rollouts[0], status="succeeded")
         assert (await anext(events)).rollout_id == rollouts[0]
-        sqlite_server.restart()
+        server.restart()
         await client.update_rollout(rollouts[1], status="cancelled")  # filtered out by status
         await client.update_rollout(rollouts[2], status="succeeded")
         assert (await anext(events)).rollout_id == rollouts[2]

@@ -13,12 +13,9 @@ to a JSON report that `run_suite.py` summarises.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 # Imported before collection puts the checkout first on sys.path, so that the
@@ -28,27 +25,13 @@ import agentlightning
 import pytest
 
 from lightning_store.agentlightning import LightningStore
+from lightning_store.local_server import LocalServer
 
 BACKENDS = ("memory", "sqlite", "upstream")
 """The stores a test runs against: lightning-store's backends, and upstream's `InMemoryLightningStore`."""
 
 STORE_CONFTEST = ("tests", "store", "conftest.py")
 """Where the checkout defines `store_fixture`."""
-
-
-def _load_server_module() -> ModuleType:
-    """Returns the package tests' server launcher, loaded by path (the checkout owns the name `tests`)."""
-    path = Path(__file__).resolve().parents[1] / "tests" / "server.py"
-    spec = importlib.util.spec_from_file_location("lightning_store_test_server", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load the server launcher {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-_server = _load_server_module()
 
 
 @pytest.fixture(params=BACKENDS, name="store_fixture")
@@ -59,7 +42,7 @@ def lightning_store_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> I
         yield request.getfixturevalue("inmemory_store")
         return
     database = tmp_path / "store.db" if backend == "sqlite" else None
-    server = _server.Server(backend, database).start()
+    server = LocalServer(backend, database).start()  # the binary: $LIGHTNING_STORE_BIN (run_suite.py sets it)
     store = LightningStore(server.address)
     try:
         yield store

@@ -5,10 +5,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::core::error::{StoreError, StoreResult};
-use crate::core::ids;
 use crate::core::model::{
     self as m, AttemptStatus, Json, RolloutMode, RolloutStatus, Timestamp, WorkerStatus,
 };
+use crate::core::model::{MaxAttempts, RetryCondition, Seconds};
 use crate::core::overview::{Failure, MinuteCounts};
 use crate::core::query::{FilterLogic, Page, Paged};
 use crate::proto as pb;
@@ -90,28 +90,6 @@ pub fn json_from_text(field: &str, text: &str, empty: Json) -> StoreResult<Json>
 /// Renders JSON text.
 pub fn json_to_text(value: &Json) -> String {
     value.to_string()
-}
-
-/// Checks a caller-supplied id.
-pub fn id(field: &str, value: &str) -> StoreResult<String> {
-    ids::validate_id(field, value)?;
-    Ok(value.to_owned())
-}
-
-/// Checks an optional caller-supplied id.
-pub fn opt_id(field: &str, value: Option<&String>) -> StoreResult<Option<String>> {
-    value.map(|v| id(field, v)).transpose()
-}
-
-/// Checks a worker id given with an attempt (empty is accepted, as upstream does).
-pub fn worker_id(field: &str, value: &str) -> StoreResult<String> {
-    ids::validate_worker_id(field, value)?;
-    Ok(value.to_owned())
-}
-
-/// Checks an optional worker id given with an attempt.
-pub fn opt_worker_id(field: &str, value: Option<&String>) -> StoreResult<Option<String>> {
-    value.map(|v| worker_id(field, v)).transpose()
 }
 
 macro_rules! enum_conversions {
@@ -225,61 +203,38 @@ pub fn page_bounds<T>(page: &Paged<T>) -> (i64, i64, i64) {
     )
 }
 
-/// Converts a rollout configuration; absent means the defaults.
+/// Converts a rollout configuration by the core's rules of its values
+/// ([`crate::core::model::RolloutConfig`]); absent means the defaults.
 pub fn config_from_proto(config: Option<&pb::RolloutConfig>) -> StoreResult<m::RolloutConfig> {
     let Some(config) = config else {
         return Ok(m::RolloutConfig::default());
     };
-    let seconds = |field: &str, value: Option<f64>| match value {
-        Some(s) if !(s.is_finite() && s >= 0.0) => Err(StoreError::invalid(format!(
-            "config.{field} must be a finite number >= 0"
-        ))),
-        other => Ok(other),
+    let seconds = |field: &str, value: Option<f64>| {
+        value
+            .map(|s| Seconds::new(s).map_err(|e| e.in_field(&format!("config.{field}"))))
+            .transpose()
     };
-    let max_attempts = config.max_attempts.unwrap_or(1);
-    let max_attempts = u32::try_from(max_attempts)
-        .ok()
-        .filter(|&n| n >= 1)
-        .ok_or_else(|| {
-            StoreError::invalid(format!(
-                "config.max_attempts must be 1 to {}, got {max_attempts}",
-                u32::MAX
-            ))
-        })?;
+    let retry_condition = config
+        .retry_condition
+        .iter()
+        .map(|&s| AttemptStatus::from_proto(s))
+        .collect::<StoreResult<_>>()?;
     Ok(m::RolloutConfig {
         timeout_seconds: seconds("timeout_seconds", config.timeout_seconds)?,
         unresponsive_seconds: seconds("unresponsive_seconds", config.unresponsive_seconds)?,
-        max_attempts,
-        retry_condition: config
-            .retry_condition
-            .iter()
-            .map(|&s| retry_status_from_proto(s))
-            .collect::<StoreResult<_>>()?,
+        max_attempts: MaxAttempts::parse("config.max_attempts", config.max_attempts.unwrap_or(1))?,
+        retry_condition: RetryCondition::parse("config.retry_condition", retry_condition)?,
     })
-}
-
-/// Converts one status of a retry condition. Only the statuses that can
-/// requeue a rollout are accepted: any other (`succeeded`, say) would never
-/// retry anything, so it is a client's mistake (agent-lightning's HTTP API
-/// accepts them, and so do its routes here).
-fn retry_status_from_proto(value: i32) -> StoreResult<AttemptStatus> {
-    let status = AttemptStatus::from_proto(value)?;
-    if status.can_be_retried() {
-        Ok(status)
-    } else {
-        Err(StoreError::invalid(format!(
-            "config.retry_condition may only hold failed, timeout and unresponsive, got {status}"
-        )))
-    }
 }
 
 fn config_to_proto(config: &m::RolloutConfig) -> pb::RolloutConfig {
     pb::RolloutConfig {
-        timeout_seconds: config.timeout_seconds,
-        unresponsive_seconds: config.unresponsive_seconds,
-        max_attempts: Some(i64::from(config.max_attempts)),
+        timeout_seconds: config.timeout_seconds.map(Seconds::get),
+        unresponsive_seconds: config.unresponsive_seconds.map(Seconds::get),
+        max_attempts: Some(i64::from(config.max_attempts.get())),
         retry_condition: config
             .retry_condition
+            .statuses()
             .iter()
             .map(|&s| pb::AttemptStatus::from(s) as i32)
             .collect(),
@@ -293,7 +248,7 @@ pub fn spec_from_proto(spec: Option<&pb::RolloutSpec>) -> StoreResult<m::Rollout
     Ok(m::RolloutSpec {
         input: json_from_text("input_json", &spec.input_json, Json::Null)?,
         mode: mode_from_proto(spec.mode)?,
-        resources_id: opt_id("resources_id", spec.resources_id.as_ref())?,
+        resources_id: spec.resources_id.clone(),
         config: config_from_proto(spec.config.as_ref())?,
         metadata: json_from_text(
             "metadata_json",

@@ -3,7 +3,7 @@
 //! round-trip exactly: ids verbatim, the trace state as ordered entries,
 //! links with or without an attribute map, and unknown fields as JSON.
 
-use super::{id, opt_time, timestamp_from_proto};
+use super::{opt_time, timestamp_from_proto};
 use crate::core::error::{StoreError, StoreResult};
 use crate::core::model::{self as m, ExtraFields, Json, TraceState};
 use crate::proto as pb;
@@ -237,8 +237,8 @@ pub fn span_from_proto(s: pb::Span) -> StoreResult<m::NewSpan> {
     };
     let status = s.status.unwrap_or_default();
     let span = m::Span {
-        rollout_id: id("span.rollout_id", &s.rollout_id)?,
-        attempt_id: id("span.attempt_id", &s.attempt_id)?,
+        rollout_id: s.rollout_id,
+        attempt_id: s.attempt_id,
         sequence_id: s.sequence_id.unwrap_or_default(),
         trace_id: s.trace_id,
         span_id: s.span_id,

@@ -33,13 +33,26 @@ pub fn api_key() -> Option<String> {
 fn init_logging(telemetry: &TelemetryOptions) {
     let filter = tracing_subscriber::EnvFilter::try_new(&telemetry.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let colour = colour_logs(
+        std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     match telemetry.log_format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+}
+
+/// Says whether text logs carry ANSI colours: only when stderr is a
+/// terminal, and not when `NO_COLOR` is set to a non-empty value
+/// (<https://no-color.org>), so that logs sent to a file or a collector hold
+/// no escape codes.
+fn colour_logs(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(std::ffi::OsStr::is_empty)
 }
 
 /// Runs the server `args` describe until SIGINT/SIGTERM.
@@ -145,27 +158,42 @@ fn check_exposure(
     Ok(())
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Returns a future that resolves on SIGINT or SIGTERM. The handlers are
+/// installed here, before the server answers its first call, not when the
+/// future is first polled: the accept loop may serve a connection before
+/// it polls the future, and a SIGTERM sent once the server answered (a test
+/// harness stopping it right after its health check) would otherwise meet
+/// the default action and kill the process without a drain.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
+    let signals = {
+        use tokio::signal::unix::{SignalKind, signal};
+        [SignalKind::interrupt(), SignalKind::terminate()].map(|kind| {
+            signal(kind)
+                .inspect_err(|error| tracing::warn!(%error, ?kind, "cannot listen for the signal"))
+                .ok()
+        })
+    };
+    async move {
+        #[cfg(unix)]
+        {
+            let [interrupt, terminate] = signals;
+            let received = |signal: Option<tokio::signal::unix::Signal>| async move {
+                match signal {
+                    Some(mut signal) => {
+                        signal.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                () = received(interrupt) => {}
+                () = received(terminate) => {}
             }
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

@@ -1,5 +1,5 @@
-//! `serve`'s options as the binary parses them: units, old names, refusals,
-//! and README's configuration table against `serve --help`.
+//! `serve`'s options as the binary parses them: units, old names, refusals.
+//! (docs/configuration.md is checked against them in `cli::tests`.)
 
 use std::time::Duration;
 
@@ -168,56 +168,17 @@ fn old_names_are_hidden_from_help() {
     assert!(!help.contains("-ms "), "{help}");
 }
 
-/// README's configuration table names every visible option of `serve`,
-/// with its environment variable and default.
+/// Text logs are coloured only on a terminal, and `NO_COLOR` (any
+/// non-empty value) turns colours off there too.
 #[test]
-fn the_readme_table_matches_the_options() {
-    let readme = include_str!("../../../README.md");
-    let table = readme
-        .split("\n## Configuration\n")
-        .nth(1)
-        .and_then(|section| section.split("\n## ").next())
-        .expect("README has a Configuration section");
-    let mut documented = std::collections::BTreeMap::new();
-    for row in table.lines().filter(|line| line.starts_with("| `--")) {
-        let cells: Vec<&str> = row.split(" | ").collect();
-        let names = |cell: &str| -> Vec<String> {
-            cell.split('`')
-                .skip(1)
-                .step_by(2)
-                .map(str::to_owned)
-                .collect()
-        };
-        let (flags, envs) = (names(cells[0]), names(cells[1]));
-        assert_eq!(flags.len(), envs.len(), "{row}");
-        for (flag, env) in flags.into_iter().zip(envs) {
-            documented.insert(flag, (env, cells[2].trim_matches('`').to_owned()));
-        }
-    }
-    let command = <Serve as clap::CommandFactory>::command();
-    let mut options = std::collections::BTreeMap::new();
-    for arg in command.get_arguments().filter(|arg| !arg.is_hide_set()) {
-        let Some(long) = arg.get_long() else { continue };
-        let env = arg
-            .get_env()
-            .map_or_else(String::new, |env| env.to_string_lossy().into_owned());
-        let default: Vec<String> = arg
-            .get_default_values()
-            .iter()
-            .map(|value| value.to_string_lossy().into_owned())
-            .collect();
-        options.insert(format!("--{long}"), (env, default.join(",")));
-    }
-    assert_eq!(
-        documented.keys().collect::<Vec<_>>(),
-        options.keys().collect::<Vec<_>>(),
-        "README's options differ from `serve --help`"
-    );
-    for (flag, (env, default)) in &options {
-        let (readme_env, readme_default) = &documented[flag];
-        assert_eq!(readme_env, env, "{flag}");
-        if !default.is_empty() {
-            assert_eq!(readme_default, default, "default of {flag}");
-        }
-    }
+fn logs_are_coloured_only_on_a_terminal_without_no_color() {
+    use std::ffi::OsStr;
+
+    use super::colour_logs;
+
+    assert!(colour_logs(true, None));
+    assert!(colour_logs(true, Some(OsStr::new(""))));
+    assert!(!colour_logs(true, Some(OsStr::new("1"))));
+    assert!(!colour_logs(false, None));
+    assert!(!colour_logs(false, Some(OsStr::new(""))));
 }

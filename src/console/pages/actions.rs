@@ -9,14 +9,12 @@ use axum::response::Response;
 use http::StatusCode;
 
 use super::super::ConsoleContext;
-use super::super::session::{FORM_TOKEN, Form, Viewer, see_other};
-use super::super::view::PageError;
+use super::session::{FORM_TOKEN, Form, Viewer, see_other};
+use super::super::rendered::PageError;
 use super::{Layout, Nav, error_page, failed, rollout_url};
 use crate::core::engine::RolloutPatch;
+use crate::core::ids::RolloutId;
 use crate::core::model::RolloutStatus;
-
-/// The longest pause reason accepted.
-const MAX_REASON_CHARS: usize = 500;
 
 #[derive(Template)]
 #[template(path = "confirm.html")]
@@ -38,7 +36,7 @@ impl Confirm<'_> {
     fn answer(&self, viewer: &Viewer) -> Response {
         match self.render() {
             Ok(main) => Layout::page(self.title, &main, Nav::None, viewer).answer(StatusCode::OK),
-            Err(error) => failed(&super::overview::render_error(error), viewer),
+            Err(error) => failed(&super::super::rendered::render_error(error), viewer),
         }
     }
 }
@@ -49,6 +47,10 @@ pub async fn confirm_cancel(
     Path(rollout_id): Path<String>,
     viewer: Viewer,
 ) -> Response {
+    let rollout_id = match RolloutId::parse("rollout_id", rollout_id) {
+        Ok(rollout_id) => rollout_id,
+        Err(error) => return failed(&error.into(), &viewer),
+    };
     let view = match context.sources().engine.get_rollout(&rollout_id).await {
         Ok(view) => view,
         Err(error) => return failed(&error.into(), &viewer),
@@ -98,6 +100,10 @@ pub async fn cancel(
     if let Err(response) = Form::read(request).await {
         return response;
     }
+    let rollout_id = match RolloutId::parse("rollout_id", rollout_id) {
+        Ok(rollout_id) => rollout_id,
+        Err(error) => return failed(&error.into(), &viewer),
+    };
     let engine = &context.sources().engine;
     match engine.get_rollout(&rollout_id).await {
         Ok(view) if view.rollout.status.is_finished() => {
@@ -113,7 +119,7 @@ pub async fn cancel(
     match engine.update_rollout(&rollout_id, patch).await {
         Ok(_) => {
             tracing::info!(
-                rollout_id,
+                rollout_id = rollout_id.as_str(),
                 token = viewer.token_name.as_deref(),
                 "console: rollout cancelled"
             );
@@ -167,26 +173,25 @@ pub async fn pause(
         Ok(form) => form,
         Err(response) => return response,
     };
-    let retry_after = match form
+    // The fields of the 1.x API's PauseRequest, taken as it takes them
+    // (the gateway and the engine own what a pause may be).
+    let Ok(retry_after) = form
         .get("retry_after")
         .map(str::trim)
         .unwrap_or("5")
         .parse::<i64>()
-    {
-        Ok(seconds) if (1..=3600).contains(&seconds) => seconds,
-        _ => {
-            return error_page(
-                StatusCode::BAD_REQUEST,
-                "Cannot pause",
-                "The retry delay must be a whole number of seconds from 1 to 3600.",
-            );
-        }
+    else {
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "Cannot pause",
+            "The retry delay must be a whole number of seconds.",
+        );
     };
     let reason = form
         .get("reason")
         .map(str::trim)
         .filter(|reason| !reason.is_empty())
-        .map(|reason| reason.chars().take(MAX_REASON_CHARS).collect::<String>());
+        .map(str::to_owned);
     set_pause(&context, &viewer, Some((retry_after, reason))).await
 }
 

@@ -10,11 +10,12 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::super::ConsoleContext;
-use super::super::session::Viewer;
-use super::super::view::PageError;
+use super::session::Viewer;
+use super::super::rendered::PageError;
 use super::failed;
 use crate::core::agl1::events::EventQuery;
 use crate::core::error::StoreError;
+use crate::core::ids::RolloutId;
 use crate::core::query::{AttemptSelector, Page, SpanFilter};
 use crate::http::agl0::models::{AttemptJson, RolloutJson};
 use crate::http::agl0::span_json::SpanJson;
@@ -44,6 +45,10 @@ pub async fn download(
     Path(rollout_id): Path<String>,
     viewer: Viewer,
 ) -> Response {
+    let rollout_id = match RolloutId::parse("rollout_id", rollout_id) {
+        Ok(rollout_id) => rollout_id,
+        Err(error) => return failed(&error.into(), &viewer),
+    };
     match document(&context, &rollout_id).await {
         Ok(body) => {
             let name: String = rollout_id
@@ -77,7 +82,7 @@ pub async fn download(
     }
 }
 
-async fn document(context: &ConsoleContext, rollout_id: &str) -> Result<Vec<u8>, PageError> {
+async fn document(context: &ConsoleContext, rollout_id: &RolloutId) -> Result<Vec<u8>, PageError> {
     let engine = &context.sources().engine;
     let view = engine.get_rollout(rollout_id).await?;
     let attempts = engine
@@ -85,7 +90,7 @@ async fn document(context: &ConsoleContext, rollout_id: &str) -> Result<Vec<u8>,
         .await?
         .items;
     let filter = SpanFilter {
-        rollout_id: rollout_id.to_owned(),
+        rollout_id: rollout_id.as_str().to_owned(),
         attempt: AttemptSelector::All,
         ..SpanFilter::default()
     };

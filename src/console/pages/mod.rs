@@ -6,12 +6,15 @@
 pub mod actions;
 pub mod conversation;
 pub mod download;
+pub mod live;
 pub mod models;
 pub mod overview;
 pub mod resources;
 pub mod rollout;
 pub mod rollouts;
 pub mod search;
+pub mod session;
+pub mod view;
 pub mod workers;
 
 use askama::Template;
@@ -19,10 +22,11 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode, Uri};
 
-use super::live;
-use super::session::Viewer;
-use super::view::{PageError, View, ViewKey};
+use self::session::Viewer;
+use self::view::{View, ViewKey};
+use super::rendered::PageError;
 use super::{ConsoleContext, assets};
+use crate::core::ids::RolloutId;
 
 pub use self::actions::{cancel, confirm_cancel, confirm_pause, confirm_resume, pause, resume};
 pub use self::download::download;
@@ -274,7 +278,10 @@ pub async fn rollout(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    let view = View::Rollout(rollout_id);
+    let view = match RolloutId::parse("rollout_id", rollout_id) {
+        Ok(rollout_id) => View::Rollout(rollout_id),
+        Err(error) => return failed(&error.into(), &viewer),
+    };
     show(&context, view, Nav::Rollouts, &viewer, &headers, &uri).await
 }
 
@@ -296,7 +303,10 @@ pub async fn resources(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    let view = View::Resources(resources::ResourcesQuery::parse(uri.query().unwrap_or("")));
+    let view = match resources::ResourcesQuery::parse(uri.query().unwrap_or("")) {
+        Ok(query) => View::Resources(query),
+        Err(error) => return failed(&error.into(), &viewer),
+    };
     show(&context, view, Nav::Resources, &viewer, &headers, &uri).await
 }
 

@@ -10,9 +10,10 @@ use askama::Template;
 
 use super::super::Sources;
 use super::super::charts::{self, Series};
-use super::super::format::{self, ShownTime};
-use super::super::session::Actions;
-use super::super::view::{PageError, Rendered};
+use super::super::format::{self, ShownTime, status_class};
+use super::super::rendered::render_error;
+use super::session::Actions;
+use super::super::rendered::{PageError, Rendered};
 use super::models::GatewayBox;
 use super::rollout_url;
 use crate::core::events::Change;
@@ -73,17 +74,6 @@ struct OverviewPage {
     slots: (usize, usize),
     gateway: GatewayBox,
     failures: Vec<FailureRow>,
-}
-
-/// Returns the style sheet's class of a rollout status.
-pub fn status_class(status: RolloutStatus) -> &'static str {
-    match status {
-        RolloutStatus::Queuing | RolloutStatus::Requeuing => "wait",
-        RolloutStatus::Preparing | RolloutStatus::Running => "run",
-        RolloutStatus::Succeeded => "ok",
-        RolloutStatus::Failed => "bad",
-        RolloutStatus::Cancelled => "muted",
-    }
 }
 
 /// Renders the Overview.
@@ -178,14 +168,6 @@ pub async fn render(sources: &Sources, actions: Actions) -> Result<Rendered, Pag
         html: page.render().map_err(render_error)?,
         ..Rendered::default()
     })
-}
-
-/// Returns a template failure as a page error (a bug: templates are
-/// checked at compile time, only a value's `Display` can fail).
-pub fn render_error(error: askama::Error) -> PageError {
-    PageError::Store(crate::core::error::StoreError::Internal(format!(
-        "a page did not render: {error}"
-    )))
 }
 
 /// Returns every status with its count, in lifecycle order.

@@ -7,9 +7,11 @@ use similar::{ChangeTag, TextDiff};
 
 use super::super::Sources;
 use super::super::format::{self, ShownTime};
-use super::super::view::{PageError, Rendered};
-use super::overview::render_error;
+use super::super::rendered::{PageError, Rendered};
+use super::super::rendered::render_error;
 use super::{query_get, query_pairs, query_value};
+use crate::core::error::StoreResult;
+use crate::core::ids::ResourcesId;
 use crate::core::model::ResourcesUpdate;
 use crate::core::query::{Page, ResourcesFilter};
 
@@ -20,19 +22,24 @@ const LISTED: usize = 50;
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct ResourcesQuery {
     /// The version shown (default: the latest).
-    pub a: Option<String>,
+    pub a: Option<ResourcesId>,
     /// The version it is compared with.
-    pub b: Option<String>,
+    pub b: Option<ResourcesId>,
 }
 
 impl ResourcesQuery {
-    /// Parses the page's query string.
-    pub fn parse(query: &str) -> Self {
+    /// Parses the page's query string, its ids by the core's rule.
+    pub fn parse(query: &str) -> StoreResult<Self> {
         let pairs = query_pairs(query);
-        Self {
-            a: query_get(&pairs, "a").map(str::to_owned),
-            b: query_get(&pairs, "b").map(str::to_owned),
-        }
+        let id = |name| {
+            query_get(&pairs, name)
+                .map(|id| ResourcesId::parse(name, id))
+                .transpose()
+        };
+        Ok(Self {
+            a: id("a")?,
+            b: id("b")?,
+        })
     }
 }
 

@@ -15,17 +15,19 @@ use askama::Template;
 use super::super::Sources;
 use super::super::charts::Axis;
 use super::super::format::{self, ShownTime};
-use super::super::session::Actions;
-use super::super::view::{PageError, Rendered};
+use super::session::Actions;
+use super::super::rendered::{PageError, Rendered};
 use super::conversation::{self, Conversation};
-use super::overview::{render_error, status_class};
+use super::super::format::status_class;
+use super::super::rendered::render_error;
 use super::{path_segment, query_value, rollout_url};
 use crate::core::agl1::diagnosis::{self, Diagnosis, Finding};
 use crate::core::agl1::events::{self as agl1_events, EventFormat, EventQuery, MODEL_REQUEST};
 use crate::core::agl1::{Agl1Event, Agl1RolloutDetail};
 use crate::core::error::StoreError;
+use crate::core::ids::RolloutId;
 use crate::core::model::{
-    Attempt, AttemptStatus, RolloutConfig, RolloutView, SessionState, Span, SpanStatusCode,
+    Attempt, AttemptStatus, RolloutConfig, RolloutView, Seconds, SessionState, Span, SpanStatusCode,
     Timestamp,
 };
 use crate::core::query::{AttemptSelector, Page, SpanFilter, WorkerFilter};
@@ -164,7 +166,7 @@ struct Heading<'a> {
 /// Renders a rollout's page.
 pub async fn render(
     sources: &Sources,
-    rollout_id: &str,
+    rollout_id: &RolloutId,
     actions: Actions,
 ) -> Result<Rendered, PageError> {
     let engine = &sources.engine;
@@ -175,11 +177,11 @@ pub async fn render(
         .items;
     let (spans, spans_note) = read_spans(sources, rollout_id).await?;
     let agl1 = match engine.get_agl1_rollout(rollout_id).await {
-        Ok(detail) => Some(read_agl1(sources, &detail).await?),
+        Ok(detail) => Some(read_agl1(sources, rollout_id, &detail).await?),
         Err(StoreError::NotFound(_)) => None,
         Err(error) => return Err(error.into()),
     };
-    let waiting = read_waiting(sources, &view, agl1.is_some()).await?;
+    let waiting = read_waiting(sources, rollout_id, &view, agl1.is_some()).await?;
     let now = engine.now();
     let rollout = &view.rollout;
     let reward = reward::final_reward(spans.iter().map(|span| span.as_ref()))
@@ -244,7 +246,10 @@ pub async fn render(
     };
     Ok(Rendered {
         title: format!("Rollout {rollout_id}"),
-        fixed: Heading { rollout_id }.render().map_err(render_error)?,
+        fixed: Heading {
+            rollout_id: rollout_id.as_str(),
+        }
+        .render().map_err(render_error)?,
         html: page.render().map_err(render_error)?,
         waiting: waiting_now,
     })
@@ -284,10 +289,14 @@ async fn read_spans(
     }
 }
 
-async fn read_agl1(sources: &Sources, detail: &Agl1RolloutDetail) -> Result<Agl1View, PageError> {
+async fn read_agl1(
+    sources: &Sources,
+    rollout_id: &RolloutId,
+    detail: &Agl1RolloutDetail,
+) -> Result<Agl1View, PageError> {
     let raw: Vec<Agl1Event> = sources
         .engine
-        .agl1_events(&detail.rollout_id, &EventQuery::default())
+        .agl1_events(rollout_id, &EventQuery::default())
         .await?;
     let diagnosis = diagnosis::diagnose(detail.state(), detail.error_message.as_deref(), &raw)?;
     let triplets = agl1_events::present(
@@ -392,6 +401,7 @@ fn finding_text(finding: &Finding) -> (bool, String) {
 /// What makes a waiting rollout wait; `None` when it does not.
 async fn read_waiting(
     sources: &Sources,
+    rollout_id: &RolloutId,
     view: &RolloutView,
     agl1: bool,
 ) -> Result<Option<WaitingView>, PageError> {
@@ -399,7 +409,7 @@ async fn read_waiting(
         return Ok(None);
     }
     let engine = &sources.engine;
-    let place = engine.queue_place(&view.rollout.rollout_id).await?;
+    let place = engine.queue_place(rollout_id).await?;
     let workers = engine
         .query_workers(&WorkerFilter::default(), &Page::default())
         .await?
@@ -476,18 +486,19 @@ fn reason_text(reason: &WaitReason, now: Timestamp) -> String {
 
 fn config_rows(config: &RolloutConfig) -> Vec<(&'static str, String)> {
     let seconds =
-        |value: Option<f64>| value.map_or_else(|| "none".to_owned(), |s| format!("{s} s"));
+        |value: Option<Seconds>| value.map_or_else(|| "none".to_owned(), |s| format!("{s} s"));
     vec![
         ("timeout", seconds(config.timeout_seconds)),
         ("unresponsive after", seconds(config.unresponsive_seconds)),
-        ("max attempts", config.max_attempts.to_string()),
+        ("max attempts", config.max_attempts.get().to_string()),
         (
             "retried when an attempt is",
-            if config.retry_condition.is_empty() {
+            if config.retry_condition.statuses().is_empty() {
                 "never retried".to_owned()
             } else {
                 config
                     .retry_condition
+                    .statuses()
                     .iter()
                     .map(|s| s.as_str())
                     .collect::<Vec<_>>()
@@ -507,7 +518,8 @@ fn attempt_class(status: AttemptStatus) -> &'static str {
 
 /// Says why an attempt ended (or that it has not).
 fn why_ended(attempt: &Attempt, config: &RolloutConfig) -> String {
-    let seconds = |value: Option<f64>| value.map_or_else(String::new, |s| format!(" ({s} s)"));
+    let seconds =
+        |value: Option<Seconds>| value.map_or_else(String::new, |s| format!(" ({s} s)"));
     match attempt.status {
         AttemptStatus::Preparing => "preparing: the worker has not started it yet".to_owned(),
         AttemptStatus::Running => "running".to_owned(),

@@ -8,7 +8,7 @@ use axum::response::Response;
 use http::{StatusCode, Uri};
 
 use super::super::ConsoleContext;
-use super::super::session::{Viewer, see_other};
+use super::session::{Viewer, see_other};
 use super::{Layout, Nav, query_get, query_pairs, query_value, rollout_url};
 use crate::core::error::StoreResult;
 use crate::core::overview::Found;
@@ -56,7 +56,7 @@ pub async fn search(State(context): State<ConsoleContext>, viewer: Viewer, uri: 
         Ok(main) => Layout::page("Search", &main, Nav::None, &viewer)
             .searched(text)
             .answer(status),
-        Err(error) => super::failed(&super::overview::render_error(error), &viewer),
+        Err(error) => super::failed(&super::super::rendered::render_error(error), &viewer),
     }
 }
 

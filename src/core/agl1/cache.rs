@@ -44,7 +44,6 @@ use std::collections::{HashMap, HashSet};
 
 use super::Agl1RolloutDetail;
 use crate::core::model::Timestamp;
-use crate::core::storage::WriteSet;
 
 /// Details kept at most.
 pub const MAX_ENTRIES: usize = 16_384;
@@ -150,23 +149,8 @@ impl DetailCache {
             .insert(detail.rollout_id.clone(), detail.clone());
     }
 
-    /// Returns the rollouts whose details a write set changes, taken before
-    /// the backend's commit (which may consume the set).
-    pub fn touched(writes: &WriteSet) -> Vec<String> {
-        let agl1 = &writes.agl1;
-        writes
-            .rollouts
-            .keys()
-            .chain(writes.attempts.keys().map(|(rollout_id, _)| rollout_id))
-            .chain(agl1.deleted.iter())
-            .chain(agl1.fields.keys())
-            .chain(agl1.events.iter().map(|write| &write.event.rollout_id))
-            .cloned()
-            .collect()
-    }
-
-    /// Notes a commit of a write set that [`touched`](Self::touched) these
-    /// rollouts, before the backend commits it: their details are dropped
+    /// Notes a commit of a write set that touched these rollouts
+    /// ([`WriteSet::touched_rollouts`](crate::core::storage::WriteSet::touched_rollouts)), before the backend commits it: their details are dropped
     /// and kept out until the returned write is dropped; dropping it
     /// without [`PendingWrite::committed`] marks them doubtful (see the
     /// module docs).
@@ -248,6 +232,7 @@ mod tests {
     use super::*;
     use crate::core::agl1::{Agl1Event, Agl1Fields, JsonText};
     use crate::core::model::{Attempt, AttemptStatus, Json, Rollout, RolloutConfig, RolloutStatus};
+    use crate::core::storage::WriteSet;
     use crate::core::storage::agl1::EventWrite;
 
     fn rollout(rollout_id: &str) -> Rollout {
@@ -333,7 +318,7 @@ mod tests {
             }
             let mut writes = WriteSet::default();
             touch(&mut writes);
-            cache.begin_write(DetailCache::touched(&writes)).committed();
+            cache.begin_write(writes.touched_rollouts()).committed();
             assert!(cache.get("r", Timestamp(0)).is_none(), "part {index}");
             assert!(cache.get("other", Timestamp(0)).is_some(), "part {index}");
         }

@@ -36,6 +36,12 @@ pub enum Agl1State {
     Failed,
 }
 
+impl crate::core::model::Named for Agl1State {
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
 impl Agl1State {
     /// Every state, in upstream's declaration order.
     pub const ALL: [Agl1State; 4] = [
@@ -109,7 +115,7 @@ impl std::fmt::Display for Agl1State {
 pub struct Agl1Fields {
     /// The controller-facing config as upstream renders it
     /// (`timeout_seconds`, `local`, `k8s`); the watchdog does not enforce
-    /// its timeout: the 1.x controller does (README).
+    /// its timeout: the 1.x controller does (docs/agent-lightning-1x.md).
     pub config: Json,
     pub k8s_job_name: Option<String>,
     pub last_attempt_id: Option<String>,

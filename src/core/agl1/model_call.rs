@@ -9,7 +9,7 @@
 //! so that the token-id arrays that make up most of a call are skimmed,
 //! never built as values, and are copied once into the event. The texts
 //! are expected compact, as serde_json writes them (the gateway makes
-//! them so, see [`crate::http::json::is_canonical`]): what is written here
+//! them so, see [`crate::pyjson::is_canonical`]): what is written here
 //! is then byte for byte what writing the parsed values would give, and
 //! exact numbers keep every digit.
 

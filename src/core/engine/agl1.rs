@@ -23,7 +23,7 @@ use crate::core::agl1::{
 };
 use crate::core::error::{StoreError, StoreResult};
 use crate::core::events::Change;
-use crate::core::ids;
+use crate::core::ids::{self, RolloutId};
 use crate::core::lifecycle;
 use crate::core::model::{AttemptStatus, Rollout, RolloutConfig, RolloutStatus, Timestamp};
 use crate::core::storage::Access;
@@ -40,7 +40,7 @@ enum Slot {
 
 /// Returns a new 1.x rollout: a `queuing` rollout of its mode with the
 /// core's default config (the 1.x timeout is the controller's to enforce,
-/// README), and its 1.x fields at version 1.
+/// docs/agent-lightning-1x.md), and its 1.x fields at version 1.
 fn new_agl1_rollout(rollout_id: String, request: NewAgl1Rollout, now: Timestamp) -> Agl1Rollout {
     Agl1Rollout {
         rollout: Rollout {
@@ -194,7 +194,11 @@ impl Engine {
     /// read: see [`Scan::Read`] for what it sees. On a backend only this
     /// server writes, from the [`DetailCache`](crate::core::agl1::cache::DetailCache)
     /// when it holds the rollout.
-    pub async fn get_agl1_rollout(&self, rollout_id: &str) -> StoreResult<Arc<Agl1RolloutDetail>> {
+    pub async fn get_agl1_rollout(
+        &self,
+        rollout_id: &RolloutId,
+    ) -> StoreResult<Arc<Agl1RolloutDetail>> {
+        let rollout_id = rollout_id.as_str();
         let ticket = match &self.details {
             Some(details) => {
                 if let Some(detail) = details.get(rollout_id, self.now()) {
@@ -237,9 +241,10 @@ impl Engine {
     /// terminal state enters the completion log.
     pub async fn patch_agl1_rollout(
         &self,
-        rollout_id: &str,
+        rollout_id: &RolloutId,
         patch: StatusPatch,
     ) -> StoreResult<Agl1Rollout> {
+        let rollout_id = rollout_id.as_str();
         let (agl1, target) = self
             .run(Scan::Due, |tx| {
                 Box::pin(async move {
@@ -289,7 +294,8 @@ impl Engine {
     /// Deletes a 1.x rollout with its attempts, spans and events; deleting
     /// an unknown one (or one created through another API) does nothing.
     /// Its completion log entries stay, so positions never shift.
-    pub async fn delete_agl1_rollout(&self, rollout_id: &str) -> StoreResult<()> {
+    pub async fn delete_agl1_rollout(&self, rollout_id: &RolloutId) -> StoreResult<()> {
+        let rollout_id = rollout_id.as_str();
         self.run(Scan::Due, |tx| {
             Box::pin(async move {
                 let found = tx
@@ -312,9 +318,10 @@ impl Engine {
     /// (`last_attempt_id`, `"0"` by default) as `query` presents them.
     pub async fn agl1_events(
         &self,
-        rollout_id: &str,
+        rollout_id: &RolloutId,
         query: &EventQuery,
     ) -> StoreResult<Vec<Agl1Event>> {
+        let rollout_id = rollout_id.as_str();
         let events = self
             .run(Scan::Read, |tx| {
                 Box::pin(async move {

@@ -35,6 +35,7 @@ use super::tx::Tx;
 use crate::core::agl1::events::{MODEL_REQUEST, drop_routed_experts, parse_data, supersedes};
 use crate::core::agl1::{self as agl1, Agl1Event, NewAgl1Event};
 use crate::core::error::{StoreError, StoreResult};
+use crate::core::ids::{AttemptId, RolloutId};
 use crate::core::storage::Access;
 use crate::core::storage::agl1::EventWrite;
 
@@ -168,10 +169,11 @@ impl Engine {
     /// future is first polled, the append is made even if it is dropped.
     pub async fn append_agl1_event(
         self: &Arc<Self>,
-        rollout_id: &str,
-        attempt_id: &str,
+        rollout_id: &RolloutId,
+        attempt_id: &AttemptId,
         new: NewAgl1Event,
     ) -> StoreResult<Agl1Event> {
+        let (rollout_id, attempt_id) = (rollout_id.as_str(), attempt_id.as_str());
         let (done, outcome) = oneshot::channel();
         let request = Request {
             rollout_id: rollout_id.to_owned(),

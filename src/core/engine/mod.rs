@@ -41,6 +41,7 @@ use super::clock::{Clock, SystemClock};
 use super::error::{StoreError, StoreResult};
 use super::events::{Event, EventBus, EventPage};
 use super::idempotency::DEFAULT_REQUEST_ID_TTL;
+use super::ids::{AttemptId, RolloutId, WorkerId};
 use super::limits::RequestLimits;
 use super::model::{
     AttemptStatus, Json, RolloutConfig, RolloutMode, RolloutStatus, Span, Statistics, Timestamp,
@@ -64,18 +65,18 @@ pub struct RolloutPatch {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AttemptPatch {
     pub status: Option<AttemptStatus>,
-    pub worker_id: Option<String>,
+    pub worker_id: Option<WorkerId>,
     pub last_heartbeat_time: Option<Timestamp>,
     pub metadata: Option<Json>,
 }
 
 /// One attempt update of a batch ([`Engine::update_attempts`]): the
 /// arguments of [`Engine::update_attempt`].
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AttemptUpdate {
-    pub rollout_id: String,
+    pub rollout_id: RolloutId,
     /// An attempt id, or `latest`.
-    pub attempt_id: String,
+    pub attempt_id: AttemptId,
     pub patch: AttemptPatch,
     /// The writer's session epoch, checked when present.
     pub owner_epoch: Option<u64>,
@@ -255,8 +256,8 @@ impl Engine {
 
     /// Runs the watchdog timer until `shutdown` turns true: attempts expire
     /// within one interval of their deadline even without any traffic. The
-    /// span retention and the forgetting of expired request ids run on the
-    /// same task, on their own interval.
+    /// span retention and the forgetting of expired request ids and old
+    /// activity counts run on the same task, on their own interval.
     pub async fn run_watchdog(self: Arc<Self>) {
         let mut shutdown = self.closing();
         let mut ticker = tokio::time::interval(self.config.watchdog_interval);
@@ -275,6 +276,9 @@ impl Engine {
                 }
                 if let Err(error) = self.forget_expired_requests().await {
                     tracing::warn!(%error, "forgetting expired request ids failed");
+                }
+                if let Err(error) = self.forget_old_activity().await {
+                    tracing::warn!(%error, "forgetting old activity counts failed");
                 }
                 continue;
             }
@@ -402,6 +406,18 @@ impl Engine {
         Ok(total)
     }
 
+    /// Forgets the per-minute activity counts older than the store keeps,
+    /// in one transaction.
+    pub async fn forget_old_activity(&self) -> StoreResult<()> {
+        self.run(Scan::Skip, |tx| {
+            Box::pin(async move {
+                tx.forget_old_activity();
+                Ok(())
+            })
+        })
+        .await
+    }
+
     /// Forgets the client request ids that expired by now, in one transaction.
     pub async fn forget_expired_requests(&self) -> StoreResult<()> {
         self.run(Scan::Skip, |tx| {
@@ -514,7 +530,7 @@ impl Engine {
         // cancelled or the commit fails: the backend may still commit it.
         let pending = match &self.details {
             Some(details) if !writes.is_empty() => {
-                Some(details.begin_write(DetailCache::touched(&writes)))
+                Some(details.begin_write(writes.touched_rollouts()))
             }
             _ => None,
         };

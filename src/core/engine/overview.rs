@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::super::error::{StoreError, StoreResult};
-use super::super::ids;
+use super::super::ids::{self, RolloutId};
 use super::super::model::RolloutStatus;
 use super::super::overview::{
     self, Failure, Found, MAX_FAILURES, MAX_FOUND_ATTEMPTS, MinuteCounts, QueuePlace, QueuedRollout,
@@ -31,20 +31,15 @@ impl Engine {
     /// Returns the rollouts created and finished in each of the last
     /// [`overview::MINUTES`] wall-clock minutes (the current one last,
     /// partial): by start time, and by end time and present terminal
-    /// status.
+    /// status. Read from counts the backends keep in the commit of every
+    /// change: the read costs the window's sixty minutes, whatever the
+    /// number of rollouts in them.
     pub async fn finished_per_minute(&self) -> StoreResult<Vec<MinuteCounts>> {
         let (from, until) = overview::minute_window(self.now());
-        let width = overview::MINUTE;
-        let (created, ended) = self
-            .read(|store| {
-                Box::pin(async move {
-                    let created = store.created_counts(from, until, width).await?;
-                    let ended = store.ended_counts(from, until, width).await?;
-                    Ok((created, ended))
-                })
-            })
+        let counts = self
+            .read(|store| Box::pin(store.activity(from, until)))
             .await?;
-        Ok(overview::per_minute(from, &created, &ended))
+        Ok(overview::per_minute(from, &counts))
     }
 
     /// Returns the rollout at the head of the queue (the oldest queued one)
@@ -64,8 +59,8 @@ impl Engine {
 
     /// Returns where a queued rollout stands in the queue; `None` when it
     /// is not queued (running or finished); NOT_FOUND for an unknown one.
-    pub async fn queue_place(&self, rollout_id: &str) -> StoreResult<Option<QueuePlace>> {
-        let rollout_id = rollout_id.to_owned();
+    pub async fn queue_place(&self, rollout_id: &RolloutId) -> StoreResult<Option<QueuePlace>> {
+        let rollout_id = rollout_id.clone();
         self.read(move |store| {
             Box::pin(async move {
                 let Some((ahead, since)) = store.queue_place(&rollout_id).await? else {

@@ -1,7 +1,8 @@
 //! Resources snapshots and workers.
 
+use super::super::access::Caller;
 use super::super::error::{StoreError, StoreResult};
-use super::super::ids;
+use super::super::ids::{self, ResourcesId, WorkerId};
 use super::super::model::{Json, ResourcesUpdate, Worker, WorkerSession};
 use super::super::query::{Page, Paged, ResourcesFilter, WorkerFilter};
 use super::super::storage::Access;
@@ -29,7 +30,7 @@ impl Engine {
     /// Replaces (or creates) a snapshot and makes it the latest.
     pub async fn update_resources(
         &self,
-        resources_id: &str,
+        resources_id: &ResourcesId,
         resources: Json,
     ) -> StoreResult<ResourcesUpdate> {
         self.run(Scan::Due, |tx| {
@@ -43,7 +44,7 @@ impl Engine {
                         ..existing
                     },
                     None => ResourcesUpdate {
-                        resources_id: resources_id.to_owned(),
+                        resources_id: resources_id.as_str().to_owned(),
                         create_time: now,
                         update_time: now,
                         version: 1,
@@ -58,7 +59,7 @@ impl Engine {
     }
 
     /// Returns a resources snapshot.
-    pub async fn get_resources(&self, resources_id: &str) -> StoreResult<ResourcesUpdate> {
+    pub async fn get_resources(&self, resources_id: &ResourcesId) -> StoreResult<ResourcesUpdate> {
         let resources = self
             .run(Scan::Skip, |tx| {
                 Box::pin(async move { tx.resources(resources_id).await })
@@ -82,6 +83,9 @@ impl Engine {
         page: &Page,
     ) -> StoreResult<Paged<ResourcesUpdate>> {
         page.validate::<ResourcesUpdate>()?;
+        if let Some(resources_id) = &filter.resources_id {
+            ids::validate_id("resources_id", resources_id)?;
+        }
         self.run(Scan::Skip, |tx| {
             Box::pin(async move { tx.store.query_resources(filter, page).await })
         })
@@ -102,10 +106,10 @@ impl Engine {
     }
 
     /// Returns a worker.
-    pub async fn get_worker(&self, worker_id: &str) -> StoreResult<Worker> {
+    pub async fn get_worker(&self, worker_id: &WorkerId) -> StoreResult<Worker> {
         let worker = self
             .run(Scan::Skip, |tx| {
-                Box::pin(async move { tx.store.workers(&[worker_id], Access::Read).await })
+                Box::pin(async move { tx.store.workers(&[worker_id.as_str()], Access::Read).await })
             })
             .await?;
         worker
@@ -126,12 +130,15 @@ impl Engine {
     }
 
     /// Records a worker heartbeat, creating the worker when unknown; never
-    /// changes its status or assignment.
+    /// changes its status or assignment. `caller` must be allowed to act
+    /// for the worker.
     pub async fn update_worker(
         &self,
-        worker_id: &str,
+        worker_id: &WorkerId,
         heartbeat_stats: Option<Json>,
+        caller: &Caller,
     ) -> StoreResult<Worker> {
+        caller.check_worker(Some(worker_id))?;
         self.run(Scan::Skip, |tx| {
             Box::pin(async move {
                 let mut worker = tx.worker(worker_id).await?;

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use tokio::sync::broadcast::error::RecvError;
 
+use super::super::access::Caller;
 use super::super::error::{StoreError, StoreResult};
 use super::super::events::Change;
 use super::super::idempotency::{self, IdempotencyKey, RememberedRequest};
-use super::super::ids;
+use super::super::ids::{self, RolloutId, WorkerId};
 use super::super::lifecycle;
 use super::super::model::{Rollout, RolloutSpec, RolloutStatus, RolloutView, Timestamp};
 use super::super::query::{Page, Paged, RolloutFilter};
@@ -58,12 +59,17 @@ async fn repeated_request(tx: &mut Tx<'_>, key: &IdempotencyKey) -> StoreResult<
 }
 
 impl Engine {
-    /// Creates a rollout with its first attempt, bypassing the queue.
+    /// Creates a rollout with its first attempt, bypassing the queue, for
+    /// `worker_id` when given (which `caller` must be allowed to act for).
     pub async fn start_rollout(
         &self,
         spec: RolloutSpec,
-        worker_id: Option<String>,
+        worker_id: Option<WorkerId>,
+        caller: &Caller,
     ) -> StoreResult<RolloutView> {
+        caller.check_worker(worker_id.as_deref())?;
+        check_spec(&spec)?;
+        let worker_id = worker_id.map(WorkerId::into_string);
         self.run(Scan::Due, |tx| {
             Box::pin(async move {
                 let latest = match spec.resources_id {
@@ -95,6 +101,9 @@ impl Engine {
         request_id: Option<String>,
     ) -> StoreResult<Enqueued> {
         self.limits().check_batch("rollouts", specs.len())?;
+        for (index, spec) in specs.iter().enumerate() {
+            check_spec(spec).map_err(|error| error.in_item("rollouts", index))?;
+        }
         let key = match request_id {
             Some(id) => {
                 idempotency::validate_request_id("request_id", &id)?;
@@ -156,17 +165,21 @@ impl Engine {
         .await
     }
 
-    /// Claims up to `limit` rollouts from the queue's head; waits up to
-    /// `wait` for the first one when the queue is empty. A wait that the
-    /// server's shutdown cuts short with nothing claimed is unavailable, not
-    /// an empty queue. `limit` is the client's number as sent (negative
+    /// Claims up to `limit` rollouts from the queue's head for `worker_id`
+    /// (which `caller` must name when its token is bound to workers); waits
+    /// up to `wait` for the first one when the queue is empty. A wait that
+    /// the server's shutdown cuts short with nothing claimed is unavailable,
+    /// not an empty queue. `limit` is the client's number as sent (negative
     /// included): this check owns the refusal.
     pub async fn dequeue(
         &self,
         limit: i64,
-        worker_id: Option<String>,
+        worker_id: Option<WorkerId>,
         wait: Duration,
+        caller: &Caller,
     ) -> StoreResult<Vec<RolloutView>> {
+        caller.check_worker_named(worker_id.as_deref())?;
+        let worker_id = worker_id.map(WorkerId::into_string);
         let largest = self.limits().max_batch_items;
         let limit = usize::try_from(limit)
             .ok()
@@ -223,6 +236,15 @@ impl Engine {
         if let Some(rollout_ids) = &filter.rollout_id_in {
             self.limits()
                 .check_ids("rollout_id_in", rollout_ids.len())?;
+            for rollout_id in rollout_ids {
+                ids::validate_id("rollout_id_in", rollout_id)?;
+            }
+        }
+        if let Some(worker_id) = &filter.worker_id {
+            ids::validate_worker_id("worker_id", worker_id)?;
+        }
+        if let Some(resources_id) = &filter.resources_id {
+            ids::validate_id("resources_id", resources_id)?;
         }
         self.run(Scan::Read, |tx| {
             Box::pin(async move { tx.store.query_rollouts(filter, page).await })
@@ -231,7 +253,7 @@ impl Engine {
     }
 
     /// Returns a rollout with its latest attempt.
-    pub async fn get_rollout(&self, rollout_id: &str) -> StoreResult<RolloutView> {
+    pub async fn get_rollout(&self, rollout_id: &RolloutId) -> StoreResult<RolloutView> {
         self.run(Scan::Read, |tx| {
             Box::pin(async move { tx.require_rollout(rollout_id, Access::Read).await })
         })
@@ -243,10 +265,10 @@ impl Engine {
     /// watch of many rollouts costs one query, not one per id.
     pub async fn get_rollouts(
         &self,
-        rollout_ids: &[String],
+        rollout_ids: &[RolloutId],
     ) -> StoreResult<HashMap<String, RolloutView>> {
         self.limits().check_ids("rollout_ids", rollout_ids.len())?;
-        let ids: Vec<&str> = rollout_ids.iter().map(String::as_str).collect();
+        let ids: Vec<&str> = rollout_ids.iter().map(RolloutId::as_str).collect();
         self.run(Scan::Read, |tx| {
             Box::pin(async move { tx.rollouts(&ids, Access::Read).await })
         })
@@ -257,9 +279,12 @@ impl Engine {
     /// `docs/semantics.md#update-rollout`).
     pub async fn update_rollout(
         &self,
-        rollout_id: &str,
+        rollout_id: &RolloutId,
         patch: RolloutPatch,
     ) -> StoreResult<Rollout> {
+        if let Some(Some(resources_id)) = &patch.resources_id {
+            ids::validate_id("resources_id", resources_id)?;
+        }
         self.run(Scan::Due, |tx| {
             Box::pin(async move {
                 let view = tx.rollout(rollout_id, Access::Update).await?;
@@ -288,7 +313,7 @@ impl Engine {
     /// shutdown cuts short is unavailable (the client waits again elsewhere).
     pub async fn wait_for_rollouts(
         &self,
-        rollout_ids: &[String],
+        rollout_ids: &[RolloutId],
         timeout: Option<Duration>,
     ) -> StoreResult<Vec<Rollout>> {
         self.limits().check_ids("rollout_ids", rollout_ids.len())?;
@@ -351,7 +376,7 @@ impl Engine {
         }
         Ok(rollout_ids
             .iter()
-            .filter_map(|id| finished.get(id).cloned())
+            .filter_map(|id| finished.get(id.as_str()).cloned())
             .collect())
     }
 }
@@ -428,6 +453,14 @@ fn patch_rollout(tx: &mut Tx<'_>, rollout: &mut Rollout, patch: RolloutPatch) {
         && lifecycle::set_rollout_status(rollout, status, tx.now)
     {
         tx.enqueue(&rollout.rollout_id);
+    }
+}
+
+/// Checks what the engine stores of a spec by the id rule: its resources id.
+fn check_spec(spec: &RolloutSpec) -> StoreResult<()> {
+    match &spec.resources_id {
+        Some(resources_id) => ids::validate_id("resources_id", resources_id),
+        None => Ok(()),
     }
 }
 

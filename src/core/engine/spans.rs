@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::super::error::{StoreError, StoreResult};
 use super::super::events::Change;
+use super::super::ids::{self, AttemptId, RolloutId};
 use super::super::limits;
 use super::super::model::{Attempt, NewSpan, RolloutView, Span};
 use super::super::query::{AttemptSelector, Page, Paged, SpanFilter};
@@ -44,7 +45,14 @@ impl Engine {
         how: SpanWrite,
     ) -> StoreResult<AddedSpans> {
         // Checked before the transaction: a bad request must not fail the
-        // writes that share its commit.
+        // writes that share its commit. A lenient write sets the spans with
+        // bad ids aside instead.
+        if let SpanWrite::Strict { .. } = how {
+            for new in &new_spans {
+                ids::validate_id("span.rollout_id", &new.span.rollout_id)?;
+                ids::validate_id("span.attempt_id", &new.span.attempt_id)?;
+            }
+        }
         if let Some(too_large) = new_spans
             .iter()
             .filter_map(|new| new.sequence_id)
@@ -67,7 +75,10 @@ impl Engine {
 
     /// Allocates one sequence id per (rollout, attempt) pair: consecutive
     /// values per rollout in request order.
-    pub async fn next_sequence_ids(&self, pairs: &[(String, String)]) -> StoreResult<Vec<i64>> {
+    pub async fn next_sequence_ids(
+        &self,
+        pairs: &[(RolloutId, AttemptId)],
+    ) -> StoreResult<Vec<i64>> {
         self.allocate_sequence_ids(pairs, true).await
     }
 
@@ -76,14 +87,14 @@ impl Engine {
     /// an unknown rollout simply gets a counter.
     pub async fn next_sequence_ids_unchecked(
         &self,
-        pairs: &[(String, String)],
+        pairs: &[(RolloutId, AttemptId)],
     ) -> StoreResult<Vec<i64>> {
         self.allocate_sequence_ids(pairs, false).await
     }
 
     async fn allocate_sequence_ids(
         &self,
-        pairs: &[(String, String)],
+        pairs: &[(RolloutId, AttemptId)],
         require_known: bool,
     ) -> StoreResult<Vec<i64>> {
         self.limits().check_batch("attempts", pairs.len())?;
@@ -92,13 +103,14 @@ impl Engine {
                 let mut counts: Vec<(&str, u64)> = Vec::new();
                 let mut checked: HashSet<(&str, &str)> = HashSet::new();
                 for (rollout_id, attempt_id) in pairs {
+                    let (rollout_id, attempt_id) = (rollout_id.as_str(), attempt_id.as_str());
                     if require_known && checked.insert((rollout_id, attempt_id)) {
                         tx.require_rollout(rollout_id, Access::Read).await?;
                         if tx.attempt(rollout_id, attempt_id).await?.is_none() {
                             return Err(StoreError::attempt_not_found(rollout_id, attempt_id));
                         }
                     }
-                    match counts.iter_mut().find(|(id, _)| id == rollout_id) {
+                    match counts.iter_mut().find(|(id, _)| *id == rollout_id) {
                         Some((_, count)) => *count += 1,
                         None => counts.push((rollout_id, 1)),
                     }
@@ -130,6 +142,10 @@ impl Engine {
         page: &Page,
     ) -> StoreResult<Paged<Arc<Span>>> {
         page.validate::<Span>()?;
+        ids::validate_id("rollout_id", &filter.rollout_id)?;
+        if let AttemptSelector::Id(attempt_id) = &filter.attempt {
+            ids::validate_id("attempt_id", attempt_id)?;
+        }
         self.run(Scan::Read, |tx| {
             Box::pin(async move {
                 let view = tx.require_rollout(&filter.rollout_id, Access::Read).await?;
@@ -172,39 +188,95 @@ struct Group {
     stored: u64,
 }
 
-/// The body of [`Engine::store_spans`]. Spans are grouped by (rollout,
-/// attempt) once, by index, so that no span's ids are copied.
+/// The spans of a request grouped by the (rollout, attempt) pair they name:
+/// the distinct pairs in request order, and each span's pair, by index (no
+/// span's ids are copied).
+struct Pairs<'s> {
+    pairs: Vec<(&'s str, &'s str)>,
+    group_of: Vec<usize>,
+}
+
+impl<'s> Pairs<'s> {
+    fn of(new_spans: &'s [NewSpan]) -> Self {
+        let mut pairs: Vec<(&str, &str)> = Vec::new();
+        let mut group_of: Vec<usize> = Vec::with_capacity(new_spans.len());
+        let mut index: HashMap<(&str, &str), usize> = HashMap::new();
+        for new in new_spans {
+            let pair = (new.span.rollout_id.as_str(), new.span.attempt_id.as_str());
+            group_of.push(*index.entry(pair).or_insert_with(|| {
+                pairs.push(pair);
+                pairs.len() - 1
+            }));
+        }
+        Self { pairs, group_of }
+    }
+}
+
+/// The body of [`Engine::store_spans`], in its phases: the spans' pairs
+/// are resolved to their attempts (owners checked), the spans that cannot
+/// be stored are set aside (a lenient write) or fail the write, the rest
+/// are numbered and inserted, and each attempt that got spans records a
+/// heartbeat and an event.
 async fn store_spans(
     tx: &mut Tx<'_>,
-    mut new_spans: Vec<NewSpan>,
+    new_spans: Vec<NewSpan>,
     how: SpanWrite,
 ) -> StoreResult<AddedSpans> {
-    // The distinct pairs in request order, and each span's pair.
-    let mut pairs: Vec<(&str, &str)> = Vec::new();
-    let mut group_of: Vec<usize> = Vec::with_capacity(new_spans.len());
-    let mut index: HashMap<(&str, &str), usize> = HashMap::new();
-    for new in &new_spans {
-        let pair = (new.span.rollout_id.as_str(), new.span.attempt_id.as_str());
-        group_of.push(*index.entry(pair).or_insert_with(|| {
-            pairs.push(pair);
-            pairs.len() - 1
-        }));
-    }
-    // The rollouts the spans name, locked: their heartbeats write them.
-    let mut rollout_ids: Vec<&str> = pairs.iter().map(|&(rollout_id, _)| rollout_id).collect();
+    let Pairs { pairs, group_of } = Pairs::of(&new_spans);
+    // The rollouts the spans name, locked: their heartbeats write them
+    // (an id that breaks the rule names none).
+    let mut rollout_ids: Vec<&str> = pairs
+        .iter()
+        .map(|&(rollout_id, _)| rollout_id)
+        .filter(|rollout_id| ids::validate_id("span.rollout_id", rollout_id).is_ok())
+        .collect();
     rollout_ids.sort_unstable();
     rollout_ids.dedup();
     let mut rollouts = tx.rollouts(&rollout_ids, Access::Update).await?;
+    let mut groups = resolve_groups(tx, &pairs, &rollouts, how).await?;
+    drop(pairs);
+    let (new_spans, group_of, rejected) = set_aside_rejected(new_spans, group_of, &groups);
+    let received = new_spans.len();
+    let stored = insert(tx, new_spans, group_of, &mut groups).await?;
+    let duplicates = received - stored.len();
+    for group in groups {
+        record_spans(tx, &mut rollouts, group);
+    }
+    Ok(AddedSpans {
+        spans: stored,
+        duplicates,
+        rejected,
+    })
+}
 
+/// Resolves each pair to its attempt, or to why it cannot take spans (an
+/// id that breaks the id rule, an unknown rollout or attempt); a strict
+/// write fails on the first such pair, and on an attempt its writer's
+/// session no longer owns.
+async fn resolve_groups(
+    tx: &mut Tx<'_>,
+    pairs: &[(&str, &str)],
+    rollouts: &HashMap<String, RolloutView>,
+    how: SpanWrite,
+) -> StoreResult<Vec<Group>> {
     let mut groups: Vec<Group> = Vec::with_capacity(pairs.len());
-    for (rollout_id, attempt_id) in pairs {
-        let attempt = match rollouts.get(rollout_id) {
-            None => Err(StoreError::rollout_not_found(rollout_id)),
-            Some(RolloutView {
-                attempt: Some(latest),
-                ..
-            }) if latest.attempt_id == attempt_id => Ok(latest.clone()),
-            Some(_) => tx
+    for &(rollout_id, attempt_id) in pairs {
+        let attempt = match (
+            ids::validate_id("span.rollout_id", rollout_id),
+            ids::validate_id("span.attempt_id", attempt_id),
+            rollouts.get(rollout_id),
+        ) {
+            (Err(error), _, _) | (_, Err(error), _) => Err(error),
+            (_, _, None) => Err(StoreError::rollout_not_found(rollout_id)),
+            (
+                _,
+                _,
+                Some(RolloutView {
+                    attempt: Some(latest),
+                    ..
+                }),
+            ) if latest.attempt_id == attempt_id => Ok(latest.clone()),
+            (_, _, Some(_)) => tx
                 .attempt(rollout_id, attempt_id)
                 .await?
                 .ok_or_else(|| StoreError::attempt_not_found(rollout_id, attempt_id)),
@@ -232,27 +304,47 @@ async fn store_spans(
             stored: 0,
         });
     }
-    drop(index);
-    let mut rejected = Vec::new();
-    if groups.iter().any(|group| group.attempt.is_err()) {
-        let mut kept = Vec::with_capacity(group_of.len());
-        let mut each = group_of.iter();
-        new_spans.retain(|_| {
-            let group = *each.next().expect("one group per span");
-            match &groups[group].attempt {
-                Ok(_) => {
-                    kept.push(group);
-                    true
-                }
-                Err(error) => {
-                    rejected.push(error.clone());
-                    false
-                }
-            }
-        });
-        group_of = kept;
-    }
+    Ok(groups)
+}
 
+/// Sets aside the spans whose pair cannot take spans: returns the others
+/// with their groups, and why each span set aside was rejected.
+fn set_aside_rejected(
+    mut new_spans: Vec<NewSpan>,
+    group_of: Vec<usize>,
+    groups: &[Group],
+) -> (Vec<NewSpan>, Vec<usize>, Vec<StoreError>) {
+    let mut rejected = Vec::new();
+    if groups.iter().all(|group| group.attempt.is_ok()) {
+        return (new_spans, group_of, rejected);
+    }
+    let mut kept = Vec::with_capacity(group_of.len());
+    let mut each = group_of.iter();
+    new_spans.retain(|_| {
+        let group = *each.next().expect("one group per span");
+        match &groups[group].attempt {
+            Ok(_) => {
+                kept.push(group);
+                true
+            }
+            Err(error) => {
+                rejected.push(error.clone());
+                false
+            }
+        }
+    });
+    (new_spans, kept, rejected)
+}
+
+/// Numbers and inserts the spans, counting each group's stored spans;
+/// returns the stored spans (a span already stored is skipped, and one line
+/// per request names the first).
+async fn insert(
+    tx: &mut Tx<'_>,
+    new_spans: Vec<NewSpan>,
+    group_of: Vec<usize>,
+    groups: &mut [Group],
+) -> StoreResult<Vec<Arc<Span>>> {
     let received = new_spans.len();
     let spans = number_spans(tx, new_spans).await?;
     let stored_flags = tx.store.insert_spans(&spans).await?;
@@ -266,42 +358,38 @@ async fn store_spans(
             first_duplicate = Some(span);
         }
     }
-    let duplicates = received - stored.len();
     // One line per request: an exporter retrying a batch repeats every span.
     if let Some(span) = first_duplicate {
         tracing::warn!(
-            duplicates,
+            duplicates = received - stored.len(),
             rollout_id = span.rollout_id,
             attempt_id = span.attempt_id,
             span_id = span.span_id,
             "duplicated spans skipped (the first one named)"
         );
     }
+    Ok(stored)
+}
 
-    for group in groups {
-        let (Ok(mut attempt), count @ 1..) = (group.attempt, group.stored) else {
-            continue;
-        };
-        let view = rollouts.get_mut(&group.rollout_id).expect("loaded above");
-        let is_latest = view
-            .attempt
-            .as_ref()
-            .is_some_and(|latest| latest.attempt_id == attempt.attempt_id);
-        tx::heartbeat(tx, &mut view.rollout, &mut attempt, is_latest);
-        if is_latest {
-            view.attempt = Some(attempt);
-        }
-        tx.record(Change::SpansAdded {
-            rollout_id: group.rollout_id,
-            attempt_id: group.attempt_id,
-            count,
-        });
+/// Records a group's stored spans: its attempt's heartbeat and an event.
+fn record_spans(tx: &mut Tx<'_>, rollouts: &mut HashMap<String, RolloutView>, group: Group) {
+    let (Ok(mut attempt), count @ 1..) = (group.attempt, group.stored) else {
+        return;
+    };
+    let view = rollouts.get_mut(&group.rollout_id).expect("loaded above");
+    let is_latest = view
+        .attempt
+        .as_ref()
+        .is_some_and(|latest| latest.attempt_id == attempt.attempt_id);
+    tx::heartbeat(tx, &mut view.rollout, &mut attempt, is_latest);
+    if is_latest {
+        view.attempt = Some(attempt);
     }
-    Ok(AddedSpans {
-        spans: stored,
-        duplicates,
-        rejected,
-    })
+    tx.record(Change::SpansAdded {
+        rollout_id: group.rollout_id,
+        attempt_id: group.attempt_id,
+        count,
+    });
 }
 
 /// Gives every span its sequence id: missing ones are allocated per rollout

@@ -13,6 +13,7 @@ use super::super::model::{
     Attempt, AttemptStatus, Json, Rollout, RolloutStatus, RolloutView, Timestamp, Worker,
     WorkerSession,
 };
+use super::super::overview;
 use super::super::ownership;
 use super::super::storage::agl1::Agl1Writes;
 use super::super::storage::{Access, Held, StoreTx, WriteSet};
@@ -297,6 +298,14 @@ impl<'a> Tx<'a> {
     /// Buffers forgetting the request ids expired by now.
     pub fn forget_expired_requests(&mut self) {
         self.writes.forget_requests = Some(self.now);
+    }
+
+    /// Buffers forgetting the activity counts of the minutes older than
+    /// the store keeps ([`overview::KEPT_MINUTES`]).
+    pub fn forget_old_activity(&mut self) {
+        let kept = overview::MINUTE.saturating_mul(overview::KEPT_MINUTES);
+        let before = overview::minute_of(Timestamp(self.now.0.saturating_sub(kept)));
+        self.writes.forget_activity = Some(before);
     }
 
     /// Buffers a rollout's entry at the queue's tail, queued since now.

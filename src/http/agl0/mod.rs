@@ -17,128 +17,98 @@ pub(crate) mod span_json;
 mod spans;
 mod workers;
 
-use axum::Router;
-use axum::body::Body;
-use axum::routing::{get, post};
-use http::HeaderMap;
-
-use super::error::{HttpError, HttpResult};
-use super::validate::{Issue, Loc, Object, Validator};
-use super::{HttpContext, json_body, read_body};
-use crate::core::model::Json;
+use super::routes::Routes;
+use crate::auth::policy::{Need, Permission};
 
 /// The path prefix of every route of this group.
 pub const PREFIX: &str = "/v1/agl";
 
-/// Returns the routes of agent-lightning's store API. Where upstream's
-/// router falls through from a static path to a parameter one for another
-/// method (e.g. `GET /rollouts/search` is `get_rollout_by_id("search")`),
-/// the static path carries that method too.
-pub fn routes() -> Router<HttpContext> {
+/// Returns the routes of agent-lightning's store API with what each
+/// needs. Where upstream's router falls through from a static path to a
+/// parameter one for another method (e.g. `GET /rollouts/search` is
+/// `get_rollout_by_id("search")`), the static path carries that method too.
+pub fn routes() -> Routes {
+    use Permission::{Read, Resources, Rollouts, Work};
     let route = |path: &str| format!("{PREFIX}{path}");
-    Router::new()
-        .route(&route("/health"), get(workers::health))
-        .route(&route("/statistics"), get(workers::statistics))
-        .route(&route("/queues/rollouts/enqueue"), post(rollouts::enqueue))
-        .route(&route("/queues/rollouts/dequeue"), post(rollouts::dequeue))
-        .route(
-            &route("/rollouts"),
-            get(rollouts::query).post(rollouts::start_rollout),
+    Routes::new()
+        .get(&route("/health"), Need::Nothing, workers::health)
+        .get(&route("/statistics"), Read, workers::statistics)
+        .post(
+            &route("/queues/rollouts/enqueue"),
+            Rollouts,
+            rollouts::enqueue,
         )
-        .route(
+        .post(&route("/queues/rollouts/dequeue"), Work, rollouts::dequeue)
+        .get(&route("/rollouts"), Read, rollouts::query)
+        .post(&route("/rollouts"), Rollouts, rollouts::start_rollout)
+        .post(&route("/rollouts/search"), Read, rollouts::search)
+        .get(
             &route("/rollouts/search"),
-            post(rollouts::search).get(rollouts::get_rollout_named_search),
+            Read,
+            rollouts::get_rollout_named_search,
         )
-        .route(
+        .get(
             &route("/rollouts/{rollout_id}"),
-            get(rollouts::get_rollout).post(rollouts::update_rollout),
+            Read,
+            rollouts::get_rollout,
         )
-        .route(
+        .post(
+            &route("/rollouts/{rollout_id}"),
+            Rollouts,
+            rollouts::update_rollout,
+        )
+        .get(
             &route("/rollouts/{rollout_id}/attempts"),
-            get(rollouts::query_attempts).post(rollouts::start_attempt),
+            Read,
+            rollouts::query_attempts,
         )
-        .route(
+        .post(
+            &route("/rollouts/{rollout_id}/attempts"),
+            Work,
+            rollouts::start_attempt,
+        )
+        .post(
             &route("/rollouts/{rollout_id}/attempts/search"),
-            post(rollouts::search_attempts),
+            Read,
+            rollouts::search_attempts,
         )
-        .route(
+        .get(
             &route("/rollouts/{rollout_id}/attempts/latest"),
-            get(rollouts::latest_attempt).post(rollouts::update_latest_attempt),
+            Read,
+            rollouts::latest_attempt,
         )
-        .route(
+        .post(
+            &route("/rollouts/{rollout_id}/attempts/latest"),
+            Work,
+            rollouts::update_latest_attempt,
+        )
+        .post(
             &route("/rollouts/{rollout_id}/attempts/{attempt_id}"),
-            post(rollouts::update_attempt),
+            Work,
+            rollouts::update_attempt,
         )
-        .route(&route("/waits/rollouts"), post(rollouts::wait))
-        .route(&route("/spans"), get(spans::query).post(spans::add))
-        .route(&route("/spans/search"), post(spans::search))
-        .route(&route("/spans/next"), post(spans::next_sequence_id))
-        .route(
-            &route("/resources"),
-            get(resources::query).post(resources::add),
-        )
-        .route(
+        .post(&route("/waits/rollouts"), Read, rollouts::wait)
+        .get(&route("/spans"), Read, spans::query)
+        .post(&route("/spans"), Work, spans::add)
+        .post(&route("/spans/search"), Read, spans::search)
+        .post(&route("/spans/next"), Work, spans::next_sequence_id)
+        .get(&route("/resources"), Read, resources::query)
+        .post(&route("/resources"), Resources, resources::add)
+        .get(&route("/resources/latest"), Read, resources::latest)
+        .post(
             &route("/resources/latest"),
-            get(resources::latest).post(resources::update_latest_named),
+            Resources,
+            resources::update_latest_named,
         )
-        .route(
+        .get(&route("/resources/{resources_id}"), Read, resources::get)
+        .post(
             &route("/resources/{resources_id}"),
-            get(resources::get).post(resources::update),
+            Resources,
+            resources::update,
         )
-        .route(&route("/workers"), get(workers::query))
-        .route(
-            &route("/workers/search"),
-            post(workers::search).get(workers::get_named_search),
-        )
-        .route(
-            &route("/workers/{worker_id}"),
-            get(workers::get).post(workers::update),
-        )
-}
-
-/// Reads a request's JSON body within the size limit; `None` when empty.
-async fn body_json(
-    context: &HttpContext,
-    headers: &HeaderMap,
-    body: Body,
-) -> HttpResult<Option<Json>> {
-    let bytes = read_body(body, context.max_body_bytes).await?;
-    json_body(headers, &bytes)
-}
-
-/// Reads a body that must be present: FastAPI's 422 `missing` otherwise.
-async fn required_body_json(
-    context: &HttpContext,
-    headers: &HeaderMap,
-    body: Body,
-) -> HttpResult<Json> {
-    body_json(context, headers, body).await?.ok_or_else(|| {
-        HttpError::Invalid(vec![Issue {
-            kind: "missing",
-            loc: Loc::body(),
-            msg: "Field required".to_owned(),
-            input: Json::Null,
-            ctx: None,
-        }])
-    })
-}
-
-/// Reads the body of a `POST …/search`: a JSON object (pydantic's 422
-/// otherwise), the query model's source.
-async fn search_body(context: &HttpContext, headers: &HeaderMap, body: Body) -> HttpResult<Object> {
-    match required_body_json(context, headers, body).await? {
-        Json::Object(object) => Ok(object),
-        other => {
-            let mut v = Validator::new();
-            v.model(&Loc::body(), &other);
-            Err(v.into_error())
-        }
-    }
-}
-
-/// Parses a query string into its pairs, in order.
-fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
-    form_urlencoded::parse(query.unwrap_or_default().as_bytes())
-        .into_owned()
-        .collect()
+        .get(&route("/workers"), Read, workers::query)
+        .post(&route("/workers/search"), Read, workers::search)
+        .get(&route("/workers/search"), Read, workers::get_named_search)
+        .get(&route("/workers/{worker_id}"), Read, workers::get)
+        .post(&route("/workers/{worker_id}"), Work, workers::update)
 }

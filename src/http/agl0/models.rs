@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use crate::core::model::Seconds;
 use crate::core::model::{
     Attempt, Json, ResourcesUpdate, Rollout, RolloutConfig, RolloutView, Statistics, Timestamp,
     Worker, WorkerStatus,
@@ -31,10 +32,15 @@ pub struct ConfigJson<'a> {
 impl<'a> From<&'a RolloutConfig> for ConfigJson<'a> {
     fn from(config: &'a RolloutConfig) -> Self {
         Self {
-            timeout_seconds: config.timeout_seconds,
-            unresponsive_seconds: config.unresponsive_seconds,
-            max_attempts: config.max_attempts,
-            retry_condition: config.retry_condition.iter().map(|s| s.as_str()).collect(),
+            timeout_seconds: config.timeout_seconds.map(Seconds::get),
+            unresponsive_seconds: config.unresponsive_seconds.map(Seconds::get),
+            max_attempts: config.max_attempts.get(),
+            retry_condition: config
+                .retry_condition
+                .statuses()
+                .iter()
+                .map(|s| s.as_str())
+                .collect(),
         }
     }
 }
@@ -245,8 +251,9 @@ impl<'a> From<&'a Statistics> for StatisticsJson<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::model::RetryCondition;
     use crate::core::model::{AttemptStatus, RolloutMode, RolloutStatus};
-    use crate::http::json::to_vec;
+    use crate::pyjson::to_vec;
 
     #[test]
     fn rollouts_are_written_in_pydantic_field_order() {
@@ -259,8 +266,8 @@ mod tests {
             resources_id: None,
             status: RolloutStatus::Preparing,
             config: RolloutConfig {
-                timeout_seconds: Some(3.0),
-                retry_condition: vec![AttemptStatus::Timeout],
+                timeout_seconds: Some(Seconds::new(3.0).unwrap()),
+                retry_condition: RetryCondition::new(vec![AttemptStatus::Timeout]).unwrap(),
                 ..RolloutConfig::default()
             },
             metadata: serde_json::json!({}),

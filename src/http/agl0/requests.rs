@@ -7,35 +7,24 @@
 //! all read by one validator with pydantic's rules.
 
 use super::super::error::{HttpError, HttpResult};
+use super::super::extract::QueryParams;
 use super::super::validate::{Loc, Object, Validator};
 use crate::core::engine::{AttemptPatch, RolloutPatch};
 use crate::core::error::echo;
+use crate::core::ids::WorkerId;
 use crate::core::model::{
-    AttemptStatus, Json, RolloutConfig, RolloutMode, RolloutSpec, RolloutStatus, Timestamp,
+    AttemptStatus, Json, Named, RolloutConfig, RolloutMode, RolloutSpec, RolloutStatus, Timestamp,
     WorkerStatus,
 };
+use crate::core::model::{MaxAttempts, RetryCondition};
 use crate::core::query::{FilterLogic, Page};
 
-/// The names of `RolloutMode`.
-const MODES: &[&str] = &["train", "val", "test"];
-const ROLLOUT_STATUSES: &[&str] = &[
-    "queuing",
-    "preparing",
-    "running",
-    "failed",
-    "succeeded",
-    "cancelled",
-    "requeuing",
+/// The worker statuses agent-lightning names (`lost` shows as `unknown`).
+const WORKER_STATUSES: &[WorkerStatus] = &[
+    WorkerStatus::Idle,
+    WorkerStatus::Busy,
+    WorkerStatus::Unknown,
 ];
-const ATTEMPT_STATUSES: &[&str] = &[
-    "preparing",
-    "running",
-    "failed",
-    "succeeded",
-    "unresponsive",
-    "timeout",
-];
-const WORKER_STATUSES: &[&str] = &["idle", "busy", "unknown"];
 
 /// Fields of upstream's models, in order: what `sort_by` is checked against
 /// and the list its error names.
@@ -107,7 +96,7 @@ pub const SPAN_FIELDS: &[&str] = &[
 /// rules convert.
 pub enum Source<'a> {
     Body(&'a Object),
-    Query(&'a [(String, String)]),
+    Query(&'a QueryParams),
 }
 
 impl Source<'_> {
@@ -123,11 +112,7 @@ impl Source<'_> {
     fn get(&self, field: &str) -> Option<Json> {
         match self {
             Self::Body(object) => object.get(field).cloned(),
-            Self::Query(pairs) => pairs
-                .iter()
-                .rev()
-                .find(|(k, _)| k == field)
-                .map(|(_, v)| Json::String(v.clone())),
+            Self::Query(params) => params.value(field).map(|v| Json::String(v.to_owned())),
         }
     }
 
@@ -137,8 +122,8 @@ impl Source<'_> {
     pub(super) fn list_len(&self, field: &str) -> Option<usize> {
         match self {
             Self::Body(object) => object.get(field)?.as_array().map(Vec::len),
-            Self::Query(pairs) => {
-                let count = pairs.iter().filter(|(k, _)| k == field).count();
+            Self::Query(params) => {
+                let count = params.values(field).count();
                 (count > 0).then_some(count)
             }
         }
@@ -148,11 +133,10 @@ impl Source<'_> {
     fn get_list(&self, field: &str) -> Option<Json> {
         match self {
             Self::Body(object) => object.get(field).cloned(),
-            Self::Query(pairs) => {
-                let values: Vec<Json> = pairs
-                    .iter()
-                    .filter(|(k, _)| k == field)
-                    .map(|(_, v)| Json::String(v.clone()))
+            Self::Query(params) => {
+                let values: Vec<Json> = params
+                    .values(field)
+                    .map(|v| Json::String(v.to_owned()))
                     .collect();
                 (!values.is_empty()).then_some(Json::Array(values))
             }
@@ -177,28 +161,28 @@ impl Source<'_> {
         &self,
         v: &mut Validator,
         field: &str,
-        allowed: &[&str],
+        allowed: &[&'static str],
         default: &'static str,
-    ) -> Option<String> {
+    ) -> Option<&'static str> {
         match self.get(field) {
-            None => Some(default.to_owned()),
-            Some(value) => v.literal(&self.loc(field), &value, allowed, |s| Some(s.to_owned())),
+            None => Some(default),
+            Some(value) => v.literal(&self.loc(field), &value, allowed),
         }
     }
 
-    /// Reads a list of literals; `None` inside when the field is absent or null.
-    fn literal_list<T>(
+    /// Reads a list of an enum's names; `None` inside when the field is
+    /// absent or null.
+    fn choice_list<T: Named>(
         &self,
         v: &mut Validator,
         field: &str,
-        allowed: &[&str],
-        parse: impl Fn(&str) -> Option<T> + Copy,
+        allowed: &[T],
     ) -> Option<Option<Vec<T>>> {
         match self.get_list(field) {
             None | Some(Json::Null) => Some(None),
             Some(value) => v
                 .each(&self.loc(field), &value, |v, loc, item| {
-                    v.literal(loc, item, allowed, parse)
+                    v.choice(loc, item, allowed)
                 })
                 .map(Some),
         }
@@ -220,7 +204,7 @@ pub struct PageParams {
     limit: i64,
     offset: i64,
     sort_by: Option<String>,
-    sort_order: String,
+    sort_order: &'static str,
 }
 
 impl PageParams {
@@ -293,7 +277,7 @@ pub struct RolloutQuery {
 impl RolloutQuery {
     /// Reads the query.
     pub fn read(v: &mut Validator, source: &Source) -> Option<Self> {
-        let status_in = source.literal_list(v, "status_in", ROLLOUT_STATUSES, RolloutStatus::parse);
+        let status_in = source.choice_list(v, "status_in", RolloutStatus::ALL);
         let rollout_id_in = source.string_list(v, "rollout_id_in");
         let contains = source.opt_string(v, "rollout_id_contains");
         let page = PageParams::read(v, source, None);
@@ -354,7 +338,7 @@ impl WorkerQuery {
     /// (dropped worker sessions), which agent-lightning calls unknown.
     pub fn read(v: &mut Validator, source: &Source) -> Option<Self> {
         let status_in = source
-            .literal_list(v, "status_in", WORKER_STATUSES, WorkerStatus::parse)
+            .choice_list(v, "status_in", WORKER_STATUSES)
             .map(|statuses| {
                 statuses.map(|mut statuses| {
                     if statuses.contains(&WorkerStatus::Unknown) {
@@ -434,41 +418,32 @@ impl SpanQuery {
     }
 }
 
-/// Reads a `RolloutConfig`.
+/// Reads a `RolloutConfig` with the core's rules of its values, refused
+/// as pydantic refuses a constrained field (see [`Validator::seconds`]).
 fn read_config(v: &mut Validator, loc: &Loc, value: &Json) -> Option<RolloutConfig> {
     let object = v.model(loc, value)?;
-    let seconds = |v: &mut Validator, field: &str| match object.get(field) {
-        None => Some(None),
-        Some(value) => v.opt_float(&loc.key(field), value),
+    let seconds = |v: &mut Validator, field: &str| {
+        v.optional(object, loc, field, None, |v, loc, value| match value {
+            Json::Null => Some(None),
+            other => v.seconds(loc, other).map(Some),
+        })
     };
     let timeout_seconds = seconds(v, "timeout_seconds");
     let unresponsive_seconds = seconds(v, "unresponsive_seconds");
-    let max_attempts = match object.get("max_attempts") {
-        None => Some(1),
-        Some(value) => {
-            let field = loc.key("max_attempts");
-            match v.int(&field, value) {
-                Some(n) if n >= 1 => Some(u32::try_from(n).unwrap_or(u32::MAX)),
-                Some(_) => {
-                    v.issue(
-                        "greater_than_equal",
-                        &field,
-                        "Input should be greater than or equal to 1",
-                        value,
-                        Some(serde_json::json!({"ge": 1})),
-                    );
-                    None
-                }
-                None => None,
-            }
-        }
-    };
-    let retry_condition = match object.get("retry_condition") {
-        None => Some(Vec::new()),
-        Some(value) => v.each(&loc.key("retry_condition"), value, |v, loc, item| {
-            v.literal(loc, item, ATTEMPT_STATUSES, AttemptStatus::parse)
-        }),
-    };
+    let max_attempts = v.optional(
+        object,
+        loc,
+        "max_attempts",
+        MaxAttempts::ONE,
+        |v, loc, value| v.max_attempts(loc, value),
+    );
+    let retry_condition = v.optional(
+        object,
+        loc,
+        "retry_condition",
+        RetryCondition::default(),
+        |v, loc, value| v.retry_condition(loc, value),
+    );
     Some(RolloutConfig {
         timeout_seconds: timeout_seconds?,
         unresponsive_seconds: unresponsive_seconds?,
@@ -480,7 +455,7 @@ fn read_config(v: &mut Validator, loc: &Loc, value: &Json) -> Option<RolloutConf
 fn read_mode(v: &mut Validator, loc: &Loc, value: &Json) -> Option<Option<RolloutMode>> {
     match value {
         Json::Null => Some(None),
-        other => v.literal(loc, other, MODES, RolloutMode::parse).map(Some),
+        other => v.choice(loc, other, RolloutMode::ALL).map(Some),
     }
 }
 
@@ -535,7 +510,7 @@ pub fn read_rollout_patch(body: &Json) -> HttpResult<RolloutPatch> {
     let mut v = Validator::new();
     let loc = Loc::body();
     let Some(object) = v.model(&loc, body) else {
-        return v.finish(None);
+        return Ok(v.finish(None)?);
     };
     let input = object.get("input").cloned();
     let mode = object
@@ -547,12 +522,7 @@ pub fn read_rollout_patch(body: &Json) -> HttpResult<RolloutPatch> {
     let status = object.get("status").map(|value| match value {
         Json::Null => Some(None),
         other => v
-            .literal(
-                &loc.key("status"),
-                other,
-                ROLLOUT_STATUSES,
-                RolloutStatus::parse,
-            )
+            .choice(&loc.key("status"), other, RolloutStatus::ALL)
             .map(Some),
     });
     let config = object.get("config").map(|value| match value {
@@ -563,7 +533,7 @@ pub fn read_rollout_patch(body: &Json) -> HttpResult<RolloutPatch> {
         .get("metadata")
         .map(|value| v.opt_dict(&loc.key("metadata"), value));
     if v.failed() {
-        return v.finish(None);
+        return Ok(v.finish(None)?);
     }
     // Validated above: every present field converted.
     let status = match status.flatten() {
@@ -589,23 +559,17 @@ pub fn read_attempt_patch(body: &Json) -> HttpResult<AttemptPatch> {
     let mut v = Validator::new();
     let loc = Loc::body();
     let Some(object) = v.model(&loc, body) else {
-        return v.finish(None);
+        return Ok(v.finish(None)?);
     };
     let field = |name: &str| object.get(name).filter(|value| !value.is_null());
-    let status = field("status").map(|value| {
-        v.literal(
-            &loc.key("status"),
-            value,
-            ATTEMPT_STATUSES,
-            AttemptStatus::parse,
-        )
-    });
+    let status =
+        field("status").map(|value| v.choice(&loc.key("status"), value, AttemptStatus::ALL));
     let worker_id = field("worker_id").map(|value| v.string(&loc.key("worker_id"), value));
     let heartbeat =
         field("last_heartbeat_time").map(|value| v.float(&loc.key("last_heartbeat_time"), value));
     let metadata = field("metadata").map(|value| v.dict(&loc.key("metadata"), value).cloned());
     if v.failed() {
-        return v.finish(None);
+        return Ok(v.finish(None)?);
     }
     for name in ["status", "worker_id", "last_heartbeat_time", "metadata"] {
         if object.get(name).is_some_and(Json::is_null) {
@@ -620,7 +584,10 @@ pub fn read_attempt_patch(body: &Json) -> HttpResult<AttemptPatch> {
     };
     Ok(AttemptPatch {
         status: status.flatten(),
-        worker_id: worker_id.flatten(),
+        worker_id: worker_id
+            .flatten()
+            .map(|id| WorkerId::parse("worker_id", id))
+            .transpose()?,
         last_heartbeat_time,
         metadata: metadata.flatten().map(Json::Object),
     })
@@ -631,8 +598,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn issues(error: HttpError) -> Json {
-        match error {
+    fn issues(error: impl Into<HttpError>) -> Json {
+        match error.into() {
             HttpError::Invalid(issues) => serde_json::to_value(issues).unwrap(),
             HttpError::Detail(status, detail) => {
                 json!({"status": status.as_u16(), "detail": detail})
@@ -691,14 +658,14 @@ mod tests {
 
     #[test]
     fn pages_are_checked_with_upstream_messages() {
-        let pairs = vec![("limit".to_owned(), "0".to_owned())];
+        let pairs = QueryParams::parse(Some("limit=0"));
         let mut v = Validator::new();
         let page = PageParams::read(&mut v, &Source::Query(&pairs), None).unwrap();
         assert_eq!(
             issues(page.to_page(ROLLOUT_FIELDS).unwrap_err())["detail"],
             "Limit must be greater than 0 or -1 for no limit"
         );
-        let pairs = vec![("sort_by".to_owned(), "nope".to_owned())];
+        let pairs = QueryParams::parse(Some("sort_by=nope"));
         let page = PageParams::read(&mut v, &Source::Query(&pairs), None).unwrap();
         assert_eq!(
             issues(page.to_page(WORKER_FIELDS).unwrap_err())["detail"],
@@ -707,11 +674,7 @@ mod tests {
                 WORKER_FIELDS.join(", ")
             )
         );
-        let pairs = vec![
-            ("status_in".to_owned(), "busy".to_owned()),
-            ("status_in".to_owned(), "unknown".to_owned()),
-            ("limit".to_owned(), "5".to_owned()),
-        ];
+        let pairs = QueryParams::parse(Some("status_in=busy&status_in=unknown&limit=5"));
         let query = WorkerQuery::read(&mut v, &Source::Query(&pairs)).unwrap();
         assert_eq!(
             query.status_in,

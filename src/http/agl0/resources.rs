@@ -3,22 +3,21 @@
 //! and stored as pydantic dumps it: defaults filled in, unknown fields
 //! dropped, fields in model order.
 
-use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
 
 use super::super::HttpContext;
 use super::super::error::HttpResult;
-use super::super::json::PyJson;
+use super::super::extract::{JsonBody, QueryParams};
 use super::super::validate::{Loc, Validator};
 use super::models::{PageJson, ResourcesJson};
 use super::requests::{RESOURCES_FIELDS, ResourcesQuery, Source};
-use super::{query_pairs, required_body_json};
 use crate::core::error::StoreError;
-use crate::core::ids;
+use crate::core::ids::ResourcesId;
 use crate::core::model::{Json, JsonObject};
 use crate::core::query::ResourcesFilter;
+use crate::pyjson::PyJson;
 
 const RESOURCE_TYPES: &[&str] = &["llm", "proxy_llm", "prompt_template"];
 const ENGINES: &[&str] = &["jinja", "f-string", "poml"];
@@ -66,11 +65,10 @@ fn read_resource(v: &mut Validator, loc: &Loc, value: &Json) -> Option<Json> {
     out.insert("resource_type".to_owned(), Json::String(tag.to_owned()));
     if tag == "prompt_template" {
         let template = string(v, "template");
-        let engine = v.required(object, &loc, "engine").and_then(|x| {
-            v.literal(&loc.key("engine"), x, ENGINES, |s| {
-                Some(Json::String(s.to_owned()))
-            })
-        });
+        let engine = v
+            .required(object, &loc, "engine")
+            .and_then(|x| v.literal(&loc.key("engine"), x, ENGINES))
+            .map(|engine| Json::String(engine.to_owned()));
         out.insert("template".to_owned(), template?);
         out.insert("engine".to_owned(), engine?);
     } else {
@@ -114,17 +112,12 @@ fn read_named_resources(json: &Json) -> HttpResult<Json> {
         }
         ok.then_some(Json::Object(out))
     });
-    v.finish(read)
+    Ok(v.finish(read)?)
 }
 
 /// `POST /resources`: 201 and the new snapshot (version 1), now the latest.
-pub async fn add(
-    State(context): State<HttpContext>,
-    headers: HeaderMap,
-    body: Body,
-) -> HttpResult<Response> {
-    let json = required_body_json(&context, &headers, body).await?;
-    let resources = read_named_resources(&json)?;
+pub async fn add(State(context): State<HttpContext>, body: JsonBody) -> HttpResult<Response> {
+    let resources = read_named_resources(&body.required()?)?;
     let update = context.engine.add_resources(resources).await?;
     Ok(PyJson(StatusCode::CREATED, ResourcesJson::from(&update)).into_response())
 }
@@ -133,12 +126,10 @@ pub async fn add(
 pub async fn update(
     State(context): State<HttpContext>,
     Path(resources_id): Path<String>,
-    headers: HeaderMap,
-    body: Body,
+    body: JsonBody,
 ) -> HttpResult<Response> {
-    let json = required_body_json(&context, &headers, body).await?;
-    let resources = read_named_resources(&json)?;
-    ids::validate_id("resources_id", &resources_id)?;
+    let resources = read_named_resources(&body.required()?)?;
+    let resources_id = ResourcesId::parse("resources_id", resources_id)?;
     let update = context
         .engine
         .update_resources(&resources_id, resources)
@@ -150,10 +141,9 @@ pub async fn update(
 /// the snapshot whose id is `latest`.
 pub async fn update_latest_named(
     state: State<HttpContext>,
-    headers: HeaderMap,
-    body: Body,
+    body: JsonBody,
 ) -> HttpResult<Response> {
-    update(state, Path("latest".to_owned()), headers, body).await
+    update(state, Path("latest".to_owned()), body).await
 }
 
 /// `GET /resources/{resources_id}`: the snapshot, or `null`.
@@ -161,6 +151,7 @@ pub async fn get(
     State(context): State<HttpContext>,
     Path(resources_id): Path<String>,
 ) -> HttpResult<Response> {
+    let resources_id = ResourcesId::parse("resources_id", resources_id)?;
     match context.engine.get_resources(&resources_id).await {
         Ok(update) => Ok(PyJson(StatusCode::OK, ResourcesJson::from(&update)).into_response()),
         Err(StoreError::NotFound(_)) => Ok(PyJson(StatusCode::OK, Json::Null).into_response()),
@@ -177,11 +168,10 @@ pub async fn latest(State(context): State<HttpContext>) -> HttpResult<Response> 
 /// `GET /resources`: the dashboard's resources list.
 pub async fn query(
     State(context): State<HttpContext>,
-    RawQuery(query): RawQuery,
+    params: QueryParams,
 ) -> HttpResult<Response> {
-    let pairs = query_pairs(query.as_deref());
     let mut v = Validator::new();
-    let read = ResourcesQuery::read(&mut v, &Source::Query(&pairs));
+    let read = ResourcesQuery::read(&mut v, &Source::Query(&params));
     let query = v.finish(read)?;
     let page = query.page.to_page(RESOURCES_FIELDS)?;
     let filter = ResourcesFilter {

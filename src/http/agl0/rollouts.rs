@@ -2,36 +2,31 @@
 
 use std::time::Duration;
 
-use axum::Extension;
-use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
 
 use super::super::HttpContext;
-use super::super::error::{HttpError, HttpResult};
-use super::super::idempotency_key;
-use super::super::json::PyJson;
+use super::super::error::HttpResult;
+use super::super::extract::{IdempotencyKey, JsonBody, QueryParams};
 use super::super::validate::{Loc, Object, Validator};
 use super::models::{AttemptJson, PageJson, RolloutJson};
 use super::requests::{
     ATTEMPT_FIELDS, AttemptQuery, ROLLOUT_FIELDS, RolloutQuery, Source, opt_string_field,
     read_attempt_patch, read_rollout_patch, read_spec,
 };
-use super::{body_json, query_pairs, required_body_json, search_body};
-use crate::auth::{self, Grant};
+use crate::core::access::Caller;
 use crate::core::error::StoreError;
 use crate::core::idempotency::checked_request_id;
-use crate::core::ids;
+use crate::core::ids::{self, AttemptId, RolloutId, WorkerId};
+use crate::core::limits;
 use crate::core::model::{Json, RolloutSpec};
 use crate::core::query::RolloutFilter;
+use crate::pyjson::PyJson;
 
-/// Checks a worker id a request gives with an attempt (empty is accepted).
-fn worker_id(id: Option<String>) -> HttpResult<Option<String>> {
-    if let Some(id) = &id {
-        ids::validate_worker_id("worker_id", id)?;
-    }
-    Ok(id)
+/// Reads a worker id a request gives with an attempt (empty is accepted).
+fn worker_id(id: Option<String>) -> HttpResult<Option<WorkerId>> {
+    Ok(id.map(|id| WorkerId::parse("worker_id", id)).transpose()?)
 }
 
 /// `POST /queues/rollouts/enqueue`: 201 and the queued rollouts. With an
@@ -39,11 +34,11 @@ fn worker_id(id: Option<String>) -> HttpResult<Option<String>> {
 /// call created (as they are now) and enqueues nothing.
 pub async fn enqueue(
     State(context): State<HttpContext>,
-    headers: HeaderMap,
-    body: Body,
+    IdempotencyKey(key): IdempotencyKey,
+    body: JsonBody,
 ) -> HttpResult<Response> {
-    let request_id = checked_request_id(idempotency_key(&headers)?.map(str::to_owned))?;
-    let json = required_body_json(&context, &headers, body).await?;
+    let request_id = checked_request_id(key)?;
+    let json = body.required()?;
     context.check_batch("rollouts", json.get("rollouts"))?;
     let mut v = Validator::new();
     let specs = read_enqueue(&mut v, &json);
@@ -69,11 +64,9 @@ fn read_enqueue(v: &mut Validator, json: &Json) -> Option<Vec<RolloutSpec>> {
 /// `POST /queues/rollouts/dequeue`: the claimed rollouts (never waits).
 pub async fn dequeue(
     State(context): State<HttpContext>,
-    grant: Option<Extension<Grant>>,
-    headers: HeaderMap,
-    body: Body,
+    caller: Caller,
+    JsonBody(json): JsonBody,
 ) -> HttpResult<Response> {
-    let json = body_json(&context, &headers, body).await?;
     let (limit, worker) = match json {
         None | Some(Json::Null) => (1, None),
         Some(json) => {
@@ -82,13 +75,13 @@ pub async fn dequeue(
             v.finish(read)?
         }
     };
-    auth::check_worker_named(grant.as_deref(), worker.as_deref())?;
+    // As upstream: no limit, no work (nothing is taken for anyone).
     if limit <= 0 {
         return Ok(PyJson(StatusCode::OK, Vec::<Json>::new()).into_response());
     }
     let claimed = context
         .engine
-        .dequeue(limit, worker_id(worker)?, Duration::ZERO)
+        .dequeue(limit, worker_id(worker)?, Duration::ZERO, &caller)
         .await?;
     let json: Vec<RolloutJson> = claimed.iter().map(Into::into).collect();
     Ok(PyJson(StatusCode::OK, json).into_response())
@@ -107,18 +100,16 @@ fn read_dequeue(v: &mut Validator, json: &Json) -> Option<(i64, Option<String>)>
 /// `POST /rollouts`: 201 and the started rollout with its first attempt.
 pub async fn start_rollout(
     State(context): State<HttpContext>,
-    grant: Option<Extension<Grant>>,
-    headers: HeaderMap,
-    body: Body,
+    caller: Caller,
+    body: JsonBody,
 ) -> HttpResult<Response> {
-    let json = required_body_json(&context, &headers, body).await?;
+    let json = body.required()?;
     let mut v = Validator::new();
     let read = read_start(&mut v, &json);
     let (spec, worker) = v.finish(read)?;
-    auth::check_worker(grant.as_deref(), worker.as_deref())?;
     let view = context
         .engine
-        .start_rollout(spec, worker_id(worker)?)
+        .start_rollout(spec, worker_id(worker)?, &caller)
         .await?;
     Ok(PyJson(StatusCode::CREATED, RolloutJson::from(&view)).into_response())
 }
@@ -153,19 +144,14 @@ async fn run_query(context: &HttpContext, source: Source<'_>) -> HttpResult<Resp
 /// `GET /rollouts`: the dashboard's rollout list.
 pub async fn query(
     State(context): State<HttpContext>,
-    RawQuery(query): RawQuery,
+    params: QueryParams,
 ) -> HttpResult<Response> {
-    let pairs = query_pairs(query.as_deref());
-    run_query(&context, Source::Query(&pairs)).await
+    run_query(&context, Source::Query(&params)).await
 }
 
 /// `POST /rollouts/search`: what `LightningStoreClient.query_rollouts` calls.
-pub async fn search(
-    State(context): State<HttpContext>,
-    headers: HeaderMap,
-    body: Body,
-) -> HttpResult<Response> {
-    let object = search_body(&context, &headers, body).await?;
+pub async fn search(State(context): State<HttpContext>, body: JsonBody) -> HttpResult<Response> {
+    let object = body.object()?;
     run_query(&context, Source::Body(&object)).await
 }
 
@@ -175,6 +161,7 @@ pub async fn get_rollout(
     State(context): State<HttpContext>,
     Path(rollout_id): Path<String>,
 ) -> HttpResult<Response> {
+    let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
     match context.engine.get_rollout(&rollout_id).await {
         Ok(view) => Ok(PyJson(StatusCode::OK, RolloutJson::from(&view)).into_response()),
         Err(StoreError::NotFound(_)) => Ok(null()),
@@ -197,14 +184,10 @@ fn null() -> Response {
 pub async fn update_rollout(
     State(context): State<HttpContext>,
     Path(rollout_id): Path<String>,
-    headers: HeaderMap,
-    body: Body,
+    body: JsonBody,
 ) -> HttpResult<Response> {
-    let json = required_body_json(&context, &headers, body).await?;
-    let patch = read_rollout_patch(&json)?;
-    if let Some(Some(resources_id)) = &patch.resources_id {
-        ids::validate_id("resources_id", resources_id)?;
-    }
+    let patch = read_rollout_patch(&body.required()?)?;
+    let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
     let rollout = context.engine.update_rollout(&rollout_id, patch).await?;
     Ok(PyJson(StatusCode::OK, RolloutJson::from(&rollout)).into_response())
 }
@@ -213,11 +196,10 @@ pub async fn update_rollout(
 pub async fn start_attempt(
     State(context): State<HttpContext>,
     Path(rollout_id): Path<String>,
-    grant: Option<Extension<Grant>>,
-    headers: HeaderMap,
-    body: Body,
+    caller: Caller,
+    JsonBody(json): JsonBody,
 ) -> HttpResult<Response> {
-    let worker = match body_json(&context, &headers, body).await? {
+    let worker = match json {
         None | Some(Json::Null) => None,
         Some(json) => {
             let mut v = Validator::new();
@@ -227,10 +209,10 @@ pub async fn start_attempt(
             v.finish(read)?
         }
     };
-    auth::check_worker(grant.as_deref(), worker.as_deref())?;
+    let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
     let view = context
         .engine
-        .start_attempt(&rollout_id, worker_id(worker)?)
+        .start_attempt(&rollout_id, worker_id(worker)?, &caller)
         .await?;
     Ok(PyJson(StatusCode::CREATED, RolloutJson::from(&view)).into_response())
 }
@@ -238,14 +220,15 @@ pub async fn start_attempt(
 /// Runs an attempt query; an unknown rollout has an empty page, as upstream.
 async fn run_attempt_query(
     context: &HttpContext,
-    rollout_id: &str,
+    rollout_id: String,
     source: Source<'_>,
 ) -> HttpResult<Response> {
     let mut v = Validator::new();
     let read = AttemptQuery::read(&mut v, &source);
     let query = v.finish(read)?;
     let page = query.page.to_page(ATTEMPT_FIELDS)?;
-    match context.engine.query_attempts(rollout_id, &page).await {
+    let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
+    match context.engine.query_attempts(&rollout_id, &page).await {
         Ok(result) => {
             let json = PageJson::new(&result, AttemptJson::from);
             Ok(PyJson(StatusCode::OK, json).into_response())
@@ -262,21 +245,19 @@ async fn run_attempt_query(
 pub async fn query_attempts(
     State(context): State<HttpContext>,
     Path(rollout_id): Path<String>,
-    RawQuery(query): RawQuery,
+    params: QueryParams,
 ) -> HttpResult<Response> {
-    let pairs = query_pairs(query.as_deref());
-    run_attempt_query(&context, &rollout_id, Source::Query(&pairs)).await
+    run_attempt_query(&context, rollout_id, Source::Query(&params)).await
 }
 
 /// `POST /rollouts/{rollout_id}/attempts/search`.
 pub async fn search_attempts(
     State(context): State<HttpContext>,
     Path(rollout_id): Path<String>,
-    headers: HeaderMap,
-    body: Body,
+    body: JsonBody,
 ) -> HttpResult<Response> {
-    let object = search_body(&context, &headers, body).await?;
-    run_attempt_query(&context, &rollout_id, Source::Body(&object)).await
+    let object = body.object()?;
+    run_attempt_query(&context, rollout_id, Source::Body(&object)).await
 }
 
 /// `GET /rollouts/{rollout_id}/attempts/latest`: the attempt, or `null`.
@@ -284,6 +265,7 @@ pub async fn latest_attempt(
     State(context): State<HttpContext>,
     Path(rollout_id): Path<String>,
 ) -> HttpResult<Response> {
+    let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
     match context.engine.latest_attempt(&rollout_id).await {
         Ok(Some(attempt)) => {
             Ok(PyJson(StatusCode::OK, AttemptJson::from(&attempt)).into_response())
@@ -298,19 +280,15 @@ pub async fn latest_attempt(
 pub async fn update_attempt(
     State(context): State<HttpContext>,
     Path((rollout_id, attempt_id)): Path<(String, String)>,
-    grant: Option<Extension<Grant>>,
-    headers: HeaderMap,
-    body: Body,
+    caller: Caller,
+    body: JsonBody,
 ) -> HttpResult<Response> {
-    let json = required_body_json(&context, &headers, body).await?;
-    let patch = read_attempt_patch(&json)?;
-    if let Some(worker) = &patch.worker_id {
-        ids::validate_worker_id("worker_id", worker)?;
-    }
-    auth::check_worker(grant.as_deref(), patch.worker_id.as_deref())?;
+    let patch = read_attempt_patch(&body.required()?)?;
+    let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
+    let attempt_id = AttemptId::parse("attempt_id", attempt_id)?;
     let attempt = context
         .engine
-        .update_attempt(&rollout_id, &attempt_id, patch, None)
+        .update_attempt(&rollout_id, &attempt_id, patch, None, &caller)
         .await?;
     Ok(PyJson(StatusCode::OK, AttemptJson::from(&attempt)).into_response())
 }
@@ -319,15 +297,13 @@ pub async fn update_attempt(
 pub async fn update_latest_attempt(
     state: State<HttpContext>,
     Path(rollout_id): Path<String>,
-    grant: Option<Extension<Grant>>,
-    headers: HeaderMap,
-    body: Body,
+    caller: Caller,
+    body: JsonBody,
 ) -> HttpResult<Response> {
     update_attempt(
         state,
         Path((rollout_id, ids::LATEST.to_owned())),
-        grant,
-        headers,
+        caller,
         body,
     )
     .await
@@ -335,23 +311,16 @@ pub async fn update_latest_attempt(
 
 /// `POST /waits/rollouts`: the finished rollouts among those named, once
 /// all are finished or `timeout` seconds passed (`null`: no limit).
-pub async fn wait(
-    State(context): State<HttpContext>,
-    headers: HeaderMap,
-    body: Body,
-) -> HttpResult<Response> {
-    let json = required_body_json(&context, &headers, body).await?;
+pub async fn wait(State(context): State<HttpContext>, body: JsonBody) -> HttpResult<Response> {
+    let json = body.required()?;
     context.check_ids("rollout_ids", json.get("rollout_ids"))?;
     let mut v = Validator::new();
     let read = read_wait(&mut v, &json);
     let (rollout_ids, timeout) = v.finish(read)?;
+    let rollout_ids = ids::parse_all("rollout_ids", rollout_ids)?;
     let timeout = match timeout {
         None => None,
-        Some(seconds) if seconds.is_nan() => {
-            return Err(HttpError::bad_request("timeout must be a number"));
-        }
-        Some(seconds) if seconds == f64::INFINITY => None,
-        Some(seconds) => Some(Duration::from_secs_f64(seconds.clamp(0.0, 1e9))),
+        Some(seconds) => limits::wait_seconds("timeout", seconds)?,
     };
     let rollouts = context
         .engine

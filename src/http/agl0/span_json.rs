@@ -10,28 +10,9 @@ use serde::{Serialize, Serializer};
 
 use super::super::validate::{Loc, Object, Validator, lax_bool, lax_float, lax_int};
 use crate::core::model::{
-    AttributeValue, ExtraFields, Json, JsonObject, KeyValue, NewSpan, Span, SpanContext, SpanEvent,
-    SpanKind, SpanLink, SpanResource, SpanStatus, SpanStatusCode, Timestamp, TraceState,
+    AttributeValue, ExtraFields, Json, JsonObject, KeyValue, Named, NewSpan, Span, SpanContext,
+    SpanEvent, SpanKind, SpanLink, SpanResource, SpanStatus, SpanStatusCode, Timestamp, TraceState,
 };
-
-const STATUS_CODES: &[&str] = &["UNSET", "OK", "ERROR"];
-
-fn status_code_name(code: SpanStatusCode) -> &'static str {
-    match code {
-        SpanStatusCode::Unset => "UNSET",
-        SpanStatusCode::Ok => "OK",
-        SpanStatusCode::Error => "ERROR",
-    }
-}
-
-fn parse_status_code(name: &str) -> Option<SpanStatusCode> {
-    match name {
-        "UNSET" => Some(SpanStatusCode::Unset),
-        "OK" => Some(SpanStatusCode::Ok),
-        "ERROR" => Some(SpanStatusCode::Error),
-        _ => None,
-    }
-}
 
 /// Returns the fields of `object` that are not `named`, in order.
 fn extra_fields(object: &Object, named: &[&str]) -> ExtraFields {
@@ -239,7 +220,7 @@ fn status(v: &mut Validator, loc: &Loc, value: &Json) -> Option<SpanStatus> {
     let object = v.model(loc, value)?;
     let code = v
         .required(object, loc, "status_code")
-        .and_then(|x| v.literal(&loc.key("status_code"), x, STATUS_CODES, parse_status_code));
+        .and_then(|x| v.choice(&loc.key("status_code"), x, SpanStatusCode::ALL));
     let description = match object.get("description") {
         None => Some(None),
         Some(x) => v.opt_string(&loc.key("description"), x),
@@ -403,7 +384,7 @@ struct StatusJson<'a>(&'a SpanStatus);
 impl Serialize for StatusJson<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("status_code", status_code_name(self.0.code))?;
+        map.serialize_entry("status_code", Named::name(self.0.code))?;
         map.serialize_entry("description", &self.0.description)?;
         serialize_extra(&mut map, &self.0.extra)?;
         map.end()
@@ -528,7 +509,8 @@ fn non_finite_text(value: f64) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::json::to_vec;
+    use crate::http::validate::Invalid;
+    use crate::pyjson::to_vec;
     use serde_json::json;
 
     fn read_value(value: Json) -> Result<Json, Vec<String>> {
@@ -539,10 +521,7 @@ mod tests {
                 let text = to_vec(&ValueJson(&value)).unwrap();
                 Ok(serde_json::from_slice(&text).unwrap())
             }
-            Err(crate::http::error::HttpError::Invalid(issues)) => {
-                Err(issues.iter().map(|i| i.kind.to_owned()).collect())
-            }
-            Err(other) => panic!("{other:?}"),
+            Err(Invalid(issues)) => Err(issues.iter().map(|i| i.kind.to_owned()).collect()),
         }
     }
 
@@ -613,7 +592,7 @@ mod tests {
     fn a_span_missing_fields_gets_every_issue_in_field_order() {
         let mut v = Validator::new();
         let read = read_span(&mut v, &Loc::body(), &json!({"rollout_id": "ro"}));
-        let Err(crate::http::error::HttpError::Invalid(issues)) = v.finish(read) else {
+        let Err(Invalid(issues)) = v.finish(read) else {
             panic!("expected a 422");
         };
         let missing: Vec<String> = issues

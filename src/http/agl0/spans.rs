@@ -1,30 +1,25 @@
 //! The span routes: add, query and sequence ids.
 
-use axum::body::Body;
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
 
 use super::super::HttpContext;
 use super::super::error::HttpResult;
-use super::super::json::PyJson;
+use super::super::extract::{JsonBody, QueryParams};
 use super::super::validate::{Loc, Validator};
 use super::models::PageJson;
 use super::requests::{SPAN_FIELDS, Source, SpanQuery};
 use super::span_json::{SpanJson, read_span};
-use super::{query_pairs, required_body_json, search_body};
 use crate::core::error::StoreError;
-use crate::core::ids;
+use crate::core::ids::{self, AttemptId, RolloutId};
 use crate::core::model::Json;
 use crate::core::query::{AttemptSelector, SpanFilter, TextMatch};
+use crate::pyjson::PyJson;
 
 /// `POST /spans`: 201 and the stored span, or `null` for a duplicate.
-pub async fn add(
-    State(context): State<HttpContext>,
-    headers: HeaderMap,
-    body: Body,
-) -> HttpResult<Response> {
-    let json = required_body_json(&context, &headers, body).await?;
+pub async fn add(State(context): State<HttpContext>, body: JsonBody) -> HttpResult<Response> {
+    let json = body.required()?;
     let mut v = Validator::new();
     let read = read_span(&mut v, &Loc::body(), &json);
     let span = v.finish(read)?;
@@ -75,25 +70,14 @@ async fn run_query(
 /// `GET /spans`: the dashboard's span list.
 pub async fn query(
     State(context): State<HttpContext>,
-    RawQuery(query): RawQuery,
+    params: QueryParams,
 ) -> HttpResult<Response> {
-    let pairs = query_pairs(query.as_deref());
-    let whole = Json::Object(
-        pairs
-            .iter()
-            .map(|(k, v)| (k.clone(), Json::String(v.clone())))
-            .collect(),
-    );
-    run_query(&context, Source::Query(&pairs), &whole).await
+    run_query(&context, Source::Query(&params), &params.to_object()).await
 }
 
 /// `POST /spans/search`: what `LightningStoreClient.query_spans` calls.
-pub async fn search(
-    State(context): State<HttpContext>,
-    headers: HeaderMap,
-    body: Body,
-) -> HttpResult<Response> {
-    let object = search_body(&context, &headers, body).await?;
+pub async fn search(State(context): State<HttpContext>, body: JsonBody) -> HttpResult<Response> {
+    let object = body.object()?;
     let whole = Json::Object(object.clone());
     run_query(&context, Source::Body(&object), &whole).await
 }
@@ -103,10 +87,9 @@ pub async fn search(
 /// counter.
 pub async fn next_sequence_id(
     State(context): State<HttpContext>,
-    headers: HeaderMap,
-    body: Body,
+    body: JsonBody,
 ) -> HttpResult<Response> {
-    let json = required_body_json(&context, &headers, body).await?;
+    let json = body.required()?;
     let mut v = Validator::new();
     let loc = Loc::body();
     let read = v.model(&loc, &json).and_then(|object| {
@@ -118,7 +101,11 @@ pub async fn next_sequence_id(
             .and_then(|x| v.string(&loc.key("attempt_id"), x));
         Some((rollout_id?, attempt_id?))
     });
-    let pair = v.finish(read)?;
+    let (rollout_id, attempt_id) = v.finish(read)?;
+    let pair = (
+        RolloutId::parse("rollout_id", rollout_id)?,
+        AttemptId::parse("attempt_id", attempt_id)?,
+    );
     let ids = context.engine.next_sequence_ids_unchecked(&[pair]).await?;
     Ok(PyJson(StatusCode::OK, serde_json::json!({"sequence_id": ids[0]})).into_response())
 }

@@ -1,23 +1,21 @@
 //! The worker, statistics and health routes.
 
-use axum::Extension;
-use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
 
 use super::super::HttpContext;
 use super::super::error::{HttpError, HttpResult};
-use super::super::json::PyJson;
+use super::super::extract::{JsonBody, QueryParams};
 use super::super::validate::{Loc, Validator};
 use super::models::{PageJson, StatisticsJson, WorkerJson};
 use super::requests::{Source, WORKER_FIELDS, WorkerQuery};
-use super::{body_json, query_pairs, search_body};
-use crate::auth::{self, Grant};
+use crate::core::access::Caller;
 use crate::core::error::StoreError;
-use crate::core::ids;
+use crate::core::ids::WorkerId;
 use crate::core::model::Json;
 use crate::core::query::WorkerFilter;
+use crate::pyjson::PyJson;
 
 /// `GET /health`.
 pub async fn health() -> Response {
@@ -47,19 +45,14 @@ async fn run_query(context: &HttpContext, source: Source<'_>) -> HttpResult<Resp
 /// `GET /workers`: the dashboard's worker list.
 pub async fn query(
     State(context): State<HttpContext>,
-    RawQuery(query): RawQuery,
+    params: QueryParams,
 ) -> HttpResult<Response> {
-    let pairs = query_pairs(query.as_deref());
-    run_query(&context, Source::Query(&pairs)).await
+    run_query(&context, Source::Query(&params)).await
 }
 
 /// `POST /workers/search`: what `LightningStoreClient.query_workers` calls.
-pub async fn search(
-    State(context): State<HttpContext>,
-    headers: HeaderMap,
-    body: Body,
-) -> HttpResult<Response> {
-    let object = search_body(&context, &headers, body).await?;
+pub async fn search(State(context): State<HttpContext>, body: JsonBody) -> HttpResult<Response> {
+    let object = body.object()?;
     run_query(&context, Source::Body(&object)).await
 }
 
@@ -68,6 +61,7 @@ pub async fn get(
     State(context): State<HttpContext>,
     Path(worker_id): Path<String>,
 ) -> HttpResult<Response> {
+    let worker_id = WorkerId::parse("worker_id", worker_id)?;
     match context.engine.get_worker(&worker_id).await {
         Ok(worker) => Ok(PyJson(StatusCode::OK, WorkerJson::from(&worker)).into_response()),
         Err(StoreError::NotFound(_)) => Ok(PyJson(StatusCode::OK, Json::Null).into_response()),
@@ -86,12 +80,10 @@ pub async fn get_named_search(state: State<HttpContext>) -> HttpResult<Response>
 pub async fn update(
     State(context): State<HttpContext>,
     Path(worker_id): Path<String>,
-    grant: Option<Extension<Grant>>,
-    headers: HeaderMap,
-    body: Body,
+    caller: Caller,
+    JsonBody(json): JsonBody,
 ) -> HttpResult<Response> {
-    auth::check_worker(grant.as_deref(), Some(&worker_id))?;
-    let stats = match body_json(&context, &headers, body).await? {
+    let stats = match json {
         None | Some(Json::Null) => None,
         Some(json) => {
             let mut v = Validator::new();
@@ -112,7 +104,10 @@ pub async fn update(
             }
         }
     };
-    ids::validate_worker_id("worker_id", &worker_id)?;
-    let worker = context.engine.update_worker(&worker_id, stats).await?;
+    let worker_id = WorkerId::parse("worker_id", worker_id)?;
+    let worker = context
+        .engine
+        .update_worker(&worker_id, stats, &caller)
+        .await?;
     Ok(PyJson(StatusCode::OK, WorkerJson::from(&worker)).into_response())
 }

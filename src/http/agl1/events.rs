@@ -3,22 +3,21 @@
 
 use std::borrow::Cow;
 
-use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::response::Response;
-use http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, StatusCode};
 use serde_json::value::RawValue;
 
-use super::{
-    answer, json_request, query_pairs, query_value, raw_answer, render, required_body, schema,
-};
+use super::{raw_answer, render, schema};
 use crate::core::agl1::events::{EventFormat, EventQuery, MODEL_REQUEST, ROUTED_EXPERTS};
 use crate::core::agl1::{IdempotencyKey, NewAgl1Event};
+use crate::core::ids::{AttemptId, RolloutId};
 use crate::core::model::Json;
+use crate::http::HttpContext;
 use crate::http::error::HttpResult;
-use crate::http::idempotency_key;
+use crate::http::extract::{self, JsonBody, QueryParams, RawBody, is_json, json_body};
 use crate::http::validate::{Loc, Validator};
-use crate::http::{HttpContext, json_body, read_body};
+use crate::pyjson::PyJson;
 
 /// Reads an `EventCreate` keeping `data` as the text the client sent (an
 /// event is large and passed through): `event_type` must be a string and
@@ -32,14 +31,11 @@ fn event_create(headers: &HeaderMap, bytes: &[u8]) -> HttpResult<(String, String
         .and_then(|text| serde_json::from_str::<Fields>(text).ok());
     let Some(fields) = parsed else {
         // Anything else is read like any body, for its 422.
-        let body = json_body(headers, bytes)?;
+        let body = JsonBody(json_body(headers, bytes)?).required()?;
         let mut v = Validator::new();
-        let object = required_body(&mut v, body);
-        if let Some(object) = &object {
-            schema::attributes(&mut v, &Loc::body(), object);
-        }
+        v.model(&Loc::body(), &body);
         // Not an object (or not JSON): `finish` reports why.
-        return v.finish(None);
+        return Ok(v.finish(None)?);
     };
     let mut v = Validator::new();
     let event_type = match fields.get("event_type") {
@@ -74,16 +70,7 @@ fn event_create(headers: &HeaderMap, bytes: &[u8]) -> HttpResult<(String, String
             None
         }
     };
-    v.finish(event_type.zip(data))
-}
-
-fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .map(|v| v.trim().to_ascii_lowercase())
-        .is_some_and(|v| v == "application/json" || v.ends_with("+json"))
+    Ok(v.finish(event_type.zip(data))?)
 }
 
 /// Returns whether an event's data (a JSON object's text) may hold a
@@ -102,13 +89,13 @@ fn may_have_routed_experts(data: &str) -> bool {
 pub(super) async fn post(
     State(context): State<HttpContext>,
     Path((rollout_id, attempt_id)): Path<(String, String)>,
+    extract::IdempotencyKey(key): extract::IdempotencyKey,
     headers: HeaderMap,
-    body: Body,
+    RawBody(bytes): RawBody,
 ) -> HttpResult<Response> {
-    let bytes = read_body(body, context.max_body_bytes).await?;
     let (event_type, data) = event_create(&headers, &bytes)?;
-    let idempotency = idempotency_key(&headers)?
-        .map(|key| IdempotencyKey::of(key, &[event_type.as_bytes(), data.as_bytes()]));
+    let idempotency =
+        key.map(|key| IdempotencyKey::of(&key, &[event_type.as_bytes(), data.as_bytes()]));
     let has_routed_experts = event_type == MODEL_REQUEST && may_have_routed_experts(&data);
     let new = NewAgl1Event {
         event_type,
@@ -116,6 +103,8 @@ pub(super) async fn post(
         has_routed_experts,
         idempotency,
     };
+    let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
+    let attempt_id = AttemptId::parse("attempt_id", attempt_id)?;
     let event = context
         .engine
         .append_agl1_event(&rollout_id, &attempt_id, new)
@@ -126,40 +115,34 @@ pub(super) async fn post(
 pub(super) async fn query(
     State(context): State<HttpContext>,
     Path(rollout_id): Path<String>,
-    uri: Uri,
+    params: QueryParams,
 ) -> HttpResult<Response> {
-    let pairs = query_pairs(&uri);
     let mut v = Validator::new();
-    let include = match query_value(&pairs, "include_routed_experts") {
-        Some(text) => v.boolean(
-            &Loc::query("include_routed_experts"),
-            &Json::String(text.to_owned()),
-        ),
-        None => Some(true),
-    };
+    let include = params.read(&mut v, "include_routed_experts", true, |v, loc, value| {
+        v.boolean(loc, value)
+    });
     let include_routed_experts = v.finish(include)?;
     let query = EventQuery {
-        event_type: query_value(&pairs, "event_type").map(str::to_owned),
-        format: match query_value(&pairs, "format") {
+        event_type: params.value("event_type").map(str::to_owned),
+        format: match params.value("format") {
             Some("triplet") => EventFormat::Triplet,
             _ => EventFormat::Raw,
         },
         include_routed_experts,
     };
+    let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
     let events = context.engine.agl1_events(&rollout_id, &query).await?;
     Ok(raw_answer(StatusCode::OK, render::events(&events)))
 }
 
 pub(super) async fn register_models(
     State(context): State<HttpContext>,
-    headers: HeaderMap,
-    body: Body,
+    body: JsonBody,
 ) -> HttpResult<Response> {
-    let body = json_request(&context, &headers, body).await?;
-    context.check_batch("models", body.as_ref())?;
+    let body = body.required()?;
+    context.check_batch("models", Some(&body))?;
     let mut v = Validator::new();
-    let models = required_body(&mut v, body)
-        .and_then(|body| schema::each(&mut v, &Loc::body(), &body, schema::model));
+    let models = v.each(&Loc::body(), &body, schema::model);
     let models = v.finish(models)?;
     let registered = context.engine.register_models(models).await?;
     context.gateway.models_changed();
@@ -177,20 +160,20 @@ pub(super) async fn register_models(
             version: m.version,
         })
         .collect();
-    Ok(answer(StatusCode::CREATED, &bodies))
+    Ok(PyJson(StatusCode::CREATED, bodies).into_response())
 }
 
 pub(super) async fn delete_models(State(context): State<HttpContext>) -> HttpResult<Response> {
     context.engine.delete_models().await?;
     context.gateway.models_changed();
-    Ok(answer(StatusCode::OK, &serde_json::json!({"status": "ok"})))
+    Ok(PyJson(StatusCode::OK, serde_json::json!({"status": "ok"})).into_response())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::http::error::HttpError;
-    use http::HeaderValue;
+    use http::{HeaderValue, header};
 
     fn json_headers() -> HeaderMap {
         let mut headers = HeaderMap::new();

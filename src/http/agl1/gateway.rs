@@ -1,35 +1,32 @@
 //! The gateway routes: proxied model calls, and pause, resume and state.
 
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use http::{HeaderMap, HeaderValue, StatusCode, header};
+use http::{HeaderValue, StatusCode, header};
 
 use super::render::PauseBody;
-use super::{answer, json_request, required_body, schema};
+use super::schema;
 use crate::core::agl1::gateway::{GatewayMode, UPSTREAM_PATHS};
 use crate::core::error::echo;
+use crate::core::ids::{AttemptId, RolloutId};
 use crate::gateway::{GatewayState, ProxyAnswer, ProxyCall};
+use crate::http::HttpContext;
 use crate::http::error::{HttpError, HttpResult};
+use crate::http::extract::JsonBody;
 use crate::http::validate::{Loc, Validator};
-use crate::http::{HttpContext, read_body};
+use crate::pyjson::PyJson;
 
 fn state_answer(state: &GatewayState) -> Response {
-    answer(
-        StatusCode::OK,
-        &PauseBody::new(&state.pause, state.inflight),
-    )
+    PyJson(StatusCode::OK, PauseBody::new(&state.pause, state.inflight)).into_response()
 }
 
 pub(super) async fn pause(
     State(context): State<HttpContext>,
-    headers: HeaderMap,
-    body: Body,
+    body: JsonBody,
 ) -> HttpResult<Response> {
-    let body = json_request(&context, &headers, body).await?;
+    let body = body.required()?;
     let mut v = Validator::new();
-    let request = required_body(&mut v, body)
-        .and_then(|body| schema::pause_request(&mut v, &Loc::body(), &body));
+    let request = schema::pause_request(&mut v, &Loc::body(), &body);
     let request = v.finish(request)?;
     let state = context.gateway.set_pause(Some(request)).await?;
     Ok(state_answer(&state))
@@ -48,7 +45,7 @@ pub(super) async fn state(State(context): State<HttpContext>) -> HttpResult<Resp
 pub(super) async fn proxy(
     State(context): State<HttpContext>,
     Path((rollout_id, attempt_id, mode, upstream_path)): Path<(String, String, String, String)>,
-    body: Body,
+    body: axum::body::Body,
 ) -> HttpResult<Response> {
     let Some(mode) = GatewayMode::parse(&mode) else {
         return Err(HttpError::Detail(
@@ -62,15 +59,15 @@ pub(super) async fn proxy(
             format!("Unsupported upstream path: {}", echo(&upstream_path)),
         ));
     }
-    let body = read_body(body, context.max_body_bytes).await?;
+    let body = crate::http::extract::read_body(body, context.max_body_bytes).await?;
     let call = ProxyCall {
-        rollout_id,
-        attempt_id,
+        rollout_id: RolloutId::parse("rollout_id", rollout_id)?,
+        attempt_id: AttemptId::parse("attempt_id", attempt_id)?,
         mode,
         upstream_path,
         body,
     };
-    let result = context.gateway.proxy(call).await;
+    let result = context.gateway.proxy(call).await.map_err(HttpError::from);
     let status = match &result {
         Ok(ProxyAnswer::Upstream { status, .. }) => *status,
         Ok(ProxyAnswer::Paused { .. }) => StatusCode::TOO_MANY_REQUESTS.as_u16(),

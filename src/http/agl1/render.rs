@@ -7,7 +7,7 @@ use crate::core::agl1::{
     self as agl1, Agl1Event, Agl1Rollout, Agl1RolloutDetail, Agl1State, Completion, JsonText, Pause,
 };
 use crate::core::model::{Json, Timestamp};
-use crate::http::json::{self, pydantic_float, python_repr_float, to_vec};
+use crate::pyjson::{self as json, pydantic_float, python_repr_float, to_vec};
 
 /// A rollout's JSON payload: a value, or the text the store holds.
 #[derive(Clone, Copy)]

@@ -4,21 +4,22 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use http::{HeaderMap, HeaderValue, StatusCode, header};
 
 use super::render::{self, TerminalItem};
-use super::{
-    answer, json_request, query_int, query_pairs, query_value, raw_answer, required_body, schema,
-};
-use crate::core::agl1::CompletionPage;
+use super::{raw_answer, schema};
+use crate::core::agl1::{Agl1State, CompletionPage};
+use crate::core::ids::RolloutId;
+use crate::core::limits;
 use crate::core::model::Json;
 use crate::http::HttpContext;
 use crate::http::error::HttpResult;
+use crate::http::extract::{JsonBody, QueryParams};
 use crate::http::validate::{Loc, Validator};
+use crate::pyjson::PyJson;
 
 /// The longest `wait` of a terminal cursor long poll, in seconds.
 const MAX_WAIT_SECONDS: f64 = 300.0;
@@ -28,27 +29,23 @@ const STREAM_PAGE: usize = 256;
 
 pub(super) async fn create(
     State(context): State<HttpContext>,
-    headers: HeaderMap,
-    body: Body,
+    body: JsonBody,
 ) -> HttpResult<Response> {
-    let body = json_request(&context, &headers, body).await?;
-    context.check_batch("rollouts", body.as_ref())?;
+    let body = body.required()?;
+    context.check_batch("rollouts", Some(&body))?;
     let mut v = Validator::new();
-    let requests = required_body(&mut v, body)
-        .and_then(|body| schema::each(&mut v, &Loc::body(), &body, schema::rollout_create));
+    let requests = v.each(&Loc::body(), &body, schema::rollout_create);
     let requests = v.finish(requests)?;
     let created = context.engine.create_agl1_rollouts(requests).await?;
     Ok(raw_answer(StatusCode::CREATED, render::rollouts(&created)))
 }
 
-pub(super) async fn list(State(context): State<HttpContext>, uri: Uri) -> HttpResult<Response> {
-    let pairs = query_pairs(&uri);
+pub(super) async fn list(
+    State(context): State<HttpContext>,
+    params: QueryParams,
+) -> HttpResult<Response> {
     let mut v = Validator::new();
-    let given: Vec<&str> = pairs
-        .iter()
-        .filter(|(key, _)| key == "state_in")
-        .map(|(_, value)| value.as_str())
-        .collect();
+    let given: Vec<&str> = params.values("state_in").collect();
     let states = if given.is_empty() {
         v.issue(
             "missing",
@@ -62,15 +59,11 @@ pub(super) async fn list(State(context): State<HttpContext>, uri: Uri) -> HttpRe
         let mut states = Vec::with_capacity(given.len());
         for (index, text) in given.iter().enumerate() {
             let loc = Loc::query("state_in").index(index);
-            states.extend(schema::state(
-                &mut v,
-                &loc,
-                &Json::String((*text).to_owned()),
-            ));
+            states.extend(v.member(&loc, &Json::String((*text).to_owned()), &Agl1State::ALL));
         }
         Some(states)
     };
-    let limit = query_int(&mut v, &pairs, "limit", 500);
+    let limit = params.int(&mut v, "limit", 500);
     let (states, limit) = v.finish(states.zip(limit))?;
     let rollouts = context.engine.list_agl1_rollouts(&states, limit).await?;
     Ok(raw_answer(StatusCode::OK, render::rollouts(&rollouts)))
@@ -83,16 +76,12 @@ pub(super) async fn list(State(context): State<HttpContext>, uri: Uri) -> HttpRe
 pub(super) async fn terminal(
     State(context): State<HttpContext>,
     headers: HeaderMap,
-    uri: Uri,
+    params: QueryParams,
 ) -> HttpResult<Response> {
-    let pairs = query_pairs(&uri);
     let mut v = Validator::new();
-    let after = query_int(&mut v, &pairs, "after", 0);
-    let limit = query_int(&mut v, &pairs, "limit", 1000);
-    let wait = match query_value(&pairs, "wait") {
-        Some(text) => v.float(&Loc::query("wait"), &Json::String(text.to_owned())),
-        None => Some(0.0),
-    };
+    let after = params.int(&mut v, "after", 0);
+    let limit = params.int(&mut v, "limit", 1000);
+    let wait = params.read(&mut v, "wait", 0.0, |v, loc, value| v.float(loc, value));
     let ((after, limit), wait) = v.finish(after.zip(limit).zip(wait))?;
     let after = after.max(0);
     let limit = usize::try_from(limit.max(1)).unwrap_or(usize::MAX);
@@ -107,12 +96,13 @@ pub(super) async fn terminal(
             .and_then(|v| v.trim().parse::<i64>().ok());
         return Ok(completion_stream(context, resume.unwrap_or(after)));
     }
-    let wait = Duration::from_secs_f64(wait.clamp(0.0, MAX_WAIT_SECONDS));
+    let longest = Duration::from_secs_f64(MAX_WAIT_SECONDS);
+    let wait = limits::wait_seconds("wait", wait)?.map_or(longest, |wait| wait.min(longest));
     let page = context
         .engine
         .wait_for_completions(after, limit, wait)
         .await?;
-    Ok(answer(StatusCode::OK, &terminal_page(after, &page)))
+    Ok(PyJson(StatusCode::OK, terminal_page(after, &page)).into_response())
 }
 
 #[derive(serde::Serialize)]
@@ -177,6 +167,7 @@ pub(super) async fn get(
     State(context): State<HttpContext>,
     Path(rollout_id): Path<String>,
 ) -> HttpResult<Response> {
+    let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
     let detail = context.engine.get_agl1_rollout(&rollout_id).await?;
     Ok(raw_answer(StatusCode::OK, render::rollout_detail(&detail)))
 }
@@ -184,14 +175,13 @@ pub(super) async fn get(
 pub(super) async fn patch(
     State(context): State<HttpContext>,
     Path(rollout_id): Path<String>,
-    headers: HeaderMap,
-    body: Body,
+    body: JsonBody,
 ) -> HttpResult<Response> {
-    let body = json_request(&context, &headers, body).await?;
+    let body = body.required()?;
     let mut v = Validator::new();
-    let patch = required_body(&mut v, body)
-        .and_then(|body| schema::rollout_patch(&mut v, &Loc::body(), &body));
+    let patch = schema::rollout_patch(&mut v, &Loc::body(), &body);
     let patch = v.finish(patch)?;
+    let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
     let rollout = context
         .engine
         .patch_agl1_rollout(&rollout_id, patch)
@@ -203,6 +193,7 @@ pub(super) async fn delete(
     State(context): State<HttpContext>,
     Path(rollout_id): Path<String>,
 ) -> HttpResult<Response> {
+    let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
     context.engine.delete_agl1_rollout(&rollout_id).await?;
     context.gateway.rollout_deleted(&rollout_id);
     // Upstream's 204 carries FastAPI's default JSON content type.

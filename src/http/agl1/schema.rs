@@ -4,130 +4,28 @@
 
 use crate::core::agl1::{Agl1State, ModelServer, NewAgl1Rollout, StatusPatch};
 use crate::core::model::Json;
-use crate::http::validate::{Loc, Object, Validator};
-
-/// Upstream's list of state choices, as pydantic quotes them.
-const STATE_CHOICES: &str = "'queuing', 'running', 'succeeded' or 'failed'";
+use crate::http::validate::{Loc, Object, Validator, lax_int};
 
 /// The timeout a rollout config gets when none is given (upstream's).
 const DEFAULT_TIMEOUT_SECONDS: i64 = 3600;
 
-/// Reads a pydantic model's input: a JSON object.
-pub fn attributes<'a>(v: &mut Validator, loc: &Loc, value: &'a Json) -> Option<&'a Object> {
-    match value {
-        Json::Object(object) => Some(object),
-        other => {
-            v.issue(
-                "model_attributes_type",
-                loc,
-                "Input should be a valid dictionary or object to extract fields from",
-                other,
-                None,
-            );
-            None
-        }
-    }
-}
-
-/// Reads a list (`list[...]`).
-pub fn list<'a>(v: &mut Validator, loc: &Loc, value: &'a Json) -> Option<&'a [Json]> {
-    match value {
-        Json::Array(items) => Some(items),
-        other => {
-            v.issue(
-                "list_type",
-                loc,
-                "Input should be a valid list",
-                other,
-                None,
-            );
-            None
-        }
-    }
-}
-
-/// Reads a list of models with `read`; `None` when any failed.
-pub fn each<T>(
-    v: &mut Validator,
-    loc: &Loc,
-    value: &Json,
-    mut read: impl FnMut(&mut Validator, &Loc, &Json) -> Option<T>,
-) -> Option<Vec<T>> {
-    let items = list(v, loc, value)?;
-    let mut out = Vec::with_capacity(items.len());
-    let mut ok = true;
-    for (index, item) in items.iter().enumerate() {
-        match read(v, &loc.index(index), item) {
-            Some(value) => out.push(value),
-            None => ok = false,
-        }
-    }
-    ok.then_some(out)
-}
-
-/// Reads a 1.x state (`RolloutState`).
-pub fn state(v: &mut Validator, loc: &Loc, value: &Json) -> Option<Agl1State> {
-    if let Some(state) = value.as_str().and_then(Agl1State::parse) {
-        return Some(state);
-    }
-    v.issue(
-        "enum",
-        loc,
-        format!("Input should be {STATE_CHOICES}"),
-        value,
-        Some(serde_json::json!({ "expected": STATE_CHOICES })),
-    );
-    None
-}
-
-/// Reads an optional field with `read`, `default` when absent.
-fn field<T>(
-    v: &mut Validator,
-    object: &Object,
-    loc: &Loc,
-    key: &str,
-    default: T,
-    read: impl FnOnce(&mut Validator, &Loc, &Json) -> Option<T>,
-) -> Option<T> {
-    match object.get(key) {
-        Some(value) => read(v, &loc.key(key), value),
-        None => Some(default),
-    }
-}
-
-/// Reads `int | None`.
-fn opt_int(v: &mut Validator, loc: &Loc, value: &Json) -> Option<Option<i64>> {
-    match value {
-        Json::Null => Some(None),
-        other => v.int(loc, other).map(Some),
-    }
-}
-
 /// Reads a `RolloutCreate`.
 pub fn rollout_create(v: &mut Validator, loc: &Loc, value: &Json) -> Option<NewAgl1Rollout> {
-    let object = attributes(v, loc, value)?;
+    let object = v.model(loc, value)?;
     let input = v.required(object, loc, "input").cloned();
-    let is_train = field(v, object, loc, "is_train", true, |v, l, x| v.boolean(l, x));
-    let config = field(
-        v,
-        object,
-        loc,
-        "config",
-        default_config(),
-        |v, l, x| match x {
-            Json::Null => Some(default_config()),
-            other => rollout_config(v, l, other),
-        },
-    );
-    let metadata = field(
-        v,
+    let is_train = v.optional(object, loc, "is_train", true, |v, l, x| v.boolean(l, x));
+    let config = v.optional(object, loc, "config", default_config(), |v, l, x| match x {
+        Json::Null => Some(default_config()),
+        other => rollout_config(v, l, other),
+    });
+    let metadata = v.optional(
         object,
         loc,
         "metadata",
         metadata_dump(&Object::new()),
         rollout_metadata,
     );
-    let rollout_id = field(v, object, loc, "rollout_id", None, |v, l, x| {
+    let rollout_id = v.optional(object, loc, "rollout_id", None, |v, l, x| {
         v.opt_string(l, x)
     });
     Some(NewAgl1Rollout {
@@ -145,24 +43,24 @@ fn default_config() -> Json {
 
 /// Reads a `RolloutConfig` into the form upstream dumps.
 fn rollout_config(v: &mut Validator, loc: &Loc, value: &Json) -> Option<Json> {
-    let object = attributes(v, loc, value)?;
-    let timeout = field(
-        v,
+    let object = v.model(loc, value)?;
+    // The controller's timeout: a duration, by the core's rule.
+    let timeout = v.optional(
         object,
         loc,
         "timeout_seconds",
         DEFAULT_TIMEOUT_SECONDS,
-        |v, l, x| v.int(l, x),
+        |v, l, x| v.whole_seconds(l, x),
     );
-    let local = field(v, object, loc, "local", Json::Null, |v, l, x| match x {
+    let local = v.optional(object, loc, "local", Json::Null, |v, l, x| match x {
         Json::Null => Some(Json::Null),
         other => local_config(v, l, other),
     });
-    let k8s = field(v, object, loc, "k8s", Json::Null, |v, l, x| match x {
+    let k8s = v.optional(object, loc, "k8s", Json::Null, |v, l, x| match x {
         Json::Null => Some(Json::Null),
         other => {
-            let object = attributes(v, l, other)?;
-            let template = field(v, object, l, "job_template", None, |v, l, x| {
+            let object = v.model(l, other)?;
+            let template = v.optional(object, l, "job_template", None, |v, l, x| {
                 v.opt_string(l, x)
             })?;
             Some(serde_json::json!({ "job_template": template }))
@@ -173,11 +71,11 @@ fn rollout_config(v: &mut Validator, loc: &Loc, value: &Json) -> Option<Json> {
 
 /// Reads a `RolloutLocalConfig`.
 fn local_config(v: &mut Validator, loc: &Loc, value: &Json) -> Option<Json> {
-    let object = attributes(v, loc, value)?;
-    let agent_class = field(v, object, loc, "agent_class", None, |v, l, x| {
+    let object = v.model(loc, value)?;
+    let agent_class = v.optional(object, loc, "agent_class", None, |v, l, x| {
         v.opt_string(l, x)
     });
-    let env_map = field(v, object, loc, "env_map", Object::new(), |v, l, x| {
+    let env_map = v.optional(object, loc, "env_map", Object::new(), |v, l, x| {
         let map = v.dict(l, x)?;
         let mut out = Object::new();
         let mut ok = true;
@@ -205,7 +103,7 @@ fn rollout_metadata(v: &mut Validator, loc: &Loc, value: &Json) -> Option<Json> 
             let mut failed = false;
             for key in ["batch_idx", "sample_idx_in_batch"] {
                 if let Some(x) = object.get(key) {
-                    failed |= opt_int(v, &loc.key(key), x).is_none();
+                    failed |= v.opt_int(&loc.key(key), x).is_none();
                 }
             }
             (!failed).then(|| metadata_dump(object))
@@ -236,7 +134,7 @@ fn metadata_dump(object: &Object) -> Json {
     for key in ["batch_idx", "sample_idx_in_batch"] {
         let value = object
             .get(key)
-            .map(|x| crate::http::validate::lax_int(x).map_or(Json::Null, Json::from))
+            .map(|x| lax_int(x).map_or(Json::Null, Json::from))
             .unwrap_or(Json::Null);
         out.insert(key.to_owned(), value);
     }
@@ -251,12 +149,12 @@ fn metadata_dump(object: &Object) -> Json {
 /// Reads a `RolloutPatch` (only its nested status; other fields are
 /// ignored, unknown status fields are refused).
 pub fn rollout_patch(v: &mut Validator, loc: &Loc, value: &Json) -> Option<StatusPatch> {
-    let object = attributes(v, loc, value)?;
+    let object = v.model(loc, value)?;
     let Some(status) = object.get("status").filter(|s| !s.is_null()) else {
         return Some(StatusPatch::default());
     };
     let loc = loc.key("status");
-    let status = attributes(v, &loc, status)?;
+    let status = v.model(&loc, status)?;
     const FIELDS: [&str; 4] = ["state", "k8s_job_name", "last_attempt_id", "error_message"];
     let mut patch = StatusPatch::default();
     let mut ok = true;
@@ -264,7 +162,7 @@ pub fn rollout_patch(v: &mut Validator, loc: &Loc, value: &Json) -> Option<Statu
     if let Some(value) = status.get("state") {
         match value {
             Json::Null => patch.state = Some(None),
-            other => match state(v, &loc.key("state"), other) {
+            other => match v.member(&loc.key("state"), other, &Agl1State::ALL) {
                 Some(s) => patch.state = Some(Some(s)),
                 None => ok = false,
             },
@@ -299,14 +197,14 @@ pub fn rollout_patch(v: &mut Validator, loc: &Loc, value: &Json) -> Option<Statu
 
 /// Reads a `Model`.
 pub fn model(v: &mut Validator, loc: &Loc, value: &Json) -> Option<ModelServer> {
-    let object = attributes(v, loc, value)?;
+    let object = v.model(loc, value)?;
     let model = v
         .required(object, loc, "model")
         .and_then(|x| v.string(&loc.key("model"), x));
     let endpoint = v
         .required(object, loc, "endpoint")
         .and_then(|x| v.string(&loc.key("endpoint"), x));
-    let version = field(v, object, loc, "version", 0, |v, l, x| v.int(l, x));
+    let version = v.optional(object, loc, "version", 0, |v, l, x| v.int(l, x));
     Some(ModelServer {
         model: model?,
         endpoint: endpoint?,
@@ -316,18 +214,16 @@ pub fn model(v: &mut Validator, loc: &Loc, value: &Json) -> Option<ModelServer> 
 
 /// Reads a `PauseRequest`: the retry delay and the reason.
 pub fn pause_request(v: &mut Validator, loc: &Loc, value: &Json) -> Option<(i64, Option<String>)> {
-    let object = attributes(v, loc, value)?;
-    let retry_after = field(v, object, loc, "retry_after_seconds", 5, |v, l, x| {
-        v.int(l, x)
-    });
-    let reason = field(v, object, loc, "reason", None, |v, l, x| v.opt_string(l, x));
+    let object = v.model(loc, value)?;
+    let retry_after = v.optional(object, loc, "retry_after_seconds", 5, |v, l, x| v.int(l, x));
+    let reason = v.optional(object, loc, "reason", None, |v, l, x| v.opt_string(l, x));
     Some((retry_after?, reason?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::error::HttpError;
+    use crate::http::validate::Invalid;
     use serde_json::json;
 
     fn issues<T: std::fmt::Debug>(
@@ -337,7 +233,7 @@ mod tests {
         let mut v = Validator::new();
         let out = read(&mut v, &Loc::body(), &value);
         match v.finish(out) {
-            Err(HttpError::Invalid(issues)) => serde_json::to_value(issues).unwrap(),
+            Err(Invalid(issues)) => serde_json::to_value(issues).unwrap(),
             other => panic!("expected a 422, got {other:?}"),
         }
     }
@@ -366,7 +262,7 @@ mod tests {
         let body = json!([{"input": 1, "metadata": 5, "is_train": "x",
             "config": {"timeout_seconds": "z", "local": {"env_map": {"a": 1}}}}, {}]);
         assert_eq!(
-            issues(|v, l, x| each(v, l, x, rollout_create), body),
+            issues(|v, l, x| v.each(l, x, rollout_create), body),
             json!([
                 {"type": "bool_parsing", "loc": ["body", 0, "is_train"], "msg": "Input should be a valid boolean, unable to interpret input", "input": "x"},
                 {"type": "int_parsing", "loc": ["body", 0, "config", "timeout_seconds"], "msg": "Input should be a valid integer, unable to parse string as an integer", "input": "z"},

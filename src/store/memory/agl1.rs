@@ -13,6 +13,7 @@ use crate::core::agl1::{
 };
 use crate::core::error::StoreResult;
 use crate::core::model::RolloutStatus;
+use crate::core::overview::Activity;
 use crate::core::storage::Access;
 use crate::core::storage::agl1::{Agl1Reads, Agl1Writes};
 
@@ -105,7 +106,7 @@ impl State {
                 *count = count.saturating_sub(1);
             }
             self.reindex_ended(super::overview::ended_key(&rollout), None);
-            self.reindex_created(Some(rollout.start_time), None);
+            self.recount_activity(Some(Activity::of(&rollout)), None);
         }
         for attempt in self.attempts.remove(rollout_id).unwrap_or_default() {
             self.attempt_count -= 1;

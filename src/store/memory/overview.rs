@@ -1,5 +1,6 @@
 //! The aggregate reads of [`crate::core::overview`] over the in-memory
-//! state, and the ordered indexes of creation and end times they read.
+//! state, the per-minute activity counts and the ordered index of ended
+//! rollouts they read.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -8,11 +9,14 @@ use super::State;
 use crate::core::model::{
     Attempt, Rollout, RolloutStatus, RolloutView, Span, SpanStatusCode, Timestamp,
 };
-use crate::core::overview::{CreatedCount, EndedCount};
+use crate::core::overview::{Activity, ActivityCount};
 
 /// Rollouts that have an end time, by status, in (end time, rollout id)
 /// order.
 pub(super) type EndedIndex = BTreeMap<RolloutStatus, BTreeSet<(Timestamp, String)>>;
+
+/// Activity counts by (minute, activity).
+pub(super) type ActivityCounts = BTreeMap<(Timestamp, Activity), i64>;
 
 /// A rollout's key in the index of ended rollouts: status, end time, id.
 pub(super) type EndedKey = (RolloutStatus, Timestamp, String);
@@ -43,64 +47,49 @@ impl State {
         }
     }
 
-    /// Moves a rollout in the multiset of creation times from `before` to
-    /// `after`.
-    pub(super) fn reindex_created(&mut self, before: Option<Timestamp>, after: Option<Timestamp>) {
+    /// Moves a rollout's activity counts from what it counted for before a
+    /// change (`None`: it did not exist) to what it counts for after
+    /// (`None`: deleted), as [`Activity::of`] says.
+    pub(super) fn recount_activity(
+        &mut self,
+        before: Option<[Option<(Timestamp, Activity)>; 2]>,
+        after: Option<[Option<(Timestamp, Activity)>; 2]>,
+    ) {
+        let before = before.unwrap_or_default();
+        let after = after.unwrap_or_default();
         if before == after {
             return;
         }
-        if let Some(time) = before
-            && let Some(count) = self.created.get_mut(&time)
+        for (key, delta) in before
+            .into_iter()
+            .flatten()
+            .map(|key| (key, -1))
+            .chain(after.into_iter().flatten().map(|key| (key, 1)))
         {
-            *count -= 1;
+            let count = self.activity.entry(key).or_default();
+            *count += delta;
             if *count == 0 {
-                self.created.remove(&time);
+                self.activity.remove(&key);
             }
-        }
-        if let Some(time) = after {
-            *self.created.entry(time).or_default() += 1;
         }
     }
 
-    pub(super) fn created_counts(
-        &self,
-        from: Timestamp,
-        until: Timestamp,
-        width: i64,
-    ) -> Vec<CreatedCount> {
-        let mut counts: Vec<CreatedCount> = Vec::new();
-        for (start, &n) in self.created.range(from..until) {
-            let slice = u64::try_from((start.0 - from.0) / width.max(1)).unwrap_or(0);
-            match counts.last_mut() {
-                Some(last) if last.slice == slice => last.count += n,
-                _ => counts.push(CreatedCount { slice, count: n }),
-            }
-        }
-        counts
+    pub(super) fn activity(&self, from: Timestamp, until: Timestamp) -> Vec<ActivityCount> {
+        let start = (from, Activity::Created);
+        self.activity
+            .range(start..)
+            .take_while(|((minute, _), _)| *minute < until)
+            .map(|(&(minute, activity), &count)| ActivityCount {
+                minute,
+                activity,
+                count,
+            })
+            .collect()
     }
 
-    pub(super) fn ended_counts(
-        &self,
-        from: Timestamp,
-        until: Timestamp,
-        width: i64,
-    ) -> Vec<EndedCount> {
-        let mut counts: Vec<EndedCount> = Vec::new();
-        let finished = self.ended.iter().filter(|(s, _)| s.is_finished());
-        for (&status, ended) in finished {
-            for (end, _) in ended.range((from, String::new())..(until, String::new())) {
-                let slice = u64::try_from((end.0 - from.0) / width.max(1)).unwrap_or(0);
-                match counts.last_mut() {
-                    Some(last) if last.status == status && last.slice == slice => last.count += 1,
-                    _ => counts.push(EndedCount {
-                        slice,
-                        status,
-                        count: 1,
-                    }),
-                }
-            }
-        }
-        counts
+    /// Forgets the activity counts of the minutes before `before`.
+    pub(super) fn forget_activity(&mut self, before: Timestamp) {
+        self.activity = self.activity.split_off(&(before, Activity::Created));
     }
 
     pub(super) fn latest_ended(&self, status: RolloutStatus, limit: usize) -> Vec<RolloutView> {

@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 
-use super::apply::{Batch, upsert};
+use super::batch::{Batch, insert_into, upsert};
 use super::codec::{self, rollout_columns};
 use super::query::{self, Builder};
 use super::{Connection, Row, SqlTx, Statement};
@@ -90,6 +90,163 @@ fn model(row: &impl Row) -> StoreResult<ModelServer> {
     })
 }
 
+/// The rows of a write set's 1.x part that its upserts write.
+struct Agl1Rows<'w> {
+    fields: Vec<(&'w String, &'w Agl1Fields)>,
+    models: Vec<&'w ModelServer>,
+    present: Vec<&'w Replica>,
+    gone: Vec<&'w str>,
+}
+
+impl<'w> Agl1Rows<'w> {
+    fn of(writes: &'w Agl1Writes) -> Self {
+        let mut present = Vec::new();
+        let mut gone = Vec::new();
+        for (server_id, replica) in &writes.replicas {
+            match replica {
+                Some(replica) => present.push(replica),
+                None => gone.push(server_id.as_str()),
+            }
+        }
+        Self {
+            fields: writes.fields.iter().collect(),
+            models: writes.models.values().collect(),
+            present,
+            gone,
+        }
+    }
+
+    /// Adds the 1.x fields, the event appends and rewrites, the models,
+    /// the gateway's pause and the replicas to `batch`.
+    fn add_to<'a>(&'a self, batch: &mut Batch<'a>, writes: &'a Agl1Writes) {
+        add_fields(batch, &self.fields);
+        add_events(batch, writes);
+        upsert(
+            batch,
+            &self.models,
+            insert_into!("agl1_models", "model, endpoint, version"),
+            " ON CONFLICT (model, endpoint) DO UPDATE SET version = excluded.version",
+            |server| {
+                [
+                    server.model.as_str().into(),
+                    server.endpoint.as_str().into(),
+                    server.version.into(),
+                ]
+            },
+        );
+        if let Some(pause) = &writes.pause {
+            add_pause(batch, pause);
+        }
+        add_replicas(batch, &self.present, &self.gone);
+    }
+}
+
+/// Adds the 1.x fields of rollouts.
+fn add_fields<'a>(batch: &mut Batch<'a>, fields: &'a [(&'a String, &'a Agl1Fields)]) {
+    upsert(
+        batch,
+        fields,
+        insert_into!(
+            "agl1_rollouts",
+            "rollout_id, config, k8s_job_name, last_attempt_id, error_message, version, \
+             created_at, updated_at"
+        ),
+        " ON CONFLICT (rollout_id) DO UPDATE SET config = excluded.config, \
+         k8s_job_name = excluded.k8s_job_name, last_attempt_id = excluded.last_attempt_id, \
+         error_message = excluded.error_message, version = excluded.version, \
+         created_at = excluded.created_at, updated_at = excluded.updated_at",
+        |&(rollout_id, fields)| {
+            [
+                rollout_id.as_str().into(),
+                codec::json_text(&fields.config).into(),
+                fields.k8s_job_name.as_deref().into(),
+                fields.last_attempt_id.as_deref().into(),
+                fields.error_message.as_deref().into(),
+                fields.version.into(),
+                fields.created_at.into(),
+                fields.updated_at.into(),
+            ]
+        },
+    );
+}
+
+/// Adds the rewrites of stored events' data, then the appended events.
+fn add_events<'a>(batch: &mut Batch<'a>, writes: &'a Agl1Writes) {
+    for ((_, pos), data) in &writes.event_data {
+        batch.add(2, |b| {
+            let data = b.arg(data.as_str());
+            let pos = b.arg(*pos);
+            b.push(&format!(
+                "UPDATE agl1_events SET data = {data} WHERE pos = {pos}"
+            ));
+        });
+    }
+    // A multi-row insert assigns positions in `VALUES` order.
+    upsert(
+        batch,
+        &writes.events,
+        insert_into!(
+            "agl1_events",
+            "rollout_id, attempt_id, event_type, time, data, idempotency_key, digest"
+        ),
+        "",
+        |write| {
+            let event = &write.event;
+            [
+                event.rollout_id.as_str().into(),
+                event.attempt_id.as_str().into(),
+                event.event_type.as_str().into(),
+                event.timestamp.into(),
+                event.data.as_str().into(),
+                write.key.as_ref().map(|k| k.key.as_str()).into(),
+                write.key.as_ref().map(|k| k.digest.as_str()).into(),
+            ]
+        },
+    );
+}
+
+/// Adds the gateway's pause.
+fn add_pause<'a>(batch: &mut Batch<'a>, pause: &'a Pause) {
+    batch.add(4, |b| {
+        let paused = b.arg(i64::from(pause.paused));
+        let retry = b.arg(pause.retry_after_seconds);
+        let reason = b.arg(pause.reason.as_deref());
+        let generation = b.arg(pause.generation);
+        b.push(&format!(
+            "UPDATE agl1_gateway SET paused = {paused}, retry_after_seconds = {retry}, \
+             reason = {reason}, generation = {generation} WHERE id = 0"
+        ));
+    });
+}
+
+/// Adds the replicas that report, then deletes those that left.
+fn add_replicas<'a>(batch: &mut Batch<'a>, present: &'a [&'a Replica], gone: &'a [&'a str]) {
+    upsert(
+        batch,
+        present,
+        insert_into!(
+            "agl1_replicas",
+            "server_id, inflight, generation_seen, heartbeat"
+        ),
+        " ON CONFLICT (server_id) DO UPDATE SET inflight = excluded.inflight, \
+         generation_seen = excluded.generation_seen, heartbeat = excluded.heartbeat",
+        |replica| {
+            [
+                replica.server_id.as_str().into(),
+                replica.inflight.into(),
+                replica.generation_seen.into(),
+                replica.heartbeat.into(),
+            ]
+        },
+    );
+    if !gone.is_empty() {
+        batch.add(gone.len(), |b| {
+            let condition = b.one_of("server_id", gone.iter().copied());
+            b.push(&format!("DELETE FROM agl1_replicas WHERE {condition}"));
+        });
+    }
+}
+
 impl<C: Connection> SqlTx<C> {
     /// Applies the 1.x part of a write set: deletions, then one batch of
     /// upserts and appends, then the completion log.
@@ -107,116 +264,9 @@ impl<C: Connection> SqlTx<C> {
             self.write(Statement::new("DELETE FROM agl1_models"))
                 .await?;
         }
+        let rows = Agl1Rows::of(writes);
         let mut batch = Batch::new(C::DIALECT);
-        let fields: Vec<_> = writes.fields.iter().collect();
-        upsert(
-            &mut batch,
-            &fields,
-            8,
-            "INSERT INTO agl1_rollouts (rollout_id, config, k8s_job_name, last_attempt_id, \
-             error_message, version, created_at, updated_at)",
-            " ON CONFLICT (rollout_id) DO UPDATE SET config = excluded.config, \
-             k8s_job_name = excluded.k8s_job_name, last_attempt_id = excluded.last_attempt_id, \
-             error_message = excluded.error_message, version = excluded.version, \
-             created_at = excluded.created_at, updated_at = excluded.updated_at",
-            |&(rollout_id, fields)| {
-                vec![
-                    rollout_id.as_str().into(),
-                    codec::json_text(&fields.config).into(),
-                    fields.k8s_job_name.as_deref().into(),
-                    fields.last_attempt_id.as_deref().into(),
-                    fields.error_message.as_deref().into(),
-                    fields.version.into(),
-                    fields.created_at.into(),
-                    fields.updated_at.into(),
-                ]
-            },
-        );
-        for ((_, pos), data) in &writes.event_data {
-            batch.add(2, |b| {
-                let data = b.arg(data.as_str());
-                let pos = b.arg(*pos);
-                b.push(&format!(
-                    "UPDATE agl1_events SET data = {data} WHERE pos = {pos}"
-                ));
-            });
-        }
-        // A multi-row insert assigns positions in `VALUES` order.
-        upsert(
-            &mut batch,
-            &writes.events,
-            7,
-            "INSERT INTO agl1_events (rollout_id, attempt_id, event_type, time, data, \
-             idempotency_key, digest)",
-            "",
-            |write| {
-                let event = &write.event;
-                vec![
-                    event.rollout_id.as_str().into(),
-                    event.attempt_id.as_str().into(),
-                    event.event_type.as_str().into(),
-                    event.timestamp.into(),
-                    event.data.as_str().into(),
-                    write.key.as_ref().map(|k| k.key.as_str()).into(),
-                    write.key.as_ref().map(|k| k.digest.as_str()).into(),
-                ]
-            },
-        );
-        let models: Vec<_> = writes.models.values().collect();
-        upsert(
-            &mut batch,
-            &models,
-            3,
-            "INSERT INTO agl1_models (model, endpoint, version)",
-            " ON CONFLICT (model, endpoint) DO UPDATE SET version = excluded.version",
-            |server| {
-                vec![
-                    server.model.as_str().into(),
-                    server.endpoint.as_str().into(),
-                    server.version.into(),
-                ]
-            },
-        );
-        if let Some(pause) = &writes.pause {
-            batch.add(4, |b| {
-                let paused = b.arg(i64::from(pause.paused));
-                let retry = b.arg(pause.retry_after_seconds);
-                let reason = b.arg(pause.reason.as_deref());
-                let generation = b.arg(pause.generation);
-                b.push(&format!(
-                    "UPDATE agl1_gateway SET paused = {paused}, retry_after_seconds = {retry}, \
-                     reason = {reason}, generation = {generation} WHERE id = 0"
-                ));
-            });
-        }
-        let (present, gone): (Vec<_>, Vec<_>) =
-            writes.replicas.iter().partition(|(_, r)| r.is_some());
-        let present: Vec<&Replica> = present
-            .into_iter()
-            .filter_map(|(_, r)| r.as_ref())
-            .collect();
-        upsert(
-            &mut batch,
-            &present,
-            4,
-            "INSERT INTO agl1_replicas (server_id, inflight, generation_seen, heartbeat)",
-            " ON CONFLICT (server_id) DO UPDATE SET inflight = excluded.inflight, \
-             generation_seen = excluded.generation_seen, heartbeat = excluded.heartbeat",
-            |replica| {
-                vec![
-                    replica.server_id.as_str().into(),
-                    replica.inflight.into(),
-                    replica.generation_seen.into(),
-                    replica.heartbeat.into(),
-                ]
-            },
-        );
-        if !gone.is_empty() {
-            batch.add(gone.len(), |b| {
-                let condition = b.one_of("server_id", gone.iter().map(|(id, _)| id.as_str()));
-                b.push(&format!("DELETE FROM agl1_replicas WHERE {condition}"));
-            });
-        }
+        rows.add_to(&mut batch, writes);
         for statement in batch.finish() {
             self.write(statement).await?;
         }
@@ -604,7 +654,8 @@ impl<C: Connection> Agl1Reads for SqlTx<C> {
 /// transaction's last round trip, like the event counter's (see the `apply`
 /// module): held across round trips to this server, it queued every
 /// completing transaction of every server behind the one holding it
-/// (docs/performance.md). Returns no rows.
+/// (docs/performance.md#counts-in-the-write-set-completions-with-the-commit).
+/// Returns no rows.
 pub(super) fn completions_appended(rollout_ids: &[String]) -> String {
     let ids: Vec<String> = rollout_ids
         .iter()

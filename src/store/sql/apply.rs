@@ -47,7 +47,8 @@
 //! round trip to this server happens while it is held, whatever the load
 //! on this machine; it was held across one before (the events' statement's
 //! answer, then the `COMMIT`), and waits for it dominated every writer's
-//! latency (docs/performance.md). Nor is it held for longer with more
+//! latency (docs/performance.md#fewer-round-trips-per-transaction). Nor is
+//! it held for longer with more
 //! events: under it go at most 64 event rows or one block's row, so a
 //! 30,000-rollout enqueue holds it as briefly as a dequeue does.
 //!
@@ -55,232 +56,17 @@
 //! cost microseconds), and the single writer numbers events from its cache.
 
 use super::agl1;
+use super::batch::{Batch, Counted, insert_into, upsert, upsert_counted};
 use super::codec::{self, attempt_columns, resources_columns, rollout_columns, worker_columns};
 use super::query::{self, Builder};
 use super::requests;
 use super::sessions::{self, session_columns};
-use super::{Arg, Connection, Dialect, SqlTx, Statement};
+use super::{Connection, SqlTx, Statement};
 use crate::core::error::StoreResult;
 use crate::core::events::Event;
-use crate::core::storage::WriteSet;
-
-/// Statements being assembled for one write set: on a shared database the
-/// pieces join one statement as `WITH` clauses, as long as its parameters
-/// fit; elsewhere each piece is a statement.
-pub(super) struct Batch<'a> {
-    dialect: &'static Dialect,
-    statements: Vec<Statement<'a>>,
-    open: Option<Builder<'a>>,
-    clauses: usize,
-    /// On a shared database: queries of `(counter name, delta)` rows over
-    /// the open statement's clauses, summed into the counters by its last
-    /// clause (see [`Batch::count`]).
-    deltas: Vec<String>,
-}
-
-impl<'a> Batch<'a> {
-    pub(super) fn new(dialect: &'static Dialect) -> Self {
-        Self {
-            dialect,
-            statements: Vec::new(),
-            open: None,
-            clauses: 0,
-            deltas: Vec::new(),
-        }
-    }
-
-    /// Adds a piece binding `params` parameters, written by `build`; on a
-    /// shared database, returns the name of its `WITH` clause.
-    pub(super) fn add(
-        &mut self,
-        params: usize,
-        build: impl FnOnce(&mut Builder<'a>),
-    ) -> Option<String> {
-        if !self.dialect.shared {
-            let mut b = Builder::new(self.dialect);
-            build(&mut b);
-            self.statements.push(b.finish());
-            return None;
-        }
-        let b = self.clause(params);
-        build(b);
-        b.push(")");
-        Some(format!("w{}", self.clauses - 1))
-    }
-
-    /// On a shared database: adds the `(counter name, delta)` rows that
-    /// `deltas` selects (from clauses of the open statement) to this
-    /// connection's counter shards, in the open statement. All of a
-    /// statement's deltas are summed by one clause: two clauses of one
-    /// statement must not update the same counter row.
-    pub(super) fn count(&mut self, deltas: String) {
-        debug_assert!(self.dialect.shared && self.open.is_some());
-        self.deltas.push(deltas);
-    }
-
-    /// Opens the next `WITH` clause of the open statement (closing it first
-    /// when `params` more would not fit).
-    fn clause(&mut self, params: usize) -> &mut Builder<'a> {
-        if self
-            .open
-            .as_ref()
-            .is_some_and(|b| b.params() + params > self.dialect.max_params)
-        {
-            self.close();
-        }
-        let name = format!("w{}", self.clauses);
-        let first = self.clauses == 0;
-        self.clauses += 1;
-        let b = self.open.get_or_insert_with(|| Builder::new(self.dialect));
-        b.push(if first { "WITH " } else { ", " })
-            .push(&name)
-            .push(" AS (");
-        b
-    }
-
-    /// Ends the open statement.
-    fn close(&mut self) {
-        if let Some(mut b) = self.open.take() {
-            if !self.deltas.is_empty() {
-                b.push(", counted AS (INSERT INTO counters (name, shard, value) \
-                     SELECT name, pg_backend_pid(), SUM(d) FROM (")
-                    .push(&self.deltas.join(" UNION ALL "))
-                    .push(
-                        ") AS deltas (name, d) GROUP BY name HAVING SUM(d) <> 0 \
-                         ON CONFLICT (name, shard) DO UPDATE SET value = counters.value + excluded.value)",
-                    );
-                self.deltas.clear();
-            }
-            b.push(" SELECT 1");
-            self.statements.push(b.finish());
-            self.clauses = 0;
-        }
-    }
-
-    pub(super) fn finish(mut self) -> Vec<Statement<'a>> {
-        self.close();
-        self.statements
-    }
-}
-
-/// Appends ` VALUES (…), (…)` for `rows` of placeholders.
-fn values<'a>(b: &mut Builder<'a>, rows: impl Iterator<Item = Vec<Arg<'a>>>) {
-    b.push(" VALUES ");
-    for (i, row) in rows.enumerate() {
-        let placeholders: Vec<String> = row.into_iter().map(|arg| b.arg(arg)).collect();
-        if i > 0 {
-            b.push(", ");
-        }
-        b.push("(").push(&placeholders.join(", ")).push(")");
-    }
-}
-
-/// Appends ` SELECT * FROM unnest($1, $2, …)` for `rows`, one array
-/// parameter per column (typed by the column's values, whose NULLs carry
-/// their type): the text does not depend on the number of rows, and
-/// `unnest` yields them in order.
-fn unnested<'a>(b: &mut Builder<'a>, rows: impl Iterator<Item = Vec<Arg<'a>>>) {
-    let mut columns: Vec<Arg<'a>> = Vec::new();
-    for row in rows {
-        if columns.is_empty() {
-            columns = row
-                .iter()
-                .map(|arg| match arg {
-                    Arg::Int(_) | Arg::NullInt => Arg::Ints(Vec::new()),
-                    _ => Arg::Texts(Vec::new()),
-                })
-                .collect();
-        }
-        for (column, arg) in columns.iter_mut().zip(row) {
-            match (column, arg) {
-                (Arg::Ints(values), Arg::Int(value)) => values.push(Some(value)),
-                (Arg::Ints(values), Arg::NullInt) => values.push(None),
-                (Arg::Texts(values), Arg::Text(text)) => values.push(Some(text)),
-                (Arg::Texts(values), Arg::NullText) => values.push(None),
-                (column, arg) => unreachable!("column {column:?} given {arg:?}"),
-            }
-        }
-    }
-    let arrays: Vec<String> = columns
-        .into_iter()
-        .map(|column| {
-            let array_type = match column {
-                Arg::Ints(_) => "BIGINT[]",
-                _ => "TEXT[]",
-            };
-            format!("CAST({} AS {array_type})", b.arg(column))
-        })
-        .collect();
-    b.push(" SELECT * FROM unnest(")
-        .push(&arrays.join(", "))
-        .push(")");
-}
-
-/// Adds one upsert per chunk of `rows` (each of `columns` values).
-pub(super) fn upsert<'a, T: 'a>(
-    batch: &mut Batch<'a>,
-    rows: &'a [T],
-    columns: usize,
-    head: &str,
-    tail: &str,
-    row: impl Fn(&'a T) -> Vec<Arg<'a>>,
-) {
-    upsert_counted(batch, rows, columns, head, tail, row, None);
-}
-
-/// What an upsert changes in the counters, on a shared database: the
-/// upsert ends with `returning`, and `deltas` turns the name of its clause
-/// into a query of `(counter name, delta)` rows (see [`Batch::count`]).
-struct Counted<'f> {
-    returning: &'static str,
-    deltas: &'f dyn Fn(&str) -> String,
-}
-
-/// [`upsert`], counted on a shared database (elsewhere the schema's
-/// triggers count).
-fn upsert_counted<'a, T: 'a>(
-    batch: &mut Batch<'a>,
-    rows: &'a [T],
-    columns: usize,
-    head: &str,
-    tail: &str,
-    row: impl Fn(&'a T) -> Vec<Arg<'a>>,
-    counted: Option<Counted<'_>>,
-) {
-    let shared = batch.dialect.shared;
-    let counted = counted.filter(|_| shared);
-    // A shared database takes every row in one clause, several rows as
-    // arrays (one row stays `VALUES`: the database plans the join of the
-    // counted clause knowing it is one row); elsewhere the rows are
-    // chunked under the parameter limit.
-    let chunk = if shared {
-        rows.len().max(1)
-    } else {
-        (batch.dialect.max_params / columns).max(1)
-    };
-    for part in rows.chunks(chunk) {
-        let params = if shared {
-            columns
-        } else {
-            part.len() * columns
-        };
-        let clause = batch.add(params, |b| {
-            b.push(head);
-            if shared && part.len() > 1 {
-                unnested(b, part.iter().map(&row));
-            } else {
-                values(b, part.iter().map(&row));
-            }
-            b.push(tail);
-            if let Some(counted) = &counted {
-                b.push(counted.returning);
-            }
-        });
-        if let (Some(counted), Some(clause)) = (&counted, clause) {
-            batch.count((counted.deltas)(&clause));
-        }
-    }
-}
+use crate::core::idempotency::RememberedRequest;
+use crate::core::model::{Attempt, ResourcesUpdate, Timestamp, Worker, WorkerSession};
+use crate::core::storage::{RolloutWrite, WriteSet};
 
 /// The status counts' deltas of an upsert clause that returns the key
 /// `columns` and the `status` of each row it wrote into `table` (whose
@@ -299,6 +85,38 @@ fn status_deltas(table: &str, columns: &[&str], clause: &str) -> String {
          ('{table}.' || o.status, CASE WHEN o.status <> w.status THEN -1 ELSE 0 END)) \
          AS x (name, d) WHERE x.d <> 0",
         on = on.join(" AND ")
+    )
+}
+
+/// The first instant of the minute of the nanosecond time `expression`
+/// (floored, also before 1970), as [`crate::core::overview::minute_of`].
+fn minute_of(expression: &str) -> String {
+    format!("({expression} - (({expression} % 60000000000) + 60000000000) % 60000000000)")
+}
+
+/// The activity counts' deltas of a rollout upsert clause that returns
+/// `rollout_id, status, start_time, end_time`: the minute a rollout was
+/// created in, and the minute it ended in while its status is terminal, as
+/// they were (the table's snapshot before the statement) against as they
+/// are (see [`crate::core::overview::Activity::of`]).
+fn minute_deltas(clause: &str) -> String {
+    let finished = "('succeeded', 'failed', 'cancelled')";
+    let changed = "(o.status IS DISTINCT FROM w.status OR o.end_time IS DISTINCT FROM w.end_time)";
+    format!(
+        "SELECT x.minute, x.name, x.d FROM {clause} w LEFT JOIN rollouts o \
+         ON o.rollout_id = w.rollout_id CROSS JOIN LATERAL (VALUES \
+         ({new_start}, 'created', CASE WHEN o.rollout_id IS NULL \
+             OR o.start_time <> w.start_time THEN 1 ELSE 0 END), \
+         ({old_start}, 'created', CASE WHEN o.start_time <> w.start_time THEN -1 ELSE 0 END), \
+         ({new_end}, w.status, CASE WHEN w.end_time IS NOT NULL AND w.status IN {finished} \
+             AND {changed} THEN 1 ELSE 0 END), \
+         ({old_end}, o.status, CASE WHEN o.end_time IS NOT NULL AND o.status IN {finished} \
+             AND {changed} THEN -1 ELSE 0 END)) \
+         AS x (minute, name, d) WHERE x.d <> 0",
+        new_start = minute_of("w.start_time"),
+        old_start = minute_of("o.start_time"),
+        new_end = minute_of("w.end_time"),
+        old_end = minute_of("o.end_time"),
     )
 }
 
@@ -334,193 +152,259 @@ pub(super) fn number_events(events: &mut [Event], last: u64) {
     }
 }
 
+/// The rows of a write set's core entities, in write order: what the
+/// upserts of one commit write.
+struct Rows<'w> {
+    resources: Vec<&'w ResourcesUpdate>,
+    rollouts: Vec<&'w RolloutWrite>,
+    attempts: Vec<&'w Attempt>,
+    workers: Vec<&'w Worker>,
+    sessions: Vec<&'w WorkerSession>,
+    unqueued: Vec<&'w str>,
+    queued: Vec<(&'w String, &'w Timestamp)>,
+    remembered: Vec<&'w RememberedRequest>,
+}
+
+impl<'w> Rows<'w> {
+    fn of(writes: &'w WriteSet) -> Self {
+        Self {
+            resources: writes.resources.values().collect(),
+            rollouts: writes.rollouts.values().collect(),
+            attempts: writes.attempts.values().collect(),
+            workers: writes.workers.values().collect(),
+            sessions: writes.sessions.values().collect(),
+            unqueued: writes.unqueue.iter().map(String::as_str).collect(),
+            queued: writes.enqueue.iter().collect(),
+            remembered: writes.requests.values().collect(),
+        }
+    }
+
+    /// Adds every upsert and queue change to `batch`, in the order the
+    /// write set's rows depend on each other.
+    fn add_to<'a>(&'a self, batch: &mut Batch<'a>, writes: &WriteSet) {
+        requests::add(batch, writes.forget_requests, &self.remembered);
+        if let Some(before) = writes.forget_activity {
+            batch.add(1, |b| {
+                let before = b.arg(before);
+                b.push(&format!(
+                    "DELETE FROM rollout_minutes WHERE minute < {before}"
+                ));
+            });
+        }
+        add_resources(batch, &self.resources);
+        add_rollouts(batch, &self.rollouts);
+        add_attempts(batch, &self.attempts);
+        add_workers(batch, &self.workers);
+        add_sessions(batch, &self.sessions);
+        add_queue_changes(batch, &self.unqueued, &self.queued);
+    }
+}
+
+/// Adds the resources snapshots, the last of which becomes the latest.
+fn add_resources<'a>(batch: &mut Batch<'a>, resources: &'a [&'a ResourcesUpdate]) {
+    upsert(
+        batch,
+        resources,
+        insert_into!("resources", resources_columns!()),
+        " ON CONFLICT (resources_id) DO UPDATE SET \
+         create_time = excluded.create_time, update_time = excluded.update_time, \
+         version = excluded.version, resources = excluded.resources",
+        |update| {
+            [
+                update.resources_id.as_str().into(),
+                update.create_time.into(),
+                update.update_time.into(),
+                update.version.into(),
+                codec::json_text(&update.resources).into(),
+            ]
+        },
+    );
+    if let Some(latest) = resources.last() {
+        batch.add(1, |b| {
+            let id = b.arg(latest.resources_id.as_str());
+            b.push(&format!(
+                "INSERT INTO latest_resources (id, resources_id) VALUES (0, {id}) \
+                 ON CONFLICT (id) DO UPDATE SET resources_id = excluded.resources_id"
+            ));
+        });
+    }
+}
+
+/// Adds the rollouts with their watchdog deadlines, counted by status.
+fn add_rollouts<'a>(batch: &mut Batch<'a>, rollouts: &'a [&'a RolloutWrite]) {
+    upsert_counted(
+        batch,
+        rollouts,
+        insert_into!(
+            "rollouts",
+            concat!(rollout_columns!(""), ", watchdog_deadline")
+        ),
+        " ON CONFLICT (rollout_id) DO UPDATE SET input = excluded.input, \
+         start_time = excluded.start_time, end_time = excluded.end_time, \
+         mode = excluded.mode, resources_id = excluded.resources_id, \
+         status = excluded.status, config = excluded.config, metadata = excluded.metadata, \
+         watchdog_deadline = excluded.watchdog_deadline",
+        |write| {
+            let rollout = &write.rollout;
+            [
+                rollout.rollout_id.as_str().into(),
+                codec::json_text(&rollout.input).into(),
+                rollout.start_time.into(),
+                rollout.end_time.into(),
+                rollout.mode.map(|m| m.as_str()).into(),
+                rollout.resources_id.as_deref().into(),
+                rollout.status.as_str().into(),
+                codec::config_text(&rollout.config).into(),
+                codec::json_text(&rollout.metadata).into(),
+                write.deadline.into(),
+            ]
+        },
+        Some(Counted {
+            returning: " RETURNING rollout_id, status, start_time, end_time",
+            deltas: &|clause| status_deltas("rollouts", &["rollout_id"], clause),
+            minutes: Some(&minute_deltas),
+        }),
+    );
+}
+
+/// Adds the attempts, counted by status.
+fn add_attempts<'a>(batch: &mut Batch<'a>, attempts: &'a [&'a Attempt]) {
+    upsert_counted(
+        batch,
+        attempts,
+        insert_into!("attempts", attempt_columns!("")),
+        " ON CONFLICT (rollout_id, attempt_id) DO UPDATE SET \
+         sequence_id = excluded.sequence_id, start_time = excluded.start_time, \
+         end_time = excluded.end_time, status = excluded.status, \
+         worker_id = excluded.worker_id, last_heartbeat_time = excluded.last_heartbeat_time, \
+         metadata = excluded.metadata",
+        |attempt| {
+            [
+                attempt.rollout_id.as_str().into(),
+                attempt.attempt_id.as_str().into(),
+                i64::from(attempt.sequence_id).into(),
+                attempt.start_time.into(),
+                attempt.end_time.into(),
+                attempt.status.as_str().into(),
+                attempt.worker_id.as_deref().into(),
+                attempt.last_heartbeat_time.into(),
+                codec::json_text(&attempt.metadata).into(),
+            ]
+        },
+        Some(Counted {
+            returning: " RETURNING rollout_id, attempt_id, status",
+            deltas: &|clause| status_deltas("attempts", &["rollout_id", "attempt_id"], clause),
+            minutes: None,
+        }),
+    );
+}
+
+/// Adds the workers.
+fn add_workers<'a>(batch: &mut Batch<'a>, workers: &'a [&'a Worker]) {
+    upsert(
+        batch,
+        workers,
+        insert_into!("workers", worker_columns!()),
+        " ON CONFLICT (worker_id) DO UPDATE SET \
+         status = excluded.status, heartbeat_stats = excluded.heartbeat_stats, \
+         last_heartbeat_time = excluded.last_heartbeat_time, \
+         last_dequeue_time = excluded.last_dequeue_time, \
+         last_busy_time = excluded.last_busy_time, last_idle_time = excluded.last_idle_time, \
+         current_rollout_id = excluded.current_rollout_id, \
+         current_attempt_id = excluded.current_attempt_id",
+        |worker| {
+            [
+                worker.worker_id.as_str().into(),
+                worker.status.as_str().into(),
+                codec::json_text(&worker.heartbeat_stats).into(),
+                worker.last_heartbeat_time.into(),
+                worker.last_dequeue_time.into(),
+                worker.last_busy_time.into(),
+                worker.last_idle_time.into(),
+                worker.current_rollout_id.as_deref().into(),
+                worker.current_attempt_id.as_deref().into(),
+            ]
+        },
+    );
+}
+
+/// Adds the worker session records.
+fn add_sessions<'a>(batch: &mut Batch<'a>, sessions: &'a [&'a WorkerSession]) {
+    upsert(
+        batch,
+        sessions,
+        insert_into!("worker_sessions", session_columns!()),
+        " ON CONFLICT (worker_id) DO UPDATE SET epoch = excluded.epoch, \
+         server_id = excluded.server_id, state = excluded.state, \
+         deadline = excluded.deadline, attempts = excluded.attempts",
+        |session| {
+            [
+                session.worker_id.as_str().into(),
+                session.epoch.into(),
+                session.server_id.as_str().into(),
+                session.state.as_str().into(),
+                session.deadline.into(),
+                sessions::attempts_text(&session.attempts).into(),
+            ]
+        },
+    );
+}
+
+/// Adds the queue's removals, then its appends (counted as its length).
+fn add_queue_changes<'a>(
+    batch: &mut Batch<'a>,
+    unqueued: &'a [&'a str],
+    queued: &'a [(&'a String, &'a Timestamp)],
+) {
+    // Removals never name a rollout the appends name (the write set
+    // keeps the last intent), so their order within one statement does
+    // not matter.
+    let shared = batch.dialect().shared;
+    for part in unqueued.chunks(batch.dialect().max_params) {
+        let clause = batch.add(part.len(), |b| {
+            b.push("DELETE FROM queue WHERE ");
+            let condition = b.one_of("rollout_id", part.iter().copied());
+            b.push(&condition);
+            if shared {
+                b.push(" RETURNING rollout_id");
+            }
+        });
+        if let Some(clause) = clause {
+            batch.count(format!("SELECT 'queued', -1 FROM {clause}"));
+        }
+    }
+    // A multi-row insert assigns positions in `VALUES` order: the queue
+    // keeps the order of the write set. Only the entries inserted count.
+    upsert_counted(
+        batch,
+        queued,
+        insert_into!("queue", "rollout_id, enqueue_time"),
+        " ON CONFLICT (rollout_id) DO NOTHING",
+        |&(rollout_id, since)| [rollout_id.as_str().into(), (*since).into()],
+        Some(Counted {
+            returning: " RETURNING rollout_id",
+            deltas: &|clause| format!("SELECT 'queued', 1 FROM {clause}"),
+            minutes: None,
+        }),
+    );
+}
+
 impl<C: Connection> SqlTx<C> {
-    /// Applies a write set (see the module docs). A single writer numbers
-    /// and inserts its events (and appends to the completion log) too; on a
-    /// shared database, returns the statements that do, to be run with the
-    /// `COMMIT`: the completions' (no rows), then the events' (one row).
+    /// Applies a write set (see the module docs): the 1.x part, then one
+    /// batch of upserts and queue changes, then the events. A single
+    /// writer numbers and inserts its events (and appends to the
+    /// completion log) too; on a shared database, returns the statements
+    /// that do, to be run with the `COMMIT`: the completions' (no rows),
+    /// then the events' (one row).
     pub(super) async fn apply(&mut self, writes: &mut WriteSet) -> StoreResult<Option<String>> {
         if writes.is_empty() {
             return Ok(None);
         }
-        let resources: Vec<_> = writes.resources.values().collect();
-        let rollouts: Vec<_> = writes.rollouts.values().collect();
-        let attempts: Vec<_> = writes.attempts.values().collect();
-        let workers: Vec<_> = writes.workers.values().collect();
-        let sessions: Vec<_> = writes.sessions.values().collect();
-        let unqueued: Vec<&str> = writes.unqueue.iter().map(String::as_str).collect();
-        let queued: Vec<_> = writes.enqueue.iter().collect();
-        let remembered: Vec<_> = writes.requests.values().collect();
-        let earliest_deadline = rollouts.iter().filter_map(|w| w.deadline).min();
         self.apply_agl1(&mut writes.agl1).await?;
+        let rows = Rows::of(writes);
+        let earliest_deadline = rows.rollouts.iter().filter_map(|w| w.deadline).min();
         let mut batch = Batch::new(C::DIALECT);
-        requests::add(&mut batch, writes.forget_requests, &remembered);
-        upsert(
-            &mut batch,
-            &resources,
-            5,
-            concat!("INSERT INTO resources (", resources_columns!(), ")"),
-            " ON CONFLICT (resources_id) DO UPDATE SET \
-             create_time = excluded.create_time, update_time = excluded.update_time, \
-             version = excluded.version, resources = excluded.resources",
-            |update| {
-                vec![
-                    update.resources_id.as_str().into(),
-                    update.create_time.into(),
-                    update.update_time.into(),
-                    update.version.into(),
-                    codec::json_text(&update.resources).into(),
-                ]
-            },
-        );
-        if let Some(latest) = resources.last() {
-            batch.add(1, |b| {
-                let id = b.arg(latest.resources_id.as_str());
-                b.push(&format!(
-                    "INSERT INTO latest_resources (id, resources_id) VALUES (0, {id}) \
-                     ON CONFLICT (id) DO UPDATE SET resources_id = excluded.resources_id"
-                ));
-            });
-        }
-        upsert_counted(
-            &mut batch,
-            &rollouts,
-            10,
-            concat!(
-                "INSERT INTO rollouts (",
-                rollout_columns!(""),
-                ", watchdog_deadline)"
-            ),
-            " ON CONFLICT (rollout_id) DO UPDATE SET input = excluded.input, \
-             start_time = excluded.start_time, end_time = excluded.end_time, \
-             mode = excluded.mode, resources_id = excluded.resources_id, \
-             status = excluded.status, config = excluded.config, metadata = excluded.metadata, \
-             watchdog_deadline = excluded.watchdog_deadline",
-            |write| {
-                let rollout = &write.rollout;
-                vec![
-                    rollout.rollout_id.as_str().into(),
-                    codec::json_text(&rollout.input).into(),
-                    rollout.start_time.into(),
-                    rollout.end_time.into(),
-                    rollout.mode.map(|m| m.as_str()).into(),
-                    rollout.resources_id.as_deref().into(),
-                    rollout.status.as_str().into(),
-                    codec::config_text(&rollout.config).into(),
-                    codec::json_text(&rollout.metadata).into(),
-                    write.deadline.into(),
-                ]
-            },
-            Some(Counted {
-                returning: " RETURNING rollout_id, status",
-                deltas: &|clause| status_deltas("rollouts", &["rollout_id"], clause),
-            }),
-        );
-        upsert_counted(
-            &mut batch,
-            &attempts,
-            9,
-            concat!("INSERT INTO attempts (", attempt_columns!(""), ")"),
-            " ON CONFLICT (rollout_id, attempt_id) DO UPDATE SET \
-             sequence_id = excluded.sequence_id, start_time = excluded.start_time, \
-             end_time = excluded.end_time, status = excluded.status, \
-             worker_id = excluded.worker_id, last_heartbeat_time = excluded.last_heartbeat_time, \
-             metadata = excluded.metadata",
-            |attempt| {
-                vec![
-                    attempt.rollout_id.as_str().into(),
-                    attempt.attempt_id.as_str().into(),
-                    i64::from(attempt.sequence_id).into(),
-                    attempt.start_time.into(),
-                    attempt.end_time.into(),
-                    attempt.status.as_str().into(),
-                    attempt.worker_id.as_deref().into(),
-                    attempt.last_heartbeat_time.into(),
-                    codec::json_text(&attempt.metadata).into(),
-                ]
-            },
-            Some(Counted {
-                returning: " RETURNING rollout_id, attempt_id, status",
-                deltas: &|clause| status_deltas("attempts", &["rollout_id", "attempt_id"], clause),
-            }),
-        );
-        upsert(
-            &mut batch,
-            &workers,
-            9,
-            concat!("INSERT INTO workers (", worker_columns!(), ")"),
-            " ON CONFLICT (worker_id) DO UPDATE SET \
-             status = excluded.status, heartbeat_stats = excluded.heartbeat_stats, \
-             last_heartbeat_time = excluded.last_heartbeat_time, \
-             last_dequeue_time = excluded.last_dequeue_time, \
-             last_busy_time = excluded.last_busy_time, last_idle_time = excluded.last_idle_time, \
-             current_rollout_id = excluded.current_rollout_id, \
-             current_attempt_id = excluded.current_attempt_id",
-            |worker| {
-                vec![
-                    worker.worker_id.as_str().into(),
-                    worker.status.as_str().into(),
-                    codec::json_text(&worker.heartbeat_stats).into(),
-                    worker.last_heartbeat_time.into(),
-                    worker.last_dequeue_time.into(),
-                    worker.last_busy_time.into(),
-                    worker.last_idle_time.into(),
-                    worker.current_rollout_id.as_deref().into(),
-                    worker.current_attempt_id.as_deref().into(),
-                ]
-            },
-        );
-        upsert(
-            &mut batch,
-            &sessions,
-            sessions::SESSION_COLUMNS,
-            concat!("INSERT INTO worker_sessions (", session_columns!(), ")"),
-            " ON CONFLICT (worker_id) DO UPDATE SET epoch = excluded.epoch, \
-             server_id = excluded.server_id, state = excluded.state, \
-             deadline = excluded.deadline, attempts = excluded.attempts",
-            |session| {
-                vec![
-                    session.worker_id.as_str().into(),
-                    session.epoch.into(),
-                    session.server_id.as_str().into(),
-                    session.state.as_str().into(),
-                    session.deadline.into(),
-                    sessions::attempts_text(&session.attempts).into(),
-                ]
-            },
-        );
-        // Removals never name a rollout the appends name (the write set
-        // keeps the last intent), so their order within one statement does
-        // not matter.
-        let shared = batch.dialect.shared;
-        for part in unqueued.chunks(batch.dialect.max_params) {
-            let clause = batch.add(part.len(), |b| {
-                b.push("DELETE FROM queue WHERE ");
-                let condition = b.one_of("rollout_id", part.iter().copied());
-                b.push(&condition);
-                if shared {
-                    b.push(" RETURNING rollout_id");
-                }
-            });
-            if let Some(clause) = clause {
-                batch.count(format!("SELECT 'queued', -1 FROM {clause}"));
-            }
-        }
-        // A multi-row insert assigns positions in `VALUES` order: the queue
-        // keeps the order of the write set. Only the entries inserted count.
-        upsert_counted(
-            &mut batch,
-            &queued,
-            2,
-            "INSERT INTO queue (rollout_id, enqueue_time)",
-            " ON CONFLICT (rollout_id) DO NOTHING",
-            |&(rollout_id, since)| vec![rollout_id.as_str().into(), (*since).into()],
-            Some(Counted {
-                returning: " RETURNING rollout_id",
-                deltas: &|clause| format!("SELECT 'queued', 1 FROM {clause}"),
-            }),
-        );
-
+        rows.add_to(&mut batch, writes);
         for statement in batch.finish() {
             self.write(statement).await?;
         }
@@ -528,18 +412,25 @@ impl<C: Connection> SqlTx<C> {
         if let Some(deadline) = earliest_deadline {
             self.floor.lower(deadline.0);
         }
+        drop(rows);
         if C::DIALECT.shared {
-            let mut last = Vec::new();
-            if !writes.agl1.completions.is_empty() {
-                last.push(agl1::completions_appended(&writes.agl1.completions));
-            }
-            if !writes.events.is_empty() {
-                last.push(numbering(&writes.events, self.event_retention));
-            }
-            return Ok((!last.is_empty()).then(|| last.join("; ")));
+            return Ok(self.commit_statements(writes));
         }
         self.append_events(&mut writes.events).await?;
         Ok(None)
+    }
+
+    /// On a shared database: the statements that travel with the
+    /// `COMMIT`, `None` when there are none.
+    fn commit_statements(&self, writes: &WriteSet) -> Option<String> {
+        let mut last = Vec::new();
+        if !writes.agl1.completions.is_empty() {
+            last.push(agl1::completions_appended(&writes.agl1.completions));
+        }
+        if !writes.events.is_empty() {
+            last.push(numbering(&writes.events, self.event_retention));
+        }
+        (!last.is_empty()).then(|| last.join("; "))
     }
 
     /// Numbers and inserts events after the last one (a single writer's).

@@ -30,6 +30,7 @@
 
 mod agl1;
 mod apply;
+mod batch;
 mod claim;
 pub mod codec;
 mod floor;
@@ -54,7 +55,7 @@ use crate::core::model::{
     Attempt, Counts, ResourcesUpdate, RolloutStatus, RolloutView, Span, Timestamp, Worker,
     WorkerSession,
 };
-use crate::core::overview::{CreatedCount, EndedCount};
+use crate::core::overview::ActivityCount;
 use crate::core::query::{Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter};
 use crate::core::retention::{Eviction, RetentionPolicy};
 use crate::core::storage::{Access, Held, StoreTx, WriteSet};
@@ -522,22 +523,12 @@ impl<C: Connection> StoreTx for SqlTx<C> {
         self.read_counts().await
     }
 
-    async fn ended_counts(
+    async fn activity(
         &mut self,
         from: Timestamp,
         until: Timestamp,
-        width: i64,
-    ) -> StoreResult<Vec<EndedCount>> {
-        self.read_ended_counts(from, until, width).await
-    }
-
-    async fn created_counts(
-        &mut self,
-        from: Timestamp,
-        until: Timestamp,
-        width: i64,
-    ) -> StoreResult<Vec<CreatedCount>> {
-        self.read_created_counts(from, until, width).await
+    ) -> StoreResult<Vec<ActivityCount>> {
+        self.read_activity(from, until).await
     }
 
     async fn latest_ended(

@@ -1,9 +1,10 @@
 //! The aggregate reads of [`crate::core::overview`], each one statement
-//! over an index of the schema (migrations `*_console_queries.sql`): the
-//! rollouts created per time slice (`rollouts_by_start`), those ended per
-//! status and time slice and the latest ended ones
-//! (`rollouts_ended`: status, end time, rollout id), the latest attempts'
-//! error spans (by rollout and attempt, with [`codec::ERROR_BODY_PREFIX`]),
+//! over a table or an index of the schema (migrations
+//! `*_console_queries.sql`): the per-minute activity counts
+//! (`rollout_minutes`, kept by the schema's triggers on SQLite and by the
+//! write set's statement on a shared database, see [`super::apply`]), the
+//! latest ended rollouts (`rollouts_ended`: status, end time, rollout id),
+//! the latest attempts' error spans (by rollout and attempt, with [`codec::ERROR_BODY_PREFIX`]),
 //! a rollout's place in the queue (`queue`'s positions), attempts by id
 //! alone (`attempts_by_id`).
 
@@ -16,73 +17,32 @@ use super::reads::{ROLLOUT_VIEW, rollout_view};
 use super::{Connection, Row, SqlTx, Statement};
 use crate::core::error::StoreResult;
 use crate::core::model::{Attempt, RolloutStatus, RolloutView, Span, Timestamp};
-use crate::core::overview::{CreatedCount, EndedCount};
-
-/// The terminal statuses as an SQL list of literals: constant text, so that
-/// the database plans it once.
-fn finished_statuses() -> String {
-    let statuses: Vec<String> = RolloutStatus::ALL
-        .iter()
-        .filter(|s| s.is_finished())
-        .map(|s| text_literal(s.as_str()))
-        .collect();
-    statuses.join(", ")
-}
+use crate::core::overview::{Activity, ActivityCount};
 
 impl<C: Connection> SqlTx<C> {
-    pub(super) async fn read_ended_counts(
+    pub(super) async fn read_activity(
         &mut self,
         from: Timestamp,
         until: Timestamp,
-        width: i64,
-    ) -> StoreResult<Vec<EndedCount>> {
-        let mut b = Builder::new(C::DIALECT);
-        let slice = format!("(end_time - {}) / {}", b.arg(from), b.arg(width.max(1)));
-        let (from, until) = (b.arg(from), b.arg(until));
-        b.push(&format!(
-            "SELECT status, {slice}, COUNT(*) FROM rollouts \
-             WHERE status IN ({}) AND end_time >= {from} AND end_time < {until} \
-             GROUP BY status, {slice}",
-            finished_statuses()
-        ));
-        let rows = self.read(b.finish()).await?;
-        rows.iter()
-            .map(|row| {
-                let count =
-                    |i| u64::try_from(row.int(i)?).map_err(|e| codec::corrupt("ended count", e));
-                Ok(EndedCount {
-                    status: codec::rollout_status(&row.text(0)?)?,
-                    slice: count(1)?,
-                    count: count(2)?,
-                })
-            })
-            .collect()
-    }
-
-    pub(super) async fn read_created_counts(
-        &mut self,
-        from: Timestamp,
-        until: Timestamp,
-        width: i64,
-    ) -> StoreResult<Vec<CreatedCount>> {
-        let mut b = Builder::new(C::DIALECT);
-        let slice = format!("(start_time - {}) / {}", b.arg(from), b.arg(width.max(1)));
-        let (from, until) = (b.arg(from), b.arg(until));
-        b.push(&format!(
-            "SELECT {slice}, COUNT(*) FROM rollouts \
-             WHERE start_time >= {from} AND start_time < {until} GROUP BY {slice}"
-        ));
-        let rows = self.read(b.finish()).await?;
-        rows.iter()
-            .map(|row| {
-                let count =
-                    |i| u64::try_from(row.int(i)?).map_err(|e| codec::corrupt("created count", e));
-                Ok(CreatedCount {
-                    slice: count(0)?,
-                    count: count(1)?,
-                })
-            })
-            .collect()
+    ) -> StoreResult<Vec<ActivityCount>> {
+        // A shared database keeps one row per connection's shard: summed.
+        let sql = "SELECT minute, name, CAST(SUM(value) AS BIGINT) FROM rollout_minutes \
+                   WHERE minute >= $1 AND minute < $2 GROUP BY minute, name";
+        let rows = self
+            .read(Statement::new(sql).bind(from).bind(until))
+            .await?;
+        let mut counts = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let name = row.text(1)?;
+            let activity = Activity::parse(&name)
+                .ok_or_else(|| codec::corrupt("activity count", format_args!("name {name}")))?;
+            counts.push(ActivityCount {
+                minute: Timestamp(row.int(0)?),
+                activity,
+                count: row.int(2)?,
+            });
+        }
+        Ok(counts)
     }
 
     pub(super) async fn read_latest_ended(

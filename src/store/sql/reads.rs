@@ -82,10 +82,11 @@ fn rollout_condition<'a>(b: &mut Builder<'a>, filter: &'a RolloutFilter) -> Stri
         .resources_id
         .as_deref()
         .map(|id| b.equals("r.resources_id", id));
+    // The worker's attempts (an index) name the rollouts to look up, rather
+    // than every rollout probing for an attempt of the worker.
     let worker = filter.worker_id.as_deref().map(|worker| {
         format!(
-            "EXISTS (SELECT 1 FROM attempts w WHERE w.worker_id = {} \
-             AND w.rollout_id = r.rollout_id)",
+            "r.rollout_id IN (SELECT w.rollout_id FROM attempts w WHERE w.worker_id = {})",
             b.arg(worker)
         )
     });

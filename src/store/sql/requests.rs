@@ -1,7 +1,7 @@
 //! Remembered client request ids ([`RememberedRequest`]): the read, and the
 //! write set's forgetting and remembering, added to the commit's batch.
 
-use super::apply::{Batch, upsert};
+use super::batch::{Batch, insert_into, upsert};
 use super::codec;
 use super::{Connection, Row, SqlTx, Statement};
 use crate::core::error::StoreResult;
@@ -50,12 +50,11 @@ pub(super) fn add<'a>(
     upsert(
         batch,
         requests,
-        4,
-        "INSERT INTO request_ids (request_id, digest, rollout_ids, expires_at)",
+        insert_into!("request_ids", "request_id, digest, rollout_ids, expires_at"),
         " ON CONFLICT (request_id) DO UPDATE SET digest = excluded.digest, \
          rollout_ids = excluded.rollout_ids, expires_at = excluded.expires_at",
         |request| {
-            vec![
+            [
                 request.request_id.as_str().into(),
                 request.digest.as_str().into(),
                 serde_json::to_string(&request.rollout_ids)

@@ -17,9 +17,6 @@ macro_rules! session_columns {
 }
 pub(super) use session_columns;
 
-/// Number of columns of [`session`].
-pub const SESSION_COLUMNS: usize = 6;
-
 /// Returns the JSON text of a session's attempts.
 pub fn attempts_text(attempts: &[AttemptRef]) -> String {
     serde_json::to_string(attempts).expect("attempt refs serialise")

@@ -12,7 +12,8 @@
 //! The wake-up channel holds one request: while one is pending, the
 //! requests made as the thread waits for its interval find it full and
 //! cost a failed send, not a wake-up each (one per sync was three context
-//! switches per gateway call, docs/performance.md).
+//! switches per gateway call,
+//! docs/performance.md#syncing-the-log-on-the-worker-instead-of-handing-it-over).
 //!
 //! The interval follows the write rate ([`next_interval`]): each checkpoint
 //! aims to find about [`TARGET_LOG_PAGES`] in the log, between
@@ -20,7 +21,8 @@
 //! A log that a checkpoint copied entirely restarts from its beginning at
 //! the next write, and SQLite syncs the restarted log's header inside that
 //! `COMMIT`: at a fixed 50 ms, a lone client's writes paid that second
-//! sync in one commit of three (docs/performance.md, stop 34).
+//! sync in one commit of three
+//! (docs/performance.md#the-checkpoint-interval-follows-the-write-rate).
 //!
 //! A log restarts from its beginning only when a writer begins while every
 //! frame of it has been copied, which a checkpoint racing a busy writer

@@ -25,8 +25,7 @@
 //! Groups sync one at a time (a group commits only when no sync is in
 //! flight), which the readers rely on ([`super::readers`]). (Letting the
 //! next group commit and sync while the previous group's sync runs was
-//! measured and not kept: no gain, docs/performance.md "SQLite's syncs
-//! pipelined".) Under load, the
+//! measured and not kept: no gain, docs/performance.md#pipelined-syncs.) Under load, the
 //! transactions that arrive while one group's log syncs run their
 //! statements meanwhile and form the next group, so throughput is bounded
 //! by statement execution, not by syncs. When the flusher gets the

@@ -431,7 +431,8 @@ impl sql::Row for SqliteRow {
 /// Runs a transaction control statement from the connection's statement
 /// cache: `execute_batch` parsed `BEGIN`, `SAVEPOINT`, `RELEASE` and
 /// `COMMIT` anew each time (2% of a 1.x rollout GET's CPU on a reader,
-/// docs/performance.md; a lifecycle runs about ten of them on the writer).
+/// docs/performance.md#reads-on-the-reader-connections-in-one-statement; a
+/// lifecycle runs about ten of them on the writer).
 fn control(conn: &rusqlite::Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(drop)
 }

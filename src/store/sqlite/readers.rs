@@ -19,7 +19,8 @@
 //! the reads served here are point reads and bounded pages that SQLite
 //! answers from its page cache, where a hop to a blocking thread per
 //! statement cost more CPU than the read itself (agent-lightning 1.x's
-//! rollout GET, two statements, measured in docs/performance.md). A long
+//! rollout GET, measured in
+//! docs/performance.md#reads-on-the-reader-connections-in-one-statement). A long
 //! page holds up only its own worker thread; the runtime's other worker
 //! takes over that thread's queued tasks.
 

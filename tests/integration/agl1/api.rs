@@ -17,6 +17,7 @@ use crate::common::http::{HttpClient, Version};
 /// yet.
 #[tokio::test]
 async fn concurrent_creations_of_one_id_create_it_once() {
+    skip_without!(super::BACKEND);
     const ROUNDS: usize = 12;
     const RACERS: usize = 6;
     let server = start(BACKEND).await;
@@ -60,6 +61,7 @@ async fn concurrent_creations_of_one_id_create_it_once() {
 
 #[tokio::test]
 async fn health_is_open_and_everything_else_needs_the_key() {
+    skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let open = HttpClient::new(server.addr, Version::Http1);
     let health = open.get("/healthz").await;
@@ -124,6 +126,7 @@ async fn health_is_open_and_everything_else_needs_the_key() {
 
 #[tokio::test]
 async fn rollouts_are_created_idempotently_listed_fetched_and_deleted() {
+    skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let api = Api::new(&server);
     let created = api
@@ -230,6 +233,7 @@ async fn rollouts_are_created_idempotently_listed_fetched_and_deleted() {
 
 #[tokio::test]
 async fn patches_follow_the_state_machine_and_bump_the_version() {
+    skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let api = Api::new(&server);
     for id in ["a", "b", "c"] {
@@ -331,6 +335,7 @@ async fn patches_follow_the_state_machine_and_bump_the_version() {
 
 #[tokio::test]
 async fn the_terminal_cursor_pages_completions_and_never_shifts() {
+    skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let api = Api::new(&server);
     for (id, input) in [
@@ -484,6 +489,7 @@ async fn sse_events(server: &crate::common::TestServer, after: i64) -> SseEvents
 
 #[tokio::test]
 async fn events_are_recorded_per_attempt_and_presented_as_asked() {
+    skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let api = Api::new(&server);
     api.create_one("e", json!({})).await;
@@ -588,6 +594,7 @@ async fn events_are_recorded_per_attempt_and_presented_as_asked() {
 
 #[tokio::test]
 async fn a_newer_request_drops_the_routing_tensor_it_supersedes() {
+    skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let api = Api::new(&server);
     api.create_one("moe", json!({})).await;
@@ -637,6 +644,7 @@ async fn a_newer_request_drops_the_routing_tensor_it_supersedes() {
 
 #[tokio::test]
 async fn models_are_upserted_by_model_and_endpoint_and_deleted() {
+    skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let api = Api::new(&server);
     let registered = api

@@ -10,6 +10,7 @@ use lightning_store::core::agl1::events::EventQuery;
 use lightning_store::core::agl1::{Agl1Event, IdempotencyKey, NewAgl1Event, NewAgl1Rollout};
 use lightning_store::core::engine::{Engine, EngineConfig};
 use lightning_store::core::error::{StoreError, StoreResult};
+use lightning_store::core::ids::{AttemptId, RolloutId};
 use lightning_store::core::storage::Access;
 use lightning_store::store;
 use serde_json::json;
@@ -18,6 +19,15 @@ use super::BACKEND;
 use crate::common::{Backend, TestOptions};
 
 const ROLLOUTS: [&str; 3] = ["r0", "r1", "r2"];
+
+fn rollout_id(id: &str) -> RolloutId {
+    RolloutId::parse("rollout_id", id).unwrap()
+}
+
+/// The attempt 1.x events go to when the agent names none.
+fn attempt_0() -> AttemptId {
+    AttemptId::parse("attempt_id", "0").unwrap()
+}
 
 fn event(data: String, key: Option<&str>) -> NewAgl1Event {
     NewAgl1Event {
@@ -41,6 +51,7 @@ fn datas(events: &[Agl1Event]) -> Vec<String> {
 /// there after the store is opened again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_appends_are_answered_each_and_kept_in_order() {
+    skip_without!(super::BACKEND);
     const APPENDS: usize = 24;
     let (config, _dir) = BACKEND.config(&TestOptions::default()).await;
     let store = store::open(&config).await.unwrap();
@@ -59,10 +70,17 @@ async fn concurrent_appends_are_answered_each_and_kept_in_order() {
         .collect();
     engine.create_agl1_rollouts(requests).await.unwrap();
     let first = engine
-        .append_agl1_event("r0", "0", event("\"first\"".into(), Some("k")))
+        .append_agl1_event(
+            &rollout_id("r0"),
+            &attempt_0(),
+            event("\"first\"".into(), Some("k")),
+        )
         .await
         .unwrap();
-    engine.delete_agl1_rollout("gone").await.unwrap();
+    engine
+        .delete_agl1_rollout(&rollout_id("gone"))
+        .await
+        .unwrap();
 
     // The writer is held (memory, SQLite), and with it the rollouts' locks
     // (PostgreSQL, where a transaction holds only the rows it locks), while
@@ -80,7 +98,12 @@ async fn concurrent_appends_are_answered_each_and_kept_in_order() {
             let rollout = ROLLOUTS[i % ROLLOUTS.len()];
             let new = event(format!("{i}"), None);
             let engine = engine.clone();
-            async move { engine.append_agl1_event(rollout, "0", new).await }.boxed()
+            async move {
+                engine
+                    .append_agl1_event(&rollout_id(rollout), &attempt_0(), new)
+                    .await
+            }
+            .boxed()
         })
         .collect();
     let failing: Vec<(&str, NewAgl1Event)> = vec![
@@ -91,7 +114,14 @@ async fn concurrent_appends_are_answered_each_and_kept_in_order() {
     ];
     for (rollout, new) in failing {
         let engine = engine.clone();
-        appends.push(async move { engine.append_agl1_event(rollout, "0", new).await }.boxed());
+        appends.push(
+            async move {
+                engine
+                    .append_agl1_event(&rollout_id(rollout), &attempt_0(), new)
+                    .await
+            }
+            .boxed(),
+        );
     }
     for append in &mut appends {
         assert!(
@@ -142,7 +172,7 @@ async fn concurrent_appends_are_answered_each_and_kept_in_order() {
     };
     for (k, rollout) in ROLLOUTS.iter().enumerate() {
         let events = engine
-            .agl1_events(rollout, &EventQuery::default())
+            .agl1_events(&rollout_id(rollout), &EventQuery::default())
             .await
             .unwrap();
         assert_eq!(datas(&events), expected(k), "{rollout}: append order");
@@ -171,7 +201,7 @@ async fn concurrent_appends_are_answered_each_and_kept_in_order() {
     let reopened = Engine::new(store::open(&config).await.unwrap(), EngineConfig::default());
     for (k, rollout) in ROLLOUTS.iter().enumerate() {
         let events = reopened
-            .agl1_events(rollout, &EventQuery::default())
+            .agl1_events(&rollout_id(rollout), &EventQuery::default())
             .await
             .unwrap();
         assert_eq!(datas(&events), expected(k), "{rollout} after a restart");

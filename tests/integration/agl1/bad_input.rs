@@ -9,6 +9,7 @@ use crate::agl1::support::{Api, detail, start, start_with};
 
 #[tokio::test]
 async fn malformed_and_mistyped_bodies_are_422s_that_write_nothing() {
+    skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let api = Api::new(&server);
     api.create_one("x", json!({})).await;
@@ -122,6 +123,7 @@ async fn malformed_and_mistyped_bodies_are_422s_that_write_nothing() {
 
 #[tokio::test]
 async fn unknown_rollouts_are_404_everywhere_but_delete() {
+    skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let api = Api::new(&server);
     let not_found = json!("Rollout not found: ghost");
@@ -165,6 +167,7 @@ async fn unknown_rollouts_are_404_everywhere_but_delete() {
 
 #[tokio::test]
 async fn huge_bodies_are_413() {
+    skip_without!(super::BACKEND);
     let server = start_with(BACKEND, |options| options.limits.max_message_bytes = 4096).await;
     let api = Api::new(&server);
     api.create_one("x", json!({})).await;

@@ -43,6 +43,7 @@ fn update(rollout_id: &str, path: &str) -> pb::UpdateRolloutRequest {
 
 #[tokio::test]
 async fn a_get_right_after_a_write_through_any_api_sees_it() {
+    skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let api = Api::new(&server);
     let mut grpc = grpc(&server).await;
@@ -98,6 +99,7 @@ async fn a_get_right_after_a_write_through_any_api_sees_it() {
 
 #[tokio::test]
 async fn a_get_after_a_watchdog_deadline_sees_the_verdict() {
+    skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let api = Api::new(&server);
     let mut grpc = grpc(&server).await;

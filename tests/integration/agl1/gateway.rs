@@ -23,6 +23,7 @@ fn chosen<'a>(endpoints: &'a [String], rollout_id: &str) -> &'a str {
 
 #[tokio::test]
 async fn calls_are_routed_rewritten_answered_and_recorded() {
+    skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let api = Api::new(&server);
     let models = [ModelServer::start().await, ModelServer::start().await];
@@ -125,6 +126,7 @@ async fn calls_are_routed_rewritten_answered_and_recorded() {
 
 #[tokio::test]
 async fn upstream_failures_are_retried_recorded_or_refused() {
+    skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let api = Api::new(&server);
     let model = ModelServer::start().await;
@@ -198,6 +200,7 @@ async fn upstream_failures_are_retried_recorded_or_refused() {
 
 #[tokio::test]
 async fn requests_the_gateway_refuses() {
+    skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let api = Api::new(&server);
     let model = ModelServer::start().await;
@@ -276,6 +279,7 @@ async fn requests_the_gateway_refuses() {
 
 #[tokio::test]
 async fn a_pause_refuses_new_calls_and_lets_calls_in_flight_finish() {
+    skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let api = Api::new(&server);
     let model = ModelServer::start().await;
@@ -333,6 +337,7 @@ async fn a_pause_refuses_new_calls_and_lets_calls_in_flight_finish() {
 
 #[tokio::test]
 async fn an_agent_that_goes_away_cancels_its_call_and_records_nothing() {
+    skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let api = Api::new(&server);
     let model = ModelServer::start().await;
@@ -361,6 +366,7 @@ async fn an_agent_that_goes_away_cancels_its_call_and_records_nothing() {
 
 #[tokio::test]
 async fn routing_tensors_are_kept_beside_the_response_when_asked_for() {
+    skip_without!(super::BACKEND);
     let server = start_with(BACKEND, |options| {
         if let Some(settings) = &mut options.config.gateway.settings {
             settings.include_routed_experts = true;

@@ -14,6 +14,7 @@ fn rollout(response: pb::GetRolloutResponse) -> pb::Rollout {
 
 #[tokio::test]
 async fn a_1x_rollout_is_a_rollout_of_the_store() {
+    skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let api = Api::new(&server);
     let mut grpc = grpc(&server).await;
@@ -129,6 +130,7 @@ async fn a_1x_rollout_is_a_rollout_of_the_store() {
 
 #[tokio::test]
 async fn rollouts_of_other_apis_are_not_dispatched_by_1x_controllers() {
+    skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let api = Api::new(&server);
     let mut grpc = grpc(&server).await;

@@ -24,6 +24,7 @@ async fn snapshot(c: &mut Client) -> (pb::GetStatisticsResponse, Vec<pb::Rollout
 
 #[tokio::test]
 async fn malformed_requests_are_rejected_without_side_effects() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start_with_limits(
         BACKEND,
         RequestLimits {

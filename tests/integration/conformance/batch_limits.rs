@@ -34,6 +34,7 @@ fn assert_item_error<T: std::fmt::Debug>(result: Result<T, tonic::Status>, text:
 
 #[tokio::test]
 async fn grpc_batches_over_the_limit_are_refused_before_their_items_are_read() {
+    skip_without!(super::BACKEND);
     let limits = RequestLimits {
         max_batch_items: LIMIT,
         ..RequestLimits::default()
@@ -102,6 +103,7 @@ async fn grpc_batches_over_the_limit_are_refused_before_their_items_are_read() {
 
 #[tokio::test]
 async fn http_batches_over_the_limit_are_refused_before_their_items_are_read() {
+    skip_without!(super::BACKEND);
     let limits = RequestLimits {
         max_batch_items: LIMIT,
         ..RequestLimits::default()
@@ -188,6 +190,7 @@ fn ids_with_bad_last(extra: usize) -> Vec<String> {
 
 #[tokio::test]
 async fn grpc_id_lists_over_the_limit_are_refused_before_their_ids_are_read() {
+    skip_without!(super::BACKEND);
     let limits = RequestLimits {
         max_ids_per_list: LIMIT,
         ..RequestLimits::default()
@@ -276,6 +279,7 @@ async fn grpc_id_lists_over_the_limit_are_refused_before_their_ids_are_read() {
 
 #[tokio::test]
 async fn http_id_lists_over_the_limit_are_refused_before_their_ids_are_read() {
+    skip_without!(super::BACKEND);
     let limits = RequestLimits {
         max_ids_per_list: LIMIT,
         ..RequestLimits::default()
@@ -326,6 +330,7 @@ async fn http_id_lists_over_the_limit_are_refused_before_their_ids_are_read() {
 
 #[tokio::test]
 async fn a_bad_request_id_is_refused_before_the_batch_is_read() {
+    skip_without!(super::BACKEND);
     let limits = RequestLimits {
         max_batch_items: LIMIT,
         ..RequestLimits::default()

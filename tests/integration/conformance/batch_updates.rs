@@ -119,6 +119,7 @@ fn shapes(events: &[pb::Event], rollouts: &[pb::Rollout]) -> Vec<String> {
 
 #[tokio::test]
 async fn a_batch_applies_in_order_and_answers_in_request_order() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let claimed = claim(&mut c, 3, "Worker-0").await;
@@ -177,6 +178,7 @@ async fn a_batch_applies_in_order_and_answers_in_request_order() {
 
 #[tokio::test]
 async fn one_bad_update_applies_none_and_names_its_index() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let claimed = claim(&mut c, 2, "Worker-0").await;
@@ -258,6 +260,7 @@ async fn one_bad_update_applies_none_and_names_its_index() {
 
 #[tokio::test]
 async fn an_empty_batch_and_one_over_the_limit_are_invalid() {
+    skip_without!(super::BACKEND);
     let limits = RequestLimits {
         max_batch_items: 4,
         ..RequestLimits::default()
@@ -296,6 +299,7 @@ async fn an_empty_batch_and_one_over_the_limit_are_invalid() {
 
 #[tokio::test]
 async fn a_batch_publishes_the_events_and_completions_of_single_calls() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let singles = claim(&mut c, 3, "Worker-single").await;
@@ -358,6 +362,7 @@ async fn a_batch_publishes_the_events_and_completions_of_single_calls() {
 
 #[tokio::test]
 async fn each_update_is_fenced_by_its_own_owner_epoch() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let mut first = Runner::open(&mut Client::new(server.channel().await), "Worker-0", 1).await;
@@ -413,6 +418,7 @@ async fn each_update_is_fenced_by_its_own_owner_epoch() {
 
 #[tokio::test]
 async fn updates_of_one_workers_attempts_are_fenced_by_its_one_session() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let mut runner = Runner::open(&mut Client::new(server.channel().await), "Worker-0", 2).await;

@@ -20,6 +20,7 @@ const CLAIMERS: usize = 64;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_dequeuers_claim_every_rollout_exactly_once() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let mut enqueued = HashSet::new();
@@ -84,6 +85,7 @@ const PAIRS_PER_CLIENT: usize = 25;
 /// passed over the entries they were claiming).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_dequeue_after_an_enqueue_never_finds_the_queue_empty() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let channel = server.channel().await;
     let clients = (0..PAIRING_CLIENTS).map(|i| {

@@ -10,6 +10,7 @@ use crate::conformance::support::*;
 
 #[tokio::test]
 async fn full_lifecycle_enqueue_dequeue_span_complete() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
 
@@ -62,6 +63,7 @@ async fn full_lifecycle_enqueue_dequeue_span_complete() {
 
 #[tokio::test]
 async fn queue_is_fifo_and_empty_dequeue_marks_worker_idle() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let mut ids = Vec::new();
@@ -79,6 +81,7 @@ async fn queue_is_fifo_and_empty_dequeue_marks_worker_idle() {
 
 #[tokio::test]
 async fn batch_enqueue_and_dequeue_keep_order_and_sync_the_last_attempt() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let created = c
@@ -121,6 +124,7 @@ async fn batch_enqueue_and_dequeue_keep_order_and_sync_the_last_attempt() {
 
 #[tokio::test]
 async fn failed_attempt_is_retried_until_max_attempts() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue_spec(&mut c, retry_spec(2, &[A::Failed])).await;
@@ -152,6 +156,7 @@ async fn failed_attempt_is_retried_until_max_attempts() {
 
 #[tokio::test]
 async fn retry_condition_limits_which_statuses_retry() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue_spec(&mut c, retry_spec(3, &[A::Timeout])).await;
@@ -164,6 +169,7 @@ async fn retry_condition_limits_which_statuses_retry() {
 
 #[tokio::test]
 async fn non_latest_attempt_updates_leave_the_rollout_alone() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue(&mut c, "1").await;
@@ -194,6 +200,7 @@ async fn non_latest_attempt_updates_leave_the_rollout_alone() {
 
 #[tokio::test]
 async fn cancellation_is_final_for_attempt_updates_and_spans() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue(&mut c, "1").await;
@@ -224,6 +231,7 @@ async fn cancellation_is_final_for_attempt_updates_and_spans() {
 
 #[tokio::test]
 async fn requeue_by_update_is_deduplicated() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue(&mut c, "1").await;
@@ -238,6 +246,7 @@ async fn requeue_by_update_is_deduplicated() {
 
 #[tokio::test]
 async fn stale_queue_entries_are_skipped() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let a = enqueue(&mut c, "\"a\"").await;
@@ -253,6 +262,7 @@ async fn stale_queue_entries_are_skipped() {
 
 #[tokio::test]
 async fn start_rollout_bypasses_the_queue_and_uses_latest_resources() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let resources = c
@@ -290,6 +300,7 @@ async fn start_rollout_bypasses_the_queue_and_uses_latest_resources() {
 
 #[tokio::test]
 async fn waiting_dequeue_returns_as_soon_as_a_rollout_is_enqueued() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut waiter = server.client().await;
     let mut producer = server.client().await;
@@ -307,6 +318,7 @@ async fn waiting_dequeue_returns_as_soon_as_a_rollout_is_enqueued() {
 
 #[tokio::test]
 async fn waiting_dequeue_returns_empty_when_the_wait_ends() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let started = std::time::Instant::now();
@@ -328,6 +340,7 @@ async fn waiting_dequeue_returns_empty_when_the_wait_ends() {
 
 #[tokio::test]
 async fn wait_for_rollouts_returns_terminal_ones_and_omits_unknown_ids() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let done = enqueue(&mut c, "1").await;
@@ -365,6 +378,7 @@ async fn wait_for_rollouts_returns_terminal_ones_and_omits_unknown_ids() {
 
 #[tokio::test]
 async fn update_attempt_errors_use_upstream_messages() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue(&mut c, "1").await;
@@ -402,6 +416,7 @@ async fn update_attempt_errors_use_upstream_messages() {
 
 #[tokio::test]
 async fn update_rollout_applies_only_masked_fields() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue_spec(
@@ -448,6 +463,7 @@ async fn update_rollout_applies_only_masked_fields() {
 
 #[tokio::test]
 async fn update_attempt_sets_worker_heartbeat_and_metadata() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue(&mut c, "1").await;

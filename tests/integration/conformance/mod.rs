@@ -1,5 +1,6 @@
 //! The conformance suite: the store's whole contract, exercised through the
-//! real gRPC server on an ephemeral loopback port with the generated client.
+//! real gRPC server on an ephemeral loopback port with the generated client
+//! (and, in `cross_api`, the same hostile values through every API).
 //! The same test modules are compiled once per backend, so every backend
 //! passes exactly the same tests.
 
@@ -19,6 +20,7 @@ macro_rules! conformance_suite {
                 mod batch_limits;
                 mod batch_updates;
                 mod concurrency;
+                mod cross_api;
                 mod exact_numbers;
                 mod idempotency;
                 mod lifecycle;

@@ -96,6 +96,7 @@ async fn spans_of(c: &mut Client, rollout_id: &str) -> Vec<pb::Span> {
 
 #[tokio::test]
 async fn exported_spans_are_routed_by_resource_and_span_attributes() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let mut otlp = otlp_client(&server).await;
@@ -182,6 +183,7 @@ async fn exported_spans_are_routed_by_resource_and_span_attributes() {
 
 #[tokio::test]
 async fn sequence_ids_are_allocated_in_order_and_explicit_ones_raise_the_counter() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let mut otlp = otlp_client(&server).await;
@@ -239,6 +241,7 @@ async fn sequence_ids_are_allocated_in_order_and_explicit_ones_raise_the_counter
 
 #[tokio::test]
 async fn unroutable_spans_are_rejected_individually_and_duplicates_are_idempotent() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let mut otlp = otlp_client(&server).await;
@@ -297,6 +300,7 @@ async fn unroutable_spans_are_rejected_individually_and_duplicates_are_idempoten
 
 #[tokio::test]
 async fn gzip_and_large_requests_are_accepted_and_oversized_ones_refused() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (r, at) = running(&mut c).await;
@@ -337,6 +341,7 @@ async fn gzip_and_large_requests_are_accepted_and_oversized_ones_refused() {
 
 #[tokio::test]
 async fn an_exported_span_revives_an_unresponsive_attempt() {
+    skip_without!(super::BACKEND);
     // The timer is effectively off: the scan before reads gives the verdict.
     let (server, clock) =
         TestServer::start_on_manual_clock(BACKEND, Duration::from_secs(3600)).await;

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use lightning_store::core::agl1::{Agl1State, NewAgl1Rollout, StatusPatch};
 use lightning_store::core::clock::{Clock, ManualClock};
+use lightning_store::core::ids::RolloutId;
 use lightning_store::core::model::{RolloutStatus, Timestamp};
 use lightning_store::proto as pb;
 use serde_json::json;
@@ -155,6 +156,36 @@ async fn rollouts_are_counted_per_minute_of_the_last_hour() {
     let engine = server.engine.finished_per_minute().await.unwrap();
     assert_eq!(engine.len(), 60);
     assert_eq!((engine[55].created, engine[56].succeeded), (3, 1));
+
+    // A deleted rollout (agent-lightning 1.x deletes) is no longer counted.
+    let agl1 = server
+        .engine
+        .create_agl1_rollouts(vec![NewAgl1Rollout {
+            rollout_id: Some("agl1-gone".into()),
+            input: json!({}),
+            is_train: true,
+            config: json!({}),
+            metadata: json!({}),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(counts(&activity(&mut c).await[59]), (1, 0, 0, 0));
+    server
+        .engine
+        .delete_agl1_rollout(
+            &RolloutId::parse("rollout_id", agl1[0].rollout.rollout_id.clone()).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(counts(&activity(&mut c).await[59]), (0, 0, 0, 0));
+
+    // Housekeeping forgets only minutes older than the window.
+    server.engine.forget_old_activity().await.unwrap();
+    let kept = activity(&mut c).await;
+    assert_eq!(
+        (counts(&kept[55]), counts(&kept[56])),
+        ((3, 0, 0, 0), (0, 1, 0, 0))
+    );
     server.stop().await;
 }
 
@@ -228,7 +259,8 @@ async fn a_queued_rollout_knows_its_place() {
         Duration::from_secs(7),
         "enqueued at 2 s, now 9 s"
     );
-    let place = server.engine.queue_place(&ids[3]).await.unwrap().unwrap();
+    let queued = RolloutId::parse("rollout_id", ids[3].clone()).unwrap();
+    let place = server.engine.queue_place(&queued).await.unwrap().unwrap();
     assert_eq!((place.ahead, place.queued), (1, 3));
 
     // Once the queue is empty, there is no oldest.
@@ -297,7 +329,7 @@ async fn the_latest_failures_come_with_their_reasons() {
         }])
         .await
         .unwrap();
-    let agl1_id = agl1[0].rollout.rollout_id.clone();
+    let agl1_id = RolloutId::parse("rollout_id", agl1[0].rollout.rollout_id.clone()).unwrap();
     server
         .engine
         .patch_agl1_rollout(

@@ -13,6 +13,7 @@ fn ids(items: &[pb::Rollout]) -> Vec<String> {
 
 #[tokio::test]
 async fn rollout_queries_filter_sort_and_paginate() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let mut created = Vec::new();
@@ -129,6 +130,7 @@ async fn rollout_queries_filter_sort_and_paginate() {
 
 #[tokio::test]
 async fn attempt_queries_sort_by_sequence_and_check_the_rollout() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue(&mut c, "1").await;
@@ -194,6 +196,7 @@ async fn attempt_queries_sort_by_sequence_and_check_the_rollout() {
 
 #[tokio::test]
 async fn worker_queries_filter_by_status_and_id() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     enqueue(&mut c, "1").await;

@@ -29,6 +29,7 @@ async fn update(c: &mut Client, id: &str, json: &str) -> pb::ResourcesUpdate {
 
 #[tokio::test]
 async fn resources_have_versions_and_a_latest_snapshot() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     assert!(latest(&mut c).await.is_none());
@@ -117,6 +118,7 @@ async fn resources_have_versions_and_a_latest_snapshot() {
 
 #[tokio::test]
 async fn worker_heartbeats_record_stats_and_never_change_status() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let beat = |c: &mut Client, stats: Option<&str>| {

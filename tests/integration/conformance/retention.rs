@@ -77,6 +77,7 @@ async fn rollout_bytes() -> i64 {
 
 #[tokio::test]
 async fn a_size_limit_evicts_finished_rollouts_in_the_order_they_finished() {
+    skip_without!(super::BACKEND);
     let bytes = rollout_bytes().await;
     assert!(bytes > 0);
     // Four rollouts hold spans; the limit leaves room for two and a half.
@@ -137,6 +138,7 @@ async fn a_size_limit_evicts_finished_rollouts_in_the_order_they_finished() {
 
 #[tokio::test]
 async fn an_age_limit_evicts_only_rollouts_finished_long_enough_ago() {
+    skip_without!(super::BACKEND);
     let max_age = Duration::from_secs(60);
     let clock = Arc::new(ManualClock::at_system_time());
     let policy = RetentionPolicy {
@@ -187,6 +189,7 @@ async fn an_age_limit_evicts_only_rollouts_finished_long_enough_ago() {
 
 #[tokio::test]
 async fn the_retention_timer_evicts_without_traffic() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start_opts(
         BACKEND,
         TestOptions {

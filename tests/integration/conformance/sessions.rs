@@ -94,6 +94,7 @@ async fn fenced_span(
 
 #[tokio::test]
 async fn a_clean_close_leaves_the_worker_idle_or_busy_and_a_broken_stream_lost() {
+    skip_without!(super::BACKEND);
     let server = server_with_grace(Duration::from_secs(60)).await;
     let mut c = server.client().await;
     let mut events = watch(&mut c).await;
@@ -140,6 +141,7 @@ async fn a_clean_close_leaves_the_worker_idle_or_busy_and_a_broken_stream_lost()
 
 #[tokio::test]
 async fn reconnecting_adopts_only_live_attempts_which_fill_slots_and_are_still_revoked() {
+    skip_without!(super::BACKEND);
     let server = server_with_grace(Duration::from_secs(60)).await;
     let mut c = server.client().await;
     let mut first = Runner::open(&mut Client::new(server.channel().await), "Worker-0", 3).await;
@@ -216,6 +218,7 @@ async fn reconnecting_adopts_only_live_attempts_which_fill_slots_and_are_still_r
 
 #[tokio::test]
 async fn the_queue_depth_counts_only_rollouts_that_can_be_dequeued() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let kept = enqueue(&mut c, "1").await;
@@ -234,6 +237,7 @@ async fn the_queue_depth_counts_only_rollouts_that_can_be_dequeued() {
 
 #[tokio::test]
 async fn a_former_owners_writes_are_fenced_off() {
+    skip_without!(super::BACKEND);
     let server = server_with_grace(Duration::from_secs(2)).await;
     let mut c = server.client().await;
     let mut first = Runner::open(&mut Client::new(server.channel().await), "Worker-0", 1).await;
@@ -342,6 +346,7 @@ async fn session_of_a_dead_server(
 
 #[tokio::test]
 async fn an_expired_lease_gets_the_grace_period_then_the_unresponsive_verdict() {
+    skip_without!(super::BACKEND);
     let server = server_with_grace(Duration::from_secs(2)).await;
     let mut c = server.client().await;
     let mut events = watch(&mut c).await;
@@ -376,6 +381,7 @@ async fn an_expired_lease_gets_the_grace_period_then_the_unresponsive_verdict() 
 
 #[tokio::test]
 async fn a_worker_whose_server_died_is_adopted_on_another_server() {
+    skip_without!(super::BACKEND);
     let server = server_with_grace(Duration::from_secs(60)).await;
     let mut c = server.client().await;
     let mut events = watch(&mut c).await;
@@ -401,6 +407,7 @@ async fn a_worker_whose_server_died_is_adopted_on_another_server() {
 
 #[tokio::test]
 async fn servers_sharing_the_store_expire_and_adopt_each_others_sessions() {
+    skip_without!(super::BACKEND);
     if BACKEND != Backend::Postgres {
         return; // only PostgreSQL is shared by several servers
     }
@@ -487,13 +494,14 @@ async fn servers_sharing_the_store_expire_and_adopt_each_others_sessions() {
     );
 }
 
-/// Issue 17 case 16: 10,000 heartbeats sent back to back on one session
+/// 10,000 heartbeats sent back to back on one session
 /// (each was a store transaction of its own) used to draw an HTTP/2 GOAWAY
 /// that ended every stream of the connection. The session, a subscription
 /// and unary calls on the same connection stay alive, and the worker keeps
 /// the last statistics sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn case_16_back_to_back_heartbeats_keep_the_connection_alive() {
+    skip_without!(super::BACKEND);
     const HEARTBEATS: usize = 10_000;
     let server = TestServer::start(BACKEND).await;
     // One connection for everything below.

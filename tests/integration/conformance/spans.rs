@@ -28,6 +28,7 @@ async fn next_id(c: &mut Client, rollout_id: &str, attempt_id: &str) -> Result<i
 
 #[tokio::test]
 async fn sequence_ids_are_per_rollout_and_raised_by_explicit_ids() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (a, a1) = running_rollout(&mut c).await;
@@ -64,6 +65,7 @@ async fn sequence_ids_are_per_rollout_and_raised_by_explicit_ids() {
 
 #[tokio::test]
 async fn sequence_ids_for_unknown_ids_when_allowed() {
+    skip_without!(super::BACKEND);
     // agent-lightning's stores never look the pair up: the counter belongs to
     // the rollout id, so `latest`, an unknown attempt and an unknown rollout
     // all get a value.
@@ -91,7 +93,11 @@ async fn sequence_ids_for_unknown_ids_when_allowed() {
     };
     let ids = c
         .get_span_sequence_ids(pb::GetSpanSequenceIdsRequest {
-            attempts: vec![pair(&a, "latest"), pair("ro-000000000000", "x"), pair(&a, &a1)],
+            attempts: vec![
+                pair(&a, "latest"),
+                pair("ro-000000000000", "x"),
+                pair(&a, &a1),
+            ],
             allow_unknown: true,
         })
         .await
@@ -108,11 +114,16 @@ async fn sequence_ids_for_unknown_ids_when_allowed() {
         })
         .await;
     assert_code(refused, Code::NotFound, "Attempt latest not found");
-    assert_eq!(next_id(&mut c, &a, &a1).await.unwrap(), 6, "a refused call allocates nothing");
+    assert_eq!(
+        next_id(&mut c, &a, &a1).await.unwrap(),
+        6,
+        "a refused call allocates nothing"
+    );
 }
 
 #[tokio::test]
 async fn batch_sequence_ids_are_consecutive_per_rollout_in_request_order() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (a, a1) = running_rollout(&mut c).await;
@@ -136,6 +147,7 @@ async fn batch_sequence_ids_are_consecutive_per_rollout_in_request_order() {
 
 #[tokio::test]
 async fn add_spans_allocates_missing_ids_in_order_then_applies_explicit_ones() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (r, at) = running_rollout(&mut c).await;
@@ -163,6 +175,7 @@ async fn add_spans_allocates_missing_ids_in_order_then_applies_explicit_ones() {
 
 #[tokio::test]
 async fn duplicates_are_ignored_and_batches_are_atomic() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (r, at) = running_rollout(&mut c).await;
@@ -204,6 +217,7 @@ async fn duplicates_are_ignored_and_batches_are_atomic() {
 
 #[tokio::test]
 async fn a_key_repeated_in_one_batch_is_stored_by_its_first_occurrence() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (r, at) = running_rollout(&mut c).await;
@@ -227,6 +241,7 @@ async fn a_key_repeated_in_one_batch_is_stored_by_its_first_occurrence() {
 
 #[tokio::test]
 async fn stored_and_repeated_keys_in_one_batch_are_skipped_and_the_rest_kept_in_order() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (r, at) = running_rollout(&mut c).await;
@@ -274,6 +289,7 @@ async fn stored_and_repeated_keys_in_one_batch_are_skipped_and_the_rest_kept_in_
 
 #[tokio::test]
 async fn concurrent_batches_of_the_same_keys_store_each_key_once() {
+    skip_without!(super::BACKEND);
     const CLIENTS: usize = 8;
     const SHARED: usize = 64;
     const OWN: usize = 8;
@@ -338,6 +354,7 @@ fn kv(key: &str, value: Value) -> pb::KeyValue {
 
 #[tokio::test]
 async fn every_span_field_round_trips_losslessly() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (r, at) = running_rollout(&mut c).await;
@@ -455,6 +472,7 @@ async fn every_span_field_round_trips_losslessly() {
 
 #[tokio::test]
 async fn span_queries_filter_select_attempts_sort_and_paginate() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (r, first) = running_rollout(&mut c).await;
@@ -549,6 +567,7 @@ async fn span_queries_filter_select_attempts_sort_and_paginate() {
 
 #[tokio::test]
 async fn latest_attempt_of_a_rollout_without_attempts_has_no_spans() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue(&mut c, "1").await;

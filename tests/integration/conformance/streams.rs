@@ -47,6 +47,7 @@ fn shuffled(n: usize) -> Vec<usize> {
 
 #[tokio::test]
 async fn completion_watch_streams_each_rollout_once_in_completion_order() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let ids = enqueue_many(&mut c, 1000).await;
@@ -131,6 +132,7 @@ async fn completion_watch_streams_each_rollout_once_in_completion_order() {
 
 #[tokio::test]
 async fn completion_watch_ends_with_deadline_exceeded() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let rollout = enqueue(&mut c, "1").await;
@@ -169,6 +171,7 @@ async fn subscribe(
 
 #[tokio::test]
 async fn subscribe_then_snapshot_has_no_race() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     enqueue_many(&mut c, 3).await;
@@ -188,6 +191,7 @@ async fn subscribe_then_snapshot_has_no_race() {
 
 #[tokio::test]
 async fn subscribers_resume_after_dropped_connections_without_gaps_or_duplicates() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (start, first) = subscribe(&mut c, None).await;
@@ -230,6 +234,7 @@ async fn subscribers_resume_after_dropped_connections_without_gaps_or_duplicates
 
 #[tokio::test]
 async fn resuming_from_forgotten_history_is_out_of_range() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start_opts(
         BACKEND,
         TestOptions {
@@ -273,6 +278,7 @@ async fn resuming_from_forgotten_history_is_out_of_range() {
 
 #[tokio::test]
 async fn event_filters_select_kinds_rollouts_and_statuses() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let watched = enqueue(&mut c, "1").await;
@@ -327,6 +333,7 @@ async fn event_filters_select_kinds_rollouts_and_statuses() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sessions_share_rollouts_exactly_once_within_their_slots() {
+    skip_without!(super::BACKEND);
     const SESSIONS: usize = 50;
     // Enough for every session to take many turns; small enough that
     // PostgreSQL on a loaded 2-core CI machine finishes well inside LIMIT.
@@ -410,6 +417,7 @@ async fn sessions_share_rollouts_exactly_once_within_their_slots() {
 
 #[tokio::test]
 async fn dropped_session_attempts_become_unresponsive_and_are_retried_elsewhere() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start_with(
         BACKEND,
         ServerConfig {
@@ -476,6 +484,7 @@ async fn until_lost(c: &mut Client, workers: &[&str]) {
 // when the test advances the clock, and one explicit pass applies it.
 #[tokio::test]
 async fn a_worker_reconnecting_within_the_grace_adopts_its_attempts() {
+    skip_without!(super::BACKEND);
     let clock = Arc::new(ManualClock::at_system_time());
     let policy = SessionPolicy {
         server_id: lightning_store::server::random_server_id(),
@@ -537,6 +546,7 @@ async fn a_worker_reconnecting_within_the_grace_adopts_its_attempts() {
 
 #[tokio::test]
 async fn cancellation_and_watchdog_verdicts_are_pushed_to_the_holding_session() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let mut runner = Runner::open(&mut Client::new(server.channel().await), "Worker-0", 2).await;
@@ -566,6 +576,7 @@ async fn cancellation_and_watchdog_verdicts_are_pushed_to_the_holding_session() 
 
 #[tokio::test]
 async fn session_protocol_errors_are_reported() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (to_server, requests) = mpsc::unbounded_channel();
@@ -612,6 +623,7 @@ async fn read_to_end<T>(mut stream: Streaming<T>) -> Result<(), tonic::Status> {
 
 #[tokio::test]
 async fn shutdown_ends_100_open_streams_with_unavailable_within_the_drain_deadline() {
+    skip_without!(super::BACKEND);
     let server = TestServer::start_with(
         BACKEND,
         ServerConfig {

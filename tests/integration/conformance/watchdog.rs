@@ -32,6 +32,7 @@ fn watched(
 
 #[tokio::test]
 async fn timer_times_out_an_attempt_and_requeues_it_without_traffic() {
+    skip_without!(super::BACKEND);
     let (server, clock) = TestServer::start_on_manual_clock(BACKEND, TIMER).await;
     let mut c = server.client().await;
     let rollout = enqueue_spec(&mut c, watched(Some(30.0), None, 2, &[A::Timeout])).await;
@@ -67,6 +68,7 @@ async fn timer_times_out_an_attempt_and_requeues_it_without_traffic() {
 
 #[tokio::test]
 async fn timer_marks_a_silent_attempt_unresponsive_and_fails_the_rollout() {
+    skip_without!(super::BACKEND);
     let (server, clock) = TestServer::start_on_manual_clock(BACKEND, TIMER).await;
     let mut c = server.client().await;
     let rollout = enqueue_spec(&mut c, watched(None, Some(30.0), 1, &[])).await;
@@ -98,6 +100,7 @@ async fn timer_marks_a_silent_attempt_unresponsive_and_fails_the_rollout() {
 
 #[tokio::test]
 async fn read_right_after_the_deadline_sees_the_verdict() {
+    skip_without!(super::BACKEND);
     // The timer is effectively off: only the scan before reads can act.
     let (server, clock) = TestServer::start_on_manual_clock(BACKEND, TIMER_OFF).await;
     let mut c = server.client().await;
@@ -125,6 +128,7 @@ async fn read_right_after_the_deadline_sees_the_verdict() {
 
 #[tokio::test]
 async fn heartbeats_keep_an_attempt_alive_and_spans_do_not_reset_a_timeout() {
+    skip_without!(super::BACKEND);
     let (server, clock) = TestServer::start_on_manual_clock(BACKEND, TIMER_OFF).await;
     let mut c = server.client().await;
     let rollout = enqueue_spec(&mut c, watched(Some(1.0), Some(0.5), 1, &[])).await;
@@ -162,6 +166,7 @@ async fn heartbeats_keep_an_attempt_alive_and_spans_do_not_reset_a_timeout() {
 
 #[tokio::test]
 async fn span_on_an_old_attempt_leaves_the_retry_alone() {
+    skip_without!(super::BACKEND);
     let (server, clock) = TestServer::start_on_manual_clock(BACKEND, TIMER_OFF).await;
     let mut c = server.client().await;
     let rollout = enqueue_spec(&mut c, watched(None, Some(1.0), 2, &[A::Unresponsive])).await;

@@ -8,6 +8,9 @@
   agent-lightning 0.3's `LightningStore` interface over gRPC, for its Trainer
   and runners.
 - `lightning_store.proto`: the generated messages and stubs.
+- `lightning_store.local_server.LocalServer` and the pytest fixtures
+  (`lightning_store.pytest_plugin`): the installed server binary, started on a
+  free loopback port, for tests.
 """
 
 from lightning_store._version import __version__

@@ -14,11 +14,11 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from lightning_store.agentlightning import LightningStore
-from tests.server import Server
+from lightning_store.local_server import LocalServer
 
 
 @pytest.fixture
-def store(server: Server) -> Iterator[LightningStore]:
+def store(server: LocalServer) -> Iterator[LightningStore]:
     """agent-lightning's store interface on a fresh server; each async test runs in its own event loop."""
     opened = LightningStore(server.address)
     yield opened

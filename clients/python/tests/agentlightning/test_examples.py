@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from tests.server import REPO, Server
+from lightning_store.local_server import LocalServer
 
-EXAMPLES = REPO / "examples" / "python"
+EXAMPLES = Path(__file__).resolve().parents[4] / "examples" / "python"
 
 
-def run_example(name: str, server: Server) -> str:
+def run_example(name: str, server: LocalServer) -> str:
     done = subprocess.run(
         [sys.executable, str(EXAMPLES / name), server.address], check=False, capture_output=True, text=True, timeout=600
     )
@@ -21,12 +22,12 @@ def run_example(name: str, server: Server) -> str:
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])
-def test_an_agent_lightning_trainer_trains_with_several_runners(server: Server) -> None:
+def test_an_agent_lightning_trainer_trains_with_several_runners(server: LocalServer) -> None:
     last = run_example("train.py", server).splitlines()[-1]
     assert last == "8 passed, 0 failed"
 
 
 @pytest.mark.parametrize("backend", ["memory"])
-def test_a_plain_runner_works_on_a_worker_session_and_exports_over_otlp(server: Server) -> None:
+def test_a_plain_runner_works_on_a_worker_session_and_exports_over_otlp(server: LocalServer) -> None:
     last = run_example("session_runner.py", server).splitlines()[-1]
     assert last == "7 passed, 0 failed"

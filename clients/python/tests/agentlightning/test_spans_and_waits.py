@@ -21,8 +21,8 @@ from agentlightning.types import (
 
 from lightning_store import Client
 from lightning_store.agentlightning import LightningStore
+from lightning_store.local_server import LocalServer
 from tests.agentlightning.conftest import Spans
-from tests.server import Server
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 
@@ -251,7 +251,7 @@ async def test_a_wait_without_timeout_can_be_cancelled(store: LightningStore) ->
 
 
 async def test_the_watchdog_fails_an_unresponsive_attempt_and_requeues_a_timed_out_one(
-    store: LightningStore, server: Server
+    store: LightningStore, server: LocalServer
 ) -> None:
     silent = await store.start_rollout(
         input="silent", config=RolloutConfig(unresponsive_seconds=0.2, max_attempts=3, retry_condition=["timeout"])

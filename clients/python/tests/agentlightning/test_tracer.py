@@ -6,7 +6,7 @@ With the OpenTelemetry SDK the `agl0` environment pins (1.45), the OTLP/HTTP
 exporter keeps the endpoint it was built with, so agent-lightning 0.3.0's switch
 to `store.otlp_traces_endpoint()` does not reach the wire (against `agl store`
 too); `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` set to that endpoint does, as the
-README tells users.
+docs/agent-lightning-0x.md tells users.
 """
 
 from __future__ import annotations

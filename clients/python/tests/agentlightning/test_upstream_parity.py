@@ -24,8 +24,8 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 from lightning_store import Client
 from lightning_store.agentlightning import LightningStore
+from lightning_store.local_server import LocalServer
 from tests.agentlightning.conftest import Spans
-from tests.server import Server
 
 
 def mock_readable_span() -> Any:
@@ -56,7 +56,7 @@ def mock_readable_span() -> Any:
     return span
 
 
-async def test_a_mock_span_is_stored_and_drives_the_attempt(store: LightningStore, server: Server) -> None:
+async def test_a_mock_span_is_stored_and_drives_the_attempt(store: LightningStore, server: LocalServer) -> None:
     # Its instrumentation scope is a Mock too: upstream never reads it, so it must not refuse the span.
     queued = await store.enqueue_rollout(input="x")
     claimed = await store.dequeue_rollout()
@@ -78,7 +78,7 @@ async def test_a_mock_span_is_stored_and_drives_the_attempt(store: LightningStor
         assert not message.HasField("scope")
 
 
-async def test_a_scope_is_kept_as_far_as_it_is_one(store: LightningStore, server: Server, spans: Spans) -> None:
+async def test_a_scope_is_kept_as_far_as_it_is_one(store: LightningStore, server: LocalServer, spans: Spans) -> None:
     rollout = await store.start_rollout(input="x")
     rid, aid = rollout.rollout_id, rollout.attempt.attempt_id
     await store.add_otel_span(rid, aid, spans.make())  # the SDK's scope: kept whole

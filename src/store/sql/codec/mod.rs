@@ -13,6 +13,7 @@ use crate::core::model::{
     Attempt, AttemptStatus, Json, ResourcesUpdate, Rollout, RolloutConfig, RolloutMode,
     RolloutStatus, Timestamp, Worker, WorkerStatus,
 };
+use crate::core::model::{MaxAttempts, RetryCondition, Seconds};
 
 mod span;
 pub use self::span::{ERROR_BODY_PREFIX, span, span_body};
@@ -96,8 +97,8 @@ pub(super) use {
     attempt_columns, resources_columns, rollout_columns, span_columns, worker_columns,
 };
 
-/// Number of columns of [`rollout`].
-pub const ROLLOUT_COLUMNS: usize = 9;
+/// Number of columns of [`rollout`], counted from [`rollout_columns`].
+pub const ROLLOUT_COLUMNS: usize = super::batch::column_count(rollout_columns!(""));
 
 /// Returns an error for a stored value that does not decode.
 pub fn corrupt(what: &str, detail: impl std::fmt::Display) -> StoreError {
@@ -145,11 +146,12 @@ struct StoredConfig {
 /// Returns the JSON text of a rollout config.
 pub fn config_text(config: &RolloutConfig) -> String {
     let stored = StoredConfig {
-        timeout_seconds: config.timeout_seconds,
-        unresponsive_seconds: config.unresponsive_seconds,
-        max_attempts: config.max_attempts,
+        timeout_seconds: config.timeout_seconds.map(Seconds::get),
+        unresponsive_seconds: config.unresponsive_seconds.map(Seconds::get),
+        max_attempts: config.max_attempts.get(),
         retry_condition: config
             .retry_condition
+            .statuses()
             .iter()
             .map(|s| s.as_str().to_owned())
             .collect(),
@@ -157,17 +159,28 @@ pub fn config_text(config: &RolloutConfig) -> String {
     serde_json::to_string(&stored).expect("a config serialises")
 }
 
+/// Decodes a stored config. A config stored before every API read configs
+/// with the rules of [`crate::core::model::RolloutConfig`] may break them; it decodes to
+/// the valid config that behaves the same: a negative duration is 0 (both
+/// are due at once), a status that cannot retry is dropped (it never
+/// retried), zero attempts are one.
 fn config(text: &str) -> StoreResult<RolloutConfig> {
     let stored: StoredConfig = serde_json::from_str(text).map_err(|e| corrupt("config", e))?;
+    let seconds = |value: Option<f64>| value.map(|s| Seconds::new(s).unwrap_or_default());
+    let statuses = stored
+        .retry_condition
+        .iter()
+        .map(|s| parse_enum("attempt status", s, AttemptStatus::parse))
+        .collect::<StoreResult<Vec<_>>>()?;
+    let retryable = statuses
+        .into_iter()
+        .filter(|s| s.can_be_retried())
+        .collect();
     Ok(RolloutConfig {
-        timeout_seconds: stored.timeout_seconds,
-        unresponsive_seconds: stored.unresponsive_seconds,
-        max_attempts: stored.max_attempts,
-        retry_condition: stored
-            .retry_condition
-            .iter()
-            .map(|s| parse_enum("attempt status", s, AttemptStatus::parse))
-            .collect::<StoreResult<_>>()?,
+        timeout_seconds: seconds(stored.timeout_seconds),
+        unresponsive_seconds: seconds(stored.unresponsive_seconds),
+        max_attempts: MaxAttempts::new(i64::from(stored.max_attempts)).unwrap_or(MaxAttempts::ONE),
+        retry_condition: RetryCondition::new(retryable).expect("only retryable statuses kept"),
     })
 }
 

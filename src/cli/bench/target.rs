@@ -251,7 +251,7 @@ impl Target {
             return Ok(());
         };
         if spawned.child.try_wait().ok().flatten().is_none() {
-            terminate(&spawned.child);
+            terminate(&mut spawned.child);
         }
         let deadline = Instant::now() + STOP_TIMEOUT;
         loop {
@@ -294,13 +294,22 @@ impl Drop for Spawned {
 }
 
 /// Returns whether a process ended from the SIGTERM it was sent.
+#[cfg(unix)]
 fn stopped_by_sigterm(status: std::process::ExitStatus) -> bool {
     use std::os::unix::process::ExitStatusExt as _;
     status.signal() == Some(libc::SIGTERM)
 }
 
+/// Returns whether a process ended from the termination it was sent: never
+/// distinguishable from a failure where there are no signals.
+#[cfg(not(unix))]
+fn stopped_by_sigterm(_status: std::process::ExitStatus) -> bool {
+    false
+}
+
 /// Sends SIGTERM to a child process.
-fn terminate(child: &Child) {
+#[cfg(unix)]
+fn terminate(child: &mut Child) {
     if let Ok(pid) = libc::pid_t::try_from(child.id()) {
         // SAFETY: kill(2) has no memory-safety preconditions; the pid is our
         // own child, not yet reaped, so it cannot name another process.
@@ -308,6 +317,12 @@ fn terminate(child: &Child) {
             libc::kill(pid, libc::SIGTERM);
         }
     }
+}
+
+/// Ends a child process where there is no SIGTERM (Windows): it is killed.
+#[cfg(not(unix))]
+fn terminate(child: &mut Child) {
+    let _ = child.kill();
 }
 
 /// Returns a loopback address with a port that was free a moment ago.

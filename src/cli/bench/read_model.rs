@@ -6,7 +6,9 @@
 //! page) and each aggregate read of the Overview and of a waiting rollout.
 //! A sample is the server's time on the call, from its `Server-Timing`
 //! header (the network's share is left out); the round trip at the client
-//! is reported beside it.
+//! is reported beside it. Against a server that sends no such header (an
+//! earlier version, for an A/B), the sample is the round trip, and the
+//! report says so.
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +24,10 @@ use super::target::{Pool, StoreClient, Target};
 use super::{BenchError, BenchResult, Limits, SpanArgs};
 use crate::call_log::SERVER_TIMING_HEADER;
 use crate::proto as pb;
+
+/// The per-call series that marks samples taken at the client because the
+/// server sent no `Server-Timing`.
+const NO_SERVER_TIMING: &str = "round trip (no Server-Timing)";
 
 /// Workers the fill claims rollouts as (`bench-worker-NN`).
 const WORKERS: usize = 50;
@@ -122,14 +128,18 @@ pub async fn run(target: &mut Target, args: ReadModelArgs, progress: bool) -> Be
             read_task(ctx, pool.store(0), read.clone())
         })
         .await?;
+        let latency_of = if measured.recorder.calls.contains_key(NO_SERVER_TIMING) {
+            "the round trip of one call at the client (the server sent no Server-Timing)"
+        } else {
+            "the server's time on one call (Server-Timing); `round trip`: the call at the client"
+        };
         report.rows.push(Row::new(
             RowSpec {
                 name,
                 clients: 1,
                 op_unit: "calls",
                 item_unit: Some("items"),
-                latency_of: "the server's time on one call (Server-Timing); \
-                             `round trip`: the call at the client",
+                latency_of,
             },
             &measured,
         ));
@@ -313,9 +323,13 @@ async fn read_task(ctx: TaskContext, mut client: StoreClient, read: Read) -> Rec
         let result = call(&mut client, &read).await;
         let round_trip = start.elapsed();
         match result {
-            Ok((server, items)) => {
+            Ok((Some(server), items)) => {
                 recorder.call("round trip", round_trip, &Ok::<(), Status>(()));
                 recorder.success(server, 1, items);
+            }
+            Ok((None, items)) => {
+                recorder.call(NO_SERVER_TIMING, round_trip, &Ok::<(), Status>(()));
+                recorder.success(round_trip, 1, items);
             }
             Err(status) => recorder.failure(status_text(&status)),
         }
@@ -323,13 +337,14 @@ async fn read_task(ctx: TaskContext, mut client: StoreClient, read: Read) -> Rec
     recorder
 }
 
-/// Makes one read; returns the server's time on it and the items it answered.
-async fn call(client: &mut StoreClient, read: &Read) -> Result<(Duration, u64), Status> {
+/// Makes one read; returns the server's time on it (if the server said)
+/// and the items it answered.
+async fn call(client: &mut StoreClient, read: &Read) -> Result<(Option<Duration>, u64), Status> {
     fn answered<T>(
         response: tonic::Response<T>,
         items: impl Fn(&T) -> usize,
-    ) -> Result<(Duration, u64), Status> {
-        let server = server_time(response.metadata())?;
+    ) -> Result<(Option<Duration>, u64), Status> {
+        let server = server_time(response.metadata());
         Ok((server, items(response.get_ref()) as u64))
     }
     match read {
@@ -366,14 +381,13 @@ async fn call(client: &mut StoreClient, read: &Read) -> Result<(Duration, u64), 
 }
 
 /// Reads the server's time on a call from its `Server-Timing` header.
-fn server_time(metadata: &tonic::metadata::MetadataMap) -> Result<Duration, Status> {
+fn server_time(metadata: &tonic::metadata::MetadataMap) -> Option<Duration> {
     metadata
         .get(SERVER_TIMING_HEADER)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("app;dur="))
         .and_then(|millis| millis.parse::<f64>().ok())
         .and_then(|millis| Duration::try_from_secs_f64(millis / 1e3).ok())
-        .ok_or_else(|| Status::internal("the server sent no Server-Timing header"))
 }
 
 /// A claimed rollout's attempt, and the worker that claimed it.

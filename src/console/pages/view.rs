@@ -4,19 +4,20 @@
 //! [`ViewKey`]: the same page for viewers who may do the same actions is
 //! rendered once for all of them.
 
-use crate::core::error::StoreError;
+use crate::core::ids::RolloutId;
 use crate::core::events::Change;
 
-use super::Sources;
-use super::pages::{models, overview, resources, rollout, rollouts, workers};
+use super::super::Sources;
+use super::super::rendered::{PageError, Rendered};
 use super::session::Actions;
+use super::{models, overview, resources, rollout, rollouts, workers};
 
 /// A page that updates live.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum View {
     Overview,
     Rollouts(rollouts::RolloutsQuery),
-    Rollout(String),
+    Rollout(RolloutId),
     Workers(workers::WorkersQuery),
     Resources(resources::ResourcesQuery),
     Models,
@@ -27,41 +28,6 @@ pub enum View {
 pub struct ViewKey {
     pub view: View,
     pub actions: Actions,
-}
-
-/// The main region of a page, rendered.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Rendered {
-    pub title: String,
-    /// What stays as the page loaded (its heading, its filter form, which
-    /// the viewer may be editing); empty for most pages.
-    pub fixed: String,
-    /// What updates live.
-    pub html: String,
-    /// The page shows a rollout that waits: it goes stale whenever the
-    /// queue, the workers or the gateway change.
-    pub waiting: bool,
-}
-
-/// Why a page could not be rendered.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PageError {
-    /// What the URL names does not exist.
-    NotFound(String),
-    /// The URL is malformed (a filter that does not parse).
-    Invalid(String),
-    /// The store failed.
-    Store(StoreError),
-}
-
-impl From<StoreError> for PageError {
-    fn from(error: StoreError) -> Self {
-        match error {
-            StoreError::NotFound(message) => PageError::NotFound(message),
-            StoreError::InvalidArgument(message) => PageError::Invalid(message),
-            other => PageError::Store(other),
-        }
-    }
 }
 
 impl View {
@@ -117,7 +83,7 @@ impl View {
     pub fn affected_by_append(&self, rollout_id: &str) -> bool {
         match self {
             View::Overview | View::Models => true,
-            View::Rollout(id) => id == rollout_id,
+            View::Rollout(id) => id.as_str() == rollout_id,
             _ => false,
         }
     }
@@ -130,7 +96,7 @@ mod tests {
 
     #[test]
     fn a_rollout_page_follows_its_rollout_and_the_queue_while_it_waits() {
-        let view = View::Rollout("r1".into());
+        let view = View::Rollout(RolloutId::parse("rollout_id", "r1").unwrap());
         let own = Change::RolloutChanged {
             rollout_id: "r1".into(),
             status: RolloutStatus::Running,

@@ -5,31 +5,33 @@
 //! the console signs a browser in once: its login form posts the token,
 //! which the server checks and sets as an HttpOnly, SameSite=Strict
 //! cookie for the session (scripts cannot read it, other sites cannot make
-//! the browser send it). [`crate::auth`] accepts that cookie on the
-//! console's routes only, as it accepts `Authorization: Bearer` (which
-//! scripted clients of the console may send instead), and checks it
-//! against the same table as every call: a page needs `read`, cancelling
-//! `rollouts`, pausing `gateway`. The token is never in a URL, a page or a
+//! the browser send it). On the console's routes only, [`present_cookie`]
+//! hands that cookie's token to [`crate::auth`], which takes it as it takes
+//! `Authorization: Bearer` (which scripted clients of the console may send
+//! instead) and checks it against what the route declared, as for every
+//! call: a page needs `read`, cancelling `rollouts`, pausing `gateway`. The token is never in a URL, a page or a
 //! log line. Every form post must come from the console itself: its
 //! `Sec-Fetch-Site` (or `Origin`) says same-origin, and a form signed in by
 //! cookie carries a form token derived from the cookie, which another site
 //! cannot compute.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use askama::Template;
-use axum::extract::{FromRequestParts, Request, State};
+use axum::extract::{FromRequestParts, MatchedPath, Request, State};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::ConsoleContext;
-use super::pages::{Layout, error_page, query_get, query_pairs};
-use crate::auth::policy::{self, Need, Permission, Role};
-use crate::auth::{Grant, Refusal};
-use crate::http::read_body;
+use super::super::ConsoleContext;
+use super::{Layout, error_page, query_get, query_pairs};
+use crate::auth::policy::{Need, Permission, Role, RouteNeed, RouteNeeds};
+use crate::auth::{Grant, PresentedToken, Refusal};
+use crate::http::extract::read_body;
 
 /// The cookie that holds a signed-in browser's token (hex-encoded).
 pub const COOKIE: &str = "lightning_store_token";
@@ -95,6 +97,38 @@ pub fn cookie_token(headers: &HeaderMap) -> Option<String> {
         .find(|(name, _)| *name == COOKIE)
         .and_then(|(_, value)| hex::decode(value).ok())
         .and_then(|bytes| String::from_utf8(bytes).ok())
+}
+
+/// Presents the token of the console's cookie to the access layer, which
+/// takes it when the request carries none in its headers. Only the
+/// console's routes have this layer: the API never takes the cookie, so
+/// that no other page can make a browser call the API with it.
+pub async fn present_cookie(mut request: Request, next: Next) -> Response {
+    if let Some(token) = cookie_token(request.headers()) {
+        request.extensions_mut().insert(PresentedToken(token));
+    }
+    next.run(request).await
+}
+
+/// Answers a request the access layer refused with a console page
+/// ([`refusal`]), by what its route declared in `needs`.
+pub async fn answer_refusals(
+    State(needs): State<Arc<RouteNeeds>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let method = request.method().clone();
+    let uri = request.uri().clone();
+    let route = request.extensions().get::<MatchedPath>().cloned();
+    let response = next.run(request).await;
+    let Some(&refused) = response.extensions().get::<Refusal>() else {
+        return response;
+    };
+    let permission = route.and_then(|route| match needs.need(&method, route.as_str()) {
+        RouteNeed::Declared(Need::Permission(permission)) => Some(permission),
+        _ => None,
+    });
+    refusal(refused, &method, permission, &uri)
 }
 
 /// Returns the form token of a signed-in browser: a digest of its token,
@@ -208,7 +242,7 @@ struct LoginPage<'a> {
 
 /// The sign-in page: a form for the token (to the Overview when the port
 /// has no tokens).
-pub(super) async fn login_page(State(context): State<ConsoleContext>, uri: http::Uri) -> Response {
+pub async fn login_page(State(context): State<ConsoleContext>, uri: http::Uri) -> Response {
     let pairs = query_pairs(uri.query().unwrap_or(""));
     let next = local_path(query_get(&pairs, "next"));
     if context.config().tokens.is_none() {
@@ -229,7 +263,7 @@ fn login_answer(status: StatusCode, next: &str, message: Option<&str>) -> Respon
 
 /// Checks a posted token and, when the server accepts it and it may read,
 /// sets it as the session's cookie and goes on to the page asked for.
-pub(super) async fn login(State(context): State<ConsoleContext>, request: Request) -> Response {
+pub async fn login(State(context): State<ConsoleContext>, request: Request) -> Response {
     let form = match Form::read_unsigned(request).await {
         Ok(form) => form,
         Err(response) => return response,
@@ -271,7 +305,7 @@ pub(super) async fn login(State(context): State<ConsoleContext>, request: Reques
 }
 
 /// Forgets the browser's token and shows the sign-in page.
-pub(super) async fn logout(request: Request) -> Response {
+pub async fn logout(request: Request) -> Response {
     if let Err(response) = Form::read(request).await {
         return response;
     }
@@ -296,11 +330,12 @@ pub fn see_other(path: &str) -> Response {
 
 /// Returns the page that answers a refused console request: a page asked
 /// for without a (valid) token goes to the sign-in page; anything else is
-/// told why in the console's words.
-pub fn refusal(
+/// told why in the console's words, naming the roles that grant the
+/// `permission` the route needs (`None`: admins only).
+fn refusal(
     refusal: Refusal,
     method: &Method,
-    route: Option<&str>,
+    permission: Option<Permission>,
     request_uri: &http::Uri,
 ) -> Response {
     let unauthenticated = matches!(refusal, Refusal::Missing | Refusal::Invalid);
@@ -322,10 +357,6 @@ pub fn refusal(
             "This browser is not signed in to the console (or its token was revoked): reload the page to sign in.",
         );
     }
-    let permission = route.and_then(|route| match policy::http_need(method, route) {
-        Some(Need::Permission(permission)) => Some(permission),
-        _ => None,
-    });
     let (what, who): (&str, Cow<'_, str>) = match permission {
         Some(permission) => (describe(permission), roles_granting(permission).into()),
         None => ("this", "an admin token".into()),
