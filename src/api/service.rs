@@ -328,7 +328,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetQueuePositionRequest>,
     ) -> RpcResult<pb::GetQueuePositionResponse> {
-        let rollout_id = id("rollout_id", &request.get_ref().rollout_id)?;
+        let rollout_id = RolloutId::parse("rollout_id", request.into_inner().rollout_id)?;
         let place = self.engine.queue_place(&rollout_id).await?;
         ok(
             place.map_or_else(Default::default, |place| pb::GetQueuePositionResponse {
@@ -601,8 +601,8 @@ impl LightningStoreService for StoreService {
                 from: c::opt_timestamp_from_proto("start_time_from", request.start_time_from)?,
                 until: c::opt_timestamp_from_proto("start_time_until", request.start_time_until)?,
             },
-            worker_id: c::opt_worker_id("worker_id", request.worker_id.as_ref())?,
-            resources_id: c::opt_id("resources_id", request.resources_id.as_ref())?,
+            worker_id: request.worker_id,
+            resources_id: request.resources_id,
         };
         let page = c::page_from_proto(request.page.as_ref())?;
         let result = self.engine.query_rollouts(&filter, &page).await?;

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::super::error::{StoreError, StoreResult};
-use super::super::ids;
+use super::super::ids::{self, RolloutId};
 use super::super::model::RolloutStatus;
 use super::super::overview::{
     self, Failure, Found, MAX_FAILURES, MAX_FOUND_ATTEMPTS, MinuteCounts, QueuePlace, QueuedRollout,
@@ -59,8 +59,8 @@ impl Engine {
 
     /// Returns where a queued rollout stands in the queue; `None` when it
     /// is not queued (running or finished); NOT_FOUND for an unknown one.
-    pub async fn queue_place(&self, rollout_id: &str) -> StoreResult<Option<QueuePlace>> {
-        let rollout_id = rollout_id.to_owned();
+    pub async fn queue_place(&self, rollout_id: &RolloutId) -> StoreResult<Option<QueuePlace>> {
+        let rollout_id = rollout_id.clone();
         self.read(move |store| {
             Box::pin(async move {
                 let Some((ahead, since)) = store.queue_place(&rollout_id).await? else {

@@ -240,6 +240,12 @@ impl Engine {
                 ids::validate_id("rollout_id_in", rollout_id)?;
             }
         }
+        if let Some(worker_id) = &filter.worker_id {
+            ids::validate_worker_id("worker_id", worker_id)?;
+        }
+        if let Some(resources_id) = &filter.resources_id {
+            ids::validate_id("resources_id", resources_id)?;
+        }
         self.run(Scan::Read, |tx| {
             Box::pin(async move { tx.store.query_rollouts(filter, page).await })
         })

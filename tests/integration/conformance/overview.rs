@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use lightning_store::core::agl1::{Agl1State, NewAgl1Rollout, StatusPatch};
 use lightning_store::core::clock::{Clock, ManualClock};
+use lightning_store::core::ids::RolloutId;
 use lightning_store::core::model::{RolloutStatus, Timestamp};
 use lightning_store::proto as pb;
 use serde_json::json;
@@ -69,7 +70,14 @@ async fn position(c: &mut Client, rollout_id: &str) -> pb::GetQueuePositionRespo
     .into_inner()
 }
 
-fn status_span(rollout_id: &str, attempt_id: &str, name: &str, seq: i64, code: pb::SpanStatusCode, description: &str) -> pb::Span {
+fn status_span(
+    rollout_id: &str,
+    attempt_id: &str,
+    name: &str,
+    seq: i64,
+    code: pb::SpanStatusCode,
+    description: &str,
+) -> pb::Span {
     pb::Span {
         status: Some(pb::SpanStatus {
             code: code as i32,
@@ -117,7 +125,10 @@ async fn rollouts_are_counted_per_minute_of_the_last_hour() {
     let minutes = activity(&mut c).await;
     assert_eq!(minutes.len(), 60);
     let current = start + 3 * MINUTE_NANOS;
-    assert_eq!(seconds(minutes[59].start.as_ref().unwrap()), current / 1_000_000_000);
+    assert_eq!(
+        seconds(minutes[59].start.as_ref().unwrap()),
+        current / 1_000_000_000
+    );
     assert_eq!(
         seconds(minutes[0].start.as_ref().unwrap()),
         (current - 59 * MINUTE_NANOS) / 1_000_000_000
@@ -161,7 +172,9 @@ async fn rollouts_are_counted_per_minute_of_the_last_hour() {
     assert_eq!(counts(&activity(&mut c).await[59]), (1, 0, 0, 0));
     server
         .engine
-        .delete_agl1_rollout(&agl1[0].rollout.rollout_id)
+        .delete_agl1_rollout(
+            &RolloutId::parse("rollout_id", agl1[0].rollout.rollout_id.clone()).unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(counts(&activity(&mut c).await[59]), (0, 0, 0, 0));
@@ -169,7 +182,10 @@ async fn rollouts_are_counted_per_minute_of_the_last_hour() {
     // Housekeeping forgets only minutes older than the window.
     server.engine.forget_old_activity().await.unwrap();
     let kept = activity(&mut c).await;
-    assert_eq!((counts(&kept[55]), counts(&kept[56])), ((3, 0, 0, 0), (0, 1, 0, 0)));
+    assert_eq!(
+        (counts(&kept[55]), counts(&kept[56])),
+        ((3, 0, 0, 0), (0, 1, 0, 0))
+    );
     server.stop().await;
 }
 
@@ -179,7 +195,11 @@ async fn a_queued_rollout_knows_its_place() {
     let mut c = server.client().await;
     let mut ids = Vec::new();
     for _ in 0..4 {
-        ids.push(enqueue_spec(&mut c, retry_spec(2, &[A::Failed])).await.rollout_id);
+        ids.push(
+            enqueue_spec(&mut c, retry_spec(2, &[A::Failed]))
+                .await
+                .rollout_id,
+        );
         clock.advance(Duration::from_secs(1));
     }
     let third = position(&mut c, &ids[2]).await;
@@ -218,7 +238,10 @@ async fn a_queued_rollout_knows_its_place() {
     assert_eq!((requeued.ahead, requeued.queue_length), (2, 3));
     let now = clock.now();
     assert_eq!(
-        requeued.since.as_ref().map(|t| t.seconds * 1_000_000_000 + i64::from(t.nanos)),
+        requeued
+            .since
+            .as_ref()
+            .map(|t| t.seconds * 1_000_000_000 + i64::from(t.nanos)),
         Some(now.0)
     );
 
@@ -231,8 +254,13 @@ async fn a_queued_rollout_knows_its_place() {
     assert_eq!(statistics.oldest_queued_rollout_id, ids[2]);
     let oldest = server.engine.oldest_queued().await.unwrap().unwrap();
     assert_eq!(oldest.rollout_id, ids[2]);
-    assert_eq!(oldest.age, Duration::from_secs(7), "enqueued at 2 s, now 9 s");
-    let place = server.engine.queue_place(&ids[3]).await.unwrap().unwrap();
+    assert_eq!(
+        oldest.age,
+        Duration::from_secs(7),
+        "enqueued at 2 s, now 9 s"
+    );
+    let queued = RolloutId::parse("rollout_id", ids[3].clone()).unwrap();
+    let place = server.engine.queue_place(&queued).await.unwrap().unwrap();
     assert_eq!((place.ahead, place.queued), (1, 3));
 
     // Once the queue is empty, there is no oldest.
@@ -301,7 +329,7 @@ async fn the_latest_failures_come_with_their_reasons() {
         }])
         .await
         .unwrap();
-    let agl1_id = agl1[0].rollout.rollout_id.clone();
+    let agl1_id = RolloutId::parse("rollout_id", agl1[0].rollout.rollout_id.clone()).unwrap();
     server
         .engine
         .patch_agl1_rollout(
@@ -320,7 +348,10 @@ async fn the_latest_failures_come_with_their_reasons() {
         .iter()
         .map(|f| f.rollout.as_ref().unwrap().rollout_id.as_str())
         .collect();
-    assert_eq!(ids, [agl1_id.as_str(), bare.as_str(), spans_failed.as_str()]);
+    assert_eq!(
+        ids,
+        [agl1_id.as_str(), bare.as_str(), spans_failed.as_str()]
+    );
     assert_eq!(latest[0].agl1_error.as_deref(), Some("spawn failed"));
     assert!(latest[0].error_span.is_none());
     let bare_failure = &latest[1];
@@ -334,7 +365,10 @@ async fn the_latest_failures_come_with_their_reasons() {
     );
     assert!(bare_failure.error_span.is_none() && bare_failure.agl1_error.is_none());
     let reason = latest[2].error_span.as_ref().expect("an error span");
-    assert_eq!((reason.name.as_str(), reason.sequence_id), ("tool", Some(2)));
+    assert_eq!(
+        (reason.name.as_str(), reason.sequence_id),
+        ("tool", Some(2))
+    );
     assert_eq!(
         reason.status.as_ref().unwrap().description.as_deref(),
         Some("boom")
@@ -408,7 +442,10 @@ async fn an_id_finds_what_it_names() {
         [Found::Resources(resources.clone())]
     );
     assert!(engine.find_id("ro-nothing").await.unwrap().is_empty());
-    assert!(engine.find_id(&rollout[..8]).await.unwrap().is_empty(), "exact ids only");
+    assert!(
+        engine.find_id(&rollout[..8]).await.unwrap().is_empty(),
+        "exact ids only"
+    );
     assert!(engine.find_id("  ").await.is_err());
     server.stop().await;
 }
