@@ -368,6 +368,10 @@ pub trait StoreTx: agl1::Agl1Reads + Send {
 pub struct RolloutWrite {
     pub rollout: Rollout,
     pub deadline: Option<Timestamp>,
+    /// The transaction set the rollout's mode or resources version, which
+    /// otherwise never change once it exists: a backend that rewrites an
+    /// index for every column it assigns (SQLite) assigns them only then.
+    pub relabelled: bool,
 }
 
 /// Everything a transaction changes, keyed by id: the last write of an
@@ -443,11 +447,23 @@ impl WriteSet {
 
     /// Buffers a rollout with its watchdog deadline.
     pub fn put_rollout(&mut self, rollout: &Rollout, deadline: Option<Timestamp>) {
+        let relabelled = self
+            .rollouts
+            .get(&rollout.rollout_id)
+            .is_some_and(|write| write.relabelled);
         let write = RolloutWrite {
             rollout: rollout.clone(),
             deadline,
+            relabelled,
         };
         self.rollouts.insert(rollout.rollout_id.clone(), write);
+    }
+
+    /// Marks a buffered rollout as relabelled (see [`RolloutWrite::relabelled`]).
+    pub fn relabel_rollout(&mut self, rollout_id: &str) {
+        if let Some(write) = self.rollouts.get_mut(rollout_id) {
+            write.relabelled = true;
+        }
     }
 
     /// Buffers an attempt.

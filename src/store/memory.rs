@@ -290,7 +290,9 @@ impl State {
     }
 
     fn put_rollout(&mut self, write: RolloutWrite) {
-        let RolloutWrite { rollout, deadline } = write;
+        let RolloutWrite {
+            rollout, deadline, ..
+        } = write;
         let rollout_id = rollout.rollout_id.clone();
         let status = rollout.status;
         let ended = overview::ended_key(&rollout);

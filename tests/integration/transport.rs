@@ -70,7 +70,7 @@ async fn subscribe(
 /// Case 4: connections beyond the limit are closed at once (the client sees
 /// an error, not a hang), and a freed place is taken by the next client.
 #[tokio::test]
-async fn case_04_connections_beyond_the_limit_are_refused_promptly() {
+async fn connections_beyond_the_limit_are_refused_promptly() {
     let server = start(TransportLimits {
         max_connections: 2,
         ..TransportLimits::default()
@@ -117,7 +117,7 @@ async fn case_04_connections_beyond_the_limit_are_refused_promptly() {
 /// Case 4: a connection with no call in flight is closed after the idle
 /// timeout; one holding a quiet subscription is not idle.
 #[tokio::test]
-async fn case_04_idle_connections_are_closed_busy_ones_kept() {
+async fn idle_connections_are_closed_busy_ones_kept() {
     let idle_timeout = Duration::from_millis(300);
     let server = start(TransportLimits {
         idle_timeout,
@@ -157,7 +157,7 @@ async fn case_04_idle_connections_are_closed_busy_ones_kept() {
 /// Case 4: a connection carries at most `max_concurrent_streams` calls at
 /// once; the client queues the next call until one ends.
 #[tokio::test]
-async fn case_04_streams_per_connection_are_limited() {
+async fn streams_per_connection_are_limited() {
     let server = start(TransportLimits {
         max_concurrent_streams: 2,
         ..TransportLimits::default()
@@ -187,7 +187,7 @@ async fn case_04_streams_per_connection_are_limited() {
 /// instead of retrying in a loop that spins a core, and accepts again once
 /// descriptors are free.
 #[tokio::test]
-async fn case_04_exhausted_file_descriptors_do_not_spin_the_accept_loop() {
+async fn exhausted_file_descriptors_do_not_spin_the_accept_loop() {
     let server = ServerProcess::start_with_fd_limit(&["--store", "memory"], 64);
     // More connections than descriptors: the kernel completes them in the
     // listen backlog, the server fails to accept the rest.
@@ -289,7 +289,7 @@ async fn enqueue_many(client: &mut LightningStoreServiceClient<Channel>, count: 
 /// delay (event subscriptions and completion watches alike); a closed one
 /// frees its place.
 #[tokio::test]
-async fn case_05_subscribers_beyond_the_cap_are_told_to_retry() {
+async fn subscribers_beyond_the_cap_are_told_to_retry() {
     let server = start_subscribers(2, 64 * 1024).await;
     let mut client = connect(&server.url).await.unwrap();
     let limits = capabilities(&mut client).await.unwrap().limits.unwrap();
@@ -350,7 +350,7 @@ async fn case_05_subscribers_beyond_the_cap_are_told_to_retry() {
 /// names the position to resume from: the last event it received, with
 /// nothing lost in between.
 #[tokio::test]
-async fn case_05_a_stalled_subscriber_is_cut_off_and_released_at_once() {
+async fn a_stalled_subscriber_is_cut_off_and_released_at_once() {
     let server = start_subscribers(1, 16 * 1024).await;
     // The smallest HTTP/2 window: the client itself buffers little.
     let channel = Endpoint::from_shared(server.url.clone())

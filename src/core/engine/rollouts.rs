@@ -293,9 +293,14 @@ impl Engine {
                     attempt: latest,
                 } = view.ok_or_else(|| StoreError::item_not_found("rollout_id", rollout_id))?;
                 let before = rollout.status;
+                let relabels = patch.mode.is_some() || patch.resources_id.is_some();
                 patch_rollout(tx, &mut rollout, patch);
                 tx.leave_queue(&rollout, before);
-                tx.save_rollout(&rollout, latest.as_ref());
+                if relabels {
+                    tx.save_relabelled_rollout(&rollout, latest.as_ref());
+                } else {
+                    tx.save_rollout(&rollout, latest.as_ref());
+                }
                 tx.note_completion(&rollout, Some(before));
                 tx.record(Change::RolloutChanged {
                     rollout_id: rollout.rollout_id.clone(),

@@ -240,6 +240,13 @@ impl<'a> Tx<'a> {
         self.writes.put_rollout(rollout, deadline);
     }
 
+    /// Buffers a rollout whose mode or resources version this transaction
+    /// set, with its refreshed watchdog deadline.
+    pub fn save_relabelled_rollout(&mut self, rollout: &Rollout, latest: Option<&Attempt>) {
+        self.save_rollout(rollout, latest);
+        self.writes.relabel_rollout(&rollout.rollout_id);
+    }
+
     /// Takes a rollout that left the queuing statuses (`before` is its
     /// status when read) out of the queue, unless this transaction claimed
     /// its entry: the queue holds only rollouts that can be dequeued.

@@ -156,7 +156,10 @@ pub(super) fn number_events(events: &mut [Event], last: u64) {
 /// upserts of one commit write.
 struct Rows<'w> {
     resources: Vec<&'w ResourcesUpdate>,
+    /// The rollouts whose mode and resources version are as stored.
     rollouts: Vec<&'w RolloutWrite>,
+    /// The rollouts whose mode or resources version may have changed.
+    relabelled: Vec<&'w RolloutWrite>,
     attempts: Vec<&'w Attempt>,
     workers: Vec<&'w Worker>,
     sessions: Vec<&'w WorkerSession>,
@@ -169,7 +172,8 @@ impl<'w> Rows<'w> {
     fn of(writes: &'w WriteSet) -> Self {
         Self {
             resources: writes.resources.values().collect(),
-            rollouts: writes.rollouts.values().collect(),
+            rollouts: writes.rollouts.values().filter(|w| !w.relabelled).collect(),
+            relabelled: writes.rollouts.values().filter(|w| w.relabelled).collect(),
             attempts: writes.attempts.values().collect(),
             workers: writes.workers.values().collect(),
             sessions: writes.sessions.values().collect(),
@@ -192,7 +196,8 @@ impl<'w> Rows<'w> {
             });
         }
         add_resources(batch, &self.resources);
-        add_rollouts(batch, &self.rollouts);
+        add_rollouts(batch, &self.rollouts, false);
+        add_rollouts(batch, &self.relabelled, true);
         add_attempts(batch, &self.attempts);
         add_workers(batch, &self.workers);
         add_sessions(batch, &self.sessions);
@@ -231,7 +236,19 @@ fn add_resources<'a>(batch: &mut Batch<'a>, resources: &'a [&'a ResourcesUpdate]
 }
 
 /// Adds the rollouts with their watchdog deadlines, counted by status.
-fn add_rollouts<'a>(batch: &mut Batch<'a>, rollouts: &'a [&'a RolloutWrite]) {
+/// Adds the rollouts' upserts. An existing row is assigned only the
+/// columns that change: SQLite rewrites every index over a column an
+/// `UPDATE` assigns, even to the same value, so the start time (fixed at
+/// creation) is never assigned, and the mode and resources version only by
+/// the writes that set them (`relabelled`, see [`RolloutWrite::relabelled`]).
+fn add_rollouts<'a>(batch: &mut Batch<'a>, rollouts: &'a [&'a RolloutWrite], relabelled: bool) {
+    const CHANGING: &str = " ON CONFLICT (rollout_id) DO UPDATE SET input = excluded.input, \
+         end_time = excluded.end_time, status = excluded.status, config = excluded.config, \
+         metadata = excluded.metadata, watchdog_deadline = excluded.watchdog_deadline";
+    const RELABELLING: &str = " ON CONFLICT (rollout_id) DO UPDATE SET input = excluded.input, \
+         end_time = excluded.end_time, status = excluded.status, config = excluded.config, \
+         metadata = excluded.metadata, watchdog_deadline = excluded.watchdog_deadline, \
+         mode = excluded.mode, resources_id = excluded.resources_id";
     upsert_counted(
         batch,
         rollouts,
@@ -239,11 +256,7 @@ fn add_rollouts<'a>(batch: &mut Batch<'a>, rollouts: &'a [&'a RolloutWrite]) {
             "rollouts",
             concat!(rollout_columns!(""), ", watchdog_deadline")
         ),
-        " ON CONFLICT (rollout_id) DO UPDATE SET input = excluded.input, \
-         start_time = excluded.start_time, end_time = excluded.end_time, \
-         mode = excluded.mode, resources_id = excluded.resources_id, \
-         status = excluded.status, config = excluded.config, metadata = excluded.metadata, \
-         watchdog_deadline = excluded.watchdog_deadline",
+        if relabelled { RELABELLING } else { CHANGING },
         |write| {
             let rollout = &write.rollout;
             [
@@ -402,7 +415,9 @@ impl<C: Connection> SqlTx<C> {
         }
         self.apply_agl1(&mut writes.agl1).await?;
         let rows = Rows::of(writes);
-        let earliest_deadline = rows.rollouts.iter().filter_map(|w| w.deadline).min();
+        let earliest_deadline = (rows.rollouts.iter().chain(&rows.relabelled))
+            .filter_map(|w| w.deadline)
+            .min();
         let mut batch = Batch::new(C::DIALECT);
         rows.add_to(&mut batch, writes);
         for statement in batch.finish() {

@@ -18,7 +18,7 @@ const STORED: &str = r#"{"n":12345678901234567890123,"m":9007199254740993,"u":18
 const HTTP_EXACT: &str = r#"{"n":12345678901234567890123,"m":9007199254740993,"u":18446744073709551615,"i":-9223372036854775808,"d":0.1000000000000000055511151231257827,"e":1e+400,"x":-2.5e-7}"#;
 
 #[tokio::test]
-async fn case_15_stored_client_json_keeps_every_number_exactly() {
+async fn stored_client_json_keeps_every_number_exactly() {
     skip_without!(super::BACKEND);
     let server = start(BACKEND).await;
     let api = Api::new(&server);

@@ -221,7 +221,7 @@ async fn assert_everything_exact(c: &mut Client, written: &Written) {
 }
 
 #[tokio::test]
-async fn case_15_json_fields_keep_every_number_exactly_over_grpc() {
+async fn json_fields_keep_every_number_exactly_over_grpc() {
     skip_without!(super::BACKEND);
     let database = Database::new().await;
     let server = database.server().await;
@@ -244,7 +244,7 @@ async fn case_15_json_fields_keep_every_number_exactly_over_grpc() {
 const HTTP_EXACT: &str = r#"{"n":12345678901234567890123,"m":9007199254740993,"u":18446744073709551615,"i":-9223372036854775808,"d":0.1000000000000000055511151231257827,"e":1e+400,"x":-2.5e-7}"#;
 
 #[tokio::test]
-async fn case_15_json_fields_keep_every_number_exactly_over_http() {
+async fn json_fields_keep_every_number_exactly_over_http() {
     skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let http = HttpClient::new(server.addr, Version::Http1);

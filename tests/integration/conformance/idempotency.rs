@@ -37,7 +37,7 @@ async fn queued(c: &mut Client) -> i64 {
 }
 
 #[tokio::test]
-async fn case_10_a_retried_enqueue_returns_the_first_result_and_writes_nothing() {
+async fn a_retried_enqueue_returns_the_first_result_and_writes_nothing() {
     skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
@@ -127,7 +127,7 @@ async fn case_10_a_retried_enqueue_returns_the_first_result_and_writes_nothing()
 }
 
 #[tokio::test]
-async fn case_10_request_ids_are_checked_before_anything_is_written() {
+async fn request_ids_are_checked_before_anything_is_written() {
     skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
@@ -147,7 +147,7 @@ async fn case_10_request_ids_are_checked_before_anything_is_written() {
 const TTL: Duration = Duration::from_secs(60);
 
 #[tokio::test]
-async fn case_10_request_ids_expire() {
+async fn request_ids_expire() {
     skip_without!(super::BACKEND);
     let clock = Arc::new(ManualClock::at_system_time());
     let server = TestServer::start_opts(
@@ -199,7 +199,7 @@ async fn case_10_request_ids_expire() {
 /// PostgreSQL from two servers of one database): one creates, every other
 /// returns its rollouts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn case_10_concurrent_first_uses_of_an_id_create_once() {
+async fn concurrent_first_uses_of_an_id_create_once() {
     skip_without!(super::BACKEND);
     const ROUNDS: usize = 8;
     const RACERS: usize = 6;
@@ -258,7 +258,7 @@ async fn case_10_concurrent_first_uses_of_an_id_create_once() {
 
 /// The 0.x API's enqueue takes the same ids as an `Idempotency-Key` header.
 #[tokio::test]
-async fn case_10_the_http_enqueue_takes_an_idempotency_key() {
+async fn the_http_enqueue_takes_an_idempotency_key() {
     skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let http = HttpClient::new(server.addr, Version::Http1);

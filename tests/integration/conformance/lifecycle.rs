@@ -455,10 +455,34 @@ async fn update_rollout_applies_only_masked_fields() {
     assert_eq!(updated.config.as_ref().unwrap().max_attempts, Some(1));
     assert_eq!(updated.metadata_json, r#"{"k":1}"#);
     assert_eq!(updated.mode, pb::RolloutMode::Train as i32);
-    assert_eq!(
-        get(&mut c, &rollout.rollout_id).await.input_json,
-        r#"{"b":2}"#
-    );
+    let stored = get(&mut c, &rollout.rollout_id).await;
+    assert_eq!(stored.input_json, r#"{"b":2}"#);
+    assert_eq!(stored.resources_id, None, "the store holds the new version");
+    assert_eq!(stored.mode, pb::RolloutMode::Train as i32);
+    // A new mode and version are stored, and kept by later updates that do
+    // not name them.
+    c.update_rollout(pb::UpdateRolloutRequest {
+        rollout_id: rollout.rollout_id.clone(),
+        update_mask: mask(&["mode", "resources_id"]),
+        mode: pb::RolloutMode::Test as i32,
+        resources_id: Some("rs-next".into()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    c.update_rollout(pb::UpdateRolloutRequest {
+        rollout_id: rollout.rollout_id.clone(),
+        update_mask: mask(&["metadata_json"]),
+        metadata_json: r#"{"k": 2}"#.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let stored = get(&mut c, &rollout.rollout_id).await;
+    assert_eq!(stored.mode, pb::RolloutMode::Test as i32);
+    assert_eq!(stored.resources_id.as_deref(), Some("rs-next"));
+    assert_eq!(stored.metadata_json, r#"{"k":2}"#);
+    assert_eq!(stored.start_time, rollout.start_time, "the start time stays");
 }
 
 #[tokio::test]

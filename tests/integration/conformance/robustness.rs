@@ -23,7 +23,7 @@ fn longest_duration() -> Option<prost_types::Duration> {
 /// Case 1: a huge wait or timeout is clamped to the longest wait instead of
 /// overflowing the clock (the handler used to panic: CANCELLED).
 #[tokio::test]
-async fn case_01_huge_durations_are_clamped_not_panicked_on() {
+async fn huge_durations_are_clamped_not_panicked_on() {
     skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
@@ -84,7 +84,7 @@ async fn case_01_huge_durations_are_clamped_not_panicked_on() {
 /// Case 8: an explicit sequence id the counter could never count past is
 /// refused before anything is written; the rollout keeps taking spans.
 #[tokio::test]
-async fn case_08_sequence_ids_past_the_largest_are_refused() {
+async fn sequence_ids_past_the_largest_are_refused() {
     skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
@@ -137,7 +137,7 @@ async fn case_08_sequence_ids_past_the_largest_are_refused() {
 /// Case 16 (durations): nanos outside protobuf's ±999,999,999 are refused
 /// instead of being folded into the seconds.
 #[tokio::test]
-async fn case_16_duration_nanos_out_of_range_are_refused() {
+async fn duration_nanos_out_of_range_are_refused() {
     skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
@@ -185,7 +185,7 @@ async fn raw_grpc(server: &TestServer, path: &str, body: Vec<u8>) -> tonic::Stat
 /// Case 11: a request that does not decode is the client's fault on every
 /// service: INVALID_ARGUMENT, not INTERNAL.
 #[tokio::test]
-async fn case_11_undecodable_requests_are_invalid_arguments() {
+async fn undecodable_requests_are_invalid_arguments() {
     skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     for path in [
@@ -211,7 +211,7 @@ async fn case_11_undecodable_requests_are_invalid_arguments() {
 /// Case 16 (sessions): an undecodable message inside an open worker session
 /// ends it with INVALID_ARGUMENT, not OK.
 #[tokio::test]
-async fn case_16_an_undecodable_session_message_is_an_invalid_argument() {
+async fn an_undecodable_session_message_is_an_invalid_argument() {
     skip_without!(super::BACKEND);
     use prost::Message as _;
     let server = TestServer::start(BACKEND).await;
@@ -235,7 +235,7 @@ async fn case_16_an_undecodable_session_message_is_an_invalid_argument() {
 
 /// Case 16 (slots): a negative slot count is quoted as sent, not as 0.
 #[tokio::test]
-async fn case_16_negative_slots_are_quoted_as_sent() {
+async fn negative_slots_are_quoted_as_sent() {
     skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
@@ -262,7 +262,7 @@ const LONGEST_MESSAGE: usize = 1100;
 /// over gRPC and over agent-lightning's HTTP routes (both the 400 of an
 /// explicit check and the 422 of a model that does not validate).
 #[tokio::test]
-async fn case_12_errors_quote_a_bounded_prefix_of_huge_inputs() {
+async fn errors_quote_a_bounded_prefix_of_huge_inputs() {
     skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
@@ -343,7 +343,7 @@ async fn case_12_errors_quote_a_bounded_prefix_of_huge_inputs() {
 /// Case 16 (retry conditions): a status that can never requeue a rollout
 /// is refused in a retry condition; the ones that can are accepted.
 #[tokio::test]
-async fn case_16_retry_conditions_hold_retryable_statuses_only() {
+async fn retry_conditions_hold_retryable_statuses_only() {
     skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
@@ -369,7 +369,7 @@ async fn case_16_retry_conditions_hold_retryable_statuses_only() {
 /// Case 16 (exact-match filters): ids in exact-match query filters are
 /// checked as ids are everywhere else (empty, too long, control characters).
 #[tokio::test]
-async fn case_16_exact_match_filters_validate_ids() {
+async fn exact_match_filters_validate_ids() {
     skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
@@ -413,7 +413,7 @@ async fn case_16_exact_match_filters_validate_ids() {
 /// SQLite binds) never fails the writes of other requests that shared its
 /// commit: every acknowledged enqueue succeeds and is there afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn case_02_a_failing_request_never_fails_the_others_writes() {
+async fn a_failing_request_never_fails_the_others_writes() {
     skip_without!(super::BACKEND);
     // Lists this long are refused before any backend sees them (case 9):
     // the limit is raised so that the statement still fails in SQLite.
@@ -478,7 +478,7 @@ fn ids_with(known: &str, count: usize) -> Vec<String> {
 /// one id more is INVALID_ARGUMENT naming the field and the limit, never
 /// INTERNAL.
 #[tokio::test]
-async fn case_09_id_lists_are_capped_below_every_backend_limit() {
+async fn id_lists_are_capped_below_every_backend_limit() {
     skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
@@ -596,7 +596,7 @@ async fn case_09_id_lists_are_capped_below_every_backend_limit() {
 /// RESOURCE_EXHAUSTED while a write of the same size passes; GetCapabilities
 /// reports the configured values.
 #[tokio::test]
-async fn case_09_batches_and_control_messages_are_capped_as_configured() {
+async fn batches_and_control_messages_are_capped_as_configured() {
     skip_without!(super::BACKEND);
     let limits = RequestLimits {
         max_ids_per_list: 3,
@@ -763,7 +763,7 @@ async fn case_09_batches_and_control_messages_are_capped_as_configured() {
 /// is answered with ids only instead of reaching the client as
 /// RESOURCE_EXHAUSTED, which made clients retry a write that had committed.
 #[tokio::test]
-async fn case_10_batch_answers_fit_the_clients_receive_limit() {
+async fn batch_answers_fit_the_clients_receive_limit() {
     skip_without!(super::BACKEND);
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;

@@ -500,7 +500,7 @@ async fn servers_sharing_the_store_expire_and_adopt_each_others_sessions() {
 /// and unary calls on the same connection stay alive, and the worker keeps
 /// the last statistics sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn case_16_back_to_back_heartbeats_keep_the_connection_alive() {
+async fn back_to_back_heartbeats_keep_the_connection_alive() {
     skip_without!(super::BACKEND);
     const HEARTBEATS: usize = 10_000;
     let server = TestServer::start(BACKEND).await;
