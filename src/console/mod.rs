@@ -48,10 +48,10 @@ use self::pages::live::Hub;
 use self::pages::session;
 use crate::auth::policy::{Need, Permission};
 use crate::auth::{AuthLayer, Tokens};
-use crate::http::routes::Routes;
 use crate::core::dispatcher::Dispatcher;
 use crate::core::engine::Engine;
 use crate::gateway::Gateway;
+use crate::http::routes::Routes;
 
 /// The prefix of every console path but the Overview's (`/`). It clashes
 /// with no API: agent-lightning 0.x's is `/v1/agl`, 1.x's `/api` and

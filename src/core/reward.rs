@@ -207,7 +207,7 @@ mod tests {
     #[test]
     fn the_last_reward_span_wins_with_its_dimensions_in_order() {
         use AttributeValue::{Double, Int, String as Text};
-        let spans = vec![
+        let spans = [
             span(1, ANNOTATION_SPAN, vec![("reward", Double(0.1))]),
             span(
                 2,

@@ -9,8 +9,8 @@ use axum::response::Response;
 use http::StatusCode;
 
 use super::super::ConsoleContext;
-use super::session::{FORM_TOKEN, Form, Viewer, see_other};
 use super::super::rendered::PageError;
+use super::session::{FORM_TOKEN, Form, Viewer, see_other};
 use super::{Layout, Nav, error_page, failed, rollout_url};
 use crate::core::engine::RolloutPatch;
 use crate::core::ids::RolloutId;

@@ -10,9 +10,9 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::super::ConsoleContext;
-use super::session::Viewer;
 use super::super::rendered::PageError;
 use super::failed;
+use super::session::Viewer;
 use crate::core::agl1::events::EventQuery;
 use crate::core::error::StoreError;
 use crate::core::ids::RolloutId;

@@ -34,9 +34,9 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{Notify, Semaphore, mpsc, oneshot, watch};
 use tokio::time::Instant;
 
+use super::super::{ConsoleContext, Sources};
 use super::error_panel;
 use super::view::{View, ViewKey};
-use super::super::{ConsoleContext, Sources};
 use crate::core::events::Event;
 use crate::core::subscription::SubscriptionError;
 

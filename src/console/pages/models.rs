@@ -6,9 +6,9 @@ use askama::Template;
 
 use super::super::Sources;
 use super::super::format::{self, ShownTime};
-use super::session::Actions;
-use super::super::rendered::{PageError, Rendered};
 use super::super::rendered::render_error;
+use super::super::rendered::{PageError, Rendered};
+use super::session::Actions;
 use crate::gateway::rates::{self, ModelRate};
 
 /// The gateway's state as the Overview and the Models page show it.

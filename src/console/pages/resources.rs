@@ -7,8 +7,8 @@ use similar::{ChangeTag, TextDiff};
 
 use super::super::Sources;
 use super::super::format::{self, ShownTime};
-use super::super::rendered::{PageError, Rendered};
 use super::super::rendered::render_error;
+use super::super::rendered::{PageError, Rendered};
 use super::{query_get, query_pairs, query_value};
 use crate::core::error::StoreResult;
 use crate::core::ids::ResourcesId;

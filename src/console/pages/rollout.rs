@@ -14,12 +14,12 @@ use askama::Template;
 
 use super::super::Sources;
 use super::super::charts::Axis;
+use super::super::format::status_class;
 use super::super::format::{self, ShownTime};
-use super::session::Actions;
+use super::super::rendered::render_error;
 use super::super::rendered::{PageError, Rendered};
 use super::conversation::{self, Conversation};
-use super::super::format::status_class;
-use super::super::rendered::render_error;
+use super::session::Actions;
 use super::{path_segment, query_value, rollout_url};
 use crate::core::agl1::diagnosis::{self, Diagnosis, Finding};
 use crate::core::agl1::events::{self as agl1_events, EventFormat, EventQuery, MODEL_REQUEST};
@@ -27,8 +27,8 @@ use crate::core::agl1::{Agl1Event, Agl1RolloutDetail};
 use crate::core::error::StoreError;
 use crate::core::ids::RolloutId;
 use crate::core::model::{
-    Attempt, AttemptStatus, RolloutConfig, RolloutView, Seconds, SessionState, Span, SpanStatusCode,
-    Timestamp,
+    Attempt, AttemptStatus, RolloutConfig, RolloutView, Seconds, SessionState, Span,
+    SpanStatusCode, Timestamp,
 };
 use crate::core::query::{AttemptSelector, Page, SpanFilter, WorkerFilter};
 use crate::core::reward;
@@ -249,7 +249,8 @@ pub async fn render(
         fixed: Heading {
             rollout_id: rollout_id.as_str(),
         }
-        .render().map_err(render_error)?,
+        .render()
+        .map_err(render_error)?,
         html: page.render().map_err(render_error)?,
         waiting: waiting_now,
     })
@@ -518,8 +519,7 @@ fn attempt_class(status: AttemptStatus) -> &'static str {
 
 /// Says why an attempt ended (or that it has not).
 fn why_ended(attempt: &Attempt, config: &RolloutConfig) -> String {
-    let seconds =
-        |value: Option<Seconds>| value.map_or_else(String::new, |s| format!(" ({s} s)"));
+    let seconds = |value: Option<Seconds>| value.map_or_else(String::new, |s| format!(" ({s} s)"));
     match attempt.status {
         AttemptStatus::Preparing => "preparing: the worker has not started it yet".to_owned(),
         AttemptStatus::Running => "running".to_owned(),

@@ -5,10 +5,10 @@
 use askama::Template;
 
 use super::super::Sources;
-use super::super::format::{self, ShownTime};
-use super::super::rendered::{PageError, Rendered};
 use super::super::format::status_class;
+use super::super::format::{self, ShownTime};
 use super::super::rendered::render_error;
+use super::super::rendered::{PageError, Rendered};
 use super::{query_get, query_pairs, query_value, rollout_url};
 use crate::core::model::{RolloutMode, RolloutStatus, RolloutView};
 use crate::core::query::{Page, RolloutFilter, TimeRange};

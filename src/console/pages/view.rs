@@ -4,8 +4,8 @@
 //! [`ViewKey`]: the same page for viewers who may do the same actions is
 //! rendered once for all of them.
 
-use crate::core::ids::RolloutId;
 use crate::core::events::Change;
+use crate::core::ids::RolloutId;
 
 use super::super::Sources;
 use super::super::rendered::{PageError, Rendered};

@@ -6,8 +6,8 @@ use askama::Template;
 
 use super::super::Sources;
 use super::super::format::{self, ShownTime};
-use super::super::rendered::{PageError, Rendered};
 use super::super::rendered::render_error;
+use super::super::rendered::{PageError, Rendered};
 use super::{query_get, query_pairs, query_value, rollout_url};
 use crate::core::model::{SessionState, Worker, WorkerSession, WorkerStatus};
 use crate::core::query::{Page, WorkerFilter};

@@ -482,7 +482,10 @@ async fn update_rollout_applies_only_masked_fields() {
     assert_eq!(stored.mode, pb::RolloutMode::Test as i32);
     assert_eq!(stored.resources_id.as_deref(), Some("rs-next"));
     assert_eq!(stored.metadata_json, r#"{"k":2}"#);
-    assert_eq!(stored.start_time, rollout.start_time, "the start time stays");
+    assert_eq!(
+        stored.start_time, rollout.start_time,
+        "the start time stays"
+    );
 }
 
 #[tokio::test]

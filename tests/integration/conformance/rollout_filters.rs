@@ -100,7 +100,10 @@ async fn fixture() -> Fixture {
 }
 
 impl Fixture {
-    async fn query(&mut self, f: impl FnOnce(&mut pb::QueryRolloutsRequest)) -> pb::QueryRolloutsResponse {
+    async fn query(
+        &mut self,
+        f: impl FnOnce(&mut pb::QueryRolloutsRequest),
+    ) -> pb::QueryRolloutsResponse {
         let mut request = pb::QueryRolloutsRequest::default();
         f(&mut request);
         self.client
@@ -128,10 +131,17 @@ async fn each_narrowing_filter_keeps_its_rollouts_in_creation_order() {
     let mut f = fixture().await;
     use pb::RolloutMode as M;
     let modes = |modes: &[M]| modes.iter().map(|&m| m as i32).collect::<Vec<_>>();
-    assert_eq!(f.matching(|q| q.mode_in = modes(&[M::Train])).await, [0, 3, 5]);
-    assert_eq!(f.matching(|q| q.mode_in = modes(&[M::Unspecified])).await, [2]);
     assert_eq!(
-        f.matching(|q| q.mode_in = modes(&[M::Val, M::Unspecified])).await,
+        f.matching(|q| q.mode_in = modes(&[M::Train])).await,
+        [0, 3, 5]
+    );
+    assert_eq!(
+        f.matching(|q| q.mode_in = modes(&[M::Unspecified])).await,
+        [2]
+    );
+    assert_eq!(
+        f.matching(|q| q.mode_in = modes(&[M::Val, M::Unspecified]))
+            .await,
         [1, 2]
     );
 
@@ -146,11 +156,13 @@ async fn each_narrowing_filter_keeps_its_rollouts_in_creation_order() {
         [1, 2]
     );
     assert_eq!(
-        f.matching(|q| q.start_time_from = Some(proto_time(at(t0, 4)))).await,
+        f.matching(|q| q.start_time_from = Some(proto_time(at(t0, 4))))
+            .await,
         [4, 5]
     );
     assert_eq!(
-        f.matching(|q| q.start_time_until = Some(proto_time(at(t0, 1)))).await,
+        f.matching(|q| q.start_time_until = Some(proto_time(at(t0, 1))))
+            .await,
         [0]
     );
     let nothing = f
@@ -163,8 +175,15 @@ async fn each_narrowing_filter_keeps_its_rollouts_in_creation_order() {
 
     // Any attempt counts, not only the latest one.
     assert_eq!(f.matching(|q| q.worker_id = Some("w-1".into())).await, [0]);
-    assert_eq!(f.matching(|q| q.worker_id = Some("w-2".into())).await, [0, 1]);
-    assert!(f.matching(|q| q.worker_id = Some("w-3".into())).await.is_empty());
+    assert_eq!(
+        f.matching(|q| q.worker_id = Some("w-2".into())).await,
+        [0, 1]
+    );
+    assert!(
+        f.matching(|q| q.worker_id = Some("w-3".into()))
+            .await
+            .is_empty()
+    );
 
     assert_eq!(
         f.matching(|q| q.resources_id = Some("rs-a".into())).await,
@@ -269,7 +288,11 @@ async fn filtered_queries_sort_and_page() {
             q.page = page("start_time", true, Some(2), 1);
         })
         .await;
-    let got: Vec<&str> = window.rollouts.iter().map(|r| r.rollout_id.as_str()).collect();
+    let got: Vec<&str> = window
+        .rollouts
+        .iter()
+        .map(|r| r.rollout_id.as_str())
+        .collect();
     assert_eq!(got, [ids[3].as_str(), ids[0].as_str()]);
     assert_eq!((window.limit, window.offset, window.total), (2, 1, 3));
     assert!(window.rollouts.iter().all(|r| r.mode == train));
@@ -286,7 +309,11 @@ async fn filtered_queries_sort_and_page() {
             q.page = page("status", false, None, 0);
         })
         .await;
-    let got: Vec<&str> = by_status.rollouts.iter().map(|r| r.rollout_id.as_str()).collect();
+    let got: Vec<&str> = by_status
+        .rollouts
+        .iter()
+        .map(|r| r.rollout_id.as_str())
+        .collect();
     assert_eq!(got, [ids[3].as_str(), ids[1].as_str()]);
 
     // Ended first, the rest in creation order (ties keep the default order).
@@ -296,7 +323,11 @@ async fn filtered_queries_sort_and_page() {
             q.page = page("end_time", false, None, 0);
         })
         .await;
-    let got: Vec<&str> = by_end.rollouts.iter().map(|r| r.rollout_id.as_str()).collect();
+    let got: Vec<&str> = by_end
+        .rollouts
+        .iter()
+        .map(|r| r.rollout_id.as_str())
+        .collect();
     assert_eq!(got, [ids[1].as_str(), ids[0].as_str()]);
 
     // Past the last match: no rollout, the total still counted.

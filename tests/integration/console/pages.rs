@@ -48,7 +48,7 @@ async fn every_page_shows_what_the_store_holds() {
         browser.click_to_load("form.filters button[type=submit]").await;
         browser.wait_for_text("p.count", "1 rollouts match").await;
         assert!(browser.url().await.contains("status=succeeded"));
-        assert_eq!(browser.texts("table.rollouts td a.id").await, [seeded.done.clone()]);
+        assert_eq!(browser.texts("table.rollouts td a.id").await, std::slice::from_ref(&seeded.done));
         if documents() {
             browser.goto(&format!("{base}/console/rollouts")).await;
             browser.document("rollouts").await;
