@@ -30,25 +30,19 @@ TRIGGERS = [
     "DROP TRIGGER rollout_minutes_ended",
     "DROP TRIGGER rollout_minutes_deleted",
 ]
-STATIC_INDEXES = [
-    "DROP INDEX rollouts_by_mode",
-    "DROP INDEX rollouts_by_start",
-    "DROP INDEX rollouts_by_resources",
-]
 STATUS_INDEXES = [
     "DROP INDEX rollouts_by_status",
     "DROP INDEX rollouts_by_end",
     "DROP INDEX rollouts_ended",
 ]
-ATTEMPT_INDEXES = ["DROP INDEX attempts_by_id", "DROP INDEX attempts_by_worker"]
+ATTEMPT_INDEXES = ["DROP INDEX attempts_by_worker"]
 
 VARIANTS: dict[str, list[str]] = {
     "full read model": [],
     "no activity triggers": TRIGGERS,
-    "no mode, start, resources indexes": STATIC_INDEXES,
     "no status and end indexes": STATUS_INDEXES,
-    "no attempt indexes": ATTEMPT_INDEXES,
-    "no read model": TRIGGERS + STATIC_INDEXES + STATUS_INDEXES + ATTEMPT_INDEXES,
+    "no attempts-by-worker index": ATTEMPT_INDEXES,
+    "no read model": TRIGGERS + STATUS_INDEXES + ATTEMPT_INDEXES,
 }
 
 

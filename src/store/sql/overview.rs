@@ -6,7 +6,7 @@
 //! latest ended rollouts (`rollouts_ended`: status, end time, rollout id),
 //! the latest attempts' error spans (by rollout and attempt, with [`codec::ERROR_BODY_PREFIX`]),
 //! a rollout's place in the queue (`queue`'s positions), attempts by id
-//! alone (`attempts_by_id`).
+//! alone (`attempts_by_id` on PostgreSQL; SQLite reads the table).
 
 use std::collections::HashMap;
 use std::sync::Arc;
