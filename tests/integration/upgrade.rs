@@ -63,7 +63,7 @@ async fn a_sqlite_database_of_0_1_0_opens_migrated_with_its_data() {
         .unwrap();
     let sql = "SELECT name FROM sqlite_master WHERE type = 'index'";
     let indexes: Vec<String> = sqlx::query_scalar(sql).fetch_all(&mut conn).await.unwrap();
-    has_the_read_model_indexes(&indexes, POSTGRES_READ_MODEL_INDEXES);
+    has_the_read_model_indexes(&indexes, SQLITE_READ_MODEL_INDEXES);
 }
 
 #[tokio::test]
@@ -89,7 +89,7 @@ async fn a_postgres_database_of_0_1_0_opens_migrated_with_its_data() {
     let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
     let sql = "SELECT indexname::TEXT FROM pg_indexes WHERE schemaname = current_schema()";
     let indexes: Vec<String> = sqlx::query_scalar(sql).fetch_all(&mut conn).await.unwrap();
-    has_the_read_model_indexes(&indexes, SQLITE_READ_MODEL_INDEXES);
+    has_the_read_model_indexes(&indexes, POSTGRES_READ_MODEL_INDEXES);
 }
 
 /// The indexes of the rollout filters and the aggregate reads on SQLite
