@@ -202,18 +202,8 @@ fn plain(value: &Json) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::model::Timestamp;
+    use crate::core::agl1::events::test_event as event;
     use serde_json::json;
-
-    fn event(event_type: &str, data: Json) -> Agl1Event {
-        Agl1Event {
-            event_type: event_type.into(),
-            rollout_id: "r".into(),
-            attempt_id: "0".into(),
-            timestamp: Timestamp(0),
-            data: data.to_string(),
-        }
-    }
 
     #[test]
     fn calls_show_what_they_add_to_the_conversation() {

@@ -138,18 +138,8 @@ fn has_items(value: &Json) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::model::Timestamp;
+    use crate::core::agl1::events::test_event as event;
     use serde_json::json;
-
-    fn event(event_type: &str, data: Json) -> Agl1Event {
-        Agl1Event {
-            event_type: event_type.into(),
-            rollout_id: "r".into(),
-            attempt_id: "0".into(),
-            timestamp: Timestamp(0),
-            data: data.to_string(),
-        }
-    }
 
     fn call(prompt: &[i64], response: &[i64], status: u16) -> Agl1Event {
         event(

@@ -296,21 +296,24 @@ pub fn trim_reward(data: &Json) -> Json {
     Json::Object(trimmed)
 }
 
+/// An event of `event_type` carrying `data`, of rollout `r`, attempt `0`,
+/// at time zero: the unit tests' event.
+#[cfg(test)]
+pub(crate) fn test_event(event_type: &str, data: Json) -> Agl1Event {
+    Agl1Event {
+        event_type: event_type.into(),
+        rollout_id: "r".into(),
+        attempt_id: "0".into(),
+        timestamp: crate::core::model::Timestamp(0),
+        data: data.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_event as event;
     use super::*;
-    use crate::core::model::Timestamp;
     use serde_json::json;
-
-    fn event(event_type: &str, data: Json) -> Agl1Event {
-        Agl1Event {
-            event_type: event_type.into(),
-            rollout_id: "r".into(),
-            attempt_id: "0".into(),
-            timestamp: Timestamp(0),
-            data: data.to_string(),
-        }
-    }
 
     fn chat(prompt: &[i64], response: &[i64]) -> Json {
         json!({

@@ -242,13 +242,19 @@ fn add_resources<'a>(batch: &mut Batch<'a>, resources: &'a [&'a ResourcesUpdate]
 /// creation) is never assigned, and the mode and resources version only by
 /// the writes that set them (`relabelled`, see [`RolloutWrite::relabelled`]).
 fn add_rollouts<'a>(batch: &mut Batch<'a>, rollouts: &'a [&'a RolloutWrite], relabelled: bool) {
-    const CHANGING: &str = " ON CONFLICT (rollout_id) DO UPDATE SET input = excluded.input, \
-         end_time = excluded.end_time, status = excluded.status, config = excluded.config, \
-         metadata = excluded.metadata, watchdog_deadline = excluded.watchdog_deadline";
-    const RELABELLING: &str = " ON CONFLICT (rollout_id) DO UPDATE SET input = excluded.input, \
-         end_time = excluded.end_time, status = excluded.status, config = excluded.config, \
-         metadata = excluded.metadata, watchdog_deadline = excluded.watchdog_deadline, \
-         mode = excluded.mode, resources_id = excluded.resources_id";
+    /// The columns every update assigns, then those only a relabelling does.
+    macro_rules! changing {
+        () => {
+            " ON CONFLICT (rollout_id) DO UPDATE SET input = excluded.input, \
+             end_time = excluded.end_time, status = excluded.status, config = excluded.config, \
+             metadata = excluded.metadata, watchdog_deadline = excluded.watchdog_deadline"
+        };
+    }
+    const CHANGING: &str = changing!();
+    const RELABELLING: &str = concat!(
+        changing!(),
+        ", mode = excluded.mode, resources_id = excluded.resources_id"
+    );
     upsert_counted(
         batch,
         rollouts,
