@@ -1,48 +1,30 @@
 //! lightning-store: agent-lightning's LightningStore as a gRPC service.
 //!
-//! Layers, from the wire inwards:
-//! * [`proto`]: code generated from `proto/lightningstore/v1` (the public contract);
-//! * [`api`]: thin gRPC adapters: validate, convert, call the engine, convert back;
-//! * [`http`]: thin HTTP adapters on the same port (agent-lightning's store
-//!   API and OTLP/HTTP), calling the same engine;
-//! * [`core`]: domain types, the rollout/attempt state machine, queries and
-//!   the [`core::engine::Engine`] that runs every operation once for all
-//!   backends, over the storage port [`core::storage`];
-//! * [`store`]: the backends behind that port and [`store::open`].
+//! This package is the server: [`server`] assembles the gRPC services, the
+//! HTTP routes and the console on one port (with [`tls`] at the listener and
+//! [`reload`] of tokens and certificates), and [`cli`] is the command line
+//! (`serve`, `token`, and the client commands of `lightning-store-cli`). The
+//! layers it assembles are crates of this workspace (ARCHITECTURE.md),
+//! re-exported here under the names the integration tests and embedders use:
 //!
-//! [`otlp`] maps and stores OTLP traces for both OTLP receivers (gRPC and HTTP);
-//! [`gateway`] is agent-lightning 1.x's LLM gateway; [`pyjson`] writes JSON as
-//! agent-lightning's Python servers write it, for the HTTP adapters, the gateway
-//! and OTLP; [`auth`] decides who may call what, before any adapter runs.
-//!
-//! The modules under each parent import each other without cycles: a piece two
-//! of them share lives below both (a test checks).
-//!
-//! [`console`] is the web console (pages on the same port, over the same
-//! engine).
-//!
-//! [`server`] assembles the gRPC services and HTTP routes on one port, within the
-//! connection limits of [`transport`]; [`metrics`] serves
-//! Prometheus metrics on another; [`cli`] is the command line.
+//! * [`proto`] (`lightning-store-proto`): the public contract's generated code;
+//! * [`core`] (`lightning-store-core`): the domain, the rules written once, the
+//!   engine, and the storage port;
+//! * [`store`] (`lightning-store-backends`): the backends behind that port;
+//! * [`api`], [`http`], [`otlp`], [`gateway`], [`auth`], [`call_log`],
+//!   [`metrics`], [`transport`], [`pyjson`] (`lightning-store-adapters`): the
+//!   wire adapters and what every call passes through;
+//! * [`console`] (`lightning-store-console`): the web console.
 
-pub mod api;
-pub mod auth;
-pub mod call_log;
 pub mod cli;
-pub mod console;
-pub mod core;
-pub mod gateway;
-pub mod http;
-#[cfg(test)]
-mod import_tests;
-pub mod metrics;
-pub mod otlp;
-#[cfg(test)]
-mod property_tests;
-pub mod proto;
-pub mod pyjson;
 pub mod reload;
 pub mod server;
-pub mod store;
 pub mod tls;
-pub mod transport;
+
+pub use lightning_store_adapters::{
+    api, auth, call_log, gateway, http, metrics, otlp, pyjson, transport,
+};
+pub use lightning_store_backends as store;
+pub use lightning_store_console as console;
+pub use lightning_store_core as core;
+pub use lightning_store_proto as proto;

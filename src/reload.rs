@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use crate::auth::Tokens;
-use crate::metrics::Metrics;
 use crate::tls::TlsAcceptor;
+use lightning_store_adapters::auth::Tokens;
+use lightning_store_adapters::metrics::Metrics;
 
 /// Polls until `closing` turns true.
 pub async fn run(

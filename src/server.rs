@@ -1,7 +1,7 @@
 //! Assembles everything served on one listener: the gRPC services (the
 //! store, OTLP TraceService, grpc.health.v1, server reflection v1 and
-//! v1alpha for grpcurl 1.8), the HTTP routes ([`crate::http`]) and the web
-//! console ([`crate::console`]), over HTTP/2 (gRPC, h2c) and HTTP/1.1
+//! v1alpha for grpcurl 1.8), the HTTP routes ([`lightning_store_adapters::http`]) and the web
+//! console ([`lightning_store_console`]), over HTTP/2 (gRPC, h2c) and HTTP/1.1
 //! alike.
 
 use std::future::Future;
@@ -16,20 +16,20 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::Trac
 use tonic_health::pb::health_server::HealthServer;
 use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
 
-use crate::api::otlp::OtlpTraceService;
-use crate::api::service::StoreService;
-use crate::api::size_groups::BySizeGroup;
-use crate::auth::{AuthLayer, Tokens};
-use crate::call_log::{CallLayer, KnownMethods};
-use crate::console::{ConsoleConfig, ConsoleContext};
-use crate::core::dispatcher::Dispatcher;
-use crate::core::engine::{Engine, SessionPolicy};
-use crate::gateway::{Gateway, GatewayConfig};
-use crate::metrics::Metrics;
-use crate::otlp::TraceIngest;
-use crate::proto::lightning_store_service_server::LightningStoreServiceServer;
 use crate::tls::TlsAcceptor;
-use crate::transport::{ActivityLayer, TransportLimits};
+use lightning_store_adapters::api::otlp::OtlpTraceService;
+use lightning_store_adapters::api::service::StoreService;
+use lightning_store_adapters::api::size_groups::BySizeGroup;
+use lightning_store_adapters::auth::{AuthLayer, Tokens};
+use lightning_store_adapters::call_log::{CallLayer, KnownMethods};
+use lightning_store_adapters::gateway::{Gateway, GatewayConfig};
+use lightning_store_adapters::metrics::Metrics;
+use lightning_store_adapters::otlp::TraceIngest;
+use lightning_store_adapters::transport::{ActivityLayer, TransportLimits};
+use lightning_store_console::{ConsoleConfig, ConsoleContext};
+use lightning_store_core::dispatcher::Dispatcher;
+use lightning_store_core::engine::{Engine, SessionPolicy};
+use lightning_store_proto::lightning_store_service_server::LightningStoreServiceServer;
 
 const STORE_SERVICE: &str = "lightningstore.v1.LightningStoreService";
 const TRACE_SERVICE: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
@@ -41,11 +41,11 @@ pub const LIVENESS_SERVICE: &str = "liveness";
 
 /// The gRPC methods served on the port, from the services' descriptors:
 /// the call layer labels any other path `unknown`, and the authorization
-/// table must cover exactly these ([`crate::auth::policy::RPCS`]).
+/// table must cover exactly these ([`lightning_store_adapters::auth::policy::RPCS`]).
 pub fn served_methods() -> KnownMethods {
     KnownMethods::from_descriptor_sets(
         &[
-            crate::proto::FILE_DESCRIPTOR_SET,
+            lightning_store_proto::FILE_DESCRIPTOR_SET,
             tonic_health::pb::FILE_DESCRIPTOR_SET,
             opentelemetry_proto::DESCRIPTORS,
             tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET,
@@ -98,7 +98,7 @@ pub struct ServerConfig {
     /// sends no CORS headers.
     pub cors_origins: Vec<String>,
     /// The tokens calls must carry (all but health checks and reflection);
-    /// `None` leaves the port open ([`crate::auth`]).
+    /// `None` leaves the port open ([`lightning_store_adapters::auth`]).
     pub tokens: Option<Tokens>,
     /// TLS on the listener; `None` serves plaintext ([`crate::tls`]).
     pub tls: Option<TlsAcceptor>,
@@ -237,7 +237,7 @@ pub async fn serve(
     let local_addr = listener.local_addr()?;
     let tls = config.tls.is_some();
     let incoming = crate::tls::incoming(
-        crate::transport::incoming(
+        lightning_store_adapters::transport::incoming(
             listener,
             config.transport,
             config.tls.as_ref().map(TlsAcceptor::refusal_handshake),
@@ -281,7 +281,7 @@ fn console(
     config: &ServerConfig,
 ) -> ConsoleContext {
     ConsoleContext::new(
-        crate::console::Sources {
+        lightning_store_console::Sources {
             engine: engine.clone(),
             gateway: gateway.clone(),
             dispatcher: dispatcher.clone(),
@@ -348,7 +348,7 @@ fn spawn_background(
 /// call checked by the access layer against the RPC table and what the
 /// routes declared (inside CORS: a browser's preflight carries no token;
 /// the console takes no CORS), unknown paths answered by
-/// [`crate::http::not_found`].
+/// [`lightning_store_adapters::http::not_found`].
 fn routes(
     engine: &Arc<Engine>,
     dispatcher: &Arc<Dispatcher>,
@@ -393,8 +393,8 @@ fn routes(
             .add_service(reflection().build_v1()?)
             .add_service(reflection().build_v1alpha()?);
     }
-    let http_routes = crate::http::routes();
-    let console = console.map(|context| (crate::console::routes(), context));
+    let http_routes = lightning_store_adapters::http::routes();
+    let console = console.map(|context| (lightning_store_console::routes(), context));
     let mut needs = http_routes.needs().clone();
     if let Some((console_routes, _)) = &console {
         needs.extend(console_routes.needs().clone());
@@ -404,28 +404,32 @@ fn routes(
         .into_axum_router()
         .reset_fallback()
         .route_layer(auth.clone());
-    let context = crate::http::HttpContext {
+    let context = lightning_store_adapters::http::HttpContext {
         engine: engine.clone(),
         trace_ingest,
         max_body_bytes: max_message_bytes,
         gateway,
         metrics: config.metrics.clone(),
     };
-    let mut http = crate::http::router(http_routes, context, auth.clone());
-    if let Some(cors) = crate::http::cors(&config.cors_origins)? {
+    let mut http = lightning_store_adapters::http::router(http_routes, context, auth.clone());
+    if let Some(cors) = lightning_store_adapters::http::cors(&config.cors_origins)? {
         http = http.layer(cors);
     }
     let mut routes = grpc.merge(http);
     if let Some((console_routes, context)) = console {
-        routes = routes.merge(crate::console::router(console_routes, context, auth));
+        routes = routes.merge(lightning_store_console::router(
+            console_routes,
+            context,
+            auth,
+        ));
     }
-    Ok(routes.fallback(crate::http::not_found))
+    Ok(routes.fallback(lightning_store_adapters::http::not_found))
 }
 
 /// The reflection service of what the port serves (v1 and v1alpha).
 fn reflection() -> tonic_reflection::server::Builder<'static> {
     tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(lightning_store_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(opentelemetry_proto::DESCRIPTORS)
         // The OTLP bundle also declares services we do not serve.
@@ -514,7 +518,7 @@ impl MetricsServer {
         let metrics_addr = listener.local_addr()?;
         tracing::info!(%metrics_addr, "serving metrics");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(crate::metrics::serve(
+        let task = tokio::spawn(lightning_store_adapters::metrics::serve(
             listener,
             config.metrics.clone(),
             engine.clone(),
@@ -686,5 +690,36 @@ impl tonic_health::pb::health_server::Health for DrainingHealth {
         Ok(tonic::Response::new(Box::pin(futures::StreamExt::chain(
             stream, last,
         ))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lightning_store_adapters::auth::policy::{RPCS, grpc_need};
+
+    use super::served_methods;
+
+    #[test]
+    fn every_served_rpc_has_one_entry_and_every_entry_is_served() {
+        let served: std::collections::HashSet<String> = served_methods().paths().collect();
+        let listed: std::collections::HashSet<&str> = RPCS.iter().map(|(path, _)| *path).collect();
+        assert_eq!(listed.len(), RPCS.len(), "an RPC is listed twice");
+        for path in &served {
+            assert!(
+                listed.contains(path.as_str()),
+                "{path} has no entry in RPCS"
+            );
+        }
+        for path in &listed {
+            assert!(
+                served.contains(*path),
+                "RPCS lists {path}, which no service serves"
+            );
+        }
+        assert!(served.len() > 30, "{served:?}");
+        assert_eq!(
+            grpc_need("/lightningstore.v1.LightningStoreService/Nope"),
+            None
+        );
     }
 }

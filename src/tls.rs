@@ -25,8 +25,10 @@ use tokio::net::TcpStream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::Connected;
 
-use crate::metrics::Metrics;
-use crate::transport::{Connection, ConnectionInfo, RefusalHandshake, RefusalStream};
+use lightning_store_adapters::metrics::Metrics;
+use lightning_store_adapters::transport::{
+    Connection, ConnectionInfo, RefusalHandshake, RefusalStream,
+};
 
 /// How long a client may take to complete its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

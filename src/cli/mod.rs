@@ -1,9 +1,7 @@
-//! The command line: `serve` runs the server; the other subcommands are a
-//! client for looking inside (and driving) a running store.
+//! The command line: `serve` runs the server and `token` makes access
+//! tokens; the other subcommands, a client for looking inside (and driving) a
+//! running store and the benchmark, come from `lightning-store-cli`.
 
-pub mod bench;
-pub mod client;
-pub mod connection;
 pub mod serve;
 #[cfg(test)]
 mod tests;
@@ -13,6 +11,7 @@ use clap::{Parser, Subcommand};
 
 pub use self::serve::ServeArgs;
 use crate::server;
+pub use lightning_store_cli::{bench, client, connection};
 
 /// lightning-store: the LightningStore of agent-lightning as a gRPC service.
 #[derive(Debug, Parser)]
@@ -38,23 +37,14 @@ pub enum Command {
     Client(client::ClientCommand),
 }
 
-/// Exit code of a failure that is not a call's (a server that cannot start,
-/// bad output, a benchmark that failed).
-const FAILURE_EXIT: u8 = 1;
-/// Exit code of a bad command line (clap's, also for a bad `--server`).
-const USAGE_EXIT: u8 = 2;
-/// A call that failed with gRPC status code `c` exits with `64 + c`, as
-/// grpcurl does (for example 69 for NOT_FOUND); a server that cannot be
-/// reached exits as UNAVAILABLE (78).
-const GRPC_EXIT_BASE: u8 = 64;
-
 /// Returns the process exit code for a command that failed with `error`:
 /// `64 + code` for a failed call, 78 when the server cannot be reached, 2 for
 /// a bad `--server`, 1 otherwise.
 pub fn exit_code(error: &(dyn std::error::Error + 'static)) -> u8 {
-    error
-        .downcast_ref::<client::ClientError>()
-        .map_or(FAILURE_EXIT, client::ClientError::exit_code)
+    error.downcast_ref::<client::ClientError>().map_or(
+        lightning_store_cli::FAILURE_EXIT,
+        client::ClientError::exit_code,
+    )
 }
 
 /// Runs the parsed command line.

@@ -4,9 +4,9 @@
 
 use std::io::Read;
 
-use crate::auth::policy::Role;
-use crate::auth::tokens::file_line;
 use crate::server::ServeError;
+use lightning_store_adapters::auth::policy::Role;
+use lightning_store_adapters::auth::tokens::file_line;
 
 /// Subcommands of `token`.
 #[derive(Debug, clap::Subcommand)]

@@ -14,6 +14,7 @@ mod agl0;
 mod agl1;
 mod agl1_replicas;
 mod agl1_upstream;
+mod architecture;
 mod bench;
 mod cli;
 mod conformance;

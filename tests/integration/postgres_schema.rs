@@ -9,7 +9,7 @@ use sqlx::Connection as _;
 
 /// Text columns that hold user text, only stored or matched: they keep the
 /// database's collation. Every other text column is a key and sorts by
-/// bytes (`COLLATE "C"`, see migrations/postgres/0009_byte_order_keys.sql);
+/// bytes (`COLLATE "C"`, see crates/backends/migrations/postgres/0009_byte_order_keys.sql);
 /// a new table's key columns must too.
 const USER_TEXT: &[&str] = &[
     "agl1_events.data",

@@ -578,9 +578,12 @@ async fn a_database_of_a_newer_version_is_refused() {
     .unwrap();
     conn.close().await.unwrap();
     // Both versions named: the database's migration and what this binary knows.
-    let known = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite"))
-        .unwrap()
-        .count();
+    let known = std::fs::read_dir(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/crates/backends/migrations/sqlite"
+    ))
+    .unwrap()
+    .count();
     assert_refused(
         &path,
         &format!(
@@ -635,7 +638,8 @@ async fn an_older_database_gets_exact_status_counts_on_upgrade() {
     let first = dir.path().join("migrations");
     std::fs::create_dir(&first).unwrap();
     std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/sqlite/0001_init.sql"),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("crates/backends/migrations/sqlite/0001_init.sql"),
         first.join("0001_init.sql"),
     )
     .unwrap();

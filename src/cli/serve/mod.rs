@@ -12,12 +12,12 @@ pub use self::options::{
     Backend, GatewayOptions, LimitOptions, ListenOptions, LogFormat, SecurityOptions, ServeArgs,
     SessionOptions, StorageOptions, TelemetryOptions,
 };
-use crate::auth::Tokens;
-use crate::core::engine::{Engine, EngineConfig};
-use crate::metrics::Metrics;
 use crate::server::{self, ServerConfig};
-use crate::store;
 use crate::tls::{TlsAcceptor, TlsFiles};
+use lightning_store_adapters::auth::Tokens;
+use lightning_store_adapters::metrics::Metrics;
+use lightning_store_backends as store;
+use lightning_store_core::engine::{Engine, EngineConfig};
 
 /// The environment variable holding the API key: one admin token (never a
 /// command-line argument: those are visible to every local user).

@@ -15,15 +15,15 @@ use std::time::Duration;
 use clap::ValueEnum;
 
 use super::duration;
-use crate::core::agl1::gateway::GatewaySettings;
-use crate::core::idempotency::DEFAULT_REQUEST_ID_TTL;
-use crate::core::limits::RequestLimits;
-use crate::core::retention::RetentionPolicy;
-use crate::gateway::GatewayConfig;
-use crate::store::StoreConfig;
-use crate::store::postgres::PostgresOptions;
-use crate::store::sqlite::SqliteOptions;
-use crate::transport::TransportLimits;
+use lightning_store_adapters::gateway::GatewayConfig;
+use lightning_store_adapters::transport::TransportLimits;
+use lightning_store_backends::StoreConfig;
+use lightning_store_backends::postgres::PostgresOptions;
+use lightning_store_backends::sqlite::SqliteOptions;
+use lightning_store_core::agl1::gateway::GatewaySettings;
+use lightning_store_core::idempotency::DEFAULT_REQUEST_ID_TTL;
+use lightning_store_core::limits::RequestLimits;
+use lightning_store_core::retention::RetentionPolicy;
 
 /// Options of `serve`; every option is also an environment variable.
 #[derive(Debug, clap::Args)]

@@ -6,8 +6,8 @@ use std::time::Duration;
 use clap::Parser;
 
 use super::ServeArgs;
-use crate::core::limits::RequestLimits;
-use crate::transport::TransportLimits;
+use lightning_store_adapters::transport::TransportLimits;
+use lightning_store_core::limits::RequestLimits;
 
 /// `serve` parsed alone, as the binary parses it.
 #[derive(Debug, Parser)]

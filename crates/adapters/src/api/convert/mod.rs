@@ -1,0 +1,458 @@
+//! Conversions between protobuf messages and domain types. Every check of
+//! caller input that does not need the store happens here; a failed
+//! conversion is an INVALID_ARGUMENT error and nothing is written.
+
+use std::collections::{BTreeMap, HashMap};
+
+use lightning_store_core::error::{StoreError, StoreResult};
+use lightning_store_core::model::{
+    self as m, AttemptStatus, Json, RolloutMode, RolloutStatus, Timestamp, WorkerStatus,
+};
+use lightning_store_core::model::{MaxAttempts, RetryCondition, Seconds};
+use lightning_store_core::overview::{Failure, MinuteCounts};
+use lightning_store_core::query::{FilterLogic, Page, Paged};
+use lightning_store_proto as pb;
+
+mod spans;
+
+pub use spans::{span_from_proto, span_to_proto};
+
+/// Converts a domain timestamp to protobuf.
+pub fn timestamp_to_proto(t: Timestamp) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: t.0.div_euclid(1_000_000_000),
+        nanos: t.0.rem_euclid(1_000_000_000) as i32,
+    }
+}
+
+/// Converts per-status counts to a map keyed by status name, with every
+/// status of `all` present (zero when absent from `counts`).
+pub fn status_counts<S: Copy + Ord + std::fmt::Display>(
+    all: &[S],
+    counts: &BTreeMap<S, u64>,
+) -> HashMap<String, i64> {
+    all.iter()
+        .map(|status| {
+            let count = counts.get(status).copied().unwrap_or(0);
+            (status.to_string(), i64::try_from(count).unwrap_or(i64::MAX))
+        })
+        .collect()
+}
+
+pub(super) fn opt_time(t: Option<Timestamp>) -> Option<prost_types::Timestamp> {
+    t.map(timestamp_to_proto)
+}
+
+/// Converts a protobuf timestamp to the domain, rejecting invalid ones.
+pub fn timestamp_from_proto(field: &str, t: &prost_types::Timestamp) -> StoreResult<Timestamp> {
+    if !(0..1_000_000_000).contains(&t.nanos) {
+        return Err(StoreError::invalid(format!("{field} has invalid nanos")));
+    }
+    t.seconds
+        .checked_mul(1_000_000_000)
+        .and_then(|s| s.checked_add(i64::from(t.nanos)))
+        .map(Timestamp)
+        .ok_or_else(|| StoreError::invalid(format!("{field} is out of range")))
+}
+
+/// Converts an optional protobuf timestamp to the domain.
+pub fn opt_timestamp_from_proto(
+    field: &str,
+    t: Option<prost_types::Timestamp>,
+) -> StoreResult<Option<Timestamp>> {
+    t.map(|t| timestamp_from_proto(field, &t)).transpose()
+}
+
+/// Converts a protobuf duration to std, rejecting negative ones and nanos
+/// outside the range protobuf defines (±999,999,999).
+pub fn duration_from_proto(
+    field: &str,
+    d: Option<&prost_types::Duration>,
+) -> StoreResult<Option<std::time::Duration>> {
+    let Some(d) = d else { return Ok(None) };
+    if !(-999_999_999..=999_999_999).contains(&d.nanos) {
+        return Err(StoreError::invalid(format!("{field} has invalid nanos")));
+    }
+    std::time::Duration::try_from(*d)
+        .map(Some)
+        .map_err(|_| StoreError::invalid(format!("{field} must be a non-negative duration")))
+}
+
+/// Parses JSON text; an empty string yields `empty`.
+pub fn json_from_text(field: &str, text: &str, empty: Json) -> StoreResult<Json> {
+    if text.is_empty() {
+        return Ok(empty);
+    }
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::invalid(format!("{field} is not valid JSON: {e}")))
+}
+
+/// Renders JSON text.
+pub fn json_to_text(value: &Json) -> String {
+    value.to_string()
+}
+
+/// A domain enum with a protobuf twin: its wire number and back. (A trait of
+/// this crate, since both enums live in other crates.)
+pub trait ProtoEnum: Sized {
+    /// Returns the protobuf number of the value.
+    fn to_proto(self) -> i32;
+    /// Converts the protobuf value, rejecting UNSPECIFIED and unknown numbers.
+    fn from_proto(value: i32) -> StoreResult<Self>;
+}
+
+macro_rules! enum_conversions {
+    ($domain:ident, $proto:path, $field:literal, { $($variant:ident),+ $(,)? }) => {
+        impl ProtoEnum for $domain {
+            fn to_proto(self) -> i32 {
+                (match self { $($domain::$variant => <$proto>::$variant),+ }) as i32
+            }
+
+            fn from_proto(value: i32) -> StoreResult<Self> {
+                match <$proto>::try_from(value) {
+                    $(Ok(<$proto>::$variant) => Ok($domain::$variant),)+
+                    _ => Err(StoreError::invalid(format!(concat!("invalid ", $field, ": {}"), value))),
+                }
+            }
+        }
+    };
+}
+
+enum_conversions!(RolloutStatus, pb::RolloutStatus, "rollout status", {
+    Queuing, Preparing, Running, Failed, Succeeded, Cancelled, Requeuing
+});
+enum_conversions!(AttemptStatus, pb::AttemptStatus, "attempt status", {
+    Preparing, Running, Failed, Succeeded, Unresponsive, Timeout
+});
+enum_conversions!(WorkerStatus, pb::WorkerStatus, "worker status", {
+    Idle, Busy, Unknown, Lost
+});
+
+/// Converts a mode; UNSPECIFIED means none.
+pub fn mode_from_proto(value: i32) -> StoreResult<Option<RolloutMode>> {
+    match pb::RolloutMode::try_from(value) {
+        Ok(pb::RolloutMode::Unspecified) => Ok(None),
+        Ok(pb::RolloutMode::Train) => Ok(Some(RolloutMode::Train)),
+        Ok(pb::RolloutMode::Val) => Ok(Some(RolloutMode::Val)),
+        Ok(pb::RolloutMode::Test) => Ok(Some(RolloutMode::Test)),
+        Err(_) => Err(StoreError::invalid(format!(
+            "invalid rollout mode: {value}"
+        ))),
+    }
+}
+
+fn mode_to_proto(mode: Option<RolloutMode>) -> pb::RolloutMode {
+    match mode {
+        None => pb::RolloutMode::Unspecified,
+        Some(RolloutMode::Train) => pb::RolloutMode::Train,
+        Some(RolloutMode::Val) => pb::RolloutMode::Val,
+        Some(RolloutMode::Test) => pb::RolloutMode::Test,
+    }
+}
+
+/// Converts a filter logic.
+pub fn filter_logic_from_proto(value: i32) -> StoreResult<FilterLogic> {
+    match pb::FilterLogic::try_from(value) {
+        Ok(pb::FilterLogic::Unspecified | pb::FilterLogic::And) => Ok(FilterLogic::And),
+        Ok(pb::FilterLogic::Or) => Ok(FilterLogic::Or),
+        Err(_) => Err(StoreError::invalid(format!(
+            "invalid filter_logic: {value}"
+        ))),
+    }
+}
+
+/// Converts a page request; absent means defaults.
+pub fn page_from_proto(page: Option<&pb::PageRequest>) -> StoreResult<Page> {
+    let Some(page) = page else {
+        return Ok(Page::default());
+    };
+    let descending = match pb::SortOrder::try_from(page.sort_order) {
+        Ok(pb::SortOrder::Unspecified | pb::SortOrder::Asc) => false,
+        Ok(pb::SortOrder::Desc) => true,
+        Err(_) => {
+            return Err(StoreError::invalid(format!(
+                "invalid sort_order: {}",
+                page.sort_order
+            )));
+        }
+    };
+    let limit = match page.limit {
+        None | Some(-1) => None,
+        Some(n) if n >= 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+        Some(n) => {
+            return Err(StoreError::invalid(format!(
+                "limit must be -1 or >= 0, got {n}"
+            )));
+        }
+    };
+    if page.offset < 0 {
+        return Err(StoreError::invalid(format!(
+            "offset must be >= 0, got {}",
+            page.offset
+        )));
+    }
+    Ok(Page {
+        sort_by: (!page.sort_by.is_empty()).then(|| page.sort_by.clone()),
+        descending,
+        limit,
+        offset: usize::try_from(page.offset).unwrap_or(usize::MAX),
+    })
+}
+
+/// Returns (limit, offset, total) of a page for a response.
+pub fn page_bounds<T>(page: &Paged<T>) -> (i64, i64, i64) {
+    let wide = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    (
+        page.limit.map_or(-1, wide),
+        wide(page.offset),
+        wide(page.total),
+    )
+}
+
+/// Converts a rollout configuration by the core's rules of its values
+/// ([`lightning_store_core::model::RolloutConfig`]); absent means the defaults.
+pub fn config_from_proto(config: Option<&pb::RolloutConfig>) -> StoreResult<m::RolloutConfig> {
+    let Some(config) = config else {
+        return Ok(m::RolloutConfig::default());
+    };
+    let seconds = |field: &str, value: Option<f64>| {
+        value
+            .map(|s| Seconds::new(s).map_err(|e| e.in_field(&format!("config.{field}"))))
+            .transpose()
+    };
+    let retry_condition = config
+        .retry_condition
+        .iter()
+        .map(|&s| AttemptStatus::from_proto(s))
+        .collect::<StoreResult<_>>()?;
+    Ok(m::RolloutConfig {
+        timeout_seconds: seconds("timeout_seconds", config.timeout_seconds)?,
+        unresponsive_seconds: seconds("unresponsive_seconds", config.unresponsive_seconds)?,
+        max_attempts: MaxAttempts::parse("config.max_attempts", config.max_attempts.unwrap_or(1))?,
+        retry_condition: RetryCondition::parse("config.retry_condition", retry_condition)?,
+    })
+}
+
+fn config_to_proto(config: &m::RolloutConfig) -> pb::RolloutConfig {
+    pb::RolloutConfig {
+        timeout_seconds: config.timeout_seconds.map(Seconds::get),
+        unresponsive_seconds: config.unresponsive_seconds.map(Seconds::get),
+        max_attempts: Some(i64::from(config.max_attempts.get())),
+        retry_condition: config
+            .retry_condition
+            .statuses()
+            .iter()
+            .map(|&s| s.to_proto())
+            .collect(),
+    }
+}
+
+/// Converts a rollout specification.
+pub fn spec_from_proto(spec: Option<&pb::RolloutSpec>) -> StoreResult<m::RolloutSpec> {
+    let default = pb::RolloutSpec::default();
+    let spec = spec.unwrap_or(&default);
+    Ok(m::RolloutSpec {
+        input: json_from_text("input_json", &spec.input_json, Json::Null)?,
+        mode: mode_from_proto(spec.mode)?,
+        resources_id: spec.resources_id.clone(),
+        config: config_from_proto(spec.config.as_ref())?,
+        metadata: json_from_text(
+            "metadata_json",
+            &spec.metadata_json,
+            Json::Object(Default::default()),
+        )?,
+    })
+}
+
+/// Converts a rollout without its attempt.
+pub fn rollout_to_proto(r: &m::Rollout) -> pb::Rollout {
+    pb::Rollout {
+        rollout_id: r.rollout_id.clone(),
+        input_json: json_to_text(&r.input),
+        start_time: Some(timestamp_to_proto(r.start_time)),
+        end_time: opt_time(r.end_time),
+        mode: mode_to_proto(r.mode) as i32,
+        resources_id: r.resources_id.clone(),
+        status: r.status.to_proto(),
+        config: Some(config_to_proto(&r.config)),
+        metadata_json: json_to_text(&r.metadata),
+        attempt: None,
+    }
+}
+
+/// Converts a rollout with its latest attempt.
+pub fn view_to_proto(view: &m::RolloutView) -> pb::Rollout {
+    pb::Rollout {
+        attempt: view.attempt.as_ref().map(attempt_to_proto),
+        ..rollout_to_proto(&view.rollout)
+    }
+}
+
+/// Converts one minute of rollout activity.
+pub fn minute_to_proto(minute: &MinuteCounts) -> pb::RolloutMinute {
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    pb::RolloutMinute {
+        start: Some(timestamp_to_proto(minute.start)),
+        created: count(minute.created),
+        succeeded: count(minute.succeeded),
+        failed: count(minute.failed),
+        cancelled: count(minute.cancelled),
+    }
+}
+
+/// Converts a failed rollout with why it failed.
+pub fn failure_to_proto(failure: &Failure) -> pb::RolloutFailure {
+    pb::RolloutFailure {
+        rollout: Some(view_to_proto(&failure.rollout)),
+        error_span: failure.error_span.as_deref().map(span_to_proto),
+        agl1_error: failure.agl1_error.clone(),
+    }
+}
+
+/// Converts an attempt.
+pub fn attempt_to_proto(a: &m::Attempt) -> pb::Attempt {
+    pb::Attempt {
+        rollout_id: a.rollout_id.clone(),
+        attempt_id: a.attempt_id.clone(),
+        sequence_id: i64::from(a.sequence_id),
+        start_time: Some(timestamp_to_proto(a.start_time)),
+        end_time: opt_time(a.end_time),
+        status: a.status.to_proto(),
+        worker_id: a.worker_id.clone(),
+        last_heartbeat_time: opt_time(a.last_heartbeat_time),
+        metadata_json: json_to_text(&a.metadata),
+    }
+}
+
+/// Converts a worker.
+pub fn worker_to_proto(w: &m::Worker) -> pb::Worker {
+    pb::Worker {
+        worker_id: w.worker_id.clone(),
+        status: w.status.to_proto(),
+        heartbeat_stats_json: json_to_text(&w.heartbeat_stats),
+        last_heartbeat_time: opt_time(w.last_heartbeat_time),
+        last_dequeue_time: opt_time(w.last_dequeue_time),
+        last_busy_time: opt_time(w.last_busy_time),
+        last_idle_time: opt_time(w.last_idle_time),
+        current_rollout_id: w.current_rollout_id.clone(),
+        current_attempt_id: w.current_attempt_id.clone(),
+    }
+}
+
+/// Converts a resources snapshot.
+pub fn resources_to_proto(r: &m::ResourcesUpdate) -> pb::ResourcesUpdate {
+    pb::ResourcesUpdate {
+        resources_id: r.resources_id.clone(),
+        create_time: Some(timestamp_to_proto(r.create_time)),
+        update_time: Some(timestamp_to_proto(r.update_time)),
+        version: r.version,
+        resources_json: json_to_text(&r.resources),
+    }
+}
+
+/// Parses a resources payload: a JSON object of named resources.
+pub fn resources_from_text(text: &str) -> StoreResult<Json> {
+    let value = json_from_text("resources_json", text, Json::Null)?;
+    if !value.is_object() {
+        return Err(StoreError::invalid(
+            "resources_json must be a JSON object mapping names to resources",
+        ));
+    }
+    Ok(value)
+}
+
+/// Converts a committed event.
+pub fn event_to_proto(event: &lightning_store_core::events::Event) -> pb::Event {
+    use lightning_store_core::events::Change;
+    let mut out = pb::Event {
+        seq: event.seq,
+        time: Some(timestamp_to_proto(event.time)),
+        ..Default::default()
+    };
+    match &event.change {
+        Change::RolloutCreated { rollout_id, status } => {
+            out.kind = pb::EventKind::RolloutCreated as i32;
+            out.rollout_id = rollout_id.clone();
+            out.rollout_status = status.to_proto();
+        }
+        Change::RolloutChanged { rollout_id, status } => {
+            out.kind = pb::EventKind::RolloutChanged as i32;
+            out.rollout_id = rollout_id.clone();
+            out.rollout_status = status.to_proto();
+        }
+        Change::AttemptCreated {
+            rollout_id,
+            attempt_id,
+            sequence_id,
+            worker_id,
+        } => {
+            out.kind = pb::EventKind::AttemptCreated as i32;
+            out.rollout_id = rollout_id.clone();
+            out.attempt_id = attempt_id.clone();
+            out.attempt_sequence_id = i64::from(*sequence_id);
+            out.worker_id = worker_id.clone().unwrap_or_default();
+        }
+        Change::AttemptChanged {
+            rollout_id,
+            attempt_id,
+            status,
+        } => {
+            out.kind = pb::EventKind::AttemptChanged as i32;
+            out.rollout_id = rollout_id.clone();
+            out.attempt_id = attempt_id.clone();
+            out.attempt_status = status.to_proto();
+        }
+        Change::SpansAdded {
+            rollout_id,
+            attempt_id,
+            count,
+        } => {
+            out.kind = pb::EventKind::SpansAdded as i32;
+            out.rollout_id = rollout_id.clone();
+            out.attempt_id = attempt_id.clone();
+            out.span_count = *count as i64;
+        }
+        Change::ResourcesChanged {
+            resources_id,
+            version,
+        } => {
+            out.kind = pb::EventKind::ResourcesChanged as i32;
+            out.resources_id = resources_id.clone();
+            out.resources_version = *version;
+        }
+        Change::WorkerChanged { worker_id, status } => {
+            out.kind = pb::EventKind::WorkerChanged as i32;
+            out.worker_id = worker_id.clone();
+            out.worker_status = status.to_proto();
+        }
+        Change::RolloutDeleted { rollout_id } => {
+            out.kind = pb::EventKind::RolloutDeleted as i32;
+            out.rollout_id = rollout_id.clone();
+        }
+        Change::GatewayChanged { paused, generation } => {
+            out.kind = pb::EventKind::GatewayChanged as i32;
+            out.gateway_paused = *paused;
+            out.gateway_generation = *generation;
+        }
+        Change::ModelsChanged => out.kind = pb::EventKind::ModelsChanged as i32,
+    }
+    out
+}
+
+/// Converts an event kind of a filter.
+pub fn event_kind_from_proto(value: i32) -> StoreResult<lightning_store_core::events::ChangeKind> {
+    use lightning_store_core::events::ChangeKind as K;
+    Ok(match pb::EventKind::try_from(value) {
+        Ok(pb::EventKind::RolloutCreated) => K::RolloutCreated,
+        Ok(pb::EventKind::RolloutChanged) => K::RolloutChanged,
+        Ok(pb::EventKind::AttemptCreated) => K::AttemptCreated,
+        Ok(pb::EventKind::AttemptChanged) => K::AttemptChanged,
+        Ok(pb::EventKind::SpansAdded) => K::SpansAdded,
+        Ok(pb::EventKind::ResourcesChanged) => K::ResourcesChanged,
+        Ok(pb::EventKind::WorkerChanged) => K::WorkerChanged,
+        Ok(pb::EventKind::RolloutDeleted) => K::RolloutDeleted,
+        Ok(pb::EventKind::GatewayChanged) => K::GatewayChanged,
+        Ok(pb::EventKind::ModelsChanged) => K::ModelsChanged,
+        _ => return Err(StoreError::invalid(format!("invalid event kind: {value}"))),
+    })
+}

@@ -1,0 +1,83 @@
+//! The OTLP/gRPC trace receiver
+//! (`opentelemetry.proto.collector.trace.v1.TraceService`): a thin adapter
+//! over [`TraceIngest`], which maps and stores spans as agent-lightning
+//! does. A saturated receiver answers UNAVAILABLE with a `RetryInfo` delay.
+
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceService;
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use tonic::{Request, Response, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+use super::status::status_of;
+use crate::otlp::{RETRY_DELAY, TraceIngest};
+
+/// The OTLP/gRPC trace receiver.
+#[derive(Clone)]
+pub struct OtlpTraceService {
+    ingest: TraceIngest,
+}
+
+impl OtlpTraceService {
+    /// Returns the receiver over `ingest` (shared with OTLP/HTTP).
+    pub fn new(ingest: TraceIngest) -> Self {
+        Self { ingest }
+    }
+}
+
+#[tonic::async_trait]
+impl TraceService for OtlpTraceService {
+    async fn export(
+        &self,
+        request: Request<ExportTraceServiceRequest>,
+    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
+        let Some(admitted) = self.ingest.try_admit() else {
+            let details = ErrorDetails::with_retry_info(Some(RETRY_DELAY));
+            return Err(Status::with_error_details(
+                tonic::Code::Unavailable,
+                "too many exports in flight, retry later",
+                details,
+            ));
+        };
+        let response = admitted
+            .export(request.into_inner())
+            .await
+            .map_err(status_of)?;
+        Ok(Response::new(response))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use lightning_store_backends::memory::MemoryStore;
+    use lightning_store_core::engine::{Engine, EngineConfig};
+
+    #[tokio::test]
+    async fn saturated_receiver_asks_exporters_to_retry_later() {
+        let engine = Arc::new(Engine::new(
+            Arc::new(MemoryStore::new()),
+            EngineConfig::default(),
+        ));
+        let ingest = TraceIngest::new(engine, 1);
+        let service = OtlpTraceService::new(ingest.clone());
+        let held = ingest.try_admit().unwrap();
+        let status = service
+            .export(Request::new(ExportTraceServiceRequest::default()))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        let retry = status.get_details_retry_info().expect("RetryInfo detail");
+        assert_eq!(retry.retry_delay, Some(RETRY_DELAY));
+
+        drop(held);
+        let response = service
+            .export(Request::new(ExportTraceServiceRequest::default()))
+            .await
+            .unwrap();
+        assert_eq!(response.into_inner().partial_success, None);
+    }
+}

@@ -1,0 +1,570 @@
+//! `bench read-model`: the console's reads on a large store. Fills the
+//! store through the batch RPCs with `--rollouts` rollouts (100,000 by
+//! default; modes, resources versions, workers, statuses mixed) and
+//! `--spans` spans over the claimed ones (1,000,000), then times, one call
+//! at a time, each query of the Rollouts page (every filter, sorts, a deep
+//! page) and each aggregate read of the Overview and of a waiting rollout.
+//! A sample is the server's time on the call, from its `Server-Timing`
+//! header (the network's share is left out); the round trip at the client
+//! is reported beside it. Against a server that sends no such header (an
+//! earlier version, for an A/B), the sample is the round trip, and the
+//! report says so.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use serde_json::json;
+use tonic::Status;
+
+use super::driver::{TaskContext, run_tasks};
+use super::payload::{SpanIds, StoreSpan};
+use super::report::{Report, Row, RowSpec};
+use super::stats::{Recorder, status_text};
+use super::target::{Pool, StoreClient, Target};
+use super::{BenchError, BenchResult, Limits, SpanArgs};
+use lightning_store_proto as pb;
+
+/// The W3C header in which the server reports its own time for every
+/// response (docs/queries.md), which the read-model figures are made of.
+const SERVER_TIMING_HEADER: &str = "server-timing";
+
+/// The per-call series that marks samples taken at the client because the
+/// server sent no `Server-Timing`.
+const NO_SERVER_TIMING: &str = "round trip (no Server-Timing)";
+
+/// Workers the fill claims rollouts as (`bench-worker-NN`).
+const WORKERS: usize = 50;
+/// Resources versions the rollouts use (`rs-bench-NN`).
+const VERSIONS: usize = 20;
+/// Rollouts per EnqueueRollouts, DequeueRollouts and UpdateAttempts call.
+const BATCH: usize = 1_000;
+/// Rollouts whose spans go in one AddSpans call.
+const SPAN_BATCH_ROLLOUTS: usize = 200;
+/// AddSpans calls in flight while filling.
+const SPAN_CALLS_IN_FLIGHT: usize = 4;
+/// One claimed rollout in this many fails, with an ERROR span.
+const FAIL_EVERY: usize = 14;
+/// One claimed rollout in this many is left running.
+const RUNNING_EVERY: usize = 33;
+/// One queued rollout in this many is cancelled.
+const CANCEL_EVERY: usize = 50;
+
+/// Arguments of `bench read-model`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReadModelArgs {
+    /// Rollouts to create; nine in ten are claimed, the rest stay queued.
+    #[arg(long, default_value_t = 100_000)]
+    rollouts: usize,
+    /// Spans to add, spread over the claimed rollouts.
+    #[arg(long, default_value_t = 1_000_000)]
+    spans: usize,
+    #[command(flatten)]
+    span: SpanArgs,
+    /// Calls per query (one at a time).
+    #[arg(long, default_value_t = 100)]
+    calls: u64,
+    /// Stops a query's calls after this many seconds.
+    #[arg(long, default_value_t = 30.0)]
+    duration_secs: f64,
+    /// Rollouts per page of the Rollouts page's queries.
+    #[arg(long, default_value_t = 50)]
+    page_size: i64,
+    /// Queries a store filled by an earlier run (`--server` naming a
+    /// durable one) instead of filling it.
+    #[arg(long)]
+    no_fill: bool,
+}
+
+/// One read the console makes.
+#[derive(Debug, Clone)]
+enum Read {
+    Rollouts(Box<pb::QueryRolloutsRequest>),
+    Statistics,
+    Activity,
+    Position(String),
+    Failures(i64),
+}
+
+/// Fills the store (unless told not to), then times every read.
+pub async fn run(target: &mut Target, args: ReadModelArgs, progress: bool) -> BenchResult<Report> {
+    if args.calls == 0 || args.page_size <= 0 {
+        return Err(BenchError::new(
+            "--calls and --page-size must be at least 1",
+        ));
+    }
+    let duration = Duration::try_from_secs_f64(args.duration_secs)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| BenchError::new("--duration-secs must be a number > 0"))?;
+    let span = StoreSpan::new(args.span.span_bytes);
+    let pool = target.pool(SPAN_CALLS_IN_FLIGHT).await?;
+    let fill_secs = if args.no_fill {
+        None
+    } else {
+        let started = Instant::now();
+        fill(&pool, &args, &span).await?;
+        Some(started.elapsed().as_secs_f64())
+    };
+    let mut client = pool.store(0);
+    let statistics = client
+        .get_statistics(pb::GetStatisticsRequest {})
+        .await?
+        .into_inner();
+    let mut report = Report::new(
+        "read-model",
+        json!({
+            "rollouts": statistics.total_rollouts,
+            "spans": statistics.total_spans,
+            "span_bytes": span.encoded_len(),
+            "page_size": args.page_size,
+            "calls": args.calls,
+            "fill_secs": fill_secs,
+        }),
+    );
+    let limits = Limits {
+        count: args.calls,
+        duration,
+    };
+    for (name, read) in reads(&mut client, args.page_size).await? {
+        let label = format!("read-model {name}");
+        let measured = run_tasks(&label, 1, limits, progress, |ctx| {
+            read_task(ctx, pool.store(0), read.clone())
+        })
+        .await?;
+        let latency_of = if measured.recorder.calls.contains_key(NO_SERVER_TIMING) {
+            "the round trip of one call at the client (the server sent no Server-Timing)"
+        } else {
+            "the server's time on one call (Server-Timing); `round trip`: the call at the client"
+        };
+        report.rows.push(Row::new(
+            RowSpec {
+                name,
+                clients: 1,
+                op_unit: "calls",
+                item_unit: Some("items"),
+                latency_of,
+            },
+            &measured,
+        ));
+    }
+    Ok(report)
+}
+
+/// Returns the reads to time, named, with the values they filter on taken
+/// from the filled store.
+async fn reads(client: &mut StoreClient, page_size: i64) -> BenchResult<Vec<(String, Read)>> {
+    let page = |sort_by: &str, descending: bool, offset: i64| {
+        Some(pb::PageRequest {
+            sort_by: sort_by.to_owned(),
+            sort_order: if descending {
+                pb::SortOrder::Desc
+            } else {
+                pb::SortOrder::Asc
+            } as i32,
+            limit: Some(page_size),
+            offset,
+        })
+    };
+    let first = |sort_by: &str, descending: bool, status: Option<pb::RolloutStatus>| {
+        pb::QueryRolloutsRequest {
+            status_in: status.map(|s| vec![s as i32]).unwrap_or_default(),
+            page: Some(pb::PageRequest {
+                sort_by: sort_by.to_owned(),
+                sort_order: if descending {
+                    pb::SortOrder::Desc
+                } else {
+                    pb::SortOrder::Asc
+                } as i32,
+                limit: Some(1),
+                offset: 0,
+            }),
+            ..Default::default()
+        }
+    };
+    let total = client
+        .query_rollouts(pb::QueryRolloutsRequest {
+            page: page("", false, 0).map(|p| pb::PageRequest {
+                limit: Some(0),
+                ..p
+            }),
+            ..Default::default()
+        })
+        .await?
+        .into_inner()
+        .total;
+    let oldest = one(client, first("start_time", false, None)).await?;
+    let newest = one(client, first("start_time", true, None)).await?;
+    let last_queued = one(
+        client,
+        first("start_time", true, Some(pb::RolloutStatus::Queuing)),
+    )
+    .await?;
+    let start = |r: &pb::Rollout| r.start_time.unwrap_or_default();
+    let (from, until) = (start(&oldest), start(&newest));
+    // The middle tenth of the creation times.
+    let nanos = |t: &prost_types::Timestamp| t.seconds as i128 * 1_000_000_000 + t.nanos as i128;
+    let at = |share: f64| {
+        let t = nanos(&from) + ((nanos(&until) - nanos(&from)) as f64 * share) as i128;
+        prost_types::Timestamp {
+            seconds: t.div_euclid(1_000_000_000) as i64,
+            nanos: t.rem_euclid(1_000_000_000) as i32,
+        }
+    };
+    let fragment = newest
+        .rollout_id
+        .get(3..9)
+        .unwrap_or(&newest.rollout_id)
+        .to_owned();
+    let query = |f: &dyn Fn(&mut pb::QueryRolloutsRequest)| {
+        let mut request = pb::QueryRolloutsRequest {
+            page: page("", false, 0),
+            ..Default::default()
+        };
+        f(&mut request);
+        Read::Rollouts(Box::new(request))
+    };
+    use pb::RolloutStatus as S;
+    Ok(vec![
+        ("first page".into(), query(&|_| {})),
+        (
+            "status=failed".into(),
+            query(&|q| q.status_in = vec![S::Failed as i32]),
+        ),
+        (
+            "status=queuing".into(),
+            query(&|q| q.status_in = vec![S::Queuing as i32]),
+        ),
+        (
+            "status=running,preparing".into(),
+            query(&|q| q.status_in = vec![S::Running as i32, S::Preparing as i32]),
+        ),
+        (
+            "mode=val".into(),
+            query(&|q| q.mode_in = vec![pb::RolloutMode::Val as i32]),
+        ),
+        (
+            "id contains".into(),
+            query(&|q| q.rollout_id_contains = Some(fragment.clone())),
+        ),
+        (
+            "start time, middle tenth".into(),
+            query(&|q| {
+                q.start_time_from = Some(at(0.45));
+                q.start_time_until = Some(at(0.55));
+            }),
+        ),
+        ("worker".into(), query(&|q| q.worker_id = Some(worker(7)))),
+        (
+            "resources version".into(),
+            query(&|q| q.resources_id = Some(version(7))),
+        ),
+        (
+            "succeeded+train+version".into(),
+            query(&|q| {
+                q.status_in = vec![S::Succeeded as i32];
+                q.mode_in = vec![pb::RolloutMode::Train as i32];
+                q.resources_id = Some(version(3));
+            }),
+        ),
+        (
+            "sort start_time desc".into(),
+            query(&|q| q.page = page("start_time", true, 0)),
+        ),
+        (
+            "sort status".into(),
+            query(&|q| q.page = page("status", false, 0)),
+        ),
+        (
+            "deep page".into(),
+            query(&|q| q.page = page("", false, (total - page_size).max(0))),
+        ),
+        (
+            "deep page, sort end_time".into(),
+            query(&|q| q.page = page("end_time", true, total / 2)),
+        ),
+        ("GetStatistics".into(), Read::Statistics),
+        ("GetRolloutActivity".into(), Read::Activity),
+        (
+            "GetQueuePosition (last)".into(),
+            Read::Position(last_queued.rollout_id),
+        ),
+        ("ListRecentFailures 10".into(), Read::Failures(10)),
+    ])
+}
+
+/// Returns the one rollout a query answers.
+async fn one(
+    client: &mut StoreClient,
+    request: pb::QueryRolloutsRequest,
+) -> BenchResult<pb::Rollout> {
+    client
+        .query_rollouts(request)
+        .await?
+        .into_inner()
+        .rollouts
+        .into_iter()
+        .next()
+        .ok_or_else(|| BenchError::new("the store holds no rollout to query: fill it first"))
+}
+
+fn worker(k: usize) -> String {
+    format!("bench-worker-{k:02}")
+}
+
+fn version(k: usize) -> String {
+    format!("rs-bench-{k:02}")
+}
+
+async fn read_task(ctx: TaskContext, mut client: StoreClient, read: Read) -> Recorder {
+    let TaskContext {
+        budget,
+        mut recorder,
+        ..
+    } = ctx;
+    while budget.take(1) == 1 {
+        let start = Instant::now();
+        let result = call(&mut client, &read).await;
+        let round_trip = start.elapsed();
+        match result {
+            Ok((Some(server), items)) => {
+                recorder.call("round trip", round_trip, &Ok::<(), Status>(()));
+                recorder.success(server, 1, items);
+            }
+            Ok((None, items)) => {
+                recorder.call(NO_SERVER_TIMING, round_trip, &Ok::<(), Status>(()));
+                recorder.success(round_trip, 1, items);
+            }
+            Err(status) => recorder.failure(status_text(&status)),
+        }
+    }
+    recorder
+}
+
+/// Makes one read; returns the server's time on it (if the server said)
+/// and the items it answered.
+async fn call(client: &mut StoreClient, read: &Read) -> Result<(Option<Duration>, u64), Status> {
+    fn answered<T>(
+        response: tonic::Response<T>,
+        items: impl Fn(&T) -> usize,
+    ) -> Result<(Option<Duration>, u64), Status> {
+        let server = server_time(response.metadata());
+        Ok((server, items(response.get_ref()) as u64))
+    }
+    match read {
+        Read::Rollouts(request) => {
+            answered(client.query_rollouts((**request).clone()).await?, |r| {
+                r.rollouts.len()
+            })
+        }
+        Read::Statistics => answered(
+            client.get_statistics(pb::GetStatisticsRequest {}).await?,
+            |r| r.rollouts_by_status.len(),
+        ),
+        Read::Activity => answered(
+            client
+                .get_rollout_activity(pb::GetRolloutActivityRequest {})
+                .await?,
+            |r| r.minutes.len(),
+        ),
+        Read::Position(rollout_id) => answered(
+            client
+                .get_queue_position(pb::GetQueuePositionRequest {
+                    rollout_id: rollout_id.clone(),
+                })
+                .await?,
+            |r| usize::from(r.queued),
+        ),
+        Read::Failures(limit) => answered(
+            client
+                .list_recent_failures(pb::ListRecentFailuresRequest { limit: *limit })
+                .await?,
+            |r| r.failures.len(),
+        ),
+    }
+}
+
+/// Reads the server's time on a call from its `Server-Timing` header.
+fn server_time(metadata: &tonic::metadata::MetadataMap) -> Option<Duration> {
+    metadata
+        .get(SERVER_TIMING_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("app;dur="))
+        .and_then(|millis| millis.parse::<f64>().ok())
+        .and_then(|millis| Duration::try_from_secs_f64(millis / 1e3).ok())
+}
+
+/// A claimed rollout's attempt, and the worker that claimed it.
+struct Claimed {
+    rollout_id: String,
+    attempt_id: String,
+}
+
+/// Fills the store: resources versions, rollouts (batches), claims by the
+/// workers, spans (batches, a few in flight), completions, cancellations.
+async fn fill(pool: &Pool, args: &ReadModelArgs, span: &StoreSpan) -> BenchResult<()> {
+    let mut client = pool.store(0);
+    for k in 0..VERSIONS {
+        client
+            .update_resources(pb::UpdateResourcesRequest {
+                resources_id: version(k),
+                resources_json: json!({ "prompt": format!("version {k}") }).to_string(),
+            })
+            .await?;
+    }
+    // Modes: 14 in 20 train, 3 val, 2 test, 1 none.
+    let mode = |i: usize| match i % 20 {
+        0..14 => pb::RolloutMode::Train,
+        14..17 => pb::RolloutMode::Val,
+        17..19 => pb::RolloutMode::Test,
+        _ => pb::RolloutMode::Unspecified,
+    };
+    for first in (0..args.rollouts).step_by(BATCH) {
+        let rollouts = (first..args.rollouts.min(first + BATCH))
+            .map(|i| pb::RolloutSpec {
+                input_json: json!({ "task": i }).to_string(),
+                mode: mode(i) as i32,
+                resources_id: Some(version((i / 7) % VERSIONS)),
+                metadata_json: json!({ "bench": "read-model", "i": i }).to_string(),
+                ..Default::default()
+            })
+            .collect();
+        client
+            .enqueue_rollouts(pb::EnqueueRolloutsRequest {
+                rollouts,
+                ids_only: true,
+                ..Default::default()
+            })
+            .await?;
+    }
+    let to_claim = args.rollouts - args.rollouts / 10;
+    let mut claimed: Vec<Claimed> = Vec::with_capacity(to_claim);
+    let mut calls = 0;
+    while claimed.len() < to_claim {
+        let limit = BATCH.min(to_claim - claimed.len());
+        let rollouts = client
+            .dequeue_rollouts(pb::DequeueRolloutsRequest {
+                limit: limit as i64,
+                worker_id: Some(worker(calls % WORKERS)),
+                wait: None,
+            })
+            .await?
+            .into_inner()
+            .rollouts;
+        if rollouts.is_empty() {
+            return Err(BenchError::new("the queue ran empty while claiming"));
+        }
+        calls += 1;
+        for rollout in rollouts {
+            let attempt_id = rollout
+                .attempt
+                .map(|a| a.attempt_id)
+                .ok_or_else(|| BenchError::new("a claimed rollout has no attempt"))?;
+            claimed.push(Claimed {
+                rollout_id: rollout.rollout_id,
+                attempt_id,
+            });
+        }
+    }
+    add_spans(pool, &claimed, args.spans, span).await?;
+    for (chunk, part) in claimed.chunks(BATCH).enumerate() {
+        let updates = part
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| (chunk * BATCH + k) % RUNNING_EVERY != 1)
+            .map(|(k, c)| {
+                let status = if (chunk * BATCH + k).is_multiple_of(FAIL_EVERY) {
+                    pb::AttemptStatus::Failed
+                } else {
+                    pb::AttemptStatus::Succeeded
+                };
+                pb::UpdateAttemptRequest {
+                    rollout_id: c.rollout_id.clone(),
+                    attempt_id: c.attempt_id.clone(),
+                    update_mask: Some(prost_types::FieldMask {
+                        paths: vec!["status".into()],
+                    }),
+                    status: status as i32,
+                    ..Default::default()
+                }
+            })
+            .collect();
+        client
+            .update_attempts(pb::UpdateAttemptsRequest { updates })
+            .await?;
+    }
+    let queued = client
+        .query_rollouts(pb::QueryRolloutsRequest {
+            status_in: vec![pb::RolloutStatus::Queuing as i32],
+            ..Default::default()
+        })
+        .await?
+        .into_inner()
+        .rollouts;
+    for rollout in queued.iter().step_by(CANCEL_EVERY) {
+        client
+            .update_rollout(pb::UpdateRolloutRequest {
+                rollout_id: rollout.rollout_id.clone(),
+                update_mask: Some(prost_types::FieldMask {
+                    paths: vec!["status".into()],
+                }),
+                status: pb::RolloutStatus::Cancelled as i32,
+                ..Default::default()
+            })
+            .await?;
+    }
+    Ok(())
+}
+
+/// Adds `total` spans over the claimed rollouts, evenly, a few AddSpans
+/// calls in flight; a rollout the fill will fail gets an ERROR span last.
+async fn add_spans(
+    pool: &Pool,
+    claimed: &[Claimed],
+    total: usize,
+    span: &StoreSpan,
+) -> BenchResult<()> {
+    if claimed.is_empty() {
+        return Ok(());
+    }
+    let (each, extra) = (total / claimed.len(), total % claimed.len());
+    let calls = claimed
+        .chunks(SPAN_BATCH_ROLLOUTS)
+        .enumerate()
+        .map(|(chunk, part)| {
+            let mut ids = SpanIds::new();
+            let spans: Vec<pb::Span> = part
+                .iter()
+                .enumerate()
+                .flat_map(|(k, c)| {
+                    let i = chunk * SPAN_BATCH_ROLLOUTS + k;
+                    let count = each + usize::from(i < extra);
+                    let mut spans = span.spans(&c.rollout_id, &c.attempt_id, count, &mut ids);
+                    if i.is_multiple_of(FAIL_EVERY)
+                        && let Some(last) = spans.last_mut()
+                    {
+                        last.status = Some(pb::SpanStatus {
+                            code: pb::SpanStatusCode::Error as i32,
+                            description: Some("tool call failed".into()),
+                            ..Default::default()
+                        });
+                    }
+                    spans
+                })
+                .collect();
+            let mut client = pool.store(chunk % SPAN_CALLS_IN_FLIGHT);
+            async move {
+                client
+                    .add_spans(pb::AddSpansRequest {
+                        spans,
+                        ids_only: true,
+                        ..Default::default()
+                    })
+                    .await
+            }
+        });
+    let mut calls = futures::stream::iter(calls).buffer_unordered(SPAN_CALLS_IN_FLIGHT);
+    while let Some(result) = calls.next().await {
+        result?;
+    }
+    Ok(())
+}

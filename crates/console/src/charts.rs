@@ -1,0 +1,278 @@
+//! The geometry of the console's charts: scales computed here, drawn as
+//! SVG by the `chart.html` template (so that their colours come from the
+//! style sheet, follow the light or dark mode, and no `style` attribute
+//! is needed under the Content-Security-Policy). Every bar carries a
+//! `<title>`, which screen readers and tooltips read.
+
+use askama::Template;
+
+use super::format;
+use lightning_store_core::model::Timestamp;
+
+/// Width of a chart's drawing, in SVG units (the SVG scales to its box).
+const WIDTH: f64 = 1000.0;
+/// Height of a chart's drawing.
+const HEIGHT: f64 = 200.0;
+/// Room for the value labels on the left and the time labels below.
+const LEFT: f64 = 44.0;
+const RIGHT: f64 = 8.0;
+const TOP: f64 = 8.0;
+const BOTTOM: f64 = 22.0;
+
+/// One series of a chart: a value per bucket.
+#[derive(Debug, Clone)]
+pub struct Series {
+    pub name: &'static str,
+    /// The style sheet's class of its bars (`ok`, `bad`, `muted`, ...).
+    pub class: &'static str,
+    pub values: Vec<u64>,
+    /// The values count events per bucket, so that their sum means
+    /// something (shown in the legend); a level (a depth) has no sum.
+    pub summed: bool,
+}
+
+/// A bar of a chart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bar {
+    pub x: f64,
+    pub y: f64,
+    pub width: f64,
+    pub height: f64,
+    pub class: &'static str,
+    pub title: String,
+}
+
+/// A value line across the chart with its label.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GridLine {
+    pub y: f64,
+    pub label: String,
+}
+
+/// A time label under the chart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tick {
+    pub x: f64,
+    pub label: String,
+}
+
+/// A series' entry in the legend, with its total over the chart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Legend {
+    pub class: &'static str,
+    pub name: &'static str,
+    pub total: Option<String>,
+}
+
+/// A bar chart over time, series stacked, ready to draw.
+#[derive(Debug, Clone, Template)]
+#[template(path = "chart.html")]
+pub struct Chart {
+    /// What the chart shows, for screen readers (`aria-label`).
+    pub label: String,
+    pub bars: Vec<Bar>,
+    pub grid: Vec<GridLine>,
+    pub ticks: Vec<Tick>,
+    pub legend: Vec<Legend>,
+    pub width: f64,
+    pub height: f64,
+    /// The plot's left, right and bottom edges.
+    pub left: f64,
+    pub right: f64,
+    pub bottom: f64,
+}
+
+/// Returns the smallest "round" number (1, 2 or 5 times a power of ten) at
+/// least `value`, and at least 1.
+fn round_up(value: u64) -> u64 {
+    let mut unit = 1;
+    loop {
+        for step in [1, 2, 5] {
+            if step * unit >= value {
+                return step * unit;
+            }
+        }
+        unit *= 10;
+    }
+}
+
+/// Returns a chart of `series` stacked per bucket, the buckets starting at
+/// `starts` (one bucket per start, oldest first). `unit` names what one
+/// bar counts ("per minute").
+pub fn stacked(label: &str, starts: &[Timestamp], series: &[Series]) -> Chart {
+    let buckets = starts.len().max(1);
+    let totals: Vec<u64> = (0..starts.len())
+        .map(|i| {
+            series
+                .iter()
+                .map(|s| s.values.get(i).copied().unwrap_or(0))
+                .sum()
+        })
+        .collect();
+    let top_value = round_up(totals.iter().copied().max().unwrap_or(0));
+    let plot_width = WIDTH - LEFT - RIGHT;
+    let plot_height = HEIGHT - TOP - BOTTOM;
+    let slot = plot_width / buckets as f64;
+    let bar_width = (slot - 1.0).max(1.0);
+    let scale = plot_height / top_value as f64;
+    let mut bars = Vec::new();
+    for (index, start) in starts.iter().enumerate() {
+        let mut base = HEIGHT - BOTTOM;
+        let parts: Vec<String> = series
+            .iter()
+            .map(|s| format!("{} {}", s.values.get(index).copied().unwrap_or(0), s.name))
+            .collect();
+        let title = format!("{}: {}", format::clock(*start), parts.join(", "));
+        for s in series {
+            let value = s.values.get(index).copied().unwrap_or(0);
+            if value == 0 {
+                continue;
+            }
+            let height = value as f64 * scale;
+            base -= height;
+            bars.push(Bar {
+                x: LEFT + index as f64 * slot,
+                y: base,
+                width: bar_width,
+                height,
+                class: s.class,
+                title: title.clone(),
+            });
+        }
+    }
+    let grid = [0, top_value / 2, top_value]
+        .into_iter()
+        .map(|value| GridLine {
+            y: HEIGHT - BOTTOM - value as f64 * scale,
+            label: format::count(value),
+        })
+        .collect();
+    let ticks = (0..buckets)
+        .step_by((buckets / 4).max(1))
+        .chain(std::iter::once(buckets - 1))
+        .filter_map(|index| {
+            Some(Tick {
+                x: LEFT + index as f64 * slot + bar_width / 2.0,
+                label: format::clock(*starts.get(index)?),
+            })
+        })
+        .collect();
+    let legend = series
+        .iter()
+        .map(|s| Legend {
+            class: s.class,
+            name: s.name,
+            total: s.summed.then(|| format::count(s.values.iter().sum())),
+        })
+        .collect();
+    Chart {
+        label: label.to_owned(),
+        bars,
+        grid,
+        ticks,
+        legend,
+        width: WIDTH,
+        height: HEIGHT,
+        left: LEFT,
+        right: WIDTH - RIGHT,
+        bottom: HEIGHT - BOTTOM,
+    }
+}
+
+/// A bar placed on a time axis from `start` to `end`, in hundredths of the
+/// axis (`x` and `width` in 0..1000), for the waterfall and the attempts
+/// timeline (drawn in SVGs whose view box is 1000 wide).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Span {
+    pub x: f64,
+    pub width: f64,
+}
+
+/// A time axis from `from` to `to`.
+#[derive(Debug, Clone, Copy)]
+pub struct Axis {
+    from: i64,
+    length: f64,
+}
+
+impl Axis {
+    /// Returns the axis from `from` to `to` (at least a microsecond long).
+    pub fn new(from: Timestamp, to: Timestamp) -> Self {
+        Self {
+            from: from.0,
+            length: ((to.0 - from.0) as f64).max(1_000.0),
+        }
+    }
+
+    /// Places `start`..`end` on the axis: at least 0.4 % wide, so that an
+    /// instant stays visible.
+    pub fn place(&self, start: Timestamp, end: Timestamp) -> Span {
+        let x = ((start.0 - self.from) as f64 / self.length * 1000.0).clamp(0.0, 996.0);
+        let width = ((end.0 - start.0) as f64 / self.length * 1000.0)
+            .max(4.0)
+            .min(1000.0 - x);
+        Span { x, width }
+    }
+
+    /// Places an instant on the axis.
+    pub fn at(&self, time: Timestamp) -> f64 {
+        ((time.0 - self.from) as f64 / self.length * 1000.0).clamp(0.0, 1000.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scales_round_up_and_bars_stack() {
+        assert_eq!(round_up(0), 1);
+        assert_eq!(round_up(3), 5);
+        assert_eq!(round_up(11), 20);
+        assert_eq!(round_up(500), 500);
+        let starts: Vec<Timestamp> = (0..4).map(|m| Timestamp(m * 60_000_000_000)).collect();
+        let chart = stacked(
+            "finished per minute",
+            &starts,
+            &[
+                Series {
+                    name: "succeeded",
+                    class: "ok",
+                    values: vec![1, 0, 3, 0],
+                    summed: true,
+                },
+                Series {
+                    name: "failed",
+                    class: "bad",
+                    values: vec![1, 0, 0, 0],
+                    summed: true,
+                },
+            ],
+        );
+        assert_eq!(chart.bars.len(), 3, "zero values draw nothing");
+        let (first, second) = (&chart.bars[0], &chart.bars[1]);
+        assert_eq!(first.x, second.x, "stacked in one slot");
+        assert!((first.y - (second.y + second.height)).abs() < 1e-9);
+        assert_eq!(chart.grid.last().unwrap().label, "5");
+        assert_eq!(chart.legend[0].total.as_deref(), Some("4"));
+        assert!(
+            first.title.contains("1 succeeded, 1 failed"),
+            "{}",
+            first.title
+        );
+        let html = chart.render().unwrap();
+        assert!(
+            html.starts_with("<svg") && html.contains("<title>"),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn an_axis_keeps_instants_visible() {
+        let axis = Axis::new(Timestamp(0), Timestamp(1_000_000));
+        assert_eq!(axis.place(Timestamp(0), Timestamp(500_000)).width, 500.0);
+        let instant = axis.place(Timestamp(999_000), Timestamp(999_000));
+        assert!(instant.width > 0.0 && instant.x + instant.width <= 1000.0);
+        assert_eq!(axis.at(Timestamp(2_000_000)), 1000.0);
+    }
+}

@@ -1,0 +1,216 @@
+//! The web console: pages where people watch and debug training, served
+//! by the binary on the API's port (`/` and under [`PREFIX`]), calling the
+//! same [`Engine`] as the gRPC and HTTP adapters. On by default; `serve
+//! --console false` leaves it out.
+//!
+//! # Shape
+//! * Server-rendered HTML from askama templates (`crates/console/src/templates`,
+//!   compiled in, every value escaped), charts drawn as SVG by templates
+//!   from scales computed in [`charts`], and one small script and style
+//!   sheet of our own ([`assets`], embedded with `include_str!`). No
+//!   front-end build, no CDN, nothing read from disk.
+//! * Every page is a plain URL holding its filters (a GET form), so that it
+//!   can be bookmarked, shared and reloaded, and the back button works.
+//! * Live updates ([`pages::live`]): the page's script opens its own URL as an
+//!   event stream; one hub per server follows the engine's event
+//!   subscription, re-renders each open page at most a few times a second,
+//!   once for every tab that shows it, and pushes the new HTML.
+//! * Access ([`pages::session`]): the API's tokens and roles, checked by the same
+//!   layer ([`lightning_store_adapters::auth`]) against what each route declares where it is
+//!   registered ([`routes`], with [`lightning_store_adapters::http::routes::Routes`] as every
+//!   HTTP route). A browser signs in once with its token, which it then
+//!   holds in an HttpOnly, SameSite=Strict cookie that only the console's
+//!   routes accept (their own layer presents it to the access layer);
+//!   scripts never see it, no URL carries it. Actions (cancel a rollout; pause and resume the gateway)
+//!   are confirmed on a page of their own, posted with a form, checked
+//!   for a same-origin request and a form token, and call the engine as
+//!   the API does.
+//! * A strict Content-Security-Policy on every answer: scripts, styles and
+//!   images from this origin only, no inline script or style.
+
+pub mod assets;
+mod charts;
+mod format;
+mod pages;
+mod rendered;
+mod sampler;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::Request;
+use axum::middleware::{Next, from_fn, from_fn_with_state};
+use axum::response::Response;
+use http::{HeaderValue, header};
+
+use self::pages::live::Hub;
+use self::pages::session;
+use lightning_store_adapters::auth::policy::{Need, Permission};
+use lightning_store_adapters::auth::{AuthLayer, Tokens};
+use lightning_store_adapters::gateway::Gateway;
+use lightning_store_adapters::http::routes::Routes;
+use lightning_store_core::dispatcher::Dispatcher;
+use lightning_store_core::engine::Engine;
+
+/// The prefix of every console path but the Overview's (`/`). It clashes
+/// with no API: agent-lightning 0.x's is `/v1/agl`, 1.x's `/api` and
+/// `/proxy`, OTLP's `/v1/traces`.
+pub const PREFIX: &str = "/console";
+
+/// The Content-Security-Policy of every console answer: nothing from
+/// another origin, no inline script or style, no framing.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; \
+     base-uri 'none'; frame-ancestors 'none'";
+
+/// What the console reads from: the engine, and this server's gateway and
+/// worker sessions.
+pub struct Sources {
+    pub engine: Arc<Engine>,
+    pub gateway: Arc<Gateway>,
+    pub dispatcher: Arc<Dispatcher>,
+    /// The queue's depth sampled over the last hour.
+    pub queue_depth: Arc<sampler::QueueDepth>,
+}
+
+/// Settings of the console.
+pub struct ConsoleConfig {
+    /// The tokens of the port (`None`: open, as the API is).
+    pub tokens: Option<Tokens>,
+    /// Whether the port speaks TLS (the cookie is then `Secure`).
+    pub tls: bool,
+    /// Live pages open at once; more are refused (503) until some close.
+    pub max_streams: usize,
+    /// How long a live page that reads nothing may hold an update before it
+    /// is dropped as too slow.
+    pub stream_timeout: Duration,
+    /// Where live pages are counted.
+    pub metrics: lightning_store_adapters::metrics::Metrics,
+}
+
+/// What every console handler shares.
+#[derive(Clone)]
+pub struct ConsoleContext(Arc<Shared>);
+
+struct Shared {
+    sources: Arc<Sources>,
+    config: ConsoleConfig,
+    hub: Arc<Hub>,
+}
+
+impl ConsoleContext {
+    /// Returns the console over `sources`.
+    pub fn new(sources: Sources, config: ConsoleConfig) -> Self {
+        let sources = Arc::new(sources);
+        let hub = Hub::new(sources.clone(), config.max_streams);
+        Self(Arc::new(Shared {
+            sources,
+            config,
+            hub,
+        }))
+    }
+
+    /// Samples the queue's depth for the Overview until the engine closes
+    /// (one counts read every ten seconds).
+    pub fn sample_queue(&self) -> impl Future<Output = ()> + Send + 'static {
+        let sources = &self.0.sources;
+        sources.queue_depth.clone().run(sources.engine.clone())
+    }
+
+    fn sources(&self) -> &Sources {
+        &self.0.sources
+    }
+
+    fn config(&self) -> &ConsoleConfig {
+        &self.0.config
+    }
+
+    fn hub(&self) -> &Arc<Hub> {
+        &self.0.hub
+    }
+}
+
+/// Returns the console's routes, each with what it needs: its style
+/// sheet, script and sign-in are open, every page needs `read`, cancelling
+/// a rollout `rollouts` and pausing or resuming the gateway `gateway`
+/// (their confirmation pages too, so that a token that may not act is
+/// told so before it confirms).
+pub fn routes() -> Routes<ConsoleContext> {
+    use Permission::{Gateway, Read, Rollouts};
+    const OPEN: Need = Need::Nothing;
+    Routes::new()
+        .get("/", Read, pages::overview)
+        .get("/console/rollouts", Read, pages::rollouts)
+        .get("/console/rollouts/{rollout_id}", Read, pages::rollout)
+        .get(
+            "/console/rollouts/{rollout_id}/download",
+            Read,
+            pages::download,
+        )
+        .get(
+            "/console/rollouts/{rollout_id}/cancel",
+            Rollouts,
+            pages::confirm_cancel,
+        )
+        .post(
+            "/console/rollouts/{rollout_id}/cancel",
+            Rollouts,
+            pages::cancel,
+        )
+        .get("/console/workers", Read, pages::workers)
+        .get("/console/resources", Read, pages::resources)
+        .get("/console/models", Read, pages::models)
+        .get("/console/search", Read, pages::search)
+        .get("/console/gateway/pause", Gateway, pages::confirm_pause)
+        .post("/console/gateway/pause", Gateway, pages::pause)
+        .get("/console/gateway/resume", Gateway, pages::confirm_resume)
+        .post("/console/gateway/resume", Gateway, pages::resume)
+        .get("/console/login", OPEN, session::login_page)
+        .post("/console/login", OPEN, session::login)
+        .post("/console/logout", OPEN, session::logout)
+        .get("/console/assets/{name}", OPEN, assets::serve)
+        .get("/console/{*rest}", Read, pages::not_found)
+}
+
+/// Returns the router that serves the console's `routes`: each request
+/// checked by `auth` (the port's access layer, told of these routes'
+/// declarations), the sign-in cookie presented to it on these routes
+/// only, its refusals answered with console pages, the matched route
+/// recorded for the call layer, and every answer carrying the console's
+/// security headers. The console answers no other origin (no CORS).
+pub fn router(routes: Routes<ConsoleContext>, context: ConsoleContext, auth: AuthLayer) -> Router {
+    let needs = Arc::new(routes.needs().clone());
+    routes
+        .into_router()
+        .route_layer(auth)
+        .route_layer(from_fn(session::present_cookie))
+        .route_layer(from_fn_with_state(needs, session::answer_refusals))
+        .route_layer(from_fn(lightning_store_adapters::http::record_route))
+        .layer(from_fn(security_headers))
+        .with_state(context)
+}
+
+/// Adds the console's security headers to every answer; pages (all but
+/// the assets, which say how to cache them) are never stored by caches.
+async fn security_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers
+        .entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    response
+}

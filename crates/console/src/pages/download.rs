@@ -1,0 +1,131 @@
+//! A rollout as one JSON document, for a bug report or an analysis: the
+//! rollout with its latest attempt, every attempt and every span in
+//! agent-lightning's JSON (as its store API writes them), and for a 1.x
+//! rollout its events as recorded.
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode, header};
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use super::super::ConsoleContext;
+use super::super::rendered::PageError;
+use super::failed;
+use super::session::Viewer;
+use lightning_store_adapters::http::agl0::models::{AttemptJson, RolloutJson};
+use lightning_store_adapters::http::agl0::span_json::SpanJson;
+use lightning_store_core::agl1::events::EventQuery;
+use lightning_store_core::error::StoreError;
+use lightning_store_core::ids::RolloutId;
+use lightning_store_core::query::{AttemptSelector, Page, SpanFilter};
+
+#[derive(Serialize)]
+struct EventJson<'a> {
+    event_type: &'a str,
+    attempt_id: &'a str,
+    timestamp: f64,
+    data: Box<RawValue>,
+}
+
+#[derive(Serialize)]
+struct Download<'a> {
+    rollout: RolloutJson<'a>,
+    attempts: Vec<AttemptJson<'a>>,
+    spans: Vec<SpanJson<'a>>,
+    /// Retention deleted the spans.
+    spans_evicted: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agl1_events: Option<Vec<EventJson<'a>>>,
+}
+
+/// Answers a rollout as a JSON file.
+pub async fn download(
+    State(context): State<ConsoleContext>,
+    Path(rollout_id): Path<String>,
+    viewer: Viewer,
+) -> Response {
+    let rollout_id = match RolloutId::parse("rollout_id", rollout_id) {
+        Ok(rollout_id) => rollout_id,
+        Err(error) => return failed(&error.into(), &viewer),
+    };
+    match document(&context, &rollout_id).await {
+        Ok(body) => {
+            let name: String = rollout_id
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let disposition = format!("attachment; filename=\"rollout-{name}.json\"");
+            let mut response = (
+                StatusCode::OK,
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
+                body,
+            )
+                .into_response();
+            if let Ok(value) = HeaderValue::from_str(&disposition) {
+                response
+                    .headers_mut()
+                    .insert(header::CONTENT_DISPOSITION, value);
+            }
+            response
+        }
+        Err(error) => failed(&error, &viewer),
+    }
+}
+
+async fn document(context: &ConsoleContext, rollout_id: &RolloutId) -> Result<Vec<u8>, PageError> {
+    let engine = &context.sources().engine;
+    let view = engine.get_rollout(rollout_id).await?;
+    let attempts = engine
+        .query_attempts(rollout_id, &Page::default())
+        .await?
+        .items;
+    let filter = SpanFilter {
+        rollout_id: rollout_id.as_str().to_owned(),
+        attempt: AttemptSelector::All,
+        ..SpanFilter::default()
+    };
+    let (spans, spans_evicted) = match engine.query_spans(filter, &Page::default()).await {
+        Ok(found) => (found.items, false),
+        Err(StoreError::FailedPrecondition(_)) => (Vec::new(), true),
+        Err(error) => return Err(error.into()),
+    };
+    let events = match engine.agl1_events(rollout_id, &EventQuery::default()).await {
+        Ok(events) => Some(events),
+        Err(StoreError::NotFound(_)) => None,
+        Err(error) => return Err(error.into()),
+    };
+    let document = Download {
+        rollout: (&view).into(),
+        attempts: attempts.iter().map(Into::into).collect(),
+        spans: spans.iter().map(|span| SpanJson(span)).collect(),
+        spans_evicted,
+        agl1_events: events.as_ref().map(|events| {
+            events
+                .iter()
+                .map(|event| EventJson {
+                    event_type: &event.event_type,
+                    attempt_id: &event.attempt_id,
+                    timestamp: event.timestamp.as_secs_f64(),
+                    data: RawValue::from_string(event.data.clone()).unwrap_or_else(|_| {
+                        RawValue::from_string("null".to_owned()).expect("valid JSON")
+                    }),
+                })
+                .collect()
+        }),
+    };
+    serde_json::to_vec_pretty(&document).map_err(|error| {
+        PageError::Store(StoreError::Internal(format!(
+            "cannot write the rollout as JSON: {error}"
+        )))
+    })
+}

@@ -1,0 +1,289 @@
+//! The Overview: how the training run stands at a glance. Rollouts by
+//! status; the queue (its depth and its oldest rollout's age); rollouts
+//! finished per minute over the last hour; spans recorded per second;
+//! workers and their sessions; agent-lightning 1.x's gateway; the latest
+//! failures with their reason.
+
+use std::collections::BTreeMap;
+
+use askama::Template;
+
+use super::super::Sources;
+use super::super::charts::{self, Series};
+use super::super::format::{self, ShownTime, status_class};
+use super::super::rendered::render_error;
+use super::super::rendered::{PageError, Rendered};
+use super::models::GatewayBox;
+use super::rollout_url;
+use super::session::Actions;
+use lightning_store_core::events::Change;
+use lightning_store_core::model::{RolloutStatus, SessionState, Worker, WorkerStatus};
+use lightning_store_core::overview::Failure;
+use lightning_store_core::query::{Page, WorkerFilter};
+
+/// Failures the Overview lists.
+const FAILURES: usize = 10;
+
+/// Events read to measure the span rate.
+const RATE_EVENTS: usize = 2_048;
+
+/// The window the span rate is measured over.
+const RATE_WINDOW_SECONDS: f64 = 10.0;
+
+/// A status's count, with its share of all rollouts for the bar.
+pub struct StatusCount {
+    pub name: &'static str,
+    pub class: &'static str,
+    pub count: String,
+    /// Share of all rollouts, 0..=100.
+    pub share: f64,
+    pub href: String,
+}
+
+/// The rollout at the queue's head.
+struct OldestQueued {
+    rollout_id: String,
+    href: String,
+    age: String,
+    since: ShownTime,
+}
+
+struct FailureRow {
+    href: String,
+    rollout_id: String,
+    ended: Option<ShownTime>,
+    attempt: String,
+    worker: String,
+    reason: String,
+}
+
+#[derive(Template)]
+#[template(path = "overview.html")]
+struct OverviewPage {
+    total: String,
+    statuses: Vec<StatusCount>,
+    queued: String,
+    oldest_queued: Option<OldestQueued>,
+    finished: String,
+    depth: String,
+    spans_per_second: String,
+    spans: String,
+    workers: Vec<(&'static str, String)>,
+    workers_total: String,
+    open_sessions: usize,
+    slots: (usize, usize),
+    gateway: GatewayBox,
+    failures: Vec<FailureRow>,
+}
+
+/// Renders the Overview.
+pub async fn render(sources: &Sources, actions: Actions) -> Result<Rendered, PageError> {
+    let engine = &sources.engine;
+    let statistics = engine.statistics().await?;
+    let counts = &statistics.counts;
+    let statuses = status_counts(&counts.rollouts_by_status);
+    let oldest_queued = engine.oldest_queued().await?.map(|queued| OldestQueued {
+        href: rollout_url(&queued.rollout_id),
+        rollout_id: queued.rollout_id,
+        age: format::duration(queued.age),
+        since: format::time(queued.since),
+    });
+    let minutes = engine.finished_per_minute().await?;
+    let starts: Vec<_> = minutes.iter().map(|m| m.start).collect();
+    let finished = charts::stacked(
+        "Rollouts created and finished per minute over the last hour",
+        &starts,
+        &[
+            Series {
+                name: "created",
+                class: "wait",
+                values: minutes.iter().map(|m| m.created).collect(),
+                summed: true,
+            },
+            Series {
+                name: "succeeded",
+                class: "ok",
+                values: minutes.iter().map(|m| m.succeeded).collect(),
+                summed: true,
+            },
+            Series {
+                name: "failed",
+                class: "bad",
+                values: minutes.iter().map(|m| m.failed).collect(),
+                summed: true,
+            },
+            Series {
+                name: "cancelled",
+                class: "muted",
+                values: minutes.iter().map(|m| m.cancelled).collect(),
+                summed: true,
+            },
+        ],
+    )
+    .render()
+    .map_err(render_error)?;
+    let depth = charts::stacked(
+        "Rollouts waiting in the queue at the end of each minute over the last hour",
+        &starts,
+        &[Series {
+            name: "waiting",
+            class: "wait",
+            values: sources.queue_depth.at(&starts),
+            summed: false,
+        }],
+    )
+    .render()
+    .map_err(render_error)?;
+    let spans_per_second = span_rate(sources).await?;
+    let workers = engine
+        .query_workers(&WorkerFilter::default(), &Page::default())
+        .await?
+        .items;
+    let (open_sessions, slots) = sessions(sources, &workers).await?;
+    let failures = engine
+        .latest_failures(FAILURES)
+        .await?
+        .into_iter()
+        .map(failure_row)
+        .collect();
+    let gateway = GatewayBox::read(sources, actions).await?;
+    let page = OverviewPage {
+        total: format::count(counts.rollouts),
+        statuses,
+        queued: format::count(counts.queued),
+        oldest_queued,
+        finished,
+        depth,
+        spans_per_second,
+        spans: format::count(counts.spans),
+        workers: worker_counts(&workers),
+        workers_total: format::count(workers.len() as u64),
+        open_sessions,
+        slots,
+        gateway,
+        failures,
+    };
+    Ok(Rendered {
+        title: "Overview".to_owned(),
+        html: page.render().map_err(render_error)?,
+        ..Rendered::default()
+    })
+}
+
+/// Returns every status with its count, in lifecycle order.
+pub fn status_counts(by_status: &BTreeMap<RolloutStatus, u64>) -> Vec<StatusCount> {
+    let total: u64 = by_status.values().sum();
+    [
+        RolloutStatus::Queuing,
+        RolloutStatus::Requeuing,
+        RolloutStatus::Preparing,
+        RolloutStatus::Running,
+        RolloutStatus::Succeeded,
+        RolloutStatus::Failed,
+        RolloutStatus::Cancelled,
+    ]
+    .into_iter()
+    .map(|status| {
+        let count = by_status.get(&status).copied().unwrap_or(0);
+        StatusCount {
+            name: status.as_str(),
+            class: status_class(status),
+            count: format::count(count),
+            share: if total == 0 {
+                0.0
+            } else {
+                count as f64 * 100.0 / total as f64
+            },
+            href: format!("/console/rollouts?status={}", status.as_str()),
+        }
+    })
+    .collect()
+}
+
+/// Spans recorded per second over the last seconds, from the events'
+/// history (on every server, whoever recorded them).
+async fn span_rate(sources: &Sources) -> Result<String, PageError> {
+    let page = sources.engine.recent_events(RATE_EVENTS).await?;
+    let now = sources.engine.now();
+    let since = now.plus_seconds(-RATE_WINDOW_SECONDS);
+    let mut spans = 0;
+    for event in page.events.iter().filter(|event| event.time >= since) {
+        if let Change::SpansAdded { count, .. } = event.change {
+            spans += count;
+        }
+    }
+    // A full page may not reach back over the whole window.
+    let oldest = page.events.first().map(|event| event.time);
+    let window = match oldest {
+        Some(oldest) if page.events.len() == RATE_EVENTS && oldest > since => {
+            format::between(oldest, now).as_secs_f64().max(0.001)
+        }
+        _ => RATE_WINDOW_SECONDS,
+    };
+    Ok(format::rate(spans as f64 / window))
+}
+
+/// Returns the worker sessions open in the store and this server's slots
+/// (used, total).
+async fn sessions(
+    sources: &Sources,
+    workers: &[Worker],
+) -> Result<(usize, (usize, usize)), PageError> {
+    let limit = sources.engine.limits().max_ids_per_list;
+    let mut open = 0;
+    for chunk in workers.chunks(limit.max(1)) {
+        let ids: Vec<&str> = chunk.iter().map(|w| w.worker_id.as_str()).collect();
+        open += sources
+            .engine
+            .worker_sessions(&ids)
+            .await?
+            .iter()
+            .filter(|session| session.state == SessionState::Open)
+            .count();
+    }
+    let here = sources.dispatcher.snapshot();
+    let used = here.iter().map(|s| s.held.len()).sum();
+    let total = here.iter().map(|s| s.slots).sum();
+    Ok((open, (used, total)))
+}
+
+fn worker_counts(workers: &[Worker]) -> Vec<(&'static str, String)> {
+    [
+        WorkerStatus::Busy,
+        WorkerStatus::Idle,
+        WorkerStatus::Unknown,
+        WorkerStatus::Lost,
+    ]
+    .into_iter()
+    .map(|status| {
+        let count = workers.iter().filter(|w| w.status == status).count();
+        (status.as_str(), format::count(count as u64))
+    })
+    .collect()
+}
+
+fn failure_row(failure: Failure) -> FailureRow {
+    let rollout = &failure.rollout.rollout;
+    let attempt = failure.rollout.attempt.as_ref();
+    let reason = failure
+        .agl1_error
+        .clone()
+        .or_else(|| {
+            failure.error_span.as_ref().map(|span| {
+                let description = span.status.description.as_deref().unwrap_or("error");
+                format!("span {}: {description}", span.name)
+            })
+        })
+        .or_else(|| attempt.map(|a| format!("attempt {}", a.status)))
+        .unwrap_or_else(|| "failed before any attempt".to_owned());
+    FailureRow {
+        href: rollout_url(&rollout.rollout_id),
+        rollout_id: rollout.rollout_id.clone(),
+        ended: rollout.end_time.map(format::time),
+        attempt: attempt.map_or_else(|| "none".to_owned(), |a| a.status.to_string()),
+        worker: attempt
+            .and_then(|a| a.worker_id.clone())
+            .unwrap_or_default(),
+        reason: format::cut(reason),
+    }
+}

@@ -1,0 +1,216 @@
+//! The Resources page: the resources versions (what training publishes:
+//! prompts, model endpoints, weights' locations), one shown whole, and the
+//! difference between two, line by line.
+
+use askama::Template;
+use similar::{ChangeTag, TextDiff};
+
+use super::super::Sources;
+use super::super::format::{self, ShownTime};
+use super::super::rendered::render_error;
+use super::super::rendered::{PageError, Rendered};
+use super::{query_get, query_pairs, query_value};
+use lightning_store_core::error::StoreResult;
+use lightning_store_core::ids::ResourcesId;
+use lightning_store_core::model::ResourcesUpdate;
+use lightning_store_core::query::{Page, ResourcesFilter};
+
+/// Versions listed.
+const LISTED: usize = 50;
+
+/// What the Resources page shows, as its URL says.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct ResourcesQuery {
+    /// The version shown (default: the latest).
+    pub a: Option<ResourcesId>,
+    /// The version it is compared with.
+    pub b: Option<ResourcesId>,
+}
+
+impl ResourcesQuery {
+    /// Parses the page's query string, its ids by the core's rule.
+    pub fn parse(query: &str) -> StoreResult<Self> {
+        let pairs = query_pairs(query);
+        let id = |name| {
+            query_get(&pairs, name)
+                .map(|id| ResourcesId::parse(name, id))
+                .transpose()
+        };
+        Ok(Self {
+            a: id("a")?,
+            b: id("b")?,
+        })
+    }
+}
+
+struct Row {
+    resources_id: String,
+    version: i64,
+    created: ShownTime,
+    updated: ShownTime,
+    names: String,
+    show: String,
+    compare: Option<String>,
+    shown: bool,
+}
+
+/// One line of a difference.
+struct Line {
+    /// `add`, `del` or `same`.
+    class: &'static str,
+    sign: &'static str,
+    text: String,
+}
+
+struct Shown {
+    resources_id: String,
+    version: i64,
+    json: String,
+}
+
+#[derive(Template)]
+#[template(path = "resources.html")]
+struct ResourcesPage {
+    rows: Vec<Row>,
+    total: String,
+    shown: Option<Shown>,
+    compared: Option<Shown>,
+    diff: Vec<Line>,
+    changes: usize,
+}
+
+/// Renders the Resources page.
+pub async fn render(sources: &Sources, query: &ResourcesQuery) -> Result<Rendered, PageError> {
+    let engine = &sources.engine;
+    let page = Page {
+        sort_by: Some("create_time".to_owned()),
+        descending: true,
+        limit: Some(LISTED),
+        offset: 0,
+    };
+    let listed = engine
+        .query_resources(&ResourcesFilter::default(), &page)
+        .await?;
+    let a = match &query.a {
+        Some(id) => Some(engine.get_resources(id).await?),
+        None => engine.latest_resources().await?,
+    };
+    let b = match &query.b {
+        Some(id) => Some(engine.get_resources(id).await?),
+        None => None,
+    };
+    let shown_id = a.as_ref().map(|a| a.resources_id.clone());
+    let rows = listed
+        .items
+        .iter()
+        .map(|update| Row {
+            resources_id: update.resources_id.clone(),
+            version: update.version,
+            created: format::time(update.create_time),
+            updated: format::time(update.update_time),
+            names: names(update),
+            show: format!("/console/resources?a={}", query_value(&update.resources_id)),
+            compare: shown_id
+                .as_ref()
+                .filter(|shown| **shown != update.resources_id)
+                .map(|shown| {
+                    format!(
+                        "/console/resources?a={}&b={}",
+                        query_value(shown),
+                        query_value(&update.resources_id)
+                    )
+                }),
+            shown: shown_id.as_ref() == Some(&update.resources_id),
+        })
+        .collect();
+    let (diff, changes) = match (&a, &b) {
+        (Some(a), Some(b)) => difference(&b.resources, &a.resources),
+        _ => (Vec::new(), 0),
+    };
+    let html = ResourcesPage {
+        rows,
+        total: format::count(listed.total as u64),
+        shown: a.as_ref().map(shown),
+        compared: b.as_ref().map(shown),
+        diff,
+        changes,
+    }
+    .render()
+    .map_err(render_error)?;
+    Ok(Rendered {
+        title: "Resources".to_owned(),
+        html,
+        ..Rendered::default()
+    })
+}
+
+fn shown(update: &ResourcesUpdate) -> Shown {
+    Shown {
+        resources_id: update.resources_id.clone(),
+        version: update.version,
+        json: pretty(&update.resources),
+    }
+}
+
+fn pretty(value: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default()
+}
+
+/// The resource names of a version.
+fn names(update: &ResourcesUpdate) -> String {
+    match update.resources.as_object() {
+        Some(object) => object.keys().cloned().collect::<Vec<_>>().join(", "),
+        None => String::new(),
+    }
+}
+
+/// Returns the lines from `old` to `new` (pretty JSON), with the number of
+/// changed lines.
+fn difference(old: &serde_json::Value, new: &serde_json::Value) -> (Vec<Line>, usize) {
+    let (old, new) = (pretty(old), pretty(new));
+    let diff = TextDiff::from_lines(&old, &new);
+    let mut changes = 0;
+    let lines = diff
+        .iter_all_changes()
+        .map(|change| {
+            let (class, sign) = match change.tag() {
+                ChangeTag::Insert => ("add", "+"),
+                ChangeTag::Delete => ("del", "-"),
+                ChangeTag::Equal => ("same", " "),
+            };
+            if change.tag() != ChangeTag::Equal {
+                changes += 1;
+            }
+            Line {
+                class,
+                sign,
+                text: format::cut(change.value().trim_end_matches('\n').to_owned()),
+            }
+        })
+        .collect();
+    (lines, changes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn differences_are_line_by_line() {
+        let (lines, changes) = difference(
+            &json!({"prompt": "a", "llm": {"model": "m1"}}),
+            &json!({"prompt": "a", "llm": {"model": "m2"}}),
+        );
+        assert_eq!(changes, 2);
+        let changed: Vec<(&str, &str)> = lines
+            .iter()
+            .filter(|l| l.class != "same")
+            .map(|l| (l.sign, l.text.trim()))
+            .collect();
+        assert_eq!(
+            changed,
+            [("-", "\"model\": \"m1\""), ("+", "\"model\": \"m2\"")]
+        );
+    }
+}

@@ -1,0 +1,329 @@
+//! The Rollouts page: the store's rollouts filtered, sorted and paged by
+//! the server, every choice in the URL (a GET form), so that a page can be
+//! bookmarked and shared.
+
+use askama::Template;
+
+use super::super::Sources;
+use super::super::format::status_class;
+use super::super::format::{self, ShownTime};
+use super::super::rendered::render_error;
+use super::super::rendered::{PageError, Rendered};
+use super::{query_get, query_pairs, query_value, rollout_url};
+use lightning_store_core::model::{RolloutMode, RolloutStatus, RolloutView};
+use lightning_store_core::query::{Page, RolloutFilter, TimeRange};
+
+/// Rollouts on one page.
+const PER_PAGE: usize = 50;
+
+/// The fields the page sorts by, with their column names.
+const SORTS: [(&str, &str); 4] = [
+    ("start_time", "Created"),
+    ("end_time", "Ended"),
+    ("status", "Status"),
+    ("rollout_id", "Rollout"),
+];
+
+/// What the Rollouts page shows, as its URL says.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct RolloutsQuery {
+    pub statuses: Vec<RolloutStatus>,
+    /// Modes; `None` stands for "no mode".
+    pub modes: Vec<Option<RolloutMode>>,
+    /// A part of the rollout id.
+    pub id_contains: Option<String>,
+    /// Rollouts with an attempt on this worker.
+    pub worker: Option<String>,
+    /// Rollouts of this resources id.
+    pub resources: Option<String>,
+    /// Created at or after (an `<input type="datetime-local">` value, UTC).
+    pub from: Option<String>,
+    /// Created before.
+    pub until: Option<String>,
+    /// The sort field (one of [`SORTS`]) and whether it descends.
+    pub sort: (String, bool),
+    /// The page, from 1.
+    pub page: usize,
+}
+
+impl RolloutsQuery {
+    /// Parses the page's query string; unknown names are ignored, bad
+    /// values refused with a message for the page.
+    pub fn parse(query: &str) -> Result<Self, String> {
+        let pairs = query_pairs(query);
+        let mut parsed = RolloutsQuery {
+            sort: ("start_time".to_owned(), true),
+            page: 1,
+            ..RolloutsQuery::default()
+        };
+        for (name, value) in &pairs {
+            match name.as_str() {
+                "status" => parsed.statuses.push(
+                    RolloutStatus::parse(value)
+                        .ok_or_else(|| format!("unknown rollout status {value:?}"))?,
+                ),
+                "mode" if value == "none" => parsed.modes.push(None),
+                "mode" => parsed.modes.push(Some(
+                    RolloutMode::parse(value).ok_or_else(|| format!("unknown mode {value:?}"))?,
+                )),
+                _ => {}
+            }
+        }
+        parsed.statuses.sort();
+        parsed.statuses.dedup();
+        parsed.modes.sort();
+        parsed.modes.dedup();
+        parsed.id_contains = query_get(&pairs, "q").map(str::to_owned);
+        parsed.worker = query_get(&pairs, "worker").map(str::to_owned);
+        parsed.resources = query_get(&pairs, "resources").map(str::to_owned);
+        for (field, value) in [("from", &mut parsed.from), ("until", &mut parsed.until)] {
+            if let Some(text) = query_get(&pairs, field) {
+                format::parse_local_time(text)
+                    .ok_or_else(|| format!("{field}: {text:?} is not a date and time"))?;
+                *value = Some(text.to_owned());
+            }
+        }
+        if let Some(sort) = query_get(&pairs, "sort") {
+            let (field, descending) = match sort.strip_prefix('-') {
+                Some(field) => (field, true),
+                None => (sort, false),
+            };
+            if !SORTS.iter().any(|(name, _)| *name == field) {
+                return Err(format!("cannot sort by {field:?}"));
+            }
+            parsed.sort = (field.to_owned(), descending);
+        }
+        if let Some(page) = query_get(&pairs, "page") {
+            parsed.page = page
+                .parse::<usize>()
+                .ok()
+                .filter(|page| *page >= 1)
+                .ok_or_else(|| format!("page {page:?} is not a page number"))?;
+        }
+        Ok(parsed)
+    }
+
+    /// Returns the page's URL with the sort or the page changed.
+    fn url(&self, sort: Option<(&str, bool)>, page: Option<usize>) -> String {
+        let mut parts = Vec::new();
+        for status in &self.statuses {
+            parts.push(format!("status={status}"));
+        }
+        for mode in &self.modes {
+            parts.push(format!("mode={}", mode.map_or("none", RolloutMode::as_str)));
+        }
+        for (name, value) in [
+            ("q", &self.id_contains),
+            ("worker", &self.worker),
+            ("resources", &self.resources),
+            ("from", &self.from),
+            ("until", &self.until),
+        ] {
+            if let Some(value) = value {
+                parts.push(format!("{name}={}", query_value(value)));
+            }
+        }
+        let (field, descending) = sort.unwrap_or((&self.sort.0, self.sort.1));
+        parts.push(format!("sort={}{field}", if descending { "-" } else { "" }));
+        let page = page.unwrap_or(self.page);
+        if page > 1 {
+            parts.push(format!("page={page}"));
+        }
+        format!("/console/rollouts?{}", parts.join("&"))
+    }
+
+    fn filter(&self) -> RolloutFilter {
+        let time = |text: &Option<String>| text.as_deref().and_then(format::parse_local_time);
+        RolloutFilter {
+            status_in: (!self.statuses.is_empty()).then(|| self.statuses.clone()),
+            rollout_id_contains: self.id_contains.clone(),
+            mode_in: (!self.modes.is_empty()).then(|| self.modes.clone()),
+            start_time: TimeRange {
+                from: time(&self.from),
+                until: time(&self.until),
+            },
+            worker_id: self.worker.clone(),
+            resources_id: self.resources.clone(),
+            ..RolloutFilter::default()
+        }
+    }
+}
+
+struct Row {
+    href: String,
+    rollout_id: String,
+    status: RolloutStatus,
+    class: &'static str,
+    mode: String,
+    created: ShownTime,
+    ended: Option<ShownTime>,
+    duration: String,
+    attempt: String,
+    worker: String,
+    resources: String,
+}
+
+struct Column {
+    label: &'static str,
+    href: String,
+    /// `ascending`, `descending` or `none`, for `aria-sort`.
+    sorted: &'static str,
+}
+
+struct Choice {
+    value: &'static str,
+    checked: bool,
+}
+
+#[derive(Template)]
+#[template(path = "rollouts_filters.html")]
+struct Filters<'a> {
+    query: &'a RolloutsQuery,
+    statuses: Vec<Choice>,
+    modes: Vec<Choice>,
+}
+
+#[derive(Template)]
+#[template(path = "rollouts.html")]
+struct RolloutsPage {
+    columns: Vec<Column>,
+    rows: Vec<Row>,
+    total: String,
+    first: usize,
+    last: usize,
+    previous: Option<String>,
+    next: Option<String>,
+}
+
+/// Renders the Rollouts page.
+pub async fn render(sources: &Sources, query: &RolloutsQuery) -> Result<Rendered, PageError> {
+    let page = Page {
+        sort_by: Some(query.sort.0.clone()),
+        descending: query.sort.1,
+        limit: Some(PER_PAGE),
+        offset: (query.page - 1) * PER_PAGE,
+    };
+    let found = sources
+        .engine
+        .query_rollouts(&query.filter(), &page)
+        .await?;
+    let now = sources.engine.now();
+    let rows: Vec<Row> = found.items.iter().map(|view| row(view, now)).collect();
+    let first = page.offset + 1;
+    let last = page.offset + rows.len();
+    let columns = SORTS
+        .iter()
+        .map(|(field, label)| {
+            let current = query.sort.0 == *field;
+            // A click on the sorted column reverses it; another sorts it descending.
+            let descending = !(current && query.sort.1);
+            Column {
+                label,
+                href: query.url(Some((field, descending)), Some(1)),
+                sorted: match (current, query.sort.1) {
+                    (false, _) => "none",
+                    (true, true) => "descending",
+                    (true, false) => "ascending",
+                },
+            }
+        })
+        .collect();
+    let fixed = Filters {
+        query,
+        statuses: RolloutStatus::ALL
+            .iter()
+            .map(|status| Choice {
+                value: status.as_str(),
+                checked: query.statuses.contains(status),
+            })
+            .collect(),
+        modes: [
+            ("train", Some(RolloutMode::Train)),
+            ("val", Some(RolloutMode::Val)),
+            ("test", Some(RolloutMode::Test)),
+            ("none", None),
+        ]
+        .into_iter()
+        .map(|(value, mode)| Choice {
+            value,
+            checked: query.modes.contains(&mode),
+        })
+        .collect(),
+    }
+    .render()
+    .map_err(render_error)?;
+    let html = RolloutsPage {
+        columns,
+        total: format::count(found.total as u64),
+        first,
+        last,
+        previous: (query.page > 1).then(|| query.url(None, Some(query.page - 1))),
+        next: (last < found.total).then(|| query.url(None, Some(query.page + 1))),
+        rows,
+    }
+    .render()
+    .map_err(render_error)?;
+    Ok(Rendered {
+        title: "Rollouts".to_owned(),
+        fixed,
+        html,
+        waiting: false,
+    })
+}
+
+fn row(view: &RolloutView, now: lightning_store_core::model::Timestamp) -> Row {
+    let rollout = &view.rollout;
+    let attempt = view.attempt.as_ref();
+    Row {
+        href: rollout_url(&rollout.rollout_id),
+        rollout_id: rollout.rollout_id.clone(),
+        status: rollout.status,
+        class: status_class(rollout.status),
+        mode: rollout.mode.map_or_else(String::new, |m| m.to_string()),
+        created: format::time(rollout.start_time),
+        ended: rollout.end_time.map(format::time),
+        duration: format::duration(format::between(
+            rollout.start_time,
+            rollout.end_time.unwrap_or(now),
+        )),
+        attempt: attempt.map_or_else(String::new, |a| format!("#{} {}", a.sequence_id, a.status)),
+        worker: attempt
+            .and_then(|a| a.worker_id.clone())
+            .unwrap_or_default(),
+        resources: rollout.resources_id.clone().unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_url_holds_every_filter_and_round_trips() {
+        let query = RolloutsQuery::parse(
+            "status=running&status=queuing&mode=train&mode=none&q=a%26b&worker=w%201\
+             &from=2026-11-28T10:00&sort=end_time&page=3&live_after=9",
+        )
+        .unwrap();
+        assert_eq!(
+            query.statuses,
+            [RolloutStatus::Queuing, RolloutStatus::Running]
+        );
+        assert_eq!(query.modes, [None, Some(RolloutMode::Train)]);
+        assert_eq!(query.id_contains.as_deref(), Some("a&b"));
+        assert_eq!(query.sort, ("end_time".to_owned(), false));
+        assert_eq!(query.page, 3);
+        let again = RolloutsQuery::parse(query.url(None, None).split_once('?').unwrap().1).unwrap();
+        assert_eq!(again, query);
+        assert!(RolloutsQuery::parse("status=done").is_err());
+        assert!(RolloutsQuery::parse("sort=input").is_err());
+        assert!(RolloutsQuery::parse("page=0").is_err());
+        assert!(RolloutsQuery::parse("from=tomorrow").is_err());
+        let default = RolloutsQuery::parse("").unwrap();
+        assert_eq!(
+            default.sort,
+            ("start_time".to_owned(), true),
+            "newest first"
+        );
+    }
+}

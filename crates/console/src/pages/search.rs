@@ -1,0 +1,107 @@
+//! The search box: any rollout, attempt, worker, resources or trace id
+//! leads to its page (several matches are listed; none says so, with the
+//! rollouts whose id contains the text).
+
+use askama::Template;
+use axum::extract::State;
+use axum::response::Response;
+use http::{StatusCode, Uri};
+
+use super::super::ConsoleContext;
+use super::session::{Viewer, see_other};
+use super::{Layout, Nav, query_get, query_pairs, query_value, rollout_url};
+use lightning_store_core::error::StoreResult;
+use lightning_store_core::overview::Found;
+
+/// What an id names.
+struct Match {
+    what: String,
+    href: String,
+}
+
+#[derive(Template)]
+#[template(path = "search.html")]
+struct SearchPage<'a> {
+    text: &'a str,
+    matches: Vec<Match>,
+    contains: String,
+}
+
+/// Answers the search box.
+pub async fn search(State(context): State<ConsoleContext>, viewer: Viewer, uri: Uri) -> Response {
+    let pairs = query_pairs(uri.query().unwrap_or(""));
+    let Some(text) = query_get(&pairs, "q") else {
+        return see_other("/console/rollouts");
+    };
+    let matches = match find(&context, text).await {
+        Ok(matches) => matches,
+        // Not an id at all (control characters, too long): nothing has it.
+        Err(lightning_store_core::error::StoreError::InvalidArgument(_)) => Vec::new(),
+        Err(error) => return super::failed(&error.into(), &viewer),
+    };
+    if let [only] = matches.as_slice() {
+        return see_other(&only.href);
+    }
+    let status = if matches.is_empty() {
+        StatusCode::NOT_FOUND
+    } else {
+        StatusCode::OK
+    };
+    let page = SearchPage {
+        text,
+        contains: format!("/console/rollouts?q={}", query_value(text)),
+        matches,
+    };
+    match page.render() {
+        Ok(main) => Layout::page("Search", &main, Nav::None, &viewer)
+            .searched(text)
+            .answer(status),
+        Err(error) => super::failed(&super::super::rendered::render_error(error), &viewer),
+    }
+}
+
+/// Returns what `text` names exactly (the engine's [`Engine::find_id`]).
+///
+/// [`Engine::find_id`]: lightning_store_core::engine::Engine::find_id
+async fn find(context: &ConsoleContext, text: &str) -> StoreResult<Vec<Match>> {
+    let found = context.sources().engine.find_id(text).await?;
+    Ok(found
+        .into_iter()
+        .map(|found| match found {
+            Found::Rollout(rollout_id) => Match {
+                what: "rollout".to_owned(),
+                href: rollout_url(&rollout_id),
+            },
+            Found::Attempt {
+                rollout_id,
+                attempt_id,
+            } => Match {
+                what: format!("attempt of rollout {rollout_id}"),
+                href: format!(
+                    "{}#attempt-{}",
+                    rollout_url(&rollout_id),
+                    hex::encode(&attempt_id)
+                ),
+            },
+            Found::Worker(worker_id) => Match {
+                what: "worker".to_owned(),
+                href: format!("/console/workers?q={}", query_value(&worker_id)),
+            },
+            Found::Resources(resources_id) => Match {
+                what: "resources version".to_owned(),
+                href: format!("/console/resources?a={}", query_value(&resources_id)),
+            },
+            Found::Trace {
+                rollout_id,
+                attempt_id,
+            } => Match {
+                what: format!("trace of attempt {attempt_id} of rollout {rollout_id}"),
+                href: format!(
+                    "{}#spans-{}",
+                    rollout_url(&rollout_id),
+                    hex::encode(&attempt_id)
+                ),
+            },
+        })
+        .collect())
+}

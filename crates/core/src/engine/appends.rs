@@ -1,0 +1,441 @@
+//! agent-lightning 1.x event appends, coalesced: appends that arrive while
+//! others wait for a transaction run together as one engine transaction
+//! (one backend transaction, one multi-row insert, one commit and one
+//! durability wait) and are answered together once it is durable.
+//!
+//! Every append is queued; the first one queued when no drainer is running
+//! spawns one. A drainer opens a transaction (on SQLite: waits for the one
+//! writer), then takes what is queued: the appends that arrived while it
+//! waited join it; appends left, or the next one to arrive, start the next
+//! drainer once this one holds its rollouts' locks, so that it queues for
+//! the store behind this one. Each member is checked on its own
+//! (its rollout exists, its `Idempotency-Key`, the routed-experts
+//! supersede); one whose check fails gets its own error and stages nothing,
+//! the others go on. An error of the store itself (a failed read or
+//! commit) fails every member that passed its checks, as a failed group
+//! commit fails every waiter. The drainer runs on its own task: an append
+//! whose caller goes away is still recorded and never strands the others.
+//!
+//! A member whose rule reads earlier events of its (rollout, attempt) (an
+//! idempotency key, a routing tensor) waits for the next batch when the
+//! batch already holds an append to the same attempt, so that it reads
+//! that append as it would have alone. A batch is a prefix of the queue,
+//! so the events of an attempt are stored in append order. Rollouts are
+//! locked in id order, so that two batches on a shared database cannot
+//! deadlock.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use tokio::sync::oneshot;
+
+use super::Engine;
+use super::tx::Tx;
+use crate::agl1::events::{MODEL_REQUEST, drop_routed_experts, parse_data, supersedes};
+use crate::agl1::{self as agl1, Agl1Event, NewAgl1Event};
+use crate::error::{StoreError, StoreResult};
+use crate::ids::{AttemptId, RolloutId};
+use crate::storage::Access;
+use crate::storage::agl1::EventWrite;
+
+/// Appends one batch takes at most.
+const MAX_BATCH: usize = 256;
+
+/// The appends waiting for a drainer.
+#[derive(Default)]
+pub(super) struct AppendQueue {
+    state: parking_lot::Mutex<Queue>,
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: VecDeque<Append>,
+    /// A drainer runs that does not hold its rollouts' locks yet: appends
+    /// that arrive wait for it to hand over ([`AppendQueue::hand_over`]).
+    draining: bool,
+}
+
+/// An append's request.
+struct Request {
+    rollout_id: String,
+    attempt_id: String,
+    new: NewAgl1Event,
+}
+
+impl Request {
+    /// Whether its rule reads earlier events of its attempt.
+    fn reads_earlier_events(&self) -> bool {
+        self.new.idempotency.is_some() || self.new.has_routed_experts
+    }
+
+    fn same_attempt(&self, other: &Request) -> bool {
+        self.rollout_id == other.rollout_id && self.attempt_id == other.attempt_id
+    }
+}
+
+/// A queued append and who waits for its outcome.
+struct Append {
+    request: Request,
+    done: oneshot::Sender<StoreResult<Agl1Event>>,
+}
+
+impl AppendQueue {
+    /// Queues an append; returns true when the caller must start a drainer.
+    fn push(&self, append: Append) -> bool {
+        let mut queue = self.state.lock();
+        queue.waiting.push_back(append);
+        !std::mem::replace(&mut queue.draining, true)
+    }
+
+    /// Takes the next batch: the longest prefix of the queue (at most
+    /// [`MAX_BATCH`]) in which no member that reads earlier events of its
+    /// attempt follows another member of the same attempt. The drainer
+    /// stays the one that starts the next, once it holds its locks
+    /// ([`AppendQueue::hand_over`]).
+    fn take_batch(&self) -> Vec<Append> {
+        let mut queue = self.state.lock();
+        let mut batch: Vec<Append> = Vec::new();
+        while batch.len() < MAX_BATCH
+            && let Some(next) = queue.waiting.front()
+        {
+            let next = &next.request;
+            if next.reads_earlier_events()
+                && batch.iter().any(|member| member.request.same_attempt(next))
+            {
+                break;
+            }
+            batch.extend(queue.waiting.pop_front());
+        }
+        batch
+    }
+
+    /// Called by a drainer once its batch holds its rollouts' locks (or
+    /// failed to take them): returns true when appends wait (those left at
+    /// take time and those that arrived since), for which the caller starts
+    /// the next drainer; else the next append starts one. So a later
+    /// drainer queues for the store behind this batch's locks, and an
+    /// append is never stored before one that arrived earlier.
+    fn hand_over(&self) -> bool {
+        let mut queue = self.state.lock();
+        queue.draining = !queue.waiting.is_empty();
+        queue.draining
+    }
+
+    /// Takes every waiting append (a drainer that could not open a
+    /// transaction fails them).
+    fn take_all(&self) -> Vec<Append> {
+        let mut queue = self.state.lock();
+        queue.draining = false;
+        queue.waiting.drain(..).collect()
+    }
+}
+
+/// Locks the batch's rollouts in id order (so that two batches cannot
+/// deadlock) and returns those that exist.
+async fn lock_rollouts(tx: &mut Tx<'_>, requests: &[Request]) -> StoreResult<Vec<String>> {
+    let mut rollout_ids: Vec<&str> = requests.iter().map(|r| r.rollout_id.as_str()).collect();
+    rollout_ids.sort_unstable();
+    rollout_ids.dedup();
+    let mut present = Vec::with_capacity(rollout_ids.len());
+    for rollout_id in rollout_ids {
+        if tx
+            .store
+            .has_agl1_rollout(rollout_id, Access::Update)
+            .await?
+        {
+            present.push(rollout_id.to_owned());
+        }
+    }
+    Ok(present)
+}
+
+/// What a member's checks decided.
+enum Verdict {
+    /// Its event is staged in the transaction.
+    Staged(Agl1Event),
+    /// Its idempotency key returned the event first recorded under it.
+    Recorded(Agl1Event),
+}
+
+impl Engine {
+    /// Appends an event to one attempt of a 1.x rollout (any attempt id;
+    /// terminal rollouts accept events too) with the server's time. A model
+    /// request with a routing tensor drops the tensor of the attempt's
+    /// previous model request when it supersedes it, in the same
+    /// transaction. A repeated idempotency key returns the event first
+    /// recorded under it (and refuses another event under the same key).
+    /// Concurrent appends share a transaction (see `core::engine::appends`); once this
+    /// future is first polled, the append is made even if it is dropped.
+    pub async fn append_agl1_event(
+        self: &Arc<Self>,
+        rollout_id: &RolloutId,
+        attempt_id: &AttemptId,
+        new: NewAgl1Event,
+    ) -> StoreResult<Agl1Event> {
+        let (rollout_id, attempt_id) = (rollout_id.as_str(), attempt_id.as_str());
+        let (done, outcome) = oneshot::channel();
+        let request = Request {
+            rollout_id: rollout_id.to_owned(),
+            attempt_id: attempt_id.to_owned(),
+            new,
+        };
+        if self.appends.push(Append { request, done }) {
+            tokio::spawn(self.clone().drain_appends());
+        }
+        outcome
+            .await
+            .unwrap_or_else(|_| Err(StoreError::Internal("the event append was dropped".into())))
+    }
+
+    /// Runs one batch of queued appends in one transaction and answers its
+    /// members; once its rollouts are locked, starts the next drainer when
+    /// appends wait ([`AppendQueue::hand_over`]).
+    /// (Boxed: it spawns itself.)
+    fn drain_appends(self: Arc<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let mut tx = match self.begin(self.now()).await {
+                Ok(tx) => tx,
+                Err(error) => {
+                    for append in self.appends.take_all() {
+                        let _ = append.done.send(Err(error.clone()));
+                    }
+                    return;
+                }
+            };
+            let batch = self.appends.take_batch();
+            let (requests, dones): (Vec<Request>, Vec<_>) =
+                batch.into_iter().map(|a| (a.request, a.done)).unzip();
+            let present = lock_rollouts(&mut tx, &requests).await;
+            // The next drainer starts once this batch holds its rollouts: on
+            // a shared database it runs beside this one, and its appends to
+            // the same rollouts wait for this commit, so they are stored
+            // after.
+            if self.appends.hand_over() {
+                tokio::spawn(self.clone().drain_appends());
+            }
+            let checked = match present {
+                Ok(present) => self.check_appends(&mut tx, requests, &present).await,
+                Err(error) => Err(error),
+            };
+            let verdicts = match checked {
+                Ok(verdicts) => verdicts,
+                Err(error) => {
+                    tx.into_parts().0.rollback().await;
+                    for done in dones {
+                        let _ = done.send(Err(error.clone()));
+                    }
+                    return;
+                }
+            };
+            let committed = self.commit(tx).await;
+            for (done, verdict) in dones.into_iter().zip(verdicts) {
+                let outcome = match (verdict, &committed) {
+                    (Err(error), _) => Err(error),
+                    (Ok(_), Err(error)) => Err(error.clone()),
+                    (Ok(Verdict::Staged(event)), Ok(())) => {
+                        self.observer.agl1_event(&event.event_type);
+                        self.bus.publish_appended(&event.rollout_id);
+                        Ok(event)
+                    }
+                    (Ok(Verdict::Recorded(event)), Ok(())) => {
+                        self.observer.agl1_event(&event.event_type);
+                        Ok(event)
+                    }
+                };
+                let _ = done.send(outcome);
+            }
+        })
+    }
+
+    /// Checks each member of a batch in order (`present`: its locked
+    /// rollouts that exist) and stages the events of those that pass. The
+    /// outer error is the store's (it fails the batch); the inner ones are
+    /// the members' own.
+    async fn check_appends(
+        &self,
+        tx: &mut Tx<'_>,
+        requests: Vec<Request>,
+        present: &[String],
+    ) -> StoreResult<Vec<StoreResult<Verdict>>> {
+        let mut verdicts = Vec::with_capacity(requests.len());
+        for request in requests {
+            let verdict = match present.contains(&request.rollout_id) {
+                true => self.check_append(tx, request).await?,
+                false => Err(StoreError::NotFound(agl1::not_found(&request.rollout_id))),
+            };
+            verdicts.push(verdict);
+        }
+        Ok(verdicts)
+    }
+
+    /// Checks one member of a batch whose rollout exists and stages its event.
+    async fn check_append(
+        &self,
+        tx: &mut Tx<'_>,
+        request: Request,
+    ) -> StoreResult<StoreResult<Verdict>> {
+        let Request {
+            rollout_id,
+            attempt_id,
+            new,
+        } = request;
+        if let Some(key) = &new.idempotency
+            && let Some((digest, stored)) = tx
+                .store
+                .keyed_event(&rollout_id, &attempt_id, &key.key)
+                .await?
+        {
+            if digest != key.digest {
+                return Ok(Err(StoreError::FailedPrecondition(format!(
+                    "Idempotency-Key {:?} was used for another event",
+                    key.key
+                ))));
+            }
+            return Ok(Ok(Verdict::Recorded(stored.event)));
+        }
+        if new.event_type == MODEL_REQUEST
+            && new.has_routed_experts
+            && let Some(previous) = tx
+                .store
+                .latest_agl1_event(&rollout_id, &attempt_id, MODEL_REQUEST)
+                .await?
+        {
+            let superseded = parse_data(&previous.event.data).and_then(|mut earlier| {
+                let dropped = supersedes(&parse_data(&new.data)?, &earlier);
+                drop_routed_experts(&mut earlier);
+                Ok(dropped.then(|| earlier.to_string()))
+            });
+            match superseded {
+                Ok(Some(data)) => {
+                    let key = (rollout_id.clone(), previous.pos);
+                    tx.agl1().event_data.insert(key, data);
+                }
+                Ok(None) => {}
+                Err(error) => return Ok(Err(error)),
+            }
+        }
+        let event = Agl1Event {
+            event_type: new.event_type,
+            rollout_id,
+            attempt_id,
+            // Read under the rollout's lock: timestamps follow the order of the appends.
+            timestamp: self.now(),
+            data: new.data,
+        };
+        tx.agl1().events.push(EventWrite {
+            event: event.clone(),
+            key: new.idempotency,
+        });
+        Ok(Ok(Verdict::Staged(event)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agl1::IdempotencyKey;
+
+    fn append(rollout_id: &str, attempt_id: &str, keyed: bool) -> Append {
+        let data = "{}".to_owned();
+        Append {
+            request: Request {
+                rollout_id: rollout_id.into(),
+                attempt_id: attempt_id.into(),
+                new: NewAgl1Event {
+                    event_type: "reward".into(),
+                    idempotency: keyed.then(|| IdempotencyKey::of("k", &[data.as_bytes()])),
+                    data,
+                    has_routed_experts: false,
+                },
+            },
+            done: oneshot::channel().0,
+        }
+    }
+
+    fn ids(batch: &[Append]) -> Vec<(&str, &str)> {
+        batch
+            .iter()
+            .map(|a| (a.request.rollout_id.as_str(), a.request.attempt_id.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn a_batch_stops_before_a_keyed_append_to_an_attempt_it_holds() {
+        let queue = AppendQueue::default();
+        assert!(
+            queue.push(append("a", "0", false)),
+            "the first starts a drainer"
+        );
+        assert!(!queue.push(append("a", "1", true)), "one drainer at a time");
+        queue.push(append("b", "0", false));
+        queue.push(append("b", "0", false));
+        queue.push(append("a", "0", true));
+        queue.push(append("c", "0", false));
+        let batch = queue.take_batch();
+        assert_eq!(
+            ids(&batch),
+            [("a", "0"), ("a", "1"), ("b", "0"), ("b", "0")]
+        );
+        assert!(
+            !queue.push(append("d", "0", false)),
+            "left for the next drainer"
+        );
+        assert!(queue.hand_over(), "appends wait: the next drainer starts");
+        assert_eq!(
+            ids(&queue.take_batch()),
+            [("a", "0"), ("c", "0"), ("d", "0")]
+        );
+        assert!(!queue.hand_over(), "nothing waits");
+        assert!(
+            queue.push(append("e", "0", false)),
+            "the next append starts one"
+        );
+    }
+
+    #[test]
+    fn an_append_after_a_batch_took_everything_waits_for_its_locks() {
+        let queue = AppendQueue::default();
+        assert!(queue.push(append("a", "0", false)));
+        assert_eq!(ids(&queue.take_batch()), [("a", "0")]);
+        // The drainer took everything but does not hold its rollouts yet: a
+        // drainer started now could lock them first and store this append
+        // before the one taken.
+        assert!(
+            !queue.push(append("a", "0", false)),
+            "no drainer before the batch holds its locks"
+        );
+        assert!(
+            queue.hand_over(),
+            "the batch hands over to the next drainer"
+        );
+        assert_eq!(ids(&queue.take_batch()), [("a", "0")]);
+        assert!(!queue.hand_over());
+        assert!(queue.push(append("a", "0", false)));
+    }
+
+    #[test]
+    fn a_batch_stops_before_a_routing_tensor_for_an_attempt_it_holds() {
+        let queue = AppendQueue::default();
+        queue.push(append("a", "0", false));
+        let mut routed = append("a", "0", false);
+        routed.request.new.has_routed_experts = true;
+        queue.push(routed);
+        assert_eq!(ids(&queue.take_batch()), [("a", "0")]);
+        assert!(queue.hand_over());
+        let batch = queue.take_batch();
+        assert!(batch[0].request.new.has_routed_experts);
+        assert!(!queue.hand_over());
+    }
+
+    #[test]
+    fn a_batch_holds_at_most_max_batch_appends() {
+        let queue = AppendQueue::default();
+        for _ in 0..MAX_BATCH + 1 {
+            queue.push(append("a", "0", false));
+        }
+        assert_eq!(queue.take_batch().len(), MAX_BATCH);
+        assert!(queue.hand_over());
+        assert_eq!(queue.take_batch().len(), 1);
+    }
+}

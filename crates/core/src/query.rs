@@ -1,0 +1,632 @@
+//! Query language shared by every backend: filters, sort fields and
+//! pagination, with agent-lightning's semantics. The in-memory backend
+//! evaluates these directly; SQL backends translate them.
+
+use std::cmp::Ordering;
+
+use super::error::{StoreError, StoreResult, echo};
+use super::model::{
+    Attempt, ResourcesUpdate, Rollout, RolloutMode, RolloutStatus, RolloutView, Span, Timestamp,
+    Worker, WorkerStatus,
+};
+
+/// How a query's conditions combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FilterLogic {
+    #[default]
+    And,
+    Or,
+}
+
+impl FilterLogic {
+    /// Combines the conditions that were given (`None` = not given). An AND
+    /// of nothing matches everything; an OR of nothing matches nothing, as
+    /// upstream's filter pool does.
+    pub fn combine(self, conditions: &[Option<bool>]) -> bool {
+        let mut given = conditions.iter().flatten();
+        match self {
+            Self::And => given.all(|&c| c),
+            Self::Or => given.any(|&c| c),
+        }
+    }
+}
+
+/// Sorting and the result window of a query.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Page {
+    /// Field to sort by; `None` keeps the query's default order.
+    pub sort_by: Option<String>,
+    pub descending: bool,
+    /// Maximum number of items; `None` for all (`Some(0)`: none, only the total).
+    pub limit: Option<usize>,
+    pub offset: usize,
+}
+
+/// One page of results.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Paged<T> {
+    pub items: Vec<T>,
+    /// The limit applied (`None`: no limit).
+    pub limit: Option<usize>,
+    pub offset: usize,
+    /// Matches before pagination.
+    pub total: usize,
+}
+
+/// A value a query can sort on. Absent times sort after every present one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SortKey<'a> {
+    Text(&'a str),
+    Int(i64),
+    Time(Option<Timestamp>),
+}
+
+impl SortKey<'_> {
+    fn compare(&self, other: &Self) -> Ordering {
+        match (self, other) {
+            (Self::Text(a), Self::Text(b)) => a.cmp(b),
+            (Self::Int(a), Self::Int(b)) => a.cmp(b),
+            (Self::Time(a), Self::Time(b)) => match (a, b) {
+                (Some(a), Some(b)) => a.cmp(b),
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (None, None) => Ordering::Equal,
+            },
+            _ => Ordering::Equal,
+        }
+    }
+}
+
+/// An item type that queries can sort.
+pub trait Sortable {
+    /// The fields `sort_by` accepts.
+    const SORT_FIELDS: &'static [&'static str];
+    /// Returns the key of `field` (one of [`Self::SORT_FIELDS`]).
+    fn sort_key(&self, field: &str) -> SortKey<'_>;
+}
+
+fn text(value: &Option<String>) -> SortKey<'_> {
+    SortKey::Text(value.as_deref().unwrap_or(""))
+}
+
+impl<T> Paged<T> {
+    /// Converts the items, keeping the page's bounds.
+    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Paged<U> {
+        Paged {
+            items: self.items.into_iter().map(f).collect(),
+            limit: self.limit,
+            offset: self.offset,
+            total: self.total,
+        }
+    }
+}
+
+impl Page {
+    /// Checks `sort_by` against the item type's fields, with upstream's message.
+    pub fn validate<T: Sortable>(&self) -> StoreResult<()> {
+        match &self.sort_by {
+            Some(field) if !T::SORT_FIELDS.contains(&field.as_str()) => {
+                Err(StoreError::invalid(format!(
+                    "Invalid sort_by: {}, allowed fields are: {}",
+                    echo(field),
+                    T::SORT_FIELDS.join(", ")
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Sorts (stably, so ties keep the default order) and cuts the window.
+    pub fn apply<T: Sortable>(&self, mut items: Vec<T>) -> Paged<T> {
+        if let Some(field) = &self.sort_by {
+            items.sort_by(|a, b| {
+                let order = a.sort_key(field).compare(&b.sort_key(field));
+                if self.descending {
+                    order.reverse()
+                } else {
+                    order
+                }
+            });
+        }
+        let total = items.len();
+        let items = items
+            .into_iter()
+            .skip(self.offset)
+            .take(self.limit.unwrap_or(usize::MAX))
+            .collect();
+        Paged {
+            items,
+            limit: self.limit,
+            offset: self.offset,
+            total,
+        }
+    }
+}
+
+impl Sortable for Rollout {
+    const SORT_FIELDS: &'static [&'static str] = &[
+        "rollout_id",
+        "start_time",
+        "end_time",
+        "mode",
+        "resources_id",
+        "status",
+    ];
+    fn sort_key(&self, field: &str) -> SortKey<'_> {
+        let r = self;
+        match field {
+            "rollout_id" => SortKey::Text(&r.rollout_id),
+            "start_time" => SortKey::Time(Some(r.start_time)),
+            "end_time" => SortKey::Time(r.end_time),
+            "mode" => SortKey::Text(r.mode.map_or("", |m| m.as_str())),
+            "resources_id" => text(&r.resources_id),
+            _ => SortKey::Text(r.status.as_str()),
+        }
+    }
+}
+
+impl Sortable for RolloutView {
+    const SORT_FIELDS: &'static [&'static str] = Rollout::SORT_FIELDS;
+    fn sort_key(&self, field: &str) -> SortKey<'_> {
+        self.rollout.sort_key(field)
+    }
+}
+
+impl<T: Sortable> Sortable for std::sync::Arc<T> {
+    const SORT_FIELDS: &'static [&'static str] = T::SORT_FIELDS;
+    fn sort_key(&self, field: &str) -> SortKey<'_> {
+        T::sort_key(self, field)
+    }
+}
+
+impl<T: Sortable> Sortable for &T {
+    const SORT_FIELDS: &'static [&'static str] = T::SORT_FIELDS;
+    fn sort_key(&self, field: &str) -> SortKey<'_> {
+        (**self).sort_key(field)
+    }
+}
+
+impl Sortable for Attempt {
+    const SORT_FIELDS: &'static [&'static str] = &[
+        "rollout_id",
+        "attempt_id",
+        "sequence_id",
+        "start_time",
+        "end_time",
+        "status",
+        "worker_id",
+        "last_heartbeat_time",
+    ];
+    fn sort_key(&self, field: &str) -> SortKey<'_> {
+        match field {
+            "rollout_id" => SortKey::Text(&self.rollout_id),
+            "attempt_id" => SortKey::Text(&self.attempt_id),
+            "start_time" => SortKey::Time(Some(self.start_time)),
+            "end_time" => SortKey::Time(self.end_time),
+            "status" => SortKey::Text(self.status.as_str()),
+            "worker_id" => text(&self.worker_id),
+            "last_heartbeat_time" => SortKey::Time(self.last_heartbeat_time),
+            _ => SortKey::Int(i64::from(self.sequence_id)),
+        }
+    }
+}
+
+impl Sortable for Span {
+    const SORT_FIELDS: &'static [&'static str] = &[
+        "rollout_id",
+        "attempt_id",
+        "sequence_id",
+        "trace_id",
+        "span_id",
+        "parent_id",
+        "name",
+        "start_time",
+        "end_time",
+    ];
+    fn sort_key(&self, field: &str) -> SortKey<'_> {
+        match field {
+            "rollout_id" => SortKey::Text(&self.rollout_id),
+            "attempt_id" => SortKey::Text(&self.attempt_id),
+            "trace_id" => SortKey::Text(&self.trace_id),
+            "span_id" => SortKey::Text(&self.span_id),
+            "parent_id" => text(&self.parent_id),
+            "name" => SortKey::Text(&self.name),
+            "start_time" => SortKey::Time(self.start_time),
+            "end_time" => SortKey::Time(self.end_time),
+            _ => SortKey::Int(self.sequence_id),
+        }
+    }
+}
+
+impl Sortable for Worker {
+    const SORT_FIELDS: &'static [&'static str] = &[
+        "worker_id",
+        "status",
+        "last_heartbeat_time",
+        "last_dequeue_time",
+        "last_busy_time",
+        "last_idle_time",
+        "current_rollout_id",
+        "current_attempt_id",
+    ];
+    fn sort_key(&self, field: &str) -> SortKey<'_> {
+        match field {
+            "status" => SortKey::Text(self.status.as_str()),
+            "last_heartbeat_time" => SortKey::Time(self.last_heartbeat_time),
+            "last_dequeue_time" => SortKey::Time(self.last_dequeue_time),
+            "last_busy_time" => SortKey::Time(self.last_busy_time),
+            "last_idle_time" => SortKey::Time(self.last_idle_time),
+            "current_rollout_id" => text(&self.current_rollout_id),
+            "current_attempt_id" => text(&self.current_attempt_id),
+            _ => SortKey::Text(&self.worker_id),
+        }
+    }
+}
+
+impl Sortable for ResourcesUpdate {
+    const SORT_FIELDS: &'static [&'static str] =
+        &["resources_id", "create_time", "update_time", "version"];
+    fn sort_key(&self, field: &str) -> SortKey<'_> {
+        match field {
+            "create_time" => SortKey::Time(Some(self.create_time)),
+            "update_time" => SortKey::Time(Some(self.update_time)),
+            "version" => SortKey::Int(self.version),
+            _ => SortKey::Text(&self.resources_id),
+        }
+    }
+}
+
+/// A window of time: `from` inclusive, `until` exclusive; an absent bound
+/// is no bound. Half-open, so that adjacent windows share no instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TimeRange {
+    pub from: Option<Timestamp>,
+    pub until: Option<Timestamp>,
+}
+
+impl TimeRange {
+    /// Returns true when the range has a bound.
+    pub fn is_bounded(&self) -> bool {
+        self.from.is_some() || self.until.is_some()
+    }
+
+    /// Returns true when `time` is in the range.
+    pub fn contains(&self, time: Timestamp) -> bool {
+        self.from.is_none_or(|from| from <= time) && self.until.is_none_or(|until| time < until)
+    }
+}
+
+/// Filters of `query_rollouts`.
+///
+/// Upstream's conditions (`status_in`, `rollout_id_in`,
+/// `rollout_id_contains`) are pooled under `logic`, as upstream pools them;
+/// an empty list is a condition nothing meets ("no status"), unlike an
+/// absent one ("any"). The narrowing conditions after them are not
+/// upstream's: each one always applies, AND-ed with the pool's verdict and
+/// with each other, whatever `logic` says (as a span query's rollout and
+/// attempt always apply), so that OR keeps upstream's meaning.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RolloutFilter {
+    pub status_in: Option<Vec<RolloutStatus>>,
+    pub rollout_id_in: Option<Vec<String>>,
+    pub rollout_id_contains: Option<String>,
+    pub logic: FilterLogic,
+    /// Keeps rollouts whose mode is one of these (`None`: no mode); an
+    /// empty list matches nothing.
+    pub mode_in: Option<Vec<Option<RolloutMode>>>,
+    /// Keeps rollouts whose `start_time` (creation) is in the range.
+    pub start_time: TimeRange,
+    /// Keeps rollouts with an attempt whose `worker_id` is this one.
+    pub worker_id: Option<String>,
+    /// Keeps rollouts whose `resources_id` is this one.
+    pub resources_id: Option<String>,
+}
+
+impl RolloutFilter {
+    /// Returns the logic upstream's conditions combine under. A filter
+    /// without them is no filter at all (upstream then queries without
+    /// one), so it matches every rollout even under OR.
+    pub fn effective_logic(&self) -> FilterLogic {
+        let given = self.status_in.is_some()
+            || self.rollout_id_in.is_some()
+            || self.rollout_id_contains.is_some();
+        if given { self.logic } else { FilterLogic::And }
+    }
+
+    /// Returns true when the rollout matches; `attempts` returns its
+    /// attempts, called only when the worker condition needs them.
+    pub fn matches<'a>(&self, r: &Rollout, attempts: impl FnOnce() -> &'a [Attempt]) -> bool {
+        let pooled = self.effective_logic().combine(&[
+            self.status_in.as_ref().map(|s| s.contains(&r.status)),
+            self.rollout_id_in
+                .as_ref()
+                .map(|ids| ids.contains(&r.rollout_id)),
+            self.rollout_id_contains
+                .as_ref()
+                .map(|part| r.rollout_id.contains(part.as_str())),
+        ]);
+        pooled
+            && self.mode_in.as_ref().is_none_or(|m| m.contains(&r.mode))
+            && self.start_time.contains(r.start_time)
+            && self
+                .resources_id
+                .as_ref()
+                .is_none_or(|id| r.resources_id.as_ref() == Some(id))
+            && self.worker_id.as_ref().is_none_or(|worker| {
+                attempts()
+                    .iter()
+                    .any(|a| a.worker_id.as_ref() == Some(worker))
+            })
+    }
+}
+
+/// Which attempt's spans a span query reads.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum AttemptSelector {
+    /// Spans of every attempt.
+    #[default]
+    All,
+    /// Spans of the latest attempt (none when the rollout has no attempt).
+    Latest,
+    /// Spans of one attempt.
+    Id(String),
+}
+
+/// An exact and a substring condition on one text field.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TextMatch {
+    pub exact: Option<String>,
+    pub contains: Option<String>,
+}
+
+impl TextMatch {
+    fn conditions(&self, value: Option<&str>) -> [Option<bool>; 2] {
+        [
+            self.exact.as_ref().map(|e| value == Some(e.as_str())),
+            self.contains
+                .as_ref()
+                .map(|c| value.is_some_and(|v| v.contains(c.as_str()))),
+        ]
+    }
+}
+
+/// Filters of `query_spans`. The rollout and attempt always apply; the text
+/// conditions are pooled under `logic`. Unlike the other queries, upstream
+/// always builds the pool here, so an OR without text conditions matches no
+/// span.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SpanFilter {
+    pub rollout_id: String,
+    pub attempt: AttemptSelector,
+    pub trace_id: TextMatch,
+    pub span_id: TextMatch,
+    pub parent_id: TextMatch,
+    pub name: TextMatch,
+    pub logic: FilterLogic,
+}
+
+impl SpanFilter {
+    /// Returns true when the span passes the pooled text conditions (the
+    /// caller has already selected the rollout and attempt).
+    pub fn matches_text(&self, span: &Span) -> bool {
+        let mut conditions = Vec::with_capacity(8);
+        conditions.extend(self.trace_id.conditions(Some(&span.trace_id)));
+        conditions.extend(self.span_id.conditions(Some(&span.span_id)));
+        conditions.extend(self.parent_id.conditions(span.parent_id.as_deref()));
+        conditions.extend(self.name.conditions(Some(&span.name)));
+        self.logic.combine(&conditions)
+    }
+}
+
+/// Filters of `query_workers`, pooled under `logic`; an empty status list
+/// is a condition nothing meets.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WorkerFilter {
+    pub status_in: Option<Vec<WorkerStatus>>,
+    pub worker_id_contains: Option<String>,
+    pub logic: FilterLogic,
+}
+
+impl WorkerFilter {
+    /// Returns the logic the conditions combine under: without conditions,
+    /// AND (no filter at all, as upstream), so OR matches every worker too.
+    pub fn effective_logic(&self) -> FilterLogic {
+        if self.status_in.is_some() || self.worker_id_contains.is_some() {
+            self.logic
+        } else {
+            FilterLogic::And
+        }
+    }
+
+    /// Returns true when the worker matches.
+    pub fn matches(&self, worker: &Worker) -> bool {
+        self.effective_logic().combine(&[
+            self.status_in.as_ref().map(|s| s.contains(&worker.status)),
+            self.worker_id_contains
+                .as_ref()
+                .map(|part| worker.worker_id.contains(part.as_str())),
+        ])
+    }
+}
+
+/// Filters of `query_resources`; always AND-ed, as upstream.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ResourcesFilter {
+    pub resources_id: Option<String>,
+    pub resources_id_contains: Option<String>,
+}
+
+impl ResourcesFilter {
+    /// Returns true when the snapshot matches.
+    pub fn matches(&self, update: &ResourcesUpdate) -> bool {
+        FilterLogic::And.combine(&[
+            self.resources_id
+                .as_ref()
+                .map(|id| &update.resources_id == id),
+            self.resources_id_contains
+                .as_ref()
+                .map(|part| update.resources_id.contains(part.as_str())),
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_or_matches_nothing_and_empty_and_everything() {
+        assert!(FilterLogic::And.combine(&[None, None]));
+        assert!(!FilterLogic::Or.combine(&[None, None]));
+        assert!(FilterLogic::Or.combine(&[Some(false), Some(true)]));
+        assert!(!FilterLogic::And.combine(&[Some(true), Some(false)]));
+    }
+
+    #[test]
+    fn filters_without_conditions_match_everything_even_under_or() {
+        let or = |f: RolloutFilter| RolloutFilter {
+            logic: FilterLogic::Or,
+            ..f
+        };
+        let rollout = Rollout {
+            rollout_id: "ro-1".into(),
+            input: crate::model::Json::Null,
+            start_time: Timestamp(0),
+            end_time: None,
+            mode: None,
+            resources_id: None,
+            status: RolloutStatus::Queuing,
+            config: Default::default(),
+            metadata: crate::model::Json::Null,
+        };
+        assert!(or(RolloutFilter::default()).matches(&rollout, || &[]));
+        // An explicitly empty list means "no status": nothing matches.
+        let no_status = RolloutFilter {
+            status_in: Some(Vec::new()),
+            ..RolloutFilter::default()
+        };
+        assert!(!no_status.matches(&rollout, || &[]));
+        assert!(!or(no_status).matches(&rollout, || &[]));
+        let worker = Worker::new("w");
+        let workers = WorkerFilter {
+            logic: FilterLogic::Or,
+            ..WorkerFilter::default()
+        };
+        assert!(workers.matches(&worker));
+    }
+
+    #[test]
+    fn narrowing_conditions_apply_under_or_too() {
+        let rollout = Rollout {
+            rollout_id: "ro-1".into(),
+            input: crate::model::Json::Null,
+            start_time: Timestamp(100),
+            end_time: None,
+            mode: Some(RolloutMode::Train),
+            resources_id: Some("rs-1".into()),
+            status: RolloutStatus::Running,
+            config: Default::default(),
+            metadata: crate::model::Json::Null,
+        };
+        let attempt = Attempt {
+            rollout_id: "ro-1".into(),
+            attempt_id: "at-1".into(),
+            sequence_id: 1,
+            start_time: Timestamp(100),
+            end_time: None,
+            status: crate::model::AttemptStatus::Running,
+            worker_id: Some("w-1".into()),
+            last_heartbeat_time: None,
+            metadata: crate::model::Json::Null,
+        };
+        let attempts = std::slice::from_ref(&attempt);
+        // The pool (status OR id) matches by id; the mode still applies.
+        let pooled = RolloutFilter {
+            status_in: Some(vec![RolloutStatus::Failed]),
+            rollout_id_contains: Some("ro-".into()),
+            logic: FilterLogic::Or,
+            mode_in: Some(vec![Some(RolloutMode::Train)]),
+            ..RolloutFilter::default()
+        };
+        assert!(pooled.matches(&rollout, || attempts));
+        let other_mode = RolloutFilter {
+            mode_in: Some(vec![None, Some(RolloutMode::Val)]),
+            ..pooled.clone()
+        };
+        assert!(!other_mode.matches(&rollout, || attempts));
+        // Time ranges include `from` and exclude `until`.
+        let range = |from: Option<i64>, until: Option<i64>| RolloutFilter {
+            start_time: TimeRange {
+                from: from.map(Timestamp),
+                until: until.map(Timestamp),
+            },
+            ..RolloutFilter::default()
+        };
+        assert!(range(Some(100), Some(101)).matches(&rollout, || attempts));
+        assert!(!range(None, Some(100)).matches(&rollout, || attempts));
+        assert!(!range(Some(101), None).matches(&rollout, || attempts));
+        let by_worker = |worker: &str| RolloutFilter {
+            worker_id: Some(worker.into()),
+            resources_id: Some("rs-1".into()),
+            ..RolloutFilter::default()
+        };
+        assert!(by_worker("w-1").matches(&rollout, || attempts));
+        assert!(!by_worker("w-2").matches(&rollout, || attempts));
+        assert!(!by_worker("w-1").matches(&rollout, || &[]));
+    }
+
+    #[test]
+    fn a_zero_limit_returns_only_the_total() {
+        let page = Page {
+            limit: Some(0),
+            ..Page::default()
+        };
+        let paged = page.apply(vec![Worker::new("a"), Worker::new("b")]);
+        assert!(paged.items.is_empty());
+        assert_eq!(paged.total, 2);
+    }
+
+    #[test]
+    fn sorting_is_stable_and_puts_absent_times_last() {
+        let worker = |id: &str, t: Option<i64>| Worker {
+            last_heartbeat_time: t.map(Timestamp),
+            ..Worker::new(id)
+        };
+        let items = vec![
+            worker("a", None),
+            worker("b", Some(2)),
+            worker("c", Some(1)),
+        ];
+        let page = Page {
+            sort_by: Some("last_heartbeat_time".into()),
+            ..Page::default()
+        };
+        let ids = |p: Paged<Worker>| p.items.into_iter().map(|w| w.worker_id).collect::<Vec<_>>();
+        assert_eq!(ids(page.apply(items.clone())), ["c", "b", "a"]);
+        let desc = Page {
+            descending: true,
+            ..page.clone()
+        };
+        assert_eq!(ids(desc.apply(items.clone())), ["a", "b", "c"]);
+        let window = Page {
+            limit: Some(1),
+            offset: 1,
+            ..page
+        };
+        let paged = window.apply(items);
+        assert_eq!(paged.total, 3);
+        assert_eq!(ids(paged), ["b"]);
+    }
+
+    #[test]
+    fn unknown_sort_field_is_rejected_with_the_allowed_list() {
+        let page = Page {
+            sort_by: Some("nope".into()),
+            ..Page::default()
+        };
+        let err = page.validate::<Worker>().unwrap_err();
+        assert!(
+            matches!(&err, StoreError::InvalidArgument(m) if m.starts_with("Invalid sort_by: nope, allowed fields are: worker_id"))
+        );
+    }
+}
