@@ -160,6 +160,8 @@ grep -q '^lightning_store_' <<<"$metrics" || { echo "no lightning_store_ metric 
 echo "/metrics answers"
 
 step "a rollout's lifecycle with the image's shell and CLI (the chart's helm test script)"
+# The script runs in the container's shell: its $ expand there.
+# shellcheck disable=SC2016
 out=$(client --entrypoint /bin/sh "$tag" -ec '
 lightning-store stats
 id=$(lightning-store start --input "{\"image_check\": true}" --worker-id image-check --json \

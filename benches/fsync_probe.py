@@ -18,8 +18,12 @@ import time
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dir", default=".", help="a directory on the disk to measure (default: the current one)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--dir", default=".", help="a directory on the disk to measure (default: the current one)"
+    )
     parser.add_argument("--count", type=int, default=500, help="syncs to time (default: 500)")
     args = parser.parse_args()
 

@@ -23,7 +23,6 @@ import base64
 import glob
 import os
 import re
-import shlex
 import shutil
 import signal
 import socket
