@@ -82,8 +82,8 @@ rm -rf "$work/dist" "$work/from-sdist"
 "$tools/bin/maturin" sdist --out "$work/dist" >"$work/sdist.log" 2>&1 || { cat "$work/sdist.log"; exit 1; }
 sdist=$(ls "$work"/dist/lightning_store-*.tar.gz)
 tar tzf "$sdist" | sed 's|^[^/]*/||' | sort >"$work/sdist.files"
-for needed in Cargo.toml Cargo.lock build.rs src/main.rs proto/lightningstore/v1/store.proto \
-  migrations/sqlite/0001_init.sql pyproject.toml README.md src/lightning_store/__init__.py; do
+for needed in Cargo.toml Cargo.lock crates/proto/build.rs src/main.rs proto/lightningstore/v1/store.proto \
+  crates/backends/migrations/sqlite/0001_init.sql pyproject.toml README.md src/lightning_store/__init__.py; do
   grep -qx "$needed" "$work/sdist.files" || { echo "the sdist lacks $needed" >&2; exit 1; }
 done
 if grep -E '^(tests|docs|helm|examples|clients)/' "$work/sdist.files"; then
