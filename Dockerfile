@@ -23,7 +23,7 @@
 # Run it (a non-loopback listen address needs tokens, docs/security.md):
 #   podman run --rm -p 4747:4747 -p 9464:9464 -v lsdata:/var/lib/lightning-store \
 #     -e LIGHTNING_STORE_API_KEY="$(openssl rand -hex 24)" \
-#     localhost/lightning-store:0.1.0 \
+#     localhost/lightning-store:0.2.0 \
 #     serve --listen 0.0.0.0:4747 --metrics-listen 0.0.0.0:9464
 # LIGHTNING_STORE_API_KEY is one admin token; LIGHTNING_STORE_TOKENS_FILE names
 # a file of them; --insecure serves a throwaway store without any. Without one
