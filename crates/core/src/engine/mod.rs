@@ -19,6 +19,7 @@ mod agl1;
 mod appends;
 mod attempts;
 mod overview;
+mod pages;
 mod resources_workers;
 mod rollouts;
 mod sessions;
