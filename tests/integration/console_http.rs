@@ -1,10 +1,14 @@
 //! The console over plain HTTP (no browser): its flag, its headers, the
-//! cookie only its routes accept, and its live pages' streams, which end
-//! when the server drains and are cut off when the browser reads nothing.
+//! cookie only its routes accept, its live pages' streams, which end
+//! when the server drains and are cut off when the browser reads nothing,
+//! and its pages' reads, bounded whatever the store holds.
 
 use std::time::{Duration, SystemTime};
 
 use lightning_store::auth::Tokens;
+use lightning_store::core::access::Caller;
+use lightning_store::core::ids::WorkerId;
+use lightning_store::core::pages::{MAX_ROWS, OverviewLimits};
 use lightning_store::metrics::Metrics;
 use lightning_store::proto as pb;
 use lightning_store::server::ServerConfig;
@@ -292,4 +296,50 @@ async fn a_live_page_that_reads_nothing_is_cut_off() {
         assert!(n > 0, "the stream ended");
         seen.extend_from_slice(&buffer[..n]);
     }
+}
+
+/// Workers whose sessions the Overview counts (the console's limit).
+const OVERVIEW_SESSION_WORKERS: usize = 1_000;
+
+async fn add_workers(server: &TestServer, from: usize, to: usize) {
+    for i in from..to {
+        let worker_id = WorkerId::parse("worker_id", format!("worker-{i:05}")).unwrap();
+        server
+            .engine
+            .update_worker(&worker_id, None, &Caller::anyone())
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn the_overview_is_one_bounded_read() {
+    let server = start(ServerConfig::default()).await;
+    add_workers(&server, 0, 5).await;
+    let limits = OverviewLimits {
+        failures: 1,
+        events: 10,
+        workers: 3,
+    };
+    let read = server.engine.overview_page(limits).await.unwrap();
+    // Counted whole, listed up to the limit.
+    assert_eq!(read.workers_total, 5);
+    assert_eq!(read.workers_by_status.values().sum::<u64>(), 5);
+    assert_eq!(read.sessions_of, 3);
+    let unbounded = OverviewLimits {
+        workers: MAX_ROWS + 1,
+        ..limits
+    };
+    assert!(server.engine.overview_page(unbounded).await.is_err());
+
+    // The page: every worker counted, the sessions of the first ones, and
+    // it says so.
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let page = http.get("/").await.text();
+    assert!(page.contains("5 known"), "{page}");
+    assert!(!page.contains("of the first"), "{page}");
+    add_workers(&server, 5, OVERVIEW_SESSION_WORKERS + 1).await;
+    let page = http.get("/").await.text();
+    assert!(page.contains("1,001 known"), "{page}");
+    assert!(page.contains("of the first 1,000 workers"), "{page}");
 }
