@@ -483,8 +483,10 @@ struct WaitFacts {
 
 impl WaitFacts {
     /// Reads the facts: the rollout's place in the queue, the `workers`
-    /// that asked for work last (those that never did first) and their
-    /// sessions, and the gateway's pause.
+    /// that asked for work last and their sessions, and the gateway's
+    /// pause. Workers that never asked for work sort first: with more of
+    /// them than `workers`, the latest dequeue is not seen (the reasons
+    /// then say no worker asked for work).
     async fn read(
         store: &mut dyn StoreTx,
         rollout_id: &str,
