@@ -1,42 +1,37 @@
-# syntax=docker/dockerfile:1
 # Container image of lightning-store (the Helm chart's default image).
-#   docker build -t ghcr.io/lightning-store/lightning-store:0.1.0 .
-#   docker run --rm -p 4747:4747 -p 9464:9464 -v lsdata:/var/lib/lightning-store \
+#
+# Build it with one command from the repository root (Podman or Docker):
+#   tools/image.sh            # -> localhost/lightning-store:<the crate's version>
+# tools/image.sh runs `cargo build --release --locked --bin lightning-store`
+# (about 14 minutes on 2 cores from a cold target/), then assembles the build
+# context this file expects and runs `podman build` (or `docker build`) on it:
+#   rootfs/usr/local/bin/lightning-store   the release binary
+#   rootfs/lib*/...                        the few libraries it links (glibc's
+#                                          libc, libm, libgcc_s and the loader,
+#                                          as `ldd` lists them), from the build host
+#   rootfs/bin/busybox and its links       Debian's busybox-static (a shell, sed,
+#                                          grep for `helm test` and `kubectl exec`)
+#   rootfs/etc/ssl/certs/ca-certificates.crt  the host's CA bundle (Debian's
+#                                          ca-certificates), for a database URL's
+#                                          `sslrootcert` (the binary also carries
+#                                          the public web roots)
+#   rootfs/etc/passwd, rootfs/etc/group   root and lightning-store (uid/gid 10001)
+#   data/                                  the empty data directory
+# So the image comes from the repository, the crates and Debian's packages
+# alone: no base image, nothing pulled from a container registry.
+#
+# Run it (a non-loopback listen address needs tokens, docs/security.md):
+#   podman run --rm -p 4747:4747 -p 9464:9464 -v lsdata:/var/lib/lightning-store \
 #     -e LIGHTNING_STORE_API_KEY="$(openssl rand -hex 24)" \
-#     ghcr.io/lightning-store/lightning-store:0.1.0 \
+#     localhost/lightning-store:0.1.0 \
 #     serve --listen 0.0.0.0:4747 --metrics-listen 0.0.0.0:9464
-# A non-loopback listen address needs tokens (LIGHTNING_STORE_API_KEY is one
-# admin token; LIGHTNING_STORE_TOKENS_FILE a file of them, docs/security.md),
-# or --insecure for a throwaway store: without either the server refuses to start.
+# LIGHTNING_STORE_API_KEY is one admin token; LIGHTNING_STORE_TOKENS_FILE names
+# a file of them; --insecure serves a throwaway store without any. Without one
+# of these the server refuses a non-loopback address.
+FROM scratch
 
-# --- build -------------------------------------------------------------------
-FROM rust:1.95-bookworm AS builder
-WORKDIR /src
-# Protobufs compile with protox (pure Rust), SQLite is bundled and jemalloc (the
-# binary's allocator) builds from source with the image's cc and make: no system
-# packages needed beyond the Rust image.
-COPY Cargo.toml Cargo.lock build.rs ./
-COPY proto ./proto
-COPY migrations ./migrations
-COPY src ./src
-# The registry and target caches persist between builds (BuildKit); the binary
-# is copied out of the cache mount in the same step.
-RUN --mount=type=cache,target=/usr/local/cargo/registry \
-    --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin lightning-store \
- && install -D -m 0755 target/release/lightning-store /out/lightning-store
-
-# --- runtime -----------------------------------------------------------------
-FROM debian:bookworm-slim
-ARG UID=10001
-RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates \
- && rm -rf /var/lib/apt/lists/* \
- && groupadd --system --gid "${UID}" lightning-store \
- && useradd --system --uid "${UID}" --gid "${UID}" --no-create-home \
-      --home-dir /var/lib/lightning-store --shell /usr/sbin/nologin lightning-store \
- && install -d -o "${UID}" -g "${UID}" -m 0750 /var/lib/lightning-store
-COPY --from=builder /out/lightning-store /usr/local/bin/lightning-store
+COPY rootfs/ /
+COPY --chown=10001:10001 data/ /var/lib/lightning-store/
 
 LABEL org.opencontainers.image.title="lightning-store" \
       org.opencontainers.image.description="agent-lightning's LightningStore as a gRPC service" \
@@ -46,11 +41,13 @@ LABEL org.opencontainers.image.title="lightning-store" \
 USER 10001:10001
 WORKDIR /var/lib/lightning-store
 # The SQLite database (the default backend) lives in the data directory.
-ENV LIGHTNING_STORE_DATABASE=/var/lib/lightning-store/lightning-store.db \
+ENV PATH=/usr/local/bin:/bin \
+    LIGHTNING_STORE_DATABASE=/var/lib/lightning-store/lightning-store.db \
     LIGHTNING_STORE_LOG_FORMAT=json
 VOLUME ["/var/lib/lightning-store"]
-# 4747: gRPC (store, OTLP traces, grpc.health.v1, reflection); 9464: Prometheus /metrics.
+# 4747: gRPC (store, OTLP traces, grpc.health.v1, reflection, /healthz);
+# 9464: Prometheus /metrics when --metrics-listen asks for it.
 EXPOSE 4747 9464
 STOPSIGNAL SIGTERM
-ENTRYPOINT ["lightning-store"]
+ENTRYPOINT ["/usr/local/bin/lightning-store"]
 CMD ["serve", "--listen", "0.0.0.0:4747"]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Walks one rollout through lightning-store with grpcurl, checking each
-# answer (docs/grpc.md shows the same calls to readers; the docs test runs
+# Walks one rollout through lightning-store with grpcurl (a span, a batch of
+# spans, the completion stream awaited while the attempt finishes), checking
+# each answer (docs/grpc.md shows the same calls to readers; the docs test runs
 # those). Usage: .ci/grpcurl_example.sh HOST:PORT
 # grpcurl must be on PATH (or set GRPCURL); python3 parses the JSON answers.
 # LIGHTNING_STORE_TOKEN, when set, is sent as the bearer token.
@@ -75,11 +76,33 @@ call "$SVC/AddSpan" '{"span":{"rollout_id":"'"$ROLLOUT_ID"'","attempt_id":"'"$AT
 expect span.sequenceId 1
 expect span.attributes.0.value.intValue 9007199254740993
 
+# A batch: AddSpans stores both in one transaction and answers with their
+# sequence ids in order (ids_only: the ids alone).
+SPAN='"rollout_id":"'"$ROLLOUT_ID"'","attempt_id":"'"$ATTEMPT_ID"'","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"'
+call "$SVC/AddSpans" '{"spans":[{'"$SPAN"',"span_id":"00f067aa0ba902b8","name":"tool.call"},{'"$SPAN"',"span_id":"00f067aa0ba902b9","parent_id":"00f067aa0ba902b8","name":"reward"}],"ids_only":true}'
+expect sequenceIds.0 2
+expect sequenceIds.1 3
+
+# The completion stream, opened before the attempt finishes: it sends the
+# rollout the moment it is terminal and then ends (one watched rollout).
+echo "\$ grpcurl -plaintext ${AUTH:+-H 'authorization: Bearer …' }-d '{\"rollout_ids\":[\"$ROLLOUT_ID\"],\"timeout\":\"60s\"}' $ADDR $SVC/WatchRolloutCompletions &"
+COMPLETIONS=$(mktemp)
+trap 'rm -f "$COMPLETIONS"' EXIT
+"$GRPCURL" -plaintext "${AUTH[@]}" -d '{"rollout_ids":["'"$ROLLOUT_ID"'"],"timeout":"60s"}' \
+  "$ADDR" "$SVC/WatchRolloutCompletions" >"$COMPLETIONS" &
+WATCH=$!
+
 # Proto3 JSON writes a FieldMask as a comma-separated string ("status"), but
 # grpcurl 1.8.6 parses it as a plain message and rejects the string
 # (fullstorydev/grpcurl#393): give it the object form {"paths":[...]}.
 call "$SVC/UpdateAttempt" '{"rollout_id":"'"$ROLLOUT_ID"'","attempt_id":"'"$ATTEMPT_ID"'","update_mask":{"paths":["status"]},"status":"ATTEMPT_STATUS_SUCCEEDED"}'
 expect attempt.status ATTEMPT_STATUS_SUCCEEDED
+
+wait "$WATCH" # the stream ends once its one rollout is terminal
+OUT=$(cat "$COMPLETIONS")
+echo "$OUT"
+expect rollout.rolloutId "$ROLLOUT_ID"
+expect rollout.status ROLLOUT_STATUS_SUCCEEDED
 
 call "$SVC/GetRollout" '{"rollout_id":"'"$ROLLOUT_ID"'"}'
 expect rollout.status ROLLOUT_STATUS_SUCCEEDED
@@ -90,7 +113,8 @@ expect rollout.attempt.sequenceId 1
 # with the window applied (limit, offset: int64, JSON strings) and the total.
 call "$SVC/QuerySpans" '{"rollout_id":"'"$ROLLOUT_ID"'","page":{"limit":10}}'
 expect spans.0.name openai.chat.completion
+expect spans.2.name reward
 expect limit 10
-expect total 1
+expect total 3
 
 echo "grpcurl example: rollout $ROLLOUT_ID succeeded"

@@ -51,13 +51,39 @@ scripts=(../../examples/python/train.py ../../examples/python/session_runner.py)
 "$agl0/bin/mypy"
 "$tools/bin/check-jsonschema" --builtin-schema vendor.github-workflows "$root/.github/workflows/release.yml"
 
+echo "--- the package's LICENSE is the repository's; README's links work outside the repository"
+cmp LICENSE "$root/LICENSE" || { echo "clients/python/LICENSE differs from the repository's LICENSE" >&2; exit 1; }
+# PyPI and other indexes show README.md without the repository around it: no
+# relative link but anchors, and each link into the repository names a file
+# or directory that exists.
+"$python" - "$root" README.md <<'PY'
+import os
+import re
+import sys
+
+root, readme = sys.argv[1], sys.argv[2]
+text = open(readme, encoding="utf-8").read()
+bad = []
+for target in re.findall(r"\]\(([^)\s]+)\)", text):
+    if target.startswith("#"):
+        continue
+    if not re.match(r"https?://", target):
+        bad.append(f"relative link {target}")
+        continue
+    m = re.match(r"https://github\.com/lightning-store/lightning-store/(?:blob|tree)/main/([^#?]+)", target)
+    if m and not os.path.exists(os.path.join(root, m.group(1))):
+        bad.append(f"link to a missing file {target}")
+if bad:
+    sys.exit("README.md: " + "; ".join(bad))
+PY
+
 echo "--- sdist (maturin sdist): what it holds"
 rm -rf "$work/dist" "$work/from-sdist"
 "$tools/bin/maturin" sdist --out "$work/dist" >"$work/sdist.log" 2>&1 || { cat "$work/sdist.log"; exit 1; }
 sdist=$(ls "$work"/dist/lightning_store-*.tar.gz)
 tar tzf "$sdist" | sed 's|^[^/]*/||' | sort >"$work/sdist.files"
-for needed in Cargo.toml Cargo.lock build.rs src/main.rs proto/lightningstore/v1/store.proto \
-  migrations/sqlite/0001_init.sql pyproject.toml README.md src/lightning_store/__init__.py; do
+for needed in Cargo.toml Cargo.lock crates/proto/build.rs src/main.rs proto/lightningstore/v1/store.proto \
+  crates/backends/migrations/sqlite/0001_init.sql pyproject.toml README.md src/lightning_store/__init__.py; do
   grep -qx "$needed" "$work/sdist.files" || { echo "the sdist lacks $needed" >&2; exit 1; }
 done
 if grep -E '^(tests|docs|helm|examples|clients)/' "$work/sdist.files"; then
@@ -65,6 +91,9 @@ if grep -E '^(tests|docs|helm|examples|clients)/' "$work/sdist.files"; then
   exit 1
 fi
 grep -q '^# lightning-store for Python' <(tar xzf "$sdist" -O --wildcards '*/README.md')
+grep -qx 'LICENSE' "$work/sdist.files" || { echo "the sdist lacks LICENSE" >&2; exit 1; }
+grep -q '^License-File: LICENSE' <(tar xzf "$sdist" -O --wildcards '*/PKG-INFO') \
+  || { echo "the sdist's PKG-INFO names no License-File" >&2; exit 1; }
 echo "$(wc -l <"$work/sdist.files") files, $(du -k "$sdist" | cut -f1) KiB"
 
 echo "--- the Linux x86_64 wheel (maturin build --profile dev --strip) and the client-only wheel"
@@ -75,6 +104,22 @@ wheel=$(ls "$work"/dist/lightning_store-*-manylinux_*.whl)
 "$python" client_only_wheel.py "$wheel" --out "$work/dist"
 client_wheel=$(ls "$work"/dist/lightning_store-*-py3-none-any.whl)
 ls -l "$work/dist"
+for w in "$wheel" "$client_wheel"; do # each carries the LICENSE (PEP 639: .dist-info/licenses/)
+  "$python" - "$w" "$root/LICENSE" <<'PY'
+import sys
+import zipfile
+
+wheel, license_file = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as z:
+    names = [n for n in z.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+    if not names or z.read(names[0]) != open(license_file, "rb").read():
+        sys.exit(f"{wheel} does not carry the LICENSE in .dist-info/licenses/")
+    metadata = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+    if b"License-File: LICENSE" not in z.read(metadata):
+        sys.exit(f"{wheel}: METADATA names no License-File")
+print(f"{wheel.rsplit('/', 1)[-1]}: {names[0]}")
+PY
+done
 chosen() { # the file pip installs from the directory $1
   "$python" -m pip download --quiet --disable-pip-version-check --no-deps --no-index --find-links "$1" \
     --dest "$work/chosen" lightning-store

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Makes the client-only wheel (`py3-none-any`) of the package from one of its platform wheels.
 
-    python client_only_wheel.py dist/lightning_store-0.1.0-py3-none-manylinux_2_17_x86_64.whl --out dist
+    python client_only_wheel.py dist/lightning_store-0.2.0-py3-none-manylinux_2_17_x86_64.whl --out dist
 
 Where no platform wheel fits (a platform the release builds no server for),
 pip takes this wheel rather than the sdist, whose build needs Rust and about

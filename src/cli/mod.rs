@@ -42,7 +42,7 @@ pub enum Command {
 /// a bad `--server`, 1 otherwise.
 pub fn exit_code(error: &(dyn std::error::Error + 'static)) -> u8 {
     error.downcast_ref::<client::ClientError>().map_or(
-        lightning_store_cli::FAILURE_EXIT,
+        lightning_store_cli::exit::FAILURE_EXIT,
         client::ClientError::exit_code,
     )
 }

@@ -35,6 +35,7 @@
 
 mod agl1;
 mod exposition;
+mod histogram;
 
 pub use exposition::Exposition;
 
@@ -57,12 +58,7 @@ use lightning_store_core::telemetry::{BackendPhase, Observer};
 use lightning_store_proto::code_name;
 
 pub use self::agl1::Agl1Metrics;
-
-/// Latency buckets in seconds: 100 µs to 10 s.
-const LATENCY_BUCKETS: [f64; 16] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-    5.0, 10.0,
-];
+use self::histogram::latency_histogram;
 
 /// Labels of the per-RPC metrics.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -205,10 +201,6 @@ impl Default for Metrics {
     fn default() -> Self {
         Self::new()
     }
-}
-
-fn latency_histogram() -> Histogram {
-    Histogram::new(LATENCY_BUCKETS)
 }
 
 impl Metrics {

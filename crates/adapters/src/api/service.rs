@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tonic::{Request, Response, Status};
 
-use super::caller_of;
+use super::caller::caller_of;
 use super::convert::{self as c, ProtoEnum as _};
 use super::status::status_of;
 use super::streams::{self, RpcStream, SubscriberLimits};

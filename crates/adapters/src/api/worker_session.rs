@@ -7,7 +7,7 @@ use futures::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 use tonic::{Status, Streaming};
 
-use super::caller_of;
+use super::caller::caller_of;
 use super::convert as c;
 use super::status::{blame_undecodable_request, status_of};
 use super::streams::{RpcStream, closing_status, stream_of};

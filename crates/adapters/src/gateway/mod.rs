@@ -29,6 +29,7 @@
 //! store one durable append: its event.
 
 mod cache;
+pub mod error;
 pub mod rates;
 pub mod upstream;
 
@@ -41,6 +42,7 @@ use http::StatusCode;
 use tokio::sync::Notify;
 use tokio::sync::broadcast::error::RecvError;
 
+pub use self::error::GatewayError;
 use crate::metrics::Metrics;
 use crate::pyjson::is_canonical;
 use lightning_store_core::agl1::events::MODEL_REQUEST;
@@ -52,7 +54,7 @@ use lightning_store_core::agl1::model_call::{
 };
 use lightning_store_core::agl1::{self, ModelServer, NewAgl1Event, Pause, Replica};
 use lightning_store_core::engine::Engine;
-use lightning_store_core::error::{StoreError, StoreResult};
+use lightning_store_core::error::StoreResult;
 use lightning_store_core::events::Change;
 use lightning_store_core::ids::{AttemptId, RolloutId};
 use lightning_store_core::model::{Json, Timestamp};
@@ -84,34 +86,6 @@ impl Default for GatewayConfig {
             heartbeat: Duration::from_secs(1),
             stale_after: Duration::from_secs(5),
         }
-    }
-}
-
-/// A proxied call's refusal or failure, as agent-lightning 1.x's gateway
-/// answers it: an HTTP status with its detail, or the store's error (the
-/// HTTP adapter writes both as `{"detail": ...}`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum GatewayError {
-    /// The gateway's own answer.
-    #[error("{detail}")]
-    Refused { status: StatusCode, detail: String },
-    /// The store failed or refused.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-impl GatewayError {
-    /// Returns the answer `status` with `detail`.
-    pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
-        Self::Refused {
-            status,
-            detail: detail.into(),
-        }
-    }
-
-    /// Returns a 400 with `detail`.
-    pub fn bad_request(detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, detail)
     }
 }
 

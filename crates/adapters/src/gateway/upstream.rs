@@ -13,7 +13,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use super::GatewayError;
+use super::error::GatewayError;
 use crate::metrics::Metrics;
 use crate::pyjson::is_canonical;
 use lightning_store_core::agl1::gateway::{RetryPolicy, is_retryable_status};

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 use http::request::Parts;
 
-use super::HttpContext;
+use super::context::HttpContext;
 use super::error::HttpError;
 use super::validate::{Invalid, Issue, Loc, Object, Validator};
 use lightning_store_core::access::Caller;

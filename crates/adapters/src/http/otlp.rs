@@ -22,7 +22,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use prost::Message as _;
 
-use super::HttpContext;
+use super::context::HttpContext;
 use super::extract::read_body;
 use super::routes::Routes;
 use crate::auth::policy::Permission;

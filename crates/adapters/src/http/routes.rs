@@ -21,7 +21,7 @@ use axum::handler::Handler;
 use axum::routing::{MethodFilter, on};
 use http::Method;
 
-use super::HttpContext;
+use super::context::HttpContext;
 use crate::auth::policy::{Need, RouteNeeds};
 
 /// HTTP routes with what each needs, their handlers sharing a state `S`.

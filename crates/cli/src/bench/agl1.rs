@@ -21,12 +21,13 @@ use std::time::Instant;
 use bytes::Bytes;
 use serde_json::json;
 
+use super::args::LoadArgs;
 use super::driver::{Measured, TaskContext, run_tasks};
+use super::error::BenchResult;
 use super::http::{Connection, ModelServer};
 use super::report::{Report, Row, RowSpec};
 use super::stats::Recorder;
 use super::target::Target;
-use super::{BenchResult, LoadArgs};
 
 /// Operations per run when `--count` is not given: bounded, so that an
 /// in-memory server does not hold more than ~0.4 GB of events.
@@ -125,7 +126,7 @@ pub async fn run(target: &mut Target, args: Agl1Args, progress: bool) -> BenchRe
             slices,
         } => {
             let latency = std::time::Duration::try_from_secs_f64(model_latency_ms / 1e3)
-                .map_err(|_| super::BenchError::new("--model-latency-ms must be >= 0"))?;
+                .map_err(|_| super::error::BenchError::new("--model-latency-ms must be >= 0"))?;
             let answer = AnswerShape {
                 latency,
                 prompt_tokens,
@@ -203,7 +204,7 @@ impl Connections {
 struct HttpLoad {
     label: String,
     connections: Connections,
-    limits: super::Limits,
+    limits: super::limits::Limits,
     progress: bool,
 }
 
@@ -494,7 +495,7 @@ const SLICE_SECS: f64 = 0.5;
 /// [`SLICE_SECS`] of `duration` (at least one).
 fn slice_count(requested: Option<u32>, duration: std::time::Duration) -> BenchResult<u32> {
     match requested {
-        Some(0) => Err(super::BenchError::new("--slices must be at least 1")),
+        Some(0) => Err(super::error::BenchError::new("--slices must be at least 1")),
         Some(slices) => Ok(slices),
         // Bounded by the cast: a duration of years gives u32::MAX slices.
         None => Ok(((duration.as_secs_f64() / SLICE_SECS).round() as u32).max(1)),
@@ -504,12 +505,12 @@ fn slice_count(requested: Option<u32>, duration: std::time::Duration) -> BenchRe
 /// Returns the bounds of slice `slice` of `slices`: an equal share of the
 /// duration, and of the count (the remainder going to the first slices, so
 /// that the shares add up to the count).
-fn slice_limits(limits: super::Limits, slices: u32, slice: u32) -> super::Limits {
+fn slice_limits(limits: super::limits::Limits, slices: u32, slice: u32) -> super::limits::Limits {
     let (share, remainder) = (
         limits.count / u64::from(slices),
         limits.count % u64::from(slices),
     );
-    super::Limits {
+    super::limits::Limits {
         count: share + u64::from(u64::from(slice) < remainder),
         duration: limits.duration / slices,
     }
@@ -533,7 +534,7 @@ impl Phase {
     async fn run_slice(
         &mut self,
         chat: &Bytes,
-        limits: super::Limits,
+        limits: super::limits::Limits,
         slices: u32,
         progress: bool,
     ) -> BenchResult<()> {

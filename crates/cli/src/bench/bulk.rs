@@ -8,11 +8,12 @@ use std::time::Instant;
 
 use serde_json::json;
 
+use super::args::LoadArgs;
 use super::driver::{Measured, TaskContext, run_tasks, timed};
+use super::error::{BenchError, BenchResult};
 use super::report::{Report, Row, RowSpec};
 use super::stats::{Counters, Recorder};
 use super::target::{StoreClient, Target};
-use super::{BenchError, BenchResult, LoadArgs};
 use lightning_store_proto as pb;
 
 /// Probe iterations per run when `--count` is not given (the batch's end

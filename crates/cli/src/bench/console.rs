@@ -25,13 +25,15 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use super::args::SpanArgs;
 use super::driver::Measured;
+use super::error::{BenchError, BenchResult};
 use super::lifecycle::unary_load;
+use super::limits::Limits;
 use super::payload::StoreSpan;
 use super::report::{Report, Row, RowSpec};
 use super::stats::{Counters, Recorder};
 use super::target::{StoreClient, Target, start_rollout};
-use super::{BenchError, BenchResult, Limits, SpanArgs};
 use lightning_store_proto as pb;
 
 /// The pages the live pages are spread over, in turn.

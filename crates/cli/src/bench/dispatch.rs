@@ -19,13 +19,14 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 
+use super::args::LoadArgs;
 use super::driver::{Budget, Measured};
+use super::error::{BenchError, BenchResult};
 use super::progress::Progress;
 use super::report::{Report, Row, RowSpec};
 use super::session::BenchSession;
 use super::stats::{Counters, Recorder, status_text};
 use super::target::{StoreClient, Target};
-use super::{BenchError, BenchResult, LoadArgs};
 use lightning_store_proto as pb;
 
 /// Enqueues per run when `--count` is not given.

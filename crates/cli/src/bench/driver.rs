@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinSet;
 
+use super::error::{BenchError, BenchResult};
+use super::limits::Limits;
 use super::progress::Progress;
 use super::stats::{Counters, Recorder};
-use super::{BenchError, BenchResult, Limits};
 
 /// The operations left to issue, shared by the tasks of a run.
 #[derive(Debug)]

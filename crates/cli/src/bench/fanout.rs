@@ -9,13 +9,14 @@ use serde_json::json;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
+use super::args::LoadArgs;
 use super::driver::{Budget, Measured};
+use super::error::BenchResult;
 use super::lifecycle::succeeded;
 use super::progress::Progress;
 use super::report::{Report, Row, RowSpec};
 use super::stats::{Counters, Recorder, status_text};
 use super::target::{StoreClient, Target, start_rollout};
-use super::{BenchResult, LoadArgs};
 use lightning_store_proto as pb;
 
 /// Rounds per run when `--count` is not given.

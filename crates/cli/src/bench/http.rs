@@ -11,7 +11,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 
-use super::{BenchError, BenchResult, CALL_TIMEOUT};
+use super::error::{BenchError, BenchResult};
+use super::limits::CALL_TIMEOUT;
 
 /// One keep-alive HTTP/1.1 connection to a server.
 pub struct Connection {

@@ -9,14 +9,15 @@ use std::time::Instant;
 use serde_json::json;
 use tonic::Status;
 
+use super::args::{LoadArgs, SpanArgs};
 use super::driver::{TaskContext, run_tasks};
+use super::error::{BenchError, BenchResult};
 use super::otlp_http::OtlpHttpClient;
 use super::payload::{OtlpBatch, SpanIds, StoreBatch, StoreSpan};
 use super::report::{Memory, Report, Row, RowSpec};
 use super::stats::{Recorder, status_text};
 use super::target::{Pool, Target, start_rollout};
 use super::wire::LeanClient;
-use super::{BenchError, BenchResult, LoadArgs, SpanArgs};
 use lightning_store_proto as pb;
 
 /// Spans per run when `--count` is not given: the default count of

@@ -8,14 +8,16 @@ use prost::Message;
 use serde_json::json;
 use tonic::Status;
 
+use super::args::{LoadArgs, SpanArgs};
 use super::driver::{Measured, TaskContext, run_tasks, timed};
+use super::error::{BenchError, BenchResult};
+use super::limits::Limits;
 use super::payload::{SpanIds, StoreSpan};
 use super::report::{Report, Row, RowSpec};
 use super::session::BenchSession;
 use super::stats::{Recorder, status_text};
 use super::target::{Pool, StoreClient, Target};
 use super::wire::LeanClient;
-use super::{BenchError, BenchResult, Limits, LoadArgs, SpanArgs};
 use lightning_store_proto as pb;
 
 /// Lifecycles per run when `--count` is not given (the duration usually ends it first).

@@ -9,11 +9,12 @@ use serde_json::json;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
+use super::args::LoadArgs;
 use super::driver::{TaskContext, run_tasks};
+use super::error::BenchResult;
 use super::report::{Report, Row, RowSpec};
 use super::stats::{Recorder, status_text};
 use super::target::Target;
-use super::{BenchResult, LoadArgs};
 
 /// Calls per run when `--count` is not given.
 const DEFAULT_COUNT: u64 = 100_000_000;

@@ -10,7 +10,7 @@ use hyper_util::rt::TokioExecutor;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
 use prost::Message as _;
 
-use super::CALL_TIMEOUT;
+use super::limits::CALL_TIMEOUT;
 
 /// One client task's OTLP/HTTP exporter.
 pub struct OtlpHttpClient {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::Limits;
+use super::limits::Limits;
 use super::stats::Counters;
 
 /// How often the line is redrawn.

@@ -6,13 +6,14 @@ use std::time::Instant;
 use serde_json::json;
 use tonic::Status;
 
+use super::args::{LoadArgs, SpanArgs};
 use super::driver::{TaskContext, run_tasks};
+use super::error::{BenchError, BenchResult};
 use super::payload::{SpanIds, StoreSpan};
 use super::report::{Report, Row, RowSpec};
 use super::stats::{Recorder, status_text};
 use super::target::{StoreClient, Target, start_rollout};
 use super::wire::LeanClient;
-use super::{BenchError, BenchResult, LoadArgs, SpanArgs};
 use lightning_store_proto as pb;
 
 /// Queries per run when `--count` is not given.

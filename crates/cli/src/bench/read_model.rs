@@ -16,12 +16,14 @@ use futures::StreamExt as _;
 use serde_json::json;
 use tonic::Status;
 
+use super::args::SpanArgs;
 use super::driver::{TaskContext, run_tasks};
+use super::error::{BenchError, BenchResult};
+use super::limits::Limits;
 use super::payload::{SpanIds, StoreSpan};
 use super::report::{Report, Row, RowSpec};
 use super::stats::{Recorder, status_text};
 use super::target::{Pool, StoreClient, Target};
-use super::{BenchError, BenchResult, Limits, SpanArgs};
 use lightning_store_proto as pb;
 
 /// The W3C header in which the server reports its own time for every

@@ -12,8 +12,10 @@ use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
+use super::args::TargetArgs;
+use super::error::{BenchError, BenchResult};
+use super::limits::CALL_TIMEOUT;
 use super::wire::LeanClient;
-use super::{BenchError, BenchResult, CALL_TIMEOUT, TargetArgs};
 use crate::connection::{AuthChannel, BearerToken, ConnectArgs, error_chain};
 use lightning_store_proto::lightning_store_service_client::LightningStoreServiceClient;
 

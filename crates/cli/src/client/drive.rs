@@ -6,9 +6,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::args::{AddSpanArgs, CompleteArgs, DequeueArgs, EnqueueArgs, StartArgs};
+use super::error::{ClientError, ClientResult};
 use super::json::{attempt_json, attribute_json, print_json, rollout_json, span_json};
+use super::session::Session;
 use super::text::{attempt_rows, details, or_dash, rollout_rows, time_cell};
-use super::{ClientError, ClientResult, Session};
 use lightning_store_proto as pb;
 
 /// The rollout that `enqueue` and `start` create.

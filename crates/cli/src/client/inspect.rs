@@ -6,15 +6,16 @@ use serde_json::{Value, json};
 use super::args::{
     AttemptsArgs, ResourcesArgs, RolloutArgs, RolloutsArgs, SpansArgs, WorkersArgs, page_request,
 };
+use super::error::ClientResult;
 use super::json::{
     attempt_json, json_text, mode_name, page_json, print_json, resources_json, rollout_json,
     span_json, worker_json,
 };
+use super::session::Session;
 use super::text::{
     attempts_table, details, list_table, or_dash, pretty, print_list, render, rollout_rows,
     span_duration, time_cell, with_statuses,
 };
-use super::{ClientResult, Session};
 use crate::connection::ShortName;
 use lightning_store_proto as pb;
 

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{ClientError, ClientResult};
+use super::error::{ClientError, ClientResult};
 use crate::connection::ShortName;
 use lightning_store_proto as pb;
 

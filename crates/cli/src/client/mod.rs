@@ -11,8 +11,7 @@
 
 use std::time::Duration;
 
-use crate::connection::{AuthChannel, error_chain};
-use lightning_store_proto::code_name;
+use crate::connection::error_chain;
 use lightning_store_proto::lightning_store_service_client::LightningStoreServiceClient;
 
 /// Writes a line to stdout like `println!`, returning the write error (a
@@ -31,10 +30,14 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 mod args;
 mod drive;
+pub mod error;
 mod inspect;
 mod json;
+mod session;
 mod text;
 
+pub use self::error::{ClientError, ClientResult};
+use self::session::Session;
 pub use args::{
     AddSpanArgs, AttemptsArgs, CompleteArgs, DequeueArgs, EnqueueArgs, PageArgs, ResourcesArgs,
     RolloutArgs, RolloutsArgs, SpansArgs, StartArgs, WorkersArgs,
@@ -94,46 +97,6 @@ pub struct WithOptions<A: clap::Args> {
     /// The shared client options.
     #[command(flatten)]
     pub options: ClientOptions,
-}
-
-/// Errors of client subcommands.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error("{0}")]
-    Address(String),
-    #[error(
-        "cannot connect to {url}: {reason} (is `lightning-store serve` running there? \
-         set --server or LIGHTNING_STORE_SERVER)"
-    )]
-    Connect { url: String, reason: String },
-    #[error("{}: {}", code_name(.0.code()), .0.message())]
-    Grpc(#[from] tonic::Status),
-    #[error("cannot write the output: {0}")]
-    Output(std::io::Error),
-    #[error("{0}")]
-    Other(String),
-}
-
-impl ClientError {
-    /// The process exit code (the binary's `exit_code` maps every failure).
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            Self::Grpc(status) => crate::GRPC_EXIT_BASE + status.code() as u8,
-            Self::Connect { .. } => crate::GRPC_EXIT_BASE + tonic::Code::Unavailable as u8,
-            Self::Address(_) => crate::USAGE_EXIT,
-            Self::Output(_) | Self::Other(_) => crate::FAILURE_EXIT,
-        }
-    }
-}
-
-pub(crate) type ClientResult<T = ()> = Result<T, ClientError>;
-
-type Grpc = LightningStoreServiceClient<AuthChannel>;
-
-/// A connection to the server plus the output format.
-pub(crate) struct Session {
-    pub(crate) client: Grpc,
-    pub(crate) json: bool,
 }
 
 impl ClientOptions {

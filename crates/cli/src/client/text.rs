@@ -3,7 +3,7 @@
 use comfy_table::{Table, presets};
 use serde_json::Value;
 
-use super::ClientResult;
+use super::error::ClientResult;
 use super::json::mode_name;
 use crate::connection::ShortName;
 use lightning_store_proto as pb;

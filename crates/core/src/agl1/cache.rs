@@ -42,7 +42,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 
-use super::Agl1RolloutDetail;
+use super::records::Agl1RolloutDetail;
 use crate::model::Timestamp;
 
 /// Details kept at most.

@@ -8,7 +8,7 @@
 //! findings say which of those rules it missed.
 
 use super::events::{self, EventFormat, EventQuery, MODEL_REQUEST, REWARD, parse_data};
-use super::{Agl1Event, Agl1State};
+use super::records::{Agl1Event, Agl1State};
 use crate::error::StoreResult;
 use crate::model::Json;
 

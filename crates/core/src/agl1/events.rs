@@ -7,7 +7,7 @@
 //! (`agentlightning/server/routes/events.py`); where it would crash on
 //! malformed data (a 500), these functions read what they can instead.
 
-use super::Agl1Event;
+use super::records::Agl1Event;
 use crate::error::{StoreError, StoreResult};
 use crate::model::Json;
 
@@ -194,7 +194,7 @@ pub fn trim_model_request(data: &Json) -> Json {
                 .as_array()
                 .and_then(|choices| choices.first())
             {
-                if !super::truthy(&prompt) {
+                if !super::records::truthy(&prompt) {
                     prompt = get_or(first, "prompt_token_ids", &empty_list).clone();
                 }
                 response_ids = get_or(first, "token_ids", &empty_list).clone();
@@ -208,7 +208,7 @@ pub fn trim_model_request(data: &Json) -> Json {
             let mut ids = Vec::new();
             for chunk in chunks {
                 let chunk_prompt = get_or(chunk, "prompt_token_ids", &Json::Null);
-                if !super::truthy(&prompt) && super::truthy(chunk_prompt) {
+                if !super::records::truthy(&prompt) && super::records::truthy(chunk_prompt) {
                     prompt = chunk_prompt.clone();
                 }
                 if let Some(tokens) = get_or(chunk, "choices", &empty_list)

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use super::ModelServer;
+use super::records::ModelServer;
 
 /// When and how often upstream calls are retried.
 #[derive(Debug, Clone, Copy, PartialEq)]

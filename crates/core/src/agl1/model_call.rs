@@ -19,9 +19,9 @@ use std::fmt::Write as _;
 use indexmap::IndexMap;
 use serde_json::value::RawValue;
 
-use super::ModelServer;
 use super::events::ROUTED_EXPERTS;
 use super::gateway::{GatewayMode, GatewaySettings, status_of};
+use super::records::ModelServer;
 use crate::model::Json;
 
 /// A JSON object's members, each value as its JSON text.
@@ -133,7 +133,7 @@ pub fn prepare_request(
     let stream = members
         .get("stream")
         .and_then(|raw| serde_json::from_str::<Json>(raw.get()).ok())
-        .is_some_and(|value| super::truthy(&value));
+        .is_some_and(|value| super::records::truthy(&value));
     let temperature = match mode {
         GatewayMode::Train => settings.train_temperature,
         GatewayMode::Val => settings.val_temperature,

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use tokio::sync::broadcast::error::RecvError;
 
+use super::runner::{Engine, Scan};
 use super::tx::{self, AttemptWrite, NewAttempt, Tx};
-use super::{Engine, Scan};
 use crate::agl1::cache::DetailCache;
 use crate::agl1::events::{self as agl1_events, EventQuery};
 use crate::agl1::{

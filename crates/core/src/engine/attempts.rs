@@ -7,8 +7,9 @@ use super::super::lifecycle;
 use super::super::model::{Attempt, RolloutView};
 use super::super::query::{Page, Paged};
 use super::super::storage::Access;
+use super::patches::{AttemptPatch, AttemptUpdate};
+use super::runner::{Engine, Scan};
 use super::tx::{self, AttemptWrite, Tx};
-use super::{AttemptPatch, AttemptUpdate, Engine, Scan};
 
 impl Engine {
     /// Creates a new attempt for a rollout whatever its status, for

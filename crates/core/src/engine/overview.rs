@@ -12,7 +12,7 @@ use super::super::overview::{
     self, Failure, Found, MAX_FAILURES, MAX_FOUND_ATTEMPTS, MinuteCounts, QueuePlace, QueuedRollout,
 };
 use super::super::storage::Access;
-use super::Engine;
+use super::runner::Engine;
 
 impl Engine {
     /// Returns how many rollouts have each status, every status present

@@ -24,7 +24,7 @@ use super::super::query::{
 };
 use super::super::storage::{Access, StoreTx};
 use super::super::waiting::{self, WaitingFacts};
-use super::{Engine, Scan};
+use super::runner::{Engine, Scan};
 
 /// The worker statuses, in the order the Overview lists them.
 const WORKER_STATUSES: [WorkerStatus; 4] = [

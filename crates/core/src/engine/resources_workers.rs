@@ -6,7 +6,7 @@ use super::super::ids::{self, ResourcesId, WorkerId};
 use super::super::model::{Json, ResourcesUpdate, Worker, WorkerSession};
 use super::super::query::{Page, Paged, ResourcesFilter, WorkerFilter};
 use super::super::storage::Access;
-use super::{Engine, Scan};
+use super::runner::{Engine, Scan};
 
 impl Engine {
     /// Stores a new resources snapshot (version 1) as the latest.

@@ -14,8 +14,9 @@ use super::super::lifecycle;
 use super::super::model::{Rollout, RolloutSpec, RolloutStatus, RolloutView, Timestamp};
 use super::super::query::{Page, Paged, RolloutFilter};
 use super::super::storage::Access;
+use super::patches::RolloutPatch;
+use super::runner::{Engine, Scan};
 use super::tx::{self, Tx};
-use super::{Engine, RolloutPatch, Scan};
 
 /// What an enqueue created.
 #[derive(Debug, Clone, PartialEq)]

@@ -16,8 +16,8 @@ use super::super::model::{
 use super::super::ownership;
 use super::super::storage::Access;
 use super::rollouts;
+use super::runner::{Engine, Scan};
 use super::tx::{self, Tx};
-use super::{Engine, Scan};
 
 /// How this server holds worker sessions.
 #[derive(Debug, Clone)]

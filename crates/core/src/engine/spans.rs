@@ -11,7 +11,8 @@ use super::super::model::{Attempt, NewSpan, RolloutView, Span};
 use super::super::query::{AttemptSelector, Page, Paged, SpanFilter};
 use super::super::storage::Access;
 use super::tx::{self, Tx};
-use super::{AddedSpans, Engine, Scan};
+
+use super::runner::{Engine, Scan};
 
 impl Engine {
     /// Stores spans atomically: if any span names an unknown rollout or
@@ -437,4 +438,17 @@ async fn number_spans(tx: &mut Tx<'_>, new_spans: Vec<NewSpan>) -> StoreResult<V
         tx.store.raise_sequence_id(&rollout_id, at_least).await?;
     }
     Ok(spans)
+}
+
+/// Result of storing spans.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AddedSpans {
+    /// The stored spans in request order, with their sequence ids (shared
+    /// with the store).
+    pub spans: Vec<Arc<Span>>,
+    /// Spans skipped because they were already stored.
+    pub duplicates: usize,
+    /// Why each skipped span with an unknown rollout or attempt was
+    /// rejected (only [`Engine::ingest_spans`] skips them).
+    pub rejected: Vec<StoreError>,
 }

@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use super::AttemptStatus;
+use super::status::AttemptStatus;
 use crate::error::StoreError;
 
 /// Why a number of seconds is not a duration.

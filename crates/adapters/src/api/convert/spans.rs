@@ -3,7 +3,7 @@
 //! round-trip exactly: ids verbatim, the trace state as ordered entries,
 //! links with or without an attribute map, and unknown fields as JSON.
 
-use super::{opt_time, timestamp_from_proto};
+use super::time::{opt_time, timestamp_from_proto};
 use lightning_store_core::error::{StoreError, StoreResult};
 use lightning_store_core::model::{self as m, ExtraFields, Json, TraceState};
 use lightning_store_proto as pb;

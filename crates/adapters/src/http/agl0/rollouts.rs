@@ -6,7 +6,7 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
-use super::super::HttpContext;
+use super::super::context::HttpContext;
 use super::super::error::HttpResult;
 use super::super::extract::{IdempotencyKey, JsonBody, QueryParams, RequestCaller};
 use super::super::validate::{Loc, Object, Validator};

@@ -4,7 +4,7 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
-use super::super::HttpContext;
+use super::super::context::HttpContext;
 use super::super::error::{HttpError, HttpResult};
 use super::super::extract::{JsonBody, QueryParams, RequestCaller};
 use super::super::validate::{Loc, Validator};

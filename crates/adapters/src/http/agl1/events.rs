@@ -8,8 +8,9 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 use serde_json::value::RawValue;
 
-use super::{raw_answer, render, schema};
-use crate::http::HttpContext;
+use super::answer::raw_answer;
+use super::{render, schema};
+use crate::http::context::HttpContext;
 use crate::http::error::HttpResult;
 use crate::http::extract::{self, JsonBody, QueryParams, RawBody, is_json, json_body};
 use crate::http::validate::{Loc, Validator};

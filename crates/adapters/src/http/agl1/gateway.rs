@@ -7,7 +7,7 @@ use http::{HeaderValue, StatusCode, header};
 use super::render::PauseBody;
 use super::schema;
 use crate::gateway::{GatewayState, ProxyAnswer, ProxyCall};
-use crate::http::HttpContext;
+use crate::http::context::HttpContext;
 use crate::http::error::{HttpError, HttpResult};
 use crate::http::extract::JsonBody;
 use crate::http::validate::{Loc, Validator};

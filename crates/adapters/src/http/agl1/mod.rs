@@ -12,13 +12,13 @@
 //! text/event-stream`), and an event POST with an `Idempotency-Key` header
 //! is recorded once however often it is retried.
 
+mod answer;
 mod events;
 mod gateway;
 pub mod render;
 mod rollouts;
 pub mod schema;
 
-use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
 use super::routes::Routes;
@@ -60,14 +60,4 @@ pub fn routes() -> Routes {
 
 async fn health() -> PyJson<Json> {
     PyJson(StatusCode::OK, serde_json::json!({"status": "ok"}))
-}
-
-/// Answers with JSON already written (the renderers of [`render`]).
-pub(super) fn raw_answer(status: StatusCode, body: Vec<u8>) -> Response {
-    let mut response = (status, body).into_response();
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    response
 }

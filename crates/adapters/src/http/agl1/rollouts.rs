@@ -9,9 +9,10 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 
+use super::answer::raw_answer;
 use super::render::{self, TerminalItem};
-use super::{raw_answer, schema};
-use crate::http::HttpContext;
+use super::schema;
+use crate::http::context::HttpContext;
 use crate::http::error::HttpResult;
 use crate::http::extract::{JsonBody, QueryParams};
 use crate::http::validate::{Loc, Validator};
