@@ -1,10 +1,18 @@
 //! The console over plain HTTP (no browser): its flag, its headers, the
-//! cookie only its routes accept, and its live pages' streams, which end
-//! when the server drains and are cut off when the browser reads nothing.
+//! cookie only its routes accept, its live pages' streams, which end
+//! when the server drains and are cut off when the browser reads nothing;
+//! its pages' reads, bounded whatever the store holds; the cancel rule the
+//! rollout page and the cancel action share; and a rollout whose spans the
+//! retention deleted.
 
 use std::time::{Duration, SystemTime};
 
 use lightning_store::auth::Tokens;
+use lightning_store::core::access::Caller;
+use lightning_store::core::ids::{RolloutId, WorkerId};
+use lightning_store::core::model::RolloutStatus;
+use lightning_store::core::pages::{MAX_ROWS, OverviewLimits, RolloutLimits};
+use lightning_store::core::retention::RetentionPolicy;
 use lightning_store::metrics::Metrics;
 use lightning_store::proto as pb;
 use lightning_store::server::ServerConfig;
@@ -13,7 +21,7 @@ use tokio::net::TcpStream;
 
 use crate::common::http::{HttpClient, Version};
 use crate::common::{Backend, TestOptions, TestServer};
-use crate::console::support::{add_spans, dequeue, enqueue, span, text};
+use crate::console::support::{add_spans, dequeue, enqueue, finish, span, text};
 
 const KEY: &str = "console-http-key";
 
@@ -292,4 +300,152 @@ async fn a_live_page_that_reads_nothing_is_cut_off() {
         assert!(n > 0, "the stream ended");
         seen.extend_from_slice(&buffer[..n]);
     }
+}
+
+/// Workers whose sessions the Overview counts (the console's limit).
+const OVERVIEW_SESSION_WORKERS: usize = 1_000;
+
+async fn add_workers(server: &TestServer, from: usize, to: usize) {
+    for i in from..to {
+        let worker_id = WorkerId::parse("worker_id", format!("worker-{i:05}")).unwrap();
+        server
+            .engine
+            .update_worker(&worker_id, None, &Caller::anyone())
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn the_overview_is_one_bounded_read() {
+    let server = start(ServerConfig::default()).await;
+    add_workers(&server, 0, 5).await;
+    let limits = OverviewLimits {
+        failures: 1,
+        events: 10,
+        workers: 3,
+    };
+    let read = server.engine.overview_page(limits).await.unwrap();
+    // Counted whole, listed up to the limit.
+    assert_eq!(read.workers_total, 5);
+    assert_eq!(read.workers_by_status.values().sum::<u64>(), 5);
+    assert_eq!(read.sessions_of, 3);
+    let unbounded = OverviewLimits {
+        workers: MAX_ROWS + 1,
+        ..limits
+    };
+    assert!(server.engine.overview_page(unbounded).await.is_err());
+
+    // The page: every worker counted, the sessions of the first ones, and
+    // it says so.
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let page = http.get("/").await.text();
+    assert!(page.contains("5 known"), "{page}");
+    assert!(!page.contains("of the first"), "{page}");
+    add_workers(&server, 5, OVERVIEW_SESSION_WORKERS + 1).await;
+    let page = http.get("/").await.text();
+    assert!(page.contains("1,001 known"), "{page}");
+    assert!(page.contains("of the first 1,000 workers"), "{page}");
+}
+
+/// Posts a console form (from no browser: no origin headers, no form token
+/// needed on an open port).
+async fn post_form(http: &HttpClient, path: &str) -> u16 {
+    http.request(
+        "POST",
+        path,
+        &[("content-type", "application/x-www-form-urlencoded")],
+        "",
+    )
+    .await
+    .status
+}
+
+#[tokio::test]
+async fn a_rollout_may_be_cancelled_until_it_finishes() {
+    let server = start(ServerConfig::default()).await;
+    let mut client = server.client().await;
+    let rollout_id = enqueue(&mut client, "{}").await;
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let page = format!("/console/rollouts/{rollout_id}");
+    let cancel = format!("{page}/cancel");
+    assert!(http.get(&page).await.text().contains(&cancel));
+    let confirm = http.get(&cancel).await;
+    assert_eq!(confirm.status, 200);
+    assert!(confirm.text().contains("Cancel rollout"));
+    assert_eq!(post_form(&http, &cancel).await, 303);
+    let id = RolloutId::parse("rollout_id", rollout_id.clone()).unwrap();
+    let view = server.engine.get_rollout(&id).await.unwrap();
+    assert_eq!(view.rollout.status, RolloutStatus::Cancelled);
+    // Finished: no link, no confirmation, nothing to cancel.
+    assert!(!http.get(&page).await.text().contains(&cancel));
+    assert_eq!(http.get(&cancel).await.status, 409);
+    assert_eq!(post_form(&http, &cancel).await, 409);
+}
+
+#[tokio::test]
+async fn a_rollout_whose_spans_the_retention_deleted_says_so() {
+    let server = TestServer::start_opts(
+        Backend::Memory,
+        TestOptions {
+            span_retention: RetentionPolicy {
+                max_age: Some(Duration::ZERO),
+                max_bytes: None,
+            },
+            retention_interval: Duration::from_secs(3600),
+            ..TestOptions::default()
+        },
+    )
+    .await;
+    let mut client = server.client().await;
+    let rollout_id = enqueue(&mut client, "{}").await;
+    let (_, attempt) = dequeue(&mut client, "w").await;
+    let base = SystemTime::now();
+    let spans = vec![span(
+        &rollout_id,
+        &attempt,
+        "s",
+        None,
+        "run",
+        base,
+        (0, 1),
+        Vec::new(),
+    )];
+    add_spans(&mut client, spans).await;
+    finish(
+        &mut client,
+        &rollout_id,
+        &attempt,
+        pb::AttemptStatus::Succeeded,
+    )
+    .await;
+    let id = RolloutId::parse("rollout_id", rollout_id.clone()).unwrap();
+    let limits = RolloutLimits {
+        attempts: 10,
+        spans: 10,
+        events: 10,
+        workers: 10,
+    };
+    let before = server.engine.rollout_page(&id, limits, 0).await.unwrap();
+    assert!(!before.spans_evicted);
+    assert_eq!(before.spans.total, 1);
+    assert!(!before.cancellable);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let evicted = server.engine.apply_retention().await.unwrap();
+    assert_eq!(evicted.rollouts, 1);
+    let after = server.engine.rollout_page(&id, limits, 0).await.unwrap();
+    assert!(after.spans_evicted);
+    assert!(after.spans.items.is_empty());
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let page = http.get(&format!("/console/rollouts/{rollout_id}")).await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.text()
+            .contains("The span retention deleted this rollout")
+    );
+    let download = http
+        .get(&format!("/console/rollouts/{rollout_id}/download"))
+        .await;
+    assert_eq!(download.status, 200);
+    assert_eq!(download.json()["spans_evicted"], serde_json::json!(true));
 }

@@ -50,7 +50,7 @@ pub fn url(name: &str) -> String {
         .iter()
         .position(|asset| asset.name == name)
         .expect("a known asset");
-    format!("{}/assets/{name}?v={}", super::PREFIX, digests[index])
+    format!("{}/assets/{name}?v={}", crate::url::PREFIX, digests[index])
 }
 
 /// Serves an embedded asset, to be kept by caches (its URL changes with it).

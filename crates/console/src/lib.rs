@@ -30,13 +30,14 @@
 
 pub mod assets;
 mod charts;
+mod context;
 mod format;
 mod pages;
 mod rendered;
 mod sampler;
+mod url;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::extract::Request;
@@ -44,92 +45,20 @@ use axum::middleware::{Next, from_fn, from_fn_with_state};
 use axum::response::Response;
 use http::{HeaderValue, header};
 
-use self::pages::live::Hub;
 use self::pages::session;
+use lightning_store_adapters::auth::AuthLayer;
 use lightning_store_adapters::auth::policy::{Need, Permission};
-use lightning_store_adapters::auth::{AuthLayer, Tokens};
-use lightning_store_adapters::gateway::Gateway;
 use lightning_store_adapters::http::routes::Routes;
-use lightning_store_core::dispatcher::Dispatcher;
-use lightning_store_core::engine::Engine;
 
-/// The prefix of every console path but the Overview's (`/`). It clashes
-/// with no API: agent-lightning 0.x's is `/v1/agl`, 1.x's `/api` and
-/// `/proxy`, OTLP's `/v1/traces`.
-pub const PREFIX: &str = "/console";
+pub use self::context::{ConsoleConfig, Sources};
+pub use self::pages::state::ConsoleContext;
+pub use self::url::PREFIX;
 
 /// The Content-Security-Policy of every console answer: nothing from
 /// another origin, no inline script or style, no framing.
 const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
      style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; \
      base-uri 'none'; frame-ancestors 'none'";
-
-/// What the console reads from: the engine, and this server's gateway and
-/// worker sessions.
-pub struct Sources {
-    pub engine: Arc<Engine>,
-    pub gateway: Arc<Gateway>,
-    pub dispatcher: Arc<Dispatcher>,
-    /// The queue's depth sampled over the last hour.
-    pub queue_depth: Arc<sampler::QueueDepth>,
-}
-
-/// Settings of the console.
-pub struct ConsoleConfig {
-    /// The tokens of the port (`None`: open, as the API is).
-    pub tokens: Option<Tokens>,
-    /// Whether the port speaks TLS (the cookie is then `Secure`).
-    pub tls: bool,
-    /// Live pages open at once; more are refused (503) until some close.
-    pub max_streams: usize,
-    /// How long a live page that reads nothing may hold an update before it
-    /// is dropped as too slow.
-    pub stream_timeout: Duration,
-    /// Where live pages are counted.
-    pub metrics: lightning_store_adapters::metrics::Metrics,
-}
-
-/// What every console handler shares.
-#[derive(Clone)]
-pub struct ConsoleContext(Arc<Shared>);
-
-struct Shared {
-    sources: Arc<Sources>,
-    config: ConsoleConfig,
-    hub: Arc<Hub>,
-}
-
-impl ConsoleContext {
-    /// Returns the console over `sources`.
-    pub fn new(sources: Sources, config: ConsoleConfig) -> Self {
-        let sources = Arc::new(sources);
-        let hub = Hub::new(sources.clone(), config.max_streams);
-        Self(Arc::new(Shared {
-            sources,
-            config,
-            hub,
-        }))
-    }
-
-    /// Samples the queue's depth for the Overview until the engine closes
-    /// (one counts read every ten seconds).
-    pub fn sample_queue(&self) -> impl Future<Output = ()> + Send + 'static {
-        let sources = &self.0.sources;
-        sources.queue_depth.clone().run(sources.engine.clone())
-    }
-
-    fn sources(&self) -> &Sources {
-        &self.0.sources
-    }
-
-    fn config(&self) -> &ConsoleConfig {
-        &self.0.config
-    }
-
-    fn hub(&self) -> &Arc<Hub> {
-        &self.0.hub
-    }
-}
 
 /// Returns the console's routes, each with what it needs: its style
 /// sheet, script and sign-in are open, every page needs `read`, cancelling

@@ -18,6 +18,7 @@ pub mod limits;
 pub mod model;
 pub mod overview;
 pub mod ownership;
+pub mod pages;
 pub mod query;
 pub mod retention;
 pub mod reward;

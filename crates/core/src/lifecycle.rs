@@ -44,6 +44,13 @@ pub fn propagated_status(rollout: &Rollout, latest: &Attempt) -> Option<RolloutS
     (target != rollout.status).then_some(target)
 }
 
+/// Returns whether a rollout with `status` may be cancelled: unless it has
+/// finished (a finished rollout stays as it ended; the console's cancel and
+/// its rollout page both ask this).
+pub fn may_cancel(status: RolloutStatus) -> bool {
+    !status.is_finished()
+}
+
 /// Sets a rollout's status (`docs/semantics.md#update-rollout`): terminal statuses stamp `end_time`
 /// (again each time); leaving a terminal status keeps it. Returns true when the rollout must be
 /// (re)entered in the queue, which the caller does unless it is already queued.
@@ -224,6 +231,17 @@ mod tests {
             worker_id: None,
             last_heartbeat_time: None,
             metadata: Json::Null,
+        }
+    }
+
+    #[test]
+    fn only_a_rollout_that_has_not_finished_may_be_cancelled() {
+        for &status in R::ALL {
+            let live = matches!(
+                status,
+                R::Queuing | R::Preparing | R::Running | R::Requeuing
+            );
+            assert_eq!(may_cancel(status), live, "{status}");
         }
     }
 

@@ -8,13 +8,16 @@ use axum::extract::{Path, Request, State};
 use axum::response::Response;
 use http::StatusCode;
 
-use super::super::ConsoleContext;
-use super::super::rendered::PageError;
-use super::session::{FORM_TOKEN, Form, Viewer, see_other};
-use super::{Layout, Nav, error_page, failed, rollout_url};
-use lightning_store_core::engine::RolloutPatch;
+use super::layout::{Layout, Nav, error_page, failed};
+use super::session::{FORM_TOKEN, Form, see_other};
+use super::state::ConsoleContext;
+use super::viewer::Viewer;
+use crate::rendered::{PageError, render_error};
+use crate::url::rollout_url;
 use lightning_store_core::ids::RolloutId;
+use lightning_store_core::lifecycle;
 use lightning_store_core::model::RolloutStatus;
+use lightning_store_core::pages::Cancelled;
 
 #[derive(Template)]
 #[template(path = "confirm.html")]
@@ -36,7 +39,7 @@ impl Confirm<'_> {
     fn answer(&self, viewer: &Viewer) -> Response {
         match self.render() {
             Ok(main) => Layout::page(self.title, &main, Nav::None, viewer).answer(StatusCode::OK),
-            Err(error) => failed(&super::super::rendered::render_error(error), viewer),
+            Err(error) => failed(&render_error(error), viewer),
         }
     }
 }
@@ -56,7 +59,7 @@ pub async fn confirm_cancel(
         Err(error) => return failed(&error.into(), &viewer),
     };
     let back = rollout_url(&rollout_id);
-    if view.rollout.status.is_finished() {
+    if !lifecycle::may_cancel(view.rollout.status) {
         return finished(&rollout_id, view.rollout.status);
     }
     let action = format!("{back}/cancel");
@@ -104,20 +107,9 @@ pub async fn cancel(
         Ok(rollout_id) => rollout_id,
         Err(error) => return failed(&error.into(), &viewer),
     };
-    let engine = &context.sources().engine;
-    match engine.get_rollout(&rollout_id).await {
-        Ok(view) if view.rollout.status.is_finished() => {
-            return finished(&rollout_id, view.rollout.status);
-        }
-        Ok(_) => {}
-        Err(error) => return failed(&error.into(), &viewer),
-    }
-    let patch = RolloutPatch {
-        status: Some(RolloutStatus::Cancelled),
-        ..RolloutPatch::default()
-    };
-    match engine.update_rollout(&rollout_id, patch).await {
-        Ok(_) => {
+    match context.sources().engine.cancel_rollout(&rollout_id).await {
+        Ok(Cancelled::AlreadyFinished(status)) => finished(&rollout_id, status),
+        Ok(Cancelled::Done(_)) => {
             tracing::info!(
                 rollout_id = rollout_id.as_str(),
                 token = viewer.token_name.as_deref(),

@@ -5,7 +5,7 @@
 //! the conversation so far; only the messages it adds are shown, as a chat
 //! reads.
 
-use super::super::format::{self, ShownTime};
+use crate::format::{self, ShownTime};
 use lightning_store_core::agl1::Agl1Event;
 use lightning_store_core::agl1::events::{MODEL_REQUEST, REWARD};
 use lightning_store_core::model::Json;

@@ -9,16 +9,14 @@ use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use super::super::ConsoleContext;
-use super::super::rendered::PageError;
-use super::failed;
-use super::session::Viewer;
+use super::layout::failed;
+use super::state::ConsoleContext;
+use super::viewer::Viewer;
+use crate::rendered::PageError;
 use lightning_store_adapters::http::agl0::models::{AttemptJson, RolloutJson};
 use lightning_store_adapters::http::agl0::span_json::SpanJson;
-use lightning_store_core::agl1::events::EventQuery;
 use lightning_store_core::error::StoreError;
 use lightning_store_core::ids::RolloutId;
-use lightning_store_core::query::{AttemptSelector, Page, SpanFilter};
 
 #[derive(Serialize)]
 struct EventJson<'a> {
@@ -83,27 +81,18 @@ pub async fn download(
 }
 
 async fn document(context: &ConsoleContext, rollout_id: &RolloutId) -> Result<Vec<u8>, PageError> {
-    let engine = &context.sources().engine;
-    let view = engine.get_rollout(rollout_id).await?;
-    let attempts = engine
-        .query_attempts(rollout_id, &Page::default())
-        .await?
-        .items;
-    let filter = SpanFilter {
-        rollout_id: rollout_id.as_str().to_owned(),
-        attempt: AttemptSelector::All,
-        ..SpanFilter::default()
-    };
-    let (spans, spans_evicted) = match engine.query_spans(filter, &Page::default()).await {
-        Ok(found) => (found.items, false),
-        Err(StoreError::FailedPrecondition(_)) => (Vec::new(), true),
-        Err(error) => return Err(error.into()),
-    };
-    let events = match engine.agl1_events(rollout_id, &EventQuery::default()).await {
-        Ok(events) => Some(events),
-        Err(StoreError::NotFound(_)) => None,
-        Err(error) => return Err(error.into()),
-    };
+    let read = context
+        .sources()
+        .engine
+        .rollout_download(rollout_id)
+        .await?;
+    let (view, attempts, spans, spans_evicted, events) = (
+        read.view,
+        read.attempts,
+        read.spans,
+        read.spans_evicted,
+        read.agl1_events,
+    );
     let document = Download {
         rollout: (&view).into(),
         attempts: attempts.iter().map(Into::into).collect(),

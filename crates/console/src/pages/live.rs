@@ -34,9 +34,9 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{Notify, Semaphore, mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use super::super::{ConsoleContext, Sources};
-use super::error_panel;
+use super::layout::error_panel;
 use super::view::{View, ViewKey};
+use crate::context::{ConsoleConfig, Sources};
 use lightning_store_core::events::Event;
 use lightning_store_core::subscription::SubscriptionError;
 
@@ -382,8 +382,7 @@ pub fn position(headers: &HeaderMap, uri: &Uri) -> u64 {
 
 /// Answers a page's event stream: its updates until the browser leaves,
 /// reads nothing for too long, or the server shuts down.
-pub fn stream(context: &ConsoleContext, key: ViewKey, after: u64) -> Response {
-    let hub = context.hub();
+pub fn stream(hub: &Arc<Hub>, config: &ConsoleConfig, key: ViewKey, after: u64) -> Response {
     let Ok(place) = hub.places.clone().try_acquire_owned() else {
         let mut response = (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -396,9 +395,9 @@ pub fn stream(context: &ConsoleContext, key: ViewKey, after: u64) -> Response {
         return response;
     };
     let mut updates = hub.watch(key, after);
-    let mut closing = context.sources().engine.closing();
-    let timeout = context.config().stream_timeout;
-    let metrics = context.config().metrics.clone();
+    let mut closing = hub.sources.engine.closing();
+    let timeout = config.stream_timeout;
+    let metrics = config.metrics.clone();
     let (sender, frames) = mpsc::channel::<Bytes>(1);
     let (abort, aborted) = oneshot::channel();
     metrics.console_live_pages(1);

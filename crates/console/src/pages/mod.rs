@@ -1,11 +1,14 @@
-//! The console's pages: the handlers, the layout every page shares, and the
-//! error pages. Each live page is a [`View`] rendered by its module; a
-//! request for it answers the whole page, or its event stream when the
-//! browser asks for one ([`live`]).
+//! The console's pages: the handlers of its routes. Each live page is a
+//! [`View`] rendered by its module from one engine read; a request for it
+//! answers the whole page, or its event stream when the browser asks for
+//! one ([`live`]). What the pages share is in modules of its own: the
+//! layout and error pages ([`layout`]), the viewer ([`viewer`]), the
+//! handlers' state ([`state`]).
 
 pub mod actions;
 pub mod conversation;
 pub mod download;
+pub mod layout;
 pub mod live;
 pub mod models;
 pub mod overview;
@@ -14,190 +17,25 @@ pub mod rollout;
 pub mod rollouts;
 pub mod search;
 pub mod session;
+pub mod state;
 pub mod view;
+pub mod viewer;
 pub mod workers;
 
-use askama::Template;
 use axum::extract::{Path, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use http::{HeaderMap, StatusCode, Uri};
 
-use self::session::Viewer;
+use self::layout::{Layout, Nav, failed};
+use self::state::ConsoleContext;
 use self::view::{View, ViewKey};
-use super::rendered::PageError;
-use super::{ConsoleContext, assets};
+use self::viewer::Viewer;
+use crate::rendered::PageError;
 use lightning_store_core::ids::RolloutId;
 
 pub use self::actions::{cancel, confirm_cancel, confirm_pause, confirm_resume, pause, resume};
 pub use self::download::download;
 pub use self::search::search;
-
-/// The page a link of the navigation names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Nav {
-    Overview,
-    Rollouts,
-    Workers,
-    Resources,
-    Models,
-    /// A page outside the navigation.
-    None,
-}
-
-const LINKS: [(Nav, &str, &str); 5] = [
-    (Nav::Overview, "Overview", "/"),
-    (Nav::Rollouts, "Rollouts", "/console/rollouts"),
-    (Nav::Workers, "Workers", "/console/workers"),
-    (Nav::Resources, "Resources", "/console/resources"),
-    (Nav::Models, "Models", "/console/models"),
-];
-
-#[derive(Template)]
-#[template(path = "layout.html")]
-struct LayoutPage<'a> {
-    title: &'a str,
-    fixed: &'a str,
-    main: &'a str,
-    css: String,
-    js: String,
-    icon: String,
-    navigation: bool,
-    links: &'a [(Nav, &'static str, &'static str)],
-    current: Nav,
-    search: &'a str,
-    token_name: Option<&'a str>,
-    form_token: Option<&'a str>,
-    live: Option<u64>,
-}
-
-/// A whole page: the layout around a main region.
-pub struct Layout<'a> {
-    title: &'a str,
-    fixed: &'a str,
-    main: &'a str,
-    nav: Nav,
-    viewer: Option<&'a Viewer>,
-    live: Option<u64>,
-    search: &'a str,
-}
-
-impl<'a> Layout<'a> {
-    /// A page without navigation (sign-in, errors).
-    pub fn plain(title: &'a str, main: &'a str) -> Self {
-        Self {
-            title,
-            fixed: "",
-            main,
-            nav: Nav::None,
-            viewer: None,
-            live: None,
-            search: "",
-        }
-    }
-
-    /// A page of the console for `viewer`.
-    pub fn page(title: &'a str, main: &'a str, nav: Nav, viewer: &'a Viewer) -> Self {
-        Self {
-            viewer: Some(viewer),
-            nav,
-            ..Self::plain(title, main)
-        }
-    }
-
-    /// Marks the page live, rendered at event position `seq`.
-    pub fn live(self, seq: u64) -> Self {
-        Self {
-            live: Some(seq),
-            ..self
-        }
-    }
-
-    /// Puts the page's fixed part (heading, filters) above the main region.
-    pub fn fixed(self, fixed: &'a str) -> Self {
-        Self { fixed, ..self }
-    }
-
-    /// Fills the search box.
-    pub fn searched(self, search: &'a str) -> Self {
-        Self { search, ..self }
-    }
-
-    /// Answers with the page.
-    pub fn answer(self, status: StatusCode) -> Response {
-        let page = LayoutPage {
-            title: self.title,
-            fixed: self.fixed,
-            main: self.main,
-            css: assets::url("console.css"),
-            js: assets::url("console.js"),
-            icon: assets::url("icon.svg"),
-            navigation: self.viewer.is_some(),
-            links: &LINKS,
-            current: self.nav,
-            search: self.search,
-            token_name: self.viewer.and_then(|v| v.token_name.as_deref()),
-            form_token: self.viewer.and_then(|v| v.form_token.as_deref()),
-            live: self.live,
-        };
-        match page.render() {
-            Ok(html) => (
-                status,
-                [(http::header::CONTENT_TYPE, "text/html; charset=utf-8")],
-                html,
-            )
-                .into_response(),
-            Err(error) => {
-                tracing::error!(%error, "console: a page did not render");
-                StatusCode::INTERNAL_SERVER_ERROR.into_response()
-            }
-        }
-    }
-}
-
-#[derive(Template)]
-#[template(path = "message.html")]
-struct Message<'a> {
-    title: &'a str,
-    message: &'a str,
-}
-
-/// Returns a page that says what went wrong, with `status`.
-pub fn error_page(status: StatusCode, title: &str, message: &str) -> Response {
-    let main = Message { title, message }
-        .render()
-        .unwrap_or_else(|_| message.to_owned());
-    Layout::plain(title, &main).answer(status)
-}
-
-/// Returns the main region that stands for a page that failed to render.
-pub fn error_panel(error: &PageError) -> String {
-    let (title, message) = describe(error);
-    Message {
-        title,
-        message: &message,
-    }
-    .render()
-    .unwrap_or(message)
-}
-
-fn describe(error: &PageError) -> (&'static str, String) {
-    match error {
-        PageError::NotFound(message) => ("Not found", message.clone()),
-        PageError::Invalid(message) => ("Cannot show this page", message.clone()),
-        PageError::Store(error) => (
-            "The store did not answer",
-            format!("{error}. The page updates again once the store answers."),
-        ),
-    }
-}
-
-fn status_of(error: &PageError) -> StatusCode {
-    match error {
-        PageError::NotFound(_) => StatusCode::NOT_FOUND,
-        PageError::Invalid(_) => StatusCode::BAD_REQUEST,
-        PageError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
-    }
-}
 
 /// Answers a live page: its event stream when the browser asks for one,
 /// else the whole page, marked with the event position it reflects.
@@ -214,7 +52,12 @@ async fn show(
             view,
             actions: viewer.actions,
         };
-        return live::stream(context, key, live::position(headers, uri));
+        return live::stream(
+            context.hub(),
+            context.config(),
+            key,
+            live::position(headers, uri),
+        );
     }
     // Read before the page: a change committed meanwhile reaches it live.
     let seq = match context.sources().engine.events_after(0, 0).await {
@@ -228,12 +71,6 @@ async fn show(
             .answer(StatusCode::OK),
         Err(error) => failed(&error, viewer),
     }
-}
-
-/// Answers a page that failed to render.
-fn failed(error: &PageError, viewer: &Viewer) -> Response {
-    let (title, _) = describe(error);
-    Layout::page(title, &error_panel(error), Nav::None, viewer).answer(status_of(error))
 }
 
 /// The Overview.
@@ -326,41 +163,4 @@ pub async fn not_found(viewer: Viewer) -> Response {
         &PageError::NotFound("The console has no such page.".to_owned()),
         &viewer,
     )
-}
-
-/// Returns the console's link to a rollout.
-pub fn rollout_url(rollout_id: &str) -> String {
-    format!("/console/rollouts/{}", path_segment(rollout_id))
-}
-
-/// Percent-encodes an id for a path segment (ids may hold any printable
-/// character, `/` and `?` included).
-pub fn path_segment(id: &str) -> String {
-    const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-        .remove(b'-')
-        .remove(b'_')
-        .remove(b'.')
-        .remove(b'~');
-    percent_encoding::utf8_percent_encode(id, SEGMENT).to_string()
-}
-
-/// Returns a query string's value for a URL (`&` and the like encoded).
-pub fn query_value(value: &str) -> String {
-    form_urlencoded::byte_serialize(value.as_bytes()).collect()
-}
-
-/// Returns a query string's pairs in order.
-pub fn query_pairs(query: &str) -> Vec<(String, String)> {
-    form_urlencoded::parse(query.as_bytes())
-        .into_owned()
-        .collect()
-}
-
-/// Returns the last value of a query parameter, blank values as none.
-pub fn query_get<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    pairs
-        .iter()
-        .rev()
-        .find(|(key, value)| key == name && !value.trim().is_empty())
-        .map(|(_, value)| value.trim())
 }

@@ -4,11 +4,11 @@
 
 use askama::Template;
 
-use super::super::Sources;
-use super::super::format::{self, ShownTime};
-use super::super::rendered::render_error;
-use super::super::rendered::{PageError, Rendered};
-use super::session::Actions;
+use super::viewer::Actions;
+use crate::context::Sources;
+use crate::format::{self, ShownTime};
+use crate::rendered::render_error;
+use crate::rendered::{PageError, Rendered};
 use lightning_store_adapters::gateway::rates::{self, ModelRate};
 
 /// The gateway's state as the Overview and the Models page show it.
@@ -93,16 +93,29 @@ struct ModelsPage {
     servers: Vec<ServerRow>,
     replicas: Vec<ReplicaRow>,
     generation: i64,
+    /// Says which lists are cut at [`MAX_LISTED`].
+    notes: Vec<String>,
 }
 
-/// Renders the Models page.
+/// Model servers and gateway servers the page lists at most.
+pub const MAX_LISTED: usize = 1_000;
+
+/// Renders the Models page from one engine read (the gateway's own
+/// state is this server's).
 pub async fn render(sources: &Sources, actions: Actions) -> Result<Rendered, PageError> {
-    let engine = &sources.engine;
-    let registered = engine.all_models().await?;
-    let pause = engine.gateway_pause().await?;
-    let replicas = engine
-        .gateway_replicas()
-        .await?
+    let read = sources.engine.models_page(MAX_LISTED).await?;
+    let pause = read.pause;
+    let notes: Vec<String> = [
+        (read.servers.len(), read.servers_total, "model servers"),
+        (read.replicas.len(), read.replicas_total, "gateway servers"),
+    ]
+    .into_iter()
+    .filter(|(shown, total, _)| shown < total)
+    .map(|(shown, total, what)| format!("The first {shown} of {total} {what} are shown."))
+    .collect();
+    let registered = read.servers;
+    let replicas = read
+        .replicas
         .into_iter()
         .map(|replica| ReplicaRow {
             server_id: replica.server_id,
@@ -134,6 +147,7 @@ pub async fn render(sources: &Sources, actions: Actions) -> Result<Rendered, Pag
         servers,
         replicas,
         generation: pause.generation,
+        notes,
     };
     Ok(Rendered {
         title: "Models".to_owned(),

@@ -8,18 +8,18 @@ use std::collections::BTreeMap;
 
 use askama::Template;
 
-use super::super::Sources;
-use super::super::charts::{self, Series};
-use super::super::format::{self, ShownTime, status_class};
-use super::super::rendered::render_error;
-use super::super::rendered::{PageError, Rendered};
 use super::models::GatewayBox;
-use super::rollout_url;
-use super::session::Actions;
-use lightning_store_core::events::Change;
-use lightning_store_core::model::{RolloutStatus, SessionState, Worker, WorkerStatus};
+use super::viewer::Actions;
+use crate::charts::{self, Series};
+use crate::context::Sources;
+use crate::format::{self, ShownTime, status_class};
+use crate::rendered::render_error;
+use crate::rendered::{PageError, Rendered};
+use crate::url::rollout_url;
+use lightning_store_core::events::{Change, EventPage};
+use lightning_store_core::model::{RolloutStatus, Timestamp, WorkerStatus};
 use lightning_store_core::overview::Failure;
-use lightning_store_core::query::{Page, WorkerFilter};
+use lightning_store_core::pages::OverviewLimits;
 
 /// Failures the Overview lists.
 const FAILURES: usize = 10;
@@ -29,6 +29,9 @@ const RATE_EVENTS: usize = 2_048;
 
 /// The window the span rate is measured over.
 const RATE_WINDOW_SECONDS: f64 = 10.0;
+
+/// Workers whose sessions the Overview counts.
+pub const SESSION_WORKERS: usize = 1_000;
 
 /// A status's count, with its share of all rollouts for the bar.
 pub struct StatusCount {
@@ -71,24 +74,32 @@ struct OverviewPage {
     workers: Vec<(&'static str, String)>,
     workers_total: String,
     open_sessions: usize,
+    /// Says whose sessions were counted when not every worker's were.
+    sessions_note: Option<String>,
     slots: (usize, usize),
     gateway: GatewayBox,
     failures: Vec<FailureRow>,
 }
 
-/// Renders the Overview.
+/// What the Overview reads at most.
+pub const LIMITS: OverviewLimits = OverviewLimits {
+    failures: FAILURES,
+    events: RATE_EVENTS,
+    workers: SESSION_WORKERS,
+};
+
+/// Renders the Overview from one engine read.
 pub async fn render(sources: &Sources, actions: Actions) -> Result<Rendered, PageError> {
-    let engine = &sources.engine;
-    let statistics = engine.statistics().await?;
-    let counts = &statistics.counts;
+    let read = sources.engine.overview_page(LIMITS).await?;
+    let counts = &read.counts;
     let statuses = status_counts(&counts.rollouts_by_status);
-    let oldest_queued = engine.oldest_queued().await?.map(|queued| OldestQueued {
+    let oldest_queued = read.oldest_queued.clone().map(|queued| OldestQueued {
         href: rollout_url(&queued.rollout_id),
         rollout_id: queued.rollout_id,
         age: format::duration(queued.age),
         since: format::time(queued.since),
     });
-    let minutes = engine.finished_per_minute().await?;
+    let minutes = &read.minutes;
     let starts: Vec<_> = minutes.iter().map(|m| m.start).collect();
     let finished = charts::stacked(
         "Rollouts created and finished per minute over the last hour",
@@ -134,18 +145,13 @@ pub async fn render(sources: &Sources, actions: Actions) -> Result<Rendered, Pag
     )
     .render()
     .map_err(render_error)?;
-    let spans_per_second = span_rate(sources).await?;
-    let workers = engine
-        .query_workers(&WorkerFilter::default(), &Page::default())
-        .await?
-        .items;
-    let (open_sessions, slots) = sessions(sources, &workers).await?;
-    let failures = engine
-        .latest_failures(FAILURES)
-        .await?
-        .into_iter()
-        .map(failure_row)
-        .collect();
+    let spans_per_second = span_rate(&read.recent_events, read.now);
+    let here = sources.dispatcher.snapshot();
+    let slots = (
+        here.iter().map(|s| s.held.len()).sum(),
+        here.iter().map(|s| s.slots).sum(),
+    );
+    let failures = read.failures.iter().map(failure_row).collect();
     let gateway = GatewayBox::read(sources, actions).await?;
     let page = OverviewPage {
         total: format::count(counts.rollouts),
@@ -156,9 +162,15 @@ pub async fn render(sources: &Sources, actions: Actions) -> Result<Rendered, Pag
         depth,
         spans_per_second,
         spans: format::count(counts.spans),
-        workers: worker_counts(&workers),
-        workers_total: format::count(workers.len() as u64),
-        open_sessions,
+        workers: worker_counts(&read.workers_by_status),
+        workers_total: format::count(read.workers_total),
+        open_sessions: read.open_sessions,
+        sessions_note: ((read.sessions_of as u64) < read.workers_total).then(|| {
+            format!(
+                "of the first {} workers",
+                format::count(read.sessions_of as u64)
+            )
+        }),
         slots,
         gateway,
         failures,
@@ -202,9 +214,7 @@ pub fn status_counts(by_status: &BTreeMap<RolloutStatus, u64>) -> Vec<StatusCoun
 
 /// Spans recorded per second over the last seconds, from the events'
 /// history (on every server, whoever recorded them).
-async fn span_rate(sources: &Sources) -> Result<String, PageError> {
-    let page = sources.engine.recent_events(RATE_EVENTS).await?;
-    let now = sources.engine.now();
+fn span_rate(page: &EventPage, now: Timestamp) -> String {
     let since = now.plus_seconds(-RATE_WINDOW_SECONDS);
     let mut spans = 0;
     for event in page.events.iter().filter(|event| event.time >= since) {
@@ -220,34 +230,10 @@ async fn span_rate(sources: &Sources) -> Result<String, PageError> {
         }
         _ => RATE_WINDOW_SECONDS,
     };
-    Ok(format::rate(spans as f64 / window))
+    format::rate(spans as f64 / window)
 }
 
-/// Returns the worker sessions open in the store and this server's slots
-/// (used, total).
-async fn sessions(
-    sources: &Sources,
-    workers: &[Worker],
-) -> Result<(usize, (usize, usize)), PageError> {
-    let limit = sources.engine.limits().max_ids_per_list;
-    let mut open = 0;
-    for chunk in workers.chunks(limit.max(1)) {
-        let ids: Vec<&str> = chunk.iter().map(|w| w.worker_id.as_str()).collect();
-        open += sources
-            .engine
-            .worker_sessions(&ids)
-            .await?
-            .iter()
-            .filter(|session| session.state == SessionState::Open)
-            .count();
-    }
-    let here = sources.dispatcher.snapshot();
-    let used = here.iter().map(|s| s.held.len()).sum();
-    let total = here.iter().map(|s| s.slots).sum();
-    Ok((open, (used, total)))
-}
-
-fn worker_counts(workers: &[Worker]) -> Vec<(&'static str, String)> {
+fn worker_counts(by_status: &BTreeMap<WorkerStatus, u64>) -> Vec<(&'static str, String)> {
     [
         WorkerStatus::Busy,
         WorkerStatus::Idle,
@@ -256,13 +242,13 @@ fn worker_counts(workers: &[Worker]) -> Vec<(&'static str, String)> {
     ]
     .into_iter()
     .map(|status| {
-        let count = workers.iter().filter(|w| w.status == status).count();
-        (status.as_str(), format::count(count as u64))
+        let count = by_status.get(&status).copied().unwrap_or(0);
+        (status.as_str(), format::count(count))
     })
     .collect()
 }
 
-fn failure_row(failure: Failure) -> FailureRow {
+fn failure_row(failure: &Failure) -> FailureRow {
     let rollout = &failure.rollout.rollout;
     let attempt = failure.rollout.attempt.as_ref();
     let reason = failure

@@ -5,15 +5,15 @@
 use askama::Template;
 use similar::{ChangeTag, TextDiff};
 
-use super::super::Sources;
-use super::super::format::{self, ShownTime};
-use super::super::rendered::render_error;
-use super::super::rendered::{PageError, Rendered};
-use super::{query_get, query_pairs, query_value};
+use crate::context::Sources;
+use crate::format::{self, ShownTime};
+use crate::rendered::render_error;
+use crate::rendered::{PageError, Rendered};
+use crate::url::{query_get, query_pairs, query_value};
 use lightning_store_core::error::StoreResult;
 use lightning_store_core::ids::ResourcesId;
 use lightning_store_core::model::ResourcesUpdate;
-use lightning_store_core::query::{Page, ResourcesFilter};
+use lightning_store_core::query::Page;
 
 /// Versions listed.
 const LISTED: usize = 50;
@@ -88,17 +88,10 @@ pub async fn render(sources: &Sources, query: &ResourcesQuery) -> Result<Rendere
         limit: Some(LISTED),
         offset: 0,
     };
-    let listed = engine
-        .query_resources(&ResourcesFilter::default(), &page)
+    let read = engine
+        .resources_page(&page, query.a.as_ref(), query.b.as_ref())
         .await?;
-    let a = match &query.a {
-        Some(id) => Some(engine.get_resources(id).await?),
-        None => engine.latest_resources().await?,
-    };
-    let b = match &query.b {
-        Some(id) => Some(engine.get_resources(id).await?),
-        None => None,
-    };
+    let (listed, a, b) = (read.listed, read.shown, read.compared);
     let shown_id = a.as_ref().map(|a| a.resources_id.clone());
     let rows = listed
         .items

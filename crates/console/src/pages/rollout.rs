@@ -12,32 +12,38 @@ use std::sync::Arc;
 
 use askama::Template;
 
-use super::super::Sources;
-use super::super::charts::Axis;
-use super::super::format::status_class;
-use super::super::format::{self, ShownTime};
-use super::super::rendered::render_error;
-use super::super::rendered::{PageError, Rendered};
 use super::conversation::{self, Conversation};
-use super::session::Actions;
-use super::{path_segment, query_value, rollout_url};
-use lightning_store_core::agl1::diagnosis::{self, Diagnosis, Finding};
+use super::viewer::Actions;
+use crate::charts::Axis;
+use crate::context::Sources;
+use crate::format::status_class;
+use crate::format::{self, ShownTime};
+use crate::rendered::render_error;
+use crate::rendered::{PageError, Rendered};
+use crate::url::{path_segment, query_value, rollout_url};
+use lightning_store_core::agl1::Agl1Event;
+use lightning_store_core::agl1::diagnosis::{Diagnosis, Finding};
 use lightning_store_core::agl1::events::{
     self as agl1_events, EventFormat, EventQuery, MODEL_REQUEST,
 };
-use lightning_store_core::agl1::{Agl1Event, Agl1RolloutDetail};
-use lightning_store_core::error::StoreError;
 use lightning_store_core::ids::RolloutId;
 use lightning_store_core::model::{
-    Attempt, AttemptStatus, RolloutConfig, RolloutView, Seconds, SessionState, Span,
-    SpanStatusCode, Timestamp,
+    Attempt, AttemptStatus, RolloutConfig, RolloutView, Seconds, Span, SpanStatusCode, Timestamp,
 };
-use lightning_store_core::query::{AttemptSelector, Page, SpanFilter, WorkerFilter};
+use lightning_store_core::pages::{self, Agl1Part, RolloutLimits};
 use lightning_store_core::reward;
-use lightning_store_core::waiting::{self, WaitReason, WaitingFacts};
+use lightning_store_core::waiting::WaitReason;
 
-/// Spans the waterfall shows at most (the JSON download has them all).
-const MAX_SPANS: usize = 1_000;
+/// What the page reads at most: attempts, spans (the waterfall), 1.x
+/// events (the conversation and triplets; the diagnosis reads them all),
+/// and the workers read to say why a waiting rollout waits. The JSON
+/// download has everything.
+pub const LIMITS: RolloutLimits = RolloutLimits {
+    attempts: 1_000,
+    spans: 1_000,
+    events: 1_000,
+    workers: 1_000,
+};
 
 /// Deepest indentation of the waterfall (deeper spans stay at this depth).
 const MAX_DEPTH: usize = 12;
@@ -136,6 +142,7 @@ struct Agl1View {
     attempt_id: String,
     error_message: Option<String>,
     conversation: Conversation,
+    events_note: Option<String>,
     triplets: Vec<TripletRow>,
     diagnosis: Diagnosis,
     findings: Vec<(bool, String)>,
@@ -154,6 +161,7 @@ struct RolloutPage {
     timeline_from: String,
     timeline_to: String,
     attempts: Vec<AttemptRow>,
+    attempts_note: Option<String>,
     spans: Vec<SpanRow>,
     spans_note: Option<String>,
     agl1: Option<Agl1View>,
@@ -165,26 +173,47 @@ struct Heading<'a> {
     rollout_id: &'a str,
 }
 
-/// Renders a rollout's page.
+/// Renders a rollout's page from one engine read.
 pub async fn render(
     sources: &Sources,
     rollout_id: &RolloutId,
     actions: Actions,
 ) -> Result<Rendered, PageError> {
-    let engine = &sources.engine;
-    let view = engine.get_rollout(rollout_id).await?;
-    let attempts = engine
-        .query_attempts(rollout_id, &Page::default())
-        .await?
-        .items;
-    let (spans, spans_note) = read_spans(sources, rollout_id).await?;
-    let agl1 = match engine.get_agl1_rollout(rollout_id).await {
-        Ok(detail) => Some(read_agl1(sources, rollout_id, &detail).await?),
-        Err(StoreError::NotFound(_)) => None,
-        Err(error) => return Err(error.into()),
+    let free_slots_here = sources
+        .dispatcher
+        .snapshot()
+        .iter()
+        .map(|s| s.slots.saturating_sub(s.held.len()))
+        .sum();
+    let read = sources
+        .engine
+        .rollout_page(rollout_id, LIMITS, free_slots_here)
+        .await?;
+    let now = read.now;
+    let spans = &read.spans.items;
+    let spans_note = spans_note(&read);
+    let attempts_note = (read.attempts.total > read.attempts.items.len()).then(|| {
+        format!(
+            "The first {} of {} attempts are shown; the JSON download has them all.",
+            read.attempts.items.len(),
+            format::count(read.attempts.total as u64)
+        )
+    });
+    let agl1 = match &read.agl1 {
+        Some(part) => Some(agl1_view(part)?),
+        None => None,
     };
-    let waiting = read_waiting(sources, rollout_id, &view, agl1.is_some()).await?;
-    let now = engine.now();
+    let waiting = read.waiting.as_ref().map(|waiting| WaitingView {
+        place: waiting
+            .place
+            .map(|p| format!("{} of {}", p.ahead + 1, p.queued)),
+        reasons: waiting
+            .reasons
+            .iter()
+            .map(|r| reason_text(r, now))
+            .collect(),
+    });
+    let view = &read.view;
     let rollout = &view.rollout;
     let reward = reward::final_reward(spans.iter().map(|span| span.as_ref()))
         .map(|found| RewardView {
@@ -220,12 +249,13 @@ pub async fn render(
             rollout.start_time,
             rollout.end_time.unwrap_or(now),
         )),
-        cancel: (actions.cancel && !rollout.status.is_finished())
+        cancel: (actions.cancel && read.cancellable)
             .then(|| format!("{}/cancel", rollout_url(rollout_id))),
         download: format!("/console/rollouts/{}/download", path_segment(rollout_id)),
         agl1: agl1.is_some(),
     };
-    let (timeline, timeline_from, timeline_to) = timeline(&view, &attempts, now);
+    let attempts = &read.attempts.items;
+    let (timeline, timeline_from, timeline_to) = timeline(view, attempts, now);
     let attempts = attempts
         .iter()
         .map(|attempt| attempt_row(attempt, &rollout.config, now))
@@ -242,7 +272,8 @@ pub async fn render(
         timeline_from,
         timeline_to,
         attempts,
-        spans: waterfall(&spans, &view, now),
+        attempts_note,
+        spans: waterfall(spans, view, now),
         spans_note,
         agl1,
     };
@@ -258,52 +289,26 @@ pub async fn render(
     })
 }
 
-/// Reads the rollout's spans (of every attempt), at most [`MAX_SPANS`];
-/// with a note when some are not shown.
-async fn read_spans(
-    sources: &Sources,
-    rollout_id: &str,
-) -> Result<(Vec<Arc<Span>>, Option<String>), PageError> {
-    let filter = SpanFilter {
-        rollout_id: rollout_id.to_owned(),
-        attempt: AttemptSelector::All,
-        ..SpanFilter::default()
-    };
-    let page = Page {
-        limit: Some(MAX_SPANS),
-        ..Page::default()
-    };
-    match sources.engine.query_spans(filter, &page).await {
-        Ok(found) => {
-            let note = (found.total > found.items.len()).then(|| {
-                format!(
-                    "The first {} of {} spans are shown; the JSON download has them all.",
-                    found.items.len(),
-                    format::count(found.total as u64)
-                )
-            });
-            Ok((found.items, note))
-        }
-        Err(StoreError::FailedPrecondition(_)) => Ok((
-            Vec::new(),
-            Some("The span retention deleted this rollout's spans.".to_owned()),
-        )),
-        Err(error) => Err(error.into()),
+/// Says when the waterfall does not show every span: the retention
+/// deleted them, or there are more than it shows.
+fn spans_note(read: &pages::RolloutPage) -> Option<String> {
+    if read.spans_evicted {
+        return Some("The span retention deleted this rollout's spans.".to_owned());
     }
+    let spans = &read.spans;
+    (spans.total > spans.items.len()).then(|| {
+        format!(
+            "The first {} of {} spans are shown; the JSON download has them all.",
+            spans.items.len(),
+            format::count(spans.total as u64)
+        )
+    })
 }
 
-async fn read_agl1(
-    sources: &Sources,
-    rollout_id: &RolloutId,
-    detail: &Agl1RolloutDetail,
-) -> Result<Agl1View, PageError> {
-    let raw: Vec<Agl1Event> = sources
-        .engine
-        .agl1_events(rollout_id, &EventQuery::default())
-        .await?;
-    let diagnosis = diagnosis::diagnose(detail.state(), detail.error_message.as_deref(), &raw)?;
+fn agl1_view(part: &Agl1Part) -> Result<Agl1View, PageError> {
+    let detail = &part.detail;
     let triplets = agl1_events::present(
-        raw.clone(),
+        part.events.clone(),
         &EventQuery {
             event_type: Some(MODEL_REQUEST.to_owned()),
             format: EventFormat::Triplet,
@@ -314,16 +319,23 @@ async fn read_agl1(
     .enumerate()
     .map(|(index, event)| triplet_row(index + 1, event))
     .collect();
-    let findings = diagnosis.findings.iter().map(finding_text).collect();
+    let findings = part.diagnosis.findings.iter().map(finding_text).collect();
     Ok(Agl1View {
         attempt_id: detail
             .last_attempt_id
             .clone()
             .unwrap_or_else(|| lightning_store_core::agl1::DEFAULT_ATTEMPT_ID.to_owned()),
         error_message: detail.error_message.clone(),
-        conversation: conversation::read(&raw),
+        conversation: conversation::read(&part.events),
+        events_note: (part.events_total > part.events.len()).then(|| {
+            format!(
+                "The first {} of {} events are shown; the JSON download has them all.",
+                part.events.len(),
+                format::count(part.events_total as u64)
+            )
+        }),
         triplets,
-        diagnosis,
+        diagnosis: part.diagnosis.clone(),
         findings,
     })
 }
@@ -399,57 +411,6 @@ fn finding_text(finding: &Finding) -> (bool, String) {
             "The rollout has not finished: the trainer reads it once it has.".to_owned(),
         ),
     }
-}
-
-/// What makes a waiting rollout wait; `None` when it does not.
-async fn read_waiting(
-    sources: &Sources,
-    rollout_id: &RolloutId,
-    view: &RolloutView,
-    agl1: bool,
-) -> Result<Option<WaitingView>, PageError> {
-    if !view.rollout.status.is_queuing() {
-        return Ok(None);
-    }
-    let engine = &sources.engine;
-    let place = engine.queue_place(rollout_id).await?;
-    let workers = engine
-        .query_workers(&WorkerFilter::default(), &Page::default())
-        .await?
-        .items;
-    let last_dequeue = workers.iter().filter_map(|w| w.last_dequeue_time).max();
-    let mut open_sessions = 0;
-    for chunk in workers.chunks(engine.limits().max_ids_per_list.max(1)) {
-        let ids: Vec<&str> = chunk.iter().map(|w| w.worker_id.as_str()).collect();
-        open_sessions += engine
-            .worker_sessions(&ids)
-            .await?
-            .iter()
-            .filter(|s| s.state == SessionState::Open)
-            .count();
-    }
-    let free_slots_here = sources
-        .dispatcher
-        .snapshot()
-        .iter()
-        .map(|s| s.slots.saturating_sub(s.held.len()))
-        .sum();
-    let pause = engine.gateway_pause().await?;
-    let now = engine.now();
-    let reasons = waiting::why_waiting(&WaitingFacts {
-        rollout: view,
-        agl1,
-        place: place.map(|p| (p.ahead, p.queued)),
-        open_sessions,
-        free_slots_here,
-        last_dequeue,
-        pause: Some(&pause),
-        now,
-    });
-    Ok(Some(WaitingView {
-        place: place.map(|p| format!("{} of {}", p.ahead + 1, p.queued)),
-        reasons: reasons.iter().map(|r| reason_text(r, now)).collect(),
-    }))
 }
 
 fn reason_text(reason: &WaitReason, now: Timestamp) -> String {

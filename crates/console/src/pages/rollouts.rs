@@ -4,12 +4,12 @@
 
 use askama::Template;
 
-use super::super::Sources;
-use super::super::format::status_class;
-use super::super::format::{self, ShownTime};
-use super::super::rendered::render_error;
-use super::super::rendered::{PageError, Rendered};
-use super::{query_get, query_pairs, query_value, rollout_url};
+use crate::context::Sources;
+use crate::format::status_class;
+use crate::format::{self, ShownTime};
+use crate::rendered::render_error;
+use crate::rendered::{PageError, Rendered};
+use crate::url::{query_get, query_pairs, query_value, rollout_url};
 use lightning_store_core::model::{RolloutMode, RolloutStatus, RolloutView};
 use lightning_store_core::query::{Page, RolloutFilter, TimeRange};
 
@@ -203,11 +203,8 @@ pub async fn render(sources: &Sources, query: &RolloutsQuery) -> Result<Rendered
         limit: Some(PER_PAGE),
         offset: (query.page - 1) * PER_PAGE,
     };
-    let found = sources
-        .engine
-        .query_rollouts(&query.filter(), &page)
-        .await?;
-    let now = sources.engine.now();
+    let read = sources.engine.rollouts_page(&query.filter(), &page).await?;
+    let (found, now) = (read.rollouts, read.now);
     let rows: Vec<Row> = found.items.iter().map(|view| row(view, now)).collect();
     let first = page.offset + 1;
     let last = page.offset + rows.len();

@@ -7,10 +7,14 @@ use axum::extract::State;
 use axum::response::Response;
 use http::{StatusCode, Uri};
 
-use super::super::ConsoleContext;
-use super::session::{Viewer, see_other};
-use super::{Layout, Nav, query_get, query_pairs, query_value, rollout_url};
+use super::layout::{Layout, Nav, failed};
+use super::session::see_other;
+use super::state::ConsoleContext;
+use super::viewer::Viewer;
+use crate::rendered::render_error;
+use crate::url::{query_get, query_pairs, query_value, rollout_url};
 use lightning_store_core::error::StoreResult;
+use lightning_store_core::ids;
 use lightning_store_core::overview::Found;
 
 /// What an id names.
@@ -33,11 +37,14 @@ pub async fn search(State(context): State<ConsoleContext>, viewer: Viewer, uri: 
     let Some(text) = query_get(&pairs, "q") else {
         return see_other("/console/rollouts");
     };
-    let matches = match find(&context, text).await {
-        Ok(matches) => matches,
+    let matches = if ids::validate_id("id", text).is_err() {
         // Not an id at all (control characters, too long): nothing has it.
-        Err(lightning_store_core::error::StoreError::InvalidArgument(_)) => Vec::new(),
-        Err(error) => return super::failed(&error.into(), &viewer),
+        Vec::new()
+    } else {
+        match find(&context, text).await {
+            Ok(matches) => matches,
+            Err(error) => return failed(&error.into(), &viewer),
+        }
     };
     if let [only] = matches.as_slice() {
         return see_other(&only.href);
@@ -56,7 +63,7 @@ pub async fn search(State(context): State<ConsoleContext>, viewer: Viewer, uri: 
         Ok(main) => Layout::page("Search", &main, Nav::None, &viewer)
             .searched(text)
             .answer(status),
-        Err(error) => super::failed(&super::super::rendered::render_error(error), &viewer),
+        Err(error) => failed(&render_error(error), &viewer),
     }
 }
 

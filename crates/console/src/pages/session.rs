@@ -19,85 +19,25 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use askama::Template;
-use axum::extract::{FromRequestParts, MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::super::ConsoleContext;
-use super::{Layout, error_page, query_get, query_pairs};
+use super::layout::{Layout, error_page};
+use super::state::ConsoleContext;
+use super::viewer::{COOKIE, cookie_token, form_token};
+use crate::url::{query_get, query_pairs};
 use lightning_store_adapters::auth::policy::{Need, Permission, Role, RouteNeed, RouteNeeds};
-use lightning_store_adapters::auth::{Grant, PresentedToken, Refusal};
+use lightning_store_adapters::auth::{PresentedToken, Refusal};
 use lightning_store_adapters::http::extract::read_body;
-
-/// The cookie that holds a signed-in browser's token (hex-encoded).
-pub const COOKIE: &str = "lightning_store_token";
 
 /// The form field that carries the form token.
 pub const FORM_TOKEN: &str = "form_token";
 
 /// Largest login or action form accepted.
 const MAX_FORM_BYTES: usize = 16 * 1024;
-
-/// What the viewer may do besides reading.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Actions {
-    /// Cancel rollouts (the `rollouts` permission).
-    pub cancel: bool,
-    /// Pause and resume the gateway (the `gateway` permission).
-    pub gateway: bool,
-}
-
-/// The viewer of a page: what they may do, and how they are signed in.
-#[derive(Debug, Clone, Default)]
-pub struct Viewer {
-    pub actions: Actions,
-    /// The label of the token (never the token), when tokens are configured.
-    pub token_name: Option<String>,
-    /// The form token of a browser signed in by cookie.
-    pub form_token: Option<String>,
-}
-
-impl<S: Send + Sync> FromRequestParts<S> for Viewer {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let Some(grant) = parts.extensions.get::<Grant>() else {
-            // No grant on a guarded route: the port has no tokens.
-            return Ok(Viewer {
-                actions: Actions {
-                    cancel: true,
-                    gateway: true,
-                },
-                ..Viewer::default()
-            });
-        };
-        Ok(Viewer {
-            actions: Actions {
-                cancel: grant.allows(Permission::Rollouts),
-                gateway: grant.allows(Permission::Gateway),
-            },
-            token_name: Some(grant.name().to_owned()),
-            form_token: cookie_token(&parts.headers).map(|token| form_token(&token)),
-        })
-    }
-}
-
-/// Returns the token of the console's cookie, if the request has one.
-pub fn cookie_token(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .and_then(|(_, value)| hex::decode(value).ok())
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-}
 
 /// Presents the token of the console's cookie to the access layer, which
 /// takes it when the request carries none in its headers. Only the
@@ -129,15 +69,6 @@ pub async fn answer_refusals(
         _ => None,
     });
     refusal(refused, &method, permission, &uri)
-}
-
-/// Returns the form token of a signed-in browser: a digest of its token,
-/// which only the holder of the token can compute.
-fn form_token(token: &str) -> String {
-    let mut digest = Sha256::new();
-    digest.update(b"lightning-store console form\0");
-    digest.update(token.as_bytes());
-    hex::encode(&digest.finalize()[..16])
 }
 
 /// A form posted to the console.

@@ -7,10 +7,10 @@
 use lightning_store_core::events::Change;
 use lightning_store_core::ids::RolloutId;
 
-use super::super::Sources;
-use super::super::rendered::{PageError, Rendered};
-use super::session::Actions;
+use super::viewer::Actions;
 use super::{models, overview, resources, rollout, rollouts, workers};
+use crate::context::Sources;
+use crate::rendered::{PageError, Rendered};
 
 /// A page that updates live.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

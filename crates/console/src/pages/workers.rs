@@ -4,11 +4,11 @@
 
 use askama::Template;
 
-use super::super::Sources;
-use super::super::format::{self, ShownTime};
-use super::super::rendered::render_error;
-use super::super::rendered::{PageError, Rendered};
-use super::{query_get, query_pairs, query_value, rollout_url};
+use crate::context::Sources;
+use crate::format::{self, ShownTime};
+use crate::rendered::render_error;
+use crate::rendered::{PageError, Rendered};
+use crate::url::{query_get, query_pairs, query_value, rollout_url};
 use lightning_store_core::model::{SessionState, Worker, WorkerSession, WorkerStatus};
 use lightning_store_core::query::{Page, WorkerFilter};
 
@@ -76,7 +76,7 @@ struct WorkersPage {
     next: Option<String>,
 }
 
-/// Renders the Workers page.
+/// Renders the Workers page from one engine read.
 pub async fn render(sources: &Sources, query: &WorkersQuery) -> Result<Rendered, PageError> {
     let engine = &sources.engine;
     let filter = WorkerFilter {
@@ -89,9 +89,8 @@ pub async fn render(sources: &Sources, query: &WorkersQuery) -> Result<Rendered,
         limit: Some(PER_PAGE),
         offset: (query.page - 1) * PER_PAGE,
     };
-    let found = engine.query_workers(&filter, &page).await?;
-    let ids: Vec<&str> = found.items.iter().map(|w| w.worker_id.as_str()).collect();
-    let sessions = engine.worker_sessions(&ids).await?;
+    let read = engine.workers_page(&filter, &page).await?;
+    let (found, sessions) = (read.workers, read.sessions);
     let here = sources.dispatcher.snapshot();
     let rows = found
         .items

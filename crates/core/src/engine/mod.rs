@@ -12,7 +12,8 @@
 //! The operations are grouped by what they act on: [`rollouts`],
 //! [`attempts`], [`spans`], [`resources_workers`], worker [`sessions`] and
 //! agent-lightning 1.x's ([`agl1`], with its event appends in [`appends`]);
-//! the read model's aggregates are in [`overview`]. [`patches`] holds the
+//! the read model's aggregates are in [`overview`], and the console's pages,
+//! each one bounded read, in [`pages`]. [`patches`] holds the
 //! partial updates they take, [`runner`] the engine itself and its
 //! transaction runner, and [`tx`] the transaction with its write set and the
 //! rule steps the groups share.
@@ -22,6 +23,7 @@ mod append_queue;
 mod appends;
 mod attempts;
 mod overview;
+mod pages;
 mod patches;
 mod resources_workers;
 mod rollouts;
