@@ -23,9 +23,11 @@ macro_rules! conformance_suite {
                 mod cross_api;
                 mod exact_numbers;
                 mod idempotency;
+                mod immediate_writes;
                 mod lifecycle;
                 mod otlp;
                 mod overview;
+                mod port;
                 mod queries;
                 mod resources_workers;
                 mod retention;
