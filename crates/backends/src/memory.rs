@@ -1,10 +1,13 @@
 //! The in-memory backend: every transaction holds one lock over the whole
 //! state, so transactions are trivially serialised. Nothing survives a restart.
 //!
-//! The write set is applied at commit, under the lock, in one go. The few
-//! operations that act at once (claims, sequence ids, span inserts) keep an
-//! undo log, which a transaction dropped without committing replays: a
-//! dropped transaction leaves the state exactly as it found it.
+//! The write set is applied at commit, under the lock, in one go. The
+//! immediate writes that change the state at once (claims, sequence ids,
+//! span inserts, session epochs) keep an undo log, which a transaction
+//! dropped without committing replays: a dropped transaction leaves the
+//! state exactly as it found it. An eviction is chosen at once and applied
+//! at the commit (no other transaction can tell the difference); name locks
+//! do nothing, the state's lock serialising every transaction.
 //!
 //! By role: the state, its transaction and undo log are in [`state`] (made
 //! of the structures in [`records`]), the rule reads and queries in

@@ -22,6 +22,7 @@ use lightning_store_core::query::{Page, Paged};
 use lightning_store_core::retention::Eviction;
 use lightning_store_core::storage::{RolloutWrite, WriteSet};
 
+/// Everything the store holds, behind the store's one lock.
 #[derive(Default)]
 pub(super) struct State {
     /// Rollouts in creation order.
@@ -87,6 +88,7 @@ pub(super) struct Undo {
     pub(super) spans: Vec<String>,
 }
 
+/// A transaction: the state, locked until it ends, and what it did at once.
 pub(super) struct MemoryTx<'a> {
     pub(super) state: MutexGuard<'a, State>,
     pub(super) undo: Undo,
