@@ -95,7 +95,8 @@
 //!   rollouts exactly as [`crate::retention`] decides, taking rollouts
 //!   in the order they finished (no end time last), ties in creation order,
 //!   and accounts each span with [`crate::retention::span_size`].
-//! * Each worker has at most one session record ([`WorkerSession`]); a
+//! * Each worker has at most one session record
+//!   ([`WorkerSession`](crate::model::WorkerSession)); a
 //!   locked read of it ([`RuleReads::sessions`], [`RuleReads::due_sessions`],
 //!   [`RuleReads::open_sessions`]) serialises every change of the worker's
 //!   session, on every server. Session epochs
@@ -103,7 +104,8 @@
 //!   backend may skip values (a rolled-back transaction's).
 //! * [`ImmediateWrites::lock_names`] serialises the transactions that lock a
 //!   common name, on every server.
-//! * A remembered request id ([`RememberedRequest`]) is returned by
+//! * A remembered request id
+//!   ([`RememberedRequest`](crate::idempotency::RememberedRequest)) is returned by
 //!   [`RuleReads::remembered_request`] until a write set forgets it
 //!   ([`WriteSet::forget_requests`]), expired or not: the engine decides
 //!   what an expired one means.
