@@ -3,6 +3,19 @@
 //! (and, in `cross_api`, the same hostile values through every API).
 //! The same test modules are compiled once per backend, so every backend
 //! passes exactly the same tests.
+//!
+//! By role of the storage port (`lightning_store_core::storage`), the
+//! modules that test it below the engine (`port` opens the store) and
+//! through the server:
+//! * rule reads: `rule_reads`; `lifecycle`, `watchdog`, `sessions`,
+//!   `concurrency`, `idempotency`;
+//! * immediate writes: `immediate_writes` (the contract of each);
+//!   `spans`, `retention`, `sessions`, `concurrency`;
+//! * the write set: `write_set`; `batch_updates`, `lifecycle`,
+//!   `resources_workers`, `exact_numbers`;
+//! * queries: `queries`, `rollout_filters`, `spans`, `streams`;
+//! * the read model: `read_model`; `overview`, `exact_numbers`;
+//! * agent-lightning 1.x's reads and writes: `tests/integration/agl1`.
 
 pub(crate) mod support;
 
@@ -23,20 +36,25 @@ macro_rules! conformance_suite {
                 mod cross_api;
                 mod exact_numbers;
                 mod idempotency;
+                mod immediate_writes;
                 mod lifecycle;
                 mod otlp;
                 mod overview;
+                mod port;
                 mod queries;
+                mod read_model;
                 mod resources_workers;
                 mod retention;
                 mod robustness;
                 mod rollout_filters;
+                mod rule_reads;
                 mod server;
                 mod sessions;
                 mod spans;
                 mod upstream_parity;
                 mod streams;
                 mod watchdog;
+                mod write_set;
             }
         )+
     };

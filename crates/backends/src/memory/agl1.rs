@@ -1,39 +1,18 @@
 //! The in-memory backend's 1.x records: [`Agl1Reads`] and the apply step of
 //! [`Agl1Writes`].
 
-use std::collections::HashMap;
-
+use super::records;
+use super::state::{MemoryTx, State};
 use async_trait::async_trait;
-use indexmap::IndexMap;
-
-use super::{MemoryTx, State};
 use lightning_store_core::agl1::{
-    Agl1Fields, Agl1Rollout, Agl1RolloutDetail, Completion, CompletionPage, ModelServer, Pause,
-    Replica, StoredEvent,
+    Agl1Rollout, Agl1RolloutDetail, Completion, CompletionPage, ModelServer, Pause, Replica,
+    StoredEvent,
 };
 use lightning_store_core::error::StoreResult;
 use lightning_store_core::model::RolloutStatus;
 use lightning_store_core::overview::Activity;
 use lightning_store_core::storage::Access;
 use lightning_store_core::storage::agl1::{Agl1Reads, Agl1Writes};
-
-/// agent-lightning 1.x's records of the in-memory store.
-#[derive(Default)]
-pub(super) struct Agl1State {
-    /// 1.x fields per rollout, in creation order.
-    fields: IndexMap<String, Agl1Fields>,
-    /// Events per rollout in append order (positions increase).
-    events: HashMap<String, Vec<StoredEvent>>,
-    last_event_pos: i64,
-    /// (rollout, attempt, key) to (digest, event position).
-    keys: HashMap<(String, String, String), (String, i64)>,
-    /// Rollout ids in completion order.
-    completions: Vec<String>,
-    /// Model servers by (model, endpoint), in registration order.
-    models: IndexMap<(String, String), ModelServer>,
-    pause: Pause,
-    replicas: IndexMap<String, Replica>,
-}
 
 impl State {
     fn agl1_view(&self, rollout_id: &str) -> Option<Agl1Rollout> {
@@ -105,7 +84,7 @@ impl State {
             if let Some(count) = self.rollouts_by_status.get_mut(&rollout.status) {
                 *count = count.saturating_sub(1);
             }
-            self.reindex_ended(super::overview::ended_key(&rollout), None);
+            self.reindex_ended(records::ended_key(&rollout), None);
             self.recount_activity(Some(Activity::of(&rollout)), None);
         }
         for attempt in self.attempts.remove(rollout_id).unwrap_or_default() {

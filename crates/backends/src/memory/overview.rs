@@ -1,31 +1,19 @@
 //! The aggregate reads of [`lightning_store_core::overview`] over the in-memory
-//! state, the per-minute activity counts and the ordered index of ended
-//! rollouts they read.
+//! state ([`ReadModel`]), and the upkeep of the per-minute activity counts
+//! and the ordered index of ended rollouts they read.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::State;
+use async_trait::async_trait;
+
+use super::records::EndedKey;
+use super::state::{MemoryTx, State};
+use lightning_store_core::error::StoreResult;
 use lightning_store_core::model::{
-    Attempt, Rollout, RolloutStatus, RolloutView, Span, SpanStatusCode, Timestamp,
+    Attempt, Counts, RolloutStatus, RolloutView, Span, SpanStatusCode, Timestamp,
 };
 use lightning_store_core::overview::{Activity, ActivityCount};
-
-/// Rollouts that have an end time, by status, in (end time, rollout id)
-/// order.
-pub(super) type EndedIndex = BTreeMap<RolloutStatus, BTreeSet<(Timestamp, String)>>;
-
-/// Activity counts by (minute, activity).
-pub(super) type ActivityCounts = BTreeMap<(Timestamp, Activity), i64>;
-
-/// A rollout's key in the index of ended rollouts: status, end time, id.
-pub(super) type EndedKey = (RolloutStatus, Timestamp, String);
-
-/// Returns the rollout's key in the index of ended rollouts, if it ended.
-pub(super) fn ended_key(rollout: &Rollout) -> Option<EndedKey> {
-    let end = rollout.end_time?;
-    Some((rollout.status, end, rollout.rollout_id.clone()))
-}
+use lightning_store_core::storage::ReadModel;
 
 impl State {
     /// Moves a rollout in the index of ended rollouts from `before` (its
@@ -127,7 +115,7 @@ impl State {
             .collect()
     }
 
-    /// Scans every span (see [`StoreTx::attempts_with_trace`]).
+    /// Scans every span (see [`ReadModel::attempts_with_trace`]).
     pub(super) fn attempts_with_trace(
         &self,
         trace_id: &str,
@@ -169,5 +157,68 @@ impl State {
         let entry = self.queue.get(at).filter(|e| e.ticket == ticket)?;
         let ahead = self.queue.range(..at).filter(|e| self.is_queued(e)).count();
         Some((ahead as u64, entry.since))
+    }
+}
+
+#[async_trait]
+impl ReadModel for MemoryTx<'_> {
+    async fn counts(&mut self) -> StoreResult<Counts> {
+        let state = &*self.state;
+        Ok(Counts {
+            rollouts: state.rollouts.len() as u64,
+            attempts: state.attempt_count,
+            spans: state.span_count,
+            resources: state.resources.len() as u64,
+            workers: state.workers.len() as u64,
+            queued: state.queued.len() as u64,
+            rollouts_by_status: state.rollouts_by_status.clone(),
+            attempts_by_status: state.attempts_by_status.clone(),
+            oldest_queued_time: state.queue.front().map(|entry| entry.since),
+            oldest_queued_rollout_id: state.queue.front().map(|entry| entry.rollout_id.clone()),
+            span_bytes: state.span_bytes,
+            evicted_rollouts: state.evictions.rollouts,
+            evicted_spans: state.evictions.spans,
+            evicted_span_bytes: state.evictions.bytes,
+        })
+    }
+
+    async fn activity(
+        &mut self,
+        from: Timestamp,
+        until: Timestamp,
+    ) -> StoreResult<Vec<ActivityCount>> {
+        Ok(self.state.activity(from, until))
+    }
+
+    async fn latest_ended(
+        &mut self,
+        status: RolloutStatus,
+        limit: usize,
+    ) -> StoreResult<Vec<RolloutView>> {
+        Ok(self.state.latest_ended(status, limit))
+    }
+
+    async fn error_spans(&mut self, attempts: &[(&str, &str)]) -> StoreResult<Vec<Arc<Span>>> {
+        Ok(self.state.error_spans(attempts))
+    }
+
+    async fn attempts_with_trace(
+        &mut self,
+        trace_id: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, String)>> {
+        Ok(self.state.attempts_with_trace(trace_id, limit))
+    }
+
+    async fn attempts_with_id(
+        &mut self,
+        attempt_id: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<Attempt>> {
+        Ok(self.state.attempts_with_id(attempt_id, limit))
+    }
+
+    async fn queue_place(&mut self, rollout_id: &str) -> StoreResult<Option<(u64, Timestamp)>> {
+        Ok(self.state.queue_place(rollout_id))
     }
 }

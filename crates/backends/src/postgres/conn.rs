@@ -11,9 +11,9 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgRow;
 use sqlx::{Postgres, Row as _};
 
+use super::dialect::{POSTGRES, store_error};
 use super::durability::{Durability, Next, Role};
 use super::interrupt::Interrupts;
-use super::{POSTGRES, store_error};
 use crate::sql::{self, Arg, Dialect, Statement};
 use lightning_store_core::error::{StoreError, StoreResult};
 

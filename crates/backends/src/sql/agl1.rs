@@ -6,8 +6,10 @@ use async_trait::async_trait;
 
 use super::batch::{Batch, insert_into, upsert};
 use super::codec::{self, rollout_columns};
+use super::connection::Connection;
 use super::query::{self, Builder};
-use super::{Connection, Row, SqlTx, Statement};
+use super::statement::{Row, Statement};
+use super::tx::SqlTx;
 use lightning_store_core::agl1::{
     Agl1Event, Agl1Fields, Agl1Rollout, Agl1RolloutDetail, Completion, CompletionPage, JsonText,
     ModelServer, Pause, Replica, StoredEvent,

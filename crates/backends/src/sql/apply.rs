@@ -58,10 +58,12 @@
 use super::agl1;
 use super::batch::{Batch, Counted, insert_into, upsert, upsert_counted};
 use super::codec::{self, attempt_columns, resources_columns, rollout_columns, worker_columns};
+use super::connection::Connection;
 use super::query::{self, Builder};
 use super::requests;
 use super::sessions::{self, session_columns};
-use super::{Connection, SqlTx, Statement};
+use super::statement::Statement;
+use super::tx::SqlTx;
 use lightning_store_core::error::StoreResult;
 use lightning_store_core::events::Event;
 use lightning_store_core::idempotency::RememberedRequest;

@@ -5,8 +5,9 @@
 //! table and columns once ([`insert_into!`]): the number of values a row
 //! gives is checked against the column list when the program is compiled.
 
+use super::dialect::Dialect;
 use super::query::Builder;
-use super::{Arg, Dialect, Statement};
+use super::statement::{Arg, Statement};
 
 /// Statements being assembled for one write set: on a shared database the
 /// pieces join one statement as `WITH` clauses, as long as its parameters

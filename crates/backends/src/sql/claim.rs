@@ -26,8 +26,10 @@
 use std::time::{Duration, Instant};
 
 use super::codec::{attempt_columns, rollout_columns};
+use super::connection::Connection;
 use super::reads::rollout_view;
-use super::{Connection, Row, SqlTx, Statement};
+use super::statement::{Row, Statement};
+use super::tx::SqlTx;
 use lightning_store_core::error::StoreResult;
 use lightning_store_core::model::RolloutView;
 use lightning_store_core::storage::Held;

@@ -12,9 +12,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::codec::{self, attempt_columns, span_columns};
+use super::connection::Connection;
 use super::query::{Builder, text_literal};
 use super::reads::{ROLLOUT_VIEW, rollout_view};
-use super::{Connection, Row, SqlTx, Statement};
+use super::statement::{Row, Statement};
+use super::tx::SqlTx;
 use lightning_store_core::error::StoreResult;
 use lightning_store_core::model::{Attempt, RolloutStatus, RolloutView, Span, Timestamp};
 use lightning_store_core::overview::{Activity, ActivityCount};

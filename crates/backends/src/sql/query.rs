@@ -3,7 +3,8 @@
 //! default order (so ties keep it, as the reference's stable sort does), and
 //! the page a `LIMIT`/`OFFSET`.
 
-use super::{Arg, Dialect, Statement};
+use super::dialect::Dialect;
+use super::statement::{Arg, Statement};
 use lightning_store_core::query::{FilterLogic, Page, TextMatch};
 
 /// Builds a statement, numbering parameters in the order they are bound.

@@ -5,8 +5,10 @@
 use std::collections::HashMap;
 
 use super::codec::{self, attempt_columns, resources_columns, rollout_columns, worker_columns};
+use super::connection::Connection;
 use super::query::{Builder, RESOURCES_SORT, ROLLOUT_SORT, WORKER_SORT};
-use super::{Connection, Row, SqlTx, Statement};
+use super::statement::{Row, Statement};
+use super::tx::SqlTx;
 use lightning_store_core::error::StoreResult;
 use lightning_store_core::events::EventPage;
 use lightning_store_core::model::{

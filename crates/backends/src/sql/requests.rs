@@ -3,7 +3,9 @@
 
 use super::batch::{Batch, insert_into, upsert};
 use super::codec;
-use super::{Connection, Row, SqlTx, Statement};
+use super::connection::Connection;
+use super::statement::{Row, Statement};
+use super::tx::SqlTx;
 use lightning_store_core::error::StoreResult;
 use lightning_store_core::idempotency::RememberedRequest;
 use lightning_store_core::model::Timestamp;

@@ -3,8 +3,10 @@
 //! other entities (see `apply`).
 
 use super::codec::{self, parse_enum};
+use super::connection::Connection;
 use super::query::Builder;
-use super::{Connection, Row, SqlTx, Statement};
+use super::statement::{Row, Statement};
+use super::tx::SqlTx;
 use lightning_store_core::error::StoreResult;
 use lightning_store_core::model::{AttemptRef, SessionState, Timestamp, WorkerSession};
 use lightning_store_core::storage::Access;

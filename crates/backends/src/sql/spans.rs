@@ -7,8 +7,10 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use super::codec::{self, span_columns};
+use super::connection::Connection;
 use super::query::{Builder, SPAN_SORT};
-use super::{Arg, Connection, Row, SqlTx, Statement};
+use super::statement::{Arg, Row, Statement};
+use super::tx::SqlTx;
 use lightning_store_core::error::StoreResult;
 use lightning_store_core::model::{Span, Timestamp};
 use lightning_store_core::query::{AttemptSelector, Page, Paged, SpanFilter};

@@ -46,26 +46,13 @@ use std::time::Duration;
 use tokio::runtime::RuntimeFlavor;
 use tokio::sync::{MutexGuard, oneshot};
 
-use super::{Shared, Writer, control};
+use super::rows::control;
+use super::shared::{InFlight, Shared, Writer};
 use lightning_store_core::error::{StoreError, StoreResult};
 
 /// How long after its `BEGIN` a group may wait for the transactions queued
 /// for the connection to join it before the flusher commits it anyway.
 const GROUP_WAIT: Duration = Duration::from_millis(2);
-
-/// A logical commit waiting for durability.
-pub(super) type Waiter = oneshot::Sender<StoreResult<()>>;
-
-/// The log's sync in flight: groups sync one at a time.
-#[derive(Default)]
-pub(super) struct InFlight {
-    /// The logical commits of the physical transaction whose log is being
-    /// synced (`None`: no sync in flight); readers that saw its writes join.
-    pub(super) group: Option<Vec<Waiter>>,
-    /// Logical commits wait in the open physical transaction for the end of
-    /// this sync: whoever ends it wakes the flusher to commit them.
-    next: bool,
-}
 
 impl Writer {
     /// Returns true while the open group should wait for the transactions

@@ -63,23 +63,25 @@
 mod checkpointer;
 mod group;
 mod readers;
+mod rows;
+mod shared;
 
-use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use rusqlite::types::Value;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteLockingMode, SqliteSynchronous};
 use sqlx::{ConnectOptions as _, Connection as _};
 use tokio::sync::{Mutex, MutexGuard, Notify};
 
 use self::checkpointer::{Checkpointer, WRITER_CHECKPOINT_PAGES};
-use self::group::{InFlight, Waiter};
-use self::readers::{ReadConn, Readers};
-use super::sql::{self, Arg, Dialect, SqlTx, Statement};
+
+use self::readers::ReadConn;
+use self::rows::{SQLITE, SqliteRow, control, plan_once, run, store_error};
+use self::shared::{InFlight, Readers, Shared, Writer};
+use super::sql::{self, Dialect, SqlTx, Statement};
 use lightning_store_core::error::{StoreError, StoreResult};
 use lightning_store_core::storage::{DEFAULT_EVENT_RETENTION, Store, StoreTx};
 
@@ -122,60 +124,6 @@ pub struct SqliteStore {
     /// The file, locked (`flock`) against other servers while the store lives.
     _lock: std::fs::File,
 }
-
-struct Shared {
-    writer: Mutex<Writer>,
-    /// Wakes the flusher: logical commits wait for a `COMMIT` that no
-    /// committing transaction leads (see the module docs).
-    flush: Notify,
-    /// Logical transactions waiting for the connection ([`Store::begin`]).
-    queued: AtomicUsize,
-    /// The sync in flight, if any, and who waits for the next one.
-    in_flight: parking_lot::Mutex<InFlight>,
-    /// The read-only connections.
-    readers: Readers,
-    /// Copies the log into the database beside the writer.
-    checkpointer: Checkpointer,
-    /// Interrupts the writer's running statement ([`Store::interrupt`]).
-    interrupt: rusqlite::InterruptHandle,
-    /// How many times [`Store::interrupt`] was called: a logical
-    /// transaction begun before the latest call fails.
-    interrupts: AtomicU64,
-}
-
-/// The connection and the state of its physical transaction.
-struct Writer {
-    conn: rusqlite::Connection,
-    /// The write-ahead log, synced by the flusher (opened at the first sync).
-    wal: Option<Arc<std::fs::File>>,
-    /// Where the write-ahead log is.
-    wal_path: PathBuf,
-    /// A physical transaction is open.
-    open: bool,
-    /// When the open physical transaction began.
-    opened: Instant,
-    /// A logical transaction wrote and was dropped without committing: its
-    /// savepoint must be rolled back before anyone else uses the connection.
-    abandoned: bool,
-    /// Logical commits waiting for the physical `COMMIT`.
-    waiters: Vec<Waiter>,
-    /// What the connection remembers across transactions.
-    cache: sql::Cache,
-    /// The floor of the watchdog deadlines, forgotten with the cache.
-    floor: Arc<sql::DeadlineFloor>,
-}
-
-pub(super) static SQLITE: Dialect = Dialect {
-    contains: |haystack, needle| format!("instr({haystack}, {needle}) > 0"),
-    binary_text: |expression| expression.to_owned(),
-    max_params: 32_766,
-    shared: false,
-    next_session_epoch: "UPDATE counters SET value = value + 1 WHERE name = 'session_epoch' \
-                         RETURNING value",
-    lock_names: None,
-    events_after: sql::EVENTS_AFTER,
-    event_bounds: sql::EVENT_BOUNDS,
-};
 
 impl SqliteStore {
     /// Opens (creating it if missing) the database at `path` and brings its
@@ -304,20 +252,6 @@ fn open_connection(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     Ok(conn)
 }
 
-/// Keeps a cached statement's plan whatever its parameters are bound to
-/// (SQLite's query planner stability guarantee). Without it SQLite plans a
-/// statement again on every run whose parameters may change the plan:
-/// `LIMIT $n` alone does, and the queue's claim was prepared anew on every
-/// dequeue (6% of the server's CPU in a profile of 16 clients). The plans
-/// here depend on no bound value: no `LIKE`, and no `ANALYZE` statistics.
-fn plan_once(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
-    conn.set_db_config(
-        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
-        true,
-    )?;
-    Ok(())
-}
-
 /// Refuses a SQLite file that some other program created.
 async fn check_identity(conn: &mut SqliteConnection) -> Result<(), String> {
     let application_id: i64 = sqlx::query_scalar("PRAGMA application_id")
@@ -373,97 +307,6 @@ fn is_connection_wide(error: &rusqlite::Error) -> bool {
         }
         _ => false,
     }
-}
-
-/// Maps a failure while serving to a store error.
-fn store_error(error: rusqlite::Error) -> StoreError {
-    let unavailable = |what: &str| StoreError::Unavailable(format!("sqlite: {what}"));
-    let code = match &error {
-        rusqlite::Error::SqliteFailure(failure, _) => Some(failure.extended_code & 0xff),
-        _ => None,
-    };
-    let mapped = match code {
-        Some(13) => unavailable("the disk is full"),
-        Some(10) => unavailable(&format!("disk i/o error ({error})")),
-        Some(5 | 6) => unavailable("the database is busy"),
-        Some(9) => StoreError::shutting_down(),
-        Some(8) => unavailable("the database is read-only"),
-        Some(11 | 26) => StoreError::Internal(format!("sqlite: the database is corrupt ({error})")),
-        _ => StoreError::Internal(format!("sqlite: {error}")),
-    };
-    tracing::error!(error = %mapped, "sqlite statement failed");
-    mapped
-}
-
-/// Rewrites the `$n` parameters of the shared SQL as SQLite's `?n`, whose
-/// index is `n` itself: arguments bind by position, without the name lookup
-/// SQLite answers with a linear scan (quadratic for a batch insert's
-/// thousands of parameters).
-fn numbered(sql: &str) -> Cow<'_, str> {
-    if sql.contains('$') {
-        Cow::Owned(sql.replace('$', "?"))
-    } else {
-        Cow::Borrowed(sql)
-    }
-}
-
-/// One result row, its cells copied out of SQLite.
-pub struct SqliteRow(Vec<Value>);
-
-impl sql::Row for SqliteRow {
-    fn opt_int(&self, index: usize) -> StoreResult<Option<i64>> {
-        match self.0.get(index) {
-            Some(Value::Null) => Ok(None),
-            Some(Value::Integer(value)) => Ok(Some(*value)),
-            other => Err(sql::codec::corrupt("integer", format_args!("{other:?}"))),
-        }
-    }
-
-    fn opt_text(&self, index: usize) -> StoreResult<Option<String>> {
-        match self.0.get(index) {
-            Some(Value::Null) => Ok(None),
-            Some(Value::Text(text)) => Ok(Some(text.clone())),
-            other => Err(sql::codec::corrupt("text", format_args!("{other:?}"))),
-        }
-    }
-}
-
-/// Runs a transaction control statement from the connection's statement
-/// cache: `execute_batch` parsed `BEGIN`, `SAVEPOINT`, `RELEASE` and
-/// `COMMIT` anew each time (2% of a 1.x rollout GET's CPU on a reader,
-/// docs/performance.md#reads-on-the-reader-connections-in-one-statement; a
-/// lifecycle runs about ten of them on the writer).
-fn control(conn: &rusqlite::Connection, sql: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached(sql)?.execute([]).map(drop)
-}
-
-/// Runs one statement on the connection and returns its rows.
-fn run(conn: &rusqlite::Connection, statement: &Statement<'_>) -> rusqlite::Result<Vec<SqliteRow>> {
-    let mut prepared = conn.prepare_cached(&numbered(&statement.sql))?;
-    for (at, arg) in statement.args.iter().enumerate() {
-        match arg {
-            Arg::NullInt | Arg::NullText => {
-                prepared.raw_bind_parameter(at + 1, rusqlite::types::Null)?
-            }
-            Arg::Int(value) => prepared.raw_bind_parameter(at + 1, value)?,
-            Arg::Text(text) => prepared.raw_bind_parameter(at + 1, text.as_ref())?,
-            Arg::Ints(_) | Arg::Texts(_) => {
-                return Err(rusqlite::Error::ToSqlConversionFailure(
-                    "sqlite binds no arrays".into(),
-                ));
-            }
-        }
-    }
-    let columns = prepared.column_count();
-    let mut rows = prepared.raw_query();
-    let mut out = Vec::new();
-    while let Some(row) = rows.next()? {
-        let cells = (0..columns)
-            .map(|at| row.get::<_, Value>(at))
-            .collect::<rusqlite::Result<_>>()?;
-        out.push(SqliteRow(cells));
-    }
-    Ok(out)
 }
 
 impl Writer {

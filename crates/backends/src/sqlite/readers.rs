@@ -24,36 +24,15 @@
 //! page holds up only its own worker thread; the runtime's other worker
 //! takes over that thread's queued tasks.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::sync::{Semaphore, SemaphorePermit, oneshot};
+use tokio::sync::{SemaphorePermit, oneshot};
 
-use super::{SQLITE, Shared, SqliteRow, control, run, store_error};
+use super::rows::{SQLITE, SqliteRow, control, plan_once, run, store_error};
+use super::shared::Shared;
 use crate::sql::{self, Dialect, Statement};
 use lightning_store_core::error::{StoreError, StoreResult};
-
-/// How many read-only connections a store opens, at most.
-pub(super) const READERS: usize = 4;
-
-/// The pool of read-only connections, opened on first use.
-pub(super) struct Readers {
-    path: PathBuf,
-    idle: parking_lot::Mutex<Vec<rusqlite::Connection>>,
-    permits: Semaphore,
-}
-
-impl Readers {
-    /// Returns an empty pool of up to [`READERS`] connections to `path`.
-    pub(super) fn new(path: PathBuf) -> Self {
-        Self {
-            path,
-            idle: parking_lot::Mutex::new(Vec::new()),
-            permits: Semaphore::new(READERS),
-        }
-    }
-}
 
 /// Opens a read-only connection (`query_only`: a stray write fails).
 fn open_reader(path: &std::path::Path) -> rusqlite::Result<rusqlite::Connection> {
@@ -63,7 +42,7 @@ fn open_reader(path: &std::path::Path) -> rusqlite::Result<rusqlite::Connection>
     )?;
     conn.busy_timeout(Duration::from_secs(1))?;
     conn.set_prepared_statement_cache_capacity(64);
-    super::plan_once(&conn)?;
+    plan_once(&conn)?;
     conn.execute_batch("PRAGMA query_only = ON")?;
     Ok(conn)
 }

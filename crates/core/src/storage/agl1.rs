@@ -26,7 +26,7 @@
 use async_trait::async_trait;
 use indexmap::{IndexMap, IndexSet};
 
-use super::Access;
+use super::rule_reads::Access;
 use crate::agl1::{
     Agl1Event, Agl1Fields, Agl1Rollout, Agl1RolloutDetail, CompletionPage, IdempotencyKey,
     ModelServer, Pause, Replica, StoredEvent,
@@ -39,7 +39,7 @@ use crate::model::RolloutStatus;
 pub trait Agl1Reads: Send {
     /// Returns the 1.x rollouts among `rollout_ids` (rollouts that have 1.x
     /// fields), in the order of `rollout_ids`; with [`Access::Update`]
-    /// their rollouts are locked as [`super::StoreTx::rollouts`] locks them.
+    /// their rollouts are locked as [`super::RuleReads::rollouts`] locks them.
     async fn agl1_rollouts(
         &mut self,
         rollout_ids: &[&str],

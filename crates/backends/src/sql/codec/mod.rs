@@ -6,8 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Row;
-use lightning_store_core::error::{StoreError, StoreResult};
+use self::cell::time;
+use super::statement::Row;
+use lightning_store_core::error::StoreResult;
 use lightning_store_core::events::{Change, Event};
 use lightning_store_core::model::{
     Attempt, AttemptStatus, Json, ResourcesUpdate, Rollout, RolloutConfig, RolloutMode,
@@ -15,7 +16,9 @@ use lightning_store_core::model::{
 };
 use lightning_store_core::model::{MaxAttempts, RetryCondition, Seconds};
 
+mod cell;
 mod span;
+pub use self::cell::corrupt;
 pub use self::span::{ERROR_BODY_PREFIX, span, span_body};
 
 /// Column list of [`rollout`], in order.
@@ -100,11 +103,6 @@ pub(super) use {
 /// Number of columns of [`rollout`], counted from [`rollout_columns`].
 pub const ROLLOUT_COLUMNS: usize = super::batch::column_count(rollout_columns!(""));
 
-/// Returns an error for a stored value that does not decode.
-pub fn corrupt(what: &str, detail: impl std::fmt::Display) -> StoreError {
-    StoreError::Internal(format!("stored {what} does not decode: {detail}"))
-}
-
 /// Parses a stored enum value, reporting an unknown one as corruption.
 pub fn parse_enum<T>(what: &str, text: &str, parse: fn(&str) -> Option<T>) -> StoreResult<T> {
     parse(text).ok_or_else(|| corrupt(what, format_args!("unknown value {text:?}")))
@@ -128,10 +126,6 @@ pub fn json_text(value: &Json) -> String {
 
 fn json_value(what: &str, text: &str) -> StoreResult<Json> {
     serde_json::from_str(text).map_err(|e| corrupt(what, e))
-}
-
-fn time(value: Option<i64>) -> Option<Timestamp> {
-    value.map(Timestamp)
 }
 
 /// Stored form of a [`RolloutConfig`].

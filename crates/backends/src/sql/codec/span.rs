@@ -6,8 +6,8 @@
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::super::Row;
-use super::{corrupt, time};
+use super::cell::{corrupt, time};
+use crate::sql::statement::Row;
 use lightning_store_core::error::StoreResult;
 use lightning_store_core::model::{
     AttributeValue, ExtraFields, InstrumentationScope, Json, JsonObject, KeyValue, Span,
