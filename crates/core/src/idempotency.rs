@@ -128,7 +128,7 @@ pub struct RememberedRequest {
     pub expires_at: Timestamp,
 }
 
-/// The name [`crate::storage::StoreTx::lock_names`] locks for a
+/// The name [`crate::storage::ImmediateWrites::lock_names`] locks for a
 /// request id, so that concurrent first uses of it write once.
 pub fn lock_name(request_id: &str) -> String {
     format!("request-id:{request_id}")

@@ -1,7 +1,7 @@
 //! Span retention. Spans are the bulk of a store's data; a retention policy
 //! deletes the spans of finished rollouts, those that finished first going
 //! first. Every backend applies the same policy with the same size measure
-//! (through [`crate::storage::StoreTx::evict_spans`]), so they evict the same
+//! (through [`crate::storage::ImmediateWrites::evict_spans`]), so they evict the same
 //! spans. A rollout whose spans were deleted is marked evicted: querying its
 //! spans fails from then on, as upstream's eviction does.
 

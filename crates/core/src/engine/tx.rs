@@ -100,7 +100,7 @@ impl<'a> Tx<'a> {
     }
 
     /// Claims up to `limit` entries from the queue's head (see
-    /// [`StoreTx::claim_queued`]).
+    /// [`crate::storage::ImmediateWrites::claim_queued`]).
     pub async fn claim_queued(&mut self, limit: usize) -> StoreResult<Vec<RolloutView>> {
         let claimed = self.store.claim_queued(limit).await?;
         self.claimed
