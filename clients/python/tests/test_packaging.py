@@ -17,9 +17,12 @@ CARGO_TOML = Path(__file__).resolve().parents[3] / "Cargo.toml"
 
 
 def crate_version() -> str:
-    """Returns the version in Cargo.toml's [package] table (tomllib is Python 3.11+, the package 3.10+)."""
-    found = re.search(r'^\[package\]$[^\[]*?^version = "([^"]+)"$', CARGO_TOML.read_text(), re.MULTILINE)
-    assert found is not None, "Cargo.toml has no [package] version"
+    """Returns the workspace's version, which every crate and the package take (Cargo.toml's [workspace.package]).
+
+    (tomllib is Python 3.11+, the package 3.10+.)
+    """
+    found = re.search(r'^\[workspace\.package\]$[^\[]*?^version = "([^"]+)"$', CARGO_TOML.read_text(), re.MULTILINE)
+    assert found is not None, "Cargo.toml has no [workspace.package] version"
     return found.group(1)
 
 
