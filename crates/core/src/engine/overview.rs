@@ -11,7 +11,7 @@ use super::super::model::RolloutStatus;
 use super::super::overview::{
     self, Failure, Found, MAX_FAILURES, MAX_FOUND_ATTEMPTS, MinuteCounts, QueuePlace, QueuedRollout,
 };
-use super::super::storage::Access;
+use super::super::storage::{Access, StoreTx};
 use super::runner::Engine;
 
 impl Engine {
@@ -91,45 +91,8 @@ impl Engine {
                 "limit must be at most {MAX_FAILURES}"
             )));
         }
-        self.read(|store| {
-            Box::pin(async move {
-                let failed = store.latest_ended(RolloutStatus::Failed, limit).await?;
-                let attempts: Vec<(&str, &str)> = failed
-                    .iter()
-                    .filter_map(|view| view.attempt.as_ref())
-                    .map(|a| (a.rollout_id.as_str(), a.attempt_id.as_str()))
-                    .collect();
-                let mut error_spans = store.error_spans(&attempts).await?.into_iter().peekable();
-                let ids: Vec<&str> = failed
-                    .iter()
-                    .map(|view| view.rollout.rollout_id.as_str())
-                    .collect();
-                let mut agl1_errors: BTreeMap<String, String> = store
-                    .agl1_rollouts(&ids, Access::Read)
-                    .await?
-                    .into_iter()
-                    .filter_map(|r| Some((r.rollout.rollout_id, r.fields.error_message?)))
-                    .collect();
-                Ok(failed
-                    .into_iter()
-                    .map(|rollout| {
-                        // Error spans come in the order of the attempts.
-                        let error_span = error_spans.next_if(|span| {
-                            rollout.attempt.as_ref().is_some_and(|a| {
-                                a.rollout_id == span.rollout_id && a.attempt_id == span.attempt_id
-                            })
-                        });
-                        let agl1_error = agl1_errors.remove(&rollout.rollout.rollout_id);
-                        Failure {
-                            rollout,
-                            error_span,
-                            agl1_error,
-                        }
-                    })
-                    .collect())
-            })
-        })
-        .await
+        self.read(|store| Box::pin(latest_failures_in(store, limit)))
+            .await
     }
 
     /// Returns what `id` names, exactly: a rollout, attempts (of any
@@ -172,4 +135,46 @@ impl Engine {
         })
         .await
     }
+}
+
+/// Returns the `limit` most recently ended failed rollouts, the latest
+/// first, each with what the store records of why it failed.
+pub(super) async fn latest_failures_in(
+    store: &mut dyn StoreTx,
+    limit: usize,
+) -> StoreResult<Vec<Failure>> {
+    let failed = store.latest_ended(RolloutStatus::Failed, limit).await?;
+    let attempts: Vec<(&str, &str)> = failed
+        .iter()
+        .filter_map(|view| view.attempt.as_ref())
+        .map(|a| (a.rollout_id.as_str(), a.attempt_id.as_str()))
+        .collect();
+    let mut error_spans = store.error_spans(&attempts).await?.into_iter().peekable();
+    let ids: Vec<&str> = failed
+        .iter()
+        .map(|view| view.rollout.rollout_id.as_str())
+        .collect();
+    let mut agl1_errors: BTreeMap<String, String> = store
+        .agl1_rollouts(&ids, Access::Read)
+        .await?
+        .into_iter()
+        .filter_map(|r| Some((r.rollout.rollout_id, r.fields.error_message?)))
+        .collect();
+    Ok(failed
+        .into_iter()
+        .map(|rollout| {
+            // Error spans come in the order of the attempts.
+            let error_span = error_spans.next_if(|span| {
+                rollout.attempt.as_ref().is_some_and(|a| {
+                    a.rollout_id == span.rollout_id && a.attempt_id == span.attempt_id
+                })
+            });
+            let agl1_error = agl1_errors.remove(&rollout.rollout.rollout_id);
+            Failure {
+                rollout,
+                error_span,
+                agl1_error,
+            }
+        })
+        .collect())
 }

@@ -8,13 +8,13 @@ use std::collections::BTreeMap;
 use super::super::agl1::events::{self as agl1_events, EventQuery};
 use super::super::agl1::{DEFAULT_ATTEMPT_ID, diagnosis};
 use super::super::error::{StoreError, StoreResult};
-use super::super::events::{Change, EventPage};
+use super::super::events::Change;
 use super::super::ids::{ResourcesId, RolloutId};
 use super::super::lifecycle;
 use super::super::model::{
     RolloutStatus, RolloutView, SessionState, Timestamp, Worker, WorkerSession, WorkerStatus,
 };
-use super::super::overview::{self, Failure, MAX_FAILURES, QueuePlace, QueuedRollout};
+use super::super::overview::{self, MAX_FAILURES, QueuePlace, QueuedRollout};
 use super::super::pages::{
     self, Agl1Part, Cancelled, ModelsPage, OverviewLimits, OverviewPage, ResourcesPage,
     RolloutDownload, RolloutLimits, RolloutPage, RolloutsPage, Waiting, WorkersPage,
@@ -24,7 +24,8 @@ use super::super::query::{
 };
 use super::super::storage::{Access, StoreTx};
 use super::super::waiting::{self, WaitingFacts};
-use super::runner::{Engine, Scan};
+use super::overview::latest_failures_in;
+use super::runner::{Engine, Scan, recent_events_in};
 
 /// The worker statuses, in the order the Overview lists them.
 const WORKER_STATUSES: [WorkerStatus; 4] = [
@@ -64,7 +65,7 @@ impl Engine {
                     });
                 let (from, until) = overview::minute_window(now);
                 let minutes = overview::per_minute(from, &store.activity(from, until).await?);
-                let recent_events = recent_events(store, limits.events).await?;
+                let recent_events = recent_events_in(store, limits.events).await?;
                 let mut workers_by_status = BTreeMap::new();
                 for status in WORKER_STATUSES {
                     let filter = WorkerFilter {
@@ -78,7 +79,7 @@ impl Engine {
                     .query_workers(&WorkerFilter::default(), &limit(limits.workers))
                     .await?;
                 let sessions = sessions_of(store, &workers.items, ids_per_list).await?;
-                let failures = latest_failures(store, limits.failures).await?;
+                let failures = latest_failures_in(store, limits.failures).await?;
                 Ok(OverviewPage {
                     oldest_queued,
                     minutes,
@@ -349,17 +350,6 @@ fn limit(limit: usize) -> Page {
     }
 }
 
-/// Returns the latest `limit` retained events, oldest first, with the
-/// bounds of the history.
-async fn recent_events(store: &mut dyn StoreTx, limit: usize) -> StoreResult<EventPage> {
-    let bounds = store.events_after(0, 0).await?;
-    let after = bounds
-        .latest
-        .saturating_sub(limit as u64)
-        .max(bounds.oldest.saturating_sub(1));
-    store.events_after(after, limit).await
-}
-
 /// Returns the session records of `workers` that have one, reading at most
 /// `ids_per_list` ids per query.
 async fn sessions_of(
@@ -381,45 +371,6 @@ fn open(sessions: &[WorkerSession]) -> usize {
         .iter()
         .filter(|s| s.state == SessionState::Open)
         .count()
-}
-
-/// Returns the `limit` most recently ended failed rollouts, the latest
-/// first, each with what the store records of why it failed.
-async fn latest_failures(store: &mut dyn StoreTx, limit: usize) -> StoreResult<Vec<Failure>> {
-    let failed = store.latest_ended(RolloutStatus::Failed, limit).await?;
-    let attempts: Vec<(&str, &str)> = failed
-        .iter()
-        .filter_map(|view| view.attempt.as_ref())
-        .map(|a| (a.rollout_id.as_str(), a.attempt_id.as_str()))
-        .collect();
-    let mut error_spans = store.error_spans(&attempts).await?.into_iter().peekable();
-    let ids: Vec<&str> = failed
-        .iter()
-        .map(|view| view.rollout.rollout_id.as_str())
-        .collect();
-    let mut agl1_errors: BTreeMap<String, String> = store
-        .agl1_rollouts(&ids, Access::Read)
-        .await?
-        .into_iter()
-        .filter_map(|r| Some((r.rollout.rollout_id, r.fields.error_message?)))
-        .collect();
-    Ok(failed
-        .into_iter()
-        .map(|rollout| {
-            // Error spans come in the order of the attempts.
-            let error_span = error_spans.next_if(|span| {
-                rollout.attempt.as_ref().is_some_and(|a| {
-                    a.rollout_id == span.rollout_id && a.attempt_id == span.attempt_id
-                })
-            });
-            let agl1_error = agl1_errors.remove(&rollout.rollout.rollout_id);
-            Failure {
-                rollout,
-                error_span,
-                agl1_error,
-            }
-        })
-        .collect())
 }
 
 /// Returns the events of a 1.x rollout's event attempt (`last_attempt_id`,
