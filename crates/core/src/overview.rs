@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::model::{Rollout, RolloutStatus, RolloutView, Span, Timestamp};
+use super::model::{Counts, Rollout, RolloutStatus, RolloutView, Span, Timestamp};
 
 /// Nanoseconds in a minute.
 pub const MINUTE: i64 = 60_000_000_000;
@@ -142,6 +142,20 @@ pub struct QueuedRollout {
     pub age: Duration,
 }
 
+impl QueuedRollout {
+    /// Returns the head of the queue as the store's `counts` record it, and
+    /// how long it has waited at `now`; `None` when the queue is empty.
+    pub fn from_counts(counts: &Counts, now: Timestamp) -> Option<Self> {
+        let rollout_id = counts.oldest_queued_rollout_id.clone()?;
+        let since = counts.oldest_queued_time?;
+        Some(Self {
+            rollout_id,
+            since,
+            age: age(since, now),
+        })
+    }
+}
+
 /// Where a queued rollout stands in the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueuePlace {
@@ -151,6 +165,19 @@ pub struct QueuePlace {
     pub queued: u64,
     /// When it entered the queue.
     pub since: Timestamp,
+}
+
+impl QueuePlace {
+    /// Returns the place of a rollout with `ahead` rollouts before it, of
+    /// `queued` counted in the same snapshot (which holds at least itself
+    /// and those ahead).
+    pub fn new(ahead: u64, queued: u64, since: Timestamp) -> Self {
+        Self {
+            ahead,
+            queued: queued.max(ahead + 1),
+            since,
+        }
+    }
 }
 
 /// A failed rollout with what the store records of why it failed.

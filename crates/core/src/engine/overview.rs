@@ -46,15 +46,7 @@ impl Engine {
     /// and how long it has waited; `None` when the queue is empty.
     pub async fn oldest_queued(&self) -> StoreResult<Option<QueuedRollout>> {
         let counts = self.read(|store| Box::pin(store.counts())).await?;
-        let now = self.now();
-        Ok(counts
-            .oldest_queued_rollout_id
-            .zip(counts.oldest_queued_time)
-            .map(|(rollout_id, since)| QueuedRollout {
-                rollout_id,
-                since,
-                age: overview::age(since, now),
-            }))
+        Ok(QueuedRollout::from_counts(&counts, self.now()))
     }
 
     /// Returns where a queued rollout stands in the queue; `None` when it
@@ -70,13 +62,7 @@ impl Engine {
                     };
                 };
                 let queued = store.counts().await?.queued;
-                Ok(Some(QueuePlace {
-                    ahead,
-                    // Counted in the same snapshot: at least itself and
-                    // those ahead.
-                    queued: queued.max(ahead + 1),
-                    since,
-                }))
+                Ok(Some(QueuePlace::new(ahead, queued, since)))
             })
         })
         .await

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use super::super::agl1::events::{self as agl1_events, EventQuery};
 use super::super::agl1::{DEFAULT_ATTEMPT_ID, diagnosis};
 use super::super::error::{StoreError, StoreResult};
-use super::super::events::Change;
+use super::super::events::{Change, EventPage};
 use super::super::ids::{ResourcesId, RolloutId};
 use super::super::lifecycle;
 use super::super::model::{
@@ -25,7 +25,7 @@ use super::super::query::{
 use super::super::storage::{Access, StoreTx};
 use super::super::waiting::{self, WaitingFacts};
 use super::overview::latest_failures_in;
-use super::runner::{Engine, Scan, recent_events_in};
+use super::runner::{Engine, Scan};
 
 /// The worker statuses, in the order the Overview lists them.
 const WORKER_STATUSES: [WorkerStatus; 4] = [
@@ -54,15 +54,7 @@ impl Engine {
                 let now = tx.now;
                 let store = tx.store.as_mut();
                 let counts = store.counts().await?;
-                let oldest_queued = counts
-                    .oldest_queued_rollout_id
-                    .clone()
-                    .zip(counts.oldest_queued_time)
-                    .map(|(rollout_id, since)| QueuedRollout {
-                        rollout_id,
-                        since,
-                        age: overview::age(since, now),
-                    });
+                let oldest_queued = QueuedRollout::from_counts(&counts, now);
                 let (from, until) = overview::minute_window(now);
                 let minutes = overview::per_minute(from, &store.activity(from, until).await?);
                 let recent_events = recent_events_in(store, limits.events).await?;
@@ -350,6 +342,17 @@ fn limit(limit: usize) -> Page {
     }
 }
 
+/// Returns the latest `limit` retained events, oldest first, with the
+/// bounds of the history.
+async fn recent_events_in(store: &mut dyn StoreTx, limit: usize) -> StoreResult<EventPage> {
+    let bounds = store.events_after(0, 0).await?;
+    let after = bounds
+        .latest
+        .saturating_sub(limit as u64)
+        .max(bounds.oldest.saturating_sub(1));
+    store.events_after(after, limit).await
+}
+
 /// Returns the session records of `workers` that have one, reading at most
 /// `ids_per_list` ids per query.
 async fn sessions_of(
@@ -447,13 +450,7 @@ impl WaitFacts {
         let place = match store.queue_place(rollout_id).await? {
             Some((ahead, since)) => {
                 let queued = store.counts().await?.queued;
-                Some(QueuePlace {
-                    ahead,
-                    // Counted in the same snapshot: at least itself and
-                    // those ahead.
-                    queued: queued.max(ahead + 1),
-                    since,
-                })
+                Some(QueuePlace::new(ahead, queued, since))
             }
             None => None,
         };

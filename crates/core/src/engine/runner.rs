@@ -509,13 +509,6 @@ impl Engine {
             .await
     }
 
-    /// Returns the latest `limit` retained events, oldest first, with the
-    /// bounds of the history (for rates over the recent past).
-    pub async fn recent_events(&self, limit: usize) -> StoreResult<EventPage> {
-        self.read(|store| Box::pin(recent_events_in(store, limit)))
-            .await
-    }
-
     /// Returns entity counts and uptime.
     pub async fn statistics(&self) -> StoreResult<Statistics> {
         let counts = self.read(|store| Box::pin(store.counts())).await?;
@@ -525,18 +518,4 @@ impl Engine {
             uptime_seconds: self.opened.elapsed().as_secs_f64(),
         })
     }
-}
-
-/// Returns the latest `limit` retained events, oldest first, with the
-/// bounds of the history.
-pub(super) async fn recent_events_in(
-    store: &mut dyn StoreTx,
-    limit: usize,
-) -> StoreResult<EventPage> {
-    let bounds = store.events_after(0, 0).await?;
-    let after = bounds
-        .latest
-        .saturating_sub(limit as u64)
-        .max(bounds.oldest.saturating_sub(1));
-    store.events_after(after, limit).await
 }
