@@ -59,6 +59,7 @@ mod conn;
 mod dialect;
 mod durability;
 mod interrupt;
+mod rollbacks;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,6 +72,7 @@ use self::conn::PgConn;
 use self::dialect::store_error;
 use self::durability::Durability;
 use self::interrupt::Interrupts;
+use self::rollbacks::PendingRollbacks;
 use super::sql::{self, DeadlineFloor, SqlTx};
 use lightning_store_core::error::{StoreError, StoreResult};
 use lightning_store_core::storage::{DEFAULT_EVENT_RETENTION, Store, StoreTx};
@@ -155,6 +157,8 @@ pub struct PostgresStore {
     interrupts: Arc<Interrupts>,
     /// The durability wait its transactions share.
     durability: Arc<Durability>,
+    /// The rollbacks of dropped transactions, which new ones wait for.
+    rollbacks: Arc<PendingRollbacks>,
 }
 
 /// Whole milliseconds of a duration, as PostgreSQL settings take them.
@@ -247,6 +251,7 @@ impl PostgresStore {
             max_connections: options.max_connections.max(1),
             interrupts,
             durability: Arc::new(Durability::new()),
+            rollbacks: PendingRollbacks::new(),
         })
     }
 }
@@ -262,6 +267,7 @@ impl Store for PostgresStore {
         // transaction): one that the database closed while it sat in the
         // pool fails its `BEGIN` at once, and the transaction takes another.
         let generation = self.interrupts.settled().await;
+        self.rollbacks.settled(self.deadline).await;
         let mut closed = 0;
         loop {
             let conn = self.pool.acquire().await.map_err(store_error)?;
@@ -271,6 +277,7 @@ impl Store for PostgresStore {
                 generation,
                 self.interrupts.clone(),
                 self.durability.clone(),
+                self.rollbacks.clone(),
             );
             if conn.begin().await? {
                 let floor = self.floor.clone();

@@ -14,6 +14,7 @@ use sqlx::{Postgres, Row as _};
 use super::dialect::{POSTGRES, store_error};
 use super::durability::{Durability, Next, Role};
 use super::interrupt::Interrupts;
+use super::rollbacks::PendingRollbacks;
 use crate::sql::{self, Arg, Dialect, Statement};
 use lightning_store_core::error::{StoreError, StoreResult};
 
@@ -82,9 +83,10 @@ fn query(
 }
 
 /// A store transaction on one pooled connection. Dropped without
-/// committing, it rolls back (on a task, since `Drop` cannot wait) and the
-/// connection returns to the pool; a connection whose call failed or timed
-/// out is closed instead, since its state is unknown.
+/// committing, it rolls back (on a task, since `Drop` cannot wait, counted
+/// in [`PendingRollbacks`]) and the connection returns to the pool; a
+/// connection whose call failed or timed out is closed instead, since its
+/// state is unknown.
 pub(super) struct PgConn {
     /// `None` once a call failed.
     conn: Option<PoolConnection<Postgres>>,
@@ -99,6 +101,8 @@ pub(super) struct PgConn {
     interrupts: Arc<Interrupts>,
     /// The server's shared durability wait.
     durability: Arc<Durability>,
+    /// Where a drop counts its rollback.
+    rollbacks: Arc<PendingRollbacks>,
 }
 
 impl PgConn {
@@ -109,6 +113,7 @@ impl PgConn {
         generation: u64,
         interrupts: Arc<Interrupts>,
         durability: Arc<Durability>,
+        rollbacks: Arc<PendingRollbacks>,
     ) -> Self {
         Self {
             conn: Some(conn),
@@ -118,6 +123,7 @@ impl PgConn {
             generation,
             interrupts,
             durability,
+            rollbacks,
         }
     }
 
@@ -271,11 +277,13 @@ impl Drop for PgConn {
             return;
         };
         let deadline = self.deadline;
+        let pending = self.rollbacks.start();
         tokio::spawn(async move {
             let rollback = sqlx::raw_sql("ROLLBACK").execute(&mut *conn);
             if !matches!(tokio::time::timeout(deadline, rollback).await, Ok(Ok(_))) {
                 conn.close_on_drop();
             }
+            drop(pending);
         });
     }
 }
