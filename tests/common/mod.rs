@@ -16,7 +16,7 @@ use lightning_store::core::clock::{Clock, ManualClock, SystemClock};
 use lightning_store::core::engine::{Engine, EngineConfig};
 use lightning_store::core::limits::RequestLimits;
 use lightning_store::core::retention::RetentionPolicy;
-use lightning_store::core::storage::Store;
+use lightning_store::core::storage::{Catalogue, Store};
 use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
 use lightning_store::server::{self, ServerConfig};
 use lightning_store::store::postgres::PostgresOptions;
@@ -221,6 +221,16 @@ impl Backend {
     pub async fn open(self, options: &TestOptions) -> (Arc<dyn Store>, Option<tempfile::TempDir>) {
         let (config, dir) = self.config(options).await;
         (store::open(&config).await.unwrap(), dir)
+    }
+
+    /// Opens the backend's catalogue of namespaces for `options`
+    /// ([`Backend::config`]).
+    pub async fn open_catalogue(
+        self,
+        options: &TestOptions,
+    ) -> (Arc<dyn Catalogue>, Option<tempfile::TempDir>) {
+        let (config, dir) = self.config(options).await;
+        (store::open_catalogue(&config).await.unwrap(), dir)
     }
 
     /// Returns the backend's configuration for `options`, with the

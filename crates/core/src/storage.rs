@@ -111,8 +111,14 @@
 //!   what an expired one means.
 //!
 //! agent-lightning 1.x's records are one such addition: [`agl1`].
+//!
+//! # Namespaces
+//! Each namespace has a store of its own, which the backend's
+//! [`Catalogue`] ([`catalogue`]) opens: the contract above holds within
+//! one namespace's store, and nothing crosses between them.
 
 pub mod agl1;
+pub mod catalogue;
 pub mod immediate_writes;
 pub mod queries;
 pub mod read_model;
@@ -123,6 +129,7 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 
 pub use self::agl1::{Agl1Reads, Agl1Writes};
+pub use self::catalogue::Catalogue;
 pub use self::immediate_writes::ImmediateWrites;
 pub use self::queries::Queries;
 pub use self::read_model::ReadModel;
