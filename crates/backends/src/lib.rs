@@ -3,6 +3,7 @@
 //! configuration into a backend (the command line and the tests both use
 //! it).
 
+pub mod catalogue;
 pub mod memory;
 pub mod postgres;
 mod sql;
@@ -13,7 +14,8 @@ use std::sync::Arc;
 
 use lightning_store_core::storage::{Catalogue, Store};
 
-use self::memory::{MemoryCatalogue, MemoryStore};
+use self::catalogue::memory::MemoryCatalogue;
+use self::memory::MemoryStore;
 use self::postgres::{PostgresOptions, PostgresStore};
 use self::sqlite::{SqliteOptions, SqliteStore};
 
@@ -63,9 +65,7 @@ pub async fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, OpenError> {
 /// [`open`] opens.
 pub async fn open_catalogue(config: &StoreConfig) -> Result<Arc<dyn Catalogue>, OpenError> {
     Ok(match config {
-        StoreConfig::Memory { event_retention } => {
-            Arc::new(MemoryCatalogue::new(*event_retention))
-        }
+        StoreConfig::Memory { event_retention } => Arc::new(MemoryCatalogue::new(*event_retention)),
         StoreConfig::Sqlite { .. } | StoreConfig::Postgres { .. } => {
             unimplemented!("the SQLite and PostgreSQL catalogues")
         }

@@ -12,8 +12,8 @@
 //! By role: the state, its transaction and undo log are in [`state`] (made
 //! of the structures in [`records`]), the rule reads and queries in
 //! [`reads`], the immediate writes in [`immediate_writes`], the read model
-//! in [`overview`], agent-lightning 1.x's records in [`agl1`], the
-//! namespaces (a store each) in [`catalogue`]; the commit is here.
+//! in [`overview`], agent-lightning 1.x's records in [`agl1`]; the commit
+//! is here. Its namespaces are in `crate::catalogue::memory`.
 
 use async_trait::async_trait;
 use tokio::sync::Mutex;
@@ -22,13 +22,10 @@ use self::state::{MemoryTx, State, Undo};
 use lightning_store_core::error::StoreResult;
 use lightning_store_core::storage::{Store, StoreTx, WriteSet};
 
-pub use self::catalogue::MemoryCatalogue;
 pub use lightning_store_core::storage::DEFAULT_EVENT_RETENTION;
 
 /// agent-lightning 1.x's records.
 mod agl1;
-/// The namespaces, a store each.
-mod catalogue;
 /// The immediate writes and their undo.
 mod immediate_writes;
 /// The read model's aggregate reads.
@@ -68,7 +65,7 @@ impl MemoryStore {
     }
 
     /// Returns the bytes of the spans it holds (as retention counts them).
-    async fn span_bytes(&self) -> u64 {
+    pub(crate) async fn span_bytes(&self) -> u64 {
         self.state.lock().await.span_bytes
     }
 }

@@ -249,8 +249,16 @@ async fn namespaces_and_their_data_outlive_a_restart_and_a_purge_resumes() {
             .await
             .unwrap();
     }
-    enqueue(store_of(catalogue.as_ref(), "default").await.as_ref(), &["ro-d"]).await;
-    enqueue(store_of(catalogue.as_ref(), "run-a").await.as_ref(), &["ro-a"]).await;
+    enqueue(
+        store_of(catalogue.as_ref(), "default").await.as_ref(),
+        &["ro-d"],
+    )
+    .await;
+    enqueue(
+        store_of(catalogue.as_ref(), "run-a").await.as_ref(),
+        &["ro-a"],
+    )
+    .await;
     let b = catalogue.delete(&name("run-b")).await.unwrap();
     // A crash before the purge: the next start finds it to finish.
     drop(catalogue);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::MemoryStore;
+use crate::memory::MemoryStore;
 use lightning_store_core::clock::{Clock, SystemClock};
 use lightning_store_core::error::{StoreError, StoreResult};
 use lightning_store_core::model::Timestamp;
@@ -96,9 +96,7 @@ impl Catalogue for MemoryCatalogue {
         };
         state.next_id += 1;
         let store = Arc::new(MemoryStore::with_event_retention(self.event_retention));
-        state
-            .by_name
-            .insert(name.clone(), (record.clone(), store));
+        state.by_name.insert(name.clone(), (record.clone(), store));
         Ok(record)
     }
 

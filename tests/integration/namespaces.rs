@@ -1,0 +1,311 @@
+//! Namespaces through the server: each holds its own queue, rollouts,
+//! resources and statistics, chosen by gRPC metadata or the HTTP path
+//! prefix; unknown and malformed names are refused; a deleted namespace is
+//! gone at once and the others keep their data; on every backend.
+
+use serde_json::json;
+use tonic::Code;
+use tonic::metadata::MetadataValue;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+use crate::common::http::{HttpClient, Version};
+use crate::common::{Backend, TestOptions, TestServer};
+use lightning_store::proto as pb;
+use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
+use lightning_store::server::ServerConfig;
+
+/// Adds the namespace metadata to every call.
+type Named = InterceptedService<
+    Channel,
+    Box<dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send>,
+>;
+
+/// A store client whose every call names `namespace`.
+async fn client_in(server: &TestServer, namespace: &str) -> LightningStoreServiceClient<Named> {
+    let value: MetadataValue<_> = namespace.parse().unwrap();
+    let name: Box<
+        dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send,
+    > = Box::new(move |mut request: tonic::Request<()>| {
+        request
+            .metadata_mut()
+            .insert("lightning-store-namespace", value.clone());
+        Ok(request)
+    });
+    LightningStoreServiceClient::with_interceptor(server.channel().await, name)
+}
+
+async fn create(server: &TestServer, name: &str) {
+    server
+        .client()
+        .await
+        .create_namespace(pb::CreateNamespaceRequest {
+            name: name.to_owned(),
+            span_retention: None,
+        })
+        .await
+        .unwrap();
+}
+
+async fn enqueue(client: &mut LightningStoreServiceClient<Named>, input: &str) -> String {
+    client
+        .enqueue_rollout(pb::EnqueueRolloutRequest {
+            request_id: None,
+            rollout: Some(pb::RolloutSpec {
+                input_json: input.to_owned(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rollout
+        .unwrap()
+        .rollout_id
+}
+
+async fn rollout_ids(client: &mut LightningStoreServiceClient<Named>) -> Vec<String> {
+    let page = client
+        .query_rollouts(pb::QueryRolloutsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    page.rollouts.into_iter().map(|r| r.rollout_id).collect()
+}
+
+async fn stats(client: &mut LightningStoreServiceClient<Named>) -> pb::GetStatisticsResponse {
+    client
+        .get_statistics(pb::GetStatisticsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+async fn two_namespaces_see_nothing_of_each_other(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    create(&server, "run-a").await;
+    create(&server, "run-b").await;
+    let mut a = client_in(&server, "run-a").await;
+    let mut b = client_in(&server, "run-b").await;
+    let mut default = client_in(&server, "default").await;
+
+    let in_a = enqueue(&mut a, r#"{"task": "a"}"#).await;
+    // Through agent-lightning 0.x's HTTP API, by the path prefix alone.
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let enqueued = http
+        .post_json(
+            "/ns/run-b/v1/agl/queues/rollouts/enqueue",
+            &json!({"rollouts": [{"input": {"task": "b"}}]}),
+        )
+        .await;
+    assert_eq!(enqueued.status, 201, "{}", enqueued.text());
+    let in_b = enqueued.json()[0]["rollout_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    assert_eq!(rollout_ids(&mut a).await, [in_a.clone()]);
+    assert_eq!(rollout_ids(&mut b).await, [in_b.clone()]);
+    assert!(rollout_ids(&mut default).await.is_empty());
+    let listed = http.get("/ns/run-a/v1/agl/rollouts").await.json();
+    assert_eq!(listed["items"][0]["rollout_id"], json!(in_a), "{listed}");
+    assert_eq!(listed["total"], json!(1));
+    // Another namespace's rollout is unknown here.
+    let status = b
+        .get_rollout(pb::GetRolloutRequest {
+            rollout_id: in_a.clone(),
+        })
+        .await
+        .map(|r| r.into_inner().rollout.is_some());
+    assert!(
+        matches!(&status, Ok(false)) || matches!(&status, Err(s) if s.code() == Code::NotFound),
+        "{status:?}"
+    );
+
+    // A runner of B takes B's work only.
+    let dequeued = b
+        .dequeue_rollout(pb::DequeueRolloutRequest {
+            worker_id: Some("runner".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rollout
+        .unwrap();
+    assert_eq!(dequeued.rollout_id, in_b);
+    let nothing = b
+        .dequeue_rollout(pb::DequeueRolloutRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(nothing.rollout.is_none());
+
+    // Resources and their `latest` are per namespace.
+    a.add_resources(pb::AddResourcesRequest {
+        resources_json: r#"{"prompt": {"resource_type": "prompt_template", "template": "a", "engine": "f-string"}}"#.into(),
+    })
+    .await
+    .unwrap();
+    let latest_b = b
+        .get_latest_resources(pb::GetLatestResourcesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(latest_b.resources.is_none());
+
+    assert_eq!(stats(&mut a).await.total_rollouts, 1);
+    assert_eq!(stats(&mut a).await.total_resources, 1);
+    assert_eq!(stats(&mut b).await.total_rollouts, 1);
+    assert_eq!(stats(&mut b).await.total_resources, 0);
+    assert_eq!(stats(&mut default).await.total_rollouts, 0);
+
+    let listed = server
+        .client()
+        .await
+        .list_namespaces(pb::ListNamespacesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let names: Vec<_> = listed
+        .namespaces
+        .iter()
+        .map(|n| {
+            let stats = n.statistics.clone().unwrap();
+            (n.namespace.clone().unwrap().name, stats.total_rollouts)
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("default".into(), 0),
+            ("run-a".into(), 1),
+            ("run-b".into(), 1)
+        ]
+    );
+    server.stop().await;
+}
+
+async fn unknown_and_malformed_namespaces_are_refused(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let mut unknown = client_in(&server, "run-x").await;
+    let status = unknown
+        .get_statistics(pb::GetStatisticsRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::NotFound);
+    assert!(status.message().contains("run-x"), "{}", status.message());
+    let mut malformed = client_in(&server, "Run_X").await;
+    let status = malformed
+        .get_statistics(pb::GetStatisticsRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let answer = http.get("/ns/run-x/v1/agl/statistics").await;
+    assert_eq!(answer.status, 404);
+    assert!(answer.text().contains("run-x"), "{}", answer.text());
+    assert_eq!(http.get("/ns/Run_X/v1/agl/statistics").await.status, 400);
+    // Nothing was created by the calls.
+    let listed = server
+        .client()
+        .await
+        .list_namespaces(pb::ListNamespacesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.namespaces.len(), 1);
+
+    let taken = server
+        .client()
+        .await
+        .create_namespace(pb::CreateNamespaceRequest {
+            name: "default".into(),
+            span_retention: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(taken.code(), Code::AlreadyExists);
+    server.stop().await;
+}
+
+async fn a_deleted_namespace_is_gone_and_the_others_keep_their_data(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    create(&server, "run-a").await;
+    create(&server, "run-b").await;
+    let mut a = client_in(&server, "run-a").await;
+    let mut b = client_in(&server, "run-b").await;
+    enqueue(&mut a, "1").await;
+    let kept = enqueue(&mut b, "2").await;
+
+    let deleted = server
+        .client()
+        .await
+        .delete_namespace(pb::DeleteNamespaceRequest {
+            name: "run-a".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(deleted.namespace.unwrap().name, "run-a");
+    let status = a
+        .query_rollouts(pb::QueryRolloutsRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::NotFound);
+    assert_eq!(rollout_ids(&mut b).await, [kept]);
+    let refused = server
+        .client()
+        .await
+        .delete_namespace(pb::DeleteNamespaceRequest {
+            name: "default".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition);
+
+    // The name starts afresh.
+    create(&server, "run-a").await;
+    assert!(rollout_ids(&mut a).await.is_empty());
+    server.stop().await;
+}
+
+async fn namespaces_can_be_created_on_first_use(backend: Backend) {
+    let mut options = TestOptions {
+        config: ServerConfig::default(),
+        ..TestOptions::default()
+    };
+    options.config.namespaces.create_on_first_use = true;
+    let server = TestServer::start_opts(backend, options).await;
+    let mut fresh = client_in(&server, "run-new").await;
+    let id = enqueue(&mut fresh, "1").await;
+    assert_eq!(rollout_ids(&mut fresh).await, [id]);
+    let mut default = client_in(&server, "default").await;
+    assert!(rollout_ids(&mut default).await.is_empty());
+    server.stop().await;
+}
+
+macro_rules! on_every_backend {
+    ($($test:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                for backend in available_backends(&[Backend::Memory]) {
+                    super::$test(backend).await;
+                }
+            }
+        )*
+    };
+}
+
+mod each_backend {
+    use crate::common::{Backend, available_backends};
+
+    on_every_backend!(
+        two_namespaces_see_nothing_of_each_other,
+        unknown_and_malformed_namespaces_are_refused,
+        a_deleted_namespace_is_gone_and_the_others_keep_their_data,
+        namespaces_can_be_created_on_first_use,
+    );
+}
