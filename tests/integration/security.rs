@@ -42,10 +42,11 @@ const ROLES: [(&str, Role); 5] = [
 ];
 
 /// What each role may do, written here independently of the server's
-/// table: R read, O rollouts, S resources, G gateway, W work, I ingest.
+/// table: R read, O rollouts, S resources, G gateway, W work, I ingest,
+/// N namespaces.
 fn grants(role: Role) -> &'static str {
     match role {
-        Role::Admin => "ROSGWI",
+        Role::Admin => "ROSGWIN",
         Role::Algorithm => "ROSG",
         Role::Runner => "RWI",
         Role::Ingest => "I",
@@ -221,6 +222,21 @@ const RPCS: &[(&str, char, char)] = &[
     (
         "lightningstore.v1.LightningStoreService/UpdateWorker",
         'W',
+        'u',
+    ),
+    (
+        "lightningstore.v1.LightningStoreService/CreateNamespace",
+        'N',
+        'u',
+    ),
+    (
+        "lightningstore.v1.LightningStoreService/ListNamespaces",
+        'N',
+        'u',
+    ),
+    (
+        "lightningstore.v1.LightningStoreService/DeleteNamespace",
+        'N',
         'u',
     ),
     (
