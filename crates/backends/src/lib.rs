@@ -15,7 +15,7 @@ use lightning_store_core::storage::{Catalogue, Store};
 
 use self::memory::{MemoryCatalogue, MemoryStore};
 use self::postgres::{PostgresOptions, PostgresStore};
-use self::sqlite::{SqliteOptions, SqliteStore};
+use self::sqlite::{SqliteCatalogue, SqliteOptions, SqliteStore};
 
 /// Which backend to open, with its settings.
 #[derive(Debug, Clone)]
@@ -63,11 +63,12 @@ pub async fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, OpenError> {
 /// [`open`] opens.
 pub async fn open_catalogue(config: &StoreConfig) -> Result<Arc<dyn Catalogue>, OpenError> {
     Ok(match config {
-        StoreConfig::Memory { event_retention } => {
-            Arc::new(MemoryCatalogue::new(*event_retention))
+        StoreConfig::Memory { event_retention } => Arc::new(MemoryCatalogue::new(*event_retention)),
+        StoreConfig::Sqlite { path, options } => {
+            Arc::new(SqliteCatalogue::open(path, options.clone()).await?)
         }
-        StoreConfig::Sqlite { .. } | StoreConfig::Postgres { .. } => {
-            unimplemented!("the SQLite and PostgreSQL catalogues")
+        StoreConfig::Postgres { .. } => {
+            unimplemented!("the PostgreSQL catalogue")
         }
     })
 }
