@@ -291,7 +291,7 @@ macro_rules! on_every_backend {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $test() {
-                for backend in available_backends(&[Backend::Memory]) {
+                for backend in available_backends(&[Backend::Memory, Backend::Sqlite]) {
                     super::$test(backend).await;
                 }
             }

@@ -17,7 +17,7 @@ use lightning_store_core::storage::{Catalogue, Store};
 use self::catalogue::memory::MemoryCatalogue;
 use self::memory::MemoryStore;
 use self::postgres::{PostgresOptions, PostgresStore};
-use self::sqlite::{SqliteOptions, SqliteStore};
+use self::sqlite::{SqliteCatalogue, SqliteOptions, SqliteStore};
 
 /// Which backend to open, with its settings.
 #[derive(Debug, Clone)]
@@ -66,8 +66,11 @@ pub async fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, OpenError> {
 pub async fn open_catalogue(config: &StoreConfig) -> Result<Arc<dyn Catalogue>, OpenError> {
     Ok(match config {
         StoreConfig::Memory { event_retention } => Arc::new(MemoryCatalogue::new(*event_retention)),
-        StoreConfig::Sqlite { .. } | StoreConfig::Postgres { .. } => {
-            unimplemented!("the SQLite and PostgreSQL catalogues")
+        StoreConfig::Sqlite { path, options } => {
+            Arc::new(SqliteCatalogue::open(path, options.clone()).await?)
+        }
+        StoreConfig::Postgres { .. } => {
+            unimplemented!("the PostgreSQL catalogue")
         }
     })
 }

@@ -276,7 +276,33 @@ async fn namespaces_and_their_data_outlive_a_restart_and_a_purge_resumes() {
     assert_eq!(world(default.as_ref()).await.2, ["ro-d"]);
     let a = store_of(catalogue.as_ref(), "run-a").await;
     assert_eq!(world(a.as_ref()).await.2, ["ro-a"]);
-    assert_eq!(catalogue.deleted().await.unwrap(), [b.clone()]);
+    assert_eq!(catalogue.deleted().await.unwrap(), std::slice::from_ref(&b));
     catalogue.purge(&b).await.unwrap();
     assert!(catalogue.deleted().await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_keeps_each_namespace_in_a_file_beside_the_database_until_its_purge() {
+    if BACKEND != Backend::Sqlite {
+        return;
+    }
+    let (options, dir) = durable_options().await;
+    let (catalogue, _) = BACKEND.open_catalogue(&options).await;
+    let a = catalogue
+        .create(&name("run-a"), NamespaceSettings::default(), Timestamp(1))
+        .await
+        .unwrap();
+    enqueue(catalogue.open(&a).await.unwrap().as_ref(), &["ro-a"]).await;
+    let namespaces = dir.path().join("store.db.namespaces");
+    let file = namespaces.join(format!("{}.db", a.id));
+    assert!(file.is_file(), "{}", file.display());
+
+    catalogue.delete(&name("run-a")).await.unwrap();
+    assert!(file.is_file(), "the data stays until the purge");
+    catalogue.purge(&a).await.unwrap();
+    let left: Vec<String> = std::fs::read_dir(&namespaces)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["catalogue.db"]);
 }
