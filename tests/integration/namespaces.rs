@@ -309,3 +309,144 @@ mod each_backend {
         namespaces_can_be_created_on_first_use,
     );
 }
+
+/// A token limited to `run-a`: refused on `run-b` and `default` through
+/// gRPC and HTTP (writing nothing), working in `run-a` when a call names
+/// none; limited, even an admin token cannot manage namespaces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_limited_to_a_namespace_is_refused_on_the_others() {
+    use lightning_store::auth::Tokens;
+    use lightning_store::auth::policy::Role;
+    use lightning_store::auth::tokens::{LineScope, file_line};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokens");
+    let lines = [
+        file_line("operator", &[Role::Admin], &LineScope::default()),
+        file_line(
+            "trainer-a",
+            &[Role::Algorithm],
+            &LineScope {
+                namespaces: &["run-a".into()],
+                ..LineScope::default()
+            },
+        ),
+        file_line(
+            "admin-a",
+            &[Role::Admin],
+            &LineScope {
+                namespaces: &["run-a".into()],
+                ..LineScope::default()
+            },
+        ),
+    ];
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let server = TestServer::start_with(
+        Backend::Memory,
+        ServerConfig {
+            tokens: Tokens::load(Some(&path), None).unwrap(),
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let channel = server.channel().await;
+    let call = |token: &'static str, namespace: Option<&'static str>| {
+        let mut client = LightningStoreServiceClient::new(channel.clone());
+        async move {
+            let mut request = tonic::Request::new(pb::EnqueueRolloutRequest {
+                request_id: None,
+                rollout: Some(pb::RolloutSpec {
+                    input_json: "1".into(),
+                    ..Default::default()
+                }),
+            });
+            let metadata = request.metadata_mut();
+            metadata.insert("authorization", format!("Bearer {token}").parse().unwrap());
+            if let Some(namespace) = namespace {
+                metadata.insert("lightning-store-namespace", namespace.parse().unwrap());
+            }
+            client.enqueue_rollout(request).await.map(drop)
+        }
+    };
+    for name in ["run-a", "run-b"] {
+        let mut request = tonic::Request::new(pb::CreateNamespaceRequest {
+            name: name.into(),
+            span_retention: None,
+        });
+        request
+            .metadata_mut()
+            .insert("authorization", "Bearer operator".parse().unwrap());
+        LightningStoreServiceClient::new(channel.clone())
+            .create_namespace(request)
+            .await
+            .unwrap();
+    }
+
+    // Its own namespace, named or not.
+    call("trainer-a", Some("run-a")).await.unwrap();
+    call("trainer-a", None).await.unwrap();
+    // Any other.
+    for namespace in [Some("run-b"), Some("default")] {
+        let status = call("trainer-a", namespace).await.unwrap_err();
+        assert_eq!(status.code(), Code::PermissionDenied, "{namespace:?}");
+        assert!(
+            status.message().contains("namespace"),
+            "{}",
+            status.message()
+        );
+    }
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let headers = [
+        ("content-type", "application/json"),
+        ("authorization", "Bearer trainer-a"),
+    ];
+    let body = r#"{"rollouts": [{"input": 1}]}"#;
+    for (path, status) in [
+        ("/ns/run-b/v1/agl/queues/rollouts/enqueue", 403),
+        ("/v1/agl/queues/rollouts/enqueue", 201),
+        ("/ns/run-a/v1/agl/queues/rollouts/enqueue", 201),
+    ] {
+        let answer = http.request("POST", path, &headers, body).await;
+        assert_eq!(answer.status, status, "{path}: {}", answer.text());
+    }
+    // Managing namespaces takes a token that reaches every one.
+    let mut request = tonic::Request::new(pb::ListNamespacesRequest {});
+    request
+        .metadata_mut()
+        .insert("authorization", "Bearer admin-a".parse().unwrap());
+    let status = LightningStoreServiceClient::new(channel.clone())
+        .list_namespaces(request)
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::PermissionDenied);
+
+    // The refused calls wrote nothing: run-a holds the four allowed.
+    let mut request = tonic::Request::new(pb::ListNamespacesRequest {});
+    request
+        .metadata_mut()
+        .insert("authorization", "Bearer operator".parse().unwrap());
+    let listed = LightningStoreServiceClient::new(channel.clone())
+        .list_namespaces(request)
+        .await
+        .unwrap()
+        .into_inner();
+    let totals: Vec<(String, i64)> = listed
+        .namespaces
+        .into_iter()
+        .map(|n| {
+            (
+                n.namespace.unwrap().name,
+                n.statistics.unwrap().total_rollouts,
+            )
+        })
+        .collect();
+    assert_eq!(
+        totals,
+        [
+            ("default".into(), 0),
+            ("run-a".into(), 4),
+            ("run-b".into(), 0)
+        ]
+    );
+    server.stop().await;
+}
