@@ -89,6 +89,15 @@ async fn two_namespaces_see_nothing_of_each_other(backend: Backend) {
     let mut b = client_in(&server, "run-b").await;
     let mut default = client_in(&server, "default").await;
 
+    // B's event feed, from its start: it must see B's rollout first.
+    let mut b_events = b
+        .watch_events(pb::WatchEventsRequest {
+            after_seq: Some(0),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
     let in_a = enqueue(&mut a, r#"{"task": "a"}"#).await;
     // Through agent-lightning 0.x's HTTP API, by the path prefix alone.
     let http = HttpClient::new(server.addr, Version::Http1);
@@ -106,10 +115,43 @@ async fn two_namespaces_see_nothing_of_each_other(backend: Backend) {
 
     assert_eq!(rollout_ids(&mut a).await, [in_a.clone()]);
     assert_eq!(rollout_ids(&mut b).await, [in_b.clone()]);
+    let first = loop {
+        let message = b_events.message().await.unwrap().unwrap();
+        if let Some(pb::watch_events_response::Message::Event(event)) = message.message {
+            break event;
+        }
+    };
+    assert_eq!((first.seq, first.rollout_id.as_str()), (1, in_b.as_str()));
+    // agent-lightning 1.x's API, by the path prefix too.
+    let created = http
+        .post_json(
+            "/ns/run-a/api/rollouts",
+            &json!([{"input": {"task": "a1x"}}]),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    let inputs = |namespace: &'static str| {
+        let http = &http;
+        async move {
+            let listed = http
+                .get(&format!("/ns/{namespace}/api/rollouts?state_in=queuing"))
+                .await
+                .json();
+            let inputs: Vec<serde_json::Value> = listed
+                .as_array()
+                .unwrap_or_else(|| panic!("{listed}"))
+                .iter()
+                .map(|r| r["input"].clone())
+                .collect();
+            inputs
+        }
+    };
+    assert_eq!(inputs("run-a").await, [json!({"task": "a1x"})]);
+    assert!(inputs("run-b").await.is_empty());
     assert!(rollout_ids(&mut default).await.is_empty());
     let listed = http.get("/ns/run-a/v1/agl/rollouts").await.json();
     assert_eq!(listed["items"][0]["rollout_id"], json!(in_a), "{listed}");
-    assert_eq!(listed["total"], json!(1));
+    assert_eq!(listed["total"], json!(2));
     // Another namespace's rollout is unknown here.
     let status = b
         .get_rollout(pb::GetRolloutRequest {
@@ -154,7 +196,7 @@ async fn two_namespaces_see_nothing_of_each_other(backend: Backend) {
         .into_inner();
     assert!(latest_b.resources.is_none());
 
-    assert_eq!(stats(&mut a).await.total_rollouts, 1);
+    assert_eq!(stats(&mut a).await.total_rollouts, 2);
     assert_eq!(stats(&mut a).await.total_resources, 1);
     assert_eq!(stats(&mut b).await.total_rollouts, 1);
     assert_eq!(stats(&mut b).await.total_resources, 0);
