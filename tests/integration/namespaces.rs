@@ -221,7 +221,7 @@ async fn two_namespaces_see_nothing_of_each_other(backend: Backend) {
         names,
         [
             ("default".into(), 0),
-            ("run-a".into(), 1),
+            ("run-a".into(), 2),
             ("run-b".into(), 1)
         ]
     );
