@@ -14,7 +14,7 @@ use std::sync::Arc;
 use lightning_store_core::storage::{Catalogue, Store};
 
 use self::memory::{MemoryCatalogue, MemoryStore};
-use self::postgres::{PostgresOptions, PostgresStore};
+use self::postgres::{PostgresCatalogue, PostgresOptions, PostgresStore};
 use self::sqlite::{SqliteOptions, SqliteStore};
 
 /// Which backend to open, with its settings.
@@ -63,11 +63,10 @@ pub async fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, OpenError> {
 /// [`open`] opens.
 pub async fn open_catalogue(config: &StoreConfig) -> Result<Arc<dyn Catalogue>, OpenError> {
     Ok(match config {
-        StoreConfig::Memory { event_retention } => {
-            Arc::new(MemoryCatalogue::new(*event_retention))
-        }
-        StoreConfig::Sqlite { .. } | StoreConfig::Postgres { .. } => {
-            unimplemented!("the SQLite and PostgreSQL catalogues")
+        StoreConfig::Memory { event_retention } => Arc::new(MemoryCatalogue::new(*event_retention)),
+        StoreConfig::Sqlite { .. } => unimplemented!("the SQLite catalogue"),
+        StoreConfig::Postgres { url, options } => {
+            Arc::new(PostgresCatalogue::connect(url, options.clone()).await?)
         }
     })
 }

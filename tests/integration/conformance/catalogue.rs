@@ -268,7 +268,60 @@ async fn namespaces_and_their_data_outlive_a_restart_and_a_purge_resumes() {
     assert_eq!(world(default.as_ref()).await.2, ["ro-d"]);
     let a = store_of(catalogue.as_ref(), "run-a").await;
     assert_eq!(world(a.as_ref()).await.2, ["ro-a"]);
-    assert_eq!(catalogue.deleted().await.unwrap(), [b.clone()]);
+    assert_eq!(catalogue.deleted().await.unwrap(), std::slice::from_ref(&b));
     catalogue.purge(&b).await.unwrap();
     assert!(catalogue.deleted().await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_sharing_a_database_see_each_others_namespaces_at_once() {
+    // Only a PostgreSQL database is shared by several servers.
+    if BACKEND != Backend::Postgres || !BACKEND.available() {
+        return;
+    }
+    let (options, _dir) = durable_options().await;
+    let (one, _) = BACKEND.open_catalogue(&options).await;
+    let (two, _) = BACKEND.open_catalogue(&options).await;
+    let created = one
+        .create(&name("run-a"), NamespaceSettings::default(), Timestamp(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        two.find(&name("run-a")).await.unwrap().as_ref(),
+        Some(&created)
+    );
+    let again = two
+        .create(&name("run-a"), NamespaceSettings::default(), Timestamp(2))
+        .await;
+    assert!(
+        matches!(&again, Err(StoreError::AlreadyExists(_))),
+        "{again:?}"
+    );
+
+    // What one server writes, the other reads: the same namespace.
+    enqueue(store_of(one.as_ref(), "run-a").await.as_ref(), &["ro-1"]).await;
+    let on_two = store_of(two.as_ref(), "run-a").await;
+    assert_eq!(world(on_two.as_ref()).await, (1, 1, vec!["ro-1".into()]));
+
+    // Deleted on one server, gone on the other at once.
+    assert_eq!(two.delete(&name("run-a")).await.unwrap(), created);
+    assert_eq!(one.find(&name("run-a")).await.unwrap(), None);
+    assert!(matches!(
+        one.open(&created).await,
+        Err(StoreError::NotFound(m)) if m.contains("run-a")
+    ));
+    assert_eq!(one.deleted().await.unwrap(), std::slice::from_ref(&created));
+
+    // Purged on one server: the other's store of it answers not found.
+    one.purge(&created).await.unwrap();
+    assert!(two.deleted().await.unwrap().is_empty());
+    assert_eq!(two.list().await.unwrap().len(), 1);
+    let mut tx = on_two.begin().await.unwrap();
+    let counts = tx.counts().await;
+    assert!(
+        matches!(&counts, Err(StoreError::NotFound(_))),
+        "{counts:?}"
+    );
+    drop(tx);
+    on_two.close().await;
 }

@@ -96,9 +96,7 @@ impl Catalogue for MemoryCatalogue {
         };
         state.next_id += 1;
         let store = Arc::new(MemoryStore::with_event_retention(self.event_retention));
-        state
-            .by_name
-            .insert(name.clone(), (record.clone(), store));
+        state.by_name.insert(name.clone(), (record.clone(), store));
         Ok(record)
     }
 
