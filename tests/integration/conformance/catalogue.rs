@@ -6,6 +6,8 @@
 
 use std::sync::Arc;
 
+use futures::StreamExt as _;
+
 use lightning_store::core::error::StoreError;
 use lightning_store::core::events::{Change, Event};
 use lightning_store::core::model::{RolloutStatus, Timestamp};
@@ -302,6 +304,12 @@ async fn servers_sharing_a_database_see_each_others_namespaces_at_once() {
     enqueue(store_of(one.as_ref(), "run-a").await.as_ref(), &["ro-1"]).await;
     let on_two = store_of(two.as_ref(), "run-a").await;
     assert_eq!(world(on_two.as_ref()).await, (1, 1, vec!["ro-1".into()]));
+    // Its commits on one server wake the other's followers of it.
+    let mut hints = on_two.commit_hints().await.unwrap().unwrap();
+    enqueue(store_of(one.as_ref(), "run-a").await.as_ref(), &["ro-2"]).await;
+    let hint = tokio::time::timeout(std::time::Duration::from_secs(30), hints.next()).await;
+    assert_eq!(hint, Ok(Some(())));
+    drop(hints);
 
     // Deleted on one server, gone on the other at once.
     assert_eq!(two.delete(&name("run-a")).await.unwrap(), created);
