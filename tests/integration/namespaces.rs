@@ -333,7 +333,7 @@ macro_rules! on_every_backend {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $test() {
-                for backend in available_backends(&[Backend::Memory, Backend::Sqlite]) {
+                for backend in available_backends(&[Backend::Memory, Backend::Sqlite, Backend::Postgres]) {
                     super::$test(backend).await;
                 }
             }

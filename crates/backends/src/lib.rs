@@ -16,7 +16,7 @@ use lightning_store_core::storage::{Catalogue, Store};
 
 use self::catalogue::memory::MemoryCatalogue;
 use self::memory::MemoryStore;
-use self::postgres::{PostgresOptions, PostgresStore};
+use self::postgres::{PostgresCatalogue, PostgresOptions, PostgresStore};
 use self::sqlite::{SqliteCatalogue, SqliteOptions, SqliteStore};
 
 /// Which backend to open, with its settings.
@@ -69,8 +69,8 @@ pub async fn open_catalogue(config: &StoreConfig) -> Result<Arc<dyn Catalogue>, 
         StoreConfig::Sqlite { path, options } => {
             Arc::new(SqliteCatalogue::open(path, options.clone()).await?)
         }
-        StoreConfig::Postgres { .. } => {
-            unimplemented!("the PostgreSQL catalogue")
+        StoreConfig::Postgres { url, options } => {
+            Arc::new(PostgresCatalogue::connect(url, options.clone()).await?)
         }
     })
 }

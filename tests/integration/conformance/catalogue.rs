@@ -6,6 +6,8 @@
 
 use std::sync::Arc;
 
+use futures::StreamExt as _;
+
 use lightning_store::core::error::StoreError;
 use lightning_store::core::events::{Change, Event};
 use lightning_store::core::model::{RolloutStatus, Timestamp};
@@ -305,4 +307,63 @@ async fn sqlite_keeps_each_namespace_in_a_file_beside_the_database_until_its_pur
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(left, ["catalogue.db"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_sharing_a_database_see_each_others_namespaces_at_once() {
+    // Only a PostgreSQL database is shared by several servers.
+    if BACKEND != Backend::Postgres || !BACKEND.available() {
+        return;
+    }
+    let (options, _dir) = durable_options().await;
+    let (one, _) = BACKEND.open_catalogue(&options).await;
+    let (two, _) = BACKEND.open_catalogue(&options).await;
+    let created = one
+        .create(&name("run-a"), NamespaceSettings::default(), Timestamp(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        two.find(&name("run-a")).await.unwrap().as_ref(),
+        Some(&created)
+    );
+    let again = two
+        .create(&name("run-a"), NamespaceSettings::default(), Timestamp(2))
+        .await;
+    assert!(
+        matches!(&again, Err(StoreError::AlreadyExists(_))),
+        "{again:?}"
+    );
+
+    // What one server writes, the other reads: the same namespace.
+    enqueue(store_of(one.as_ref(), "run-a").await.as_ref(), &["ro-1"]).await;
+    let on_two = store_of(two.as_ref(), "run-a").await;
+    assert_eq!(world(on_two.as_ref()).await, (1, 1, vec!["ro-1".into()]));
+    // Its commits on one server wake the other's followers of it.
+    let mut hints = on_two.commit_hints().await.unwrap().unwrap();
+    enqueue(store_of(one.as_ref(), "run-a").await.as_ref(), &["ro-2"]).await;
+    let hint = tokio::time::timeout(std::time::Duration::from_secs(30), hints.next()).await;
+    assert_eq!(hint, Ok(Some(())));
+    drop(hints);
+
+    // Deleted on one server, gone on the other at once.
+    assert_eq!(two.delete(&name("run-a")).await.unwrap(), created);
+    assert_eq!(one.find(&name("run-a")).await.unwrap(), None);
+    assert!(matches!(
+        one.open(&created).await,
+        Err(StoreError::NotFound(m)) if m.contains("run-a")
+    ));
+    assert_eq!(one.deleted().await.unwrap(), std::slice::from_ref(&created));
+
+    // Purged on one server: the other's store of it answers not found.
+    one.purge(&created).await.unwrap();
+    assert!(two.deleted().await.unwrap().is_empty());
+    assert_eq!(two.list().await.unwrap().len(), 1);
+    let mut tx = on_two.begin().await.unwrap();
+    let counts = tx.counts().await;
+    assert!(
+        matches!(&counts, Err(StoreError::NotFound(_))),
+        "{counts:?}"
+    );
+    drop(tx);
+    on_two.close().await;
 }
