@@ -15,18 +15,17 @@ use lightning_store::proto as pb;
 use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
 use lightning_store::server::ServerConfig;
 
-/// Adds the namespace metadata to every call.
-type Named = InterceptedService<
-    Channel,
-    Box<dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send>,
->;
+/// An interceptor that adds the namespace metadata to every call.
+type NameNamespace =
+    Box<dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send>;
+
+/// A channel whose calls name a namespace.
+type Named = InterceptedService<Channel, NameNamespace>;
 
 /// A store client whose every call names `namespace`.
 async fn client_in(server: &TestServer, namespace: &str) -> LightningStoreServiceClient<Named> {
     let value: MetadataValue<_> = namespace.parse().unwrap();
-    let name: Box<
-        dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send,
-    > = Box::new(move |mut request: tonic::Request<()>| {
+    let name: NameNamespace = Box::new(move |mut request: tonic::Request<()>| {
         request
             .metadata_mut()
             .insert("lightning-store-namespace", value.clone());
@@ -113,8 +112,8 @@ async fn two_namespaces_see_nothing_of_each_other(backend: Backend) {
         .unwrap()
         .to_owned();
 
-    assert_eq!(rollout_ids(&mut a).await, [in_a.clone()]);
-    assert_eq!(rollout_ids(&mut b).await, [in_b.clone()]);
+    assert_eq!(rollout_ids(&mut a).await, std::slice::from_ref(&in_a));
+    assert_eq!(rollout_ids(&mut b).await, std::slice::from_ref(&in_b));
     let first = loop {
         let message = b_events.message().await.unwrap().unwrap();
         if let Some(pb::watch_events_response::Message::Event(event)) = message.message {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::gateway::GatewayConfig;
 use crate::metrics::Metrics;
 use crate::namespaces::{NamespacePolicy, Namespaces, ServicesConfig};
-use lightning_store_backends::catalogue::memory::MemoryCatalogue;
+use lightning_store_backends::memory::MemoryCatalogue;
 use lightning_store_core::engine::{Engine, EngineConfig, SessionPolicy};
 use lightning_store_core::error::StoreError;
 use lightning_store_core::namespace::{NamespaceName, NamespaceSettings};

@@ -3,7 +3,6 @@
 //! configuration into a backend (the command line and the tests both use
 //! it).
 
-pub mod catalogue;
 pub mod memory;
 pub mod postgres;
 mod sql;
@@ -14,8 +13,7 @@ use std::sync::Arc;
 
 use lightning_store_core::storage::{Catalogue, Store};
 
-use self::catalogue::memory::MemoryCatalogue;
-use self::memory::MemoryStore;
+use self::memory::{MemoryCatalogue, MemoryStore};
 use self::postgres::{PostgresCatalogue, PostgresOptions, PostgresStore};
 use self::sqlite::{SqliteCatalogue, SqliteOptions, SqliteStore};
 

@@ -144,7 +144,14 @@ async fn start() -> (TestServer, tempfile::TempDir, pb::Rollout) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tokens");
     let lines = [
-        file_line(ADMIN, &[Role::Admin], &LineScope { name: Some("admin"), ..LineScope::default() }),
+        file_line(
+            ADMIN,
+            &[Role::Admin],
+            &LineScope {
+                name: Some("admin"),
+                ..LineScope::default()
+            },
+        ),
         file_line(
             RUNNER,
             &[Role::Runner],

@@ -20,8 +20,22 @@ async fn guarded() -> (TestServer, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tokens");
     let lines = [
-        file_line(ADMIN, &[Role::Admin], &LineScope { name: Some("admin"), ..LineScope::default() }),
-        file_line(READER, &[Role::Read], &LineScope { name: Some("dashboard"), ..LineScope::default() }),
+        file_line(
+            ADMIN,
+            &[Role::Admin],
+            &LineScope {
+                name: Some("admin"),
+                ..LineScope::default()
+            },
+        ),
+        file_line(
+            READER,
+            &[Role::Read],
+            &LineScope {
+                name: Some("dashboard"),
+                ..LineScope::default()
+            },
+        ),
     ];
     std::fs::write(&path, lines.join("\n")).unwrap();
     let tokens = lightning_store::auth::Tokens::load(Some(&path), None).unwrap();

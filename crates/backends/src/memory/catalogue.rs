@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::memory::MemoryStore;
+use super::store::MemoryStore;
 use lightning_store_core::clock::{Clock, SystemClock};
 use lightning_store_core::error::{StoreError, StoreResult};
 use lightning_store_core::model::Timestamp;
