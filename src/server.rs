@@ -22,13 +22,16 @@ use lightning_store_adapters::api::service::StoreService;
 use lightning_store_adapters::api::size_groups::BySizeGroup;
 use lightning_store_adapters::auth::{AuthLayer, Tokens};
 use lightning_store_adapters::call_log::{CallLayer, KnownMethods};
-use lightning_store_adapters::gateway::{Gateway, GatewayConfig};
+use lightning_store_adapters::gateway::GatewayConfig;
 use lightning_store_adapters::metrics::Metrics;
-use lightning_store_adapters::otlp::TraceIngest;
+use lightning_store_adapters::namespace_layer::name_namespace;
+use lightning_store_adapters::namespaces::{
+    NamespacePolicy, NamespaceServices, Namespaces, ServicesConfig, stop_tasks,
+};
 use lightning_store_adapters::transport::{ActivityLayer, TransportLimits};
 use lightning_store_console::{ConsoleConfig, ConsoleContext};
-use lightning_store_core::dispatcher::Dispatcher;
 use lightning_store_core::engine::{Engine, SessionPolicy};
+use lightning_store_core::storage::Catalogue;
 use lightning_store_proto::lightning_store_service_server::LightningStoreServiceServer;
 
 const STORE_SERVICE: &str = "lightningstore.v1.LightningStoreService";
@@ -110,6 +113,21 @@ pub struct ServerConfig {
     pub gateway: GatewayConfig,
     /// Whether the web console is served (at `/` and under `/console`).
     pub console: bool,
+    /// The backend's namespaces; `None` serves the default namespace alone
+    /// (a store without a catalogue).
+    pub catalogue: Option<ServedCatalogue>,
+    /// How namespaces are created and how many may exist.
+    pub namespaces: NamespacePolicy,
+}
+
+/// A backend's catalogue of namespaces, as [`ServerConfig`] holds it.
+#[derive(Clone)]
+pub struct ServedCatalogue(pub Arc<dyn Catalogue>);
+
+impl std::fmt::Debug for ServedCatalogue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ServedCatalogue")
+    }
 }
 
 /// An already-bound listener for the metrics endpoint, shareable so that
@@ -148,6 +166,8 @@ impl Default for ServerConfig {
             reflection: true,
             gateway: GatewayConfig::default(),
             console: true,
+            catalogue: None,
+            namespaces: NamespacePolicy::default(),
         }
     }
 }
@@ -177,61 +197,43 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let (health, health_service) = Health::start(&engine).await;
-    let dispatcher = Dispatcher::new(
-        engine.clone(),
-        SessionPolicy {
-            server_id: config.server_id.clone(),
-            lease: config.session_lease,
-            grace: config.session_grace,
-        },
+    // The default namespace's services are ready before the first call
+    // (recovered sessions, the event follower, the gateway's pause); the
+    // others start on their first call.
+    let namespaces = Arc::new(
+        Namespaces::start(
+            config.catalogue.as_ref().map(|c| c.0.clone()),
+            engine.clone(),
+            ServicesConfig {
+                sessions: SessionPolicy {
+                    server_id: config.server_id.clone(),
+                    lease: config.session_lease,
+                    grace: config.session_grace,
+                },
+                otlp_max_in_flight: config.otlp_max_in_flight,
+                gateway: config.gateway.clone(),
+                metrics: config.metrics.clone(),
+            },
+            config.namespaces,
+        )
+        .await?,
     );
-    // Sessions this server held before a restart are dropped before it
-    // serves: their runners may reconnect at once.
-    dispatcher.recover().await;
-    let trace_ingest = TraceIngest::new(engine.clone(), config.otlp_max_in_flight);
-    // Set up before serving: a waiter registered from now on sees every
-    // event other servers commit.
-    let follower = engine.clone().start_follower().await;
-    let gateway = Gateway::new(
-        engine.clone(),
-        config.gateway.clone(),
-        config.metrics.clone(),
-        engine.limits().max_message_bytes,
-    );
-    // A restarted server honours a pause before its first call.
-    if let Err(error) = gateway.load().await {
-        tracing::warn!(%error, "gateway: cannot read the pause at startup");
-    }
     let console = config
         .console
-        .then(|| console(&engine, &dispatcher, &gateway, &config));
-    let background = spawn_background(
-        &engine,
-        &dispatcher,
-        &gateway,
-        &health,
-        follower,
-        console.as_ref(),
-        &config,
-    );
+        .then(|| console(namespaces.default_namespace(), &config));
+    let background = spawn_background(&engine, &health, console.as_ref(), &config);
     let metrics_server = MetricsServer::start(&config, &engine)?;
-    let routes = routes(
-        &engine,
-        &dispatcher,
-        &config,
-        health_service,
-        trace_ingest,
-        gateway,
-        console,
-    )?;
+    let routes = routes(&namespaces, &config, health_service, console)?;
 
     let (drain_tx, drain_rx) = tokio::sync::oneshot::channel::<()>();
-    let drain_engine = engine.clone();
+    let draining = namespaces.clone();
     let signal = async move {
         shutdown.await;
         tracing::info!("shutting down: draining in-flight calls");
         health.drain().await;
-        drain_engine.close();
+        for services in draining.open_now().await {
+            services.engine.close();
+        }
         let _ = drain_tx.send(());
     };
     let local_addr = listener.local_addr()?;
@@ -255,6 +257,8 @@ pub async fn serve(
         .layer(tower::util::MapResponseLayer::new(
             oversized_is_resource_exhausted,
         ))
+        // Before routing: the `/ns/{namespace}` prefix is stripped.
+        .layer(tower::util::MapRequestLayer::new(name_namespace))
         .add_routes(tonic::service::Routes::from(routes).prepare())
         .serve_with_incoming_shutdown(incoming, signal);
     tracing::info!(
@@ -263,8 +267,8 @@ pub async fn serve(
         tokens = config.tokens.as_ref().map_or(0, Tokens::count),
         "serving gRPC and HTTP"
     );
-    let result = serve_until_drained(server, drain_rx, &engine, config.drain_timeout).await;
-    shut_down(&engine, background, &dispatcher, config.drain_timeout).await;
+    let result = serve_until_drained(server, drain_rx, &namespaces, config.drain_timeout).await;
+    shut_down(&namespaces, background, config.drain_timeout).await;
     // Metrics stay up through the drain and stop with the server.
     if let Some(metrics_server) = metrics_server {
         metrics_server.stop().await;
@@ -272,19 +276,14 @@ pub async fn serve(
     result
 }
 
-/// Returns the web console over this server's engine, gateway and
-/// worker sessions.
-fn console(
-    engine: &Arc<Engine>,
-    dispatcher: &Arc<Dispatcher>,
-    gateway: &Arc<Gateway>,
-    config: &ServerConfig,
-) -> ConsoleContext {
+/// Returns the web console over the default namespace's engine, gateway
+/// and worker sessions.
+fn console(default: &NamespaceServices, config: &ServerConfig) -> ConsoleContext {
     ConsoleContext::new(
         lightning_store_console::Sources {
-            engine: engine.clone(),
-            gateway: gateway.clone(),
-            dispatcher: dispatcher.clone(),
+            engine: default.engine.clone(),
+            gateway: default.gateway.clone(),
+            dispatcher: default.dispatcher.clone(),
             queue_depth: Default::default(),
         },
         ConsoleConfig {
@@ -297,36 +296,23 @@ fn console(
     )
 }
 
-/// Spawns the tasks that run beside the calls until the engine closes:
-/// the event follower, the watchdog, the gateway, the dispatcher's three
-/// loops, the reload of tokens and TLS files, the backend probe, and the
-/// console's sampling of the queue's depth.
+/// Spawns the tasks of the server as a whole that run beside the calls
+/// until the engine closes (each namespace's own run with its services,
+/// see [`NamespaceServices::start`]): the reload of tokens and TLS files,
+/// the backend probe, and the console's sampling of the queue's depth.
 fn spawn_background(
     engine: &Arc<Engine>,
-    dispatcher: &Arc<Dispatcher>,
-    gateway: &Arc<Gateway>,
     health: &Arc<Health>,
-    follower: Option<impl Future<Output = ()> + Send + 'static>,
     console: Option<&ConsoleContext>,
     config: &ServerConfig,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let queue_sampler = console.map(ConsoleContext::sample_queue);
     vec![
         tokio::spawn(async move {
-            if let Some(follower) = follower {
-                follower.await;
-            }
-        }),
-        tokio::spawn(engine.clone().run_watchdog()),
-        tokio::spawn(async move {
             if let Some(sampler) = queue_sampler {
                 sampler.await;
             }
         }),
-        tokio::spawn(gateway.clone().run()),
-        tokio::spawn(dispatcher.clone().run_dispatcher()),
-        tokio::spawn(dispatcher.clone().run_revocations()),
-        tokio::spawn(dispatcher.clone().run_leases()),
         tokio::spawn(crate::reload::run(
             config.tokens.clone(),
             config.tls.clone(),
@@ -350,22 +336,18 @@ fn spawn_background(
 /// the console takes no CORS), unknown paths answered by
 /// [`lightning_store_adapters::http::not_found`].
 fn routes(
-    engine: &Arc<Engine>,
-    dispatcher: &Arc<Dispatcher>,
+    namespaces: &Arc<Namespaces>,
     config: &ServerConfig,
     health_service: HealthServer<DrainingHealth>,
-    trace_ingest: TraceIngest,
-    gateway: Arc<Gateway>,
     console: Option<ConsoleContext>,
 ) -> Result<axum::Router, ServeError> {
     // gRPC messages and HTTP bodies (also after decompression): payload
     // calls up to the message limit, control calls up to theirs, decided by
     // method in one table (api::size_groups).
-    let limits = engine.limits();
+    let limits = namespaces.default_namespace().engine.limits();
     let max_message_bytes = limits.max_message_bytes;
     let store = Arc::new(StoreService::new(
-        engine.clone(),
-        dispatcher.clone(),
+        namespaces.clone(),
         config.transport,
         config.subscriber_timeout,
     ));
@@ -381,7 +363,7 @@ fn routes(
         store_server(max_message_bytes),
         limits.max_control_message_bytes,
     );
-    let trace_service = TraceServiceServer::new(OtlpTraceService::new(trace_ingest.clone()))
+    let trace_service = TraceServiceServer::new(OtlpTraceService::new(namespaces.clone()))
         .max_decoding_message_size(max_message_bytes)
         .accept_compressed(CompressionEncoding::Gzip)
         .send_compressed(CompressionEncoding::Gzip);
@@ -404,14 +386,12 @@ fn routes(
         .into_axum_router()
         .reset_fallback()
         .route_layer(auth.clone());
-    let context = lightning_store_adapters::http::HttpContext {
-        engine: engine.clone(),
-        trace_ingest,
+    let state = lightning_store_adapters::http::HttpState {
+        namespaces: namespaces.clone(),
         max_body_bytes: max_message_bytes,
-        gateway,
         metrics: config.metrics.clone(),
     };
-    let mut http = lightning_store_adapters::http::router(http_routes, context, auth.clone());
+    let mut http = lightning_store_adapters::http::router(http_routes, state, auth.clone());
     if let Some(cors) = lightning_store_adapters::http::cors(&config.cors_origins)? {
         http = http.layer(cors);
     }
@@ -444,7 +424,7 @@ fn reflection() -> tonic_reflection::server::Builder<'static> {
 async fn serve_until_drained(
     server: impl Future<Output = Result<(), tonic::transport::Error>>,
     drain_rx: tokio::sync::oneshot::Receiver<()>,
-    engine: &Engine,
+    namespaces: &Namespaces,
     drain_timeout: Duration,
 ) -> Result<(), ServeError> {
     // Bound the drain: a call that ignores shutdown must not hold the process.
@@ -460,7 +440,9 @@ async fn serve_until_drained(
             // commits) and their calls answer UNAVAILABLE; a call whose
             // write committed meanwhile still gets its answer, within
             // the grace, instead of a cut connection.
-            engine.interrupt_store();
+            for services in namespaces.open_now().await {
+                services.engine.interrupt_store();
+            }
             let grace = drain_timeout.min(ANSWER_GRACE);
             match tokio::time::timeout(grace, &mut server).await {
                 Ok(result) => result.map_err(ServeError::from),
@@ -471,32 +453,24 @@ async fn serve_until_drained(
 }
 
 /// Stops what runs beside the calls once the server stopped serving: the
-/// background tasks (aborted past `drain_timeout`: one may be stuck in a
-/// hung database), the ends of the open worker sessions (recorded before
-/// the store closes, so that their attempts get the grace period at once),
-/// then the store.
+/// server's background tasks, then each namespace's services (their
+/// tasks, the ends of their open worker sessions, recorded before the
+/// store closes so that their attempts get the grace period at once, then
+/// their stores), each step bounded by `drain_timeout`: a task may be
+/// stuck in a hung database.
 async fn shut_down(
-    engine: &Engine,
+    namespaces: &Namespaces,
     background: Vec<tokio::task::JoinHandle<()>>,
-    dispatcher: &Arc<Dispatcher>,
     drain_timeout: Duration,
 ) {
-    engine.close();
-    let aborts: Vec<_> = background.iter().map(|task| task.abort_handle()).collect();
-    if tokio::time::timeout(drain_timeout, futures::future::join_all(background))
-        .await
-        .is_err()
-    {
-        tracing::warn!(timeout = ?drain_timeout, "background tasks did not stop, aborting them");
-        aborts.iter().for_each(tokio::task::AbortHandle::abort);
+    let open = namespaces.open_now().await;
+    for services in &open {
+        services.engine.close();
     }
-    if tokio::time::timeout(drain_timeout, dispatcher.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!(timeout = ?drain_timeout, "the ends of worker sessions were not all recorded");
+    stop_tasks(background, drain_timeout).await;
+    for services in open {
+        services.shut_down(drain_timeout).await;
     }
-    engine.close_store().await;
 }
 
 /// The metrics endpoint, served on its own listener until the server stops.

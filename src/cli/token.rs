@@ -6,7 +6,8 @@ use std::io::Read;
 
 use crate::server::ServeError;
 use lightning_store_adapters::auth::policy::Role;
-use lightning_store_adapters::auth::tokens::file_line;
+use lightning_store_adapters::auth::tokens::{LineScope, file_line};
+use lightning_store_core::namespace::NamespaceName;
 
 /// Subcommands of `token`.
 #[derive(Debug, clap::Subcommand)]
@@ -27,6 +28,11 @@ pub struct LineArgs {
     /// dequeue or attempt update for another worker id is refused.
     #[arg(long = "worker", value_delimiter = ',')]
     pub workers: Vec<String>,
+    /// The namespaces the token may use (repeat or comma-separate; default:
+    /// every one). Limited to one, the token's calls that name none work
+    /// in it.
+    #[arg(long = "namespace", value_delimiter = ',')]
+    pub namespaces: Vec<String>,
     /// A label for logs and errors (never the token).
     #[arg(long)]
     pub name: Option<String>,
@@ -61,11 +67,17 @@ fn line(token: &str, args: &LineArgs) -> Result<String, ServeError> {
             );
         }
     }
+    for namespace in &args.namespaces {
+        NamespaceName::parse(namespace.as_str())?;
+    }
     Ok(file_line(
         token,
         &args.roles,
-        &args.workers,
-        args.name.as_deref(),
+        &LineScope {
+            workers: &args.workers,
+            namespaces: &args.namespaces,
+            name: args.name.as_deref(),
+        },
     ))
 }
 

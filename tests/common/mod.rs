@@ -16,9 +16,9 @@ use lightning_store::core::clock::{Clock, ManualClock, SystemClock};
 use lightning_store::core::engine::{Engine, EngineConfig};
 use lightning_store::core::limits::RequestLimits;
 use lightning_store::core::retention::RetentionPolicy;
-use lightning_store::core::storage::Store;
+use lightning_store::core::storage::{Catalogue, Store};
 use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
-use lightning_store::server::{self, ServerConfig};
+use lightning_store::server::{self, ServedCatalogue, ServerConfig};
 use lightning_store::store::postgres::PostgresOptions;
 use lightning_store::store::sqlite::SqliteOptions;
 use lightning_store::store::{self, StoreConfig};
@@ -223,6 +223,16 @@ impl Backend {
         (store::open(&config).await.unwrap(), dir)
     }
 
+    /// Opens the backend's catalogue of namespaces for `options`
+    /// ([`Backend::config`]).
+    pub async fn open_catalogue(
+        self,
+        options: &TestOptions,
+    ) -> (Arc<dyn Catalogue>, Option<tempfile::TempDir>) {
+        let (config, dir) = self.config(options).await;
+        (store::open_catalogue(&config).await.unwrap(), dir)
+    }
+
     /// Returns the backend's configuration for `options`, with the
     /// temporary directory of a fresh SQLite database.
     pub async fn config(self, options: &TestOptions) -> (StoreConfig, Option<tempfile::TempDir>) {
@@ -417,7 +427,9 @@ impl TestServer {
     pub async fn start_opts(backend: Backend, options: TestOptions) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (store, database) = backend.open(&options).await;
+        let (catalogue, database) = backend.open_catalogue(&options).await;
+        let default = catalogue.default_namespace().await.unwrap();
+        let store = catalogue.open(&default).await.unwrap();
         let engine = Arc::new(Engine::new(
             store,
             EngineConfig {
@@ -431,14 +443,13 @@ impl TestServer {
             },
         ));
         let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(server::serve(
-            listener,
-            engine.clone(),
-            options.config,
-            async {
-                let _ = stopped.await;
-            },
-        ));
+        let config = ServerConfig {
+            catalogue: Some(ServedCatalogue(catalogue)),
+            ..options.config
+        };
+        let task = tokio::spawn(server::serve(listener, engine.clone(), config, async {
+            let _ = stopped.await;
+        }));
         Self {
             addr,
             url: format!("http://{addr}"),

@@ -3,7 +3,7 @@
 //! `LightningStoreClient`, runner loop and tracer, the OpenTelemetry SDK's
 //! exporters, and a byte-for-byte differential against `agl store`) with
 //! the `agl0` environment's pytest, against a server per backend started
-//! here. The environment is created by `tools/pyenv.sh` once per checkout.
+//! here, and in a namespace (`/ns/run-a`, selected by the URL alone). The environment is created by `tools/pyenv.sh` once per checkout.
 
 use crate::common;
 
@@ -93,6 +93,17 @@ async fn agent_lightning_0x_runs_unchanged_against_every_backend() {
     let venv = agl0_environment().await;
     let memory = TestServer::start(Backend::Memory).await;
     let sqlite = TestServer::start(Backend::Sqlite).await;
+    // The same tests again in a namespace of the SQLite server, which
+    // agent-lightning's client selects by its URL alone.
+    sqlite
+        .client()
+        .await
+        .create_namespace(lightning_store::proto::CreateNamespaceRequest {
+            name: "run-a".into(),
+            span_retention: None,
+        })
+        .await
+        .unwrap();
     let upstream = AglStore::start(&venv).await;
 
     let run = tokio::process::Command::new(venv.join("bin/python"))
@@ -100,7 +111,10 @@ async fn agent_lightning_0x_runs_unchanged_against_every_backend() {
         .current_dir(repository())
         .env(
             "LIGHTNING_STORE_URLS",
-            format!("memory={},sqlite={}", memory.url, sqlite.url),
+            format!(
+                "memory={},sqlite={},sqlite-run-a={}/ns/run-a",
+                memory.url, sqlite.url, sqlite.url
+            ),
         )
         .env("AGL_STORE_URL", &upstream.url)
         .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")

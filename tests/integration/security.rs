@@ -13,7 +13,7 @@ use common::http::{HttpClient, Version};
 use common::{Backend, TestServer};
 use lightning_store::auth::Tokens;
 use lightning_store::auth::policy::Role;
-use lightning_store::auth::tokens::file_line;
+use lightning_store::auth::tokens::{LineScope, file_line};
 use lightning_store::cli::connection::ConnectArgs;
 use lightning_store::core::model::Counts;
 use lightning_store::metrics::{Exposition, Metrics};
@@ -42,10 +42,11 @@ const ROLES: [(&str, Role); 5] = [
 ];
 
 /// What each role may do, written here independently of the server's
-/// table: R read, O rollouts, S resources, G gateway, W work, I ingest.
+/// table: R read, O rollouts, S resources, G gateway, W work, I ingest,
+/// N namespaces.
 fn grants(role: Role) -> &'static str {
     match role {
-        Role::Admin => "ROSGWI",
+        Role::Admin => "ROSGWIN",
         Role::Algorithm => "ROSG",
         Role::Runner => "RWI",
         Role::Ingest => "I",
@@ -224,6 +225,21 @@ const RPCS: &[(&str, char, char)] = &[
         'u',
     ),
     (
+        "lightningstore.v1.LightningStoreService/CreateNamespace",
+        'N',
+        'u',
+    ),
+    (
+        "lightningstore.v1.LightningStoreService/ListNamespaces",
+        'N',
+        'u',
+    ),
+    (
+        "lightningstore.v1.LightningStoreService/DeleteNamespace",
+        'N',
+        'u',
+    ),
+    (
         "opentelemetry.proto.collector.trace.v1.TraceService/Export",
         'I',
         'u',
@@ -301,7 +317,16 @@ fn tokens_file(lines: &[String]) -> (tempfile::TempDir, std::path::PathBuf) {
 fn role_tokens() -> Vec<String> {
     ROLES
         .iter()
-        .map(|(token, role)| file_line(token, &[*role], &[], Some(&role.to_string())))
+        .map(|(token, role)| {
+            file_line(
+                token,
+                &[*role],
+                &LineScope {
+                    name: Some(&role.to_string()),
+                    ..LineScope::default()
+                },
+            )
+        })
         .collect()
 }
 
@@ -519,8 +544,16 @@ async fn every_role_against_every_rpc_and_route_and_nothing_written_when_refused
 #[tokio::test]
 async fn a_worker_bound_runner_token_is_refused_for_another_worker() {
     let (_dir, path) = tokens_file(&[
-        file_line("bound", &[Role::Runner], &["w-1".into()], Some("runner-1")),
-        file_line("algo", &[Role::Algorithm], &[], None),
+        file_line(
+            "bound",
+            &[Role::Runner],
+            &LineScope {
+                workers: &["w-1".into()],
+                name: Some("runner-1"),
+                ..LineScope::default()
+            },
+        ),
+        file_line("algo", &[Role::Algorithm], &LineScope::default()),
     ]);
     let metrics = Metrics::new();
     let server = TestServer::start_with(
@@ -778,7 +811,11 @@ async fn tls_with_rotation_of_the_certificate_and_the_tokens_while_clients_are_c
     let files = write_server_cert(&first, dir.path());
     let first_ca = first.write(dir.path(), "first-ca.pem");
     let tokens_path = dir.path().join("tokens");
-    std::fs::write(&tokens_path, file_line("old", &[Role::Read], &[], None)).unwrap();
+    std::fs::write(
+        &tokens_path,
+        file_line("old", &[Role::Read], &LineScope::default()),
+    )
+    .unwrap();
     let metrics = Metrics::new();
     let server = TestServer::start_with(
         Backend::Memory,
@@ -818,7 +855,11 @@ async fn tls_with_rotation_of_the_certificate_and_the_tokens_while_clients_are_c
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
 
     // Rotate the tokens: the connected client's next call sees the change.
-    std::fs::write(&tokens_path, file_line("new", &[Role::Read], &[], None)).unwrap();
+    std::fs::write(
+        &tokens_path,
+        file_line("new", &[Role::Read], &LineScope::default()),
+    )
+    .unwrap();
     eventually("token rotation", || {
         let channel = connected.clone();
         async move { statistics(channel, "new").await.is_ok() }

@@ -55,6 +55,7 @@ async fn a_sqlite_database_of_0_1_0_opens_migrated_with_its_data() {
     };
     let server = serve(Backend::Sqlite, options).await;
     serves_the_fixture(&server).await;
+    keeps_the_fixture_in_the_default_namespace(&server).await;
     server.stop().await;
     let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
         .filename(&path)
@@ -85,6 +86,7 @@ async fn a_postgres_database_of_0_1_0_opens_migrated_with_its_data() {
     };
     let server = serve(Backend::Postgres, options).await;
     serves_the_fixture(&server).await;
+    keeps_the_fixture_in_the_default_namespace(&server).await;
     server.stop().await;
     let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
     let sql = "SELECT indexname::TEXT FROM pg_indexes WHERE schemaname = current_schema()";
@@ -236,6 +238,31 @@ async fn reads_the_fixture_through_the_read_model(
 }
 
 /// Checks what fill.py wrote, then runs every kind of call on the old rows.
+/// Returns the number of rollouts of `namespace`.
+async fn rollouts_in(c: &mut Client, namespace: &str) -> i64 {
+    let mut request = tonic::Request::new(pb::QueryRolloutsRequest::default());
+    request
+        .metadata_mut()
+        .insert("lightning-store-namespace", namespace.parse().unwrap());
+    c.query_rollouts(request).await.unwrap().into_inner().total
+}
+
+/// What the release before namespaces stored is the default namespace's,
+/// and a namespace created on the upgraded store starts empty.
+async fn keeps_the_fixture_in_the_default_namespace(server: &TestServer) {
+    let mut c = server.client().await;
+    let before = rollouts_in(&mut c, "default").await;
+    assert!(before > 0);
+    c.create_namespace(pb::CreateNamespaceRequest {
+        name: "after-upgrade".into(),
+        span_retention: None,
+    })
+    .await
+    .unwrap();
+    assert_eq!(rollouts_in(&mut c, "after-upgrade").await, 0);
+    assert_eq!(rollouts_in(&mut c, "default").await, before);
+}
+
 async fn serves_the_fixture(server: &TestServer) {
     use pb::RolloutStatus as R;
     let mut c = server.client().await;

@@ -8,6 +8,8 @@
 //!   OTLP/HTTP on the same port, with the toolkit both lines share;
 //! * [`otlp`]: OTLP ingest written once for OTLP/gRPC and OTLP/HTTP;
 //! * [`gateway`]: agent-lightning 1.x's LLM gateway;
+//! * [`namespace_layer`] and [`namespaces`]: which namespace a call names,
+//!   and the services of each namespace;
 //! * [`auth`]: who may call what, decided before any adapter runs;
 //! * [`call_log`]: every call's request id, log line and metrics;
 //! * [`metrics`]: the Prometheus registry and its exposition;
@@ -23,6 +25,10 @@ pub mod call_log;
 pub mod gateway;
 pub mod http;
 pub mod metrics;
+pub mod namespace_layer;
+pub mod namespaces;
+#[cfg(test)]
+mod namespaces_tests;
 pub mod otlp;
 #[cfg(test)]
 mod property_tests;

@@ -1,6 +1,7 @@
 //! The storage backends behind [`lightning_store_core::storage`]'s port, and
-//! [`open`], the one place that turns a configuration into a backend (the
-//! command line and the tests both use it).
+//! [`open`] and [`open_catalogue`], the one place that turns a
+//! configuration into a backend (the command line and the tests both use
+//! it).
 
 pub mod memory;
 pub mod postgres;
@@ -10,11 +11,11 @@ pub mod sqlite;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use lightning_store_core::storage::Store;
+use lightning_store_core::storage::{Catalogue, Store};
 
-use self::memory::MemoryStore;
-use self::postgres::{PostgresOptions, PostgresStore};
-use self::sqlite::{SqliteOptions, SqliteStore};
+use self::memory::{MemoryCatalogue, MemoryStore};
+use self::postgres::{PostgresCatalogue, PostgresOptions, PostgresStore};
+use self::sqlite::{SqliteCatalogue, SqliteOptions, SqliteStore};
 
 /// Which backend to open, with its settings.
 #[derive(Debug, Clone)]
@@ -53,6 +54,21 @@ pub async fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, OpenError> {
         }
         StoreConfig::Postgres { url, options } => {
             Arc::new(PostgresStore::connect(url, options.clone()).await?)
+        }
+    })
+}
+
+/// Opens the catalogue of namespaces of the backend `config` describes
+/// (creating or migrating its schema): the default namespace holds what
+/// [`open`] opens.
+pub async fn open_catalogue(config: &StoreConfig) -> Result<Arc<dyn Catalogue>, OpenError> {
+    Ok(match config {
+        StoreConfig::Memory { event_retention } => Arc::new(MemoryCatalogue::new(*event_retention)),
+        StoreConfig::Sqlite { path, options } => {
+            Arc::new(SqliteCatalogue::open(path, options.clone()).await?)
+        }
+        StoreConfig::Postgres { url, options } => {
+            Arc::new(PostgresCatalogue::connect(url, options.clone()).await?)
         }
     })
 }

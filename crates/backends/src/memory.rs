@@ -13,19 +13,20 @@
 //! of the structures in [`records`]), the rule reads and queries in
 //! [`reads`], the immediate writes in [`immediate_writes`], the read model
 //! in [`overview`], agent-lightning 1.x's records in [`agl1`]; the commit
-//! is here.
+//! is here; the store in [`store`], its namespaces in [`catalogue`].
 
 use async_trait::async_trait;
-use tokio::sync::Mutex;
 
-use self::state::{MemoryTx, State, Undo};
+use self::state::{MemoryTx, Undo};
 use lightning_store_core::error::StoreResult;
-use lightning_store_core::storage::{Store, StoreTx, WriteSet};
+use lightning_store_core::storage::{StoreTx, WriteSet};
 
 pub use lightning_store_core::storage::DEFAULT_EVENT_RETENTION;
 
 /// agent-lightning 1.x's records.
 mod agl1;
+/// The namespaces, a store each.
+mod catalogue;
 /// The immediate writes and their undo.
 mod immediate_writes;
 /// The read model's aggregate reads.
@@ -36,53 +37,11 @@ mod reads;
 mod records;
 /// The state, its transaction and the apply step.
 mod state;
+/// The store: its state under one lock.
+mod store;
 
-/// The in-memory backend.
-pub struct MemoryStore {
-    state: Mutex<State>,
-}
-
-impl Default for MemoryStore {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl MemoryStore {
-    /// Returns an empty store retaining [`DEFAULT_EVENT_RETENTION`] events.
-    pub fn new() -> Self {
-        Self::with_event_retention(DEFAULT_EVENT_RETENTION)
-    }
-
-    /// Returns an empty store retaining the last `events` events.
-    pub fn with_event_retention(events: usize) -> Self {
-        Self {
-            state: Mutex::new(State {
-                event_retention: events.max(1),
-                ..State::default()
-            }),
-        }
-    }
-}
-
-#[async_trait]
-impl Store for MemoryStore {
-    fn name(&self) -> &'static str {
-        "memory"
-    }
-
-    fn exclusive(&self) -> bool {
-        true
-    }
-
-    async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
-        Ok(Box::new(MemoryTx {
-            state: self.state.lock().await,
-            undo: Undo::default(),
-            evict: Vec::new(),
-        }))
-    }
-}
+pub use self::catalogue::MemoryCatalogue;
+pub use self::store::MemoryStore;
 
 #[async_trait]
 impl StoreTx for MemoryTx<'_> {

@@ -143,24 +143,41 @@ pub struct ConnectArgs {
     /// Name the server's certificate must carry (default: the URL's host).
     #[arg(long, global = true, env = "LIGHTNING_STORE_TLS_SERVER_NAME")]
     pub tls_server_name: Option<String>,
+    /// The namespace every call works in (sent as the
+    /// `lightning-store-namespace` metadata; default: the token's namespace
+    /// when it is limited to one, else `default`).
+    #[arg(long, global = true, env = "LIGHTNING_STORE_NAMESPACE")]
+    pub namespace: Option<String>,
 }
 
-/// A gRPC channel that sends the token on every call.
-pub type AuthChannel = InterceptedService<Channel, BearerToken>;
+/// A gRPC channel that sends the token and the namespace on every call.
+pub type AuthChannel = InterceptedService<Channel, CallMetadata>;
 
-/// Adds `authorization: Bearer <token>` to every call (nothing without a token).
+/// The metadata key that names a call's namespace.
+pub const NAMESPACE_METADATA: &str = "lightning-store-namespace";
+
+/// Adds `authorization: Bearer <token>` and the namespace to every call
+/// (each only when given).
 #[derive(Debug, Clone, Default)]
-pub struct BearerToken(Option<MetadataValue<Ascii>>);
+pub struct CallMetadata {
+    authorization: Option<MetadataValue<Ascii>>,
+    namespace: Option<MetadataValue<Ascii>>,
+}
 
-impl tonic::service::Interceptor for BearerToken {
+impl tonic::service::Interceptor for CallMetadata {
     fn call(
         &mut self,
         mut request: tonic::Request<()>,
     ) -> Result<tonic::Request<()>, tonic::Status> {
-        if let Some(value) = &self.0 {
+        if let Some(value) = &self.authorization {
             request
                 .metadata_mut()
                 .insert("authorization", value.clone());
+        }
+        if let Some(value) = &self.namespace {
+            request
+                .metadata_mut()
+                .insert(NAMESPACE_METADATA, value.clone());
         }
         Ok(request)
     }
@@ -229,9 +246,9 @@ impl ConnectArgs {
             .transpose()
     }
 
-    /// Returns the interceptor that sends the token.
-    pub fn bearer(&self) -> Result<BearerToken, String> {
-        let value = self
+    /// Returns the interceptor that sends the token and the namespace.
+    pub fn call_metadata(&self) -> Result<CallMetadata, String> {
+        let authorization = self
             .token()?
             .map(|token| {
                 let mut value: MetadataValue<Ascii> = format!("Bearer {token}")
@@ -241,7 +258,18 @@ impl ConnectArgs {
                 Ok::<_, String>(value)
             })
             .transpose()?;
-        Ok(BearerToken(value))
+        let namespace = self
+            .namespace
+            .as_deref()
+            .map(|name| {
+                name.parse()
+                    .map_err(|_| format!("--namespace {name:?} is not a valid header value"))
+            })
+            .transpose()?;
+        Ok(CallMetadata {
+            authorization,
+            namespace,
+        })
     }
 }
 

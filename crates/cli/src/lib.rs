@@ -7,4 +7,5 @@
 pub mod bench;
 pub mod client;
 pub mod connection;
+pub mod duration;
 pub mod exit;

@@ -557,7 +557,8 @@ impl Dispatcher {
         loop {
             let event = tokio::select! {
                 event = events.recv() => event,
-                _ = closing.changed() => return,
+                // Also when the engine closed before this task first ran.
+                _ = closing.wait_for(|closed| *closed) => return,
             };
             let event = match event {
                 Ok(event) => event,

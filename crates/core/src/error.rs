@@ -39,6 +39,9 @@ pub enum StoreError {
     /// An id names nothing (unknown rollout, attempt, resources or worker).
     #[error("{0}")]
     NotFound(String),
+    /// What the request creates exists already; nothing was written.
+    #[error("{0}")]
+    AlreadyExists(String),
     /// The request is malformed; nothing was written.
     #[error("{0}")]
     InvalidArgument(String),
@@ -118,6 +121,7 @@ impl StoreError {
         let named = |message: String| item_message(field, index, &message);
         match self {
             Self::NotFound(message) => Self::NotFound(named(message)),
+            Self::AlreadyExists(message) => Self::AlreadyExists(named(message)),
             Self::InvalidArgument(message) => Self::InvalidArgument(named(message)),
             Self::FailedPrecondition(message) => Self::FailedPrecondition(named(message)),
             Self::PermissionDenied(message) => Self::PermissionDenied(named(message)),

@@ -16,6 +16,7 @@ pub mod ids;
 pub mod lifecycle;
 pub mod limits;
 pub mod model;
+pub mod namespace;
 pub mod overview;
 pub mod ownership;
 pub mod pages;

@@ -111,6 +111,11 @@
 //!   what an expired one means.
 //!
 //! agent-lightning 1.x's records are one such addition: [`agl1`].
+//!
+//! # Namespaces
+//! Each namespace has a store of its own, which the backend's
+//! [`Catalogue`] opens: the contract above holds within
+//! one namespace's store, and nothing crosses between them.
 
 pub mod agl1;
 pub mod immediate_writes;
@@ -118,6 +123,8 @@ pub mod queries;
 pub mod read_model;
 pub mod rule_reads;
 pub mod write_set;
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
@@ -128,7 +135,9 @@ pub use self::queries::Queries;
 pub use self::read_model::ReadModel;
 pub use self::rule_reads::{Access, Held, RuleReads};
 pub use self::write_set::{RolloutWrite, WriteSet};
-use crate::error::StoreResult;
+use crate::error::{StoreError, StoreResult};
+use crate::model::Timestamp;
+use crate::namespace::{Namespace, NamespaceName, NamespaceSettings};
 
 /// Events a backend retains by default for resuming subscribers.
 pub const DEFAULT_EVENT_RETENTION: usize = 100_000;
@@ -192,4 +201,71 @@ pub trait StoreTx: RuleReads + ImmediateWrites + Queries + ReadModel + Agl1Reads
     /// Dropping a transaction rolls it back too, but a backend across the
     /// network may release its locks a moment later.
     async fn rollback(self: Box<Self>) {}
+}
+
+/// The namespaces of one backend: which exist, with their settings, and
+/// the store that holds each one's data.
+///
+/// # Contract
+/// * A namespace's store is a [`Store`] of its own: nothing written through
+///   it is read through another's (queues, sequence ids, event numbers,
+///   sessions and name locks are all per namespace), and the conformance
+///   suite holds for each.
+/// * The default namespace ([`crate::namespace::DEFAULT_NAMESPACE`], id 0)
+///   always exists and holds what the backend held before namespaces: an
+///   upgrade moves nothing. It cannot be deleted.
+/// * Names are unique among the namespaces that exist; ids are never
+///   reused, so a store opened for a deleted namespace never reads or
+///   writes the data of a new one of the same name.
+/// * [`Catalogue::delete`] takes effect at once on every server sharing the
+///   backend: [`Catalogue::find`] no longer returns it. Its data goes with
+///   [`Catalogue::purge`], which never holds up the other namespaces' calls
+///   and may be run again after a crash ([`Catalogue::deleted`] lists what
+///   is left to purge).
+#[async_trait]
+pub trait Catalogue: Send + Sync + 'static {
+    /// Returns the namespaces that exist, the default one first, then by
+    /// name.
+    async fn list(&self) -> StoreResult<Vec<Namespace>>;
+
+    /// Returns the default namespace (which always exists).
+    async fn default_namespace(&self) -> StoreResult<Namespace> {
+        self.find(&NamespaceName::default_namespace())
+            .await?
+            .ok_or_else(|| StoreError::Internal("the catalogue lacks the default namespace".into()))
+    }
+
+    /// Returns the namespace named `name`, if it exists.
+    async fn find(&self, name: &NamespaceName) -> StoreResult<Option<Namespace>>;
+
+    /// Creates the namespace `name`, empty, with `settings`; an existing
+    /// name is refused ([`Namespace::already_exists`]).
+    async fn create(
+        &self,
+        name: &NamespaceName,
+        settings: NamespaceSettings,
+        now: Timestamp,
+    ) -> StoreResult<Namespace>;
+
+    /// Returns the store of `namespace` (the default namespace's is the
+    /// store the backend was opened as). The caller keeps it while it
+    /// serves the namespace and closes it ([`Store::close`]) when done.
+    async fn open(&self, namespace: &Namespace) -> StoreResult<Arc<dyn Store>>;
+
+    /// Returns the bytes `namespace`'s data takes in the backend (tables
+    /// and indexes, or files), as the backend measures them.
+    async fn stored_bytes(&self, namespace: &Namespace) -> StoreResult<u64>;
+
+    /// Deletes the namespace `name` from the catalogue and returns what it
+    /// was; its data stays until [`Catalogue::purge`]. The default
+    /// namespace is refused (failed precondition), an unknown name is not
+    /// found ([`Namespace::not_found`]).
+    async fn delete(&self, name: &NamespaceName) -> StoreResult<Namespace>;
+
+    /// Removes the data of a deleted namespace; running it again after it
+    /// ended (or broke off) finishes what is left.
+    async fn purge(&self, namespace: &Namespace) -> StoreResult<()>;
+
+    /// Returns the deleted namespaces whose data is not purged yet.
+    async fn deleted(&self) -> StoreResult<Vec<Namespace>>;
 }

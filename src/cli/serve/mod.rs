@@ -1,7 +1,6 @@
 //! `lightning-store serve`: turns the options ([`options`]) into an engine,
 //! a backend and a server, and runs it until SIGINT/SIGTERM.
 
-pub mod duration;
 mod options;
 #[cfg(test)]
 mod tests;
@@ -71,7 +70,10 @@ pub async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
         _ => None,
     };
     check_exposure(&args, tokens.as_ref(), tls.as_ref())?;
-    let store = store::open(&store_config).await?;
+    let catalogue = store::open_catalogue(&store_config).await?;
+    let store = catalogue
+        .open(&catalogue.default_namespace().await?)
+        .await?;
     let metrics = Metrics::new();
     let engine = Arc::new(Engine::new(
         store,
@@ -119,6 +121,8 @@ pub async fn serve(args: ServeArgs) -> Result<(), server::ServeError> {
         reflection: security.reflection,
         gateway: args.gateway.gateway_config(),
         console: security.console,
+        catalogue: Some(server::ServedCatalogue(catalogue)),
+        namespaces: args.storage.namespace_policy(args.listen.drain_timeout()),
     };
     tracing::info!(backend = ?args.storage.store, "store opened");
     server::serve(listener, engine, config, shutdown_signal()).await

@@ -14,12 +14,13 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 
-use super::duration;
 use lightning_store_adapters::gateway::GatewayConfig;
+use lightning_store_adapters::namespaces::{DEFAULT_MAX_NAMESPACES, NamespacePolicy};
 use lightning_store_adapters::transport::TransportLimits;
 use lightning_store_backends::StoreConfig;
 use lightning_store_backends::postgres::PostgresOptions;
 use lightning_store_backends::sqlite::SqliteOptions;
+use lightning_store_cli::duration;
 use lightning_store_core::agl1::gateway::GatewaySettings;
 use lightning_store_core::idempotency::DEFAULT_REQUEST_ID_TTL;
 use lightning_store_core::limits::RequestLimits;
@@ -238,6 +239,15 @@ pub struct StorageOptions {
     /// Old name of `--span-retention-interval`, in seconds.
     #[arg(long, env = "LIGHTNING_STORE_SPAN_RETENTION_INTERVAL_SECS", hide = true, conflicts_with = "span_retention_interval", value_parser = duration::parse_legacy_seconds)]
     span_retention_interval_secs: Option<Duration>,
+    /// A call naming a namespace that does not exist creates it, instead of
+    /// NOT_FOUND (for development: a typo then starts a new training's
+    /// queue).
+    #[arg(long, env = "LIGHTNING_STORE_CREATE_NAMESPACES", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    create_namespaces: bool,
+    /// How many namespaces may exist, the default one included (it also
+    /// bounds the namespace label of the metrics).
+    #[arg(long, env = "LIGHTNING_STORE_MAX_NAMESPACES", default_value_t = DEFAULT_MAX_NAMESPACES as u64, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    max_namespaces: u64,
 }
 
 impl StorageOptions {
@@ -282,6 +292,16 @@ impl StorageOptions {
     /// How long an enqueue's request id is remembered.
     pub fn request_id_ttl(&self) -> Duration {
         self.request_id_ttl
+    }
+
+    /// How namespaces are created and how many may exist; deleted ones get
+    /// `stop_timeout` to stop their services.
+    pub fn namespace_policy(&self, stop_timeout: Duration) -> NamespacePolicy {
+        NamespacePolicy {
+            create_on_first_use: self.create_namespaces,
+            max_namespaces: usize::try_from(self.max_namespaces).unwrap_or(usize::MAX),
+            stop_timeout,
+        }
     }
 
     /// How often retention runs (at least every millisecond).

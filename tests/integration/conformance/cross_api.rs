@@ -8,7 +8,7 @@
 
 use lightning_store::auth::Tokens;
 use lightning_store::auth::policy::Role;
-use lightning_store::auth::tokens::file_line;
+use lightning_store::auth::tokens::{LineScope, file_line};
 use lightning_store::core::limits::RequestLimits;
 use lightning_store::proto as pb;
 use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
@@ -144,12 +144,22 @@ async fn start() -> (TestServer, tempfile::TempDir, pb::Rollout) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tokens");
     let lines = [
-        file_line(ADMIN, &[Role::Admin], &[], Some("admin")),
+        file_line(
+            ADMIN,
+            &[Role::Admin],
+            &LineScope {
+                name: Some("admin"),
+                ..LineScope::default()
+            },
+        ),
         file_line(
             RUNNER,
             &[Role::Runner],
-            &["w-1".to_owned()],
-            Some("runner-1"),
+            &LineScope {
+                workers: &["w-1".to_owned()],
+                name: Some("runner-1"),
+                ..LineScope::default()
+            },
         ),
     ];
     std::fs::write(&path, lines.join("\n")).unwrap();

@@ -15,7 +15,8 @@
 //!   `resources_workers`, `exact_numbers`;
 //! * queries: `queries`, `rollout_filters`, `spans`, `streams`;
 //! * the read model: `read_model`; `overview`, `exact_numbers`;
-//! * agent-lightning 1.x's reads and writes: `tests/integration/agl1`.
+//! * agent-lightning 1.x's reads and writes: `tests/integration/agl1`;
+//! * the catalogue of namespaces: `catalogue`.
 
 pub(crate) mod support;
 
@@ -32,6 +33,7 @@ macro_rules! conformance_suite {
                 mod bad_input;
                 mod batch_limits;
                 mod batch_updates;
+                mod catalogue;
                 mod concurrency;
                 mod cross_api;
                 mod exact_numbers;

@@ -4,7 +4,7 @@
 //! confirmed pause reaches the gateway. Hostile input renders as text.
 
 use lightning_store::auth::policy::Role;
-use lightning_store::auth::tokens::file_line;
+use lightning_store::auth::tokens::{LineScope, file_line};
 use lightning_store::server::ServerConfig;
 
 use super::BACKEND;
@@ -20,8 +20,22 @@ async fn guarded() -> (TestServer, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tokens");
     let lines = [
-        file_line(ADMIN, &[Role::Admin], &[], Some("admin")),
-        file_line(READER, &[Role::Read], &[], Some("dashboard")),
+        file_line(
+            ADMIN,
+            &[Role::Admin],
+            &LineScope {
+                name: Some("admin"),
+                ..LineScope::default()
+            },
+        ),
+        file_line(
+            READER,
+            &[Role::Read],
+            &LineScope {
+                name: Some("dashboard"),
+                ..LineScope::default()
+            },
+        ),
     ];
     std::fs::write(&path, lines.join("\n")).unwrap();
     let tokens = lightning_store::auth::Tokens::load(Some(&path), None).unwrap();

@@ -1,7 +1,8 @@
 //! The OTLP/gRPC trace receiver
 //! (`opentelemetry.proto.collector.trace.v1.TraceService`): a thin adapter
-//! over [`TraceIngest`], which maps and stores spans as agent-lightning
-//! does. A saturated receiver answers UNAVAILABLE with a `RetryInfo` delay.
+//! over the [`TraceIngest`](crate::otlp::TraceIngest) of the namespace the
+//! call names, which maps and stores spans as agent-lightning does. A
+//! saturated receiver answers UNAVAILABLE with a `RetryInfo` delay.
 
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceService;
 use opentelemetry_proto::tonic::collector::trace::v1::{
@@ -10,19 +11,24 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 use tonic::{Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
+use std::sync::Arc;
+
 use super::status::status_of;
-use crate::otlp::{RETRY_DELAY, TraceIngest};
+use crate::namespace_layer::NamedNamespace;
+use crate::namespaces::Namespaces;
+use crate::otlp::RETRY_DELAY;
 
 /// The OTLP/gRPC trace receiver.
 #[derive(Clone)]
 pub struct OtlpTraceService {
-    ingest: TraceIngest,
+    namespaces: Arc<Namespaces>,
 }
 
 impl OtlpTraceService {
-    /// Returns the receiver over `ingest` (shared with OTLP/HTTP).
-    pub fn new(ingest: TraceIngest) -> Self {
-        Self { ingest }
+    /// Returns the receiver over the namespaces' ingests (shared with
+    /// OTLP/HTTP).
+    pub fn new(namespaces: Arc<Namespaces>) -> Self {
+        Self { namespaces }
     }
 }
 
@@ -32,7 +38,9 @@ impl TraceService for OtlpTraceService {
         &self,
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-        let Some(admitted) = self.ingest.try_admit() else {
+        let name = NamedNamespace::of(request.extensions()).map_err(status_of)?;
+        let namespace = self.namespaces.resolve(&name).await.map_err(status_of)?;
+        let Some(admitted) = namespace.trace_ingest.try_admit() else {
             let details = ErrorDetails::with_retry_info(Some(RETRY_DELAY));
             return Err(Status::with_error_details(
                 tonic::Code::Unavailable,
@@ -50,21 +58,19 @@ impl TraceService for OtlpTraceService {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
     use super::*;
-    use lightning_store_backends::memory::MemoryStore;
-    use lightning_store_core::engine::{Engine, EngineConfig};
+    use crate::namespaces_tests::in_memory;
 
     #[tokio::test]
     async fn saturated_receiver_asks_exporters_to_retry_later() {
-        let engine = Arc::new(Engine::new(
-            Arc::new(MemoryStore::new()),
-            EngineConfig::default(),
-        ));
-        let ingest = TraceIngest::new(engine, 1);
-        let service = OtlpTraceService::new(ingest.clone());
-        let held = ingest.try_admit().unwrap();
+        let namespaces = in_memory(1).await;
+        let service = OtlpTraceService::new(namespaces.clone());
+        let held = namespaces
+            .default_namespace()
+            .trace_ingest
+            .try_admit()
+            .unwrap();
         let status = service
             .export(Request::new(ExportTraceServiceRequest::default()))
             .await

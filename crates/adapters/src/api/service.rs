@@ -17,14 +17,16 @@ use super::convert::{self as c, ProtoEnum as _};
 use super::status::status_of;
 use super::streams::{self, RpcStream, SubscriberLimits};
 use super::worker_session;
+use crate::namespace_layer::NamedNamespace;
+use crate::namespaces::{NamespaceServices, Namespaces};
 use crate::transport::TransportLimits;
-use lightning_store_core::dispatcher::Dispatcher;
 use lightning_store_core::engine::{AttemptPatch, AttemptUpdate, Engine, RolloutPatch};
 use lightning_store_core::error::{StoreError, item_message};
 use lightning_store_core::idempotency::checked_request_id;
 use lightning_store_core::ids::{self, AttemptId, ResourcesId, RolloutId, WorkerId};
 use lightning_store_core::limits::RequestLimits;
 use lightning_store_core::model::{AttemptStatus, Json, RolloutStatus, WorkerStatus};
+use lightning_store_core::namespace::{NamespaceName, NamespaceSettings};
 use lightning_store_core::overview::{DEFAULT_FAILURES, MAX_FAILURES};
 use lightning_store_core::query::{
     AttemptSelector, ResourcesFilter, RolloutFilter, SpanFilter, TextMatch, TimeRange, WorkerFilter,
@@ -35,25 +37,22 @@ use lightning_store_proto::lightning_store_service_server::LightningStoreService
 /// The gRPC face of the engine.
 #[derive(Clone)]
 pub struct StoreService {
-    engine: Arc<Engine>,
-    dispatcher: Arc<Dispatcher>,
+    namespaces: Arc<Namespaces>,
     subscriber_limits: SubscriberLimits,
     /// The transport limits, reported by `GetCapabilities`.
     transport: TransportLimits,
 }
 
 impl StoreService {
-    /// Returns the service over `engine` and its worker sessions, within
-    /// the `transport` limits.
+    /// Returns the service over the engines of `namespaces` and their
+    /// worker sessions, within the `transport` limits.
     pub fn new(
-        engine: Arc<Engine>,
-        dispatcher: Arc<Dispatcher>,
+        namespaces: Arc<Namespaces>,
         transport: TransportLimits,
         subscriber_timeout: Duration,
     ) -> Self {
         Self {
-            engine,
-            dispatcher,
+            namespaces,
             subscriber_limits: SubscriberLimits::new(
                 transport.max_subscribers,
                 transport.subscriber_buffer_bytes,
@@ -63,17 +62,24 @@ impl StoreService {
         }
     }
 
+    /// Returns the services of the namespace `request` names.
+    async fn namespace<T>(&self, request: &Request<T>) -> Result<Arc<NamespaceServices>, Status> {
+        let name = NamedNamespace::of(request.extensions()).map_err(status_of)?;
+        self.namespaces.resolve(&name).await.map_err(status_of)
+    }
+
     /// Allocates one sequence id per pair, looking the pairs up first unless
     /// the caller allows unknown ids (agent-lightning's stores never look).
     async fn allocate_sequence_ids(
         &self,
+        engine: &Engine,
         pairs: &[(RolloutId, AttemptId)],
         allow_unknown: bool,
     ) -> Result<Vec<i64>, StoreError> {
         if allow_unknown {
-            self.engine.next_sequence_ids_unchecked(pairs).await
+            engine.next_sequence_ids_unchecked(pairs).await
         } else {
-            self.engine.next_sequence_ids(pairs).await
+            engine.next_sequence_ids(pairs).await
         }
     }
 }
@@ -251,8 +257,9 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::WatchRolloutCompletionsRequest>,
     ) -> RpcResult<Self::WatchRolloutCompletionsStream> {
+        let ns = self.namespace(&request).await?;
         streams::watch_rollout_completions(
-            &self.engine,
+            &ns.engine,
             request.into_inner(),
             &self.subscriber_limits,
         )
@@ -264,7 +271,8 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::WatchEventsRequest>,
     ) -> RpcResult<Self::WatchEventsStream> {
-        streams::watch_events(&self.engine, request.into_inner(), &self.subscriber_limits)
+        let ns = self.namespace(&request).await?;
+        streams::watch_events(&ns.engine, request.into_inner(), &self.subscriber_limits)
             .await
             .map(Response::new)
     }
@@ -273,61 +281,42 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<tonic::Streaming<pb::WorkerSessionRequest>>,
     ) -> RpcResult<Self::WorkerSessionStream> {
+        let ns = self.namespace(&request).await?;
         let (_, extensions, inbound) = request.into_parts();
-        worker_session::worker_session(&self.engine, &self.dispatcher, &extensions, inbound)
+        worker_session::worker_session(&ns.engine, &ns.dispatcher, &extensions, inbound)
             .await
             .map(Response::new)
     }
 
     async fn get_capabilities(
         &self,
-        _request: Request<pb::GetCapabilitiesRequest>,
+        request: Request<pb::GetCapabilitiesRequest>,
     ) -> RpcResult<pb::GetCapabilitiesResponse> {
+        let ns = self.namespace(&request).await?;
         ok(pb::GetCapabilitiesResponse {
             thread_safe: true,
             async_safe: true,
             zero_copy: true,
             otlp_traces: true,
-            limits: Some(limits_to_proto(self.engine.limits(), &self.transport)),
+            limits: Some(limits_to_proto(ns.engine.limits(), &self.transport)),
         })
     }
 
     async fn get_statistics(
         &self,
-        _request: Request<pb::GetStatisticsRequest>,
+        request: Request<pb::GetStatisticsRequest>,
     ) -> RpcResult<pb::GetStatisticsResponse> {
-        let stats = self.engine.statistics().await.map_err(status_of)?;
-        ok(pb::GetStatisticsResponse {
-            name: stats.name,
-            total_rollouts: stats.counts.rollouts as i64,
-            total_attempts: stats.counts.attempts as i64,
-            total_spans: stats.counts.spans as i64,
-            total_resources: stats.counts.resources as i64,
-            total_workers: stats.counts.workers as i64,
-            uptime_seconds: stats.uptime_seconds,
-            queued_rollouts: stats.counts.queued as i64,
-            total_span_bytes: stats.counts.span_bytes as i64,
-            evicted_rollouts: stats.counts.evicted_rollouts as i64,
-            evicted_spans: stats.counts.evicted_spans as i64,
-            evicted_span_bytes: stats.counts.evicted_span_bytes as i64,
-            rollouts_by_status: c::status_counts(
-                RolloutStatus::ALL,
-                &stats.counts.rollouts_by_status,
-            ),
-            attempts_by_status: c::status_counts(
-                AttemptStatus::ALL,
-                &stats.counts.attempts_by_status,
-            ),
-            oldest_queued_time: stats.counts.oldest_queued_time.map(c::timestamp_to_proto),
-            oldest_queued_rollout_id: stats.counts.oldest_queued_rollout_id.unwrap_or_default(),
-        })
+        let ns = self.namespace(&request).await?;
+        let stats = ns.engine.statistics().await.map_err(status_of)?;
+        ok(c::statistics_to_proto(stats))
     }
 
     async fn get_rollout_activity(
         &self,
-        _request: Request<pb::GetRolloutActivityRequest>,
+        request: Request<pb::GetRolloutActivityRequest>,
     ) -> RpcResult<pb::GetRolloutActivityResponse> {
-        let minutes = self.engine.finished_per_minute().await.map_err(status_of)?;
+        let ns = self.namespace(&request).await?;
+        let minutes = ns.engine.finished_per_minute().await.map_err(status_of)?;
         ok(pb::GetRolloutActivityResponse {
             minutes: minutes.iter().map(c::minute_to_proto).collect(),
         })
@@ -337,9 +326,10 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetQueuePositionRequest>,
     ) -> RpcResult<pb::GetQueuePositionResponse> {
+        let ns = self.namespace(&request).await?;
         let rollout_id =
             RolloutId::parse("rollout_id", request.into_inner().rollout_id).map_err(status_of)?;
-        let place = self
+        let place = ns
             .engine
             .queue_place(&rollout_id)
             .await
@@ -358,6 +348,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::ListRecentFailuresRequest>,
     ) -> RpcResult<pb::ListRecentFailuresResponse> {
+        let ns = self.namespace(&request).await?;
         let limit = match request.get_ref().limit {
             0 => DEFAULT_FAILURES,
             limit => usize::try_from(limit)
@@ -366,11 +357,7 @@ impl LightningStoreService for StoreService {
                 .ok_or_else(|| StoreError::invalid(format!("limit must be 0 to {MAX_FAILURES}")))
                 .map_err(status_of)?,
         };
-        let failures = self
-            .engine
-            .latest_failures(limit)
-            .await
-            .map_err(status_of)?;
+        let failures = ns.engine.latest_failures(limit).await.map_err(status_of)?;
         ok(pb::ListRecentFailuresResponse {
             failures: failures.iter().map(c::failure_to_proto).collect(),
         })
@@ -380,10 +367,11 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::StartRolloutRequest>,
     ) -> RpcResult<pb::StartRolloutResponse> {
+        let ns = self.namespace(&request).await?;
         let (_, extensions, request) = request.into_parts();
         let spec = c::spec_from_proto(request.rollout.as_ref()).map_err(status_of)?;
         let worker_id = opt_worker_id(request.worker_id).map_err(status_of)?;
-        let view = self
+        let view = ns
             .engine
             .start_rollout(spec, worker_id, &caller_of(&extensions))
             .await
@@ -397,10 +385,11 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::EnqueueRolloutRequest>,
     ) -> RpcResult<pb::EnqueueRolloutResponse> {
+        let ns = self.namespace(&request).await?;
         let request = request.into_inner();
         let request_id = checked_request_id(request.request_id).map_err(status_of)?;
         let spec = c::spec_from_proto(request.rollout.as_ref()).map_err(status_of)?;
-        let enqueued = self
+        let enqueued = ns
             .engine
             .enqueue_rollouts(vec![spec], request_id)
             .await
@@ -414,10 +403,11 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::EnqueueRolloutsRequest>,
     ) -> RpcResult<pb::EnqueueRolloutsResponse> {
+        let ns = self.namespace(&request).await?;
         let request = request.get_ref();
         let request_id = checked_request_id(request.request_id.clone()).map_err(status_of)?;
         let receive_limit = receive_limit(request.max_response_bytes).map_err(status_of)?;
-        let specs = self
+        let specs = ns
             .engine
             .limits()
             .batch("rollouts", &request.rollouts)
@@ -426,7 +416,7 @@ impl LightningStoreService for StoreService {
             .map(|spec| c::spec_from_proto(Some(spec)))
             .collect::<Result<Vec<_>, _>>()
             .map_err(status_of)?;
-        let enqueued = self
+        let enqueued = ns
             .engine
             .enqueue_rollouts(specs, request_id)
             .await
@@ -457,12 +447,13 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::DequeueRolloutRequest>,
     ) -> RpcResult<pb::DequeueRolloutResponse> {
+        let ns = self.namespace(&request).await?;
         let (_, extensions, request) = request.into_parts();
         let worker_id = opt_worker_id(request.worker_id).map_err(status_of)?;
         let wait = c::duration_from_proto("wait", request.wait.as_ref())
             .map_err(status_of)?
             .unwrap_or_default();
-        let claimed = self
+        let claimed = ns
             .engine
             .dequeue(1, worker_id, wait, &caller_of(&extensions))
             .await
@@ -476,6 +467,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::DequeueRolloutsRequest>,
     ) -> RpcResult<pb::DequeueRolloutsResponse> {
+        let ns = self.namespace(&request).await?;
         let (_, extensions, request) = request.into_parts();
         // Absent (0) claims one, as DequeueRollout; the engine checks the range.
         let limit = match request.limit {
@@ -486,7 +478,7 @@ impl LightningStoreService for StoreService {
         let wait = c::duration_from_proto("wait", request.wait.as_ref())
             .map_err(status_of)?
             .unwrap_or_default();
-        let claimed = self
+        let claimed = ns
             .engine
             .dequeue(limit, worker_id, wait, &caller_of(&extensions))
             .await
@@ -500,10 +492,11 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::StartAttemptRequest>,
     ) -> RpcResult<pb::StartAttemptResponse> {
+        let ns = self.namespace(&request).await?;
         let (_, extensions, request) = request.into_parts();
         let rollout_id = RolloutId::parse("rollout_id", request.rollout_id).map_err(status_of)?;
         let worker_id = opt_worker_id(request.worker_id).map_err(status_of)?;
-        let view = self
+        let view = ns
             .engine
             .start_attempt(&rollout_id, worker_id, &caller_of(&extensions))
             .await
@@ -517,12 +510,13 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::AddSpanRequest>,
     ) -> RpcResult<pb::AddSpanResponse> {
+        let ns = self.namespace(&request).await?;
         let request = request.into_inner();
         let span = request
             .span
             .ok_or_else(|| StoreError::invalid("span is required"))
             .map_err(status_of)?;
-        let added = self
+        let added = ns
             .engine
             .add_spans(
                 vec![c::span_from_proto(span).map_err(status_of)?],
@@ -539,9 +533,10 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::AddSpansRequest>,
     ) -> RpcResult<pb::AddSpansResponse> {
+        let ns = self.namespace(&request).await?;
         let request = request.into_inner();
         let receive_limit = receive_limit(request.max_response_bytes).map_err(status_of)?;
-        let spans = self
+        let spans = ns
             .engine
             .limits()
             .batch("spans", request.spans)
@@ -550,7 +545,7 @@ impl LightningStoreService for StoreService {
             .map(c::span_from_proto)
             .collect::<Result<Vec<_>, _>>()
             .map_err(status_of)?;
-        let added = self
+        let added = ns
             .engine
             .add_spans(spans, request.owner_epoch)
             .await
@@ -582,13 +577,14 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetNextSpanSequenceIdRequest>,
     ) -> RpcResult<pb::GetNextSpanSequenceIdResponse> {
+        let ns = self.namespace(&request).await?;
         let request = request.into_inner();
         let pair = (
             RolloutId::parse("rollout_id", request.rollout_id).map_err(status_of)?,
             AttemptId::parse("attempt_id", request.attempt_id).map_err(status_of)?,
         );
         let ids = self
-            .allocate_sequence_ids(&[pair], request.allow_unknown)
+            .allocate_sequence_ids(&ns.engine, &[pair], request.allow_unknown)
             .await
             .map_err(status_of)?;
         ok(pb::GetNextSpanSequenceIdResponse {
@@ -600,8 +596,9 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetSpanSequenceIdsRequest>,
     ) -> RpcResult<pb::GetSpanSequenceIdsResponse> {
+        let ns = self.namespace(&request).await?;
         let request = request.into_inner();
-        let pairs = self
+        let pairs = ns
             .engine
             .limits()
             .batch("attempts", request.attempts)
@@ -616,7 +613,7 @@ impl LightningStoreService for StoreService {
             .collect::<Result<Vec<_>, StoreError>>()
             .map_err(status_of)?;
         let sequence_ids = self
-            .allocate_sequence_ids(&pairs, request.allow_unknown)
+            .allocate_sequence_ids(&ns.engine, &pairs, request.allow_unknown)
             .await
             .map_err(status_of)?;
         ok(pb::GetSpanSequenceIdsResponse { sequence_ids })
@@ -626,6 +623,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::QueryRolloutsRequest>,
     ) -> RpcResult<pb::QueryRolloutsResponse> {
+        let ns = self.namespace(&request).await?;
         let request = request.into_inner();
         // The id list's length is checked before anything is converted.
         let rollout_ids = given_list(
@@ -635,7 +633,7 @@ impl LightningStoreService for StoreService {
                 .map(|l| l.values.as_slice()),
             &request.rollout_id_in,
         )
-        .map(|ids| self.engine.limits().ids("rollout_id_in", ids))
+        .map(|ids| ns.engine.limits().ids("rollout_id_in", ids))
         .transpose()
         .map_err(status_of)?;
         let filter = RolloutFilter {
@@ -662,7 +660,7 @@ impl LightningStoreService for StoreService {
             resources_id: request.resources_id,
         };
         let page = c::page_from_proto(request.page.as_ref()).map_err(status_of)?;
-        let result = self
+        let result = ns
             .engine
             .query_rollouts(&filter, &page)
             .await
@@ -680,9 +678,10 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetRolloutRequest>,
     ) -> RpcResult<pb::GetRolloutResponse> {
+        let ns = self.namespace(&request).await?;
         let rollout_id =
             RolloutId::parse("rollout_id", request.into_inner().rollout_id).map_err(status_of)?;
-        let view = self
+        let view = ns
             .engine
             .get_rollout(&rollout_id)
             .await
@@ -696,6 +695,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::UpdateRolloutRequest>,
     ) -> RpcResult<pb::UpdateRolloutResponse> {
+        let ns = self.namespace(&request).await?;
         let request = request.into_inner();
         let rollout_id =
             RolloutId::parse("rollout_id", request.rollout_id.clone()).map_err(status_of)?;
@@ -742,7 +742,7 @@ impl LightningStoreService for StoreService {
                 }
             }
         }
-        let rollout = self
+        let rollout = ns
             .engine
             .update_rollout(&rollout_id, patch)
             .await
@@ -756,10 +756,11 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::QueryAttemptsRequest>,
     ) -> RpcResult<pb::QueryAttemptsResponse> {
+        let ns = self.namespace(&request).await?;
         let request = request.into_inner();
         let rollout_id = RolloutId::parse("rollout_id", request.rollout_id).map_err(status_of)?;
         let page = c::page_from_proto(request.page.as_ref()).map_err(status_of)?;
-        let result = self
+        let result = ns
             .engine
             .query_attempts(&rollout_id, &page)
             .await
@@ -777,9 +778,10 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetLatestAttemptRequest>,
     ) -> RpcResult<pb::GetLatestAttemptResponse> {
+        let ns = self.namespace(&request).await?;
         let rollout_id =
             RolloutId::parse("rollout_id", request.into_inner().rollout_id).map_err(status_of)?;
-        let attempt = self
+        let attempt = ns
             .engine
             .latest_attempt(&rollout_id)
             .await
@@ -793,9 +795,10 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::UpdateAttemptRequest>,
     ) -> RpcResult<pb::UpdateAttemptResponse> {
+        let ns = self.namespace(&request).await?;
         let (_, extensions, request) = request.into_parts();
         let update = attempt_update(request)?;
-        let attempt = self
+        let attempt = ns
             .engine
             .update_attempt(
                 &update.rollout_id,
@@ -815,8 +818,9 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::UpdateAttemptsRequest>,
     ) -> RpcResult<pb::UpdateAttemptsResponse> {
+        let ns = self.namespace(&request).await?;
         let (_, extensions, request) = request.into_parts();
-        let updates = self
+        let updates = ns
             .engine
             .limits()
             .batch("updates", request.updates)
@@ -832,7 +836,7 @@ impl LightningStoreService for StoreService {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let attempts = self
+        let attempts = ns
             .engine
             .update_attempts(updates, &caller_of(&extensions))
             .await
@@ -846,10 +850,11 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::WaitForRolloutsRequest>,
     ) -> RpcResult<pb::WaitForRolloutsResponse> {
+        let ns = self.namespace(&request).await?;
         let request = request.into_inner();
         let rollout_ids = ids::parse_all(
             "rollout_ids",
-            self.engine
+            ns.engine
                 .limits()
                 .ids("rollout_ids", request.rollout_ids)
                 .map_err(status_of)?,
@@ -857,7 +862,7 @@ impl LightningStoreService for StoreService {
         .map_err(status_of)?;
         let timeout: Option<Duration> =
             c::duration_from_proto("timeout", request.timeout.as_ref()).map_err(status_of)?;
-        let rollouts = self
+        let rollouts = ns
             .engine
             .wait_for_rollouts(&rollout_ids, timeout)
             .await
@@ -871,6 +876,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::QuerySpansRequest>,
     ) -> RpcResult<pb::QuerySpansResponse> {
+        let ns = self.namespace(&request).await?;
         let request = request.into_inner();
         let attempt = match request.attempt_id.as_deref() {
             None => AttemptSelector::All,
@@ -887,7 +893,7 @@ impl LightningStoreService for StoreService {
             logic: c::filter_logic_from_proto(request.filter_logic).map_err(status_of)?,
         };
         let page = c::page_from_proto(request.page.as_ref()).map_err(status_of)?;
-        let result = self
+        let result = ns
             .engine
             .query_spans(filter, &page)
             .await
@@ -909,9 +915,10 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::AddResourcesRequest>,
     ) -> RpcResult<pb::AddResourcesResponse> {
+        let ns = self.namespace(&request).await?;
         let resources =
             c::resources_from_text(&request.get_ref().resources_json).map_err(status_of)?;
-        let update = self
+        let update = ns
             .engine
             .add_resources(resources)
             .await
@@ -925,11 +932,12 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::UpdateResourcesRequest>,
     ) -> RpcResult<pb::UpdateResourcesResponse> {
+        let ns = self.namespace(&request).await?;
         let request = request.into_inner();
         let resources_id =
             ResourcesId::parse("resources_id", request.resources_id).map_err(status_of)?;
         let resources = c::resources_from_text(&request.resources_json).map_err(status_of)?;
-        let update = self
+        let update = ns
             .engine
             .update_resources(&resources_id, resources)
             .await
@@ -943,9 +951,10 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetResourcesRequest>,
     ) -> RpcResult<pb::GetResourcesResponse> {
+        let ns = self.namespace(&request).await?;
         let resources_id = ResourcesId::parse("resources_id", request.into_inner().resources_id)
             .map_err(status_of)?;
-        let update = self
+        let update = ns
             .engine
             .get_resources(&resources_id)
             .await
@@ -957,9 +966,10 @@ impl LightningStoreService for StoreService {
 
     async fn get_latest_resources(
         &self,
-        _request: Request<pb::GetLatestResourcesRequest>,
+        request: Request<pb::GetLatestResourcesRequest>,
     ) -> RpcResult<pb::GetLatestResourcesResponse> {
-        let update = self.engine.latest_resources().await.map_err(status_of)?;
+        let ns = self.namespace(&request).await?;
+        let update = ns.engine.latest_resources().await.map_err(status_of)?;
         ok(pb::GetLatestResourcesResponse {
             resources: update.as_ref().map(c::resources_to_proto),
         })
@@ -969,13 +979,14 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::QueryResourcesRequest>,
     ) -> RpcResult<pb::QueryResourcesResponse> {
+        let ns = self.namespace(&request).await?;
         let request = request.into_inner();
         let filter = ResourcesFilter {
             resources_id: request.resources_id,
             resources_id_contains: request.resources_id_contains,
         };
         let page = c::page_from_proto(request.page.as_ref()).map_err(status_of)?;
-        let result = self
+        let result = ns
             .engine
             .query_resources(&filter, &page)
             .await
@@ -993,6 +1004,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::QueryWorkersRequest>,
     ) -> RpcResult<pb::QueryWorkersResponse> {
+        let ns = self.namespace(&request).await?;
         let request = request.into_inner();
         let filter = WorkerFilter {
             status_in: filter_list(
@@ -1007,7 +1019,7 @@ impl LightningStoreService for StoreService {
             logic: c::filter_logic_from_proto(request.filter_logic).map_err(status_of)?,
         };
         let page = c::page_from_proto(request.page.as_ref()).map_err(status_of)?;
-        let result = self
+        let result = ns
             .engine
             .query_workers(&filter, &page)
             .await
@@ -1025,13 +1037,10 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::GetWorkerRequest>,
     ) -> RpcResult<pb::GetWorkerResponse> {
+        let ns = self.namespace(&request).await?;
         let worker_id =
             WorkerId::parse("worker_id", request.into_inner().worker_id).map_err(status_of)?;
-        let worker = self
-            .engine
-            .get_worker(&worker_id)
-            .await
-            .map_err(status_of)?;
+        let worker = ns.engine.get_worker(&worker_id).await.map_err(status_of)?;
         ok(pb::GetWorkerResponse {
             worker: Some(c::worker_to_proto(&worker)),
         })
@@ -1041,6 +1050,7 @@ impl LightningStoreService for StoreService {
         &self,
         request: Request<pb::UpdateWorkerRequest>,
     ) -> RpcResult<pb::UpdateWorkerResponse> {
+        let ns = self.namespace(&request).await?;
         let (_, extensions, request) = request.into_parts();
         let worker_id = WorkerId::parse("worker_id", request.worker_id).map_err(status_of)?;
         let stats = match &request.heartbeat_stats_json {
@@ -1056,13 +1066,73 @@ impl LightningStoreService for StoreService {
                 stats => Some(stats),
             },
         };
-        let worker = self
+        let worker = ns
             .engine
             .update_worker(&worker_id, stats, &caller_of(&extensions))
             .await
             .map_err(status_of)?;
         ok(pb::UpdateWorkerResponse {
             worker: Some(c::worker_to_proto(&worker)),
+        })
+    }
+
+    async fn create_namespace(
+        &self,
+        request: Request<pb::CreateNamespaceRequest>,
+    ) -> RpcResult<pb::CreateNamespaceResponse> {
+        let request = request.into_inner();
+        let name = NamespaceName::parse(request.name).map_err(status_of)?;
+        let settings = NamespaceSettings {
+            retention: c::retention_from_proto(request.span_retention.as_ref())
+                .map_err(status_of)?,
+            ..NamespaceSettings::default()
+        };
+        let namespace = self
+            .namespaces
+            .create(&name, settings)
+            .await
+            .map_err(status_of)?;
+        ok(pb::CreateNamespaceResponse {
+            namespace: Some(c::namespace_to_proto(&namespace)),
+        })
+    }
+
+    async fn list_namespaces(
+        &self,
+        _request: Request<pb::ListNamespacesRequest>,
+    ) -> RpcResult<pb::ListNamespacesResponse> {
+        let listed = self.namespaces.list().await.map_err(status_of)?;
+        let mut namespaces = Vec::with_capacity(listed.len());
+        for namespace in listed {
+            let services = match self.namespaces.resolve(&namespace.name).await {
+                Ok(services) => services,
+                // Deleted since it was listed.
+                Err(StoreError::NotFound(_)) => continue,
+                Err(error) => return Err(status_of(error)),
+            };
+            let statistics = services.engine.statistics().await.map_err(status_of)?;
+            let stored_bytes = self
+                .namespaces
+                .stored_bytes(&namespace)
+                .await
+                .map_err(status_of)?;
+            namespaces.push(pb::NamespaceSummary {
+                namespace: Some(c::namespace_to_proto(&namespace)),
+                statistics: Some(c::statistics_to_proto(statistics)),
+                stored_bytes: i64::try_from(stored_bytes).unwrap_or(i64::MAX),
+            });
+        }
+        ok(pb::ListNamespacesResponse { namespaces })
+    }
+
+    async fn delete_namespace(
+        &self,
+        request: Request<pb::DeleteNamespaceRequest>,
+    ) -> RpcResult<pb::DeleteNamespaceResponse> {
+        let name = NamespaceName::parse(request.into_inner().name).map_err(status_of)?;
+        let namespace = self.namespaces.delete(&name).await.map_err(status_of)?;
+        ok(pb::DeleteNamespaceResponse {
+            namespace: Some(c::namespace_to_proto(&namespace)),
         })
     }
 }

@@ -13,6 +13,7 @@ pub fn status_of(error: StoreError) -> Status {
         let status = |code, message: String| Status::new(code, bounded(&message, MESSAGE_LIMIT));
         match error {
             StoreError::NotFound(message) => status(Code::NotFound, message),
+            StoreError::AlreadyExists(message) => status(Code::AlreadyExists, message),
             StoreError::InvalidArgument(message) => status(Code::InvalidArgument, message),
             StoreError::FailedPrecondition(message) => status(Code::FailedPrecondition, message),
             StoreError::PermissionDenied(message) => status(Code::PermissionDenied, message),

@@ -36,9 +36,11 @@ use self::policy::{Need, Permission, RouteNeed, RouteNeeds};
 use self::tokens::TokenEntry;
 pub use self::tokens::Tokens;
 use crate::metrics::Metrics;
+use crate::namespace_layer::NamedNamespace;
 use crate::pyjson::PyJson;
 use crate::transport::is_grpc;
 use lightning_store_core::access::{Caller, RefusalSink};
+use lightning_store_core::namespace::NamespaceName;
 
 /// Why a call was refused: the `reason` label of
 /// `lightning_store_auth_failures_total`.
@@ -52,15 +54,19 @@ pub enum Refusal {
     Forbidden,
     /// A worker-bound token acting for another worker id.
     Worker,
+    /// A token limited to some namespaces used on another one (or, limited
+    /// at all, managing namespaces).
+    Namespace,
 }
 
 impl Refusal {
     /// Every reason, for the metric's label values.
-    pub const ALL: [Refusal; 4] = [
+    pub const ALL: [Refusal; 5] = [
         Refusal::Missing,
         Refusal::Invalid,
         Refusal::Forbidden,
         Refusal::Worker,
+        Refusal::Namespace,
     ];
 
     /// The metric label of the reason.
@@ -70,6 +76,7 @@ impl Refusal {
             Refusal::Invalid => "invalid",
             Refusal::Forbidden => "forbidden",
             Refusal::Worker => "worker",
+            Refusal::Namespace => "namespace",
         }
     }
 }
@@ -134,7 +141,7 @@ pub struct AuthLayer {
     tokens: Option<Tokens>,
     /// What the HTTP routes declared they need.
     routes: Arc<RouteNeeds>,
-    failures: Arc<[Counter; 4]>,
+    failures: Arc<[Counter; 5]>,
     worker_refusals: Arc<dyn RefusalSink>,
 }
 
@@ -196,7 +203,7 @@ impl AuthLayer {
     fn decide(
         &self,
         tokens: &Tokens,
-        request: &Request,
+        request: &mut Request,
     ) -> Result<Option<(Caller, Grant)>, Refusal> {
         let required = self.required(request);
         if required == Required::Nothing {
@@ -218,6 +225,7 @@ impl AuthLayer {
             tracing::debug!(token = %entry.name, path = request.uri().path(), "token lacks the permission");
             return Err(Refusal::Forbidden);
         }
+        scope_namespace(&entry, required, request)?;
         Ok(Some((entry.caller(&self.worker_refusals), Grant(entry))))
     }
 }
@@ -257,7 +265,7 @@ where
         let Some(tokens) = &self.layer.tokens else {
             return Either::Left(self.inner.call(request));
         };
-        let refusal = match self.layer.decide(tokens, &request) {
+        let refusal = match self.layer.decide(tokens, &mut request) {
             Ok(granted) => {
                 if let Some((caller, grant)) = granted {
                     request.extensions_mut().insert(caller);
@@ -274,6 +282,43 @@ where
     }
 }
 
+/// Keeps a token limited to some namespaces within them: a call that names
+/// none works in the token's namespace when it has one; a call naming
+/// another is refused, and so is managing namespaces. A name outside the
+/// rule is left to the call's handler to refuse.
+fn scope_namespace(
+    entry: &TokenEntry,
+    required: Required,
+    request: &mut Request,
+) -> Result<(), Refusal> {
+    if entry.reaches_every_namespace() {
+        return Ok(());
+    }
+    if required == Required::Permission(Permission::Namespaces) {
+        return Err(Refusal::Namespace);
+    }
+    let named = match request.extensions().get::<NamedNamespace>() {
+        Some(NamedNamespace(Ok(name))) => name.clone(),
+        Some(NamedNamespace(Err(_))) => return Ok(()),
+        None => match entry.own_namespace() {
+            Some(own) => {
+                let own = own.clone();
+                request
+                    .extensions_mut()
+                    .insert(NamedNamespace(Ok(own.clone())));
+                own
+            }
+            None => NamespaceName::default_namespace(),
+        },
+    };
+    if entry.may_use(&named) {
+        Ok(())
+    } else {
+        tracing::debug!(token = %entry.name, namespace = %named, "token may not use the namespace");
+        Err(Refusal::Namespace)
+    }
+}
+
 /// FastAPI's error answer: `status` and `{"detail": "<message>"}`.
 fn detail(status: StatusCode, message: &'static str) -> Response {
     PyJson(status, serde_json::json!({ "detail": message })).into_response()
@@ -285,12 +330,20 @@ fn refusal_response(refusal: Refusal, grpc: bool) -> Response {
     let unauthenticated = matches!(refusal, Refusal::Missing | Refusal::Invalid);
     let mut response = match (grpc, unauthenticated) {
         (true, true) => tonic::Status::unauthenticated("invalid or missing token").into_http(),
+        (true, false) if refusal == Refusal::Namespace => {
+            tonic::Status::permission_denied("the token may not use this namespace")
+                .into_http::<Body>()
+        }
         (true, false) => {
             tonic::Status::permission_denied("the token's roles do not allow this call")
                 .into_http::<Body>()
         }
         // agent-lightning 1.x's server answers a bad key with this body.
         (false, true) => detail(StatusCode::UNAUTHORIZED, "Invalid or missing API key"),
+        (false, false) if refusal == Refusal::Namespace => detail(
+            StatusCode::FORBIDDEN,
+            "The token may not use this namespace",
+        ),
         (false, false) => detail(
             StatusCode::FORBIDDEN,
             "The token's roles do not allow this request",

@@ -27,16 +27,19 @@ pub enum Permission {
     Work,
     /// OTLP trace export.
     Ingest,
+    /// Creates, lists and deletes namespaces.
+    Namespaces,
 }
 
 impl Permission {
-    const ALL: [Permission; 6] = [
+    const ALL: [Permission; 7] = [
         Permission::Read,
         Permission::Rollouts,
         Permission::Resources,
         Permission::Gateway,
         Permission::Work,
         Permission::Ingest,
+        Permission::Namespaces,
     ];
 
     const fn bit(self) -> u8 {
@@ -159,6 +162,7 @@ const ROLLOUTS: Need = Need::Permission(Permission::Rollouts);
 const RESOURCES: Need = Need::Permission(Permission::Resources);
 const WORK: Need = Need::Permission(Permission::Work);
 const INGEST: Need = Need::Permission(Permission::Ingest);
+const NAMESPACES: Need = Need::Permission(Permission::Namespaces);
 
 /// Every RPC served on the port with what it needs: the one table of gRPC
 /// access, checked against the descriptors of the services the server
@@ -300,6 +304,18 @@ pub const RPCS: &[(&str, Need)] = &[
     (
         "/lightningstore.v1.LightningStoreService/UpdateWorker",
         WORK,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/CreateNamespace",
+        NAMESPACES,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/ListNamespaces",
+        NAMESPACES,
+    ),
+    (
+        "/lightningstore.v1.LightningStoreService/DeleteNamespace",
+        NAMESPACES,
     ),
 ];
 

@@ -1,5 +1,5 @@
 //! Bearer tokens: the tokens file (one `sha256:<hex> roles=... [workers=...]
-//! [name=...]` line per token, only hashes on disk), the one admin token of
+//! [namespaces=...] [name=...]` line per token, only hashes on disk), the one admin token of
 //! `LIGHTNING_STORE_API_KEY`, lookup in constant time, and reload when the
 //! file's content changes.
 
@@ -12,6 +12,7 @@ use subtle::ConstantTimeEq;
 
 use super::policy::{Permission, Permissions, Role};
 use lightning_store_core::access::{Caller, RefusalSink};
+use lightning_store_core::namespace::NamespaceName;
 
 /// The prefix of a hashed token in the tokens file.
 const HASH_PREFIX: &str = "sha256:";
@@ -25,6 +26,9 @@ pub struct TokenEntry {
     permissions: Permissions,
     /// The only worker ids the token may act for; `None`: any.
     workers: Option<Arc<[Box<str>]>>,
+    /// The only namespaces the token may use; `None` (`namespaces=*`, or
+    /// no `namespaces=`): every one.
+    namespaces: Option<Arc<[NamespaceName]>>,
 }
 
 impl TokenEntry {
@@ -45,6 +49,28 @@ impl TokenEntry {
             .is_none_or(|workers| workers.iter().any(|w| &**w == worker_id))
     }
 
+    /// Returns whether the token may use the namespace `name`.
+    pub fn may_use(&self, name: &NamespaceName) -> bool {
+        self.namespaces
+            .as_ref()
+            .is_none_or(|namespaces| namespaces.contains(name))
+    }
+
+    /// Returns whether the token may use every namespace (and so manage
+    /// them).
+    pub fn reaches_every_namespace(&self) -> bool {
+        self.namespaces.is_none()
+    }
+
+    /// Returns the namespace a call with this token works in when it names
+    /// none: the token's one namespace, when it is limited to one.
+    pub fn own_namespace(&self) -> Option<&NamespaceName> {
+        match self.namespaces.as_deref() {
+            Some([only]) => Some(only),
+            _ => None,
+        }
+    }
+
     /// Returns the caller the token makes a call: bound to its workers
     /// when it has some (refusals told to `refusals`), else anyone.
     pub fn caller(&self, refusals: &Arc<dyn RefusalSink>) -> Caller {
@@ -60,15 +86,29 @@ fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
-/// Returns the tokens-file line of `token` with `roles`, bound to
-/// `workers` when not empty, labelled `name` when given.
-pub fn file_line(token: &str, roles: &[Role], workers: &[String], name: Option<&str>) -> String {
+/// What a tokens-file line grants beyond its roles.
+#[derive(Debug, Default)]
+pub struct LineScope<'a> {
+    /// The worker ids the token may act for (empty: any).
+    pub workers: &'a [String],
+    /// The namespaces the token may use (empty: every one).
+    pub namespaces: &'a [String],
+    /// A label for logs.
+    pub name: Option<&'a str>,
+}
+
+/// Returns the tokens-file line of `token` with `roles`, within `scope`.
+pub fn file_line(token: &str, roles: &[Role], scope: &LineScope<'_>) -> String {
     let hex = hex::encode(digest(token));
     let roles: Vec<String> = roles.iter().map(Role::to_string).collect();
     let mut line = format!("{HASH_PREFIX}{hex} roles={}", roles.join(","));
-    if !workers.is_empty() {
-        line.push_str(&format!(" workers={}", workers.join(",")));
+    if !scope.workers.is_empty() {
+        line.push_str(&format!(" workers={}", scope.workers.join(",")));
     }
+    if !scope.namespaces.is_empty() {
+        line.push_str(&format!(" namespaces={}", scope.namespaces.join(",")));
+    }
+    let name = scope.name;
     if let Some(name) = name {
         line.push_str(&format!(" name={name}"));
     }
@@ -91,7 +131,7 @@ pub fn parse_file(text: &str) -> Result<Vec<TokenEntry>, String> {
             .strip_prefix(HASH_PREFIX)
             .ok_or_else(|| at(format!("must start with {HASH_PREFIX}<64 hex digits>")))?;
         let digest = parse_hex(hex).ok_or_else(|| at("the hash is not 64 hex digits".into()))?;
-        let (mut roles, mut workers, mut name) = (None, None, None);
+        let (mut roles, mut workers, mut namespaces, mut name) = (None, None, None, None);
         for field in fields {
             let (key, value) = field
                 .split_once('=')
@@ -107,8 +147,25 @@ pub fn parse_file(text: &str) -> Result<Vec<TokenEntry>, String> {
                     );
                 }
                 "workers" => workers = Some(list().map(Box::from).collect::<Arc<[_]>>()),
+                "namespaces" if value == "*" => namespaces = None,
+                "namespaces" => {
+                    namespaces = Some(
+                        list()
+                            .map(NamespaceName::parse)
+                            .collect::<Result<Arc<[_]>, _>>()
+                            .map_err(|_| {
+                                at("namespaces= holds a name outside the rule (1 to 63 \
+                                    lowercase letters, digits and hyphens, or `*`)"
+                                    .into())
+                            })?,
+                    );
+                }
                 "name" => name = Some(value),
-                _ => return Err(at(format!("unknown key {key:?} (roles, workers, name)"))),
+                _ => {
+                    return Err(at(format!(
+                        "unknown key {key:?} (roles, workers, namespaces, name)"
+                    )));
+                }
             }
         }
         let roles = roles
@@ -117,11 +174,18 @@ pub fn parse_file(text: &str) -> Result<Vec<TokenEntry>, String> {
         if workers.as_ref().is_some_and(|w| w.is_empty()) {
             return Err(at("workers= lists no worker id".into()));
         }
+        if namespaces
+            .as_ref()
+            .is_some_and(|n: &Arc<[NamespaceName]>| n.is_empty())
+        {
+            return Err(at("namespaces= lists no namespace (`*`: every one)".into()));
+        }
         entries.push(TokenEntry {
             digest,
             name: Arc::from(name.map_or_else(|| format!("line {number}"), str::to_owned)),
             permissions: Permissions::of(&roles),
             workers,
+            namespaces,
         });
     }
     Ok(entries)
@@ -164,6 +228,7 @@ impl Tokens {
                 name: Arc::from("api-key"),
                 permissions: Permissions::of(&[Role::Admin]),
                 workers: None,
+                namespaces: None,
             })
         });
         let tokens = Self {
@@ -239,8 +304,11 @@ mod tests {
         let line = file_line(
             "s3cret",
             &[Role::Runner],
-            &["w1".into(), "w2".into()],
-            Some("r"),
+            &LineScope {
+                workers: &["w1".into(), "w2".into()],
+                namespaces: &["run-a".into()],
+                name: Some("r"),
+            },
         );
         assert!(
             line.starts_with("sha256:") && !line.contains("s3cret"),
@@ -252,6 +320,10 @@ mod tests {
         assert_eq!(entry.digest, digest("s3cret"));
         assert_eq!(&*entry.name, "r");
         assert!(entry.allows(Permission::Work) && !entry.allows(Permission::Resources));
+        let run_a = NamespaceName::parse("run-a").unwrap();
+        assert!(entry.may_use(&run_a) && !entry.may_use(&NamespaceName::default_namespace()));
+        assert_eq!(entry.own_namespace(), Some(&run_a));
+        assert!(!entry.reaches_every_namespace());
         #[derive(Debug)]
         struct Uncounted;
         impl RefusalSink for Uncounted {
@@ -269,7 +341,7 @@ mod tests {
 
     #[test]
     fn bad_lines_name_their_number_and_not_their_content() {
-        let good = file_line("t", &[Role::Read], &[], None);
+        let good = file_line("t", &[Role::Read], &LineScope::default());
         for (text, needle) in [
             ("plain-token roles=admin", "line 1: must start with sha256:"),
             (
@@ -285,6 +357,8 @@ mod tests {
                 "roles=... is required",
             ),
             (&format!("{good} workers="), "lists no worker id"),
+            (&format!("{good} namespaces="), "lists no namespace"),
+            (&format!("{good} namespaces=Run_A"), "outside the rule"),
             (&format!("{good} colour=red"), "unknown key \"colour\""),
         ] {
             let error = parse_file(text).unwrap_err();
@@ -296,12 +370,20 @@ mod tests {
     fn tokens_reload_when_the_file_changes_and_keep_the_old_on_error() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tokens");
-        std::fs::write(&path, file_line("one", &[Role::Read], &[], None)).unwrap();
+        std::fs::write(
+            &path,
+            file_line("one", &[Role::Read], &LineScope::default()),
+        )
+        .unwrap();
         let tokens = Tokens::load(Some(&path), Some("key")).unwrap().unwrap();
         assert!(tokens.find("one").is_some() && tokens.find("key").is_some());
         assert!(tokens.find("two").is_none());
         assert!(!tokens.reload().unwrap(), "unchanged file");
-        std::fs::write(&path, file_line("two", &[Role::Read], &[], None)).unwrap();
+        std::fs::write(
+            &path,
+            file_line("two", &[Role::Read], &LineScope::default()),
+        )
+        .unwrap();
         assert!(tokens.reload().unwrap());
         assert!(tokens.find("one").is_none() && tokens.find("two").is_some());
         std::fs::write(&path, "garbage").unwrap();

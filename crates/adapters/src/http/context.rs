@@ -1,24 +1,45 @@
-//! What every HTTP handler of the port shares: the engine, the limits and the gateway.
+//! What every HTTP handler of the port shares: the router's state
+//! ([`HttpState`]: the namespaces, the limits, the metrics) and, for each
+//! request, the services of the namespace it names ([`HttpContext`]).
+
+use axum::extract::FromRequestParts;
+use http::request::Parts;
 
 use super::error::HttpError;
 use crate::gateway::Gateway;
 use crate::metrics::Metrics;
+use crate::namespace_layer::NamedNamespace;
+use crate::namespaces::Namespaces;
 use crate::otlp::TraceIngest;
 use lightning_store_core::engine::Engine;
 use lightning_store_core::model::Json;
 use std::sync::Arc;
 
-/// What every HTTP handler shares.
+/// The state of the HTTP router.
+#[derive(Clone)]
+pub struct HttpState {
+    /// The namespaces served.
+    pub namespaces: Arc<Namespaces>,
+    /// Largest accepted request body in bytes (after decompression too);
+    /// larger ones get a 413.
+    pub max_body_bytes: usize,
+    /// The server's metrics.
+    pub metrics: Metrics,
+}
+
+/// What a handler works with: the services of the namespace its request
+/// names (an extractor: an unknown namespace is answered 404 before the
+/// handler runs).
 #[derive(Clone)]
 pub struct HttpContext {
-    /// The engine the gRPC adapter uses too.
+    /// The namespace's engine, the one the gRPC adapter uses too.
     pub engine: Arc<Engine>,
-    /// The OTLP trace receiver shared with OTLP/gRPC.
+    /// The namespace's OTLP trace receiver, shared with OTLP/gRPC.
     pub trace_ingest: TraceIngest,
     /// Largest accepted request body in bytes (after decompression too);
     /// larger ones get a 413.
     pub max_body_bytes: usize,
-    /// agent-lightning 1.x's LLM gateway.
+    /// The namespace's agent-lightning 1.x LLM gateway.
     pub gateway: Arc<Gateway>,
     /// The server's metrics.
     pub metrics: Metrics,
@@ -43,5 +64,21 @@ impl HttpContext {
             self.engine.limits().ids(field, ids)?;
         }
         Ok(())
+    }
+}
+
+impl FromRequestParts<HttpState> for HttpContext {
+    type Rejection = HttpError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &HttpState) -> Result<Self, HttpError> {
+        let name = NamedNamespace::of(&parts.extensions)?;
+        let services = state.namespaces.resolve(&name).await?;
+        Ok(Self {
+            engine: services.engine.clone(),
+            trace_ingest: services.trace_ingest.clone(),
+            max_body_bytes: state.max_body_bytes,
+            gateway: services.gateway.clone(),
+            metrics: state.metrics.clone(),
+        })
     }
 }

@@ -65,6 +65,7 @@ impl From<StoreError> for HttpError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::NotFound(message) => Self::Detail(StatusCode::NOT_FOUND, message),
+            StoreError::AlreadyExists(message) => Self::Detail(StatusCode::CONFLICT, message),
             StoreError::InvalidArgument(message) => Self::Detail(StatusCode::BAD_REQUEST, message),
             StoreError::FailedPrecondition(message) => Self::Detail(StatusCode::CONFLICT, message),
             StoreError::PermissionDenied(message) => Self::Detail(StatusCode::FORBIDDEN, message),

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 use http::request::Parts;
 
-use super::context::HttpContext;
+use super::context::HttpState;
 use super::error::HttpError;
 use super::validate::{Invalid, Issue, Loc, Object, Validator};
 use lightning_store_core::access::Caller;
@@ -42,10 +42,10 @@ impl JsonBody {
     }
 }
 
-impl FromRequest<HttpContext> for JsonBody {
+impl FromRequest<HttpState> for JsonBody {
     type Rejection = HttpError;
 
-    async fn from_request(request: Request, context: &HttpContext) -> Result<Self, HttpError> {
+    async fn from_request(request: Request, context: &HttpState) -> Result<Self, HttpError> {
         let (parts, body) = request.into_parts();
         let bytes = read_body(body, context.max_body_bytes).await?;
         Ok(Self(json_body(&parts.headers, &bytes)?))
@@ -56,10 +56,10 @@ impl FromRequest<HttpContext> for JsonBody {
 #[derive(Debug)]
 pub struct RawBody(pub Bytes);
 
-impl FromRequest<HttpContext> for RawBody {
+impl FromRequest<HttpState> for RawBody {
     type Rejection = HttpError;
 
-    async fn from_request(request: Request, context: &HttpContext) -> Result<Self, HttpError> {
+    async fn from_request(request: Request, context: &HttpState) -> Result<Self, HttpError> {
         let body = request.into_body();
         Ok(Self(read_body(body, context.max_body_bytes).await?))
     }

@@ -30,7 +30,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
-pub use self::context::HttpContext;
+pub use self::context::{HttpContext, HttpState};
 use self::error::HttpError;
 use self::routes::Routes;
 use crate::auth::AuthLayer;
@@ -49,13 +49,13 @@ pub fn routes() -> Routes {
 /// Returns the router that serves `routes`: each request checked by `auth`
 /// against what its route declared, its matched route recorded for the
 /// call layer (refusals included), JSON 405 answers for known paths.
-pub fn router(routes: Routes, context: HttpContext, auth: AuthLayer) -> Router {
+pub fn router(routes: Routes, state: HttpState, auth: AuthLayer) -> Router {
     routes
         .into_router()
         .route_layer(auth)
         .route_layer(axum::middleware::from_fn(record_route))
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(context)
+        .with_state(state)
 }
 
 /// Returns the CORS layer of the HTTP routes for `origins` (`*`: any; the

@@ -13,7 +13,6 @@
 use std::io::Read as _;
 
 use axum::body::Body;
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -188,11 +187,7 @@ fn json_response(response: &ExportTraceServiceResponse) -> Vec<u8> {
 }
 
 /// `POST /v1/traces`.
-async fn export_traces(
-    State(context): State<HttpContext>,
-    headers: HeaderMap,
-    body: Body,
-) -> OtlpResponse {
+async fn export_traces(context: HttpContext, headers: HeaderMap, body: Body) -> OtlpResponse {
     let gzip = accepts_gzip(&headers);
     let media_type = header_text(&headers, header::CONTENT_TYPE)
         .split(';')

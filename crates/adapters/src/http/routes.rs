@@ -12,7 +12,7 @@
 //! ([`RouteNeeds`]). [`Routes`] is the only way a route joins the port (a
 //! test fails on a route registered around it), so a route cannot be
 //! served without a declared permission. The API's groups share
-//! [`HttpContext`]; a group with a state of its own (the console) declares
+//! [`HttpState`]; a group with a state of its own (the console) declares
 //! its routes the same way, and the server hands the access layer the
 //! declarations of both.
 
@@ -21,11 +21,11 @@ use axum::handler::Handler;
 use axum::routing::{MethodFilter, on};
 use http::Method;
 
-use super::context::HttpContext;
+use super::context::HttpState;
 use crate::auth::policy::{Need, RouteNeeds};
 
 /// HTTP routes with what each needs, their handlers sharing a state `S`.
-pub struct Routes<S = HttpContext> {
+pub struct Routes<S = HttpState> {
     router: Router<S>,
     needs: RouteNeeds,
 }

@@ -21,7 +21,7 @@ use lightning_store_core::error::{StoreError, StoreResult};
 /// Opens a transaction and answers the connection's backend process id,
 /// which an interrupt cancels. Its `COMMIT` does not wait for the disk (the
 /// connections' `synchronous_commit` is off for the whole session, see
-/// `super::PostgresStore::connect`): it releases the transaction's locks
+/// `super::store::PostgresStore::open`): it releases the transaction's locks
 /// (the event counter above all) at once.
 const BEGIN: &str = "BEGIN; SELECT pg_backend_pid()";
 

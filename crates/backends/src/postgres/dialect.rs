@@ -59,6 +59,12 @@ pub(super) fn store_error(error: sqlx::Error) -> StoreError {
             {
                 unavailable(error.to_string())
             }
+            // Undefined table, function or schema: the schema of the
+            // namespace this store serves was dropped by its purge (on this
+            // server or another), everything else of it is there.
+            Some("42P01" | "42883" | "3F000") => {
+                StoreError::NotFound(format!("the namespace was deleted (postgres: {error})"))
+            }
             _ => StoreError::Internal(format!("postgres: {error}")),
         },
         _ => StoreError::Internal(format!("postgres: {error}")),

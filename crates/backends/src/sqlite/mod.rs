@@ -58,8 +58,11 @@
 //! Over 600 lines: the file, its settings, migrations and error codes, and
 //! the writer connection's `Store`/`StoreTx` glue, which shares the
 //! writer's error handling; the group commit is in [`group`], the
-//! read-only connections in [`readers`], the operations in [`super::sql`].
+//! read-only connections in [`readers`], the operations in [`super::sql`],
+//! the namespaces (a database file each) in [`catalogue`].
 
+/// The namespaces, a database file each.
+mod catalogue;
 mod checkpointer;
 mod group;
 mod readers;
@@ -76,6 +79,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteLockingMode, Sq
 use sqlx::{ConnectOptions as _, Connection as _};
 use tokio::sync::{Mutex, MutexGuard, Notify};
 
+use self::catalogue::OpenStore;
 use self::checkpointer::{Checkpointer, WRITER_CHECKPOINT_PAGES};
 
 use self::readers::ReadConn;
@@ -84,6 +88,8 @@ use self::shared::{InFlight, Readers, Shared, Writer};
 use super::sql::{self, Dialect, SqlTx, Statement};
 use lightning_store_core::error::{StoreError, StoreResult};
 use lightning_store_core::storage::{DEFAULT_EVENT_RETENTION, Store, StoreTx};
+
+pub use self::catalogue::SqliteCatalogue;
 
 /// The schema migrations, embedded at build time.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
@@ -171,8 +177,11 @@ impl SqliteStore {
                 "cannot enable write-ahead logging (journal mode stays {mode})"
             )));
         }
+        // `run_direct` is what `run` does once it has the connection; `run`'s
+        // `Acquire` bound made this future `Send` for one lifetime only, so
+        // it could not be boxed as a `Send` future (the catalogue's stores).
         MIGRATOR
-            .run(&mut conn)
+            .run_direct(None, &mut conn, false)
             .await
             .map_err(|e| fail(sql::migration_failure(e, &MIGRATOR, open_reason)))?;
         // sqlx opened, checked and migrated the file; the store runs on a
@@ -212,6 +221,30 @@ impl SqliteStore {
             floor,
             _lock: lock,
         })
+    }
+}
+
+impl SqliteCatalogue {
+    /// Opens the catalogue of the namespaces of the database at `path`
+    /// (creating the file, the directory of the other namespaces beside it,
+    /// `<path>.namespaces/`, and the catalogue's file in it when missing):
+    /// the default namespace's store is that file's, opened now, each other
+    /// namespace's a file in the directory, all with `options`.
+    pub async fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, OpenError> {
+        let path = path.as_ref();
+        let default = Arc::new(SqliteStore::open(path, options.clone()).await?);
+        let open_store: OpenStore = Box::new(move |file| {
+            let options = options.clone();
+            Box::pin(async move {
+                let store = SqliteStore::open(file, options)
+                    .await
+                    .map_err(|error| StoreError::Unavailable(error.to_string()))?;
+                Ok(Arc::new(store) as Arc<dyn Store>)
+            })
+        });
+        SqliteCatalogue::start(path, default, open_store)
+            .await
+            .map_err(|(path, reason)| OpenError { path, reason })
     }
 }
 

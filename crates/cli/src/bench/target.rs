@@ -16,7 +16,7 @@ use super::args::TargetArgs;
 use super::error::{BenchError, BenchResult};
 use super::limits::CALL_TIMEOUT;
 use super::wire::LeanClient;
-use crate::connection::{AuthChannel, BearerToken, ConnectArgs, error_chain};
+use crate::connection::{AuthChannel, CallMetadata, ConnectArgs, error_chain};
 use lightning_store_proto::lightning_store_service_client::LightningStoreServiceClient;
 
 /// How long connecting one channel may take.
@@ -31,7 +31,7 @@ pub type StoreClient = LightningStoreServiceClient<AuthChannel>;
 pub struct Target {
     url: String,
     connect: ConnectArgs,
-    bearer: BearerToken,
+    bearer: CallMetadata,
     tasks_per_channel: usize,
     spawned: Option<Spawned>,
     probe: Probe,
@@ -63,7 +63,7 @@ impl Target {
         }
         let startup = Duration::try_from_secs_f64(args.startup_timeout_secs)
             .map_err(|_| BenchError::new("--startup-timeout-secs must be a number >= 0"))?;
-        let bearer = args.connect.bearer().map_err(BenchError::new)?;
+        let bearer = args.connect.call_metadata().map_err(BenchError::new)?;
         let Some(command) = &args.server_cmd else {
             let mut target = Self {
                 url: crate::connection::server_url(&args.server).map_err(BenchError::new)?,
@@ -340,7 +340,7 @@ fn free_loopback_addr() -> BenchResult<String> {
 /// Channels shared by the client tasks of one run.
 pub struct Pool {
     channels: Vec<Channel>,
-    bearer: BearerToken,
+    bearer: CallMetadata,
     tasks_per_channel: usize,
 }
 

@@ -1,6 +1,8 @@
 //! The command line of the client subcommands: their arguments, and the
 //! parsers that turn text into the protocol's values.
 
+use std::time::Duration;
+
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 
 use crate::connection::ShortName;
@@ -269,4 +271,28 @@ mod tests {
         assert!(parse_attribute("novalue").is_err());
         assert!(parse_attribute("=1").is_err());
     }
+}
+
+/// The arguments of `namespaces create`.
+#[derive(Debug, clap::Args)]
+pub struct NamespaceCreateArgs {
+    /// Its name: 1 to 63 lowercase letters, digits and hyphens, beginning
+    /// and ending with a letter or digit.
+    pub name: String,
+    /// Deletes the spans of its rollouts that finished longer ago than this
+    /// (`7d`, `12h`; default: the server's retention).
+    #[arg(long, value_parser = crate::duration::parse_positive)]
+    pub span_retention_age: Option<Duration>,
+    /// Deletes the spans of the rollouts that finished first while its
+    /// spans take more than this many bytes (default: the server's
+    /// retention).
+    #[arg(long, value_parser = clap::value_parser!(i64).range(1..))]
+    pub span_retention_max_bytes: Option<i64>,
+}
+
+/// The arguments of `namespaces delete`.
+#[derive(Debug, clap::Args)]
+pub struct NamespaceDeleteArgs {
+    /// The namespace to delete.
+    pub name: String,
 }

@@ -6,7 +6,8 @@
 //! The commands depend on the generated client ([`lightning_store_proto`]) and the
 //! shared client module ([`crate::connection`]), never on the server's internals
 //! (a test in `src/client.rs` keeps it so): `args` parses the command line, `inspect`
-//! and `drive` hold the commands that read and that write, `json` renders
+//! and `drive` hold the commands that read and that write, `namespaces`
+//! manages namespaces, `json` renders
 //! agent-lightning's JSON shapes and `text` the tables.
 
 use std::time::Duration;
@@ -33,14 +34,16 @@ mod drive;
 pub mod error;
 mod inspect;
 mod json;
+mod namespaces;
 mod session;
 mod text;
 
 pub use self::error::{ClientError, ClientResult};
 use self::session::Session;
 pub use args::{
-    AddSpanArgs, AttemptsArgs, CompleteArgs, DequeueArgs, EnqueueArgs, PageArgs, ResourcesArgs,
-    RolloutArgs, RolloutsArgs, SpansArgs, StartArgs, WorkersArgs,
+    AddSpanArgs, AttemptsArgs, CompleteArgs, DequeueArgs, EnqueueArgs, NamespaceCreateArgs,
+    NamespaceDeleteArgs, PageArgs, ResourcesArgs, RolloutArgs, RolloutsArgs, SpansArgs, StartArgs,
+    WorkersArgs,
 };
 
 /// Client subcommands.
@@ -71,6 +74,21 @@ pub enum ClientCommand {
     AddSpan(WithOptions<AddSpanArgs>),
     /// Marks an attempt succeeded or failed and prints it.
     Complete(WithOptions<CompleteArgs>),
+    /// Creates, lists and deletes namespaces (an admin token's calls).
+    #[command(subcommand)]
+    Namespaces(NamespacesCommand),
+}
+
+/// The `namespaces` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum NamespacesCommand {
+    /// Creates an empty namespace.
+    Create(WithOptions<NamespaceCreateArgs>),
+    /// Lists the namespaces with their counts and the bytes they take.
+    List(ClientOptions),
+    /// Deletes a namespace and every record in it (in the background; its
+    /// name answers NOT_FOUND at once).
+    Delete(WithOptions<NamespaceDeleteArgs>),
 }
 
 /// Options shared by every client subcommand.
@@ -104,7 +122,7 @@ impl ClientOptions {
     async fn connect(&self) -> ClientResult<Session> {
         let url = crate::connection::server_url(&self.server).map_err(ClientError::Address)?;
         let endpoint = self.connect.endpoint(&url).map_err(ClientError::Address)?;
-        let bearer = self.connect.bearer().map_err(ClientError::Address)?;
+        let bearer = self.connect.call_metadata().map_err(ClientError::Address)?;
         let channel = endpoint
             .connect_timeout(CONNECT_TIMEOUT)
             .connect()
@@ -145,5 +163,14 @@ async fn dispatch(command: ClientCommand) -> ClientResult {
         C::Dequeue(c) => drive::dequeue(c.options.connect().await?, c.args).await,
         C::AddSpan(c) => drive::add_span(c.options.connect().await?, c.args).await,
         C::Complete(c) => drive::complete(c.options.connect().await?, c.args).await,
+        C::Namespaces(NamespacesCommand::Create(c)) => {
+            namespaces::create(c.options.connect().await?, c.args).await
+        }
+        C::Namespaces(NamespacesCommand::List(options)) => {
+            namespaces::list(options.connect().await?).await
+        }
+        C::Namespaces(NamespacesCommand::Delete(c)) => {
+            namespaces::delete(c.options.connect().await?, c.args).await
+        }
     }
 }

@@ -308,6 +308,7 @@ fn describe(permission: Permission) -> &'static str {
         Permission::Resources => "publishing resources",
         Permission::Work => "running rollouts",
         Permission::Ingest => "exporting traces",
+        Permission::Namespaces => "managing namespaces",
     }
 }
 

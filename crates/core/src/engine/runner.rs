@@ -11,6 +11,7 @@ use crate::events::{Event, EventBus, EventPage};
 use crate::idempotency::DEFAULT_REQUEST_ID_TTL;
 use crate::limits::RequestLimits;
 use crate::model::{Statistics, Timestamp};
+use crate::namespace::NamespaceSettings;
 use crate::retention::{Eviction, RetentionPolicy};
 use crate::storage::{Held, Store, StoreTx};
 use crate::telemetry::{BackendPhase, NoObserver, Observer};
@@ -127,6 +128,16 @@ impl Engine {
             details: store_exclusive.then(DetailCache::new),
             appends: super::append_queue::AppendQueue::default(),
         }
+    }
+
+    /// Returns an engine with this one's settings over the store of another
+    /// namespace, with that namespace's retention when it has its own.
+    pub fn for_namespace(&self, store: Arc<dyn Store>, settings: &NamespaceSettings) -> Self {
+        let mut config = self.config.clone();
+        if let Some(retention) = settings.retention {
+            config.span_retention = retention;
+        }
+        Self::new(store, config)
     }
 
     /// Ends every wait in progress (and any later one) at once: waiting

@@ -8,19 +8,45 @@ use lightning_store_core::error::{StoreError, StoreResult};
 use lightning_store_core::model::{
     self as m, AttemptStatus, Json, RolloutMode, RolloutStatus, WorkerStatus,
 };
-use lightning_store_core::model::{MaxAttempts, RetryCondition, Seconds};
+use lightning_store_core::model::{MaxAttempts, RetryCondition, Seconds, Statistics};
 use lightning_store_core::overview::{Failure, MinuteCounts};
 use lightning_store_core::query::{FilterLogic, Page, Paged};
 use lightning_store_proto as pb;
 
+mod namespaces;
 mod spans;
 mod time;
 
+pub use self::namespaces::{namespace_to_proto, retention_from_proto};
 pub use self::time::{
     duration_from_proto, opt_time, opt_timestamp_from_proto, timestamp_from_proto,
     timestamp_to_proto,
 };
 pub use spans::{span_from_proto, span_to_proto};
+
+/// Converts a namespace's (or the store's) statistics to protobuf.
+pub fn statistics_to_proto(stats: Statistics) -> pb::GetStatisticsResponse {
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let counts = stats.counts;
+    pb::GetStatisticsResponse {
+        name: stats.name,
+        total_rollouts: count(counts.rollouts),
+        total_attempts: count(counts.attempts),
+        total_spans: count(counts.spans),
+        total_resources: count(counts.resources),
+        total_workers: count(counts.workers),
+        uptime_seconds: stats.uptime_seconds,
+        queued_rollouts: count(counts.queued),
+        total_span_bytes: count(counts.span_bytes),
+        evicted_rollouts: count(counts.evicted_rollouts),
+        evicted_spans: count(counts.evicted_spans),
+        evicted_span_bytes: count(counts.evicted_span_bytes),
+        rollouts_by_status: status_counts(RolloutStatus::ALL, &counts.rollouts_by_status),
+        attempts_by_status: status_counts(AttemptStatus::ALL, &counts.attempts_by_status),
+        oldest_queued_time: counts.oldest_queued_time.map(timestamp_to_proto),
+        oldest_queued_rollout_id: counts.oldest_queued_rollout_id.unwrap_or_default(),
+    }
+}
 
 /// Converts per-status counts to a map keyed by status name, with every
 /// status of `all` present (zero when absent from `counts`).

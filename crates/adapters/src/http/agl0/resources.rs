@@ -3,7 +3,7 @@
 //! and stored as pydantic dumps it: defaults filled in, unknown fields
 //! dropped, fields in model order.
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
@@ -116,7 +116,7 @@ fn read_named_resources(json: &Json) -> HttpResult<Json> {
 }
 
 /// `POST /resources`: 201 and the new snapshot (version 1), now the latest.
-pub async fn add(State(context): State<HttpContext>, body: JsonBody) -> HttpResult<Response> {
+pub async fn add(context: HttpContext, body: JsonBody) -> HttpResult<Response> {
     let resources = read_named_resources(&body.required()?)?;
     let update = context.engine.add_resources(resources).await?;
     Ok(PyJson(StatusCode::CREATED, ResourcesJson::from(&update)).into_response())
@@ -124,7 +124,7 @@ pub async fn add(State(context): State<HttpContext>, body: JsonBody) -> HttpResu
 
 /// `POST /resources/{resources_id}`: replaces (or creates) the snapshot.
 pub async fn update(
-    State(context): State<HttpContext>,
+    context: HttpContext,
     Path(resources_id): Path<String>,
     body: JsonBody,
 ) -> HttpResult<Response> {
@@ -139,18 +139,12 @@ pub async fn update(
 
 /// `POST /resources/latest`: upstream's router reads it as an update of
 /// the snapshot whose id is `latest`.
-pub async fn update_latest_named(
-    state: State<HttpContext>,
-    body: JsonBody,
-) -> HttpResult<Response> {
-    update(state, Path("latest".to_owned()), body).await
+pub async fn update_latest_named(context: HttpContext, body: JsonBody) -> HttpResult<Response> {
+    update(context, Path("latest".to_owned()), body).await
 }
 
 /// `GET /resources/{resources_id}`: the snapshot, or `null`.
-pub async fn get(
-    State(context): State<HttpContext>,
-    Path(resources_id): Path<String>,
-) -> HttpResult<Response> {
+pub async fn get(context: HttpContext, Path(resources_id): Path<String>) -> HttpResult<Response> {
     let resources_id = ResourcesId::parse("resources_id", resources_id)?;
     match context.engine.get_resources(&resources_id).await {
         Ok(update) => Ok(PyJson(StatusCode::OK, ResourcesJson::from(&update)).into_response()),
@@ -160,16 +154,13 @@ pub async fn get(
 }
 
 /// `GET /resources/latest`: the latest snapshot, or `null`.
-pub async fn latest(State(context): State<HttpContext>) -> HttpResult<Response> {
+pub async fn latest(context: HttpContext) -> HttpResult<Response> {
     let latest = context.engine.latest_resources().await?;
     Ok(PyJson(StatusCode::OK, latest.as_ref().map(ResourcesJson::from)).into_response())
 }
 
 /// `GET /resources`: the dashboard's resources list.
-pub async fn query(
-    State(context): State<HttpContext>,
-    params: QueryParams,
-) -> HttpResult<Response> {
+pub async fn query(context: HttpContext, params: QueryParams) -> HttpResult<Response> {
     let mut v = Validator::new();
     let read = ResourcesQuery::read(&mut v, &Source::Query(&params));
     let query = v.finish(read)?;

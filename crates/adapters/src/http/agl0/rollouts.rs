@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
@@ -32,7 +32,7 @@ fn worker_id(id: Option<String>) -> HttpResult<Option<WorkerId>> {
 /// `Idempotency-Key` header, a retry answers with the rollouts the first
 /// call created (as they are now) and enqueues nothing.
 pub async fn enqueue(
-    State(context): State<HttpContext>,
+    context: HttpContext,
     IdempotencyKey(key): IdempotencyKey,
     body: JsonBody,
 ) -> HttpResult<Response> {
@@ -62,7 +62,7 @@ fn read_enqueue(v: &mut Validator, json: &Json) -> Option<Vec<RolloutSpec>> {
 
 /// `POST /queues/rollouts/dequeue`: the claimed rollouts (never waits).
 pub async fn dequeue(
-    State(context): State<HttpContext>,
+    context: HttpContext,
     RequestCaller(caller): RequestCaller,
     JsonBody(json): JsonBody,
 ) -> HttpResult<Response> {
@@ -98,7 +98,7 @@ fn read_dequeue(v: &mut Validator, json: &Json) -> Option<(i64, Option<String>)>
 
 /// `POST /rollouts`: 201 and the started rollout with its first attempt.
 pub async fn start_rollout(
-    State(context): State<HttpContext>,
+    context: HttpContext,
     RequestCaller(caller): RequestCaller,
     body: JsonBody,
 ) -> HttpResult<Response> {
@@ -141,15 +141,12 @@ async fn run_query(context: &HttpContext, source: Source<'_>) -> HttpResult<Resp
 }
 
 /// `GET /rollouts`: the dashboard's rollout list.
-pub async fn query(
-    State(context): State<HttpContext>,
-    params: QueryParams,
-) -> HttpResult<Response> {
+pub async fn query(context: HttpContext, params: QueryParams) -> HttpResult<Response> {
     run_query(&context, Source::Query(&params)).await
 }
 
 /// `POST /rollouts/search`: what `LightningStoreClient.query_rollouts` calls.
-pub async fn search(State(context): State<HttpContext>, body: JsonBody) -> HttpResult<Response> {
+pub async fn search(context: HttpContext, body: JsonBody) -> HttpResult<Response> {
     let object = body.object()?;
     run_query(&context, Source::Body(&object)).await
 }
@@ -157,7 +154,7 @@ pub async fn search(State(context): State<HttpContext>, body: JsonBody) -> HttpR
 /// `GET /rollouts/{rollout_id}`: the rollout (with its latest attempt), or
 /// `null` when unknown.
 pub async fn get_rollout(
-    State(context): State<HttpContext>,
+    context: HttpContext,
     Path(rollout_id): Path<String>,
 ) -> HttpResult<Response> {
     let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
@@ -170,8 +167,8 @@ pub async fn get_rollout(
 
 /// `GET /rollouts/search`: upstream's router reads it as the rollout whose
 /// id is `search`.
-pub async fn get_rollout_named_search(state: State<HttpContext>) -> HttpResult<Response> {
-    get_rollout(state, Path("search".to_owned())).await
+pub async fn get_rollout_named_search(context: HttpContext) -> HttpResult<Response> {
+    get_rollout(context, Path("search".to_owned())).await
 }
 
 /// Returns `200 null`, upstream's answer for an unknown entity.
@@ -181,7 +178,7 @@ fn null() -> Response {
 
 /// `POST /rollouts/{rollout_id}`: writes the fields present.
 pub async fn update_rollout(
-    State(context): State<HttpContext>,
+    context: HttpContext,
     Path(rollout_id): Path<String>,
     body: JsonBody,
 ) -> HttpResult<Response> {
@@ -193,7 +190,7 @@ pub async fn update_rollout(
 
 /// `POST /rollouts/{rollout_id}/attempts`: 201 and the rollout with its new attempt.
 pub async fn start_attempt(
-    State(context): State<HttpContext>,
+    context: HttpContext,
     Path(rollout_id): Path<String>,
     RequestCaller(caller): RequestCaller,
     JsonBody(json): JsonBody,
@@ -242,7 +239,7 @@ async fn run_attempt_query(
 
 /// `GET /rollouts/{rollout_id}/attempts`.
 pub async fn query_attempts(
-    State(context): State<HttpContext>,
+    context: HttpContext,
     Path(rollout_id): Path<String>,
     params: QueryParams,
 ) -> HttpResult<Response> {
@@ -251,7 +248,7 @@ pub async fn query_attempts(
 
 /// `POST /rollouts/{rollout_id}/attempts/search`.
 pub async fn search_attempts(
-    State(context): State<HttpContext>,
+    context: HttpContext,
     Path(rollout_id): Path<String>,
     body: JsonBody,
 ) -> HttpResult<Response> {
@@ -261,7 +258,7 @@ pub async fn search_attempts(
 
 /// `GET /rollouts/{rollout_id}/attempts/latest`: the attempt, or `null`.
 pub async fn latest_attempt(
-    State(context): State<HttpContext>,
+    context: HttpContext,
     Path(rollout_id): Path<String>,
 ) -> HttpResult<Response> {
     let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
@@ -277,7 +274,7 @@ pub async fn latest_attempt(
 /// `POST /rollouts/{rollout_id}/attempts/{attempt_id}`: writes the fields
 /// present (`attempt_id` may be `latest`).
 pub async fn update_attempt(
-    State(context): State<HttpContext>,
+    context: HttpContext,
     Path((rollout_id, attempt_id)): Path<(String, String)>,
     RequestCaller(caller): RequestCaller,
     body: JsonBody,
@@ -294,13 +291,13 @@ pub async fn update_attempt(
 
 /// `POST /rollouts/{rollout_id}/attempts/latest`.
 pub async fn update_latest_attempt(
-    state: State<HttpContext>,
+    context: HttpContext,
     Path(rollout_id): Path<String>,
     caller: RequestCaller,
     body: JsonBody,
 ) -> HttpResult<Response> {
     update_attempt(
-        state,
+        context,
         Path((rollout_id, ids::LATEST.to_owned())),
         caller,
         body,
@@ -310,7 +307,7 @@ pub async fn update_latest_attempt(
 
 /// `POST /waits/rollouts`: the finished rollouts among those named, once
 /// all are finished or `timeout` seconds passed (`null`: no limit).
-pub async fn wait(State(context): State<HttpContext>, body: JsonBody) -> HttpResult<Response> {
+pub async fn wait(context: HttpContext, body: JsonBody) -> HttpResult<Response> {
     let json = body.required()?;
     context.check_ids("rollout_ids", json.get("rollout_ids"))?;
     let mut v = Validator::new();

@@ -1,6 +1,5 @@
 //! The span routes: add, query and sequence ids.
 
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
@@ -18,7 +17,7 @@ use lightning_store_core::model::Json;
 use lightning_store_core::query::{AttemptSelector, SpanFilter, TextMatch};
 
 /// `POST /spans`: 201 and the stored span, or `null` for a duplicate.
-pub async fn add(State(context): State<HttpContext>, body: JsonBody) -> HttpResult<Response> {
+pub async fn add(context: HttpContext, body: JsonBody) -> HttpResult<Response> {
     let json = body.required()?;
     let mut v = Validator::new();
     let read = read_span(&mut v, &Loc::body(), &json);
@@ -68,15 +67,12 @@ async fn run_query(
 }
 
 /// `GET /spans`: the dashboard's span list.
-pub async fn query(
-    State(context): State<HttpContext>,
-    params: QueryParams,
-) -> HttpResult<Response> {
+pub async fn query(context: HttpContext, params: QueryParams) -> HttpResult<Response> {
     run_query(&context, Source::Query(&params), &params.to_object()).await
 }
 
 /// `POST /spans/search`: what `LightningStoreClient.query_spans` calls.
-pub async fn search(State(context): State<HttpContext>, body: JsonBody) -> HttpResult<Response> {
+pub async fn search(context: HttpContext, body: JsonBody) -> HttpResult<Response> {
     let object = body.object()?;
     let whole = Json::Object(object.clone());
     run_query(&context, Source::Body(&object), &whole).await
@@ -85,10 +81,7 @@ pub async fn search(State(context): State<HttpContext>, body: JsonBody) -> HttpR
 /// `POST /spans/next`: `{"sequence_id": n}`, the rollout's next sequence id.
 /// As upstream, the pair is not looked up: an unknown rollout just gets a
 /// counter.
-pub async fn next_sequence_id(
-    State(context): State<HttpContext>,
-    body: JsonBody,
-) -> HttpResult<Response> {
+pub async fn next_sequence_id(context: HttpContext, body: JsonBody) -> HttpResult<Response> {
     let json = body.required()?;
     let mut v = Validator::new();
     let loc = Loc::body();

@@ -1,6 +1,6 @@
 //! The worker, statistics and health routes.
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
@@ -22,7 +22,7 @@ pub async fn health() -> Response {
 }
 
 /// `GET /statistics`.
-pub async fn statistics(State(context): State<HttpContext>) -> HttpResult<Response> {
+pub async fn statistics(context: HttpContext) -> HttpResult<Response> {
     let statistics = context.engine.statistics().await?;
     Ok(PyJson(StatusCode::OK, StatisticsJson::from(&statistics)).into_response())
 }
@@ -42,24 +42,18 @@ async fn run_query(context: &HttpContext, source: Source<'_>) -> HttpResult<Resp
 }
 
 /// `GET /workers`: the dashboard's worker list.
-pub async fn query(
-    State(context): State<HttpContext>,
-    params: QueryParams,
-) -> HttpResult<Response> {
+pub async fn query(context: HttpContext, params: QueryParams) -> HttpResult<Response> {
     run_query(&context, Source::Query(&params)).await
 }
 
 /// `POST /workers/search`: what `LightningStoreClient.query_workers` calls.
-pub async fn search(State(context): State<HttpContext>, body: JsonBody) -> HttpResult<Response> {
+pub async fn search(context: HttpContext, body: JsonBody) -> HttpResult<Response> {
     let object = body.object()?;
     run_query(&context, Source::Body(&object)).await
 }
 
 /// `GET /workers/{worker_id}`: the worker, or `null`.
-pub async fn get(
-    State(context): State<HttpContext>,
-    Path(worker_id): Path<String>,
-) -> HttpResult<Response> {
+pub async fn get(context: HttpContext, Path(worker_id): Path<String>) -> HttpResult<Response> {
     let worker_id = WorkerId::parse("worker_id", worker_id)?;
     match context.engine.get_worker(&worker_id).await {
         Ok(worker) => Ok(PyJson(StatusCode::OK, WorkerJson::from(&worker)).into_response()),
@@ -70,14 +64,14 @@ pub async fn get(
 
 /// `GET /workers/search`: upstream's router reads it as the worker whose id
 /// is `search`.
-pub async fn get_named_search(state: State<HttpContext>) -> HttpResult<Response> {
-    get(state, Path("search".to_owned())).await
+pub async fn get_named_search(context: HttpContext) -> HttpResult<Response> {
+    get(context, Path("search".to_owned())).await
 }
 
 /// `POST /workers/{worker_id}`: a heartbeat, with new `heartbeat_stats`
 /// when given (`null` is refused, as upstream).
 pub async fn update(
-    State(context): State<HttpContext>,
+    context: HttpContext,
     Path(worker_id): Path<String>,
     RequestCaller(caller): RequestCaller,
     JsonBody(json): JsonBody,

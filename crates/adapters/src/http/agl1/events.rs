@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 use serde_json::value::RawValue;
@@ -88,7 +88,7 @@ fn may_have_routed_experts(data: &str) -> bool {
 }
 
 pub(super) async fn post(
-    State(context): State<HttpContext>,
+    context: HttpContext,
     Path((rollout_id, attempt_id)): Path<(String, String)>,
     extract::IdempotencyKey(key): extract::IdempotencyKey,
     headers: HeaderMap,
@@ -114,7 +114,7 @@ pub(super) async fn post(
 }
 
 pub(super) async fn query(
-    State(context): State<HttpContext>,
+    context: HttpContext,
     Path(rollout_id): Path<String>,
     params: QueryParams,
 ) -> HttpResult<Response> {
@@ -136,10 +136,7 @@ pub(super) async fn query(
     Ok(raw_answer(StatusCode::OK, render::events(&events)))
 }
 
-pub(super) async fn register_models(
-    State(context): State<HttpContext>,
-    body: JsonBody,
-) -> HttpResult<Response> {
+pub(super) async fn register_models(context: HttpContext, body: JsonBody) -> HttpResult<Response> {
     let body = body.required()?;
     context.check_batch("models", Some(&body))?;
     let mut v = Validator::new();
@@ -164,7 +161,7 @@ pub(super) async fn register_models(
     Ok(PyJson(StatusCode::CREATED, bodies).into_response())
 }
 
-pub(super) async fn delete_models(State(context): State<HttpContext>) -> HttpResult<Response> {
+pub(super) async fn delete_models(context: HttpContext) -> HttpResult<Response> {
     context.engine.delete_models().await?;
     context.gateway.models_changed();
     Ok(PyJson(StatusCode::OK, serde_json::json!({"status": "ok"})).into_response())

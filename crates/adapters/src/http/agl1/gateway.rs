@@ -1,6 +1,6 @@
 //! The gateway routes: proxied model calls, and pause, resume and state.
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 
@@ -20,10 +20,7 @@ fn state_answer(state: &GatewayState) -> Response {
     PyJson(StatusCode::OK, PauseBody::new(&state.pause, state.inflight)).into_response()
 }
 
-pub(super) async fn pause(
-    State(context): State<HttpContext>,
-    body: JsonBody,
-) -> HttpResult<Response> {
+pub(super) async fn pause(context: HttpContext, body: JsonBody) -> HttpResult<Response> {
     let body = body.required()?;
     let mut v = Validator::new();
     let request = schema::pause_request(&mut v, &Loc::body(), &body);
@@ -32,18 +29,18 @@ pub(super) async fn pause(
     Ok(state_answer(&state))
 }
 
-pub(super) async fn resume(State(context): State<HttpContext>) -> HttpResult<Response> {
+pub(super) async fn resume(context: HttpContext) -> HttpResult<Response> {
     let state = context.gateway.set_pause(None).await?;
     Ok(state_answer(&state))
 }
 
-pub(super) async fn state(State(context): State<HttpContext>) -> HttpResult<Response> {
+pub(super) async fn state(context: HttpContext) -> HttpResult<Response> {
     let state = context.gateway.state().await?;
     Ok(state_answer(&state))
 }
 
 pub(super) async fn proxy(
-    State(context): State<HttpContext>,
+    context: HttpContext,
     Path((rollout_id, attempt_id, mode, upstream_path)): Path<(String, String, String, String)>,
     body: axum::body::Body,
 ) -> HttpResult<Response> {

@@ -4,7 +4,7 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -28,10 +28,7 @@ const MAX_WAIT_SECONDS: f64 = 300.0;
 /// Completions one server-sent events read takes at most.
 const STREAM_PAGE: usize = 256;
 
-pub(super) async fn create(
-    State(context): State<HttpContext>,
-    body: JsonBody,
-) -> HttpResult<Response> {
+pub(super) async fn create(context: HttpContext, body: JsonBody) -> HttpResult<Response> {
     let body = body.required()?;
     context.check_batch("rollouts", Some(&body))?;
     let mut v = Validator::new();
@@ -41,10 +38,7 @@ pub(super) async fn create(
     Ok(raw_answer(StatusCode::CREATED, render::rollouts(&created)))
 }
 
-pub(super) async fn list(
-    State(context): State<HttpContext>,
-    params: QueryParams,
-) -> HttpResult<Response> {
+pub(super) async fn list(context: HttpContext, params: QueryParams) -> HttpResult<Response> {
     let mut v = Validator::new();
     let given: Vec<&str> = params.values("state_in").collect();
     let states = if given.is_empty() {
@@ -75,7 +69,7 @@ pub(super) async fn list(
 /// entry; with `Accept: text/event-stream`, every entry from `after` (or
 /// `Last-Event-ID`) on as server-sent events, until the server shuts down.
 pub(super) async fn terminal(
-    State(context): State<HttpContext>,
+    context: HttpContext,
     headers: HeaderMap,
     params: QueryParams,
 ) -> HttpResult<Response> {
@@ -165,7 +159,7 @@ fn completion_stream(context: HttpContext, after: i64) -> Response {
 }
 
 pub(super) async fn get(
-    State(context): State<HttpContext>,
+    context: HttpContext,
     Path(rollout_id): Path<String>,
 ) -> HttpResult<Response> {
     let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
@@ -174,7 +168,7 @@ pub(super) async fn get(
 }
 
 pub(super) async fn patch(
-    State(context): State<HttpContext>,
+    context: HttpContext,
     Path(rollout_id): Path<String>,
     body: JsonBody,
 ) -> HttpResult<Response> {
@@ -191,7 +185,7 @@ pub(super) async fn patch(
 }
 
 pub(super) async fn delete(
-    State(context): State<HttpContext>,
+    context: HttpContext,
     Path(rollout_id): Path<String>,
 ) -> HttpResult<Response> {
     let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;

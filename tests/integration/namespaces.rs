@@ -1,0 +1,493 @@
+//! Namespaces through the server: each holds its own queue, rollouts,
+//! resources and statistics, chosen by gRPC metadata or the HTTP path
+//! prefix; unknown and malformed names are refused; a deleted namespace is
+//! gone at once and the others keep their data; on every backend.
+
+use serde_json::json;
+use tonic::Code;
+use tonic::metadata::MetadataValue;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+use crate::common::http::{HttpClient, Version};
+use crate::common::{Backend, TestOptions, TestServer};
+use lightning_store::proto as pb;
+use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
+use lightning_store::server::ServerConfig;
+
+/// An interceptor that adds the namespace metadata to every call.
+type NameNamespace =
+    Box<dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send>;
+
+/// A channel whose calls name a namespace.
+type Named = InterceptedService<Channel, NameNamespace>;
+
+/// A store client whose every call names `namespace`.
+async fn client_in(server: &TestServer, namespace: &str) -> LightningStoreServiceClient<Named> {
+    let value: MetadataValue<_> = namespace.parse().unwrap();
+    let name: NameNamespace = Box::new(move |mut request: tonic::Request<()>| {
+        request
+            .metadata_mut()
+            .insert("lightning-store-namespace", value.clone());
+        Ok(request)
+    });
+    LightningStoreServiceClient::with_interceptor(server.channel().await, name)
+}
+
+async fn create(server: &TestServer, name: &str) {
+    server
+        .client()
+        .await
+        .create_namespace(pb::CreateNamespaceRequest {
+            name: name.to_owned(),
+            span_retention: None,
+        })
+        .await
+        .unwrap();
+}
+
+async fn enqueue(client: &mut LightningStoreServiceClient<Named>, input: &str) -> String {
+    client
+        .enqueue_rollout(pb::EnqueueRolloutRequest {
+            request_id: None,
+            rollout: Some(pb::RolloutSpec {
+                input_json: input.to_owned(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rollout
+        .unwrap()
+        .rollout_id
+}
+
+async fn rollout_ids(client: &mut LightningStoreServiceClient<Named>) -> Vec<String> {
+    let page = client
+        .query_rollouts(pb::QueryRolloutsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    page.rollouts.into_iter().map(|r| r.rollout_id).collect()
+}
+
+async fn stats(client: &mut LightningStoreServiceClient<Named>) -> pb::GetStatisticsResponse {
+    client
+        .get_statistics(pb::GetStatisticsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+async fn two_namespaces_see_nothing_of_each_other(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    create(&server, "run-a").await;
+    create(&server, "run-b").await;
+    let mut a = client_in(&server, "run-a").await;
+    let mut b = client_in(&server, "run-b").await;
+    let mut default = client_in(&server, "default").await;
+
+    // B's event feed, from its start: it must see B's rollout first.
+    let mut b_events = b
+        .watch_events(pb::WatchEventsRequest {
+            after_seq: Some(0),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let in_a = enqueue(&mut a, r#"{"task": "a"}"#).await;
+    // Through agent-lightning 0.x's HTTP API, by the path prefix alone.
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let enqueued = http
+        .post_json(
+            "/ns/run-b/v1/agl/queues/rollouts/enqueue",
+            &json!({"rollouts": [{"input": {"task": "b"}}]}),
+        )
+        .await;
+    assert_eq!(enqueued.status, 201, "{}", enqueued.text());
+    let in_b = enqueued.json()[0]["rollout_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    assert_eq!(rollout_ids(&mut a).await, std::slice::from_ref(&in_a));
+    assert_eq!(rollout_ids(&mut b).await, std::slice::from_ref(&in_b));
+    let first = loop {
+        let message = b_events.message().await.unwrap().unwrap();
+        if let Some(pb::watch_events_response::Message::Event(event)) = message.message {
+            break event;
+        }
+    };
+    assert_eq!((first.seq, first.rollout_id.as_str()), (1, in_b.as_str()));
+    // agent-lightning 1.x's API, by the path prefix too.
+    let created = http
+        .post_json(
+            "/ns/run-a/api/rollouts",
+            &json!([{"input": {"task": "a1x"}}]),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    let inputs = |namespace: &'static str| {
+        let http = &http;
+        async move {
+            let listed = http
+                .get(&format!("/ns/{namespace}/api/rollouts?state_in=queuing"))
+                .await
+                .json();
+            let inputs: Vec<serde_json::Value> = listed
+                .as_array()
+                .unwrap_or_else(|| panic!("{listed}"))
+                .iter()
+                .map(|r| r["input"].clone())
+                .collect();
+            inputs
+        }
+    };
+    assert_eq!(inputs("run-a").await, [json!({"task": "a1x"})]);
+    assert!(inputs("run-b").await.is_empty());
+    assert!(rollout_ids(&mut default).await.is_empty());
+    let listed = http.get("/ns/run-a/v1/agl/rollouts").await.json();
+    assert_eq!(listed["items"][0]["rollout_id"], json!(in_a), "{listed}");
+    assert_eq!(listed["total"], json!(2));
+    // Another namespace's rollout is unknown here.
+    let status = b
+        .get_rollout(pb::GetRolloutRequest {
+            rollout_id: in_a.clone(),
+        })
+        .await
+        .map(|r| r.into_inner().rollout.is_some());
+    assert!(
+        matches!(&status, Ok(false)) || matches!(&status, Err(s) if s.code() == Code::NotFound),
+        "{status:?}"
+    );
+
+    // A runner of B takes B's work only.
+    let dequeued = b
+        .dequeue_rollout(pb::DequeueRolloutRequest {
+            worker_id: Some("runner".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rollout
+        .unwrap();
+    assert_eq!(dequeued.rollout_id, in_b);
+    let nothing = b
+        .dequeue_rollout(pb::DequeueRolloutRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(nothing.rollout.is_none());
+
+    // Resources and their `latest` are per namespace.
+    a.add_resources(pb::AddResourcesRequest {
+        resources_json: r#"{"prompt": {"resource_type": "prompt_template", "template": "a", "engine": "f-string"}}"#.into(),
+    })
+    .await
+    .unwrap();
+    let latest_b = b
+        .get_latest_resources(pb::GetLatestResourcesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(latest_b.resources.is_none());
+
+    assert_eq!(stats(&mut a).await.total_rollouts, 2);
+    assert_eq!(stats(&mut a).await.total_resources, 1);
+    assert_eq!(stats(&mut b).await.total_rollouts, 1);
+    assert_eq!(stats(&mut b).await.total_resources, 0);
+    assert_eq!(stats(&mut default).await.total_rollouts, 0);
+
+    let listed = server
+        .client()
+        .await
+        .list_namespaces(pb::ListNamespacesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let names: Vec<_> = listed
+        .namespaces
+        .iter()
+        .map(|n| {
+            let stats = n.statistics.clone().unwrap();
+            (n.namespace.clone().unwrap().name, stats.total_rollouts)
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("default".into(), 0),
+            ("run-a".into(), 2),
+            ("run-b".into(), 1)
+        ]
+    );
+    server.stop().await;
+}
+
+async fn unknown_and_malformed_namespaces_are_refused(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let mut unknown = client_in(&server, "run-x").await;
+    let status = unknown
+        .get_statistics(pb::GetStatisticsRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::NotFound);
+    assert!(status.message().contains("run-x"), "{}", status.message());
+    let mut malformed = client_in(&server, "Run_X").await;
+    let status = malformed
+        .get_statistics(pb::GetStatisticsRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let answer = http.get("/ns/run-x/v1/agl/statistics").await;
+    assert_eq!(answer.status, 404);
+    assert!(answer.text().contains("run-x"), "{}", answer.text());
+    assert_eq!(http.get("/ns/Run_X/v1/agl/statistics").await.status, 400);
+    // Nothing was created by the calls.
+    let listed = server
+        .client()
+        .await
+        .list_namespaces(pb::ListNamespacesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.namespaces.len(), 1);
+
+    let taken = server
+        .client()
+        .await
+        .create_namespace(pb::CreateNamespaceRequest {
+            name: "default".into(),
+            span_retention: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(taken.code(), Code::AlreadyExists);
+    server.stop().await;
+}
+
+async fn a_deleted_namespace_is_gone_and_the_others_keep_their_data(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    create(&server, "run-a").await;
+    create(&server, "run-b").await;
+    let mut a = client_in(&server, "run-a").await;
+    let mut b = client_in(&server, "run-b").await;
+    enqueue(&mut a, "1").await;
+    let kept = enqueue(&mut b, "2").await;
+
+    let deleted = server
+        .client()
+        .await
+        .delete_namespace(pb::DeleteNamespaceRequest {
+            name: "run-a".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(deleted.namespace.unwrap().name, "run-a");
+    let status = a
+        .query_rollouts(pb::QueryRolloutsRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::NotFound);
+    assert_eq!(rollout_ids(&mut b).await, [kept]);
+    let refused = server
+        .client()
+        .await
+        .delete_namespace(pb::DeleteNamespaceRequest {
+            name: "default".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition);
+
+    // The name starts afresh.
+    create(&server, "run-a").await;
+    assert!(rollout_ids(&mut a).await.is_empty());
+    server.stop().await;
+}
+
+async fn namespaces_can_be_created_on_first_use(backend: Backend) {
+    let mut options = TestOptions {
+        config: ServerConfig::default(),
+        ..TestOptions::default()
+    };
+    options.config.namespaces.create_on_first_use = true;
+    let server = TestServer::start_opts(backend, options).await;
+    let mut fresh = client_in(&server, "run-new").await;
+    let id = enqueue(&mut fresh, "1").await;
+    assert_eq!(rollout_ids(&mut fresh).await, [id]);
+    let mut default = client_in(&server, "default").await;
+    assert!(rollout_ids(&mut default).await.is_empty());
+    server.stop().await;
+}
+
+macro_rules! on_every_backend {
+    ($($test:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                for backend in available_backends(&[Backend::Memory, Backend::Sqlite, Backend::Postgres]) {
+                    super::$test(backend).await;
+                }
+            }
+        )*
+    };
+}
+
+mod each_backend {
+    use crate::common::{Backend, available_backends};
+
+    on_every_backend!(
+        two_namespaces_see_nothing_of_each_other,
+        unknown_and_malformed_namespaces_are_refused,
+        a_deleted_namespace_is_gone_and_the_others_keep_their_data,
+        namespaces_can_be_created_on_first_use,
+    );
+}
+
+/// A token limited to `run-a`: refused on `run-b` and `default` through
+/// gRPC and HTTP (writing nothing), working in `run-a` when a call names
+/// none; limited, even an admin token cannot manage namespaces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_limited_to_a_namespace_is_refused_on_the_others() {
+    use lightning_store::auth::Tokens;
+    use lightning_store::auth::policy::Role;
+    use lightning_store::auth::tokens::{LineScope, file_line};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokens");
+    let lines = [
+        file_line("operator", &[Role::Admin], &LineScope::default()),
+        file_line(
+            "trainer-a",
+            &[Role::Algorithm],
+            &LineScope {
+                namespaces: &["run-a".into()],
+                ..LineScope::default()
+            },
+        ),
+        file_line(
+            "admin-a",
+            &[Role::Admin],
+            &LineScope {
+                namespaces: &["run-a".into()],
+                ..LineScope::default()
+            },
+        ),
+    ];
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let server = TestServer::start_with(
+        Backend::Memory,
+        ServerConfig {
+            tokens: Tokens::load(Some(&path), None).unwrap(),
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let channel = server.channel().await;
+    let call = |token: &'static str, namespace: Option<&'static str>| {
+        let mut client = LightningStoreServiceClient::new(channel.clone());
+        async move {
+            let mut request = tonic::Request::new(pb::EnqueueRolloutRequest {
+                request_id: None,
+                rollout: Some(pb::RolloutSpec {
+                    input_json: "1".into(),
+                    ..Default::default()
+                }),
+            });
+            let metadata = request.metadata_mut();
+            metadata.insert("authorization", format!("Bearer {token}").parse().unwrap());
+            if let Some(namespace) = namespace {
+                metadata.insert("lightning-store-namespace", namespace.parse().unwrap());
+            }
+            client.enqueue_rollout(request).await.map(drop)
+        }
+    };
+    for name in ["run-a", "run-b"] {
+        let mut request = tonic::Request::new(pb::CreateNamespaceRequest {
+            name: name.into(),
+            span_retention: None,
+        });
+        request
+            .metadata_mut()
+            .insert("authorization", "Bearer operator".parse().unwrap());
+        LightningStoreServiceClient::new(channel.clone())
+            .create_namespace(request)
+            .await
+            .unwrap();
+    }
+
+    // Its own namespace, named or not.
+    call("trainer-a", Some("run-a")).await.unwrap();
+    call("trainer-a", None).await.unwrap();
+    // Any other.
+    for namespace in [Some("run-b"), Some("default")] {
+        let status = call("trainer-a", namespace).await.unwrap_err();
+        assert_eq!(status.code(), Code::PermissionDenied, "{namespace:?}");
+        assert!(
+            status.message().contains("namespace"),
+            "{}",
+            status.message()
+        );
+    }
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let headers = [
+        ("content-type", "application/json"),
+        ("authorization", "Bearer trainer-a"),
+    ];
+    let body = r#"{"rollouts": [{"input": 1}]}"#;
+    for (path, status) in [
+        ("/ns/run-b/v1/agl/queues/rollouts/enqueue", 403),
+        ("/v1/agl/queues/rollouts/enqueue", 201),
+        ("/ns/run-a/v1/agl/queues/rollouts/enqueue", 201),
+    ] {
+        let answer = http.request("POST", path, &headers, body).await;
+        assert_eq!(answer.status, status, "{path}: {}", answer.text());
+    }
+    // Managing namespaces takes a token that reaches every one.
+    let mut request = tonic::Request::new(pb::ListNamespacesRequest {});
+    request
+        .metadata_mut()
+        .insert("authorization", "Bearer admin-a".parse().unwrap());
+    let status = LightningStoreServiceClient::new(channel.clone())
+        .list_namespaces(request)
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::PermissionDenied);
+
+    // The refused calls wrote nothing: run-a holds the four allowed.
+    let mut request = tonic::Request::new(pb::ListNamespacesRequest {});
+    request
+        .metadata_mut()
+        .insert("authorization", "Bearer operator".parse().unwrap());
+    let listed = LightningStoreServiceClient::new(channel.clone())
+        .list_namespaces(request)
+        .await
+        .unwrap()
+        .into_inner();
+    let totals: Vec<(String, i64)> = listed
+        .namespaces
+        .into_iter()
+        .map(|n| {
+            (
+                n.namespace.unwrap().name,
+                n.statistics.unwrap().total_rollouts,
+            )
+        })
+        .collect();
+    assert_eq!(
+        totals,
+        [
+            ("default".into(), 0),
+            ("run-a".into(), 4),
+            ("run-b".into(), 0)
+        ]
+    );
+    server.stop().await;
+}
