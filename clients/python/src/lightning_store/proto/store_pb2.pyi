@@ -859,3 +859,67 @@ class Revocation(_message.Message):
     attempt_id: str
     reason: RevocationReason
     def __init__(self, rollout_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., reason: _Optional[_Union[RevocationReason, str]] = ...) -> None: ...
+
+class Namespace(_message.Message):
+    __slots__ = ("name", "created", "span_retention")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    SPAN_RETENTION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    created: _timestamp_pb2.Timestamp
+    span_retention: SpanRetention
+    def __init__(self, name: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., span_retention: _Optional[_Union[SpanRetention, _Mapping]] = ...) -> None: ...
+
+class SpanRetention(_message.Message):
+    __slots__ = ("max_age", "max_bytes")
+    MAX_AGE_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    max_age: _duration_pb2.Duration
+    max_bytes: int
+    def __init__(self, max_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class CreateNamespaceRequest(_message.Message):
+    __slots__ = ("name", "span_retention")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SPAN_RETENTION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    span_retention: SpanRetention
+    def __init__(self, name: _Optional[str] = ..., span_retention: _Optional[_Union[SpanRetention, _Mapping]] = ...) -> None: ...
+
+class CreateNamespaceResponse(_message.Message):
+    __slots__ = ("namespace",)
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    namespace: Namespace
+    def __init__(self, namespace: _Optional[_Union[Namespace, _Mapping]] = ...) -> None: ...
+
+class ListNamespacesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class NamespaceSummary(_message.Message):
+    __slots__ = ("namespace", "statistics", "stored_bytes")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    STATISTICS_FIELD_NUMBER: _ClassVar[int]
+    STORED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    namespace: Namespace
+    statistics: GetStatisticsResponse
+    stored_bytes: int
+    def __init__(self, namespace: _Optional[_Union[Namespace, _Mapping]] = ..., statistics: _Optional[_Union[GetStatisticsResponse, _Mapping]] = ..., stored_bytes: _Optional[int] = ...) -> None: ...
+
+class ListNamespacesResponse(_message.Message):
+    __slots__ = ("namespaces",)
+    NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    namespaces: _containers.RepeatedCompositeFieldContainer[NamespaceSummary]
+    def __init__(self, namespaces: _Optional[_Iterable[_Union[NamespaceSummary, _Mapping]]] = ...) -> None: ...
+
+class DeleteNamespaceRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteNamespaceResponse(_message.Message):
+    __slots__ = ("namespace",)
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    namespace: Namespace
+    def __init__(self, namespace: _Optional[_Union[Namespace, _Mapping]] = ...) -> None: ...

@@ -210,6 +210,21 @@ class LightningStoreServiceStub:
                 request_serializer=lightningstore_dot_v1_dot_store__pb2.UpdateWorkerRequest.SerializeToString,
                 response_deserializer=lightningstore_dot_v1_dot_store__pb2.UpdateWorkerResponse.FromString,
                 _registered_method=True)
+        self.CreateNamespace = channel.unary_unary(
+                '/lightningstore.v1.LightningStoreService/CreateNamespace',
+                request_serializer=lightningstore_dot_v1_dot_store__pb2.CreateNamespaceRequest.SerializeToString,
+                response_deserializer=lightningstore_dot_v1_dot_store__pb2.CreateNamespaceResponse.FromString,
+                _registered_method=True)
+        self.ListNamespaces = channel.unary_unary(
+                '/lightningstore.v1.LightningStoreService/ListNamespaces',
+                request_serializer=lightningstore_dot_v1_dot_store__pb2.ListNamespacesRequest.SerializeToString,
+                response_deserializer=lightningstore_dot_v1_dot_store__pb2.ListNamespacesResponse.FromString,
+                _registered_method=True)
+        self.DeleteNamespace = channel.unary_unary(
+                '/lightningstore.v1.LightningStoreService/DeleteNamespace',
+                request_serializer=lightningstore_dot_v1_dot_store__pb2.DeleteNamespaceRequest.SerializeToString,
+                response_deserializer=lightningstore_dot_v1_dot_store__pb2.DeleteNamespaceResponse.FromString,
+                _registered_method=True)
 
 
 class LightningStoreServiceServicer:
@@ -529,6 +544,34 @@ class LightningStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateNamespace(self, request, context):
+        """Creates an empty namespace (admin). ALREADY_EXISTS when the name is
+        taken; FAILED_PRECONDITION when the server's limit of namespaces is
+        reached.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListNamespaces(self, request, context):
+        """Lists the namespaces, `default` first, then by name, each with its
+        counts and the bytes it takes in the backend (admin).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteNamespace(self, request, context):
+        """Deletes a namespace and every record in it (admin): from the answer on,
+        its name is NOT_FOUND on every server; its data is removed in the
+        background, without holding up the other namespaces' calls, and the
+        removal resumes after a restart. `default` cannot be deleted
+        (FAILED_PRECONDITION).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LightningStoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -706,6 +749,21 @@ def add_LightningStoreServiceServicer_to_server(servicer, server):
                     servicer.UpdateWorker,
                     request_deserializer=lightningstore_dot_v1_dot_store__pb2.UpdateWorkerRequest.FromString,
                     response_serializer=lightningstore_dot_v1_dot_store__pb2.UpdateWorkerResponse.SerializeToString,
+            ),
+            'CreateNamespace': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateNamespace,
+                    request_deserializer=lightningstore_dot_v1_dot_store__pb2.CreateNamespaceRequest.FromString,
+                    response_serializer=lightningstore_dot_v1_dot_store__pb2.CreateNamespaceResponse.SerializeToString,
+            ),
+            'ListNamespaces': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListNamespaces,
+                    request_deserializer=lightningstore_dot_v1_dot_store__pb2.ListNamespacesRequest.FromString,
+                    response_serializer=lightningstore_dot_v1_dot_store__pb2.ListNamespacesResponse.SerializeToString,
+            ),
+            'DeleteNamespace': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteNamespace,
+                    request_deserializer=lightningstore_dot_v1_dot_store__pb2.DeleteNamespaceRequest.FromString,
+                    response_serializer=lightningstore_dot_v1_dot_store__pb2.DeleteNamespaceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1654,6 +1712,87 @@ class LightningStoreService:
             '/lightningstore.v1.LightningStoreService/UpdateWorker',
             lightningstore_dot_v1_dot_store__pb2.UpdateWorkerRequest.SerializeToString,
             lightningstore_dot_v1_dot_store__pb2.UpdateWorkerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateNamespace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lightningstore.v1.LightningStoreService/CreateNamespace',
+            lightningstore_dot_v1_dot_store__pb2.CreateNamespaceRequest.SerializeToString,
+            lightningstore_dot_v1_dot_store__pb2.CreateNamespaceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListNamespaces(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lightningstore.v1.LightningStoreService/ListNamespaces',
+            lightningstore_dot_v1_dot_store__pb2.ListNamespacesRequest.SerializeToString,
+            lightningstore_dot_v1_dot_store__pb2.ListNamespacesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteNamespace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lightningstore.v1.LightningStoreService/DeleteNamespace',
+            lightningstore_dot_v1_dot_store__pb2.DeleteNamespaceRequest.SerializeToString,
+            lightningstore_dot_v1_dot_store__pb2.DeleteNamespaceResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -18,6 +18,15 @@ Errors use standard gRPC status codes with agent-lightning's message text:
   longer owns the attempt).
 * UNAVAILABLE: the server is shutting down or its backend is unreachable; retry.
 A failed call never leaves a partial write behind.
+
+Namespaces: each holds one training's whole world (rollouts, attempts,
+spans, resources, workers, sessions, events), and nothing crosses between
+them. A call names its namespace with the metadata key
+`lightning-store-namespace`; a call that names none is in `default`. A
+namespace that does not exist is NOT_FOUND (never created by the call,
+unless the server runs with `--create-namespaces`); a name outside the
+rule (1 to 63 lowercase letters, digits and hyphens, beginning and ending
+with a letter or digit) is INVALID_ARGUMENT.
 """
 
 from collections import abc as _abc
@@ -206,6 +215,22 @@ class LightningStoreServiceStub:
     """Records a worker heartbeat (creating the worker, status `unknown`, if
     needed). Never changes the worker's status or assignment.
     """
+    CreateNamespace: _grpc.UnaryUnaryMultiCallable[_store_pb2.CreateNamespaceRequest, _store_pb2.CreateNamespaceResponse]
+    """Creates an empty namespace (admin). ALREADY_EXISTS when the name is
+    taken; FAILED_PRECONDITION when the server's limit of namespaces is
+    reached.
+    """
+    ListNamespaces: _grpc.UnaryUnaryMultiCallable[_store_pb2.ListNamespacesRequest, _store_pb2.ListNamespacesResponse]
+    """Lists the namespaces, `default` first, then by name, each with its
+    counts and the bytes it takes in the backend (admin).
+    """
+    DeleteNamespace: _grpc.UnaryUnaryMultiCallable[_store_pb2.DeleteNamespaceRequest, _store_pb2.DeleteNamespaceResponse]
+    """Deletes a namespace and every record in it (admin): from the answer on,
+    its name is NOT_FOUND on every server; its data is removed in the
+    background, without holding up the other namespaces' calls, and the
+    removal resumes after a restart. `default` cannot be deleted
+    (FAILED_PRECONDITION).
+    """
 
 @_typing.type_check_only
 class LightningStoreServiceAsyncStub(LightningStoreServiceStub):
@@ -367,6 +392,22 @@ class LightningStoreServiceAsyncStub(LightningStoreServiceStub):
     UpdateWorker: _aio.UnaryUnaryMultiCallable[_store_pb2.UpdateWorkerRequest, _store_pb2.UpdateWorkerResponse]  # type: ignore[assignment]
     """Records a worker heartbeat (creating the worker, status `unknown`, if
     needed). Never changes the worker's status or assignment.
+    """
+    CreateNamespace: _aio.UnaryUnaryMultiCallable[_store_pb2.CreateNamespaceRequest, _store_pb2.CreateNamespaceResponse]  # type: ignore[assignment]
+    """Creates an empty namespace (admin). ALREADY_EXISTS when the name is
+    taken; FAILED_PRECONDITION when the server's limit of namespaces is
+    reached.
+    """
+    ListNamespaces: _aio.UnaryUnaryMultiCallable[_store_pb2.ListNamespacesRequest, _store_pb2.ListNamespacesResponse]  # type: ignore[assignment]
+    """Lists the namespaces, `default` first, then by name, each with its
+    counts and the bytes it takes in the backend (admin).
+    """
+    DeleteNamespace: _aio.UnaryUnaryMultiCallable[_store_pb2.DeleteNamespaceRequest, _store_pb2.DeleteNamespaceResponse]  # type: ignore[assignment]
+    """Deletes a namespace and every record in it (admin): from the answer on,
+    its name is NOT_FOUND on every server; its data is removed in the
+    background, without holding up the other namespaces' calls, and the
+    removal resumes after a restart. `default` cannot be deleted
+    (FAILED_PRECONDITION).
     """
 
 class LightningStoreServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -736,6 +777,40 @@ class LightningStoreServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_store_pb2.UpdateWorkerResponse, _abc.Awaitable[_store_pb2.UpdateWorkerResponse]]:
         """Records a worker heartbeat (creating the worker, status `unknown`, if
         needed). Never changes the worker's status or assignment.
+        """
+
+    @_abc_1.abstractmethod
+    def CreateNamespace(
+        self,
+        request: _store_pb2.CreateNamespaceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.CreateNamespaceResponse, _abc.Awaitable[_store_pb2.CreateNamespaceResponse]]:
+        """Creates an empty namespace (admin). ALREADY_EXISTS when the name is
+        taken; FAILED_PRECONDITION when the server's limit of namespaces is
+        reached.
+        """
+
+    @_abc_1.abstractmethod
+    def ListNamespaces(
+        self,
+        request: _store_pb2.ListNamespacesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.ListNamespacesResponse, _abc.Awaitable[_store_pb2.ListNamespacesResponse]]:
+        """Lists the namespaces, `default` first, then by name, each with its
+        counts and the bytes it takes in the backend (admin).
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteNamespace(
+        self,
+        request: _store_pb2.DeleteNamespaceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.DeleteNamespaceResponse, _abc.Awaitable[_store_pb2.DeleteNamespaceResponse]]:
+        """Deletes a namespace and every record in it (admin): from the answer on,
+        its name is NOT_FOUND on every server; its data is removed in the
+        background, without holding up the other namespaces' calls, and the
+        removal resumes after a restart. `default` cannot be deleted
+        (FAILED_PRECONDITION).
         """
 
 def add_LightningStoreServiceServicer_to_server(servicer: LightningStoreServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
