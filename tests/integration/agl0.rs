@@ -100,6 +100,7 @@ async fn agent_lightning_0x_runs_unchanged_against_every_backend() {
         .await
         .create_namespace(lightning_store::proto::CreateNamespaceRequest {
             name: "run-a".into(),
+            quotas: None,
             span_retention: None,
         })
         .await

@@ -40,7 +40,7 @@ async fn create(server: &TestServer, name: &str) {
         .await
         .create_namespace(pb::CreateNamespaceRequest {
             name: name.to_owned(),
-            span_retention: None,
+            ..Default::default()
         })
         .await
         .unwrap();
@@ -263,6 +263,7 @@ async fn unknown_and_malformed_namespaces_are_refused(backend: Backend) {
         .await
         .create_namespace(pb::CreateNamespaceRequest {
             name: "default".into(),
+            quotas: None,
             span_retention: None,
         })
         .await
@@ -327,6 +328,126 @@ async fn namespaces_can_be_created_on_first_use(backend: Backend) {
     server.stop().await;
 }
 
+/// Adds a span named `name` to `rollout_id`'s attempt `attempt_id` in
+/// `client`'s namespace.
+async fn add_span(
+    client: &mut LightningStoreServiceClient<Named>,
+    rollout_id: &str,
+    attempt_id: &str,
+    name: &str,
+) -> Result<(), tonic::Status> {
+    client
+        .add_span(pb::AddSpanRequest {
+            span: Some(pb::Span {
+                rollout_id: rollout_id.into(),
+                attempt_id: attempt_id.into(),
+                trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
+                span_id: format!("{:0>16}", name),
+                name: name.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .map(drop)
+}
+
+/// A namespace's quotas refuse (RESOURCE_EXHAUSTED over gRPC, 429 over
+/// HTTP, naming the quota) the enqueue or the spans that would exceed
+/// them, writing nothing; the namespace takes more again once it holds
+/// less, and the other namespaces are not limited.
+async fn quotas_refuse_what_would_exceed_them(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let created = server
+        .client()
+        .await
+        .create_namespace(pb::CreateNamespaceRequest {
+            name: "run-q".into(),
+            quotas: Some(pb::NamespaceQuotas {
+                max_queued_rollouts: 2,
+                max_spans: 2,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let quotas = created.namespace.unwrap().quotas.unwrap();
+    assert_eq!((quotas.max_queued_rollouts, quotas.max_spans), (2, 2));
+    let mut q = client_in(&server, "run-q").await;
+    enqueue(&mut q, "1").await;
+    enqueue(&mut q, "2").await;
+    let refused = q
+        .enqueue_rollout(pb::EnqueueRolloutRequest {
+            request_id: None,
+            rollout: Some(pb::RolloutSpec {
+                input_json: "3".into(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(
+        refused.message().contains("max_queued_rollouts"),
+        "{refused:?}"
+    );
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let refused = http
+        .post_json(
+            "/ns/run-q/v1/agl/queues/rollouts/enqueue",
+            &json!({"rollouts": [{"input": 3}]}),
+        )
+        .await;
+    assert_eq!(refused.status, 429, "{}", refused.text());
+    assert!(refused.text().contains("max_queued_rollouts"));
+    assert_eq!(stats(&mut q).await.total_rollouts, 2);
+    // Other namespaces are not limited.
+    let mut default = client_in(&server, "default").await;
+    for input in ["1", "2", "3"] {
+        enqueue(&mut default, input).await;
+    }
+
+    // A dequeue makes room.
+    let claimed = q
+        .dequeue_rollout(pb::DequeueRolloutRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .rollout
+        .unwrap();
+    let attempt_id = claimed.attempt.unwrap().attempt_id;
+    enqueue(&mut q, "3").await;
+
+    add_span(&mut q, &claimed.rollout_id, &attempt_id, "one")
+        .await
+        .unwrap();
+    add_span(&mut q, &claimed.rollout_id, &attempt_id, "two")
+        .await
+        .unwrap();
+    let refused = add_span(&mut q, &claimed.rollout_id, &attempt_id, "three")
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message().contains("max_spans"), "{refused:?}");
+    let spans = http
+        .post_json(
+            "/ns/run-q/v1/agl/spans",
+            &json!({
+                "rollout_id": claimed.rollout_id, "attempt_id": attempt_id, "sequence_id": 9,
+                "trace_id": "t", "span_id": "s9", "parent_id": null, "name": "nine",
+                "status": {"status_code": "OK"}, "attributes": {}, "events": [], "links": [],
+                "start_time": null, "end_time": null, "context": null, "parent": null,
+                "resource": {"attributes": {}, "schema_url": ""}
+            }),
+        )
+        .await;
+    assert_eq!(spans.status, 429, "{}", spans.text());
+    assert_eq!(stats(&mut q).await.total_spans, 2);
+    server.stop().await;
+}
+
 macro_rules! on_every_backend {
     ($($test:ident),* $(,)?) => {
         $(
@@ -348,6 +469,7 @@ mod each_backend {
         unknown_and_malformed_namespaces_are_refused,
         a_deleted_namespace_is_gone_and_the_others_keep_their_data,
         namespaces_can_be_created_on_first_use,
+        quotas_refuse_what_would_exceed_them,
     );
 }
 
@@ -412,6 +534,7 @@ async fn a_token_limited_to_a_namespace_is_refused_on_the_others() {
     for name in ["run-a", "run-b"] {
         let mut request = tonic::Request::new(pb::CreateNamespaceRequest {
             name: name.into(),
+            quotas: None,
             span_retention: None,
         });
         request

@@ -255,6 +255,7 @@ async fn keeps_the_fixture_in_the_default_namespace(server: &TestServer) {
     assert!(before > 0);
     c.create_namespace(pb::CreateNamespaceRequest {
         name: "after-upgrade".into(),
+        quotas: None,
         span_retention: None,
     })
     .await

@@ -19,6 +19,7 @@ use lightning_store_core::storage::Catalogue;
 
 use crate::gateway::{Gateway, GatewayConfig};
 use crate::metrics::Metrics;
+use crate::namespace_layer::NamedNamespace;
 use crate::otlp::TraceIngest;
 
 /// Namespaces one server holds open at most, by default.
@@ -134,8 +135,11 @@ pub struct Namespaces {
     /// namespace alone.
     catalogue: Option<Arc<dyn Catalogue>>,
     default: Arc<NamespaceServices>,
-    /// The other namespaces opened so far, by name.
-    open: tokio::sync::Mutex<HashMap<NamespaceName, Arc<NamespaceServices>>>,
+    /// The other namespaces opened so far, by name: read by every call,
+    /// written when one opens or is deleted.
+    open: parking_lot::RwLock<HashMap<NamespaceName, Arc<NamespaceServices>>>,
+    /// Held while a namespace opens, so that each opens once.
+    opening: tokio::sync::Mutex<()>,
     config: ServicesConfig,
     /// Whether a call may name a namespace that does not exist yet, which
     /// then creates it (for development).
@@ -191,7 +195,8 @@ impl Namespaces {
         let namespaces = Self {
             catalogue,
             default,
-            open: tokio::sync::Mutex::new(HashMap::new()),
+            open: parking_lot::RwLock::new(HashMap::new()),
+            opening: tokio::sync::Mutex::new(()),
             config,
             create_on_first_use: policy.create_on_first_use,
             max_namespaces: policy.max_namespaces.max(1),
@@ -214,6 +219,20 @@ impl Namespaces {
         &self.default
     }
 
+    /// Returns the services of the namespace a call with `extensions`
+    /// names ([`NamedNamespace`]): the default one when it names none.
+    pub async fn for_call(
+        &self,
+        extensions: &http::Extensions,
+    ) -> StoreResult<Arc<NamespaceServices>> {
+        match extensions.get::<NamedNamespace>() {
+            None => Ok(self.default.clone()),
+            Some(NamedNamespace(named)) => {
+                self.resolve(named.as_ref().map_err(Clone::clone)?).await
+            }
+        }
+    }
+
     /// Returns the services of the namespace `name`, starting them on its
     /// first use; an unknown name is NOT_FOUND (or created, when the
     /// server allows it).
@@ -221,8 +240,11 @@ impl Namespaces {
         if name.is_default() {
             return Ok(self.default.clone());
         }
-        let mut open = self.open.lock().await;
-        if let Some(services) = open.get(name) {
+        if let Some(services) = self.open.read().get(name) {
+            return Ok(services.clone());
+        }
+        let _opening = self.opening.lock().await;
+        if let Some(services) = self.open.read().get(name) {
             return Ok(services.clone());
         }
         let found = match &self.catalogue {
@@ -237,7 +259,7 @@ impl Namespaces {
             None => return Err(Namespace::not_found(name)),
         };
         let services = Arc::new(self.start_services(namespace).await?);
-        open.insert(name.clone(), services.clone());
+        self.open.write().insert(name.clone(), services.clone());
         Ok(services)
     }
 
@@ -289,8 +311,13 @@ impl Namespaces {
     /// Deletes the namespace `name`: from now on it answers NOT_FOUND; its
     /// services stop, then its data is purged in the background.
     pub async fn delete(&self, name: &NamespaceName) -> StoreResult<Namespace> {
-        let deleted = self.catalogue()?.delete(name).await?;
-        let services = self.open.lock().await.remove(name);
+        let (deleted, services) = {
+            // Not while it opens: its services would start after the
+            // deletion.
+            let _opening = self.opening.lock().await;
+            let deleted = self.catalogue()?.delete(name).await?;
+            (deleted, self.open.write().remove(name))
+        };
         if let Some(services) = services {
             services.shut_down(self.stop_timeout).await;
         }
@@ -335,7 +362,7 @@ impl Namespaces {
     /// Returns the services of every namespace open now, the default one
     /// first.
     pub async fn open_now(&self) -> Vec<Arc<NamespaceServices>> {
-        let open = self.open.lock().await;
+        let open = self.open.read();
         std::iter::once(self.default.clone())
             .chain(open.values().cloned())
             .collect()

@@ -56,6 +56,12 @@ pub enum StoreError {
     /// the same request can never succeed (it must be split).
     #[error("{0}")]
     TooLarge(String),
+    /// The call would take its namespace over one of its quotas
+    /// ([`crate::namespace::Quotas`]); nothing was written. The same call
+    /// may succeed once the namespace holds less (rollouts dequeued, spans
+    /// deleted by retention) or its quota is raised.
+    #[error("{0}")]
+    QuotaExceeded(String),
     /// The backend cannot be reached or the server is shutting down; retrying may succeed.
     #[error("{0}")]
     Unavailable(String),
@@ -116,7 +122,8 @@ impl StoreError {
 
     /// Names item `index` of the batch `field` as the cause of a refusal
     /// (`updates[3]: ...`), keeping its kind; a backend failure
-    /// (unavailable, internal) is nobody's item and stays as it is.
+    /// (unavailable, internal) or a quota (the whole call's) is nobody's
+    /// item and stays as it is.
     pub fn in_item(self, field: &str, index: usize) -> Self {
         let named = |message: String| item_message(field, index, &message);
         match self {
@@ -126,7 +133,7 @@ impl StoreError {
             Self::FailedPrecondition(message) => Self::FailedPrecondition(named(message)),
             Self::PermissionDenied(message) => Self::PermissionDenied(named(message)),
             Self::TooLarge(message) => Self::TooLarge(named(message)),
-            Self::Unavailable(_) | Self::Internal(_) => self,
+            Self::QuotaExceeded(_) | Self::Unavailable(_) | Self::Internal(_) => self,
         }
     }
 

@@ -9,7 +9,7 @@ use std::fmt;
 use std::ops::Deref;
 
 use crate::error::{StoreError, StoreResult, echo};
-use crate::model::Timestamp;
+use crate::model::{Counts, Timestamp};
 use crate::retention::RetentionPolicy;
 
 /// The namespace of everything that names none: today's data, after an
@@ -99,6 +99,69 @@ pub struct Quotas {
     pub max_span_bytes: Option<u64>,
 }
 
+/// What one write adds to what its namespace holds, as its quotas count
+/// it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    /// Rollouts it puts in the queue.
+    pub queued_rollouts: u64,
+    /// Spans it stores.
+    pub spans: u64,
+    /// Bytes of those spans (as [`crate::retention::span_size`] counts them).
+    pub span_bytes: u64,
+}
+
+impl Quotas {
+    /// Returns whether a write adding `usage` must read the namespace's
+    /// counts to be checked: a quota limits what it adds.
+    pub fn limits(&self, usage: Usage) -> bool {
+        (usage.queued_rollouts > 0 && self.max_queued_rollouts.is_some())
+            || (usage.spans > 0 && (self.max_spans.is_some() || self.max_span_bytes.is_some()))
+    }
+
+    /// Refuses (RESOURCE_EXHAUSTED, naming the quota) a write adding
+    /// `usage` to a namespace holding `counts` when it would take the
+    /// namespace over a quota. A write that adds nothing a quota counts
+    /// always passes, so a namespace over its quota (lowered, or exceeded
+    /// by calls checked at once) can still be drained.
+    pub fn check(&self, counts: &Counts, usage: Usage) -> StoreResult<()> {
+        let checks = [
+            (
+                "max_queued_rollouts",
+                "queued rollouts",
+                self.max_queued_rollouts,
+                counts.queued,
+                usage.queued_rollouts,
+            ),
+            (
+                "max_spans",
+                "spans",
+                self.max_spans,
+                counts.spans,
+                usage.spans,
+            ),
+            (
+                "max_span_bytes",
+                "bytes of spans",
+                self.max_span_bytes,
+                counts.span_bytes,
+                usage.span_bytes,
+            ),
+        ];
+        for (quota, what, max, held, adding) in checks {
+            if let Some(max) = max
+                && adding > 0
+                && held.saturating_add(adding) > max
+            {
+                return Err(StoreError::QuotaExceeded(format!(
+                    "the namespace's quota {quota} is {max} {what}: it holds {held} and this                      call adds {adding}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What a namespace is created with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NamespaceSettings {
@@ -134,5 +197,80 @@ impl Namespace {
     /// Returns the error of creating a namespace that exists.
     pub fn already_exists(name: &str) -> StoreError {
         StoreError::AlreadyExists(format!("namespace {:?} already exists", echo(name)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holding(queued: u64, spans: u64, span_bytes: u64) -> Counts {
+        Counts {
+            queued,
+            spans,
+            span_bytes,
+            ..Counts::default()
+        }
+    }
+
+    #[test]
+    fn a_write_within_its_quotas_passes_and_one_beyond_names_the_quota() {
+        let quotas = Quotas {
+            max_queued_rollouts: Some(10),
+            max_spans: Some(100),
+            max_span_bytes: Some(1_000),
+        };
+        let enqueue = |n| Usage {
+            queued_rollouts: n,
+            ..Usage::default()
+        };
+        assert!(quotas.check(&holding(8, 0, 0), enqueue(2)).is_ok());
+        let refused = quotas.check(&holding(8, 0, 0), enqueue(3)).unwrap_err();
+        assert!(
+            matches!(&refused, StoreError::QuotaExceeded(m)
+                if m.contains("max_queued_rollouts") && m.contains("10") && m.contains("holds 8") && m.contains("adds 3")),
+            "{refused:?}"
+        );
+        let spans = |n, bytes| Usage {
+            spans: n,
+            span_bytes: bytes,
+            ..Usage::default()
+        };
+        assert!(quotas.check(&holding(0, 99, 500), spans(1, 500)).is_ok());
+        assert!(matches!(
+            quotas.check(&holding(0, 99, 500), spans(2, 10)),
+            Err(StoreError::QuotaExceeded(m)) if m.contains("max_spans")
+        ));
+        assert!(matches!(
+            quotas.check(&holding(0, 10, 900), spans(1, 101)),
+            Err(StoreError::QuotaExceeded(m)) if m.contains("max_span_bytes")
+        ));
+    }
+
+    #[test]
+    fn a_namespace_over_its_quota_still_takes_writes_that_add_nothing_counted() {
+        let quotas = Quotas {
+            max_queued_rollouts: Some(1),
+            max_spans: Some(1),
+            max_span_bytes: None,
+        };
+        // Over every quota (lowered since, or passed by calls checked at once).
+        let over = holding(5, 5, 5);
+        assert!(quotas.check(&over, Usage::default()).is_ok());
+        assert!(!quotas.limits(Usage::default()));
+        // No quota on bytes: spans' bytes are not what refuses them.
+        let bytes_only = Quotas {
+            max_span_bytes: None,
+            max_spans: None,
+            ..quotas
+        };
+        let spans = Usage {
+            spans: 3,
+            span_bytes: u64::MAX,
+            ..Usage::default()
+        };
+        assert!(!bytes_only.limits(spans));
+        assert!(bytes_only.check(&over, spans).is_ok());
+        assert!(Quotas::default().check(&over, spans).is_ok());
     }
 }

@@ -14,7 +14,6 @@ use tonic_types::{ErrorDetails, StatusExt};
 use std::sync::Arc;
 
 use super::status::status_of;
-use crate::namespace_layer::NamedNamespace;
 use crate::namespaces::Namespaces;
 use crate::otlp::RETRY_DELAY;
 
@@ -38,8 +37,11 @@ impl TraceService for OtlpTraceService {
         &self,
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-        let name = NamedNamespace::of(request.extensions()).map_err(status_of)?;
-        let namespace = self.namespaces.resolve(&name).await.map_err(status_of)?;
+        let namespace = self
+            .namespaces
+            .for_call(request.extensions())
+            .await
+            .map_err(status_of)?;
         let Some(admitted) = namespace.trace_ingest.try_admit() else {
             let details = ErrorDetails::with_retry_info(Some(RETRY_DELAY));
             return Err(Status::with_error_details(

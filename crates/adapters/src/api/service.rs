@@ -17,7 +17,6 @@ use super::convert::{self as c, ProtoEnum as _};
 use super::status::status_of;
 use super::streams::{self, RpcStream, SubscriberLimits};
 use super::worker_session;
-use crate::namespace_layer::NamedNamespace;
 use crate::namespaces::{NamespaceServices, Namespaces};
 use crate::transport::TransportLimits;
 use lightning_store_core::engine::{AttemptPatch, AttemptUpdate, Engine, RolloutPatch};
@@ -64,8 +63,10 @@ impl StoreService {
 
     /// Returns the services of the namespace `request` names.
     async fn namespace<T>(&self, request: &Request<T>) -> Result<Arc<NamespaceServices>, Status> {
-        let name = NamedNamespace::of(request.extensions()).map_err(status_of)?;
-        self.namespaces.resolve(&name).await.map_err(status_of)
+        self.namespaces
+            .for_call(request.extensions())
+            .await
+            .map_err(status_of)
     }
 
     /// Allocates one sequence id per pair, looking the pairs up first unless
@@ -1085,7 +1086,7 @@ impl LightningStoreService for StoreService {
         let settings = NamespaceSettings {
             retention: c::retention_from_proto(request.span_retention.as_ref())
                 .map_err(status_of)?,
-            ..NamespaceSettings::default()
+            quotas: c::quotas_from_proto(request.quotas.as_ref()).map_err(status_of)?,
         };
         let namespace = self
             .namespaces

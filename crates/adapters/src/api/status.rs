@@ -20,6 +20,7 @@ pub fn status_of(error: StoreError) -> Status {
             // gRPC's code for a message over a size limit (what tonic's own
             // decode limit answers too, see `server`).
             StoreError::TooLarge(message) => status(Code::ResourceExhausted, message),
+            StoreError::QuotaExceeded(message) => status(Code::ResourceExhausted, message),
             StoreError::Unavailable(message) => status(Code::Unavailable, message),
             StoreError::Internal(message) => {
                 tracing::error!(error = message, "internal error");

@@ -8,7 +8,6 @@ use http::request::Parts;
 use super::error::HttpError;
 use crate::gateway::Gateway;
 use crate::metrics::Metrics;
-use crate::namespace_layer::NamedNamespace;
 use crate::namespaces::Namespaces;
 use crate::otlp::TraceIngest;
 use lightning_store_core::engine::Engine;
@@ -71,8 +70,7 @@ impl FromRequestParts<HttpState> for HttpContext {
     type Rejection = HttpError;
 
     async fn from_request_parts(parts: &mut Parts, state: &HttpState) -> Result<Self, HttpError> {
-        let name = NamedNamespace::of(&parts.extensions)?;
-        let services = state.namespaces.resolve(&name).await?;
+        let services = state.namespaces.for_call(&parts.extensions).await?;
         Ok(Self {
             engine: services.engine.clone(),
             trace_ingest: services.trace_ingest.clone(),

@@ -70,6 +70,9 @@ impl From<StoreError> for HttpError {
             StoreError::FailedPrecondition(message) => Self::Detail(StatusCode::CONFLICT, message),
             StoreError::PermissionDenied(message) => Self::Detail(StatusCode::FORBIDDEN, message),
             StoreError::TooLarge(message) => Self::Detail(StatusCode::PAYLOAD_TOO_LARGE, message),
+            StoreError::QuotaExceeded(message) => {
+                Self::Detail(StatusCode::TOO_MANY_REQUESTS, message)
+            }
             StoreError::Unavailable(message) => {
                 Self::Detail(StatusCode::SERVICE_UNAVAILABLE, message)
             }
@@ -117,6 +120,7 @@ mod tests {
         assert_eq!(status(StoreError::invalid("x")), 400);
         assert_eq!(status(StoreError::FailedPrecondition("x".into())), 409);
         assert_eq!(status(StoreError::TooLarge("x".into())), 413);
+        assert_eq!(status(StoreError::QuotaExceeded("x".into())), 429);
         assert_eq!(status(StoreError::PermissionDenied("x".into())), 403);
         assert_eq!(status(StoreError::Unavailable("x".into())), 503);
         assert_eq!(status(StoreError::Internal("x".into())), 500);

@@ -288,6 +288,19 @@ pub struct NamespaceCreateArgs {
     /// retention).
     #[arg(long, value_parser = clap::value_parser!(i64).range(1..))]
     pub span_retention_max_bytes: Option<i64>,
+    /// Refuses (RESOURCE_EXHAUSTED) an enqueue that would leave more than
+    /// this many rollouts waiting in its queue (default: no limit).
+    #[arg(long, value_parser = clap::value_parser!(i64).range(1..))]
+    pub max_queued_rollouts: Option<i64>,
+    /// Refuses (RESOURCE_EXHAUSTED) a write of spans that would leave more
+    /// than this many spans stored (default: no limit).
+    #[arg(long, value_parser = clap::value_parser!(i64).range(1..))]
+    pub max_spans: Option<i64>,
+    /// Refuses (RESOURCE_EXHAUSTED) a write of spans that would leave more
+    /// than this many bytes of spans stored, as span retention measures
+    /// them (default: no limit).
+    #[arg(long, value_parser = clap::value_parser!(i64).range(1..))]
+    pub max_span_bytes: Option<i64>,
 }
 
 /// The arguments of `namespaces delete`.

@@ -20,11 +20,20 @@ pub(super) async fn create(mut s: Session, args: NamespaceCreateArgs) -> ClientR
             .and_then(|age| prost_types::Duration::try_from(age).ok()),
         max_bytes: args.span_retention_max_bytes.unwrap_or(0),
     });
+    let quotas = (args.max_queued_rollouts.is_some()
+        || args.max_spans.is_some()
+        || args.max_span_bytes.is_some())
+    .then(|| pb::NamespaceQuotas {
+        max_queued_rollouts: args.max_queued_rollouts.unwrap_or(0),
+        max_spans: args.max_spans.unwrap_or(0),
+        max_span_bytes: args.max_span_bytes.unwrap_or(0),
+    });
     let created = s
         .client
         .create_namespace(pb::CreateNamespaceRequest {
             name: args.name,
             span_retention,
+            quotas,
         })
         .await?
         .into_inner();
@@ -99,6 +108,11 @@ fn namespace_json(namespace: Option<&pb::Namespace>) -> serde_json::Value {
         "span_retention": namespace.span_retention.map(|r| json!({
             "max_age_seconds": r.max_age.map(|d| d.seconds),
             "max_bytes": (r.max_bytes > 0).then_some(r.max_bytes),
+        })),
+        "quotas": namespace.quotas.map(|q| json!({
+            "max_queued_rollouts": (q.max_queued_rollouts > 0).then_some(q.max_queued_rollouts),
+            "max_spans": (q.max_spans > 0).then_some(q.max_spans),
+            "max_span_bytes": (q.max_span_bytes > 0).then_some(q.max_span_bytes),
         })),
     })
 }

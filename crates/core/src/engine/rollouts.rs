@@ -12,6 +12,7 @@ use super::super::idempotency::{self, IdempotencyKey, RememberedRequest};
 use super::super::ids::{self, RolloutId, WorkerId};
 use super::super::lifecycle;
 use super::super::model::{Rollout, RolloutSpec, RolloutStatus, RolloutView, Timestamp};
+use super::super::namespace::Usage;
 use super::super::query::{Page, Paged, RolloutFilter};
 use super::super::storage::Access;
 use super::patches::RolloutPatch;
@@ -120,6 +121,11 @@ impl Engine {
                 {
                     return Ok(repeated);
                 }
+                let usage = Usage {
+                    queued_rollouts: specs.len() as u64,
+                    ..Usage::default()
+                };
+                self.check_quotas(tx, usage).await?;
                 // The latest resources are resolved once for the whole batch.
                 let latest = if specs.iter().any(|s| s.resources_id.is_none()) {
                     tx.latest_resources_id().await?

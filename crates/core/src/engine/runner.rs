@@ -11,7 +11,7 @@ use crate::events::{Event, EventBus, EventPage};
 use crate::idempotency::DEFAULT_REQUEST_ID_TTL;
 use crate::limits::RequestLimits;
 use crate::model::{Statistics, Timestamp};
-use crate::namespace::NamespaceSettings;
+use crate::namespace::{NamespaceSettings, Quotas, Usage};
 use crate::retention::{Eviction, RetentionPolicy};
 use crate::storage::{Held, Store, StoreTx};
 use crate::telemetry::{BackendPhase, NoObserver, Observer};
@@ -42,6 +42,8 @@ pub struct EngineConfig {
     pub limits: RequestLimits,
     /// Where every rule reads the present ([`SystemClock`] but in tests).
     pub clock: Arc<dyn Clock>,
+    /// What the namespace of this engine may hold.
+    pub quotas: Quotas,
 }
 
 impl Default for EngineConfig {
@@ -55,6 +57,7 @@ impl Default for EngineConfig {
             observer: Arc::new(NoObserver),
             limits: RequestLimits::default(),
             clock: Arc::new(SystemClock),
+            quotas: Quotas::default(),
         }
     }
 }
@@ -131,9 +134,11 @@ impl Engine {
     }
 
     /// Returns an engine with this one's settings over the store of another
-    /// namespace, with that namespace's retention when it has its own.
+    /// namespace, with that namespace's quotas, and its retention when it
+    /// has its own.
     pub fn for_namespace(&self, store: Arc<dyn Store>, settings: &NamespaceSettings) -> Self {
         let mut config = self.config.clone();
+        config.quotas = settings.quotas;
         if let Some(retention) = settings.retention {
             config.span_retention = retention;
         }
@@ -518,6 +523,17 @@ impl Engine {
     pub async fn events_after(&self, after: u64, limit: usize) -> StoreResult<EventPage> {
         self.read(|store| Box::pin(store.events_after(after, limit)))
             .await
+    }
+
+    /// Refuses (RESOURCE_EXHAUSTED) a write in `tx` that adds `usage` when
+    /// it would take the namespace over a quota; reads the counts only
+    /// when a quota limits what the write adds.
+    pub(super) async fn check_quotas(&self, tx: &mut Tx<'_>, usage: Usage) -> StoreResult<()> {
+        if !self.config.quotas.limits(usage) {
+            return Ok(());
+        }
+        let counts = tx.store.counts().await?;
+        self.config.quotas.check(&counts, usage)
     }
 
     /// Returns entity counts and uptime.

@@ -8,7 +8,9 @@ use super::super::events::Change;
 use super::super::ids::{self, AttemptId, RolloutId};
 use super::super::limits;
 use super::super::model::{Attempt, NewSpan, RolloutView, Span};
+use super::super::namespace::Usage;
 use super::super::query::{AttemptSelector, Page, Paged, SpanFilter};
+use super::super::retention::span_size;
 use super::super::storage::Access;
 use super::tx::{self, Tx};
 
@@ -64,14 +66,33 @@ impl Engine {
                 limits::LARGEST_SEQUENCE_ID
             )));
         }
+        let usage = self.span_usage(&new_spans);
         let added = self
             .run(Scan::Skip, |tx| {
-                Box::pin(async move { store_spans(tx, new_spans, how).await })
+                Box::pin(async move {
+                    self.check_quotas(tx, usage).await?;
+                    store_spans(tx, new_spans, how).await
+                })
             })
             .await?;
         self.observer
             .spans_written(added.spans.len(), added.duplicates, added.rejected.len());
         Ok(added)
+    }
+
+    /// Returns what storing `new_spans` adds, as the quotas count it (their
+    /// bytes measured only when a quota limits them). Spans already stored
+    /// count too: the check comes before the write finds them.
+    fn span_usage(&self, new_spans: &[NewSpan]) -> Usage {
+        let span_bytes = match self.config.quotas.max_span_bytes {
+            Some(_) => new_spans.iter().map(|new| span_size(&new.span)).sum(),
+            None => 0,
+        };
+        Usage {
+            spans: new_spans.len() as u64,
+            span_bytes,
+            ..Usage::default()
+        }
     }
 
     /// Allocates one sequence id per (rollout, attempt) pair: consecutive

@@ -861,14 +861,26 @@ class Revocation(_message.Message):
     def __init__(self, rollout_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., reason: _Optional[_Union[RevocationReason, str]] = ...) -> None: ...
 
 class Namespace(_message.Message):
-    __slots__ = ("name", "created", "span_retention")
+    __slots__ = ("name", "created", "span_retention", "quotas")
     NAME_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
     SPAN_RETENTION_FIELD_NUMBER: _ClassVar[int]
+    QUOTAS_FIELD_NUMBER: _ClassVar[int]
     name: str
     created: _timestamp_pb2.Timestamp
     span_retention: SpanRetention
-    def __init__(self, name: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., span_retention: _Optional[_Union[SpanRetention, _Mapping]] = ...) -> None: ...
+    quotas: NamespaceQuotas
+    def __init__(self, name: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., span_retention: _Optional[_Union[SpanRetention, _Mapping]] = ..., quotas: _Optional[_Union[NamespaceQuotas, _Mapping]] = ...) -> None: ...
+
+class NamespaceQuotas(_message.Message):
+    __slots__ = ("max_queued_rollouts", "max_spans", "max_span_bytes")
+    MAX_QUEUED_ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_SPANS_FIELD_NUMBER: _ClassVar[int]
+    MAX_SPAN_BYTES_FIELD_NUMBER: _ClassVar[int]
+    max_queued_rollouts: int
+    max_spans: int
+    max_span_bytes: int
+    def __init__(self, max_queued_rollouts: _Optional[int] = ..., max_spans: _Optional[int] = ..., max_span_bytes: _Optional[int] = ...) -> None: ...
 
 class SpanRetention(_message.Message):
     __slots__ = ("max_age", "max_bytes")
@@ -879,12 +891,14 @@ class SpanRetention(_message.Message):
     def __init__(self, max_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_bytes: _Optional[int] = ...) -> None: ...
 
 class CreateNamespaceRequest(_message.Message):
-    __slots__ = ("name", "span_retention")
+    __slots__ = ("name", "span_retention", "quotas")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SPAN_RETENTION_FIELD_NUMBER: _ClassVar[int]
+    QUOTAS_FIELD_NUMBER: _ClassVar[int]
     name: str
     span_retention: SpanRetention
-    def __init__(self, name: _Optional[str] = ..., span_retention: _Optional[_Union[SpanRetention, _Mapping]] = ...) -> None: ...
+    quotas: NamespaceQuotas
+    def __init__(self, name: _Optional[str] = ..., span_retention: _Optional[_Union[SpanRetention, _Mapping]] = ..., quotas: _Optional[_Union[NamespaceQuotas, _Mapping]] = ...) -> None: ...
 
 class CreateNamespaceResponse(_message.Message):
     __slots__ = ("namespace",)

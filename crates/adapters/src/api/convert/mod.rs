@@ -17,7 +17,7 @@ mod namespaces;
 mod spans;
 mod time;
 
-pub use self::namespaces::{namespace_to_proto, retention_from_proto};
+pub use self::namespaces::{namespace_to_proto, quotas_from_proto, retention_from_proto};
 pub use self::time::{
     duration_from_proto, opt_time, opt_timestamp_from_proto, timestamp_from_proto,
     timestamp_to_proto,

@@ -1,7 +1,7 @@
 //! Namespaces between protobuf and the domain.
 
 use lightning_store_core::error::{StoreError, StoreResult};
-use lightning_store_core::namespace::Namespace;
+use lightning_store_core::namespace::{Namespace, Quotas};
 use lightning_store_core::retention::RetentionPolicy;
 use lightning_store_proto as pb;
 
@@ -23,7 +23,40 @@ pub fn namespace_to_proto(namespace: &Namespace) -> pb::Namespace {
                     .max_bytes
                     .map_or(0, |bytes| i64::try_from(bytes).unwrap_or(i64::MAX)),
             }),
+        quotas: quotas_to_proto(&namespace.settings.quotas),
     }
+}
+
+/// Converts quotas to protobuf (none set: absent).
+fn quotas_to_proto(quotas: &Quotas) -> Option<pb::NamespaceQuotas> {
+    if *quotas == Quotas::default() {
+        return None;
+    }
+    let limit = |max: Option<u64>| max.map_or(0, |max| i64::try_from(max).unwrap_or(i64::MAX));
+    Some(pb::NamespaceQuotas {
+        max_queued_rollouts: limit(quotas.max_queued_rollouts),
+        max_spans: limit(quotas.max_spans),
+        max_span_bytes: limit(quotas.max_span_bytes),
+    })
+}
+
+/// Converts quotas from protobuf (absent, or 0: no limit); a negative one
+/// is refused, naming its field.
+pub fn quotas_from_proto(quotas: Option<&pb::NamespaceQuotas>) -> StoreResult<Quotas> {
+    let Some(quotas) = quotas else {
+        return Ok(Quotas::default());
+    };
+    let limit = |field: &str, max: i64| match max {
+        0 => Ok(None),
+        max => u64::try_from(max)
+            .map(Some)
+            .map_err(|_| StoreError::invalid(format!("quotas.{field} must not be negative"))),
+    };
+    Ok(Quotas {
+        max_queued_rollouts: limit("max_queued_rollouts", quotas.max_queued_rollouts)?,
+        max_spans: limit("max_spans", quotas.max_spans)?,
+        max_span_bytes: limit("max_span_bytes", quotas.max_span_bytes)?,
+    })
 }
 
 /// Converts a span retention from protobuf (absent: `None`, the server's).
