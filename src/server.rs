@@ -222,7 +222,7 @@ pub async fn serve(
         .console
         .then(|| console(namespaces.default_namespace(), &config));
     let background = spawn_background(&engine, &health, console.as_ref(), &config);
-    let metrics_server = MetricsServer::start(&config, &engine)?;
+    let metrics_server = MetricsServer::start(&config, &namespaces)?;
     let routes = routes(&namespaces, &config, health_service, console)?;
 
     let (drain_tx, drain_rx) = tokio::sync::oneshot::channel::<()>();
@@ -251,14 +251,15 @@ pub async fn serve(
         // HTTP/1.1 beside HTTP/2: agent-lightning's clients speak HTTP/1.1.
         .accept_http1(true)
         .max_concurrent_streams(config.transport.max_concurrent_streams)
-        // Outermost, so that it records the codes the client sees.
+        // First, so that the call's log knows its namespace; the
+        // `/ns/{namespace}` prefix is stripped before routing.
+        .layer(tower::util::MapRequestLayer::new(name_namespace))
+        // Outside the rest, so that it records the codes the client sees.
         .layer(CallLayer::new(config.metrics.clone(), &served_methods()))
         .layer(ActivityLayer)
         .layer(tower::util::MapResponseLayer::new(
             oversized_is_resource_exhausted,
         ))
-        // Before routing: the `/ns/{namespace}` prefix is stripped.
-        .layer(tower::util::MapRequestLayer::new(name_namespace))
         .add_routes(tonic::service::Routes::from(routes).prepare())
         .serve_with_incoming_shutdown(incoming, signal);
     tracing::info!(
@@ -481,7 +482,10 @@ struct MetricsServer {
 
 impl MetricsServer {
     /// Starts serving the metrics on the configured listener, if any.
-    fn start(config: &ServerConfig, engine: &Arc<Engine>) -> Result<Option<Self>, ServeError> {
+    fn start(
+        config: &ServerConfig,
+        namespaces: &Arc<Namespaces>,
+    ) -> Result<Option<Self>, ServeError> {
         let Some(listener) = config
             .metrics_listener
             .as_ref()
@@ -495,7 +499,7 @@ impl MetricsServer {
         let task = tokio::spawn(lightning_store_adapters::metrics::serve(
             listener,
             config.metrics.clone(),
-            engine.clone(),
+            namespaces.clone(),
             async move {
                 let _ = stopped.await;
             },

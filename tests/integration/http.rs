@@ -92,7 +92,7 @@ async fn http_requests_carry_request_ids_and_are_counted_by_route() {
 
     let text = metrics
         .render(
-            &server.engine,
+            &[("default".into(), server.engine.clone())],
             lightning_store::metrics::Exposition::PrometheusText,
         )
         .await;

@@ -10,8 +10,13 @@ use serde_json::Value;
 
 #[tokio::test]
 async fn json_logs_carry_request_ids_one_line_per_call() {
-    let server =
-        ServerProcess::start(&["--store", "memory", "--log", "info,lightning_store=debug"]);
+    let server = ServerProcess::start(&[
+        "--store",
+        "memory",
+        "--log",
+        "info,lightning_store=debug",
+        "--create-namespaces",
+    ]);
     let mut client = server.client().await;
     let mut request = tonic::Request::new(pb::GetRolloutRequest {
         rollout_id: "ro-missing".to_owned(),
@@ -32,6 +37,15 @@ async fn json_logs_carry_request_ids_one_line_per_call() {
         .parse()
         .unwrap();
     assert!((0.0..10_000.0).contains(&millis), "{timing:?}");
+
+    // A call in a namespace logs its name.
+    let mut request = tonic::Request::new(pb::GetRolloutRequest {
+        rollout_id: "ro-missing".to_owned(),
+    });
+    let metadata = request.metadata_mut();
+    metadata.insert("x-request-id", "log-test-3".parse().unwrap());
+    metadata.insert("lightning-store-namespace", "run-a".parse().unwrap());
+    client.get_rollout(request).await.unwrap_err();
 
     drop(client);
     let (status, log) = tokio::task::spawn_blocking(move || server.terminate())
@@ -66,6 +80,11 @@ async fn json_logs_carry_request_ids_one_line_per_call() {
         "lightningstore.v1.LightningStoreService/GetRollout"
     );
     assert!(failed[0]["fields"]["duration_ms"].as_f64().unwrap() >= 0.0);
+
+    assert!(failed[0]["span"].get("namespace").is_none(), "{log}");
+    let in_namespace = calls_of("log-test-3");
+    assert_eq!(in_namespace.len(), 1, "{log}");
+    assert_eq!(in_namespace[0]["span"]["namespace"], "run-a", "{log}");
 
     let finished = calls_of("log-test-2");
     assert_eq!(finished.len(), 1, "{log}");

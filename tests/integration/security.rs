@@ -393,7 +393,10 @@ fn refusal_codes(allowed: bool, code: Code) -> bool {
 
 async fn auth_failures(metrics: &Metrics, server: &TestServer, reason: &str) -> u64 {
     let text = metrics
-        .render(&server.engine, Exposition::PrometheusText)
+        .render(
+            &[("default".into(), server.engine.clone())],
+            Exposition::PrometheusText,
+        )
         .await;
     let prefix = format!("lightning_store_auth_failures_total{{reason=\"{reason}\"}} ");
     text.lines()
@@ -895,7 +898,10 @@ async fn tls_with_rotation_of_the_certificate_and_the_tokens_while_clients_are_c
         let (metrics, server) = (&metrics, &server);
         async move {
             metrics
-                .render(&server.engine, Exposition::PrometheusText)
+                .render(
+                    &[("default".into(), server.engine.clone())],
+                    Exposition::PrometheusText,
+                )
                 .await
                 .contains("lightning_store_reloads_total{file=\"tokens\",result=\"error\"} 1")
         }
@@ -1024,7 +1030,10 @@ async fn mtls_refuses_a_client_without_a_certificate() {
     let channel = args.endpoint(&url).unwrap().connect().await.unwrap();
     statistics(channel, "").await.unwrap();
     let text = metrics
-        .render(&server.engine, Exposition::PrometheusText)
+        .render(
+            &[("default".into(), server.engine.clone())],
+            Exposition::PrometheusText,
+        )
         .await;
     assert!(
         !text.contains("lightning_store_tls_handshake_failures_total 0"),

@@ -31,6 +31,7 @@ use tracing::Instrument;
 
 use crate::api::status::blame_undecodable_in_headers;
 use crate::metrics::{HttpLabels, MethodLabels, MethodMetrics, Metrics};
+use crate::namespace_layer::NamedNamespace;
 use crate::transport::is_grpc;
 use lightning_store_proto::code_name;
 
@@ -195,7 +196,9 @@ where
             "grpc",
             request_id = %request_id,
             method = %format_args!("{}/{}", labels.service, labels.method),
+            namespace = tracing::field::Empty,
         );
+        record_namespace(&span, request.extensions());
         let call = Call {
             method,
             started: Instant::now(),
@@ -225,6 +228,14 @@ where
     }
 }
 
+/// Records in a call's log the namespace it names, when it names one
+/// that follows the rule (a call that names none is in `default`).
+fn record_namespace(span: &tracing::Span, extensions: &http::Extensions) {
+    if let Some(NamedNamespace(Ok(name))) = extensions.get::<NamedNamespace>() {
+        span.record("namespace", name.as_str());
+    }
+}
+
 impl<S> CallService<S> {
     /// Observes a plain HTTP request: finished when its response starts.
     fn call_http<ReqBody, ResBody>(
@@ -241,7 +252,9 @@ impl<S> CallService<S> {
             request_id = %request_id,
             method = %request.method(),
             path = %request.uri().path(),
+            namespace = tracing::field::Empty,
         );
+        record_namespace(&span, request.extensions());
         let method = method_label(request.method());
         let metrics = self.metrics.clone();
         let started = Instant::now();

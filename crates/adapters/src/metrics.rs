@@ -40,6 +40,8 @@ mod histogram;
 pub use exposition::Exposition;
 
 use std::future::Future;
+
+use futures::future::BoxFuture;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -53,7 +55,8 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
 use lightning_store_core::engine::Engine;
-use lightning_store_core::model::{AttemptStatus, RolloutStatus, Statistics, Timestamp};
+use lightning_store_core::model::{AttemptStatus, Counts, RolloutStatus, Statistics, Timestamp};
+use lightning_store_core::namespace::DEFAULT_NAMESPACE;
 use lightning_store_core::telemetry::{BackendPhase, Observer};
 use lightning_store_proto::code_name;
 
@@ -148,12 +151,19 @@ pub struct HttpLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NamespaceLabels {
+    namespace: Arc<str>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
+    namespace: Arc<str>,
     result: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabels {
+    namespace: Arc<str>,
     status: &'static str,
 }
 
@@ -175,16 +185,19 @@ struct BackendLabels {
 }
 
 /// The server's metrics: a registry and the handles that update it. Clones
-/// share the same metrics.
+/// share the same metrics; the engine's reports ([`Observer`]) are counted
+/// under the namespace of the clone they reach ([`Metrics::in_namespace`]).
 #[derive(Debug, Clone)]
 pub struct Metrics {
+    /// The namespace whose engine reports to this clone.
+    namespace: Arc<str>,
     registry: Arc<Registry>,
     requests: Family<RpcLabels, Counter>,
     durations: Family<RpcLabels, Histogram>,
     in_flight: Family<MethodLabels, Gauge>,
     http_requests: Family<HttpLabels, Counter>,
     http_durations: Family<HttpLabels, Histogram>,
-    worker_sessions: Gauge,
+    worker_sessions: Family<NamespaceLabels, Gauge>,
     spans: Family<ResultLabels, Counter>,
     verdicts: Family<StatusLabels, Counter>,
     backend: Family<BackendLabels, Histogram>,
@@ -241,7 +254,7 @@ impl Metrics {
             "Seconds from an HTTP request to the start of its response",
             http_durations.clone(),
         );
-        let worker_sessions = Gauge::default();
+        let worker_sessions = Family::<NamespaceLabels, Gauge>::default();
         registry.register(
             "worker_sessions",
             "Open WorkerSession streams",
@@ -301,6 +314,7 @@ impl Metrics {
         let store = Arc::new(StoreCollector::default());
         registry.register_collector(Box::new(store.clone()));
         Self {
+            namespace: Arc::from(DEFAULT_NAMESPACE),
             registry: Arc::new(registry),
             requests,
             durations,
@@ -318,6 +332,15 @@ impl Metrics {
             console_dropped,
             agl1,
             store,
+        }
+    }
+
+    /// Returns these metrics with the engine's reports counted under
+    /// `namespace` (a label bounded by the namespaces a server holds).
+    pub fn in_namespace(&self, namespace: &str) -> Self {
+        Self {
+            namespace: Arc::from(namespace),
+            ..self.clone()
         }
     }
 
@@ -382,18 +405,24 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    /// Reads the store's statistics, then renders every metric in `format`.
-    pub async fn render(&self, engine: &Engine, format: Exposition) -> String {
-        let started = Instant::now();
-        let statistics = engine.statistics().await;
-        if let Err(error) = &statistics {
-            tracing::warn!(%error, "metrics: store statistics failed");
+    /// Reads the statistics of each namespace's store in `stores` (its
+    /// name, its engine), then renders every metric in `format`.
+    pub async fn render(&self, stores: &[(String, Arc<Engine>)], format: Exposition) -> String {
+        let mut snapshots = Vec::with_capacity(stores.len());
+        for (namespace, engine) in stores {
+            let started = Instant::now();
+            let statistics = engine.statistics().await;
+            if let Err(error) = &statistics {
+                tracing::warn!(%error, %namespace, "metrics: store statistics failed");
+            }
+            snapshots.push(StoreSnapshot {
+                namespace: namespace.clone(),
+                statistics: statistics.ok(),
+                duration: started.elapsed(),
+                taken: engine.now(),
+            });
         }
-        *self.store.latest.lock() = Some(StoreSnapshot {
-            statistics: statistics.ok(),
-            duration: started.elapsed(),
-            taken: engine.now(),
-        });
+        *self.store.latest.lock() = snapshots;
         let mut text = String::new();
         if let Err(error) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
             tracing::warn!(%error, "metrics: encoding failed");
@@ -409,15 +438,18 @@ impl Observer for Metrics {
             ("duplicate", duplicates),
             ("rejected", rejected),
         ] {
-            self.spans
-                .get_or_create(&ResultLabels { result })
-                .inc_by(count as u64);
+            let labels = ResultLabels {
+                namespace: self.namespace.clone(),
+                result,
+            };
+            self.spans.get_or_create(&labels).inc_by(count as u64);
         }
     }
 
     fn attempt_expired(&self, status: AttemptStatus) {
         self.verdicts
             .get_or_create(&StatusLabels {
+                namespace: self.namespace.clone(),
                 status: status.as_str(),
             })
             .inc();
@@ -434,7 +466,11 @@ impl Observer for Metrics {
     }
 
     fn worker_sessions(&self, open: usize) {
+        let labels = NamespaceLabels {
+            namespace: self.namespace.clone(),
+        };
         self.worker_sessions
+            .get_or_create(&labels)
             .set(i64::try_from(open).unwrap_or(i64::MAX));
     }
 
@@ -451,151 +487,224 @@ impl Observer for Metrics {
     }
 }
 
-/// What the last scrape read from the store.
+/// What the last scrape read from one namespace's store.
 #[derive(Debug)]
 struct StoreSnapshot {
+    namespace: String,
     statistics: Option<Statistics>,
     duration: Duration,
     taken: Timestamp,
 }
 
-/// Encodes the store totals of the latest scrape.
+/// Encodes the store totals of the latest scrape, a sample per namespace
+/// (labelled `namespace`).
 #[derive(Debug, Default)]
 struct StoreCollector {
-    latest: parking_lot::Mutex<Option<StoreSnapshot>>,
+    latest: parking_lot::Mutex<Vec<StoreSnapshot>>,
 }
 
+/// Encodes one gauge family with a sample per namespace of `snapshots`
+/// that `value_of` has a value for.
 fn encode_gauge(
     encoder: &mut DescriptorEncoder,
     name: &str,
     help: &str,
-    value: f64,
+    snapshots: &[StoreSnapshot],
+    value_of: impl Fn(&StoreSnapshot) -> Option<f64>,
 ) -> Result<(), std::fmt::Error> {
-    let metric = ConstGauge::new(value);
-    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+    let probe = ConstGauge::new(0.0);
+    let mut family = encoder.encode_descriptor(name, help, None, probe.metric_type())?;
+    for snapshot in snapshots {
+        if let Some(value) = value_of(snapshot) {
+            let labels = [("namespace", snapshot.namespace.as_str())];
+            ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
+        }
+    }
+    Ok(())
 }
 
-/// Encodes one gauge family with a sample per status (zero included).
+/// Encodes one counter family with a sample per namespace of `snapshots`
+/// whose statistics were read.
+fn encode_counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    snapshots: &[StoreSnapshot],
+    value_of: impl Fn(&Counts) -> u64,
+) -> Result<(), std::fmt::Error> {
+    let probe = ConstCounter::new(0u64);
+    let mut family = encoder.encode_descriptor(name, help, None, probe.metric_type())?;
+    for snapshot in snapshots {
+        if let Some(statistics) = &snapshot.statistics {
+            let labels = [("namespace", snapshot.namespace.as_str())];
+            ConstCounter::new(value_of(&statistics.counts))
+                .encode(family.encode_family(&labels)?)?;
+        }
+    }
+    Ok(())
+}
+
+/// Encodes one gauge family with a sample per namespace and status (zero
+/// included).
 fn encode_by_status<S: Copy + Ord + std::fmt::Display>(
     encoder: &mut DescriptorEncoder,
     name: &str,
     help: &str,
     all: &[S],
-    counts: &std::collections::BTreeMap<S, u64>,
+    snapshots: &[StoreSnapshot],
+    counts_of: impl Fn(&Counts) -> &std::collections::BTreeMap<S, u64>,
 ) -> Result<(), std::fmt::Error> {
     let probe = ConstGauge::new(0.0);
     let mut family = encoder.encode_descriptor(name, help, None, probe.metric_type())?;
-    for status in all {
-        let value = counts.get(status).copied().unwrap_or(0) as f64;
-        let labels = [("status", status.to_string())];
-        ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
+    for snapshot in snapshots {
+        let Some(statistics) = &snapshot.statistics else {
+            continue;
+        };
+        let counts = counts_of(&statistics.counts);
+        for status in all {
+            let value = counts.get(status).copied().unwrap_or(0) as f64;
+            let labels = [
+                ("namespace", snapshot.namespace.clone()),
+                ("status", status.to_string()),
+            ];
+            ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
+        }
     }
     Ok(())
 }
 
 impl Collector for StoreCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let latest = self.latest.lock();
-        let Some(snapshot) = latest.as_ref() else {
+        let snapshots = self.latest.lock();
+        let snapshots = snapshots.as_slice();
+        if snapshots.is_empty() {
             return Ok(());
-        };
+        }
         encode_gauge(
             &mut encoder,
             "store_up",
-            "1 when the store answered the statistics query of this scrape, else 0",
-            if snapshot.statistics.is_some() {
-                1.0
-            } else {
-                0.0
-            },
+            "1 when the namespace's store answered the statistics query of this scrape, else 0",
+            snapshots,
+            |s| Some(if s.statistics.is_some() { 1.0 } else { 0.0 }),
         )?;
         encode_gauge(
             &mut encoder,
             "store_statistics_duration_seconds",
             "Seconds the statistics query of this scrape took",
-            snapshot.duration.as_secs_f64(),
+            snapshots,
+            |s| Some(s.duration.as_secs_f64()),
         )?;
-        let Some(statistics) = &snapshot.statistics else {
-            return Ok(());
-        };
-        let counts = &statistics.counts;
         encode_by_status(
             &mut encoder,
             "rollouts",
             "Stored rollouts by status",
             RolloutStatus::ALL,
-            &counts.rollouts_by_status,
+            snapshots,
+            |counts| &counts.rollouts_by_status,
         )?;
         encode_by_status(
             &mut encoder,
             "attempts",
             "Stored attempts by status",
             AttemptStatus::ALL,
-            &counts.attempts_by_status,
+            snapshots,
+            |counts| &counts.attempts_by_status,
         )?;
-        let oldest_age = counts.oldest_queued_time.map_or(0.0, |since| {
-            (snapshot.taken.0.saturating_sub(since.0)).max(0) as f64 / 1e9
-        });
-        for (name, help, value) in [
-            ("spans", "Stored spans", counts.spans as f64),
-            (
-                "resources",
-                "Stored resources snapshots",
-                counts.resources as f64,
-            ),
-            ("workers", "Known workers", counts.workers as f64),
-            (
-                "queue_depth",
-                "Rollouts waiting in the queue",
-                counts.queued as f64,
-            ),
-            (
-                "queue_oldest_age_seconds",
-                "Seconds the rollout at the queue's head has waited (0 when the queue is empty)",
-                oldest_age,
-            ),
-            (
-                "span_bytes",
-                "Estimated bytes of the stored spans",
-                counts.span_bytes as f64,
-            ),
-            (
-                "uptime_seconds",
-                "Seconds since the store was opened",
-                statistics.uptime_seconds,
-            ),
-        ] {
-            encode_gauge(&mut encoder, name, help, value)?;
-        }
-        for (name, help, value) in [
-            (
-                "retention_evicted_rollouts",
-                "Rollouts whose spans span retention deleted",
-                counts.evicted_rollouts,
-            ),
-            (
-                "retention_evicted_spans",
-                "Spans deleted by span retention",
-                counts.evicted_spans,
-            ),
-            (
-                "retention_evicted_span_bytes",
-                "Estimated bytes of the spans deleted by span retention",
-                counts.evicted_span_bytes,
-            ),
-        ] {
-            let metric = ConstCounter::new(value);
-            metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)?;
-        }
+        let counted = |value_of: fn(&Counts) -> u64| {
+            move |s: &StoreSnapshot| s.statistics.as_ref().map(|st| value_of(&st.counts) as f64)
+        };
+        let oldest_age = |s: &StoreSnapshot| {
+            let counts = &s.statistics.as_ref()?.counts;
+            Some(counts.oldest_queued_time.map_or(0.0, |since| {
+                (s.taken.0.saturating_sub(since.0)).max(0) as f64 / 1e9
+            }))
+        };
+        encode_gauge(
+            &mut encoder,
+            "spans",
+            "Stored spans",
+            snapshots,
+            counted(|c| c.spans),
+        )?;
+        encode_gauge(
+            &mut encoder,
+            "resources",
+            "Stored resources snapshots",
+            snapshots,
+            counted(|c| c.resources),
+        )?;
+        encode_gauge(
+            &mut encoder,
+            "workers",
+            "Known workers",
+            snapshots,
+            counted(|c| c.workers),
+        )?;
+        encode_gauge(
+            &mut encoder,
+            "queue_depth",
+            "Rollouts waiting in the queue",
+            snapshots,
+            counted(|c| c.queued),
+        )?;
+        encode_gauge(
+            &mut encoder,
+            "queue_oldest_age_seconds",
+            "Seconds the rollout at the queue's head has waited (0 when the queue is empty)",
+            snapshots,
+            oldest_age,
+        )?;
+        encode_gauge(
+            &mut encoder,
+            "span_bytes",
+            "Estimated bytes of the stored spans",
+            snapshots,
+            counted(|c| c.span_bytes),
+        )?;
+        encode_gauge(
+            &mut encoder,
+            "uptime_seconds",
+            "Seconds since the namespace's store was opened",
+            snapshots,
+            |s| s.statistics.as_ref().map(|st| st.uptime_seconds),
+        )?;
+        encode_counter(
+            &mut encoder,
+            "retention_evicted_rollouts",
+            "Rollouts whose spans span retention deleted",
+            snapshots,
+            |c| c.evicted_rollouts,
+        )?;
+        encode_counter(
+            &mut encoder,
+            "retention_evicted_spans",
+            "Spans deleted by span retention",
+            snapshots,
+            |c| c.evicted_spans,
+        )?;
+        encode_counter(
+            &mut encoder,
+            "retention_evicted_span_bytes",
+            "Estimated bytes of the spans deleted by span retention",
+            snapshots,
+            |c| c.evicted_span_bytes,
+        )?;
         Ok(())
     }
+}
+
+/// The namespaces a scrape reads: each open now, by name, with its
+/// engine.
+pub trait ScrapedStores: Send + Sync + 'static {
+    /// Returns the namespaces open now.
+    fn open_stores(&self) -> BoxFuture<'_, Vec<(String, Arc<Engine>)>>;
 }
 
 /// Serves `GET /metrics` on `listener` until `shutdown` resolves.
 pub async fn serve(
     listener: TcpListener,
     metrics: Metrics,
-    engine: Arc<Engine>,
+    stores: Arc<dyn ScrapedStores>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = axum::Router::new().route(
@@ -605,9 +714,10 @@ pub async fn serve(
                 .get(http::header::ACCEPT)
                 .and_then(|value| value.to_str().ok());
             let format = Exposition::negotiate(accept);
+            let open = stores.open_stores().await;
             (
                 [(http::header::CONTENT_TYPE, format.content_type())],
-                metrics.render(&engine, format).await,
+                metrics.render(&open, format).await,
             )
         }),
     );
@@ -626,14 +736,16 @@ mod tests {
         metrics.spans_written(3, 1, 2);
         metrics.attempt_expired(AttemptStatus::Timeout);
         metrics.worker_sessions(4);
+        metrics.in_namespace("run-a").worker_sessions(1);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &metrics.registry).unwrap();
         for line in [
-            "lightning_store_spans_ingested_total{result=\"stored\"} 3",
-            "lightning_store_spans_ingested_total{result=\"duplicate\"} 1",
-            "lightning_store_spans_ingested_total{result=\"rejected\"} 2",
-            "lightning_store_watchdog_verdicts_total{status=\"timeout\"} 1",
-            "lightning_store_worker_sessions 4",
+            "lightning_store_spans_ingested_total{namespace=\"default\",result=\"stored\"} 3",
+            "lightning_store_spans_ingested_total{namespace=\"default\",result=\"duplicate\"} 1",
+            "lightning_store_spans_ingested_total{namespace=\"default\",result=\"rejected\"} 2",
+            "lightning_store_watchdog_verdicts_total{namespace=\"default\",status=\"timeout\"} 1",
+            "lightning_store_worker_sessions{namespace=\"default\"} 4",
+            "lightning_store_worker_sessions{namespace=\"run-a\"} 1",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
         }

@@ -18,7 +18,7 @@ use lightning_store_core::namespace::{Namespace, NamespaceName, NamespaceSetting
 use lightning_store_core::storage::Catalogue;
 
 use crate::gateway::{Gateway, GatewayConfig};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, ScrapedStores};
 use crate::namespace_layer::NamedNamespace;
 use crate::otlp::TraceIngest;
 
@@ -267,11 +267,12 @@ impl Namespaces {
     /// settings and the namespace's own retention.
     async fn start_services(&self, namespace: Namespace) -> StoreResult<NamespaceServices> {
         let store = self.catalogue()?.open(&namespace).await?;
-        let engine = Arc::new(
-            self.default
-                .engine
-                .for_namespace(store, &namespace.settings),
-        );
+        let observer = Arc::new(self.config.metrics.in_namespace(&namespace.name));
+        let engine = Arc::new(self.default.engine.for_namespace(
+            store,
+            &namespace.settings,
+            observer,
+        ));
         Ok(NamespaceServices::start(namespace, engine, &self.config).await)
     }
 
@@ -366,5 +367,18 @@ impl Namespaces {
         std::iter::once(self.default.clone())
             .chain(open.values().cloned())
             .collect()
+    }
+}
+
+/// A scrape reads the statistics of every namespace open now.
+impl ScrapedStores for Namespaces {
+    fn open_stores(&self) -> futures::future::BoxFuture<'_, Vec<(String, Arc<Engine>)>> {
+        Box::pin(async move {
+            self.open_now()
+                .await
+                .into_iter()
+                .map(|services| (services.namespace.name.to_string(), services.engine.clone()))
+                .collect()
+        })
     }
 }

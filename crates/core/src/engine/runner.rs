@@ -134,11 +134,17 @@ impl Engine {
     }
 
     /// Returns an engine with this one's settings over the store of another
-    /// namespace, with that namespace's quotas, and its retention when it
-    /// has its own.
-    pub fn for_namespace(&self, store: Arc<dyn Store>, settings: &NamespaceSettings) -> Self {
+    /// namespace, with that namespace's quotas, its retention when it has
+    /// its own, and its reports sent to `observer`.
+    pub fn for_namespace(
+        &self,
+        store: Arc<dyn Store>,
+        settings: &NamespaceSettings,
+        observer: Arc<dyn Observer>,
+    ) -> Self {
         let mut config = self.config.clone();
         config.quotas = settings.quotas;
+        config.observer = observer;
         if let Some(retention) = settings.retention {
             config.span_retention = retention;
         }
