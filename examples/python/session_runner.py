@@ -12,6 +12,7 @@ The algorithm's side runs in the main thread: it enqueues the rollouts,
 follows the store's event stream and reads the results back.
 
 Usage: python session_runner.py [ADDRESS]   (default $LIGHTNING_STORE_SERVER, then 127.0.0.1:4747)
+With $LIGHTNING_STORE_NAMESPACE set, everything happens in that namespace, the spans included.
 Exit status 0 when every check passed; the last line is `N passed, M failed`.
 """
 
@@ -60,7 +61,11 @@ revoked = threading.Event()
 def run_runner(session: WorkerSession, client: Client, address: str, expected: int, outcomes: list[str]) -> None:
     """The runner: takes assignments until it handled `expected` of them."""
     provider = TracerProvider(resource=Resource.create({"service.name": "session-runner"}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=address, insecure=True)))
+    # In a namespace (LIGHTNING_STORE_NAMESPACE, which the client reads too), the spans carry its metadata.
+    namespace = client.options.namespace
+    headers = {"lightning-store-namespace": namespace} if namespace is not None else None
+    exporter = OTLPSpanExporter(endpoint=address, insecure=True, headers=headers)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
     tracer = provider.get_tracer("session_runner")
     while len(outcomes) < expected:
         assignment = session.next_assignment(WAIT)

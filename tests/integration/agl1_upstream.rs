@@ -4,7 +4,9 @@
 //! enqueues rollouts with its own ids, waits, reads raw and triplet events
 //! and deletes them; the same run survives a SIGKILL of the server; and
 //! the API answers request for request as agentlightning's own server
-//! does. The Python environment comes from `tools/pyenv.sh agl1`.
+//! does; two trainings on one server, each selecting its namespace by the
+//! URL alone (`agl_server.url=http://store:8080/ns/run-a`), stay apart. The
+//! Python environment comes from `tools/pyenv.sh agl1`.
 
 use crate::common;
 
@@ -530,5 +532,162 @@ async fn the_api_answers_as_agentlightnings_own_server() {
     }
     upstream.stop().await;
     let (status, _) = ours.terminate();
+    assert!(status.success());
+}
+
+/// agentlightning 1.0.2's own client (`AgentLightningSyncClient` with a
+/// base URL, `RolloutCreate`, `Rollout`) creating a rollout at `argv[1]`
+/// and reading it back there; prints what it read.
+const CREATE_AND_READ: &str = r#"
+import json
+import sys
+
+from agentlightning.client import AgentLightningSyncClient
+from agentlightning.schemas import Rollout, RolloutCreate
+
+url, key, rollout_id = sys.argv[1:4]
+client = AgentLightningSyncClient(base_url=url, key=key, max_retries=0)
+request = RolloutCreate(input={"question": "where am I"}, is_train=False, rollout_id=rollout_id)
+created = client.post_with_retry("/api/rollouts", json=[request.model_dump(mode="json", exclude_none=True)])
+assert [Rollout.model_validate(r).rollout_id for r in created.json()] == [rollout_id], created.text
+read = client.get(f"/api/rollouts/{rollout_id}")
+read.raise_for_status()
+listed = client.get("/api/rollouts", params={"state_in": "queuing"})
+listed.raise_for_status()
+print(json.dumps({
+    "read": Rollout.model_validate(read.json()["rollout"]).model_dump(mode="json"),
+    "listed": [Rollout.model_validate(r).rollout_id for r in listed.json()],
+    "request_url": str(read.request.url),
+}))
+"#;
+
+/// How many rollouts finished in a namespace (`prefix` is `/ns/{name}`,
+/// or empty for `default`): its terminal log counts the completions of
+/// deleted rollouts too.
+async fn terminal_total(client: &HttpClient, prefix: &str) -> i64 {
+    let auth = format!("Bearer {KEY}");
+    let page = client
+        .request(
+            "GET",
+            &format!("{prefix}/api/rollouts/terminal"),
+            &[("authorization", auth.as_str())],
+            "",
+        )
+        .await;
+    assert_eq!(page.status, 200, "{prefix}: {}", page.text());
+    page.json()["total_terminal"].as_i64().unwrap()
+}
+
+#[tokio::test]
+async fn two_trainings_select_their_namespace_by_the_url() {
+    skip_without!(crate::common::Tool::Python);
+    let dir = tempfile::tempdir().unwrap();
+    let model = ModelServer::start().await;
+    let server = ServerProcess::start_with_env(
+        &["--store", "memory", "--gateway-model", MODEL],
+        &[("LIGHTNING_STORE_API_KEY", KEY)],
+    );
+    // The operator creates the trainings' namespaces (the key is an admin token).
+    let mut admin = server.client().await;
+    for name in ["run-a", "run-b"] {
+        let mut request = tonic::Request::new(lightning_store::proto::CreateNamespaceRequest {
+            name: name.to_owned(),
+            span_retention: None,
+        });
+        request
+            .metadata_mut()
+            .insert("authorization", format!("Bearer {KEY}").parse().unwrap());
+        admin.create_namespace(request).await.unwrap();
+    }
+    let url = |name: &str| format!("http://{}/ns/{name}", server.addr);
+
+    // Each training: agentlightning's controller and its trainer code
+    // (AglRolloutManager), configured with its namespace's URL alone.
+    let (samples, n) = (2, 1);
+    let mut controllers = Vec::new();
+    let mut trainers = Vec::new();
+    for name in ["run-a", "run-b"] {
+        let training = dir.path().join(name);
+        std::fs::create_dir(&training).unwrap();
+        controllers.push(controller(&url(name), &training));
+        trainers.push(trainer(
+            url(name),
+            model.addr,
+            "manager",
+            samples,
+            n,
+            training,
+        ));
+    }
+    let run_b = trainers.pop().unwrap();
+    let run_a = trainers.pop().unwrap();
+    let (run_a, run_b) = tokio::join!(run_a, run_b);
+    verify(&run_a, samples, n);
+    verify(&run_b, samples, n);
+    for controller in &mut controllers {
+        controller.stop().await;
+    }
+
+    // Each namespace logged its own training's completions alone.
+    let client = HttpClient::new(server.addr, Version::Http1);
+    let finished = (samples * n) as i64;
+    assert_eq!(terminal_total(&client, "/ns/run-a").await, finished);
+    assert_eq!(terminal_total(&client, "/ns/run-b").await, finished);
+    assert_eq!(terminal_total(&client, "").await, 0, "nothing in default");
+    let mut ids: Vec<&Value> = run_a
+        .iter()
+        .chain(&run_b)
+        .map(|r| &r["rollout_id"])
+        .collect();
+    ids.sort_by_key(|id| id.to_string());
+    ids.dedup();
+    assert_eq!(
+        ids.len(),
+        2 * samples * n,
+        "two trainings, distinct rollouts"
+    );
+
+    // agentlightning's client pointed at /ns/run-a creates and reads there.
+    let mut command = python_command();
+    command.args(["-c", CREATE_AND_READ, &url("run-a"), KEY, "made-in-run-a"]);
+    let mut child = Child::spawn("create-and-read", command, dir.path());
+    let status = child.wait(Duration::from_secs(120)).await;
+    let log = child.log();
+    assert!(status.success(), "agentlightning's client failed:\n{log}");
+    let read: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    assert_eq!(read["read"]["rollout_id"], "made-in-run-a", "{read}");
+    assert_eq!(read["read"]["input"], json!({"question": "where am I"}));
+    assert_eq!(read["listed"], json!(["made-in-run-a"]), "{read}");
+    assert_eq!(
+        read["request_url"],
+        format!("{}/api/rollouts/made-in-run-a", url("run-a")),
+        "the client kept the prefix"
+    );
+    let auth = format!("Bearer {KEY}");
+    let get = |path: String| {
+        let client = &client;
+        let auth = auth.clone();
+        async move {
+            client
+                .request("GET", &path, &[("authorization", auth.as_str())], "")
+                .await
+        }
+    };
+    let here = get("/ns/run-a/api/rollouts/made-in-run-a".into()).await;
+    assert_eq!(here.status, 200, "{}", here.text());
+    assert_eq!(here.json()["rollout"]["rollout_id"], "made-in-run-a");
+    for elsewhere in ["/ns/run-b", ""] {
+        let answer = get(format!("{elsewhere}/api/rollouts/made-in-run-a")).await;
+        assert_eq!(answer.status, 404, "{elsewhere}: {}", answer.text());
+        let listed = get(format!("{elsewhere}/api/rollouts?state_in=queuing")).await;
+        assert_eq!(listed.status, 200, "{elsewhere}: {}", listed.text());
+        assert_eq!(listed.json(), json!([]), "{elsewhere} lists nothing");
+    }
+    // A namespace nobody created is refused, not started.
+    let typo = get("/ns/run-c/api/rollouts?state_in=queuing".into()).await;
+    assert_eq!(typo.status, 404, "{}", typo.text());
+    assert!(typo.text().contains("run-c"), "{}", typo.text());
+
+    let (status, _) = server.terminate();
     assert!(status.success());
 }

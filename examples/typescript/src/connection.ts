@@ -1,5 +1,5 @@
 // How this example reaches a lightning-store server: the address, TLS on or
-// off and the bearer token live here and only here, so that both the store
+// off, the bearer token and the namespace live here and only here, so that both the store
 // client (Connect over HTTP/2) and the OpenTelemetry exporter (grpc-js) pick
 // up the same settings.
 
@@ -20,6 +20,32 @@ export interface ConnectionOptions {
   token?: string | undefined;
   /** Accept gzip-compressed responses: less traffic on slow links, more CPU on both ends. */
   gzip?: boolean;
+  /**
+   * The namespace every call works in (one training among several on the
+   * server), sent as `lightning-store-namespace` metadata on every call,
+   * stream and span export; undefined: the `default` namespace.
+   */
+  namespace?: string | undefined;
+}
+
+/** The metadata key that names a call's namespace. */
+export const NAMESPACE_METADATA = "lightning-store-namespace";
+
+const NAMESPACE_NAME = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+
+/**
+ * Returns `name` if it is a namespace name (a DNS label: 1 to 63 lowercase
+ * letters, digits and hyphens, beginning and ending with a letter or a
+ * digit); throws otherwise, before any call is made.
+ */
+export function checkNamespace(name: string): string {
+  if (!NAMESPACE_NAME.test(name)) {
+    throw new Error(
+      `${JSON.stringify(name)} is not a namespace name: 1 to 63 lowercase letters, digits and hyphens, ` +
+        "beginning and ending with a letter or a digit",
+    );
+  }
+  return name;
 }
 
 /** The typed client of `lightningstore.v1.LightningStoreService`. */
@@ -36,10 +62,11 @@ function envFlag(name: string): boolean {
 /**
  * Reads the options from the environment: `LIGHTNING_STORE_SERVER` (address,
  * optionally as `http://` or `https://` URL), `LIGHTNING_STORE_TLS` and
- * `LIGHTNING_STORE_GZIP` (`1` or `true`), and `LIGHTNING_STORE_TOKEN`. An
- * explicit address wins over the environment's.
+ * `LIGHTNING_STORE_GZIP` (`1` or `true`), `LIGHTNING_STORE_TOKEN` and
+ * `LIGHTNING_STORE_NAMESPACE`. An explicit address or namespace wins over
+ * the environment's.
  */
-export function connectionFromEnv(address?: string): ConnectionOptions {
+export function connectionFromEnv(address?: string, namespace?: string): ConnectionOptions {
   const raw = address ?? process.env["LIGHTNING_STORE_SERVER"] ?? DEFAULT_ADDRESS;
   let tls = envFlag("LIGHTNING_STORE_TLS");
   let hostPort = raw;
@@ -50,11 +77,13 @@ export function connectionFromEnv(address?: string): ConnectionOptions {
     hostPort = raw.slice("http://".length);
   }
   const token = process.env["LIGHTNING_STORE_TOKEN"];
+  const named = namespace ?? process.env["LIGHTNING_STORE_NAMESPACE"];
   return {
     address: hostPort.replace(/\/+$/, ""),
     tls,
     token: token === "" ? undefined : token,
     gzip: envFlag("LIGHTNING_STORE_GZIP"),
+    namespace: named === undefined || named === "" ? undefined : checkNamespace(named),
   };
 }
 
@@ -74,10 +103,18 @@ function authorization(options: ConnectionOptions): string | undefined {
  */
 export function createStoreClient(options: ConnectionOptions): StoreClient {
   const auth = authorization(options);
+  const namespace = options.namespace === undefined ? undefined : checkNamespace(options.namespace);
   const interceptors: Interceptor[] = [];
   if (auth !== undefined) {
     interceptors.push((next) => (request) => {
       request.header.set("authorization", auth);
+      return next(request);
+    });
+  }
+  if (namespace !== undefined) {
+    // Unary calls and streams alike (the WorkerSession, WatchRolloutCompletions, WatchEvents).
+    interceptors.push((next) => (request) => {
+      request.header.set(NAMESPACE_METADATA, namespace);
       return next(request);
     });
   }
@@ -96,14 +133,17 @@ export function createStoreClient(options: ConnectionOptions): StoreClient {
 
 /**
  * Creates the OpenTelemetry SDK's OTLP/gRPC span exporter aimed at the
- * store's own port (its `TraceService/Export`), with the same TLS setting
- * and token as the store client.
+ * store's own port (its `TraceService/Export`), with the same TLS setting,
+ * token and namespace as the store client.
  */
 export function createSpanExporter(options: ConnectionOptions): OTLPTraceExporter {
   const metadata = new Metadata();
   const auth = authorization(options);
   if (auth !== undefined) {
     metadata.set("authorization", auth);
+  }
+  if (options.namespace !== undefined) {
+    metadata.set(NAMESPACE_METADATA, checkNamespace(options.namespace));
   }
   return new OTLPTraceExporter({
     url: baseUrl(options),

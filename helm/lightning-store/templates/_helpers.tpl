@@ -34,6 +34,20 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/component: server
 {{- end }}
 
+{{- /*
+Labels of the namespaces Job and its pod: without the selector labels, so that
+the Service, the PodDisruptionBudget and the NetworkPolicy of the server pods
+never select it.
+*/}}
+{{- define "lightning-store.jobLabels" -}}
+helm.sh/chart: {{ include "lightning-store.chart" . }}
+app.kubernetes.io/part-of: {{ include "lightning-store.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: namespaces
+{{- end }}
+
 {{- define "lightning-store.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "lightning-store.fullname" .) .Values.serviceAccount.name }}
@@ -80,6 +94,24 @@ deadline, so the server always finishes its own drain.
 {{- define "lightning-store.validate" -}}
 {{- if and (eq .Values.mode "postgres") (not .Values.postgres.existingSecret) (not .Values.postgres.url) }}
 {{- fail "mode postgres needs postgres.existingSecret (recommended) or postgres.url" }}
+{{- end }}
+{{- end }}
+
+{{/* namespaces.create fits in namespaces.max (with `default`), and names each namespace once. */}}
+{{- define "lightning-store.validateNamespaces" -}}
+{{- $names := list }}
+{{- range .Values.namespaces.create }}
+{{- if kindIs "string" . }}
+{{- $names = append $names . }}
+{{- else }}
+{{- $names = append $names .name }}
+{{- end }}
+{{- end }}
+{{- if ne (len $names) (len (uniq $names)) }}
+{{- fail (printf "namespaces.create names a namespace twice: %s" (join ", " $names)) }}
+{{- end }}
+{{- if gt (add1 (len $names)) (int .Values.namespaces.max) }}
+{{- fail (printf "namespaces.create has %d namespaces: with default, more than namespaces.max (%d)" (len $names) (int .Values.namespaces.max)) }}
 {{- end }}
 {{- end }}
 

@@ -2,7 +2,8 @@
 
 - `Client` (blocking) and `AsyncClient` (asyncio): every RPC as a typed method,
   resumable `watch_completions` and `events` streams, worker sessions.
-- `ConnectionOptions`: address, TLS, token, deadlines and retries in one place.
+- `ConnectionOptions`: address, TLS, token, namespace, deadlines and retries in
+  one place; `Client("host:port", namespace="run-a")` works in namespace run-a.
 - `lightning_store.errors`: one exception per gRPC status code.
 - `lightning_store.agentlightning.LightningStore` (extra `[agentlightning]`):
   agent-lightning 0.3's `LightningStore` interface over gRPC, for its Trainer
@@ -19,6 +20,7 @@ from lightning_store.calls import LATEST, Page, attempt_update, rollout_spec
 from lightning_store.client import Client, Stream, WorkerSession
 from lightning_store.errors import (
     Aborted,
+    AlreadyExists,
     AttemptRevoked,
     DeadlineExceeded,
     FailedPrecondition,
@@ -39,6 +41,7 @@ __all__ = [
     "LATEST",
     "UNSET",
     "Aborted",
+    "AlreadyExists",
     "Assignment",
     "AsyncClient",
     "AsyncStream",

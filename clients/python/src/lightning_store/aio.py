@@ -148,6 +148,9 @@ class AsyncClient:
     query_workers = _awaited(calls.query_workers)
     get_worker = _awaited(calls.get_worker)
     update_worker = _awaited(calls.update_worker)
+    create_namespace = _awaited(calls.create_namespace)
+    list_namespaces = _awaited(calls.list_namespaces)
+    delete_namespace = _awaited(calls.delete_namespace)
 
     def watch_completions(
         self, rollout_ids: Iterable[str], *, timeout: float | None = None

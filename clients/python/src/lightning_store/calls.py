@@ -535,3 +535,38 @@ def update_worker(worker_id: str, *, heartbeat_stats: Mapping[str, Any] | Unset 
     stats = None if isinstance(heartbeat_stats, Unset) else to_json(dict(heartbeat_stats))
     request = pb.UpdateWorkerRequest(worker_id=worker_id, heartbeat_stats_json=stats)
     return Call("UpdateWorker", request, lambda r: r.worker, safe=True)
+
+
+def span_retention(max_age: float | None = None, max_bytes: int = 0) -> pb.SpanRetention | None:
+    """Returns a namespace's span retention, or None when neither limit is set (the server's retention applies).
+
+    Spans of rollouts finished over `max_age` seconds ago are deleted, and the oldest while they take over
+    `max_bytes` (0: no limit).
+    """
+    if max_age is None and not max_bytes:
+        return None
+    return pb.SpanRetention(max_age=None if max_age is None else _seconds(max_age), max_bytes=max_bytes)
+
+
+def create_namespace(
+    name: str, *, span_retention_age: float | None = None, span_retention_max_bytes: int = 0
+) -> Call[pb.Namespace]:
+    """Creates a namespace (admin), with a span retention of its own if given (seconds, bytes).
+
+    Raises AlreadyExists, InvalidArgument for a name outside the rule, FailedPrecondition past the server's
+    `--max-namespaces`.
+    """
+    request = pb.CreateNamespaceRequest(
+        name=name, span_retention=span_retention(span_retention_age, span_retention_max_bytes)
+    )
+    return Call("CreateNamespace", request, lambda r: r.namespace)
+
+
+def list_namespaces() -> Call[list[pb.NamespaceSummary]]:
+    """Lists the namespaces (admin), `default` first, each with its statistics and the bytes it takes."""
+    return Call("ListNamespaces", pb.ListNamespacesRequest(), lambda r: list(r.namespaces), safe=True)
+
+
+def delete_namespace(name: str) -> Call[pb.Namespace]:
+    """Deletes a namespace and every record in it (admin); raises NotFound, FailedPrecondition for `default`."""
+    return Call("DeleteNamespace", pb.DeleteNamespaceRequest(name=name), lambda r: r.namespace)

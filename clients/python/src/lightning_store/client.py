@@ -77,9 +77,12 @@ def _blocking(spec: Callable[P, Call[R]]) -> Callable[Concatenate[Client, P], R]
 class Client:
     """A synchronous lightning-store client.
 
-    `Client()` reads `LIGHTNING_STORE_SERVER` and `LIGHTNING_STORE_TOKEN`;
-    `Client("host:port", token=..., timeout=...)` or
-    `Client(ConnectionOptions(...))` say it explicitly. Errors are
+    `Client()` reads `LIGHTNING_STORE_SERVER`, `LIGHTNING_STORE_TOKEN` and
+    `LIGHTNING_STORE_NAMESPACE`; `Client("host:port", token=..., timeout=...)`
+    or `Client(ConnectionOptions(...))` say it explicitly.
+    `Client("host:port", namespace="run-a")` works in namespace `run-a`: every
+    call and stream carries the `lightning-store-namespace` metadata (None, the
+    default: the `default` namespace). Errors are
     `lightning_store.errors.StoreError` subclasses; calls that are safe to
     repeat are retried with backoff while the server is unavailable.
     """
@@ -188,6 +191,9 @@ class Client:
     query_workers = _blocking(calls.query_workers)
     get_worker = _blocking(calls.get_worker)
     update_worker = _blocking(calls.update_worker)
+    create_namespace = _blocking(calls.create_namespace)
+    list_namespaces = _blocking(calls.list_namespaces)
+    delete_namespace = _blocking(calls.delete_namespace)
 
     def watch_completions(
         self, rollout_ids: Iterable[str], *, timeout: float | None = None

@@ -55,7 +55,11 @@ class StoreError(Exception):
 
 
 class NotFound(StoreError, LookupError):
-    """An unknown rollout, attempt, resources snapshot or worker (NOT_FOUND)."""
+    """An unknown rollout, attempt, resources snapshot, worker or namespace (NOT_FOUND)."""
+
+
+class AlreadyExists(StoreError):
+    """A namespace of that name exists already (ALREADY_EXISTS)."""
 
 
 class InvalidArgument(StoreError, ValueError):
@@ -107,6 +111,7 @@ class AttemptRevoked(Exception):
 
 _BY_CODE: dict[grpc.StatusCode, type[StoreError]] = {
     grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
     grpc.StatusCode.OUT_OF_RANGE: OutOfRange,

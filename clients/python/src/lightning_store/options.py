@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -22,6 +23,25 @@ ADDRESS_ENV = "LIGHTNING_STORE_SERVER"
 """The environment variable with the server's address (the CLI's `--server`)."""
 TOKEN_ENV = "LIGHTNING_STORE_TOKEN"
 """The environment variable with the bearer token."""
+NAMESPACE_ENV = "LIGHTNING_STORE_NAMESPACE"
+"""The environment variable with the namespace to work in (the CLI's `--namespace`)."""
+NAMESPACE_METADATA = "lightning-store-namespace"
+"""The gRPC metadata key that names a call's namespace."""
+_NAMESPACE_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+
+
+def check_namespace(name: str) -> str:
+    """Returns `name` if it is a namespace name, else raises ValueError.
+
+    A name is a DNS label: 1 to 63 lowercase letters, digits and hyphens, beginning and ending with a letter or a
+    digit.
+    """
+    if not _NAMESPACE_NAME.fullmatch(name):
+        raise ValueError(
+            f"{name!r} is not a namespace name: 1 to 63 lowercase letters, digits and hyphens, "
+            "beginning and ending with a letter or a digit"
+        )
+    return name
 
 
 @dataclass(frozen=True)
@@ -109,12 +129,26 @@ class ConnectionOptions:
     Streams always fail fast and reconnect with `retry`."""
     max_message_bytes: int = 64 * 1024 * 1024
     """Largest message sent or received (the server's default limit)."""
+    namespace: str | None = None
+    """The namespace every call works in, sent as `lightning-store-namespace` metadata (and, over HTTP, the path
+    prefix `/ns/{namespace}`); None: the `default` namespace (or, with a token limited to one namespace, that one)."""
+
+    def __post_init__(self) -> None:
+        if self.namespace is not None:
+            check_namespace(self.namespace)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> ConnectionOptions:
-        """Returns options from `LIGHTNING_STORE_SERVER` and `LIGHTNING_STORE_TOKEN`, then `overrides`."""
+        """Returns options from the environment, then `overrides`.
+
+        The environment: `LIGHTNING_STORE_SERVER`, `LIGHTNING_STORE_TOKEN` and `LIGHTNING_STORE_NAMESPACE`.
+        """
         env = os.environ if environ is None else environ
-        options = cls(address=env.get(ADDRESS_ENV, DEFAULT_ADDRESS), token=env.get(TOKEN_ENV) or None)
+        options = cls(
+            address=env.get(ADDRESS_ENV, DEFAULT_ADDRESS),
+            token=env.get(TOKEN_ENV) or None,
+            namespace=env.get(NAMESPACE_ENV) or None,
+        )
         return replace(options, **overrides)
 
     @property
@@ -131,15 +165,25 @@ class ConnectionOptions:
         return f"{'https' if self.uses_tls else 'http'}://{self.target}"
 
     @property
+    def namespace_url(self) -> str:
+        """Returns the HTTP base URL of the namespace: `http_url`, followed by `/ns/{namespace}` if one is set."""
+        if self.namespace is None:
+            return self.http_url
+        return f"{self.http_url}/ns/{self.namespace}"
+
+    @property
     def uses_tls(self) -> bool:
         """Tells whether the channel is encrypted."""
         return self.tls is not None or self.address.startswith("https://")
 
     def call_metadata(self) -> tuple[tuple[str, str], ...]:
-        """Returns the metadata sent with every call."""
-        if self.token is None:
-            return self.metadata
-        return (("authorization", f"Bearer {self.token}"), *self.metadata)
+        """Returns the metadata sent with every call: the token, the namespace, then `metadata`."""
+        sent: list[tuple[str, str]] = []
+        if self.token is not None:
+            sent.append(("authorization", f"Bearer {self.token}"))
+        if self.namespace is not None:
+            sent.append((NAMESPACE_METADATA, self.namespace))
+        return (*sent, *self.metadata)
 
     def channel_options(self, user_agent: str) -> list[tuple[str, Any]]:
         """Returns the channel arguments: message limits, quick reconnection, TLS name override."""

@@ -1,4 +1,4 @@
-// Usage: node dist/src/bin/algorithm.js [ADDRESS] [--count N] [--timeout-secs S]
+// Usage: node dist/src/bin/algorithm.js [ADDRESS] [--count N] [--timeout-secs S] [--namespace NAME]
 //
 // Publishes a resources snapshot, enqueues N addition tasks, and prints each
 // rollout the moment it finishes (WatchRolloutCompletions), with the reward
@@ -16,10 +16,12 @@ const { values, positionals } = parseArgs({
   options: {
     count: { type: "string", default: "8" },
     "timeout-secs": { type: "string", default: "60" },
+    // The namespace to work in (default: $LIGHTNING_STORE_NAMESPACE, else `default`).
+    namespace: { type: "string" },
   },
 });
 
-const connection = connectionFromEnv(positionals[0]);
+const connection = connectionFromEnv(positionals[0], values.namespace);
 const client = createStoreClient(connection);
 const count = Number(values.count);
 

@@ -1,4 +1,4 @@
-// Usage: node dist/src/bin/runner.js [ADDRESS] [--worker-id ID] [--slots N]
+// Usage: node dist/src/bin/runner.js [ADDRESS] [--worker-id ID] [--slots N] [--namespace NAME]
 //
 // Runs the example agent on the rollouts the server pushes to one worker
 // session until SIGINT or SIGTERM, then finishes the attempts in progress
@@ -17,10 +17,12 @@ const { values, positionals } = parseArgs({
   options: {
     "worker-id": { type: "string", default: "Worker-ts-0" },
     slots: { type: "string", default: "4" },
+    // The namespace to work in (default: $LIGHTNING_STORE_NAMESPACE, else `default`).
+    namespace: { type: "string" },
   },
 });
 
-const connection = connectionFromEnv(positionals[0]);
+const connection = connectionFromEnv(positionals[0], values.namespace);
 const exporter = createSpanExporter(connection);
 const runner = new Runner(createStoreClient(connection), exporter, {
   workerId: values["worker-id"],
@@ -43,7 +45,10 @@ const stop = new AbortController();
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.once(signal, () => stop.abort());
 }
-console.log(`runner ${values["worker-id"]} with ${values.slots} slots on ${connection.address}`);
+console.log(
+  `runner ${values["worker-id"]} with ${values.slots} slots on ${connection.address}` +
+    (connection.namespace === undefined ? "" : ` in namespace ${connection.namespace}`),
+);
 try {
   await runner.run(stop.signal);
   console.log("runner stopped");

@@ -105,10 +105,13 @@ class LightningStore(UpstreamStore):
     over gRPC, which needs no configuration. `otlp_traces=True` makes it
     export them over OTLP/HTTP to `otlp_traces_endpoint()` instead: the
     server's own `/v1/traces` on its one port (`http(s)://host:port/v1/traces`
-    from the address), or the `otlp_traces_endpoint` given. With the
+    from the address, `.../ns/{namespace}/v1/traces` in a namespace), or the `otlp_traces_endpoint` given. With the
     OpenTelemetry SDK 1.4x that also needs `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
     set to that endpoint (the SDK ignores the one agent-lightning sets), so it
     is not the default: a store must not lose spans silently.
+
+    `namespace="run-a"` puts everything it does in that namespace (one
+    training among several on the server); None is the `default` namespace.
     """
 
     def __init__(
@@ -189,7 +192,7 @@ class LightningStore(UpstreamStore):
             raise NotImplementedError("OTLP traces are off for this store (pass otlp_traces=True)")
         if self._otlp_traces_endpoint is not None:
             return self._otlp_traces_endpoint
-        return f"{self.options.http_url}/v1/traces"
+        return f"{self.options.namespace_url}/v1/traces"
 
     async def statistics(self) -> Statistics:
         """Returns the entity counts; `name` is the class name (as upstream's), `backend` the server's backend."""
