@@ -3,11 +3,13 @@
 //! answers the whole page, or its event stream when the browser asks for
 //! one ([`live`]). What the pages share is in modules of its own: the
 //! layout and error pages ([`layout`]), the viewer ([`viewer`]), the
-//! handlers' state and the namespace a request names ([`state`]).
+//! handlers' state ([`state`]) and the namespace a request names
+//! ([`extract`]).
 
 pub mod actions;
 pub mod conversation;
 pub mod download;
+pub mod extract;
 pub mod layout;
 pub mod live;
 pub mod models;

@@ -1,27 +1,22 @@
 //! [`ConsoleContext`]: what every console handler shares (the axum state):
 //! the server's namespaces, the settings, and each namespace's console
 //! ([`NamespaceConsole`]: its sources and live pages' hub), which a
-//! handler takes as an extractor for the namespace its request names.
+//! handler takes as an extractor (see [`super::extract`]) for the
+//! namespace its request names.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::FromRequestParts;
-use axum::response::Response;
-use http::request::Parts;
 use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 
-use super::layout::failed;
 use super::live::Hub;
-use super::viewer::Viewer;
 use crate::context::{ConsoleConfig, Sources};
 use crate::sampler::QueueDepths;
 use crate::url::Links;
 use lightning_store_adapters::namespace_layer::NamedNamespace;
 use lightning_store_adapters::namespaces::{NamespaceServices, Namespaces};
 use lightning_store_core::error::StoreResult;
-use lightning_store_core::namespace::NamespaceName;
 
 /// What every console handler shares.
 #[derive(Clone)]
@@ -115,26 +110,5 @@ impl ConsoleContext {
         };
         consoles.insert(services.namespace.id, console.clone());
         console
-    }
-}
-
-impl FromRequestParts<ConsoleContext> for NamespaceConsole {
-    type Rejection = Response;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        context: &ConsoleContext,
-    ) -> Result<Self, Self::Rejection> {
-        match context.console_of(&parts.extensions).await {
-            Ok(console) => Ok(console),
-            Err(error) => {
-                let Ok(mut viewer) = Viewer::from_request_parts(parts, context).await;
-                // The page names a namespace that is not there: its links
-                // lead to the default one's console.
-                viewer.links = Links::default();
-                viewer.namespace = NamespaceName::default_namespace();
-                Err(failed(&error.into(), &viewer))
-            }
-        }
     }
 }
