@@ -127,4 +127,15 @@ mod tests {
         }
         assert_eq!(depth.minutes.lock().len(), MINUTES);
     }
+
+    #[test]
+    fn each_namespace_has_a_depth_of_its_own() {
+        let depths = QueueDepths::default();
+        depths.of(1).record(Timestamp(MINUTE), 4);
+        depths.of(2).record(Timestamp(MINUTE), 9);
+        let starts = [Timestamp(MINUTE)];
+        assert_eq!(depths.of(1).at(&starts), [4]);
+        assert_eq!(depths.of(2).at(&starts), [9]);
+        assert_eq!(depths.of(3).at(&starts), [0], "a namespace not sampled yet");
+    }
 }

@@ -236,6 +236,21 @@ async fn a_token_limited_to_a_namespace_sees_only_it() {
 
     let base = server.url.clone();
     with_browser("console-namespace-token", move |browser| async move {
+        // Unsigned, a namespace's page leads to the sign-in form, which
+        // leads back to it.
+        browser
+            .goto(&format!("{base}/ns/run-a/console/workers"))
+            .await;
+        let login = browser.url().await;
+        assert!(
+            login.contains("/console/login?next=%2Fns%2Frun-a%2Fconsole%2Fworkers"),
+            "{login}"
+        );
+        browser.type_into("input[name=token]", RUNNER_A).await;
+        browser.click_to_load("form button[type=submit]").await;
+        browser.wait_for_text("h1", "Workers").await;
+        assert!(browser.url().await.ends_with("/ns/run-a/console/workers"));
+
         // Signed in, the runner's token opens its own namespace.
         sign_in(&browser, &base, RUNNER_A).await;
         assert_eq!(
