@@ -26,7 +26,7 @@ use lightning_store_adapters::gateway::GatewayConfig;
 use lightning_store_adapters::metrics::Metrics;
 use lightning_store_adapters::namespace_layer::name_namespace;
 use lightning_store_adapters::namespaces::{
-    NamespacePolicy, NamespaceServices, Namespaces, ServicesConfig, stop_tasks,
+    NamespacePolicy, Namespaces, ServicesConfig, stop_tasks,
 };
 use lightning_store_adapters::transport::{ActivityLayer, TransportLimits};
 use lightning_store_console::{ConsoleConfig, ConsoleContext};
@@ -218,9 +218,7 @@ pub async fn serve(
         )
         .await?,
     );
-    let console = config
-        .console
-        .then(|| console(namespaces.default_namespace(), &config));
+    let console = config.console.then(|| console(&namespaces, &config));
     let background = spawn_background(&engine, &health, console.as_ref(), &config);
     let metrics_server = MetricsServer::start(&config, &namespaces)?;
     let routes = routes(&namespaces, &config, health_service, console)?;
@@ -277,16 +275,11 @@ pub async fn serve(
     result
 }
 
-/// Returns the web console over the default namespace's engine, gateway
-/// and worker sessions.
-fn console(default: &NamespaceServices, config: &ServerConfig) -> ConsoleContext {
+/// Returns the web console over the server's namespaces (each request's
+/// pages show the namespace it names).
+fn console(namespaces: &Arc<Namespaces>, config: &ServerConfig) -> ConsoleContext {
     ConsoleContext::new(
-        lightning_store_console::Sources {
-            engine: default.engine.clone(),
-            gateway: default.gateway.clone(),
-            dispatcher: default.dispatcher.clone(),
-            queue_depth: Default::default(),
-        },
+        namespaces.clone(),
         ConsoleConfig {
             tokens: config.tokens.clone(),
             tls: config.tls.is_some(),
@@ -299,8 +292,9 @@ fn console(default: &NamespaceServices, config: &ServerConfig) -> ConsoleContext
 
 /// Spawns the tasks of the server as a whole that run beside the calls
 /// until the engine closes (each namespace's own run with its services,
-/// see [`NamespaceServices::start`]): the reload of tokens and TLS files,
-/// the backend probe, and the console's sampling of the queue's depth.
+/// see [`NamespaceServices::start`](lightning_store_adapters::namespaces::NamespaceServices::start)): the reload of tokens and TLS files,
+/// the backend probe, and the console's sampling of each namespace's queue
+/// depth.
 fn spawn_background(
     engine: &Arc<Engine>,
     health: &Arc<Health>,

@@ -1,24 +1,28 @@
-//! What the console reads from ([`Sources`]: the engine, this server's
-//! gateway and worker sessions, the sampled queue depth) and its settings
+//! What one namespace's console reads from ([`Sources`]: its engine, this
+//! server's gateway and worker sessions of it, its sampled queue depth,
+//! and where its pages live) and the console's settings
 //! ([`ConsoleConfig`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::sampler;
+use crate::url::Links;
 use lightning_store_adapters::auth::Tokens;
 use lightning_store_adapters::gateway::Gateway;
 use lightning_store_core::dispatcher::Dispatcher;
 use lightning_store_core::engine::Engine;
 
-/// What the console reads from: the engine, and this server's gateway and
-/// worker sessions.
+/// What one namespace's console reads from: the namespace's engine, and
+/// this server's gateway and worker sessions of it.
 pub struct Sources {
     pub engine: Arc<Engine>,
     pub gateway: Arc<Gateway>,
     pub dispatcher: Arc<Dispatcher>,
-    /// The queue's depth sampled over the last hour.
+    /// The namespace's queue depth sampled over the last hour.
     pub queue_depth: Arc<sampler::QueueDepth>,
+    /// Where the namespace's pages live.
+    pub links: Links,
 }
 
 /// Settings of the console.

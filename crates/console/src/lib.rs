@@ -12,9 +12,14 @@
 //! * Every page is a plain URL holding its filters (a GET form), so that it
 //!   can be bookmarked, shared and reloaded, and the back button works.
 //! * Live updates ([`pages::live`]): the page's script opens its own URL as an
-//!   event stream; one hub per server follows the engine's event
+//!   event stream; one hub per namespace follows its engine's event
 //!   subscription, re-renders each open page at most a few times a second,
 //!   once for every tab that shows it, and pushes the new HTML.
+//! * Namespaces ([`pages::state`]): the routes serve every namespace, whose
+//!   prefix `/ns/{name}/` the namespace layer stripped before routing; each
+//!   handler takes the console of the namespace its request names, and
+//!   every link a page renders stays under that prefix ([`url::Links`]). A
+//!   switcher lists the namespaces the viewer's token may read.
 //! * Access ([`pages::session`]): the API's tokens and roles, checked by the same
 //!   layer ([`lightning_store_adapters::auth`]) against what each route declares where it is
 //!   registered ([`routes`], with [`lightning_store_adapters::http::routes::Routes`] as every
@@ -50,7 +55,7 @@ use lightning_store_adapters::auth::AuthLayer;
 use lightning_store_adapters::auth::policy::{Need, Permission};
 use lightning_store_adapters::http::routes::Routes;
 
-pub use self::context::{ConsoleConfig, Sources};
+pub use self::context::ConsoleConfig;
 pub use self::pages::state::ConsoleContext;
 pub use self::url::PREFIX;
 

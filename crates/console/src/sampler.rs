@@ -1,17 +1,18 @@
 //! The queue's depth over the last hour, for the Overview's chart. The
 //! store keeps no record of when a rollout left the queue, so the depth of
-//! past minutes cannot be read back: this server samples it (one counts
-//! read every [`SAMPLE_EVERY`]) and keeps the last sample of each of the
-//! last 60 minutes. A server that started less than an hour ago shows the
+//! past minutes cannot be read back: this server samples each open
+//! namespace's queue on its own (one counts read every [`SAMPLE_EVERY`])
+//! and keeps the last sample of each of the last 60 minutes. A server that
+//! started (or opened the namespace) less than an hour ago shows the
 //! minutes since.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use lightning_store_core::engine::Engine;
+use lightning_store_adapters::namespaces::Namespaces;
 use lightning_store_core::model::Timestamp;
 
 /// How often the depth is sampled.
@@ -57,10 +58,30 @@ impl QueueDepth {
             })
             .collect()
     }
+}
 
-    /// Samples the depth every [`SAMPLE_EVERY`] until the engine closes.
-    pub async fn run(self: Arc<Self>, engine: Arc<Engine>) {
-        let mut closing = engine.closing();
+/// The queue depth of each namespace, by the namespace's id (a namespace
+/// created again under a deleted one's name starts without samples).
+#[derive(Debug, Default)]
+pub struct QueueDepths {
+    by_namespace: Mutex<HashMap<i64, Arc<QueueDepth>>>,
+}
+
+impl QueueDepths {
+    /// Returns the queue depth of the namespace whose id is `namespace_id`.
+    pub fn of(&self, namespace_id: i64) -> Arc<QueueDepth> {
+        self.by_namespace
+            .lock()
+            .entry(namespace_id)
+            .or_default()
+            .clone()
+    }
+
+    /// Samples the queue of every namespace open on this server every
+    /// [`SAMPLE_EVERY`], until the default namespace's engine closes (the
+    /// server shuts down); forgets the namespaces no longer open.
+    pub async fn run(self: Arc<Self>, namespaces: Arc<Namespaces>) {
+        let mut closing = namespaces.default_namespace().engine.closing();
         let mut ticker = tokio::time::interval(SAMPLE_EVERY);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -68,9 +89,22 @@ impl QueueDepth {
                 _ = ticker.tick() => {}
                 _ = closing.wait_for(|closed| *closed) => return,
             }
-            match engine.statistics().await {
-                Ok(statistics) => self.record(engine.now(), statistics.counts.queued),
-                Err(error) => tracing::debug!(%error, "console: cannot sample the queue's depth"),
+            let open = namespaces.open_now().await;
+            self.by_namespace
+                .lock()
+                .retain(|id, _| open.iter().any(|services| services.namespace.id == *id));
+            for services in open {
+                let engine = &services.engine;
+                match engine.statistics().await {
+                    Ok(statistics) => self
+                        .of(services.namespace.id)
+                        .record(engine.now(), statistics.counts.queued),
+                    Err(error) => tracing::debug!(
+                        %error,
+                        namespace = %services.namespace.name,
+                        "console: cannot sample the queue's depth"
+                    ),
+                }
             }
         }
     }
@@ -92,5 +126,16 @@ mod tests {
             depth.record(Timestamp(minute * MINUTE), minute as u64);
         }
         assert_eq!(depth.minutes.lock().len(), MINUTES);
+    }
+
+    #[test]
+    fn each_namespace_has_a_depth_of_its_own() {
+        let depths = QueueDepths::default();
+        depths.of(1).record(Timestamp(MINUTE), 4);
+        depths.of(2).record(Timestamp(MINUTE), 9);
+        let starts = [Timestamp(MINUTE)];
+        assert_eq!(depths.of(1).at(&starts), [4]);
+        assert_eq!(depths.of(2).at(&starts), [9]);
+        assert_eq!(depths.of(3).at(&starts), [0], "a namespace not sampled yet");
     }
 }

@@ -3,7 +3,8 @@
 //! page shows what the store holds, pages change live as gRPC calls change
 //! the store, a waterfall shows spans under their parents, a 1.x
 //! conversation renders from a real gateway call, a reader token cannot
-//! act, and hostile input renders as text. The test modules are compiled
+//! act, hostile input renders as text, and each namespace has a console of
+//! its own. The test modules are compiled
 //! once per backend, as the conformance suite is.
 
 pub(crate) mod support;
@@ -18,6 +19,7 @@ macro_rules! console_suite {
 
                 mod agl1;
                 mod live;
+                mod namespaces;
                 mod pages;
                 mod security;
             }

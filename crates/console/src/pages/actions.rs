@@ -4,16 +4,15 @@
 //! and [`lightning_store_adapters::auth`] checked the same permission before they run.
 
 use askama::Template;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, Request};
 use axum::response::Response;
 use http::StatusCode;
 
 use super::layout::{Layout, Nav, error_page, failed};
 use super::session::{FORM_TOKEN, Form, see_other};
-use super::state::ConsoleContext;
+use super::state::NamespaceConsole;
 use super::viewer::Viewer;
 use crate::rendered::{PageError, render_error};
-use crate::url::rollout_url;
 use lightning_store_core::ids::RolloutId;
 use lightning_store_core::lifecycle;
 use lightning_store_core::model::RolloutStatus;
@@ -46,7 +45,7 @@ impl Confirm<'_> {
 
 /// Asks whether to cancel a rollout.
 pub async fn confirm_cancel(
-    State(context): State<ConsoleContext>,
+    console: NamespaceConsole,
     Path(rollout_id): Path<String>,
     viewer: Viewer,
 ) -> Response {
@@ -54,11 +53,11 @@ pub async fn confirm_cancel(
         Ok(rollout_id) => rollout_id,
         Err(error) => return failed(&error.into(), &viewer),
     };
-    let view = match context.sources().engine.get_rollout(&rollout_id).await {
+    let view = match console.sources.engine.get_rollout(&rollout_id).await {
         Ok(view) => view,
         Err(error) => return failed(&error.into(), &viewer),
     };
-    let back = rollout_url(&rollout_id);
+    let back = console.sources.links.rollout(&rollout_id);
     if !lifecycle::may_cancel(view.rollout.status) {
         return finished(&rollout_id, view.rollout.status);
     }
@@ -95,7 +94,7 @@ fn finished(rollout_id: &str, status: RolloutStatus) -> Response {
 
 /// Cancels a rollout (the confirmation's form).
 pub async fn cancel(
-    State(context): State<ConsoleContext>,
+    console: NamespaceConsole,
     Path(rollout_id): Path<String>,
     viewer: Viewer,
     request: Request,
@@ -107,7 +106,7 @@ pub async fn cancel(
         Ok(rollout_id) => rollout_id,
         Err(error) => return failed(&error.into(), &viewer),
     };
-    match context.sources().engine.cancel_rollout(&rollout_id).await {
+    match console.sources.engine.cancel_rollout(&rollout_id).await {
         Ok(Cancelled::AlreadyFinished(status)) => finished(&rollout_id, status),
         Ok(Cancelled::Done(_)) => {
             tracing::info!(
@@ -115,7 +114,7 @@ pub async fn cancel(
                 token = viewer.token_name.as_deref(),
                 "console: rollout cancelled"
             );
-            see_other(&rollout_url(&rollout_id))
+            see_other(&console.sources.links.rollout(&rollout_id))
         }
         Err(error) => failed(&error.into(), &viewer),
     }
@@ -127,10 +126,10 @@ pub async fn confirm_pause(viewer: Viewer) -> Response {
         title: "Pause the gateway",
         question: "Pause agent-lightning 1.x's LLM gateway?",
         detail: "New model calls are refused (429, retry after the delay) on every server until it is resumed; calls in flight finish. The pause returns once every server applies it.",
-        action: "/console/gateway/pause",
+        action: &viewer.links.to("/console/gateway/pause"),
         button: "Pause the gateway",
         danger: true,
-        back: "/console/models",
+        back: &viewer.links.to("/console/models"),
         form_token_name: FORM_TOKEN,
         form_token: viewer.form_token.as_deref(),
         pause_fields: true,
@@ -144,10 +143,10 @@ pub async fn confirm_resume(viewer: Viewer) -> Response {
         title: "Resume the gateway",
         question: "Resume agent-lightning 1.x's LLM gateway?",
         detail: "Model calls are served again on every server.",
-        action: "/console/gateway/resume",
+        action: &viewer.links.to("/console/gateway/resume"),
         button: "Resume the gateway",
         danger: false,
-        back: "/console/models",
+        back: &viewer.links.to("/console/models"),
         form_token_name: FORM_TOKEN,
         form_token: viewer.form_token.as_deref(),
         pause_fields: false,
@@ -156,11 +155,7 @@ pub async fn confirm_resume(viewer: Viewer) -> Response {
 }
 
 /// Pauses the gateway (the confirmation's form).
-pub async fn pause(
-    State(context): State<ConsoleContext>,
-    viewer: Viewer,
-    request: Request,
-) -> Response {
+pub async fn pause(console: NamespaceConsole, viewer: Viewer, request: Request) -> Response {
     let form = match Form::read(request).await {
         Ok(form) => form,
         Err(response) => return response,
@@ -184,35 +179,31 @@ pub async fn pause(
         .map(str::trim)
         .filter(|reason| !reason.is_empty())
         .map(str::to_owned);
-    set_pause(&context, &viewer, Some((retry_after, reason))).await
+    set_pause(&console, &viewer, Some((retry_after, reason))).await
 }
 
 /// Resumes the gateway (the confirmation's form).
-pub async fn resume(
-    State(context): State<ConsoleContext>,
-    viewer: Viewer,
-    request: Request,
-) -> Response {
+pub async fn resume(console: NamespaceConsole, viewer: Viewer, request: Request) -> Response {
     if let Err(response) = Form::read(request).await {
         return response;
     }
-    set_pause(&context, &viewer, None).await
+    set_pause(&console, &viewer, None).await
 }
 
 async fn set_pause(
-    context: &ConsoleContext,
+    console: &NamespaceConsole,
     viewer: &Viewer,
     pause: Option<(i64, Option<String>)>,
 ) -> Response {
     let pausing = pause.is_some();
-    match context.sources().gateway.set_pause(pause).await {
+    match console.sources.gateway.set_pause(pause).await {
         Ok(_) => {
             tracing::info!(
                 paused = pausing,
                 token = viewer.token_name.as_deref(),
                 "console: gateway pause set"
             );
-            see_other("/console/models")
+            see_other(&console.sources.links.to("/console/models"))
         }
         Err(error) => failed(&PageError::from(error), viewer),
     }

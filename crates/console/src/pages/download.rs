@@ -3,14 +3,14 @@
 //! agent-lightning's JSON (as its store API writes them), and for a 1.x
 //! rollout its events as recorded.
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::layout::failed;
-use super::state::ConsoleContext;
+use super::state::NamespaceConsole;
 use super::viewer::Viewer;
 use crate::rendered::PageError;
 use lightning_store_adapters::http::agl0::models::{AttemptJson, RolloutJson};
@@ -39,7 +39,7 @@ struct Download<'a> {
 
 /// Answers a rollout as a JSON file.
 pub async fn download(
-    State(context): State<ConsoleContext>,
+    console: NamespaceConsole,
     Path(rollout_id): Path<String>,
     viewer: Viewer,
 ) -> Response {
@@ -47,7 +47,7 @@ pub async fn download(
         Ok(rollout_id) => rollout_id,
         Err(error) => return failed(&error.into(), &viewer),
     };
-    match document(&context, &rollout_id).await {
+    match document(&console, &rollout_id).await {
         Ok(body) => {
             let name: String = rollout_id
                 .chars()
@@ -80,12 +80,11 @@ pub async fn download(
     }
 }
 
-async fn document(context: &ConsoleContext, rollout_id: &RolloutId) -> Result<Vec<u8>, PageError> {
-    let read = context
-        .sources()
-        .engine
-        .rollout_download(rollout_id)
-        .await?;
+async fn document(
+    console: &NamespaceConsole,
+    rollout_id: &RolloutId,
+) -> Result<Vec<u8>, PageError> {
+    let read = console.sources.engine.rollout_download(rollout_id).await?;
     let (view, attempts, spans, spans_evicted, events) = (
         read.view,
         read.attempts,

@@ -1,6 +1,6 @@
-//! The layout every page shares (its head, navigation, search box and
-//! sign-out form around a main region), and the pages and panels that say
-//! what went wrong.
+//! The layout every page shares (its head, navigation, namespace
+//! switcher, search box and sign-out form around a main region), and the
+//! pages and panels that say what went wrong.
 
 use askama::Template;
 use axum::response::{IntoResponse, Response};
@@ -9,6 +9,7 @@ use http::StatusCode;
 use super::viewer::Viewer;
 use crate::assets;
 use crate::rendered::PageError;
+use crate::url::Links;
 
 /// The page a link of the navigation names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,8 +41,15 @@ struct LayoutPage<'a> {
     js: String,
     icon: String,
     navigation: bool,
-    links: &'a [(Nav, &'static str, &'static str)],
+    /// What precedes the namespace's console paths.
+    base: &'a str,
+    /// The navigation: (page, label, link).
+    links: Vec<(Nav, &'static str, String)>,
     current: Nav,
+    /// The namespace shown.
+    namespace: &'a str,
+    /// The namespaces the viewer may read: (name, link to its same page).
+    switcher: Vec<(&'a str, String)>,
     search: &'a str,
     token_name: Option<&'a str>,
     form_token: Option<&'a str>,
@@ -102,6 +110,21 @@ impl<'a> Layout<'a> {
 
     /// Answers with the page.
     pub fn answer(self, status: StatusCode) -> Response {
+        let links = self
+            .viewer
+            .map(|viewer| viewer.links.clone())
+            .unwrap_or_default();
+        let same_page = LINKS
+            .iter()
+            .find(|(nav, _, _)| *nav == self.nav)
+            .map_or("/", |(_, _, path)| path);
+        let switcher = self.viewer.map_or_else(Vec::new, |viewer| {
+            viewer
+                .readable
+                .iter()
+                .map(|name| (name.as_str(), Links::of(name).to(same_page)))
+                .collect()
+        });
         let page = LayoutPage {
             title: self.title,
             fixed: self.fixed,
@@ -110,8 +133,14 @@ impl<'a> Layout<'a> {
             js: assets::url("console.js"),
             icon: assets::url("icon.svg"),
             navigation: self.viewer.is_some(),
-            links: &LINKS,
+            base: links.base(),
+            links: LINKS
+                .iter()
+                .map(|(nav, label, path)| (*nav, *label, links.to(path)))
+                .collect(),
             current: self.nav,
+            namespace: self.viewer.map_or("", |viewer| viewer.namespace.as_str()),
+            switcher,
             search: self.search,
             token_name: self.viewer.and_then(|v| v.token_name.as_deref()),
             form_token: self.viewer.and_then(|v| v.form_token.as_deref()),
@@ -135,22 +164,30 @@ impl<'a> Layout<'a> {
 #[derive(Template)]
 #[template(path = "message.html")]
 struct Message<'a> {
+    /// What precedes the console paths of the namespace the page is in.
+    base: &'a str,
     title: &'a str,
     message: &'a str,
 }
 
 /// Returns a page that says what went wrong, with `status`.
 pub fn error_page(status: StatusCode, title: &str, message: &str) -> Response {
-    let main = Message { title, message }
-        .render()
-        .unwrap_or_else(|_| message.to_owned());
+    let main = Message {
+        base: "",
+        title,
+        message,
+    }
+    .render()
+    .unwrap_or_else(|_| message.to_owned());
     Layout::plain(title, &main).answer(status)
 }
 
-/// Returns the main region that stands for a page that failed to render.
-pub fn error_panel(error: &PageError) -> String {
+/// Returns the main region that stands for a page of the namespace whose
+/// console `links` are that failed to render.
+pub fn error_panel(error: &PageError, links: &Links) -> String {
     let (title, message) = describe(error);
     Message {
+        base: links.base(),
         title,
         message: &message,
     }
@@ -180,5 +217,6 @@ pub fn status_of(error: &PageError) -> StatusCode {
 /// Answers a page that failed to render.
 pub fn failed(error: &PageError, viewer: &Viewer) -> Response {
     let (title, _) = describe(error);
-    Layout::page(title, &error_panel(error), Nav::None, viewer).answer(status_of(error))
+    Layout::page(title, &error_panel(error, &viewer.links), Nav::None, viewer)
+        .answer(status_of(error))
 }

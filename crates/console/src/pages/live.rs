@@ -2,8 +2,8 @@
 //! (`Accept: text/event-stream`), and the server pushes the page's main
 //! region, re-rendered, whenever the store changes what it shows.
 //!
-//! One hub per server does the work, however many tabs are open: it
-//! follows the engine's event subscription (the one `WatchEvents` uses,
+//! One hub per namespace does the work, however many tabs are open: it
+//! follows the namespace's engine's event subscription (the one `WatchEvents` uses,
 //! gapless, gaps read from the store's history) and the engine's hints of
 //! 1.x event appends, marks the open views that a change makes stale
 //! ([`View::affected_by`]), and renders each stale view once per round,
@@ -108,24 +108,25 @@ struct HubState {
     position: u64,
 }
 
-/// The live pages of one server.
+/// The live pages of one namespace.
 pub struct Hub {
     sources: Arc<Sources>,
     state: Mutex<HubState>,
     /// Wakes the hub: a view that needs a render was registered.
     kick: Notify,
-    /// One place per open stream.
+    /// One place per open stream, shared by every namespace's hub.
     places: Arc<Semaphore>,
 }
 
 impl Hub {
-    /// Returns the hub of a server that holds at most `max_streams` live pages.
-    pub fn new(sources: Arc<Sources>, max_streams: usize) -> Arc<Self> {
+    /// Returns the hub of the namespace `sources` reads from, whose
+    /// streams take their places from the server's `places`.
+    pub fn new(sources: Arc<Sources>, places: Arc<Semaphore>) -> Arc<Self> {
         Arc::new(Self {
             sources,
             state: Mutex::new(HubState::default()),
             kick: Notify::new(),
-            places: Arc::new(Semaphore::new(max_streams)),
+            places,
         })
     }
 
@@ -316,7 +317,7 @@ impl Hub {
                     view.waiting.store(rendered.waiting, Ordering::Relaxed);
                     rendered.html
                 }
-                Err(error) => error_panel(&error),
+                Err(error) => error_panel(&error, &self.sources.links),
             };
             view.seen.store(position, Ordering::Relaxed);
             let unchanged = view

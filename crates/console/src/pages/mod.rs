@@ -3,11 +3,13 @@
 //! answers the whole page, or its event stream when the browser asks for
 //! one ([`live`]). What the pages share is in modules of its own: the
 //! layout and error pages ([`layout`]), the viewer ([`viewer`]), the
-//! handlers' state ([`state`]).
+//! handlers' state ([`state`]) and the namespace a request names
+//! ([`extract`]).
 
 pub mod actions;
 pub mod conversation;
 pub mod download;
+pub mod extract;
 pub mod layout;
 pub mod live;
 pub mod models;
@@ -27,9 +29,10 @@ use axum::response::Response;
 use http::{HeaderMap, StatusCode, Uri};
 
 use self::layout::{Layout, Nav, failed};
-use self::state::ConsoleContext;
+use self::state::{ConsoleContext, NamespaceConsole};
 use self::view::{View, ViewKey};
 use self::viewer::Viewer;
+use crate::context::ConsoleConfig;
 use crate::rendered::PageError;
 use lightning_store_core::ids::RolloutId;
 
@@ -40,7 +43,8 @@ pub use self::search::search;
 /// Answers a live page: its event stream when the browser asks for one,
 /// else the whole page, marked with the event position it reflects.
 async fn show(
-    context: &ConsoleContext,
+    console: &NamespaceConsole,
+    config: &ConsoleConfig,
     view: View,
     nav: Nav,
     viewer: &Viewer,
@@ -52,19 +56,14 @@ async fn show(
             view,
             actions: viewer.actions,
         };
-        return live::stream(
-            context.hub(),
-            context.config(),
-            key,
-            live::position(headers, uri),
-        );
+        return live::stream(&console.hub, config, key, live::position(headers, uri));
     }
     // Read before the page: a change committed meanwhile reaches it live.
-    let seq = match context.sources().engine.events_after(0, 0).await {
+    let seq = match console.sources.engine.events_after(0, 0).await {
         Ok(page) => page.latest,
         Err(error) => return failed(&PageError::from(error), viewer),
     };
-    match view.render(context.sources(), viewer.actions).await {
+    match view.render(&console.sources, viewer.actions).await {
         Ok(rendered) => Layout::page(&rendered.title, &rendered.html, nav, viewer)
             .fixed(&rendered.fixed)
             .live(seq)
@@ -76,12 +75,14 @@ async fn show(
 /// The Overview.
 pub async fn overview(
     State(context): State<ConsoleContext>,
+    console: NamespaceConsole,
     viewer: Viewer,
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
     show(
-        &context,
+        &console,
+        context.config(),
         View::Overview,
         Nav::Overview,
         &viewer,
@@ -94,6 +95,7 @@ pub async fn overview(
 /// The rollouts, filtered as the URL says.
 pub async fn rollouts(
     State(context): State<ConsoleContext>,
+    console: NamespaceConsole,
     viewer: Viewer,
     headers: HeaderMap,
     uri: Uri,
@@ -101,7 +103,16 @@ pub async fn rollouts(
     match rollouts::RolloutsQuery::parse(uri.query().unwrap_or("")) {
         Ok(query) => {
             let view = View::Rollouts(query);
-            show(&context, view, Nav::Rollouts, &viewer, &headers, &uri).await
+            show(
+                &console,
+                context.config(),
+                view,
+                Nav::Rollouts,
+                &viewer,
+                &headers,
+                &uri,
+            )
+            .await
         }
         Err(message) => failed(&PageError::Invalid(message), &viewer),
     }
@@ -110,6 +121,7 @@ pub async fn rollouts(
 /// One rollout.
 pub async fn rollout(
     State(context): State<ConsoleContext>,
+    console: NamespaceConsole,
     Path(rollout_id): Path<String>,
     viewer: Viewer,
     headers: HeaderMap,
@@ -119,23 +131,43 @@ pub async fn rollout(
         Ok(rollout_id) => View::Rollout(rollout_id),
         Err(error) => return failed(&error.into(), &viewer),
     };
-    show(&context, view, Nav::Rollouts, &viewer, &headers, &uri).await
+    show(
+        &console,
+        context.config(),
+        view,
+        Nav::Rollouts,
+        &viewer,
+        &headers,
+        &uri,
+    )
+    .await
 }
 
 /// The workers.
 pub async fn workers(
     State(context): State<ConsoleContext>,
+    console: NamespaceConsole,
     viewer: Viewer,
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
     let view = View::Workers(workers::WorkersQuery::parse(uri.query().unwrap_or("")));
-    show(&context, view, Nav::Workers, &viewer, &headers, &uri).await
+    show(
+        &console,
+        context.config(),
+        view,
+        Nav::Workers,
+        &viewer,
+        &headers,
+        &uri,
+    )
+    .await
 }
 
 /// The resources versions, and the difference between two.
 pub async fn resources(
     State(context): State<ConsoleContext>,
+    console: NamespaceConsole,
     viewer: Viewer,
     headers: HeaderMap,
     uri: Uri,
@@ -144,17 +176,36 @@ pub async fn resources(
         Ok(query) => View::Resources(query),
         Err(error) => return failed(&error.into(), &viewer),
     };
-    show(&context, view, Nav::Resources, &viewer, &headers, &uri).await
+    show(
+        &console,
+        context.config(),
+        view,
+        Nav::Resources,
+        &viewer,
+        &headers,
+        &uri,
+    )
+    .await
 }
 
 /// agent-lightning 1.x's model servers and the gateway.
 pub async fn models(
     State(context): State<ConsoleContext>,
+    console: NamespaceConsole,
     viewer: Viewer,
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    show(&context, View::Models, Nav::Models, &viewer, &headers, &uri).await
+    show(
+        &console,
+        context.config(),
+        View::Models,
+        Nav::Models,
+        &viewer,
+        &headers,
+        &uri,
+    )
+    .await
 }
 
 /// Any other path under the console's prefix.

@@ -25,6 +25,8 @@ pub struct GatewayBox {
     pub window: String,
     /// The viewer may pause and resume it.
     pub can_act: bool,
+    /// What precedes the namespace's console paths.
+    pub base: String,
 }
 
 /// One model server's calls from this server.
@@ -66,6 +68,7 @@ impl GatewayBox {
                 .collect(),
             window: format::duration(rates::WINDOW),
             can_act: actions.gateway,
+            base: sources.links.base().to_owned(),
         })
     }
 }

@@ -15,7 +15,7 @@ use crate::context::Sources;
 use crate::format::{self, ShownTime, status_class};
 use crate::rendered::render_error;
 use crate::rendered::{PageError, Rendered};
-use crate::url::rollout_url;
+use crate::url::{Links, PREFIX};
 use lightning_store_core::events::{Change, EventPage};
 use lightning_store_core::model::{RolloutStatus, Timestamp, WorkerStatus};
 use lightning_store_core::overview::Failure;
@@ -63,6 +63,8 @@ struct FailureRow {
 #[derive(Template)]
 #[template(path = "overview.html")]
 struct OverviewPage {
+    /// What precedes the namespace's console paths.
+    base: String,
     total: String,
     statuses: Vec<StatusCount>,
     queued: String,
@@ -92,9 +94,10 @@ pub const LIMITS: OverviewLimits = OverviewLimits {
 pub async fn render(sources: &Sources, actions: Actions) -> Result<Rendered, PageError> {
     let read = sources.engine.overview_page(LIMITS).await?;
     let counts = &read.counts;
-    let statuses = status_counts(&counts.rollouts_by_status);
+    let links = &sources.links;
+    let statuses = status_counts(&counts.rollouts_by_status, links);
     let oldest_queued = read.oldest_queued.clone().map(|queued| OldestQueued {
-        href: rollout_url(&queued.rollout_id),
+        href: sources.links.rollout(&queued.rollout_id),
         rollout_id: queued.rollout_id,
         age: format::duration(queued.age),
         since: format::time(queued.since),
@@ -151,9 +154,14 @@ pub async fn render(sources: &Sources, actions: Actions) -> Result<Rendered, Pag
         here.iter().map(|s| s.held.len()).sum(),
         here.iter().map(|s| s.slots).sum(),
     );
-    let failures = read.failures.iter().map(failure_row).collect();
+    let failures = read
+        .failures
+        .iter()
+        .map(|failure| failure_row(failure, links))
+        .collect();
     let gateway = GatewayBox::read(sources, actions).await?;
     let page = OverviewPage {
+        base: links.base().to_owned(),
         total: format::count(counts.rollouts),
         statuses,
         queued: format::count(counts.queued),
@@ -183,7 +191,7 @@ pub async fn render(sources: &Sources, actions: Actions) -> Result<Rendered, Pag
 }
 
 /// Returns every status with its count, in lifecycle order.
-pub fn status_counts(by_status: &BTreeMap<RolloutStatus, u64>) -> Vec<StatusCount> {
+pub fn status_counts(by_status: &BTreeMap<RolloutStatus, u64>, links: &Links) -> Vec<StatusCount> {
     let total: u64 = by_status.values().sum();
     [
         RolloutStatus::Queuing,
@@ -206,7 +214,7 @@ pub fn status_counts(by_status: &BTreeMap<RolloutStatus, u64>) -> Vec<StatusCoun
             } else {
                 count as f64 * 100.0 / total as f64
             },
-            href: format!("/console/rollouts?status={}", status.as_str()),
+            href: links.to(&format!("{PREFIX}/rollouts?status={}", status.as_str())),
         }
     })
     .collect()
@@ -248,7 +256,7 @@ fn worker_counts(by_status: &BTreeMap<WorkerStatus, u64>) -> Vec<(&'static str, 
     .collect()
 }
 
-fn failure_row(failure: &Failure) -> FailureRow {
+fn failure_row(failure: &Failure, links: &Links) -> FailureRow {
     let rollout = &failure.rollout.rollout;
     let attempt = failure.rollout.attempt.as_ref();
     let reason = failure
@@ -263,7 +271,7 @@ fn failure_row(failure: &Failure) -> FailureRow {
         .or_else(|| attempt.map(|a| format!("attempt {}", a.status)))
         .unwrap_or_else(|| "failed before any attempt".to_owned());
     FailureRow {
-        href: rollout_url(&rollout.rollout_id),
+        href: links.rollout(&rollout.rollout_id),
         rollout_id: rollout.rollout_id.clone(),
         ended: rollout.end_time.map(format::time),
         attempt: attempt.map_or_else(|| "none".to_owned(), |a| a.status.to_string()),

@@ -9,7 +9,7 @@ use crate::context::Sources;
 use crate::format::{self, ShownTime};
 use crate::rendered::render_error;
 use crate::rendered::{PageError, Rendered};
-use crate::url::{query_get, query_pairs, query_value};
+use crate::url::{PREFIX, query_get, query_pairs, query_value};
 use lightning_store_core::error::StoreResult;
 use lightning_store_core::ids::ResourcesId;
 use lightning_store_core::model::ResourcesUpdate;
@@ -102,13 +102,17 @@ pub async fn render(sources: &Sources, query: &ResourcesQuery) -> Result<Rendere
             created: format::time(update.create_time),
             updated: format::time(update.update_time),
             names: names(update),
-            show: format!("/console/resources?a={}", query_value(&update.resources_id)),
+            show: sources.links.to(&format!(
+                "{PREFIX}/resources?a={}",
+                query_value(&update.resources_id)
+            )),
             compare: shown_id
                 .as_ref()
                 .filter(|shown| **shown != update.resources_id)
                 .map(|shown| {
                     format!(
-                        "/console/resources?a={}&b={}",
+                        "{}{PREFIX}/resources?a={}&b={}",
+                        sources.links.base(),
                         query_value(shown),
                         query_value(&update.resources_id)
                     )

@@ -20,7 +20,7 @@ use crate::format::status_class;
 use crate::format::{self, ShownTime};
 use crate::rendered::render_error;
 use crate::rendered::{PageError, Rendered};
-use crate::url::{path_segment, query_value, rollout_url};
+use crate::url::{PREFIX, path_segment, query_value};
 use lightning_store_core::agl1::Agl1Event;
 use lightning_store_core::agl1::diagnosis::{Diagnosis, Finding};
 use lightning_store_core::agl1::events::{
@@ -150,7 +150,9 @@ struct Agl1View {
 
 #[derive(Template)]
 #[template(path = "rollout.html")]
-struct RolloutPage {
+struct RolloutPage<'a> {
+    /// What precedes the namespace's console paths.
+    base: &'a str,
     summary: Summary,
     reward: Option<RewardView>,
     waiting: Option<WaitingView>,
@@ -170,6 +172,7 @@ struct RolloutPage {
 #[derive(Template)]
 #[template(path = "rollout_heading.html")]
 struct Heading<'a> {
+    base: &'a str,
     rollout_id: &'a str,
 }
 
@@ -190,6 +193,7 @@ pub async fn render(
         .rollout_page(rollout_id, LIMITS, free_slots_here)
         .await?;
     let now = read.now;
+    let links = &sources.links;
     let spans = &read.spans.items;
     let spans_note = spans_note(&read);
     let attempts_note = (read.attempts.total > read.attempts.items.len()).then(|| {
@@ -240,7 +244,7 @@ pub async fn render(
         resources: rollout.resources_id.as_ref().map(|id| {
             (
                 id.clone(),
-                format!("/console/resources?a={}", query_value(id)),
+                links.to(&format!("{PREFIX}/resources?a={}", query_value(id))),
             )
         }),
         created: format::time(rollout.start_time),
@@ -250,8 +254,11 @@ pub async fn render(
             rollout.end_time.unwrap_or(now),
         )),
         cancel: (actions.cancel && read.cancellable)
-            .then(|| format!("{}/cancel", rollout_url(rollout_id))),
-        download: format!("/console/rollouts/{}/download", path_segment(rollout_id)),
+            .then(|| format!("{}/cancel", links.rollout(rollout_id))),
+        download: links.to(&format!(
+            "{PREFIX}/rollouts/{}/download",
+            path_segment(rollout_id)
+        )),
         agl1: agl1.is_some(),
     };
     let attempts = &read.attempts.items;
@@ -262,6 +269,7 @@ pub async fn render(
         .collect();
     let waiting_now = waiting.is_some();
     let page = RolloutPage {
+        base: links.base(),
         summary,
         reward,
         waiting,
@@ -280,6 +288,7 @@ pub async fn render(
     Ok(Rendered {
         title: format!("Rollout {rollout_id}"),
         fixed: Heading {
+            base: links.base(),
             rollout_id: rollout_id.as_str(),
         }
         .render()

@@ -9,7 +9,7 @@ use crate::format::status_class;
 use crate::format::{self, ShownTime};
 use crate::rendered::render_error;
 use crate::rendered::{PageError, Rendered};
-use crate::url::{query_get, query_pairs, query_value, rollout_url};
+use crate::url::{Links, PREFIX, query_get, query_pairs, query_value};
 use lightning_store_core::model::{RolloutMode, RolloutStatus, RolloutView};
 use lightning_store_core::query::{Page, RolloutFilter, TimeRange};
 
@@ -104,7 +104,7 @@ impl RolloutsQuery {
     }
 
     /// Returns the page's URL with the sort or the page changed.
-    fn url(&self, sort: Option<(&str, bool)>, page: Option<usize>) -> String {
+    fn url(&self, links: &Links, sort: Option<(&str, bool)>, page: Option<usize>) -> String {
         let mut parts = Vec::new();
         for status in &self.statuses {
             parts.push(format!("status={status}"));
@@ -129,7 +129,7 @@ impl RolloutsQuery {
         if page > 1 {
             parts.push(format!("page={page}"));
         }
-        format!("/console/rollouts?{}", parts.join("&"))
+        links.to(&format!("{PREFIX}/rollouts?{}", parts.join("&")))
     }
 
     fn filter(&self) -> RolloutFilter {
@@ -178,6 +178,7 @@ struct Choice {
 #[derive(Template)]
 #[template(path = "rollouts_filters.html")]
 struct Filters<'a> {
+    base: &'a str,
     query: &'a RolloutsQuery,
     statuses: Vec<Choice>,
     modes: Vec<Choice>,
@@ -197,6 +198,7 @@ struct RolloutsPage {
 
 /// Renders the Rollouts page.
 pub async fn render(sources: &Sources, query: &RolloutsQuery) -> Result<Rendered, PageError> {
+    let links = &sources.links;
     let page = Page {
         sort_by: Some(query.sort.0.clone()),
         descending: query.sort.1,
@@ -205,7 +207,11 @@ pub async fn render(sources: &Sources, query: &RolloutsQuery) -> Result<Rendered
     };
     let read = sources.engine.rollouts_page(&query.filter(), &page).await?;
     let (found, now) = (read.rollouts, read.now);
-    let rows: Vec<Row> = found.items.iter().map(|view| row(view, now)).collect();
+    let rows: Vec<Row> = found
+        .items
+        .iter()
+        .map(|view| row(view, now, links))
+        .collect();
     let first = page.offset + 1;
     let last = page.offset + rows.len();
     let columns = SORTS
@@ -216,7 +222,7 @@ pub async fn render(sources: &Sources, query: &RolloutsQuery) -> Result<Rendered
             let descending = !(current && query.sort.1);
             Column {
                 label,
-                href: query.url(Some((field, descending)), Some(1)),
+                href: query.url(links, Some((field, descending)), Some(1)),
                 sorted: match (current, query.sort.1) {
                     (false, _) => "none",
                     (true, true) => "descending",
@@ -226,6 +232,7 @@ pub async fn render(sources: &Sources, query: &RolloutsQuery) -> Result<Rendered
         })
         .collect();
     let fixed = Filters {
+        base: links.base(),
         query,
         statuses: RolloutStatus::ALL
             .iter()
@@ -254,8 +261,8 @@ pub async fn render(sources: &Sources, query: &RolloutsQuery) -> Result<Rendered
         total: format::count(found.total as u64),
         first,
         last,
-        previous: (query.page > 1).then(|| query.url(None, Some(query.page - 1))),
-        next: (last < found.total).then(|| query.url(None, Some(query.page + 1))),
+        previous: (query.page > 1).then(|| query.url(links, None, Some(query.page - 1))),
+        next: (last < found.total).then(|| query.url(links, None, Some(query.page + 1))),
         rows,
     }
     .render()
@@ -268,11 +275,11 @@ pub async fn render(sources: &Sources, query: &RolloutsQuery) -> Result<Rendered
     })
 }
 
-fn row(view: &RolloutView, now: lightning_store_core::model::Timestamp) -> Row {
+fn row(view: &RolloutView, now: lightning_store_core::model::Timestamp, links: &Links) -> Row {
     let rollout = &view.rollout;
     let attempt = view.attempt.as_ref();
     Row {
-        href: rollout_url(&rollout.rollout_id),
+        href: links.rollout(&rollout.rollout_id),
         rollout_id: rollout.rollout_id.clone(),
         status: rollout.status,
         class: status_class(rollout.status),
@@ -310,7 +317,14 @@ mod tests {
         assert_eq!(query.id_contains.as_deref(), Some("a&b"));
         assert_eq!(query.sort, ("end_time".to_owned(), false));
         assert_eq!(query.page, 3);
-        let again = RolloutsQuery::parse(query.url(None, None).split_once('?').unwrap().1).unwrap();
+        let again = RolloutsQuery::parse(
+            query
+                .url(&Links::default(), None, None)
+                .split_once('?')
+                .unwrap()
+                .1,
+        )
+        .unwrap();
         assert_eq!(again, query);
         assert!(RolloutsQuery::parse("status=done").is_err());
         assert!(RolloutsQuery::parse("sort=input").is_err());

@@ -3,16 +3,16 @@
 //! rollouts whose id contains the text).
 
 use askama::Template;
-use axum::extract::State;
+
 use axum::response::Response;
 use http::{StatusCode, Uri};
 
 use super::layout::{Layout, Nav, failed};
 use super::session::see_other;
-use super::state::ConsoleContext;
+use super::state::NamespaceConsole;
 use super::viewer::Viewer;
 use crate::rendered::render_error;
-use crate::url::{query_get, query_pairs, query_value, rollout_url};
+use crate::url::{PREFIX, query_get, query_pairs, query_value};
 use lightning_store_core::error::StoreResult;
 use lightning_store_core::ids;
 use lightning_store_core::overview::Found;
@@ -32,16 +32,17 @@ struct SearchPage<'a> {
 }
 
 /// Answers the search box.
-pub async fn search(State(context): State<ConsoleContext>, viewer: Viewer, uri: Uri) -> Response {
+pub async fn search(console: NamespaceConsole, viewer: Viewer, uri: Uri) -> Response {
+    let links = &console.sources.links;
     let pairs = query_pairs(uri.query().unwrap_or(""));
     let Some(text) = query_get(&pairs, "q") else {
-        return see_other("/console/rollouts");
+        return see_other(&links.to(&format!("{PREFIX}/rollouts")));
     };
     let matches = if ids::validate_id("id", text).is_err() {
         // Not an id at all (control characters, too long): nothing has it.
         Vec::new()
     } else {
-        match find(&context, text).await {
+        match find(&console, text).await {
             Ok(matches) => matches,
             Err(error) => return failed(&error.into(), &viewer),
         }
@@ -56,7 +57,7 @@ pub async fn search(State(context): State<ConsoleContext>, viewer: Viewer, uri: 
     };
     let page = SearchPage {
         text,
-        contains: format!("/console/rollouts?q={}", query_value(text)),
+        contains: links.to(&format!("{PREFIX}/rollouts?q={}", query_value(text))),
         matches,
     };
     match page.render() {
@@ -70,14 +71,15 @@ pub async fn search(State(context): State<ConsoleContext>, viewer: Viewer, uri: 
 /// Returns what `text` names exactly (the engine's [`Engine::find_id`]).
 ///
 /// [`Engine::find_id`]: lightning_store_core::engine::Engine::find_id
-async fn find(context: &ConsoleContext, text: &str) -> StoreResult<Vec<Match>> {
-    let found = context.sources().engine.find_id(text).await?;
+async fn find(console: &NamespaceConsole, text: &str) -> StoreResult<Vec<Match>> {
+    let found = console.sources.engine.find_id(text).await?;
+    let links = &console.sources.links;
     Ok(found
         .into_iter()
         .map(|found| match found {
             Found::Rollout(rollout_id) => Match {
                 what: "rollout".to_owned(),
-                href: rollout_url(&rollout_id),
+                href: links.rollout(&rollout_id),
             },
             Found::Attempt {
                 rollout_id,
@@ -86,17 +88,20 @@ async fn find(context: &ConsoleContext, text: &str) -> StoreResult<Vec<Match>> {
                 what: format!("attempt of rollout {rollout_id}"),
                 href: format!(
                     "{}#attempt-{}",
-                    rollout_url(&rollout_id),
+                    links.rollout(&rollout_id),
                     hex::encode(&attempt_id)
                 ),
             },
             Found::Worker(worker_id) => Match {
                 what: "worker".to_owned(),
-                href: format!("/console/workers?q={}", query_value(&worker_id)),
+                href: links.to(&format!("{PREFIX}/workers?q={}", query_value(&worker_id))),
             },
             Found::Resources(resources_id) => Match {
                 what: "resources version".to_owned(),
-                href: format!("/console/resources?a={}", query_value(&resources_id)),
+                href: links.to(&format!(
+                    "{PREFIX}/resources?a={}",
+                    query_value(&resources_id)
+                )),
             },
             Found::Trace {
                 rollout_id,
@@ -105,7 +110,7 @@ async fn find(context: &ConsoleContext, text: &str) -> StoreResult<Vec<Match>> {
                 what: format!("trace of attempt {attempt_id} of rollout {rollout_id}"),
                 href: format!(
                     "{}#spans-{}",
-                    rollout_url(&rollout_id),
+                    links.rollout(&rollout_id),
                     hex::encode(&attempt_id)
                 ),
             },

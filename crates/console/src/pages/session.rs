@@ -28,10 +28,11 @@ use subtle::ConstantTimeEq;
 use super::layout::{Layout, error_page};
 use super::state::ConsoleContext;
 use super::viewer::{COOKIE, cookie_token, form_token};
-use crate::url::{query_get, query_pairs};
+use crate::url::{Links, query_get, query_pairs};
 use lightning_store_adapters::auth::policy::{Need, Permission, Role, RouteNeed, RouteNeeds};
 use lightning_store_adapters::auth::{PresentedToken, Refusal};
 use lightning_store_adapters::http::extract::read_body;
+use lightning_store_adapters::namespace_layer::NamedNamespace;
 
 /// The form field that carries the form token.
 pub const FORM_TOKEN: &str = "form_token";
@@ -59,6 +60,10 @@ pub async fn answer_refusals(
 ) -> Response {
     let method = request.method().clone();
     let uri = request.uri().clone();
+    let links = match NamedNamespace::of(request.extensions()) {
+        Ok(namespace) => Links::of(&namespace),
+        Err(_) => Links::default(),
+    };
     let route = request.extensions().get::<MatchedPath>().cloned();
     let response = next.run(request).await;
     let Some(&refused) = response.extensions().get::<Refusal>() else {
@@ -68,7 +73,7 @@ pub async fn answer_refusals(
         RouteNeed::Declared(Need::Permission(permission)) => Some(permission),
         _ => None,
     });
-    refusal(refused, &method, permission, &uri)
+    refusal(refused, &method, permission, &links, &uri)
 }
 
 /// A form posted to the console.
@@ -260,19 +265,22 @@ pub fn see_other(path: &str) -> Response {
 }
 
 /// Returns the page that answers a refused console request: a page asked
-/// for without a (valid) token goes to the sign-in page; anything else is
-/// told why in the console's words, naming the roles that grant the
-/// `permission` the route needs (`None`: admins only).
+/// for without a (valid) token goes to the sign-in page, then back to the
+/// page (`request_uri`, under the `links` of the namespace it named);
+/// anything else is told why in the console's words: the namespace the
+/// token may not use, or the roles that grant the `permission` the route
+/// needs (`None`: admins only).
 fn refusal(
     refusal: Refusal,
     method: &Method,
     permission: Option<Permission>,
+    links: &Links,
     request_uri: &http::Uri,
 ) -> Response {
     let unauthenticated = matches!(refusal, Refusal::Missing | Refusal::Invalid);
     if unauthenticated {
         if method == Method::GET {
-            let next = request_uri.path_and_query().map_or("/", |p| p.as_str());
+            let next = links.to(request_uri.path_and_query().map_or("/", |p| p.as_str()));
             let mut target = format!(
                 "/console/login?next={}",
                 form_urlencoded::byte_serialize(next.as_bytes()).collect::<String>()
@@ -286,6 +294,13 @@ fn refusal(
             StatusCode::UNAUTHORIZED,
             "Sign in",
             "This browser is not signed in to the console (or its token was revoked): reload the page to sign in.",
+        );
+    }
+    if refusal == Refusal::Namespace {
+        return error_page(
+            StatusCode::FORBIDDEN,
+            "Not allowed",
+            "The token this browser signed in with may not use this namespace.",
         );
     }
     let (what, who): (&str, Cow<'_, str>) = match permission {

@@ -1,15 +1,14 @@
-//! Who views a page: what they may do besides reading ([`Actions`]) and
-//! how they are signed in ([`Viewer`], taken from the grant the access
-//! layer left on the request); the sign-in cookie and the form token
-//! derived from it.
+//! Who views a page: what they may do besides reading ([`Actions`]), how
+//! they are signed in ([`Viewer`], taken from the grant the access layer
+//! left on the request by [`super::extract`]), which namespace they look
+//! at and which ones their token may read; the sign-in cookie and the form
+//! token derived from it.
 
-use axum::extract::FromRequestParts;
-use http::request::Parts;
 use http::{HeaderMap, header};
 use sha2::{Digest, Sha256};
 
-use lightning_store_adapters::auth::Grant;
-use lightning_store_adapters::auth::policy::Permission;
+use crate::url::Links;
+use lightning_store_core::namespace::NamespaceName;
 
 /// The cookie that holds a signed-in browser's token (hex-encoded).
 pub const COOKIE: &str = "lightning_store_token";
@@ -23,39 +22,23 @@ pub struct Actions {
     pub gateway: bool,
 }
 
-/// The viewer of a page: what they may do, and how they are signed in.
-#[derive(Debug, Clone, Default)]
+/// The viewer of a page: what they may do, how they are signed in, the
+/// namespace they look at and those they may switch to.
+#[derive(Debug, Clone)]
 pub struct Viewer {
     pub actions: Actions,
     /// The label of the token (never the token), when tokens are configured.
     pub token_name: Option<String>,
     /// The form token of a browser signed in by cookie.
     pub form_token: Option<String>,
-}
-
-impl<S: Send + Sync> FromRequestParts<S> for Viewer {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let Some(grant) = parts.extensions.get::<Grant>() else {
-            // No grant on a guarded route: the port has no tokens.
-            return Ok(Viewer {
-                actions: Actions {
-                    cancel: true,
-                    gateway: true,
-                },
-                ..Viewer::default()
-            });
-        };
-        Ok(Viewer {
-            actions: Actions {
-                cancel: grant.allows(Permission::Rollouts),
-                gateway: grant.allows(Permission::Gateway),
-            },
-            token_name: Some(grant.name().to_owned()),
-            form_token: cookie_token(&parts.headers).map(|token| form_token(&token)),
-        })
-    }
+    /// The namespace the request names (the default one for a name outside
+    /// the rule).
+    pub namespace: NamespaceName,
+    /// Where that namespace's pages live.
+    pub links: Links,
+    /// The namespaces the viewer's token may read, the default one first,
+    /// then by name (empty when they cannot be listed).
+    pub readable: Vec<NamespaceName>,
 }
 
 /// Returns the token of the console's cookie, if the request has one.

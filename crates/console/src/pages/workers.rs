@@ -8,7 +8,7 @@ use crate::context::Sources;
 use crate::format::{self, ShownTime};
 use crate::rendered::render_error;
 use crate::rendered::{PageError, Rendered};
-use crate::url::{query_get, query_pairs, query_value, rollout_url};
+use crate::url::{Links, PREFIX, query_get, query_pairs, query_value};
 use lightning_store_core::model::{SessionState, Worker, WorkerSession, WorkerStatus};
 use lightning_store_core::query::{Page, WorkerFilter};
 
@@ -37,8 +37,8 @@ impl WorkersQuery {
         }
     }
 
-    fn url(&self, page: usize) -> String {
-        let mut url = format!("/console/workers?page={page}");
+    fn url(&self, links: &Links, page: usize) -> String {
+        let mut url = links.to(&format!("{PREFIX}/workers?page={page}"));
         if let Some(q) = &self.id_contains {
             url.push_str(&format!("&q={}", query_value(q)));
         }
@@ -64,6 +64,7 @@ struct Row {
 #[derive(Template)]
 #[template(path = "workers_filters.html")]
 struct Filters<'a> {
+    base: &'a str,
     query: &'a WorkersQuery,
 }
 
@@ -79,6 +80,7 @@ struct WorkersPage {
 /// Renders the Workers page from one engine read.
 pub async fn render(sources: &Sources, query: &WorkersQuery) -> Result<Rendered, PageError> {
     let engine = &sources.engine;
+    let links = &sources.links;
     let filter = WorkerFilter {
         worker_id_contains: query.id_contains.clone(),
         ..WorkerFilter::default()
@@ -101,27 +103,37 @@ pub async fn render(sources: &Sources, query: &WorkersQuery) -> Result<Rendered,
                 .iter()
                 .find(|s| s.worker_id == worker.worker_id)
                 .map(|s| (s.held.len(), s.slots));
-            row(worker, session, slots)
+            row(worker, session, slots, links)
         })
         .collect();
     let shown = page.offset + found.items.len();
     let html = WorkersPage {
         rows,
         total: format::count(found.total as u64),
-        previous: (query.page > 1).then(|| query.url(query.page - 1)),
-        next: (shown < found.total).then(|| query.url(query.page + 1)),
+        previous: (query.page > 1).then(|| query.url(links, query.page - 1)),
+        next: (shown < found.total).then(|| query.url(links, query.page + 1)),
     }
     .render()
     .map_err(render_error)?;
     Ok(Rendered {
         title: "Workers".to_owned(),
-        fixed: Filters { query }.render().map_err(render_error)?,
+        fixed: Filters {
+            base: links.base(),
+            query,
+        }
+        .render()
+        .map_err(render_error)?,
         html,
         waiting: false,
     })
 }
 
-fn row(worker: &Worker, session: Option<&WorkerSession>, slots: Option<(usize, usize)>) -> Row {
+fn row(
+    worker: &Worker,
+    session: Option<&WorkerSession>,
+    slots: Option<(usize, usize)>,
+    links: &Links,
+) -> Row {
     let class = match worker.status {
         WorkerStatus::Busy => "run",
         WorkerStatus::Idle => "ok",
@@ -149,7 +161,7 @@ fn row(worker: &Worker, session: Option<&WorkerSession>, slots: Option<(usize, u
         owned: session.map_or(0, |s| s.attempts.len()),
         current: worker.current_rollout_id.as_ref().map(|rollout_id| {
             (
-                rollout_url(rollout_id),
+                links.rollout(rollout_id),
                 format!(
                     "{rollout_id} / {}",
                     worker.current_attempt_id.as_deref().unwrap_or("?")

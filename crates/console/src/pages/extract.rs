@@ -1,0 +1,124 @@
+//! What the console's handlers take from a request: its [`Viewer`] (what
+//! the token allows, the namespace named, the namespaces the token may
+//! read) and the console of the namespace it names, for which a namespace
+//! that does not exist answers a 404 page naming it, a name outside the
+//! rule a 400 page.
+
+use axum::extract::FromRequestParts;
+use axum::response::Response;
+use http::header;
+use http::request::Parts;
+
+use super::layout::failed;
+use super::state::{ConsoleContext, NamespaceConsole};
+use super::viewer::{Actions, Viewer, cookie_token, form_token};
+use crate::url::Links;
+use lightning_store_adapters::auth::policy::Permission;
+use lightning_store_adapters::auth::{Grant, PresentedToken};
+use lightning_store_adapters::namespace_layer::NamedNamespace;
+use lightning_store_core::namespace::NamespaceName;
+
+impl FromRequestParts<ConsoleContext> for NamespaceConsole {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        context: &ConsoleContext,
+    ) -> Result<Self, Self::Rejection> {
+        match context.console_of(&parts.extensions).await {
+            Ok(console) => Ok(console),
+            Err(error) => {
+                let Ok(mut viewer) = Viewer::from_request_parts(parts, context).await;
+                // The page names a namespace that is not there: its links
+                // lead to the default one's console.
+                viewer.links = Links::default();
+                viewer.namespace = NamespaceName::default_namespace();
+                Err(failed(&error.into(), &viewer))
+            }
+        }
+    }
+}
+
+impl FromRequestParts<ConsoleContext> for Viewer {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        context: &ConsoleContext,
+    ) -> Result<Self, Self::Rejection> {
+        let namespace = NamedNamespace::of(&parts.extensions)
+            .unwrap_or_else(|_| NamespaceName::default_namespace());
+        let links = Links::of(&namespace);
+        let readable = readable_namespaces(parts, context).await;
+        let Some(grant) = parts.extensions.get::<Grant>() else {
+            // No grant on a guarded route: the port has no tokens.
+            return Ok(Viewer {
+                actions: Actions {
+                    cancel: true,
+                    gateway: true,
+                },
+                token_name: None,
+                form_token: None,
+                namespace,
+                links,
+                readable,
+            });
+        };
+        Ok(Viewer {
+            actions: Actions {
+                cancel: grant.allows(Permission::Rollouts),
+                gateway: grant.allows(Permission::Gateway),
+            },
+            token_name: Some(grant.name().to_owned()),
+            form_token: cookie_token(&parts.headers).map(|token| form_token(&token)),
+            namespace,
+            links,
+            readable,
+        })
+    }
+}
+
+/// Returns the namespaces the token of a request may read: every one on a
+/// port without tokens or for a token of every namespace, else those its
+/// line names.
+async fn readable_namespaces(parts: &Parts, context: &ConsoleContext) -> Vec<NamespaceName> {
+    let namespaces = match context.namespaces().list().await {
+        Ok(namespaces) => namespaces,
+        Err(error) => {
+            tracing::debug!(%error, "console: cannot list the namespaces");
+            return Vec::new();
+        }
+    };
+    let names = namespaces.into_iter().map(|namespace| namespace.name);
+    let Some(tokens) = &context.config().tokens else {
+        return names.collect();
+    };
+    match presented_token(parts).and_then(|token| tokens.find(&token)) {
+        Some(entry) => names.filter(|name| entry.may_use(name)).collect(),
+        None => Vec::new(),
+    }
+}
+
+/// Returns the token a request carries, where the access layer takes it
+/// from: `Authorization: Bearer`, `x-api-key`, or the sign-in cookie.
+fn presented_token(parts: &Parts) -> Option<String> {
+    let header = |name: header::HeaderName| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+    };
+    let bearer = header(header::AUTHORIZATION).and_then(|value| {
+        let scheme = value.get(..7)?;
+        scheme
+            .eq_ignore_ascii_case("bearer ")
+            .then(|| value[7..].trim())
+    });
+    bearer
+        .or_else(|| header(header::HeaderName::from_static("x-api-key")).map(str::trim))
+        .map(str::to_owned)
+        .or_else(|| {
+            let presented = parts.extensions.get::<PresentedToken>()?;
+            Some(presented.0.clone())
+        })
+}
