@@ -19,7 +19,8 @@ use tonic::transport::Channel;
 
 use super::BACKEND;
 use crate::common::http::{HttpClient, HttpResponse, Version};
-use crate::common::{TestOptions, TestServer};
+use super::TestServer;
+use crate::common::TestOptions;
 use crate::conformance::support::mask;
 
 /// How an API refused a request, whatever its dialect.

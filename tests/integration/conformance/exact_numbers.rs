@@ -12,7 +12,8 @@ use serde_json::json;
 
 use super::BACKEND;
 use crate::common::http::{HttpClient, Version};
-use crate::common::{Backend, TestOptions, TestServer, postgres_database};
+use super::TestServer;
+use crate::common::{Backend, TestOptions, postgres_database};
 use crate::conformance::support::*;
 
 /// Numbers no double holds, as a client writes them.

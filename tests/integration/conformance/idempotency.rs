@@ -14,7 +14,8 @@ use tonic::Code;
 
 use super::BACKEND;
 use crate::common::http::{HttpClient, Version};
-use crate::common::{Backend, TestOptions, TestServer};
+use super::TestServer;
+use crate::common::{Backend, TestOptions};
 use crate::conformance::support::*;
 
 fn batch(request_id: &str, inputs: &[&str]) -> pb::EnqueueRolloutsRequest {
