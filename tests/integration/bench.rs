@@ -449,10 +449,7 @@ async fn namespaces_measures_one_namespace_alone_and_beside_a_flood() {
         assert_eq!(row["errors"], 0, "{report:#}");
     }
     let notes = report["notes"].as_array().unwrap();
-    assert!(
-        notes[0].as_str().unwrap().contains(" p99 x"),
-        "{report:#}"
-    );
+    assert!(notes[0].as_str().unwrap().contains(" p99 x"), "{report:#}");
     // The namespaces it created are deleted.
     let listed = server
         .client()

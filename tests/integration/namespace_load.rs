@@ -239,7 +239,13 @@ async fn lifecycle(client: &mut Named, worker: &str, round: usize) -> Result<(),
         .ok_or_else(|| tonic::Status::internal("dequeue found the queue empty"))?;
     let attempt_id = rollout.attempt.unwrap().attempt_id;
     for span in 0..SPANS {
-        add_span(client, &rollout.rollout_id, &attempt_id, &format!("b-{span}")).await?;
+        add_span(
+            client,
+            &rollout.rollout_id,
+            &attempt_id,
+            &format!("b-{span}"),
+        )
+        .await?;
     }
     client
         .update_attempt(pb::UpdateAttemptRequest {

@@ -11,8 +11,8 @@ use pb::worker_session_request::Message as ToServer;
 use serde_json::json;
 
 use super::BACKEND;
-use crate::common::http::{HttpClient, Version};
 use super::TestServer;
+use crate::common::http::{HttpClient, Version};
 use crate::common::{Backend, TestOptions, postgres_database};
 use crate::conformance::support::*;
 

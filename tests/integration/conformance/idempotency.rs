@@ -13,8 +13,8 @@ use serde_json::json;
 use tonic::Code;
 
 use super::BACKEND;
-use crate::common::http::{HttpClient, Version};
 use super::TestServer;
+use crate::common::http::{HttpClient, Version};
 use crate::common::{Backend, TestOptions};
 use crate::conformance::support::*;
 

@@ -62,7 +62,11 @@ pub async fn namespace_store(catalogue: &Arc<dyn Catalogue>, namespace: &str) ->
 pub async fn open_store<P: Placement>(
     backend: Backend,
     options: &TestOptions,
-) -> (Arc<dyn Store>, Option<tempfile::TempDir>, Arc<dyn Catalogue>) {
+) -> (
+    Arc<dyn Store>,
+    Option<tempfile::TempDir>,
+    Arc<dyn Catalogue>,
+) {
     let (catalogue, dir) = backend.open_catalogue(options).await;
     let store = match P::NAMESPACE {
         None => {
@@ -119,18 +123,6 @@ impl<P: Placement> Server<P> {
             backend,
             TestOptions {
                 limits,
-                ..TestOptions::default()
-            },
-        )
-        .await
-    }
-
-    /// Starts a server whose watchdog timer ticks every `interval`.
-    pub async fn start_with_watchdog(backend: Backend, interval: Duration) -> Self {
-        Self::start_opts(
-            backend,
-            TestOptions {
-                watchdog_interval: interval,
                 ..TestOptions::default()
             },
         )
