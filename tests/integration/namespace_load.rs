@@ -317,6 +317,7 @@ async fn deleting_a_namespace_under_load_leaves_the_others_whole(backend: Backen
     tokio::time::timeout(LOAD_TIME, quarter.notified())
         .await
         .expect("B's load did a quarter of its rounds");
+    let before = done.load(Ordering::SeqCst);
     let deleted = server
         .client()
         .await
@@ -327,7 +328,6 @@ async fn deleting_a_namespace_under_load_leaves_the_others_whole(backend: Backen
         .unwrap()
         .into_inner();
     assert_eq!(deleted.namespace.unwrap().name, "run-a");
-    let during = done.load(Ordering::SeqCst);
     let mut rounds = 0;
     let mut failures = Vec::new();
     while let Some(joined) = load.join_next().await {
@@ -336,9 +336,10 @@ async fn deleting_a_namespace_under_load_leaves_the_others_whole(backend: Backen
         failures.extend(client_failures);
     }
     assert!(failures.is_empty(), "B's calls failed: {failures:?}");
+    // The delete began with B's load under way: its calls ran beside it.
     assert!(
-        rounds > during,
-        "B's load went on after the delete ({during} of {rounds} rounds before)"
+        before < rounds,
+        "B's load was over before the delete ({before} of {rounds} rounds)"
     );
 
     // B is whole: every lifecycle's rollout, attempt and spans, each succeeded.
