@@ -592,7 +592,7 @@ async fn two_trainings_select_their_namespace_by_the_url() {
     for name in ["run-a", "run-b"] {
         let mut request = tonic::Request::new(lightning_store::proto::CreateNamespaceRequest {
             name: name.to_owned(),
-            span_retention: None,
+            ..Default::default()
         });
         request
             .metadata_mut()

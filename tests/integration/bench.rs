@@ -11,7 +11,7 @@ use lightning_store::cli::{Cli, Command};
 use lightning_store::core::agl1::gateway::GatewaySettings;
 use lightning_store::gateway::GatewayConfig;
 use lightning_store::server::ServerConfig;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// Runs `bench <args>` against `server` through the library and returns its report.
 async fn bench(server: &TestServer, args: &[&str]) -> Report {
@@ -399,5 +399,65 @@ async fn agl1_gateway_alternates_slices_and_merges_them_per_side() {
     for setting in ["overhead_c2_p50_ms", "overhead_c2_p99_ms"] {
         assert!(report.settings[setting].is_f64(), "{setting}: {report:#?}");
     }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn namespaces_measures_one_namespace_alone_and_beside_a_flood() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    // 2 rounds of 2 phases, each ended by its count of B's lifecycles; the
+    // flood ends with each flooded phase.
+    let output = run_binary(&[
+        "bench",
+        "--json",
+        "--server",
+        &server.url,
+        "namespaces",
+        "-c",
+        "1",
+        "--count",
+        "6",
+        "--duration-secs",
+        "60",
+        "--rounds",
+        "2",
+        "--flood-clients",
+        "2",
+        "--spans-per-rollout",
+        "3",
+    ])
+    .await;
+    let report: Value = serde_json::from_str(&output).unwrap();
+    assert_eq!(report["scenario"], "namespaces", "{report:#}");
+    let rows = report["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "bench-measured alone",
+            "bench-measured, bench-flooded flooded",
+            "bench-flooded flood"
+        ],
+        "{report:#}"
+    );
+    for row in &rows[..2] {
+        assert_eq!((&row["ops"], &row["items"]), (&json!(12), &json!(36)));
+        assert_eq!(row["latency"]["samples"], 12, "{report:#}");
+        assert!(row["latency"]["p99_ms"].as_f64().unwrap() > 0.0);
+    }
+    for row in rows {
+        assert_eq!(row["errors"], 0, "{report:#}");
+    }
+    let notes = report["notes"].as_array().unwrap();
+    assert!(notes[0].as_str().unwrap().contains(" p99 x"), "{report:#}");
+    // The namespaces it created are deleted.
+    let listed = server
+        .client()
+        .await
+        .list_namespaces(lightning_store::proto::ListNamespacesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.namespaces.len(), 1, "{listed:?}");
     server.stop().await;
 }

@@ -28,6 +28,7 @@ mod health;
 mod http;
 mod logs;
 mod metrics;
+mod namespace_load;
 mod namespaces;
 mod postgres;
 mod postgres_claim;

@@ -6,7 +6,7 @@ use lightning_store::proto as pb;
 use tonic::Code;
 
 use super::BACKEND;
-use crate::common::TestServer;
+use super::TestServer;
 use crate::conformance::support::*;
 
 /// Returns everything a client can observe, to compare before and after.

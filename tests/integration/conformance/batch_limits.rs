@@ -11,7 +11,7 @@ use lightning_store::proto as pb;
 use tonic::Code;
 
 use super::BACKEND;
-use crate::common::TestServer;
+use super::TestServer;
 use crate::common::http::{HttpClient, Version};
 use crate::conformance::support::*;
 

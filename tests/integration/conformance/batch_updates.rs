@@ -11,7 +11,7 @@ use pb::watch_events_response::Message as WatchMessage;
 use tonic::{Code, Streaming};
 
 use super::BACKEND;
-use crate::common::TestServer;
+use super::TestServer;
 use crate::conformance::support::*;
 
 /// An update of an attempt's status.

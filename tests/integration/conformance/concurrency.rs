@@ -6,7 +6,7 @@ use std::time::Duration;
 use lightning_store::proto as pb;
 
 use super::BACKEND;
-use crate::common::TestServer;
+use super::TestServer;
 use crate::conformance::support::*;
 
 /// Rollouts of the claim test: enough for every claimer to claim about 30

@@ -18,8 +18,9 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 use super::BACKEND;
+use super::TestServer;
+use crate::common::TestOptions;
 use crate::common::http::{HttpClient, HttpResponse, Version};
-use crate::common::{TestOptions, TestServer};
 use crate::conformance::support::mask;
 
 /// How an API refused a request, whatever its dialect.

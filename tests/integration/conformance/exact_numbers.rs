@@ -11,8 +11,9 @@ use pb::worker_session_request::Message as ToServer;
 use serde_json::json;
 
 use super::BACKEND;
+use super::TestServer;
 use crate::common::http::{HttpClient, Version};
-use crate::common::{Backend, TestOptions, TestServer, postgres_database};
+use crate::common::{Backend, TestOptions, postgres_database};
 use crate::conformance::support::*;
 
 /// Numbers no double holds, as a client writes them.

@@ -13,8 +13,9 @@ use serde_json::json;
 use tonic::Code;
 
 use super::BACKEND;
+use super::TestServer;
 use crate::common::http::{HttpClient, Version};
-use crate::common::{Backend, TestOptions, TestServer};
+use crate::common::{Backend, TestOptions};
 use crate::conformance::support::*;
 
 fn batch(request_id: &str, inputs: &[&str]) -> pb::EnqueueRolloutsRequest {

@@ -17,11 +17,18 @@
 //! * the read model: `read_model`; `overview`, `exact_numbers`;
 //! * agent-lightning 1.x's reads and writes: `tests/integration/agl1`;
 //! * the catalogue of namespaces: `catalogue`.
+//!
+//! Each backend runs the suite twice: in the default namespace
+//! (`conformance::sqlite::`) and in a namespace created and opened through
+//! the backend's catalogue (`conformance::sqlite_ns::`, see `placement`),
+//! so that a namespace's store is proven a complete store. The catalogue's
+//! own tests (`catalogue`) run in the first copy alone.
 
+pub(crate) mod placement;
 pub(crate) mod support;
 
 macro_rules! conformance_suite {
-    ($($module:ident => $backend:expr),+ $(,)?) => {
+    ($($module:ident => $backend:expr, $namespace:expr, [$($extra:ident),*]);+ $(;)?) => {
         $(
             // The test files sit beside this one, shared by every backend:
             // loading them once per backend is the point.
@@ -30,10 +37,20 @@ macro_rules! conformance_suite {
             mod $module {
                 pub const BACKEND: crate::common::Backend = $backend;
 
+                /// Where this copy of the suite keeps its store.
+                pub struct Place;
+
+                impl crate::conformance::placement::Placement for Place {
+                    const NAMESPACE: Option<&'static str> = $namespace;
+                }
+
+                /// The server of this copy of the suite.
+                pub type TestServer = crate::conformance::placement::Server<Place>;
+
+                $(mod $extra;)*
                 mod bad_input;
                 mod batch_limits;
                 mod batch_updates;
-                mod catalogue;
                 mod concurrency;
                 mod cross_api;
                 mod exact_numbers;
@@ -63,7 +80,10 @@ macro_rules! conformance_suite {
 }
 
 conformance_suite! {
-    memory => crate::common::Backend::Memory,
-    sqlite => crate::common::Backend::Sqlite,
-    postgres => crate::common::Backend::Postgres,
+    memory => crate::common::Backend::Memory, None, [catalogue];
+    sqlite => crate::common::Backend::Sqlite, None, [catalogue];
+    postgres => crate::common::Backend::Postgres, None, [catalogue];
+    memory_ns => crate::common::Backend::Memory, Some(crate::conformance::placement::CONFORMANCE_NAMESPACE), [];
+    sqlite_ns => crate::common::Backend::Sqlite, Some(crate::conformance::placement::CONFORMANCE_NAMESPACE), [];
+    postgres_ns => crate::common::Backend::Postgres, Some(crate::conformance::placement::CONFORMANCE_NAMESPACE), [];
 }

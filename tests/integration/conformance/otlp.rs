@@ -16,7 +16,7 @@ use tonic::Code;
 use tonic::codec::CompressionEncoding;
 
 use super::BACKEND;
-use crate::common::TestServer;
+use super::TestServer;
 use crate::conformance::support::*;
 
 fn kv(key: &str, value: Value) -> KeyValue {

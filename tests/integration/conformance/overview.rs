@@ -16,7 +16,8 @@ use serde_json::json;
 use tonic::Code;
 
 use super::BACKEND;
-use crate::common::{TestOptions, TestServer};
+use super::TestServer;
+use crate::common::TestOptions;
 use crate::conformance::support::*;
 
 const MINUTE: Duration = Duration::from_secs(60);

@@ -9,22 +9,30 @@ use lightning_store::core::model::{
 use lightning_store::core::query::{AttemptSelector, FilterLogic, Page, SpanFilter};
 use lightning_store::core::storage::{Queries, Store, WriteSet};
 
-use super::BACKEND;
+use super::{BACKEND, Place};
 use crate::common::{Needs, TestOptions};
+use crate::conformance::placement;
 
 /// A fresh store of the suite's backend, with what must outlive it.
 pub struct Port {
     pub store: Arc<dyn Store>,
     _dir: Option<tempfile::TempDir>,
+    _catalogue: Arc<dyn lightning_store::core::storage::Catalogue>,
 }
 
-/// Opens a fresh store of the suite's backend (`None`: not here).
+/// Opens a fresh store of the suite's backend, in the suite's namespace
+/// (`None`: not here).
 pub async fn open() -> Option<Port> {
     if !BACKEND.available() {
         return None;
     }
-    let (store, dir) = BACKEND.open(&TestOptions::default()).await;
-    Some(Port { store, _dir: dir })
+    let (store, dir, catalogue) =
+        placement::open_store::<Place>(BACKEND, &TestOptions::default()).await;
+    Some(Port {
+        store,
+        _dir: dir,
+        _catalogue: catalogue,
+    })
 }
 
 impl Port {

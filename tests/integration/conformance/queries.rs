@@ -4,7 +4,7 @@ use lightning_store::proto as pb;
 use tonic::Code;
 
 use super::BACKEND;
-use crate::common::TestServer;
+use super::TestServer;
 use crate::conformance::support::*;
 
 fn ids(items: &[pb::Rollout]) -> Vec<String> {

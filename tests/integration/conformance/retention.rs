@@ -11,7 +11,8 @@ use lightning_store::proto as pb;
 use tonic::Code;
 
 use super::BACKEND;
-use crate::common::{TestOptions, TestServer};
+use super::TestServer;
+use crate::common::TestOptions;
 use crate::conformance::support::*;
 
 const SPANS_PER_ROLLOUT: usize = 5;

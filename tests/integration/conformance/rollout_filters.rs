@@ -11,7 +11,8 @@ use lightning_store::proto as pb;
 use tonic::Code;
 
 use super::BACKEND;
-use crate::common::{TestOptions, TestServer};
+use super::TestServer;
+use crate::common::TestOptions;
 use crate::conformance::support::*;
 
 /// Seconds between the creations of the fixture's rollouts.

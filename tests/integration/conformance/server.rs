@@ -11,7 +11,7 @@ use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
 
 use super::BACKEND;
-use crate::common::TestServer;
+use super::TestServer;
 use crate::conformance::support::*;
 
 #[tokio::test]

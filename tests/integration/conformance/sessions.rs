@@ -13,7 +13,8 @@ use pb::worker_session_response::Message as FromServer;
 use tonic::Code;
 
 use super::BACKEND;
-use crate::common::{Backend, TestOptions, TestServer};
+use super::TestServer;
+use crate::common::{Backend, TestOptions};
 use crate::conformance::support::*;
 
 const LIMIT: Duration = Duration::from_secs(60);

@@ -6,7 +6,7 @@ use pb::attribute_value::Value;
 use tonic::Code;
 
 use super::BACKEND;
-use crate::common::TestServer;
+use super::TestServer;
 use crate::conformance::support::*;
 
 async fn running_rollout(c: &mut Client) -> (String, String) {

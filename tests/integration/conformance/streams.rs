@@ -18,7 +18,8 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::{Code, Streaming};
 
 use super::BACKEND;
-use crate::common::{TestOptions, TestServer};
+use super::TestServer;
+use crate::common::TestOptions;
 use crate::conformance::support::*;
 
 const LIMIT: Duration = Duration::from_secs(120);

@@ -6,7 +6,7 @@
 use lightning_store::proto as pb;
 
 use super::BACKEND;
-use crate::common::TestServer;
+use super::TestServer;
 use crate::conformance::support::*;
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use lightning_store::proto as pb;
 
 use super::BACKEND;
-use crate::common::TestServer;
+use super::TestServer;
 use crate::conformance::support::*;
 
 /// The watchdog timer of the tests in which it acts.

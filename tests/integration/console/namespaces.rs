@@ -23,7 +23,7 @@ const RUNNER_A: &str = "runner-token-limited-to-run-a";
 async fn create(server: &TestServer, name: &str, token: Option<&str>) {
     let mut request = tonic::Request::new(pb::CreateNamespaceRequest {
         name: name.to_owned(),
-        span_retention: None,
+        ..Default::default()
     });
     if let Some(token) = token {
         request

@@ -55,6 +55,12 @@ impl Budget {
             }
         }
     }
+
+    /// Spends what is left of the budget: the tasks stop after their
+    /// current operation (a load that runs as long as another's does).
+    pub fn exhaust(&self) {
+        self.issued.store(u64::MAX, Ordering::Relaxed);
+    }
 }
 
 /// What a run measured: the merged recorders and the wall time.
@@ -98,8 +104,25 @@ where
     F: Fn(TaskContext) -> Fut,
     Fut: Future<Output = Recorder> + Send + 'static,
 {
-    let counters = Arc::new(Counters::default());
     let budget = Arc::new(Budget::new(limits));
+    run_tasks_within(label, tasks, limits, budget, progress, task).await
+}
+
+/// Runs `tasks` client tasks as [`run_tasks`] does, within `budget` (made
+/// of `limits`), which the caller may [`Budget::exhaust`] to end the run.
+pub async fn run_tasks_within<F, Fut>(
+    label: &str,
+    tasks: usize,
+    limits: Limits,
+    budget: Arc<Budget>,
+    progress: bool,
+    task: F,
+) -> BenchResult<Measured>
+where
+    F: Fn(TaskContext) -> Fut,
+    Fut: Future<Output = Recorder> + Send + 'static,
+{
+    let counters = Arc::new(Counters::default());
     let progress = progress.then(|| Progress::start(label, counters.clone(), limits));
     let started = Instant::now();
     let mut set = JoinSet::new();

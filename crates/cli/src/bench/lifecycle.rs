@@ -2,6 +2,7 @@
 //! drive them: enqueue, dequeue (or a push to a worker session), add spans,
 //! complete.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use prost::Message;
@@ -9,7 +10,7 @@ use serde_json::json;
 use tonic::Status;
 
 use super::args::{LoadArgs, SpanArgs};
-use super::driver::{Measured, TaskContext, run_tasks, timed};
+use super::driver::{Budget, Measured, TaskContext, run_tasks, run_tasks_within, timed};
 use super::error::{BenchError, BenchResult};
 use super::limits::Limits;
 use super::payload::{SpanIds, StoreSpan};
@@ -140,6 +141,44 @@ pub(super) async fn unary_load(
     label: &str,
     progress: bool,
 ) -> BenchResult<Measured> {
+    let budget = Arc::new(Budget::new(limits));
+    let load = UnaryLoad {
+        clients,
+        limits,
+        span,
+        spans_per_rollout,
+    };
+    unary_load_within(pool, load, budget, label, progress).await
+}
+
+/// A load of unary lifecycles: how many clients, within which bounds, with
+/// which spans.
+pub(super) struct UnaryLoad<'a> {
+    /// Concurrent clients.
+    pub clients: usize,
+    /// The run's bounds.
+    pub limits: Limits,
+    /// The spans added.
+    pub span: &'a StoreSpan,
+    /// Spans added per rollout.
+    pub spans_per_rollout: usize,
+}
+
+/// Runs `load` within `budget` (made of its limits), which the caller may
+/// exhaust to end it early (a flood that lasts as long as another run).
+pub(super) async fn unary_load_within(
+    pool: &Pool,
+    load: UnaryLoad<'_>,
+    budget: Arc<Budget>,
+    label: &str,
+    progress: bool,
+) -> BenchResult<Measured> {
+    let UnaryLoad {
+        clients,
+        limits,
+        span,
+        spans_per_rollout,
+    } = load;
     let args = LifecycleArgs {
         load: LoadArgs {
             concurrency: vec![clients],
@@ -153,7 +192,7 @@ pub(super) async fn unary_load(
         spans_per_rollout,
         mode: LifecycleMode::Unary,
     };
-    run_tasks(label, clients, limits, progress, |ctx| {
+    run_tasks_within(label, clients, limits, budget, progress, |ctx| {
         let clients = Clients {
             store: pool.store(ctx.index),
             lean: pool.lean(ctx.index),

@@ -10,7 +10,8 @@
 //! client tasks, [`stats`] records latencies, [`progress`] draws the live
 //! line, [`report`] prints the results, [`payload`] builds spans, [`wire`]
 //! keeps the client's own encoding cost low, [`http`] speaks HTTP for the
-//! agent-lightning 1.x scenarios ([`agl1`]), and each scenario has its own file.
+//! agent-lightning 1.x scenarios ([`agl1`]), and each scenario has its own file
+//! ([`namespaces`]: one namespace's lifecycles while another is flooded).
 
 mod agl1;
 pub mod args;
@@ -24,6 +25,7 @@ mod http;
 mod ingest;
 mod lifecycle;
 pub mod limits;
+mod namespaces;
 mod noop;
 mod otlp_http;
 mod payload;
@@ -87,6 +89,10 @@ pub enum Scenario {
     /// and with live pages, alternated) and how soon a change reaches an
     /// open page.
     Console(console::ConsoleArgs),
+    /// Namespace B's lifecycles alone, then while namespace A is flooded
+    /// by several clients (phases alternated): B's latency ratio. Creates
+    /// the namespaces (an admin token's calls) and deletes them at the end.
+    Namespaces(namespaces::NamespacesArgs),
     /// agent-lightning 1.x's server API over HTTP (this server or
     /// agentlightning's own): event POSTs, rollout GETs, the gateway.
     Agl1(agl1::Agl1Args),
@@ -143,5 +149,6 @@ async fn run_scenario(
         Scenario::Bulk(args) => bulk::run(target, args, progress).await,
         Scenario::Agl1(args) => agl1::run(target, args, progress).await,
         Scenario::Console(args) => console::run(target, args, progress).await,
+        Scenario::Namespaces(args) => namespaces::run(target, args, progress).await,
     }
 }

@@ -194,6 +194,16 @@ impl Target {
         })
     }
 
+    /// Connects channels for `clients` client tasks as [`Target::pool`]
+    /// does, whose calls all name `namespace`.
+    pub async fn pool_in(&self, clients: usize, namespace: &str) -> BenchResult<Pool> {
+        let mut pool = self.pool(clients).await?;
+        let mut connect = self.connect.clone();
+        connect.namespace = Some(namespace.to_owned());
+        pool.bearer = connect.call_metadata().map_err(BenchError::new)?;
+        Ok(pool)
+    }
+
     fn endpoint(&self) -> BenchResult<Endpoint> {
         let endpoint = self.connect.endpoint(&self.url).map_err(BenchError::new)?;
         Ok(endpoint
