@@ -3,6 +3,13 @@
 //! prefix; unknown and malformed names are refused; a deleted namespace is
 //! gone at once and the others keep their data; on every backend.
 
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse, trace_service_client::TraceServiceClient,
+};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use prost::Message;
 use serde_json::json;
 use tonic::Code;
 use tonic::metadata::MetadataValue;
@@ -448,6 +455,108 @@ async fn quotas_refuse_what_would_exceed_them(backend: Backend) {
     server.stop().await;
 }
 
+/// An OTLP export routed to `rollout_id`'s attempt `attempt_id`: one span.
+fn otlp_export(rollout_id: &str, attempt_id: &str) -> ExportTraceServiceRequest {
+    let text = |key: &str, value: &str| KeyValue {
+        key: key.into(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value.into())),
+        }),
+        ..Default::default()
+    };
+    let id = uuid::Uuid::new_v4();
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![
+                    text("agentlightning.rollout_id", rollout_id),
+                    text("agentlightning.attempt_id", attempt_id),
+                ],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                spans: vec![Span {
+                    trace_id: id.as_bytes().to_vec(),
+                    span_id: id.as_bytes()[..8].to_vec(),
+                    name: "exported".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+/// Claims the next rollout of `client`'s namespace: its id and attempt's.
+async fn claim(client: &mut LightningStoreServiceClient<Named>) -> (String, String) {
+    let rollout = client
+        .dequeue_rollout(pb::DequeueRolloutRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .rollout
+        .unwrap();
+    (rollout.rollout_id, rollout.attempt.unwrap().attempt_id)
+}
+
+/// OTLP exports, over gRPC (the metadata) and HTTP (the path prefix), land
+/// in the namespace they name: routed to another namespace's attempt,
+/// their spans are rejected as unknown there, and nothing reaches the
+/// attempt.
+async fn otlp_exports_land_in_the_namespace_they_name(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    create(&server, "run-a").await;
+    create(&server, "run-b").await;
+    let mut a = client_in(&server, "run-a").await;
+    let mut b = client_in(&server, "run-b").await;
+    enqueue(&mut a, "1").await;
+    enqueue(&mut b, "2").await;
+    let (a_rollout, a_attempt) = claim(&mut a).await;
+    let (b_rollout, b_attempt) = claim(&mut b).await;
+
+    let mut otlp = TraceServiceClient::new(server.channel().await);
+    let in_namespace = |namespace: &str, export: ExportTraceServiceRequest| {
+        let mut request = tonic::Request::new(export);
+        request
+            .metadata_mut()
+            .insert("lightning-store-namespace", namespace.parse().unwrap());
+        request
+    };
+    let stored = otlp
+        .export(in_namespace("run-a", otlp_export(&a_rollout, &a_attempt)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(stored.partial_success, None);
+    // B's namespace does not know A's attempt.
+    let crossed = otlp
+        .export(in_namespace("run-b", otlp_export(&a_rollout, &a_attempt)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(crossed.partial_success.unwrap().rejected_spans, 1);
+
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let headers = [("content-type", "application/x-protobuf")];
+    let body = otlp_export(&b_rollout, &b_attempt).encode_to_vec();
+    let exported = http
+        .request("POST", "/ns/run-b/v1/traces", &headers, body.clone())
+        .await;
+    assert_eq!(exported.status, 200, "{}", exported.text());
+    // Through A's prefix, B's attempt is unknown.
+    let crossed = http
+        .request("POST", "/ns/run-a/v1/traces", &headers, body)
+        .await;
+    assert_eq!(crossed.status, 200, "{}", crossed.text());
+    let crossed = ExportTraceServiceResponse::decode(crossed.body).unwrap();
+    assert_eq!(crossed.partial_success.unwrap().rejected_spans, 1);
+
+    assert_eq!(stats(&mut a).await.total_spans, 1);
+    assert_eq!(stats(&mut b).await.total_spans, 1);
+    server.stop().await;
+}
+
 macro_rules! on_every_backend {
     ($($test:ident),* $(,)?) => {
         $(
@@ -470,6 +579,7 @@ mod each_backend {
         a_deleted_namespace_is_gone_and_the_others_keep_their_data,
         namespaces_can_be_created_on_first_use,
         quotas_refuse_what_would_exceed_them,
+        otlp_exports_land_in_the_namespace_they_name,
     );
 }
 

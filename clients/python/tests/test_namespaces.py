@@ -15,6 +15,7 @@ from lightning_store import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    ResourceExhausted,
 )
 from lightning_store.local_server import LocalServer
 from lightning_store.values import ROLLOUT_STATUS, from_json
@@ -172,3 +173,17 @@ def test_the_namespace_is_an_option(monkeypatch: pytest.MonkeyPatch) -> None:
         with pytest.raises(ValueError, match="not a namespace name"):
             ConnectionOptions(namespace=bad)
     assert ConnectionOptions(namespace="a" * 63).namespace == "a" * 63
+
+
+def test_a_namespace_quota_refuses_what_would_exceed_it(server: LocalServer, client: Client) -> None:
+    created = client.create_namespace("run-q", max_queued_rollouts=1)
+    assert created.quotas.max_queued_rollouts == 1
+    with Client(server.address, namespace="run-q") as run_q:
+        run_q.enqueue_rollout("first")
+        with pytest.raises(ResourceExhausted, match="max_queued_rollouts"):
+            run_q.enqueue_rollout("second")
+        assert run_q.get_statistics().total_rollouts == 1
+        assert run_q.dequeue_rollout() is not None
+        run_q.enqueue_rollout("second")  # the dequeue made room
+    client.enqueue_rollout("default has no quota")
+    client.enqueue_rollout("so a second one is taken")

@@ -549,15 +549,27 @@ def span_retention(max_age: float | None = None, max_bytes: int = 0) -> pb.SpanR
 
 
 def create_namespace(
-    name: str, *, span_retention_age: float | None = None, span_retention_max_bytes: int = 0
+    name: str,
+    *,
+    span_retention_age: float | None = None,
+    span_retention_max_bytes: int = 0,
+    max_queued_rollouts: int = 0,
+    max_spans: int = 0,
+    max_span_bytes: int = 0,
 ) -> Call[pb.Namespace]:
-    """Creates a namespace (admin), with a span retention of its own if given (seconds, bytes).
+    """Creates a namespace (admin), with its own span retention (seconds, bytes) and quotas if given.
 
-    Raises AlreadyExists, InvalidArgument for a name outside the rule, FailedPrecondition past the server's
-    `--max-namespaces`.
+    A quota of 0 is no limit; past one, an enqueue or a write of spans in the namespace raises
+    ResourceExhausted naming the quota. Raises AlreadyExists, InvalidArgument for a name outside
+    the rule, FailedPrecondition past the server's `--max-namespaces`.
     """
+    quotas = (
+        pb.NamespaceQuotas(max_queued_rollouts=max_queued_rollouts, max_spans=max_spans, max_span_bytes=max_span_bytes)
+        if max_queued_rollouts or max_spans or max_span_bytes
+        else None
+    )
     request = pb.CreateNamespaceRequest(
-        name=name, span_retention=span_retention(span_retention_age, span_retention_max_bytes)
+        name=name, span_retention=span_retention(span_retention_age, span_retention_max_bytes), quotas=quotas
     )
     return Call("CreateNamespace", request, lambda r: r.namespace)
 

@@ -75,7 +75,7 @@ class OutOfRange(StoreError):
 
 
 class ResourceExhausted(StoreError):
-    """A message over the size limit, or a subscriber that read too slowly (RESOURCE_EXHAUSTED)."""
+    """A message over the size limit, a subscriber that read too slowly, or a namespace's quota (RESOURCE_EXHAUSTED)."""
 
 
 class Unavailable(StoreError):
