@@ -26,7 +26,8 @@
 //!   HTTP route). A browser signs in once with its token, which it then
 //!   holds in an HttpOnly, SameSite=Strict cookie that only the console's
 //!   routes accept (their own layer presents it to the access layer);
-//!   scripts never see it, no URL carries it. Actions (cancel a rollout; pause and resume the gateway)
+//!   scripts never see it, no URL carries it. Actions (cancel a rollout; pause and resume the gateway;
+//!   create and delete namespaces)
 //!   are confirmed on a page of their own, posted with a form, checked
 //!   for a same-origin request and a form token, and call the engine as
 //!   the API does.
@@ -67,11 +68,12 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
 
 /// Returns the console's routes, each with what it needs: its style
 /// sheet, script and sign-in are open, every page needs `read`, cancelling
-/// a rollout `rollouts` and pausing or resuming the gateway `gateway`
-/// (their confirmation pages too, so that a token that may not act is
-/// told so before it confirms).
+/// a rollout `rollouts`, pausing or resuming the gateway `gateway`, and
+/// the Namespaces page with its create and delete `namespaces` (their
+/// confirmation pages too, so that a token that may not act is told so
+/// before it confirms).
 pub fn routes() -> Routes<ConsoleContext> {
-    use Permission::{Gateway, Read, Rollouts};
+    use Permission::{Gateway, Namespaces, Read, Rollouts};
     const OPEN: Need = Need::Nothing;
     Routes::new()
         .get("/", Read, pages::overview)
@@ -100,6 +102,18 @@ pub fn routes() -> Routes<ConsoleContext> {
         .post("/console/gateway/pause", Gateway, pages::pause)
         .get("/console/gateway/resume", Gateway, pages::confirm_resume)
         .post("/console/gateway/resume", Gateway, pages::resume)
+        .get("/console/namespaces", Namespaces, pages::namespaces)
+        .post("/console/namespaces", Namespaces, pages::create_namespace)
+        .get(
+            "/console/namespaces/{name}/delete",
+            Namespaces,
+            pages::confirm_delete,
+        )
+        .post(
+            "/console/namespaces/{name}/delete",
+            Namespaces,
+            pages::delete_namespace,
+        )
         .get("/console/login", OPEN, session::login_page)
         .post("/console/login", OPEN, session::login)
         .post("/console/logout", OPEN, session::logout)

@@ -19,6 +19,7 @@ macro_rules! console_suite {
 
                 mod agl1;
                 mod live;
+                mod namespace_admin;
                 mod namespaces;
                 mod pages;
                 mod security;

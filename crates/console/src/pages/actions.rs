@@ -18,24 +18,27 @@ use lightning_store_core::lifecycle;
 use lightning_store_core::model::RolloutStatus;
 use lightning_store_core::pages::Cancelled;
 
+/// A confirmation page: a question, what doing it means, and the form
+/// that does it.
 #[derive(Template)]
 #[template(path = "confirm.html")]
-struct Confirm<'a> {
-    title: &'a str,
-    question: &'a str,
-    detail: &'a str,
-    action: &'a str,
-    button: &'a str,
-    danger: bool,
-    back: &'a str,
-    form_token_name: &'a str,
-    form_token: Option<&'a str>,
+pub(super) struct Confirm<'a> {
+    pub(super) title: &'a str,
+    pub(super) question: &'a str,
+    pub(super) detail: &'a str,
+    pub(super) action: &'a str,
+    pub(super) button: &'a str,
+    pub(super) danger: bool,
+    pub(super) back: &'a str,
+    pub(super) form_token_name: &'a str,
+    pub(super) form_token: Option<&'a str>,
     /// Ask for the pause's reason and retry delay.
-    pause_fields: bool,
+    pub(super) pause_fields: bool,
 }
 
 impl Confirm<'_> {
-    fn answer(&self, viewer: &Viewer) -> Response {
+    /// Answers with the page for `viewer`.
+    pub(super) fn answer(&self, viewer: &Viewer) -> Response {
         match self.render() {
             Ok(main) => Layout::page(self.title, &main, Nav::None, viewer).answer(StatusCode::OK),
             Err(error) => failed(&render_error(error), viewer),

@@ -14,6 +14,7 @@ use super::state::{ConsoleContext, NamespaceConsole};
 use super::viewer::{Actions, Viewer, cookie_token, form_token};
 use crate::url::Links;
 use lightning_store_adapters::auth::policy::Permission;
+use lightning_store_adapters::auth::tokens::TokenEntry;
 use lightning_store_adapters::auth::{Grant, PresentedToken};
 use lightning_store_adapters::namespace_layer::NamedNamespace;
 use lightning_store_core::namespace::NamespaceName;
@@ -49,13 +50,19 @@ impl FromRequestParts<ConsoleContext> for Viewer {
         let namespace = NamedNamespace::of(&parts.extensions)
             .unwrap_or_else(|_| NamespaceName::default_namespace());
         let links = Links::of(&namespace);
-        let readable = readable_namespaces(parts, context).await;
+        let entry = context
+            .config()
+            .tokens
+            .as_ref()
+            .and_then(|tokens| tokens.find(&presented_token(parts)?));
+        let readable = readable_namespaces(entry.as_deref(), context).await;
         let Some(grant) = parts.extensions.get::<Grant>() else {
             // No grant on a guarded route: the port has no tokens.
             return Ok(Viewer {
                 actions: Actions {
                     cancel: true,
                     gateway: true,
+                    namespaces: true,
                 },
                 token_name: None,
                 form_token: None,
@@ -68,6 +75,8 @@ impl FromRequestParts<ConsoleContext> for Viewer {
             actions: Actions {
                 cancel: grant.allows(Permission::Rollouts),
                 gateway: grant.allows(Permission::Gateway),
+                namespaces: grant.allows(Permission::Namespaces)
+                    && entry.is_some_and(|entry| entry.reaches_every_namespace()),
             },
             token_name: Some(grant.name().to_owned()),
             form_token: cookie_token(&parts.headers).map(|token| form_token(&token)),
@@ -78,10 +87,13 @@ impl FromRequestParts<ConsoleContext> for Viewer {
     }
 }
 
-/// Returns the namespaces the token of a request may read: every one on a
-/// port without tokens or for a token of every namespace, else those its
-/// line names.
-async fn readable_namespaces(parts: &Parts, context: &ConsoleContext) -> Vec<NamespaceName> {
+/// Returns the namespaces the token of a request (its `entry` in the
+/// tokens file) may read: every one on a port without tokens or for a
+/// token of every namespace, else those its line names.
+async fn readable_namespaces(
+    entry: Option<&TokenEntry>,
+    context: &ConsoleContext,
+) -> Vec<NamespaceName> {
     let namespaces = match context.namespaces().list().await {
         Ok(namespaces) => namespaces,
         Err(error) => {
@@ -90,10 +102,10 @@ async fn readable_namespaces(parts: &Parts, context: &ConsoleContext) -> Vec<Nam
         }
     };
     let names = namespaces.into_iter().map(|namespace| namespace.name);
-    let Some(tokens) = &context.config().tokens else {
+    if context.config().tokens.is_none() {
         return names.collect();
-    };
-    match presented_token(parts).and_then(|token| tokens.find(&token)) {
+    }
+    match entry {
         Some(entry) => names.filter(|name| entry.may_use(name)).collect(),
         None => Vec::new(),
     }

@@ -19,6 +19,8 @@ pub enum Nav {
     Workers,
     Resources,
     Models,
+    /// The namespaces (deployment-wide), for a viewer who may manage them.
+    Namespaces,
     /// A page outside the navigation.
     None,
 }
@@ -30,6 +32,9 @@ const LINKS: [(Nav, &str, &str); 5] = [
     (Nav::Resources, "Resources", "/console/resources"),
     (Nav::Models, "Models", "/console/models"),
 ];
+
+/// The link to the Namespaces page, shown to a viewer who may manage them.
+const NAMESPACES_LINK: (Nav, &str, &str) = (Nav::Namespaces, "Namespaces", "/console/namespaces");
 
 #[derive(Template)]
 #[template(path = "layout.html")]
@@ -136,6 +141,11 @@ impl<'a> Layout<'a> {
             base: links.base(),
             links: LINKS
                 .iter()
+                .chain(
+                    self.viewer
+                        .filter(|viewer| viewer.actions.namespaces)
+                        .map(|_| &NAMESPACES_LINK),
+                )
                 .map(|(nav, label, path)| (*nav, *label, links.to(path)))
                 .collect(),
             current: self.nav,

@@ -13,6 +13,7 @@ pub mod extract;
 pub mod layout;
 pub mod live;
 pub mod models;
+pub mod namespaces;
 pub mod overview;
 pub mod resources;
 pub mod rollout;
@@ -38,6 +39,7 @@ use lightning_store_core::ids::RolloutId;
 
 pub use self::actions::{cancel, confirm_cancel, confirm_pause, confirm_resume, pause, resume};
 pub use self::download::download;
+pub use self::namespaces::{confirm_delete, create_namespace, delete_namespace, namespaces};
 pub use self::search::search;
 
 /// Answers a live page: its event stream when the browser asks for one,

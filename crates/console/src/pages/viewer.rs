@@ -20,6 +20,9 @@ pub struct Actions {
     pub cancel: bool,
     /// Pause and resume the gateway (the `gateway` permission).
     pub gateway: bool,
+    /// Create and delete namespaces (the `namespaces` permission, with a
+    /// token of every namespace).
+    pub namespaces: bool,
 }
 
 /// The viewer of a page: what they may do, how they are signed in, the
