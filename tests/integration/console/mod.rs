@@ -3,9 +3,10 @@
 //! page shows what the store holds, pages change live as gRPC calls change
 //! the store, a waterfall shows spans under their parents, a 1.x
 //! conversation renders from a real gateway call, a reader token cannot
-//! act, hostile input renders as text, and each namespace has a console of
-//! its own. The test modules are compiled
-//! once per backend, as the conformance suite is.
+//! act, hostile input renders as text, each namespace has a console of
+//! its own, and an admin creates and deletes namespaces on their page.
+//! The test modules are compiled once per backend, as the conformance
+//! suite is.
 
 pub(crate) mod support;
 

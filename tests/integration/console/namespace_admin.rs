@@ -1,8 +1,8 @@
 //! The Namespaces page: an admin creates a namespace with a quota through
 //! its form, sees it listed, opens its console from the list and deletes
 //! it through the confirmation page, after which it is NOT_FOUND over
-//! gRPC; a malformed name or a name taken is shown with the store's
-//! message; a reader, a runner and an admin token limited to a namespace
+//! gRPC; a malformed name, a name taken or one namespace past
+//! `--max-namespaces` is shown with the store's message; a reader, a runner and an admin token limited to a namespace
 //! get no link to the page and are refused it (403), and so are their
 //! forms.
 
@@ -283,4 +283,46 @@ async fn only_an_admin_of_every_namespace_manages_them() {
         },
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_max_namespaces_the_page_says_so() {
+    let mut config = ServerConfig::default();
+    config.namespaces.max_namespaces = 2;
+    let server = TestServer::start_opts(
+        BACKEND,
+        TestOptions {
+            config,
+            ..TestOptions::default()
+        },
+    )
+    .await;
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let post = |body: &'static str| {
+        let http = &http;
+        async move {
+            let answer = http
+                .request(
+                    "POST",
+                    "/console/namespaces",
+                    &[("content-type", "application/x-www-form-urlencoded")],
+                    body.as_bytes().to_vec(),
+                )
+                .await;
+            (answer.status, answer.text())
+        }
+    };
+    // Created: the page again, with it.
+    let (status, page) = post("name=run-a&max_spans=100").await;
+    assert_eq!(status, 303, "{page}");
+    let listing = http.get("/console/namespaces").await;
+    assert_eq!(listing.status, 200);
+    assert!(listing.text().contains("spans ≤ 100"), "{}", listing.text());
+    let (status, page) = post("name=run-b").await;
+    assert_eq!(status, 409, "{page}");
+    assert!(
+        page.contains("this deployment holds at most 2 namespaces"),
+        "{page}"
+    );
+    assert!(!page.contains("/ns/run-b/"), "run-b is not listed: {page}");
 }
