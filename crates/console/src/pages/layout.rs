@@ -121,6 +121,7 @@ impl<'a> Layout<'a> {
             .unwrap_or_default();
         let same_page = LINKS
             .iter()
+            .chain([&NAMESPACES_LINK])
             .find(|(nav, _, _)| *nav == self.nav)
             .map_or("/", |(_, _, path)| path);
         let switcher = self.viewer.map_or_else(Vec::new, |viewer| {

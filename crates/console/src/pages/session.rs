@@ -297,11 +297,12 @@ fn refusal(
         );
     }
     if refusal == Refusal::Namespace {
-        return error_page(
-            StatusCode::FORBIDDEN,
-            "Not allowed",
-            "The token this browser signed in with may not use this namespace.",
-        );
+        let reason = if permission == Some(Permission::Namespaces) {
+            "The token this browser signed in with is limited to some namespaces: managing namespaces takes an admin token of every namespace."
+        } else {
+            "The token this browser signed in with may not use this namespace."
+        };
+        return error_page(StatusCode::FORBIDDEN, "Not allowed", reason);
     }
     let (what, who): (&str, Cow<'_, str>) = match permission {
         Some(permission) => (describe(permission), roles_granting(permission).into()),
