@@ -41,6 +41,7 @@ async fn every_page_shows_what_the_store_holds() {
 
         // Rollouts: both, newest first, each linking to its page.
         browser.goto(&format!("{base}/console/rollouts")).await;
+        browser.wait_for_text("p.count", "2 rollouts match").await;
         let ids = browser.texts("table.rollouts td a.id").await;
         assert_eq!(ids, [seeded.queued.clone(), seeded.done.clone()]);
         // The filter is in the URL: succeeded ones only.
