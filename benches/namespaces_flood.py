@@ -59,7 +59,9 @@ def span(values: list[float], unit: str = "") -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--binary", type=Path, default=Path("target/release/lightning-store"))
     parser.add_argument("--rounds", type=int, default=3, help="bench runs per backend")
     parser.add_argument("--phases", type=int, default=2, help="the bench's --rounds (phases of each kind)")
@@ -69,8 +71,12 @@ def main() -> None:
     parser.add_argument("--backends", default="memory,sqlite,postgres")
     args = parser.parse_args()
     backends = args.backends.split(",")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    print(f"commit {commit}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {Path('/proc/loadavg').read_text().split()[:3]}")
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    print(
+        f"commit {commit}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {Path('/proc/loadavg').read_text().split()[:3]}"
+    )
     cluster = Cluster() if "postgres" in backends else None
     results: dict[str, list[dict]] = {backend: [] for backend in backends}
     try:
@@ -96,7 +102,9 @@ def main() -> None:
             cluster.stop()
     print(f"load after {Path('/proc/loadavg').read_text().split()[:3]}")
     print()
-    print("| backend | B alone p50 / p99 (ms) | B with A flooded p50 / p99 (ms) | p99 ratio | B lifecycles/s alone / flooded | A's flood, lifecycles/s |")
+    print(
+        "| backend | B alone p50 / p99 (ms) | B with A flooded p50 / p99 (ms) | p99 ratio | B lifecycles/s alone / flooded | A's flood, lifecycles/s |"
+    )
     print("|---|---|---|---|---|---|")
     for backend, runs in results.items():
         pick = lambda key: [run[key] for run in runs]  # noqa: E731
