@@ -52,10 +52,13 @@ def bench(binary: Path, backend: str, cluster: Cluster | None, args: argparse.Na
         return report
 
 
+DASH = "\u2013"
+
+
 def span(values: list[float], unit: str = "") -> str:
-    """A range `min–max` of the values."""
+    """A range `min-max` of the values (an en dash between them, as the docs write ranges)."""
     low, high = min(values), max(values)
-    return f"{low:.2f}{unit}–{high:.2f}{unit}" if low != high else f"{low:.2f}{unit}"
+    return f"{low:.2f}{unit}{DASH}{high:.2f}{unit}" if low != high else f"{low:.2f}{unit}"
 
 
 def main() -> None:
@@ -74,9 +77,8 @@ def main() -> None:
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
-    print(
-        f"commit {commit}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {Path('/proc/loadavg').read_text().split()[:3]}"
-    )
+    load = Path("/proc/loadavg").read_text().split()[:3]
+    print(f"commit {commit}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {load}")
     cluster = Cluster() if "postgres" in backends else None
     results: dict[str, list[dict]] = {backend: [] for backend in backends}
     try:
@@ -103,18 +105,22 @@ def main() -> None:
     print(f"load after {Path('/proc/loadavg').read_text().split()[:3]}")
     print()
     print(
-        "| backend | B alone p50 / p99 (ms) | B with A flooded p50 / p99 (ms) | p99 ratio | B lifecycles/s alone / flooded | A's flood, lifecycles/s |"
+        "| backend | B alone p50 / p99 (ms) | B with A flooded p50 / p99 (ms) | p99 ratio "
+        "| B lifecycles/s alone / flooded | A's flood, lifecycles/s |"
     )
     print("|---|---|---|---|---|---|")
     for backend, runs in results.items():
-        pick = lambda key: [run[key] for run in runs]  # noqa: E731
+
+        def pick(key: str, runs: list[dict] = runs) -> list[float]:
+            return [run[key] for run in runs]
+
         ratios = [run["flooded_p99"] / max(run["alone_p99"], 1e-9) for run in runs]
         print(
             f"| {backend} | {span(pick('alone_p50'))} / {span(pick('alone_p99'))} "
             f"| {span(pick('flooded_p50'))} / {span(pick('flooded_p99'))} | {span(ratios, 'x')} "
-            f"| {min(pick('alone_rate')):.0f}–{max(pick('alone_rate')):.0f} / "
-            f"{min(pick('flooded_rate')):.0f}–{max(pick('flooded_rate')):.0f} "
-            f"| {min(pick('flood_rate')):.0f}–{max(pick('flood_rate')):.0f} |"
+            f"| {min(pick('alone_rate')):.0f}{DASH}{max(pick('alone_rate')):.0f} / "
+            f"{min(pick('flooded_rate')):.0f}{DASH}{max(pick('flooded_rate')):.0f} "
+            f"| {min(pick('flood_rate')):.0f}{DASH}{max(pick('flood_rate')):.0f} |"
         )
 
 
