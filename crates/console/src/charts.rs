@@ -64,7 +64,8 @@ pub struct Legend {
     pub total: Option<String>,
 }
 
-/// A bar chart over time, series stacked, ready to draw.
+/// A bar chart over time, ready to draw: in each time slot, one bar per
+/// group of series, side by side, each bar the group's series stacked.
 #[derive(Debug, Clone, Template)]
 #[template(path = "chart.html")]
 pub struct Chart {
@@ -97,47 +98,55 @@ fn round_up(value: u64) -> u64 {
 }
 
 /// Returns a chart of `series` stacked per bucket, the buckets starting at
-/// `starts` (one bucket per start, oldest first). `unit` names what one
-/// bar counts ("per minute").
+/// `starts` (one bucket per start, oldest first).
 pub fn stacked(label: &str, starts: &[Timestamp], series: &[Series]) -> Chart {
+    grouped(label, starts, &[series])
+}
+
+/// Returns a chart with one bar per group in each bucket, side by side, so
+/// that each group is read on its own (created beside finished, say); a
+/// group's series are stacked in its bar. The buckets start at `starts`
+/// (oldest first).
+pub fn grouped(label: &str, starts: &[Timestamp], groups: &[&[Series]]) -> Chart {
     let buckets = starts.len().max(1);
-    let totals: Vec<u64> = (0..starts.len())
-        .map(|i| {
-            series
-                .iter()
-                .map(|s| s.values.get(i).copied().unwrap_or(0))
-                .sum()
-        })
-        .collect();
-    let top_value = round_up(totals.iter().copied().max().unwrap_or(0));
+    let value = |s: &Series, index: usize| s.values.get(index).copied().unwrap_or(0);
+    let highest = groups
+        .iter()
+        .flat_map(|group| (0..starts.len()).map(|i| group.iter().map(|s| value(s, i)).sum()))
+        .max()
+        .unwrap_or(0);
+    let top_value = round_up(highest);
     let plot_width = WIDTH - LEFT - RIGHT;
     let plot_height = HEIGHT - TOP - BOTTOM;
     let slot = plot_width / buckets as f64;
-    let bar_width = (slot - 1.0).max(1.0);
+    let bar_width = ((slot - 1.0) / groups.len().max(1) as f64).max(1.0);
     let scale = plot_height / top_value as f64;
     let mut bars = Vec::new();
     for (index, start) in starts.iter().enumerate() {
-        let mut base = HEIGHT - BOTTOM;
-        let parts: Vec<String> = series
+        let parts: Vec<String> = groups
             .iter()
-            .map(|s| format!("{} {}", s.values.get(index).copied().unwrap_or(0), s.name))
+            .flat_map(|group| group.iter())
+            .map(|s| format!("{} {}", value(s, index), s.name))
             .collect();
         let title = format!("{}: {}", format::clock(*start), parts.join(", "));
-        for s in series {
-            let value = s.values.get(index).copied().unwrap_or(0);
-            if value == 0 {
-                continue;
+        for (place, group) in groups.iter().enumerate() {
+            let mut base = HEIGHT - BOTTOM;
+            for s in group.iter() {
+                let count = value(s, index);
+                if count == 0 {
+                    continue;
+                }
+                let height = count as f64 * scale;
+                base -= height;
+                bars.push(Bar {
+                    x: LEFT + index as f64 * slot + place as f64 * bar_width,
+                    y: base,
+                    width: bar_width,
+                    height,
+                    class: s.class,
+                    title: title.clone(),
+                });
             }
-            let height = value as f64 * scale;
-            base -= height;
-            bars.push(Bar {
-                x: LEFT + index as f64 * slot,
-                y: base,
-                width: bar_width,
-                height,
-                class: s.class,
-                title: title.clone(),
-            });
         }
     }
     let grid = [0, top_value / 2, top_value]
@@ -147,18 +156,20 @@ pub fn stacked(label: &str, starts: &[Timestamp], series: &[Series]) -> Chart {
             label: format::count(value),
         })
         .collect();
+    let slot_middle = (slot - 1.0).max(1.0) / 2.0;
     let ticks = (0..buckets)
         .step_by((buckets / 4).max(1))
         .chain(std::iter::once(buckets - 1))
         .filter_map(|index| {
             Some(Tick {
-                x: LEFT + index as f64 * slot + bar_width / 2.0,
+                x: LEFT + index as f64 * slot + slot_middle,
                 label: format::clock(*starts.get(index)?),
             })
         })
         .collect();
-    let legend = series
+    let legend = groups
         .iter()
+        .flat_map(|group| group.iter())
         .map(|s| Legend {
             class: s.class,
             name: s.name,
@@ -265,6 +276,36 @@ mod tests {
             html.starts_with("<svg") && html.contains("<title>"),
             "{html}"
         );
+    }
+
+    #[test]
+    fn groups_stand_side_by_side_on_one_scale() {
+        let starts: Vec<Timestamp> = (0..2).map(|m| Timestamp(m * 60_000_000_000)).collect();
+        let series = |name, values| Series {
+            name,
+            class: "ok",
+            values,
+            summed: true,
+        };
+        let created = [series("created", vec![8, 0])];
+        let finished = [
+            series("succeeded", vec![4, 0]),
+            series("failed", vec![1, 0]),
+        ];
+        let chart = grouped("per minute", &starts, &[&created, &finished]);
+        assert_eq!(chart.bars.len(), 3);
+        let (created, succeeded, failed) = (&chart.bars[0], &chart.bars[1], &chart.bars[2]);
+        assert!(
+            created.x + created.width <= succeeded.x + 1e-9,
+            "beside, not on top"
+        );
+        assert_eq!(succeeded.x, failed.x, "a group stacks in its bar");
+        // The scale is the highest bar (8 created), not 8 + 5.
+        assert_eq!(chart.grid.last().unwrap().label, "10");
+        let ratio = created.height / (succeeded.height + failed.height);
+        assert!((ratio - 8.0 / 5.0).abs() < 1e-9, "{ratio}");
+        assert!((succeeded.y + succeeded.height - (HEIGHT - BOTTOM)).abs() < 1e-9);
+        assert_eq!(chart.legend.len(), 3);
     }
 
     #[test]

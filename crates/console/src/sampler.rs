@@ -44,6 +44,11 @@ impl QueueDepth {
         }
     }
 
+    /// Returns the start of the oldest minute sampled, if any.
+    pub fn first_minute(&self) -> Option<Timestamp> {
+        self.minutes.lock().front().map(|(minute, _)| *minute)
+    }
+
     /// Returns the depth of each of the 60 minutes whose starts are
     /// `starts` (0 for a minute without a sample).
     pub fn at(&self, starts: &[Timestamp]) -> Vec<u64> {
@@ -117,11 +122,13 @@ mod tests {
     #[test]
     fn each_minute_keeps_its_last_sample() {
         let depth = QueueDepth::default();
+        assert_eq!(depth.first_minute(), None);
         depth.record(Timestamp(MINUTE + 5), 3);
         depth.record(Timestamp(MINUTE + 50), 7);
         depth.record(Timestamp(3 * MINUTE), 1);
         let starts: Vec<Timestamp> = (1..=3).map(|m| Timestamp(m * MINUTE)).collect();
         assert_eq!(depth.at(&starts), [7, 0, 1]);
+        assert_eq!(depth.first_minute(), Some(Timestamp(MINUTE)));
         for minute in 0..100 {
             depth.record(Timestamp(minute * MINUTE), minute as u64);
         }

@@ -29,6 +29,9 @@ async fn a_conversation_renders_from_a_gateway_call() {
             .await;
         // Before any call: no training row, and the page says why.
         assert_eq!(browser.text("#training-heading").await, "Training rows: 0");
+        // A 1.x attempt's id is "0": its label says which figure is which.
+        let attempts = browser.texts(".timeline-row .label").await;
+        assert_eq!(attempts, ["#1 (id 0)"]);
         let findings = browser.text("ul.findings").await;
         assert!(
             findings.contains("No model call went through the gateway"),

@@ -35,6 +35,25 @@ async fn every_page_shows_what_the_store_holds() {
         assert_eq!(bars, 1, "one minute with a finished rollout");
         let legend = browser.texts("ul.legend li").await;
         assert!(legend.contains(&"succeeded: 1".to_owned()), "{legend:?}");
+        // Finished rollouts stand on the axis beside the created ones, not
+        // stacked on them.
+        let standing = browser
+            .eval(
+                "const chart = document.querySelector('#finished-heading ~ svg.chart'); \
+                 const ok = chart.querySelector('rect.ok'); \
+                 const base = chart.querySelector('line.base'); \
+                 return Math.abs(ok.y.baseVal.value + ok.height.baseVal.value - base.y1.baseVal.value) < 0.2",
+            )
+            .await;
+        assert_eq!(standing, true, "the finished bar starts at the axis");
+        let rate = browser.text("#spans-heading + p").await;
+        assert!(rate.ends_with("spans recorded per second over the last 10.0 s"), "{rate}");
+        // A server that just started draws the minutes it sampled, not an hour.
+        let depth = browser.text("#depth-heading").await;
+        assert!(
+            depth == "Queue depth" || depth == "Queue depth, last 1 minute" || depth == "Queue depth, last 2 minutes",
+            "{depth}"
+        );
         if documents() {
             browser.document("overview").await;
         }
@@ -93,6 +112,10 @@ async fn every_page_shows_what_the_store_holds() {
         let removed = browser.texts("pre.diff .del").await;
         assert!(added.iter().any(|line| line.contains("policy-v2")), "{added:?}");
         assert!(removed.iter().any(|line| line.contains("policy-v1")), "{removed:?}");
+        // Each published resources set has its place in the order of
+        // publication, newest first, beside its revision.
+        let order = browser.texts("table tbody tr td:first-child").await;
+        assert_eq!(order, ["2", "1"]);
         if documents() {
             browser.document("resources").await;
         }

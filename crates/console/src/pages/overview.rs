@@ -15,6 +15,7 @@ use crate::context::Sources;
 use crate::format::{self, ShownTime, status_class};
 use crate::rendered::render_error;
 use crate::rendered::{PageError, Rendered};
+use crate::sampler::QueueDepth;
 use crate::url::{Links, PREFIX};
 use lightning_store_core::events::{Change, EventPage};
 use lightning_store_core::model::{RolloutStatus, Timestamp, WorkerStatus};
@@ -70,8 +71,8 @@ struct OverviewPage {
     queued: String,
     oldest_queued: Option<OldestQueued>,
     finished: String,
-    depth: String,
-    spans_per_second: String,
+    depth: DepthChart,
+    spans_per_second: SpanRate,
     spans: String,
     workers: Vec<(&'static str, String)>,
     workers_total: String,
@@ -104,50 +105,40 @@ pub async fn render(sources: &Sources, actions: Actions) -> Result<Rendered, Pag
     });
     let minutes = &read.minutes;
     let starts: Vec<_> = minutes.iter().map(|m| m.start).collect();
-    let finished = charts::stacked(
-        "Rollouts created and finished per minute over the last hour",
+    let created = [Series {
+        name: "created",
+        class: "wait",
+        values: minutes.iter().map(|m| m.created).collect(),
+        summed: true,
+    }];
+    let ended = [
+        Series {
+            name: "succeeded",
+            class: "ok",
+            values: minutes.iter().map(|m| m.succeeded).collect(),
+            summed: true,
+        },
+        Series {
+            name: "failed",
+            class: "bad",
+            values: minutes.iter().map(|m| m.failed).collect(),
+            summed: true,
+        },
+        Series {
+            name: "cancelled",
+            class: "muted",
+            values: minutes.iter().map(|m| m.cancelled).collect(),
+            summed: true,
+        },
+    ];
+    let finished = charts::grouped(
+        "Rollouts created (left bar) and finished (right bar) per minute over the last hour",
         &starts,
-        &[
-            Series {
-                name: "created",
-                class: "wait",
-                values: minutes.iter().map(|m| m.created).collect(),
-                summed: true,
-            },
-            Series {
-                name: "succeeded",
-                class: "ok",
-                values: minutes.iter().map(|m| m.succeeded).collect(),
-                summed: true,
-            },
-            Series {
-                name: "failed",
-                class: "bad",
-                values: minutes.iter().map(|m| m.failed).collect(),
-                summed: true,
-            },
-            Series {
-                name: "cancelled",
-                class: "muted",
-                values: minutes.iter().map(|m| m.cancelled).collect(),
-                summed: true,
-            },
-        ],
+        &[&created, &ended],
     )
     .render()
     .map_err(render_error)?;
-    let depth = charts::stacked(
-        "Rollouts waiting in the queue at the end of each minute over the last hour",
-        &starts,
-        &[Series {
-            name: "waiting",
-            class: "wait",
-            values: sources.queue_depth.at(&starts),
-            summed: false,
-        }],
-    )
-    .render()
-    .map_err(render_error)?;
+    let depth = DepthChart::new(&sources.queue_depth, &starts)?;
     let spans_per_second = span_rate(&read.recent_events, read.now);
     let here = sources.dispatcher.snapshot();
     let slots = (
@@ -220,9 +211,53 @@ pub fn status_counts(by_status: &BTreeMap<RolloutStatus, u64>, links: &Links) ->
     .collect()
 }
 
+/// The queue depth's chart over the minutes this server has sampled (at
+/// most the last hour), so that a server started a minute ago draws one
+/// minute, not an hour of zeros.
+struct DepthChart {
+    /// Minutes drawn.
+    minutes: usize,
+    /// The chart, once a sample was taken.
+    chart: Option<String>,
+}
+
+impl DepthChart {
+    fn new(depth: &QueueDepth, starts: &[Timestamp]) -> Result<Self, PageError> {
+        let Some(first) = depth.first_minute() else {
+            return Ok(Self {
+                minutes: 0,
+                chart: None,
+            });
+        };
+        let sampled: Vec<Timestamp> = starts.iter().copied().filter(|s| *s >= first).collect();
+        let chart = charts::stacked(
+            "Rollouts waiting in the queue at the end of each minute this server sampled",
+            &sampled,
+            &[Series {
+                name: "waiting",
+                class: "wait",
+                values: depth.at(&sampled),
+                summed: false,
+            }],
+        )
+        .render()
+        .map_err(render_error)?;
+        Ok(Self {
+            minutes: sampled.len(),
+            chart: Some(chart),
+        })
+    }
+}
+
+/// Spans recorded per second, and the window that was measured.
+struct SpanRate {
+    per_second: String,
+    window: String,
+}
+
 /// Spans recorded per second over the last seconds, from the events'
 /// history (on every server, whoever recorded them).
-fn span_rate(page: &EventPage, now: Timestamp) -> String {
+fn span_rate(page: &EventPage, now: Timestamp) -> SpanRate {
     let since = now.plus_seconds(-RATE_WINDOW_SECONDS);
     let mut spans = 0;
     for event in page.events.iter().filter(|event| event.time >= since) {
@@ -238,7 +273,10 @@ fn span_rate(page: &EventPage, now: Timestamp) -> String {
         }
         _ => RATE_WINDOW_SECONDS,
     };
-    format::rate(spans as f64 / window)
+    SpanRate {
+        per_second: format::rate(spans as f64 / window),
+        window: format::duration(std::time::Duration::from_secs_f64(window)),
+    }
 }
 
 fn worker_counts(by_status: &BTreeMap<WorkerStatus, u64>) -> Vec<(&'static str, String)> {

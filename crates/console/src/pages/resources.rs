@@ -44,7 +44,11 @@ impl ResourcesQuery {
 }
 
 struct Row {
+    /// The order of publication: 1 for the first resources published.
+    published: usize,
     resources_id: String,
+    /// The revision: 1 when published, one more at each change in place
+    /// (agent-lightning's `version`).
     version: i64,
     created: ShownTime,
     updated: ShownTime,
@@ -96,7 +100,9 @@ pub async fn render(sources: &Sources, query: &ResourcesQuery) -> Result<Rendere
     let rows = listed
         .items
         .iter()
-        .map(|update| Row {
+        .enumerate()
+        .map(|(index, update)| Row {
+            published: listed.total - index,
             resources_id: update.resources_id.clone(),
             version: update.version,
             created: format::time(update.create_time),

@@ -548,13 +548,13 @@ fn timeline(
             let end = attempt.end_time.unwrap_or(now);
             let placed = axis.place(attempt.start_time, end);
             TimelineRow {
-                label: format!("#{} {}", attempt.sequence_id, attempt.attempt_id),
+                label: format!("#{} (id {})", attempt.sequence_id, attempt.attempt_id),
                 x: placed.x,
                 width: placed.width,
                 class: attempt_class(attempt.status),
                 heartbeat: attempt.last_heartbeat_time.map(|t| axis.at(t)),
                 title: format!(
-                    "attempt #{} {}: {} on {}, {}",
+                    "attempt #{} (id {}): {} on {}, {}",
                     attempt.sequence_id,
                     attempt.attempt_id,
                     attempt.status,
