@@ -15,6 +15,7 @@ use std::time::Duration;
 use lightning_store::core::clock::{Clock, ManualClock, SystemClock};
 use lightning_store::core::engine::{Engine, EngineConfig};
 use lightning_store::core::limits::RequestLimits;
+use lightning_store::core::namespace::{NamespaceName, NamespaceSettings};
 use lightning_store::core::retention::RetentionPolicy;
 use lightning_store::core::storage::{Catalogue, Store};
 use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
@@ -24,6 +25,7 @@ use lightning_store::store::sqlite::SqliteOptions;
 use lightning_store::store::{self, StoreConfig};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 /// What some tests need beyond the Rust toolchain. Without it they are
@@ -329,6 +331,10 @@ pub struct TestOptions {
     pub request_id_ttl: Duration,
     /// Where the engine reads the present (the wall clock by default).
     pub clock: Arc<dyn Clock>,
+    /// The namespace whose store the server's calls that name none reach
+    /// (created through the catalogue on first use), instead of `default`:
+    /// the conformance suite's namespaced copies run in one.
+    pub serve_namespace: Option<&'static str>,
 }
 
 impl Default for TestOptions {
@@ -344,9 +350,85 @@ impl Default for TestOptions {
             limits: RequestLimits::default(),
             request_id_ttl: EngineConfig::default().request_id_ttl,
             clock: Arc::new(SystemClock),
+            serve_namespace: None,
         }
     }
 }
+
+impl TestOptions {
+    /// The defaults with the given server settings.
+    pub fn with_config(config: ServerConfig) -> Self {
+        Self {
+            config,
+            ..Self::default()
+        }
+    }
+
+    /// The defaults within `limits`.
+    pub fn with_limits(limits: RequestLimits) -> Self {
+        Self {
+            limits,
+            ..Self::default()
+        }
+    }
+
+    /// The defaults on a manual clock, returned with them: time passes for
+    /// the store's rules only when the test advances the clock. The watchdog
+    /// timer ticks every `watchdog_interval` (a long interval leaves only
+    /// the on-demand scan before reads).
+    pub fn on_manual_clock(watchdog_interval: Duration) -> (Self, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock::at_system_time());
+        let options = Self {
+            watchdog_interval,
+            clock: clock.clone(),
+            ..Self::default()
+        };
+        (options, clock)
+    }
+}
+
+/// Opens the store of `namespace` in `catalogue` (`None`: `default`).
+pub async fn open_in(catalogue: &Arc<dyn Catalogue>, namespace: Option<&str>) -> Arc<dyn Store> {
+    match namespace {
+        None => {
+            let default = catalogue.default_namespace().await.unwrap();
+            catalogue.open(&default).await.unwrap()
+        }
+        Some(namespace) => namespace_store(catalogue, namespace).await,
+    }
+}
+
+/// The store of `namespace` in `catalogue`: created on its first use (a
+/// test that restarts on the same database finds it there, and of servers
+/// starting together on one database, one creates it and the others find
+/// it).
+async fn namespace_store(catalogue: &Arc<dyn Catalogue>, namespace: &str) -> Arc<dyn Store> {
+    let name = NamespaceName::parse(namespace).unwrap();
+    let record = match catalogue.find(&name).await.unwrap() {
+        Some(record) => record,
+        None => match catalogue
+            .create(&name, NamespaceSettings::default(), SystemClock.now())
+            .await
+        {
+            Ok(record) => record,
+            // Another server created it meanwhile.
+            Err(error) => catalogue
+                .find(&name)
+                .await
+                .unwrap()
+                .unwrap_or_else(|| panic!("cannot create namespace {namespace}: {error}")),
+        },
+    };
+    assert!(!record.name.is_default());
+    catalogue.open(&record).await.unwrap()
+}
+
+/// An interceptor that adds the namespace metadata to every call.
+pub type NameNamespace =
+    Box<dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send>;
+
+/// A store client whose every call names a namespace.
+pub type NamespacedClient = LightningStoreServiceClient<InterceptedService<Channel, NameNamespace>>;
 
 /// A running server; dropping it without [`TestServer::stop`] aborts it.
 pub struct TestServer {
@@ -367,26 +449,12 @@ impl TestServer {
 
     /// Starts a server with the given server settings.
     pub async fn start_with(backend: Backend, config: ServerConfig) -> Self {
-        Self::start_opts(
-            backend,
-            TestOptions {
-                config,
-                ..TestOptions::default()
-            },
-        )
-        .await
+        Self::start_opts(backend, TestOptions::with_config(config)).await
     }
 
     /// Starts a server with default settings within `limits`.
     pub async fn start_with_limits(backend: Backend, limits: RequestLimits) -> Self {
-        Self::start_opts(
-            backend,
-            TestOptions {
-                limits,
-                ..TestOptions::default()
-            },
-        )
-        .await
+        Self::start_opts(backend, TestOptions::with_limits(limits)).await
     }
 
     /// Starts a server whose watchdog timer ticks every `interval` (a long
@@ -402,25 +470,14 @@ impl TestServer {
         .await
     }
 
-    /// Starts a server on a manual clock, returned with it: time passes for
-    /// the store's rules only when the test advances the clock. The watchdog
-    /// timer ticks every `watchdog_interval` (a long interval leaves only
-    /// the on-demand scan before reads).
+    /// Starts a server on a manual clock, returned with it (see
+    /// [`TestOptions::on_manual_clock`]).
     pub async fn start_on_manual_clock(
         backend: Backend,
         watchdog_interval: Duration,
     ) -> (Self, Arc<ManualClock>) {
-        let clock = Arc::new(ManualClock::at_system_time());
-        let server = Self::start_opts(
-            backend,
-            TestOptions {
-                watchdog_interval,
-                clock: clock.clone(),
-                ..TestOptions::default()
-            },
-        )
-        .await;
-        (server, clock)
+        let (options, clock) = TestOptions::on_manual_clock(watchdog_interval);
+        (Self::start_opts(backend, options).await, clock)
     }
 
     /// Starts a server with every setting given.
@@ -428,8 +485,7 @@ impl TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (catalogue, database) = backend.open_catalogue(&options).await;
-        let default = catalogue.default_namespace().await.unwrap();
-        let store = catalogue.open(&default).await.unwrap();
+        let store = open_in(&catalogue, options.serve_namespace).await;
         let engine = Arc::new(Engine::new(
             store,
             EngineConfig {
@@ -472,6 +528,35 @@ impl TestServer {
     /// Returns a connected store client.
     pub async fn client(&self) -> LightningStoreServiceClient<Channel> {
         LightningStoreServiceClient::new(self.channel().await).max_decoding_message_size(usize::MAX)
+    }
+
+    /// Returns a store client whose every call names `namespace` (the
+    /// `lightning-store-namespace` metadata).
+    pub async fn client_in(&self, namespace: &str) -> NamespacedClient {
+        let value: tonic::metadata::MetadataValue<_> = namespace.parse().unwrap();
+        let name: NameNamespace = Box::new(move |mut request: tonic::Request<()>| {
+            request
+                .metadata_mut()
+                .insert("lightning-store-namespace", value.clone());
+            Ok(request)
+        });
+        LightningStoreServiceClient::with_interceptor(self.channel().await, name)
+            .max_decoding_message_size(usize::MAX)
+    }
+
+    /// Creates the namespace `name` (with the admin `token` on a server
+    /// that checks tokens), and fails the test if the store refuses.
+    pub async fn create_namespace(&self, name: &str, token: Option<&str>) {
+        let mut request = tonic::Request::new(lightning_store::proto::CreateNamespaceRequest {
+            name: name.to_owned(),
+            ..Default::default()
+        });
+        if let Some(token) = token {
+            request
+                .metadata_mut()
+                .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        }
+        self.client().await.create_namespace(request).await.unwrap();
     }
 
     /// Shuts the server down and waits for it to exit.

@@ -11,21 +11,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tonic::Code;
-use tonic::metadata::MetadataValue;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 
-use crate::common::{Backend, TestOptions, TestServer, postgres_database};
+use crate::common::{Backend, NamespacedClient, TestOptions, TestServer, postgres_database};
 use lightning_store::core::namespace::NamespaceName;
 use lightning_store::proto as pb;
-use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
-
-/// An interceptor that adds the namespace metadata to every call.
-type NameNamespace =
-    Box<dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send>;
-
-/// A store client whose every call names a namespace.
-type Named = LightningStoreServiceClient<InterceptedService<Channel, NameNamespace>>;
 
 /// B's load: this many clients, each running at most [`ROUNDS`] lifecycles
 /// and stopping at [`LOAD_TIME`] at the latest.
@@ -36,30 +25,6 @@ const LOAD_TIME: Duration = Duration::from_secs(30);
 const SPANS: usize = 2;
 /// How long a purge may take to show.
 const PURGE_TIME: Duration = Duration::from_secs(30);
-
-/// A store client whose every call names `namespace`.
-async fn client_in(server: &TestServer, namespace: &str) -> Named {
-    let value: MetadataValue<_> = namespace.parse().unwrap();
-    let name: NameNamespace = Box::new(move |mut request: tonic::Request<()>| {
-        request
-            .metadata_mut()
-            .insert("lightning-store-namespace", value.clone());
-        Ok(request)
-    });
-    LightningStoreServiceClient::with_interceptor(server.channel().await, name)
-}
-
-async fn create(server: &TestServer, name: &str) {
-    server
-        .client()
-        .await
-        .create_namespace(pb::CreateNamespaceRequest {
-            name: name.to_owned(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-}
 
 /// Where a backend keeps a namespace's data, to see it gone.
 enum Data {
@@ -165,7 +130,7 @@ fn new_unit(before: &[String], after: &[String]) -> String {
 }
 
 /// Fills `namespace` with `rollouts` rollouts, one span each.
-async fn fill(client: &mut Named, rollouts: usize) {
+async fn fill(client: &mut NamespacedClient, rollouts: usize) {
     for i in 0..rollouts {
         let rollout = enqueue(client, &format!(r#"{{"a": {i}}}"#)).await.unwrap();
         let attempt_id = client
@@ -185,7 +150,7 @@ async fn fill(client: &mut Named, rollouts: usize) {
     }
 }
 
-async fn enqueue(client: &mut Named, input: &str) -> Result<String, tonic::Status> {
+async fn enqueue(client: &mut NamespacedClient, input: &str) -> Result<String, tonic::Status> {
     Ok(client
         .enqueue_rollout(pb::EnqueueRolloutRequest {
             request_id: None,
@@ -202,7 +167,7 @@ async fn enqueue(client: &mut Named, input: &str) -> Result<String, tonic::Statu
 }
 
 async fn add_span(
-    client: &mut Named,
+    client: &mut NamespacedClient,
     rollout_id: &str,
     attempt_id: &str,
     name: &str,
@@ -226,7 +191,11 @@ async fn add_span(
 
 /// One lifecycle of B: enqueue, dequeue (some rollout: the client's own
 /// enqueue keeps the queue from being empty), its spans, its success.
-async fn lifecycle(client: &mut Named, worker: &str, round: usize) -> Result<(), tonic::Status> {
+async fn lifecycle(
+    client: &mut NamespacedClient,
+    worker: &str,
+    round: usize,
+) -> Result<(), tonic::Status> {
     enqueue(client, &format!(r#"{{"b": {round}}}"#)).await?;
     let rollout = client
         .dequeue_rollout(pb::DequeueRolloutRequest {
@@ -261,7 +230,7 @@ async fn lifecycle(client: &mut Named, worker: &str, round: usize) -> Result<(),
     Ok(())
 }
 
-async fn stats(client: &mut Named) -> Result<pb::GetStatisticsResponse, tonic::Status> {
+async fn stats(client: &mut NamespacedClient) -> Result<pb::GetStatisticsResponse, tonic::Status> {
     Ok(client
         .get_statistics(pb::GetStatisticsRequest {})
         .await?
@@ -272,12 +241,12 @@ async fn deleting_a_namespace_under_load_leaves_the_others_whole(backend: Backen
     let (options, data, _dir) = Data::fresh(backend).await;
     let server = TestServer::start_opts(backend, options).await;
     let none = data.units().await;
-    create(&server, "run-a").await;
-    let mut a = client_in(&server, "run-a").await;
+    server.create_namespace("run-a", None).await;
+    let mut a = server.client_in("run-a").await;
     fill(&mut a, 20).await;
     let with_a = data.units().await;
-    create(&server, "run-b").await;
-    let mut b = client_in(&server, "run-b").await;
+    server.create_namespace("run-b", None).await;
+    let mut b = server.client_in("run-b").await;
     // B's own data, opened before the load so that it is told from A's.
     assert_eq!(stats(&mut b).await.unwrap().total_rollouts, 0);
     let with_b = data.units().await;
@@ -297,7 +266,7 @@ async fn deleting_a_namespace_under_load_leaves_the_others_whole(backend: Backen
     let deadline = Instant::now() + LOAD_TIME;
     let mut load = tokio::task::JoinSet::new();
     for c in 0..CLIENTS {
-        let mut client = client_in(&server, "run-b").await;
+        let mut client = server.client_in("run-b").await;
         let (done, quarter) = (done.clone(), quarter.clone());
         load.spawn(async move {
             let mut failures = Vec::new();
@@ -395,8 +364,8 @@ async fn an_interrupted_purge_resumes_at_the_next_start(backend: Backend) {
     };
     let server = TestServer::start_opts(backend, same(&options)).await;
     let none = data.units().await;
-    create(&server, "run-a").await;
-    let mut a = client_in(&server, "run-a").await;
+    server.create_namespace("run-a", None).await;
+    let mut a = server.client_in("run-a").await;
     fill(&mut a, 5).await;
     let unit = new_unit(&none, &data.units().await);
     server.stop().await;
@@ -416,7 +385,7 @@ async fn an_interrupted_purge_resumes_at_the_next_start(backend: Backend) {
 
     let server = TestServer::start_opts(backend, same(&options)).await;
     data.until_gone(&unit).await;
-    let status = stats(&mut client_in(&server, "run-a").await)
+    let status = stats(&mut server.client_in("run-a").await)
         .await
         .unwrap_err();
     assert_eq!(status.code(), Code::NotFound, "{status:?}");

@@ -12,48 +12,14 @@ use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message;
 use serde_json::json;
 use tonic::Code;
-use tonic::metadata::MetadataValue;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 
 use crate::common::http::{HttpClient, Version};
-use crate::common::{Backend, TestOptions, TestServer};
+use crate::common::{Backend, NamespacedClient, TestOptions, TestServer};
 use lightning_store::proto as pb;
 use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
 use lightning_store::server::ServerConfig;
 
-/// An interceptor that adds the namespace metadata to every call.
-type NameNamespace =
-    Box<dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send>;
-
-/// A channel whose calls name a namespace.
-type Named = InterceptedService<Channel, NameNamespace>;
-
-/// A store client whose every call names `namespace`.
-async fn client_in(server: &TestServer, namespace: &str) -> LightningStoreServiceClient<Named> {
-    let value: MetadataValue<_> = namespace.parse().unwrap();
-    let name: NameNamespace = Box::new(move |mut request: tonic::Request<()>| {
-        request
-            .metadata_mut()
-            .insert("lightning-store-namespace", value.clone());
-        Ok(request)
-    });
-    LightningStoreServiceClient::with_interceptor(server.channel().await, name)
-}
-
-async fn create(server: &TestServer, name: &str) {
-    server
-        .client()
-        .await
-        .create_namespace(pb::CreateNamespaceRequest {
-            name: name.to_owned(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-}
-
-async fn enqueue(client: &mut LightningStoreServiceClient<Named>, input: &str) -> String {
+async fn enqueue(client: &mut NamespacedClient, input: &str) -> String {
     client
         .enqueue_rollout(pb::EnqueueRolloutRequest {
             request_id: None,
@@ -70,7 +36,7 @@ async fn enqueue(client: &mut LightningStoreServiceClient<Named>, input: &str) -
         .rollout_id
 }
 
-async fn rollout_ids(client: &mut LightningStoreServiceClient<Named>) -> Vec<String> {
+async fn rollout_ids(client: &mut NamespacedClient) -> Vec<String> {
     let page = client
         .query_rollouts(pb::QueryRolloutsRequest::default())
         .await
@@ -79,7 +45,7 @@ async fn rollout_ids(client: &mut LightningStoreServiceClient<Named>) -> Vec<Str
     page.rollouts.into_iter().map(|r| r.rollout_id).collect()
 }
 
-async fn stats(client: &mut LightningStoreServiceClient<Named>) -> pb::GetStatisticsResponse {
+async fn stats(client: &mut NamespacedClient) -> pb::GetStatisticsResponse {
     client
         .get_statistics(pb::GetStatisticsRequest {})
         .await
@@ -89,11 +55,11 @@ async fn stats(client: &mut LightningStoreServiceClient<Named>) -> pb::GetStatis
 
 async fn two_namespaces_see_nothing_of_each_other(backend: Backend) {
     let server = TestServer::start(backend).await;
-    create(&server, "run-a").await;
-    create(&server, "run-b").await;
-    let mut a = client_in(&server, "run-a").await;
-    let mut b = client_in(&server, "run-b").await;
-    let mut default = client_in(&server, "default").await;
+    server.create_namespace("run-a", None).await;
+    server.create_namespace("run-b", None).await;
+    let mut a = server.client_in("run-a").await;
+    let mut b = server.client_in("run-b").await;
+    let mut default = server.client_in("default").await;
 
     // B's event feed, from its start: it must see B's rollout first.
     let mut b_events = b
@@ -236,14 +202,14 @@ async fn two_namespaces_see_nothing_of_each_other(backend: Backend) {
 
 async fn unknown_and_malformed_namespaces_are_refused(backend: Backend) {
     let server = TestServer::start(backend).await;
-    let mut unknown = client_in(&server, "run-x").await;
+    let mut unknown = server.client_in("run-x").await;
     let status = unknown
         .get_statistics(pb::GetStatisticsRequest {})
         .await
         .unwrap_err();
     assert_eq!(status.code(), Code::NotFound);
     assert!(status.message().contains("run-x"), "{}", status.message());
-    let mut malformed = client_in(&server, "Run_X").await;
+    let mut malformed = server.client_in("Run_X").await;
     let status = malformed
         .get_statistics(pb::GetStatisticsRequest {})
         .await
@@ -281,10 +247,10 @@ async fn unknown_and_malformed_namespaces_are_refused(backend: Backend) {
 
 async fn a_deleted_namespace_is_gone_and_the_others_keep_their_data(backend: Backend) {
     let server = TestServer::start(backend).await;
-    create(&server, "run-a").await;
-    create(&server, "run-b").await;
-    let mut a = client_in(&server, "run-a").await;
-    let mut b = client_in(&server, "run-b").await;
+    server.create_namespace("run-a", None).await;
+    server.create_namespace("run-b", None).await;
+    let mut a = server.client_in("run-a").await;
+    let mut b = server.client_in("run-b").await;
     enqueue(&mut a, "1").await;
     let kept = enqueue(&mut b, "2").await;
 
@@ -315,7 +281,7 @@ async fn a_deleted_namespace_is_gone_and_the_others_keep_their_data(backend: Bac
     assert_eq!(refused.code(), Code::FailedPrecondition);
 
     // The name starts afresh.
-    create(&server, "run-a").await;
+    server.create_namespace("run-a", None).await;
     assert!(rollout_ids(&mut a).await.is_empty());
     server.stop().await;
 }
@@ -327,10 +293,10 @@ async fn namespaces_can_be_created_on_first_use(backend: Backend) {
     };
     options.config.namespaces.create_on_first_use = true;
     let server = TestServer::start_opts(backend, options).await;
-    let mut fresh = client_in(&server, "run-new").await;
+    let mut fresh = server.client_in("run-new").await;
     let id = enqueue(&mut fresh, "1").await;
     assert_eq!(rollout_ids(&mut fresh).await, [id]);
-    let mut default = client_in(&server, "default").await;
+    let mut default = server.client_in("default").await;
     assert!(rollout_ids(&mut default).await.is_empty());
     server.stop().await;
 }
@@ -338,7 +304,7 @@ async fn namespaces_can_be_created_on_first_use(backend: Backend) {
 /// Adds a span named `name` to `rollout_id`'s attempt `attempt_id` in
 /// `client`'s namespace.
 async fn add_span(
-    client: &mut LightningStoreServiceClient<Named>,
+    client: &mut NamespacedClient,
     rollout_id: &str,
     attempt_id: &str,
     name: &str,
@@ -382,7 +348,7 @@ async fn quotas_refuse_what_would_exceed_them(backend: Backend) {
         .into_inner();
     let quotas = created.namespace.unwrap().quotas.unwrap();
     assert_eq!((quotas.max_queued_rollouts, quotas.max_spans), (2, 2));
-    let mut q = client_in(&server, "run-q").await;
+    let mut q = server.client_in("run-q").await;
     enqueue(&mut q, "1").await;
     enqueue(&mut q, "2").await;
     let refused = q
@@ -411,7 +377,7 @@ async fn quotas_refuse_what_would_exceed_them(backend: Backend) {
     assert!(refused.text().contains("max_queued_rollouts"));
     assert_eq!(stats(&mut q).await.total_rollouts, 2);
     // Other namespaces are not limited.
-    let mut default = client_in(&server, "default").await;
+    let mut default = server.client_in("default").await;
     for input in ["1", "2", "3"] {
         enqueue(&mut default, input).await;
     }
@@ -489,7 +455,7 @@ fn otlp_export(rollout_id: &str, attempt_id: &str) -> ExportTraceServiceRequest 
 }
 
 /// Claims the next rollout of `client`'s namespace: its id and attempt's.
-async fn claim(client: &mut LightningStoreServiceClient<Named>) -> (String, String) {
+async fn claim(client: &mut NamespacedClient) -> (String, String) {
     let rollout = client
         .dequeue_rollout(pb::DequeueRolloutRequest::default())
         .await
@@ -506,10 +472,10 @@ async fn claim(client: &mut LightningStoreServiceClient<Named>) -> (String, Stri
 /// attempt.
 async fn otlp_exports_land_in_the_namespace_they_name(backend: Backend) {
     let server = TestServer::start(backend).await;
-    create(&server, "run-a").await;
-    create(&server, "run-b").await;
-    let mut a = client_in(&server, "run-a").await;
-    let mut b = client_in(&server, "run-b").await;
+    server.create_namespace("run-a", None).await;
+    server.create_namespace("run-b", None).await;
+    let mut a = server.client_in("run-a").await;
+    let mut b = server.client_in("run-b").await;
     enqueue(&mut a, "1").await;
     enqueue(&mut b, "2").await;
     let (a_rollout, a_attempt) = claim(&mut a).await;

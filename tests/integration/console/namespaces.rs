@@ -7,7 +7,6 @@
 
 use lightning_store::auth::policy::Role;
 use lightning_store::auth::tokens::{LineScope, file_line};
-use lightning_store::proto as pb;
 use lightning_store::server::ServerConfig;
 
 use super::BACKEND;
@@ -18,25 +17,6 @@ use crate::console::support::sign_in;
 
 const ADMIN: &str = "admin-token-for-namespaces";
 const RUNNER_A: &str = "runner-token-limited-to-run-a";
-
-/// Creates the namespace `name`, with `token` when the server has tokens.
-async fn create(server: &TestServer, name: &str, token: Option<&str>) {
-    let mut request = tonic::Request::new(pb::CreateNamespaceRequest {
-        name: name.to_owned(),
-        ..Default::default()
-    });
-    if let Some(token) = token {
-        request
-            .metadata_mut()
-            .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    }
-    server
-        .client()
-        .await
-        .create_namespace(request)
-        .await
-        .unwrap();
-}
 
 /// Enqueues a rollout in `namespace` through agent-lightning 0.x's HTTP
 /// API (named by the path prefix alone); returns its id.
@@ -87,8 +67,8 @@ async fn switcher(browser: &Browser) -> (Vec<String>, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_namespace_shows_its_own_rollouts() {
     let server = TestServer::start(BACKEND).await;
-    create(&server, "run-a", None).await;
-    create(&server, "run-b", None).await;
+    server.create_namespace("run-a", None).await;
+    server.create_namespace("run-b", None).await;
     let http = HttpClient::new(server.addr, Version::Http1);
     let in_a = enqueue_in(&http, "run-a", None, "a").await;
     let in_b = enqueue_in(&http, "run-b", None, "b").await;
@@ -211,8 +191,8 @@ async fn a_token_limited_to_a_namespace_sees_only_it() {
         },
     )
     .await;
-    create(&server, "run-a", Some(ADMIN)).await;
-    create(&server, "run-b", Some(ADMIN)).await;
+    server.create_namespace("run-a", Some(ADMIN)).await;
+    server.create_namespace("run-b", Some(ADMIN)).await;
     let http = HttpClient::new(server.addr, Version::Http1);
     let in_a = enqueue_in(&http, "run-a", Some(ADMIN), "a").await;
     enqueue_in(&http, "run-b", Some(ADMIN), "b").await;
