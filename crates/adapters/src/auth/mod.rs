@@ -96,6 +96,11 @@ impl Grant {
     pub fn allows(&self, permission: Permission) -> bool {
         self.0.allows(permission)
     }
+
+    /// The token's line of the tokens file (its role and namespaces).
+    pub fn entry(&self) -> &TokenEntry {
+        &self.0
+    }
 }
 
 /// A token a route group's own layer found in a request that carries

@@ -6,7 +6,6 @@
 
 use axum::extract::FromRequestParts;
 use axum::response::Response;
-use http::header;
 use http::request::Parts;
 
 use super::layout::failed;
@@ -15,7 +14,7 @@ use super::viewer::{Actions, Viewer, cookie_token, form_token};
 use crate::url::Links;
 use lightning_store_adapters::auth::policy::Permission;
 use lightning_store_adapters::auth::tokens::TokenEntry;
-use lightning_store_adapters::auth::{Grant, PresentedToken};
+use lightning_store_adapters::auth::Grant;
 use lightning_store_adapters::namespace_layer::NamedNamespace;
 use lightning_store_core::namespace::NamespaceName;
 
@@ -50,19 +49,19 @@ impl FromRequestParts<ConsoleContext> for Viewer {
         let namespace = NamedNamespace::of(&parts.extensions)
             .unwrap_or_else(|_| NamespaceName::default_namespace());
         let links = Links::of(&namespace);
-        let entry = context
-            .config()
-            .tokens
-            .as_ref()
-            .and_then(|tokens| tokens.find(&presented_token(parts)?));
-        let readable = readable_namespaces(entry.as_deref(), context).await;
-        let Some(grant) = parts.extensions.get::<Grant>() else {
-            // No grant on a guarded route: the port has no tokens.
+        // The access layer left the token's grant on the request: the
+        // token is not read again here.
+        let grant = parts.extensions.get::<Grant>();
+        let readable = readable_namespaces(grant.map(Grant::entry), context).await;
+        let Some(grant) = grant else {
+            // No grant: every action on a port without tokens, none on an
+            // open route of a port with them.
+            let open = context.config().tokens.is_none();
             return Ok(Viewer {
                 actions: Actions {
-                    cancel: true,
-                    gateway: true,
-                    namespaces: true,
+                    cancel: open,
+                    gateway: open,
+                    namespaces: open,
                 },
                 token_name: None,
                 form_token: None,
@@ -76,7 +75,7 @@ impl FromRequestParts<ConsoleContext> for Viewer {
                 cancel: grant.allows(Permission::Rollouts),
                 gateway: grant.allows(Permission::Gateway),
                 namespaces: grant.allows(Permission::Namespaces)
-                    && entry.is_some_and(|entry| entry.reaches_every_namespace()),
+                    && grant.entry().reaches_every_namespace(),
             },
             token_name: Some(grant.name().to_owned()),
             form_token: cookie_token(&parts.headers).map(|token| form_token(&token)),
@@ -109,28 +108,4 @@ async fn readable_namespaces(
         Some(entry) => names.filter(|name| entry.may_use(name)).collect(),
         None => Vec::new(),
     }
-}
-
-/// Returns the token a request carries, where the access layer takes it
-/// from: `Authorization: Bearer`, `x-api-key`, or the sign-in cookie.
-fn presented_token(parts: &Parts) -> Option<String> {
-    let header = |name: header::HeaderName| {
-        parts
-            .headers
-            .get(name)
-            .and_then(|value| value.to_str().ok())
-    };
-    let bearer = header(header::AUTHORIZATION).and_then(|value| {
-        let scheme = value.get(..7)?;
-        scheme
-            .eq_ignore_ascii_case("bearer ")
-            .then(|| value[7..].trim())
-    });
-    bearer
-        .or_else(|| header(header::HeaderName::from_static("x-api-key")).map(str::trim))
-        .map(str::to_owned)
-        .or_else(|| {
-            let presented = parts.extensions.get::<PresentedToken>()?;
-            Some(presented.0.clone())
-        })
 }
