@@ -162,7 +162,7 @@ mod tests {
             Some("a2"),
         );
         let side = call(&[text("user", "summarise")], Some("sum"));
-        let failed = call(&[system.clone()], None);
+        let failed = call(std::slice::from_ref(&system), None);
         let assembled = assemble(&[first, side, second, failed]).unwrap();
         assert_eq!(assembled.messages.len(), 5);
         assert_eq!(assembled.messages[4], text("assistant", "a2"));

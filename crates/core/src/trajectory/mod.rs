@@ -1,5 +1,5 @@
 //! A rollout's training data in the two layouts the export writes
-//! (issue #47; the schemas are in `docs/trajectories.md`):
+//! (issue #47; the schemas are in docs/trajectories.md):
 //!
 //! - `triplets` ([`triplets`]): one record per training row, as
 //!   agent-lightning's own trainer builds them from the rollout (1.x:
