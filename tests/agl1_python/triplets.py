@@ -16,14 +16,19 @@ from agentlightning.server.routes.events import (
     _to_triplet_format,
     _without_routed_experts,
 )
-from agentlightning.verl.agl_rollout_manager import AglRolloutManagerBase, EnqueuedRollout
+from agentlightning.verl.agl_rollout_manager import (
+    AglRolloutManagerBase,
+    EnqueuedRollout,
+)
 
 
 def completed(case: dict) -> dict:
     """What the trainer builds from one rollout's events."""
     raw = [Event.model_validate(event) for event in case["events"]]
     # GET /events?format=triplet, and the raw GET without routing tensors.
-    triplet_events = _dedupe_model_requests_by_prompt_token_ids([_to_triplet_format(e) for e in raw])
+    triplet_events = _dedupe_model_requests_by_prompt_token_ids(
+        [_to_triplet_format(e) for e in raw]
+    )
     raw_events = [_without_routed_experts(e) for e in raw]
     manager = AglRolloutManagerBase.__new__(AglRolloutManagerBase)
     manager._fetch_rollout_events = lambda rollout_id: (raw_events, triplet_events)
@@ -36,12 +41,18 @@ def completed(case: dict) -> dict:
         }
     )
     enqueued = EnqueuedRollout(
-        data_id="d", rollout_id=case["rollout_id"], step=0, sample_idx_in_step=0, enqueue_time=0.0
+        data_id="d",
+        rollout_id=case["rollout_id"],
+        step=0,
+        sample_idx_in_step=0,
+        enqueue_time=0.0,
     )
     result = manager._build_completed_rollout(enqueued, rollout)
     return {
         "final_reward": result.final_reward,
-        "triplets": [triplet.model_dump(mode="json") for triplet in result.triplets or []],
+        "triplets": [
+            triplet.model_dump(mode="json") for triplet in result.triplets or []
+        ],
     }
 
 
