@@ -176,6 +176,21 @@ fn on_path(program: &str) -> bool {
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
+/// Returns the Python of the environment `name` of `tools/pyenv.sh`
+/// (`agl0`, `agl1`), which creates it on first use (tests that call it
+/// open with `skip_without!(Tool::Python)`).
+pub fn pyenv_python(name: &str) -> PathBuf {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let output = std::process::Command::new(repo.join("tools/pyenv.sh"))
+        .arg(name)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("tools/pyenv.sh runs");
+    assert!(output.status.success(), "tools/pyenv.sh {name} failed");
+    let env = String::from_utf8(output.stdout).expect("a path");
+    PathBuf::from(env.trim()).join("bin/python")
+}
+
 /// Returns the directory of PostgreSQL's server binaries:
 /// `LIGHTNING_STORE_PG_BIN` when set (a directory without `initdb` hides
 /// them), else the directory of an `initdb` on `PATH`, else Debian's

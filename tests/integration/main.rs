@@ -38,5 +38,6 @@ mod postgres_watchdog;
 mod security;
 mod sqlite;
 mod storage;
+mod trajectory;
 mod transport;
 mod upgrade;

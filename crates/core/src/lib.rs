@@ -26,4 +26,5 @@ pub mod reward;
 pub mod storage;
 pub mod subscription;
 pub mod telemetry;
+pub mod trajectory;
 pub mod waiting;

@@ -99,26 +99,10 @@ pub fn present(events: Vec<Agl1Event>, query: &EventQuery) -> StoreResult<Vec<Ag
         .filter(|e| query.event_type.as_ref().is_none_or(|t| &e.event_type == t));
     let mut events: Vec<Agl1Event> = match query.format {
         EventFormat::Raw => events.collect(),
-        EventFormat::Triplet => {
-            let mut trimmed = Vec::new();
-            for mut event in events {
-                let view = match event.event_type.as_str() {
-                    MODEL_REQUEST => Some(trim_model_request(&parse_data(&event.data)?)),
-                    REWARD => Some(trim_reward(&parse_data(&event.data)?)),
-                    _ => None,
-                };
-                let prompt = match view {
-                    Some(view) => {
-                        let prompt = dedupe_key(&view);
-                        event.data = view.to_string();
-                        prompt
-                    }
-                    None => None,
-                };
-                trimmed.push((event, prompt));
-            }
-            dedupe_model_requests(trimmed)
-        }
+        EventFormat::Triplet => triplet_view(events)?
+            .into_iter()
+            .map(|(_, event)| event)
+            .collect(),
     };
     if !query.include_routed_experts {
         for event in &mut events {
@@ -135,9 +119,35 @@ pub fn present(events: Vec<Agl1Event>, query: &EventQuery) -> StoreResult<Vec<Ag
     Ok(events)
 }
 
+/// Returns the `triplet` view of `events` (model requests and rewards
+/// trimmed, model requests de-duplicated by prompt), each kept event with
+/// its position among `events`, in order.
+pub fn triplet_view(
+    events: impl IntoIterator<Item = Agl1Event>,
+) -> StoreResult<Vec<(usize, Agl1Event)>> {
+    let mut trimmed = Vec::new();
+    for mut event in events {
+        let view = match event.event_type.as_str() {
+            MODEL_REQUEST => Some(trim_model_request(&parse_data(&event.data)?)),
+            REWARD => Some(trim_reward(&parse_data(&event.data)?)),
+            _ => None,
+        };
+        let prompt = match view {
+            Some(view) => {
+                let prompt = dedupe_key(&view);
+                event.data = view.to_string();
+                prompt
+            }
+            None => None,
+        };
+        trimmed.push((event, prompt));
+    }
+    Ok(dedupe_model_requests(trimmed))
+}
+
 /// Keeps the last model request of each valid prompt key (a non-empty
-/// list of integers) and every other event, in order.
-fn dedupe_model_requests(events: Vec<(Agl1Event, Option<Vec<i64>>)>) -> Vec<Agl1Event> {
+/// list of integers) and every other event, in order, with their positions.
+fn dedupe_model_requests(events: Vec<(Agl1Event, Option<Vec<i64>>)>) -> Vec<(usize, Agl1Event)> {
     let mut last_of: std::collections::HashMap<&[i64], usize> = std::collections::HashMap::new();
     for (index, (event, key)) in events.iter().enumerate() {
         if event.event_type == MODEL_REQUEST
@@ -153,7 +163,7 @@ fn dedupe_model_requests(events: Vec<(Agl1Event, Option<Vec<i64>>)>) -> Vec<Agl1
         .filter(|(index, (event, key))| {
             event.event_type != MODEL_REQUEST || key.is_none() || kept.contains(index)
         })
-        .map(|(_, (event, _))| event)
+        .map(|(index, (event, _))| (index, event))
         .collect()
 }
 
