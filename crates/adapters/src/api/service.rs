@@ -253,6 +253,7 @@ impl LightningStoreService for StoreService {
     type WatchRolloutCompletionsStream = RpcStream<pb::WatchRolloutCompletionsResponse>;
     type WatchEventsStream = RpcStream<pb::WatchEventsResponse>;
     type WorkerSessionStream = RpcStream<pb::WorkerSessionResponse>;
+    type ExportRolloutsStream = RpcStream<pb::ExportRolloutsResponse>;
 
     async fn watch_rollout_completions(
         &self,
@@ -274,6 +275,16 @@ impl LightningStoreService for StoreService {
     ) -> RpcResult<Self::WatchEventsStream> {
         let ns = self.namespace(&request).await?;
         streams::watch_events(&ns.engine, request.into_inner(), &self.subscriber_limits)
+            .await
+            .map(Response::new)
+    }
+
+    async fn export_rollouts(
+        &self,
+        request: Request<pb::ExportRolloutsRequest>,
+    ) -> RpcResult<Self::ExportRolloutsStream> {
+        let ns = self.namespace(&request).await?;
+        streams::export_rollouts(&ns.engine, request.into_inner(), &self.subscriber_limits)
             .await
             .map(Response::new)
     }
@@ -659,6 +670,7 @@ impl LightningStoreService for StoreService {
             },
             worker_id: request.worker_id,
             resources_id: request.resources_id,
+            ..RolloutFilter::default()
         };
         let page = c::page_from_proto(request.page.as_ref()).map_err(status_of)?;
         let result = ns
