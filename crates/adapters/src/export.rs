@@ -3,7 +3,9 @@
 //! compact JSON object per record, with no raw newline inside (a JSON
 //! Lines file holds one per line). Attempts and spans are written as
 //! agent-lightning's models (`crate::http::agl0`), so a span reads back
-//! with `agentlightning.Span.model_validate`.
+//! with `agentlightning.Span.model_validate`. The gRPC service is given
+//! [`rollout_record_json`] where it is built (`api::streams::RecordJson`):
+//! `api` never imports `http`, whose call log reads `api`'s statuses.
 
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -13,18 +15,8 @@ use crate::http::agl0::span_json::SpanJson;
 use crate::pyjson;
 use lightning_store_core::agl1::Agl1Event;
 use lightning_store_core::error::{StoreError, StoreResult};
-use lightning_store_core::export::{Layout, RolloutRecord};
+use lightning_store_core::export::RolloutRecord;
 use lightning_store_core::model::Json;
-
-/// The message of a layout this server does not write yet.
-pub fn unimplemented_layout(layout: Layout) -> Option<String> {
-    (layout != Layout::Rollouts).then(|| {
-        format!(
-            "the {} layout is not implemented yet; export with the rollouts layout",
-            layout.as_str()
-        )
-    })
-}
 
 /// One dimension of a reward.
 #[derive(Serialize)]

@@ -43,6 +43,16 @@ impl Layout {
         }
     }
 
+    /// Returns why the layout cannot be exported yet (`None`: it can).
+    pub fn unwritten(self) -> Option<String> {
+        (self != Self::Rollouts).then(|| {
+            format!(
+                "the {} layout is not implemented yet; export with the rollouts layout",
+                self.as_str()
+            )
+        })
+    }
+
     /// Returns the layout of a name.
     pub fn parse(name: &str) -> Option<Self> {
         [Self::Rollouts, Self::Triplets, Self::Messages]

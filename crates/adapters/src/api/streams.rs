@@ -20,8 +20,9 @@ use super::subscribers::Outbox;
 pub use super::subscribers::SubscriberLimits;
 use lightning_store_core::engine::Engine;
 use lightning_store_core::error::StoreError;
+use lightning_store_core::error::StoreResult;
 use lightning_store_core::events::Event;
-use lightning_store_core::export::{Cursor, Layout};
+use lightning_store_core::export::{Cursor, Layout, RolloutRecord};
 use lightning_store_core::ids::{self, RolloutId};
 use lightning_store_core::limits::RequestLimits;
 use lightning_store_core::model::{AttemptStatus, RolloutStatus};
@@ -232,6 +233,10 @@ pub async fn watch_events(
     })))
 }
 
+/// Writes an export's record as one line of JSON: `crate::export`'s
+/// writer, given to the service where it is built.
+pub type RecordJson = fn(&RolloutRecord) -> StoreResult<String>;
+
 /// An export's records are sent in batches of about this many bytes.
 const EXPORT_BATCH_BYTES: usize = 256 * 1024;
 
@@ -246,7 +251,7 @@ fn export_layout(layout: i32) -> Result<Layout, Status> {
             )));
         }
     };
-    match crate::export::unimplemented_layout(layout) {
+    match layout.unwritten() {
         Some(message) => Err(Status::unimplemented(message)),
         None => Ok(layout),
     }
@@ -289,6 +294,7 @@ pub async fn export_rollouts(
     engine: &Arc<Engine>,
     request: pb::ExportRolloutsRequest,
     limits: &SubscriberLimits,
+    record_json: RecordJson,
 ) -> Result<RpcStream<pb::ExportRolloutsResponse>, Status> {
     export_layout(request.layout)?;
     let filter = export_filter(&request).map_err(status_of)?;
@@ -328,7 +334,7 @@ pub async fn export_rollouts(
             };
             let done = record.is_none();
             if let Some(record) = record {
-                match crate::export::rollout_record_json(&record) {
+                match record_json(&record) {
                     Ok(json) => {
                         bytes += json.len();
                         batch.push(pb::ExportRecord {
@@ -454,6 +460,69 @@ mod tests {
             "the subscriber's queue holds the published event itself"
         );
         assert_eq!(seq_of(stalled.next().await.unwrap().unwrap()), watched.seq);
+    }
+
+    // An export waits for its reader (it reads the store no further), but
+    // one that stops reading is cut off, its queued batches dropped, and
+    // told to resume from the last record it received.
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_export_reader_is_cut_off() {
+        use lightning_store_core::engine::RolloutPatch;
+
+        let engine = Arc::new(Engine::new(
+            Arc::new(MemoryStore::new()),
+            EngineConfig::default(),
+        ));
+        let enqueued = engine
+            .enqueue_rollouts(vec![RolloutSpec::default(); 12], None)
+            .await
+            .unwrap();
+        for rollout_id in enqueued.rollout_ids {
+            let patch = RolloutPatch {
+                status: Some(RolloutStatus::Succeeded),
+                ..RolloutPatch::default()
+            };
+            let id = RolloutId::parse("rollout_id", rollout_id).unwrap();
+            engine.update_rollout(&id, patch).await.unwrap();
+        }
+        // Records of about 100 kB: several batches.
+        fn large(record: &RolloutRecord) -> StoreResult<String> {
+            Ok(format!("{}{}", record.cursor.encode(), " ".repeat(100_000)))
+        }
+        let limits = SubscriberLimits::new(1, 4096, Duration::from_millis(200));
+        let mut stalled = export_rollouts(
+            &engine,
+            pb::ExportRolloutsRequest::default(),
+            &limits,
+            large,
+        )
+        .await
+        .unwrap();
+        match stalled.next().await.unwrap().unwrap().message {
+            Some(pb::export_rollouts_response::Message::Start(start)) => {
+                assert_eq!(start.total, 12);
+            }
+            other => panic!("expected the start first, got {other:?}"),
+        }
+        // The only place is taken while the export runs.
+        assert!(limits.admit().is_err());
+        tokio::time::sleep(limits.timeout * 5).await;
+        let status = match stalled.next().await {
+            Some(Err(status)) => status,
+            other => panic!("expected the cut-off status, got {other:?}"),
+        };
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert!(
+            status.message().contains("resume with the cursor"),
+            "{status:?}"
+        );
+        assert!(
+            stalled.next().await.is_none(),
+            "the stream ends after the status"
+        );
+        // The pump ended: its place is free again.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(limits.admit().is_ok());
     }
 
     // Paused time: the runtime runs every ready task before it moves the

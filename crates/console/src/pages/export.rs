@@ -16,7 +16,7 @@ use super::state::NamespaceConsole;
 use super::viewer::Viewer;
 use crate::rendered::PageError;
 use crate::url::{query_get, query_pairs};
-use lightning_store_adapters::export::{rollout_record_json, unimplemented_layout};
+use lightning_store_adapters::export::rollout_record_json;
 use lightning_store_core::export::Layout;
 
 /// Chunks of the body written ahead of a reader that is slower than the
@@ -39,7 +39,7 @@ pub async fn export(console: NamespaceConsole, viewer: Viewer, uri: Uri) -> Resp
         let message = format!("layout: unknown export layout {name:?}");
         return failed(&PageError::Invalid(message), &viewer);
     };
-    if let Some(message) = unimplemented_layout(layout) {
+    if let Some(message) = layout.unwritten() {
         return (StatusCode::NOT_IMPLEMENTED, message).into_response();
     }
     let mut export = match console.sources.engine.export(query.filter(), None).await {
