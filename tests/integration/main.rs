@@ -23,6 +23,7 @@ mod console_http;
 mod crash;
 mod docs;
 mod drain;
+mod export;
 mod failover;
 mod health;
 mod http;

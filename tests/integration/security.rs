@@ -43,14 +43,14 @@ const ROLES: [(&str, Role); 5] = [
 
 /// What each role may do, written here independently of the server's
 /// table: R read, O rollouts, S resources, G gateway, W work, I ingest,
-/// N namespaces.
+/// N namespaces, X export.
 fn grants(role: Role) -> &'static str {
     match role {
-        Role::Admin => "ROSGWIN",
-        Role::Algorithm => "ROSG",
+        Role::Admin => "ROSGWINX",
+        Role::Algorithm => "ROSGX",
         Role::Runner => "RWI",
         Role::Ingest => "I",
-        Role::Read => "R",
+        Role::Read => "RX",
     }
 }
 
@@ -183,6 +183,11 @@ const RPCS: &[(&str, char, char)] = &[
         "lightningstore.v1.LightningStoreService/QuerySpans",
         'R',
         'u',
+    ),
+    (
+        "lightningstore.v1.LightningStoreService/ExportRollouts",
+        'X',
+        's',
     ),
     (
         "lightningstore.v1.LightningStoreService/AddResources",

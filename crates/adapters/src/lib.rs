@@ -22,6 +22,7 @@
 pub mod api;
 pub mod auth;
 pub mod call_log;
+pub mod export;
 pub mod gateway;
 pub mod http;
 pub mod metrics;

@@ -73,7 +73,7 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
 /// confirmation pages too, so that a token that may not act is told so
 /// before it confirms).
 pub fn routes() -> Routes<ConsoleContext> {
-    use Permission::{Gateway, Namespaces, Read, Rollouts};
+    use Permission::{Export, Gateway, Namespaces, Read, Rollouts};
     const OPEN: Need = Need::Nothing;
     Routes::new()
         .get("/", Read, pages::overview)
@@ -94,6 +94,7 @@ pub fn routes() -> Routes<ConsoleContext> {
             Rollouts,
             pages::cancel,
         )
+        .get("/console/export", Export, pages::export)
         .get("/console/workers", Read, pages::workers)
         .get("/console/resources", Read, pages::resources)
         .get("/console/models", Read, pages::models)

@@ -11,6 +11,7 @@ pub mod dispatcher;
 pub mod engine;
 pub mod error;
 pub mod events;
+pub mod export;
 pub mod idempotency;
 pub mod ids;
 pub mod lifecycle;

@@ -320,6 +320,11 @@ pub struct RolloutFilter {
     pub worker_id: Option<String>,
     /// Keeps rollouts whose `resources_id` is this one.
     pub resources_id: Option<String>,
+    /// Keeps rollouts that ended (`end_time` set) before this time, exclusive.
+    pub ended_before: Option<Timestamp>,
+    /// Keeps rollouts whose id is after this one in byte order (a keyset
+    /// page's position: with `sort_by` `rollout_id`, the next page).
+    pub rollout_id_after: Option<String>,
 }
 
 impl RolloutFilter {
@@ -352,6 +357,13 @@ impl RolloutFilter {
                 .resources_id
                 .as_ref()
                 .is_none_or(|id| r.resources_id.as_ref() == Some(id))
+            && self
+                .ended_before
+                .is_none_or(|before| r.end_time.is_some_and(|end| end < before))
+            && self
+                .rollout_id_after
+                .as_ref()
+                .is_none_or(|after| r.rollout_id.as_str() > after.as_str())
             && self.worker_id.as_ref().is_none_or(|worker| {
                 attempts()
                     .iter()

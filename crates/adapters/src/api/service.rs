@@ -40,15 +40,19 @@ pub struct StoreService {
     subscriber_limits: SubscriberLimits,
     /// The transport limits, reported by `GetCapabilities`.
     transport: TransportLimits,
+    /// Writes the records of `ExportRollouts`.
+    record_json: streams::RecordJson,
 }
 
 impl StoreService {
     /// Returns the service over the engines of `namespaces` and their
-    /// worker sessions, within the `transport` limits.
+    /// worker sessions, within the `transport` limits, writing the records
+    /// of exports with `record_json` (`crate::export::rollout_record_json`).
     pub fn new(
         namespaces: Arc<Namespaces>,
         transport: TransportLimits,
         subscriber_timeout: Duration,
+        record_json: streams::RecordJson,
     ) -> Self {
         Self {
             namespaces,
@@ -58,6 +62,7 @@ impl StoreService {
                 subscriber_timeout,
             ),
             transport,
+            record_json,
         }
     }
 
@@ -253,6 +258,7 @@ impl LightningStoreService for StoreService {
     type WatchRolloutCompletionsStream = RpcStream<pb::WatchRolloutCompletionsResponse>;
     type WatchEventsStream = RpcStream<pb::WatchEventsResponse>;
     type WorkerSessionStream = RpcStream<pb::WorkerSessionResponse>;
+    type ExportRolloutsStream = RpcStream<pb::ExportRolloutsResponse>;
 
     async fn watch_rollout_completions(
         &self,
@@ -276,6 +282,21 @@ impl LightningStoreService for StoreService {
         streams::watch_events(&ns.engine, request.into_inner(), &self.subscriber_limits)
             .await
             .map(Response::new)
+    }
+
+    async fn export_rollouts(
+        &self,
+        request: Request<pb::ExportRolloutsRequest>,
+    ) -> RpcResult<Self::ExportRolloutsStream> {
+        let ns = self.namespace(&request).await?;
+        streams::export_rollouts(
+            &ns.engine,
+            request.into_inner(),
+            &self.subscriber_limits,
+            self.record_json,
+        )
+        .await
+        .map(Response::new)
     }
 
     async fn worker_session(
@@ -659,6 +680,7 @@ impl LightningStoreService for StoreService {
             },
             worker_id: request.worker_id,
             resources_id: request.resources_id,
+            ..RolloutFilter::default()
         };
         let page = c::page_from_proto(request.page.as_ref()).map_err(status_of)?;
         let result = ns

@@ -1,7 +1,7 @@
-//! The server-streaming RPCs: completion watches and event subscriptions
-//! (worker sessions are in [`super::worker_session`]). Each stream is pumped
-//! by its own task into a bounded channel; a client that reads too slowly is
-//! cut off instead of slowing anyone else.
+//! The server-streaming RPCs: completion watches, event subscriptions and
+//! exports (worker sessions are in [`super::worker_session`]). Each stream
+//! is pumped by its own task into a bounded channel; a client that reads
+//! too slowly is cut off instead of slowing anyone else.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -20,10 +20,13 @@ use super::subscribers::Outbox;
 pub use super::subscribers::SubscriberLimits;
 use lightning_store_core::engine::Engine;
 use lightning_store_core::error::StoreError;
+use lightning_store_core::error::StoreResult;
 use lightning_store_core::events::Event;
+use lightning_store_core::export::{Cursor, Layout, RolloutRecord};
 use lightning_store_core::ids::{self, RolloutId};
 use lightning_store_core::limits::RequestLimits;
 use lightning_store_core::model::{AttemptStatus, RolloutStatus};
+use lightning_store_core::query::{RolloutFilter, TimeRange};
 use lightning_store_core::subscription::{EventFilter, SubscriptionError};
 use lightning_store_proto as pb;
 
@@ -230,6 +233,158 @@ pub async fn watch_events(
     })))
 }
 
+/// Writes an export's record as one line of JSON: `crate::export`'s
+/// writer, given to the service where it is built.
+pub type RecordJson = fn(&RolloutRecord) -> StoreResult<String>;
+
+/// An export's records are sent in batches of about this many bytes.
+const EXPORT_BATCH_BYTES: usize = 256 * 1024;
+
+fn export_layout(layout: i32) -> Result<Layout, Status> {
+    let layout = match pb::ExportLayout::try_from(layout) {
+        Ok(pb::ExportLayout::Unspecified | pb::ExportLayout::Rollouts) => Layout::Rollouts,
+        Ok(pb::ExportLayout::Triplets) => Layout::Triplets,
+        Ok(pb::ExportLayout::Messages) => Layout::Messages,
+        Err(_) => {
+            return Err(Status::invalid_argument(format!(
+                "layout: unknown export layout {layout}"
+            )));
+        }
+    };
+    match layout.unwritten() {
+        Some(message) => Err(Status::unimplemented(message)),
+        None => Ok(layout),
+    }
+}
+
+fn export_filter(request: &pb::ExportRolloutsRequest) -> Result<RolloutFilter, StoreError> {
+    let list = |values: &[i32]| !values.is_empty();
+    Ok(RolloutFilter {
+        status_in: list(&request.status_in)
+            .then(|| {
+                request
+                    .status_in
+                    .iter()
+                    .map(|&s| RolloutStatus::from_proto(s))
+                    .collect()
+            })
+            .transpose()?,
+        mode_in: list(&request.mode_in)
+            .then(|| {
+                request
+                    .mode_in
+                    .iter()
+                    .map(|&m| c::mode_from_proto(m))
+                    .collect()
+            })
+            .transpose()?,
+        start_time: TimeRange {
+            from: c::opt_timestamp_from_proto("start_time_from", request.start_time_from)?,
+            until: c::opt_timestamp_from_proto("start_time_until", request.start_time_until)?,
+        },
+        resources_id: request.resources_id.clone(),
+        worker_id: request.worker_id.clone(),
+        rollout_id_contains: request.rollout_id_contains.clone(),
+        ..RolloutFilter::default()
+    })
+}
+
+/// Streams the records of an export; see the proto for the contract.
+pub async fn export_rollouts(
+    engine: &Arc<Engine>,
+    request: pb::ExportRolloutsRequest,
+    limits: &SubscriberLimits,
+    record_json: RecordJson,
+) -> Result<RpcStream<pb::ExportRolloutsResponse>, Status> {
+    export_layout(request.layout)?;
+    let filter = export_filter(&request).map_err(status_of)?;
+    let after = (!request.after.is_empty())
+        .then(|| Cursor::parse("after", &request.after))
+        .transpose()
+        .map_err(status_of)?;
+    let place = limits.admit()?;
+    let mut export = engine.export(filter, after).await.map_err(status_of)?;
+    let (mut outbox, stream) = Outbox::new(limits.buffer_bytes, 0);
+    let start = pb::ExportRolloutsResponse {
+        message: Some(pb::export_rollouts_response::Message::Start(
+            pb::ExportStart {
+                total: export.total() as u64,
+                cursor: export.start_cursor().encode(),
+            },
+        )),
+    };
+    outbox.push(start.clone(), start.encoded_len(), 0);
+    let timeout = limits.timeout;
+    tokio::spawn(async move {
+        let _place = place;
+        let mut batch = Vec::new();
+        let mut bytes = 0;
+        let mut sent = 0u64;
+        loop {
+            let next = tokio::select! {
+                next = export.next() => next,
+                () = outbox.gone() => return,
+            };
+            let record = match next {
+                Ok(record) => record,
+                Err(error) => {
+                    outbox.finish(status_of(error));
+                    return;
+                }
+            };
+            let done = record.is_none();
+            if let Some(record) = record {
+                match record_json(&record) {
+                    Ok(json) => {
+                        bytes += json.len();
+                        batch.push(pb::ExportRecord {
+                            json,
+                            cursor: record.cursor.encode(),
+                        });
+                    }
+                    Err(error) => {
+                        outbox.finish(status_of(error));
+                        return;
+                    }
+                }
+            }
+            if batch.is_empty() || (!done && bytes < EXPORT_BATCH_BYTES) {
+                if done {
+                    return;
+                }
+                continue;
+            }
+            sent += batch.len() as u64;
+            let message = pb::ExportRolloutsResponse {
+                message: Some(pb::export_rollouts_response::Message::Batch(
+                    pb::ExportBatch {
+                        records: std::mem::take(&mut batch),
+                    },
+                )),
+            };
+            bytes = 0;
+            let size = message.encoded_len();
+            // The export waits for a slow reader (it reads the store no
+            // further meanwhile), but not forever.
+            if !outbox.wait_for_room(size, timeout).await {
+                outbox.cut_off(|_| {
+                    tracing::info!("export reader too slow, disconnecting");
+                    Status::resource_exhausted(
+                        "the client reads the export too slowly; resume with the cursor \
+                         of the last record received as `after`",
+                    )
+                });
+                return;
+            }
+            outbox.push(message, size, sent);
+            if done {
+                return;
+            }
+        }
+    });
+    Ok(Box::pin(stream))
+}
+
 /// A message queued for a `WatchEvents` subscriber. An event stays the
 /// engine's shared one until the stream takes it: a subscriber that stops
 /// reading holds a pointer per event, not a copy (its budget counts the
@@ -305,6 +460,69 @@ mod tests {
             "the subscriber's queue holds the published event itself"
         );
         assert_eq!(seq_of(stalled.next().await.unwrap().unwrap()), watched.seq);
+    }
+
+    // An export waits for its reader (it reads the store no further), but
+    // one that stops reading is cut off, its queued batches dropped, and
+    // told to resume from the last record it received.
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_export_reader_is_cut_off() {
+        use lightning_store_core::engine::RolloutPatch;
+
+        let engine = Arc::new(Engine::new(
+            Arc::new(MemoryStore::new()),
+            EngineConfig::default(),
+        ));
+        let enqueued = engine
+            .enqueue_rollouts(vec![RolloutSpec::default(); 12], None)
+            .await
+            .unwrap();
+        for rollout_id in enqueued.rollout_ids {
+            let patch = RolloutPatch {
+                status: Some(RolloutStatus::Succeeded),
+                ..RolloutPatch::default()
+            };
+            let id = RolloutId::parse("rollout_id", rollout_id).unwrap();
+            engine.update_rollout(&id, patch).await.unwrap();
+        }
+        // Records of about 100 kB: several batches.
+        fn large(record: &RolloutRecord) -> StoreResult<String> {
+            Ok(format!("{}{}", record.cursor.encode(), " ".repeat(100_000)))
+        }
+        let limits = SubscriberLimits::new(1, 4096, Duration::from_millis(200));
+        let mut stalled = export_rollouts(
+            &engine,
+            pb::ExportRolloutsRequest::default(),
+            &limits,
+            large,
+        )
+        .await
+        .unwrap();
+        match stalled.next().await.unwrap().unwrap().message {
+            Some(pb::export_rollouts_response::Message::Start(start)) => {
+                assert_eq!(start.total, 12);
+            }
+            other => panic!("expected the start first, got {other:?}"),
+        }
+        // The only place is taken while the export runs.
+        assert!(limits.admit().is_err());
+        tokio::time::sleep(limits.timeout * 5).await;
+        let status = match stalled.next().await {
+            Some(Err(status)) => status,
+            other => panic!("expected the cut-off status, got {other:?}"),
+        };
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert!(
+            status.message().contains("resume with the cursor"),
+            "{status:?}"
+        );
+        assert!(
+            stalled.next().await.is_none(),
+            "the stream ends after the status"
+        );
+        // The pump ended: its place is free again.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(limits.admit().is_ok());
     }
 
     // Paused time: the runtime runs every ready task before it moves the

@@ -29,10 +29,14 @@ pub enum Permission {
     Ingest,
     /// Creates, lists and deletes namespaces.
     Namespaces,
+    /// Takes a run's data out in bulk (`ExportRollouts`, the console's
+    /// export): the people and the algorithm that read a run, not its
+    /// runners.
+    Export,
 }
 
 impl Permission {
-    const ALL: [Permission; 7] = [
+    const ALL: [Permission; 8] = [
         Permission::Read,
         Permission::Rollouts,
         Permission::Resources,
@@ -40,6 +44,7 @@ impl Permission {
         Permission::Work,
         Permission::Ingest,
         Permission::Namespaces,
+        Permission::Export,
     ];
 
     const fn bit(self) -> u8 {
@@ -68,10 +73,10 @@ impl Role {
         use Permission as P;
         match self {
             Role::Admin => &Permission::ALL,
-            Role::Algorithm => &[P::Read, P::Rollouts, P::Resources, P::Gateway],
+            Role::Algorithm => &[P::Read, P::Rollouts, P::Resources, P::Gateway, P::Export],
             Role::Runner => &[P::Read, P::Work, P::Ingest],
             Role::Ingest => &[P::Ingest],
-            Role::Read => &[P::Read],
+            Role::Read => &[P::Read, P::Export],
         }
     }
 
@@ -163,6 +168,7 @@ const RESOURCES: Need = Need::Permission(Permission::Resources);
 const WORK: Need = Need::Permission(Permission::Work);
 const INGEST: Need = Need::Permission(Permission::Ingest);
 const NAMESPACES: Need = Need::Permission(Permission::Namespaces);
+const EXPORT: Need = Need::Permission(Permission::Export);
 
 /// Every RPC served on the port with what it needs: the one table of gRPC
 /// access, checked against the descriptors of the services the server
@@ -226,6 +232,10 @@ pub const RPCS: &[(&str, Need)] = &[
     ),
     ("/lightningstore.v1.LightningStoreService/WatchEvents", READ),
     ("/lightningstore.v1.LightningStoreService/QuerySpans", READ),
+    (
+        "/lightningstore.v1.LightningStoreService/ExportRollouts",
+        EXPORT,
+    ),
     (
         "/lightningstore.v1.LightningStoreService/GetResources",
         READ,
@@ -399,6 +409,9 @@ mod tests {
         let runner = Permissions::of(&[Role::Runner]);
         assert!(runner.allow(Permission::Work) && runner.allow(Permission::Ingest));
         assert!(!runner.allow(Permission::Resources) && !runner.allow(Permission::Rollouts));
+        // Runners read what they run; taking the run's data out is not theirs.
+        assert!(runner.allow(Permission::Read) && !runner.allow(Permission::Export));
+        assert!(Permissions::of(&[Role::Read]).allow(Permission::Export));
         let admin = Permissions::of(&[Role::Admin]);
         assert!(Permission::ALL.iter().all(|p| admin.allow(*p)));
         let both = Permissions::of(&[Role::Ingest, Role::Read]);

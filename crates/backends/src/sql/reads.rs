@@ -86,6 +86,13 @@ fn rollout_condition<'a>(b: &mut Builder<'a>, filter: &'a RolloutFilter) -> Stri
         .resources_id
         .as_deref()
         .map(|id| b.equals("r.resources_id", id));
+    let ended = filter
+        .ended_before
+        .map(|before| format!("r.end_time < {}", b.arg(before)));
+    let after = filter
+        .rollout_id_after
+        .as_deref()
+        .map(|after| format!("r.rollout_id > {}", b.arg(after)));
     // The worker's attempts (an index) name the rollouts to look up, rather
     // than every rollout probing for an attempt of the worker.
     let worker = filter.worker_id.as_deref().map(|worker| {
@@ -96,7 +103,16 @@ fn rollout_condition<'a>(b: &mut Builder<'a>, filter: &'a RolloutFilter) -> Stri
     });
     Builder::combine(
         FilterLogic::And,
-        vec![Some(pool), modes, from, until, resources, worker],
+        vec![
+            Some(pool),
+            modes,
+            from,
+            until,
+            resources,
+            ended,
+            after,
+            worker,
+        ],
     )
 }
 

@@ -38,6 +38,74 @@ pub struct RolloutsArgs {
     pub page: PageArgs,
 }
 
+/// The file format `export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// JSON Lines: one record per line.
+    Jsonl,
+    /// JSON Lines compressed with gzip.
+    #[value(name = "jsonl.gz")]
+    JsonlGz,
+}
+
+/// The records' layout `export` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportLayoutArg {
+    /// One record per rollout, its attempts and spans or events nested.
+    Rollouts,
+    /// Prompt, response and reward triplets (not served yet).
+    Triplets,
+    /// Chat messages (not served yet).
+    Messages,
+}
+
+/// Arguments of `export`.
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    /// Writes the records to this file (default: standard output), with a
+    /// progress line on standard error.
+    #[arg(long, short)]
+    pub output: Option<std::path::PathBuf>,
+    /// The file format.
+    #[arg(long, value_enum, default_value = "jsonl")]
+    pub format: ExportFormat,
+    /// The records' layout.
+    #[arg(long, value_enum, default_value = "rollouts")]
+    pub layout: ExportLayoutArg,
+    /// Keeps rollouts with one of these statuses (terminal ones only;
+    /// repeatable or comma-separated; default: every terminal status).
+    #[arg(long, value_delimiter = ',', value_parser = rollout_status_arg())]
+    pub status: Vec<pb::RolloutStatus>,
+    /// Keeps rollouts with one of these modes (repeatable or comma-separated).
+    #[arg(long, value_delimiter = ',', value_parser = mode_arg())]
+    pub mode: Vec<pb::RolloutMode>,
+    /// Keeps rollouts created at or after this time (RFC 3339, e.g. `2026-01-31T12:00:00Z`).
+    #[arg(long, value_parser = timestamp_arg)]
+    pub from: Option<prost_types::Timestamp>,
+    /// Keeps rollouts created before this time (RFC 3339).
+    #[arg(long, value_parser = timestamp_arg)]
+    pub until: Option<prost_types::Timestamp>,
+    /// Keeps rollouts of this resources version.
+    #[arg(long)]
+    pub resources_id: Option<String>,
+    /// Keeps rollouts with an attempt on this worker.
+    #[arg(long)]
+    pub worker_id: Option<String>,
+    /// Keeps rollouts whose id contains this text.
+    #[arg(long)]
+    pub id_contains: Option<String>,
+    /// Continues an interrupted export into `--output`: after the file's
+    /// last complete record (a torn last line is cut off), with the same
+    /// selection. Give the same filters.
+    #[arg(long, requires = "output")]
+    pub resume: bool,
+}
+
+fn timestamp_arg(text: &str) -> Result<prost_types::Timestamp, String> {
+    text.parse()
+        .map_err(|_| format!("{text:?} is not an RFC 3339 time (like 2026-01-31T12:00:00Z)"))
+}
+
 /// Arguments of `rollout`.
 #[derive(Debug, clap::Args)]
 pub struct RolloutArgs {

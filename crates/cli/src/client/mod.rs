@@ -7,7 +7,7 @@
 //! shared client module ([`crate::connection`]), never on the server's internals
 //! (a test in `src/client.rs` keeps it so): `args` parses the command line, `inspect`
 //! and `drive` hold the commands that read and that write, `namespaces`
-//! manages namespaces, `json` renders
+//! manages namespaces, `export` takes a run's data out, `json` renders
 //! agent-lightning's JSON shapes and `text` the tables.
 
 use std::time::Duration;
@@ -32,6 +32,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 mod args;
 mod drive;
 pub mod error;
+mod export;
 mod inspect;
 mod json;
 mod namespaces;
@@ -41,9 +42,9 @@ mod text;
 pub use self::error::{ClientError, ClientResult};
 use self::session::Session;
 pub use args::{
-    AddSpanArgs, AttemptsArgs, CompleteArgs, DequeueArgs, EnqueueArgs, NamespaceCreateArgs,
-    NamespaceDeleteArgs, PageArgs, ResourcesArgs, RolloutArgs, RolloutsArgs, SpansArgs, StartArgs,
-    WorkersArgs,
+    AddSpanArgs, AttemptsArgs, CompleteArgs, DequeueArgs, EnqueueArgs, ExportArgs, ExportFormat,
+    ExportLayoutArg, NamespaceCreateArgs, NamespaceDeleteArgs, PageArgs, ResourcesArgs,
+    RolloutArgs, RolloutsArgs, SpansArgs, StartArgs, WorkersArgs,
 };
 
 /// Client subcommands.
@@ -74,6 +75,10 @@ pub enum ClientCommand {
     AddSpan(WithOptions<AddSpanArgs>),
     /// Marks an attempt succeeded or failed and prints it.
     Complete(WithOptions<CompleteArgs>),
+    /// Writes the rollouts that had ended when it starts, each one whole,
+    /// as JSON Lines (see docs/export.md); `--resume` continues an
+    /// interrupted export.
+    Export(WithOptions<ExportArgs>),
     /// Creates, lists and deletes namespaces (an admin token's calls).
     #[command(subcommand)]
     Namespaces(NamespacesCommand),
@@ -163,6 +168,7 @@ async fn dispatch(command: ClientCommand) -> ClientResult {
         C::Dequeue(c) => drive::dequeue(c.options.connect().await?, c.args).await,
         C::AddSpan(c) => drive::add_span(c.options.connect().await?, c.args).await,
         C::Complete(c) => drive::complete(c.options.connect().await?, c.args).await,
+        C::Export(c) => export::export(c.options.connect().await?, c.args).await,
         C::Namespaces(NamespacesCommand::Create(c)) => {
             namespaces::create(c.options.connect().await?, c.args).await
         }

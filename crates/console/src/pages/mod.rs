@@ -9,6 +9,7 @@
 pub mod actions;
 pub mod conversation;
 pub mod download;
+pub mod export;
 pub mod extract;
 pub mod layout;
 pub mod live;
@@ -38,6 +39,7 @@ use lightning_store_core::ids::RolloutId;
 
 pub use self::actions::{cancel, confirm_cancel, confirm_pause, confirm_resume, pause, resume};
 pub use self::download::download;
+pub use self::export::export;
 pub use self::namespaces::{confirm_delete, create_namespace, delete_namespace, namespaces};
 pub use self::search::search;
 

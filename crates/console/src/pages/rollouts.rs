@@ -103,8 +103,28 @@ impl RolloutsQuery {
         Ok(parsed)
     }
 
+    /// Returns the URL of the export of the rollouts the page's filters
+    /// select (`super::export`).
+    fn export_url(&self, links: &Links) -> String {
+        let mut parts = self.filter_parts();
+        parts.push("layout=rollouts".to_owned());
+        links.to(&format!("{PREFIX}/export?{}", parts.join("&")))
+    }
+
     /// Returns the page's URL with the sort or the page changed.
     fn url(&self, links: &Links, sort: Option<(&str, bool)>, page: Option<usize>) -> String {
+        let mut parts = self.filter_parts();
+        let (field, descending) = sort.unwrap_or((&self.sort.0, self.sort.1));
+        parts.push(format!("sort={}{field}", if descending { "-" } else { "" }));
+        let page = page.unwrap_or(self.page);
+        if page > 1 {
+            parts.push(format!("page={page}"));
+        }
+        links.to(&format!("{PREFIX}/rollouts?{}", parts.join("&")))
+    }
+
+    /// Returns the query string's parts of the filters.
+    fn filter_parts(&self) -> Vec<String> {
         let mut parts = Vec::new();
         for status in &self.statuses {
             parts.push(format!("status={status}"));
@@ -123,16 +143,11 @@ impl RolloutsQuery {
                 parts.push(format!("{name}={}", query_value(value)));
             }
         }
-        let (field, descending) = sort.unwrap_or((&self.sort.0, self.sort.1));
-        parts.push(format!("sort={}{field}", if descending { "-" } else { "" }));
-        let page = page.unwrap_or(self.page);
-        if page > 1 {
-            parts.push(format!("page={page}"));
-        }
-        links.to(&format!("{PREFIX}/rollouts?{}", parts.join("&")))
+        parts
     }
 
-    fn filter(&self) -> RolloutFilter {
+    /// Returns the rollout filter of the page's filters.
+    pub fn filter(&self) -> RolloutFilter {
         let time = |text: &Option<String>| text.as_deref().and_then(format::parse_local_time);
         RolloutFilter {
             status_in: (!self.statuses.is_empty()).then(|| self.statuses.clone()),
@@ -187,6 +202,8 @@ struct Filters<'a> {
 #[derive(Template)]
 #[template(path = "rollouts.html")]
 struct RolloutsPage {
+    /// The export of the filters' ended rollouts.
+    export: String,
     columns: Vec<Column>,
     rows: Vec<Row>,
     total: String,
@@ -257,6 +274,7 @@ pub async fn render(sources: &Sources, query: &RolloutsQuery) -> Result<Rendered
     .render()
     .map_err(render_error)?;
     let html = RolloutsPage {
+        export: query.export_url(links),
         columns,
         total: format::count(found.total as u64),
         first,

@@ -325,6 +325,7 @@ fn describe(permission: Permission) -> &'static str {
         Permission::Work => "running rollouts",
         Permission::Ingest => "exporting traces",
         Permission::Namespaces => "managing namespaces",
+        Permission::Export => "exporting rollouts",
     }
 }
 

@@ -12,6 +12,7 @@
 //! The operations are grouped by what they act on: [`rollouts`],
 //! [`attempts`], [`spans`], [`resources_workers`], worker [`sessions`] and
 //! agent-lightning 1.x's ([`agl1`], with its event appends in [`appends`]);
+//! exports page through a selection in [`export`];
 //! the read model's aggregates are in [`overview`], and the console's pages,
 //! each one bounded read, in [`pages`]. [`patches`] holds the
 //! partial updates they take, [`runner`] the engine itself and its
@@ -22,6 +23,7 @@ mod agl1;
 mod append_queue;
 mod appends;
 mod attempts;
+mod export;
 mod overview;
 mod pages;
 mod patches;
@@ -32,6 +34,7 @@ mod sessions;
 mod spans;
 mod tx;
 
+pub use self::export::Export;
 pub use self::patches::{AttemptPatch, AttemptUpdate, RolloutPatch};
 pub use self::rollouts::Enqueued;
 pub use self::runner::{Engine, EngineConfig};

@@ -25,6 +25,13 @@ class FilterLogic(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FILTER_LOGIC_AND: _ClassVar[FilterLogic]
     FILTER_LOGIC_OR: _ClassVar[FilterLogic]
 
+class ExportLayout(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EXPORT_LAYOUT_UNSPECIFIED: _ClassVar[ExportLayout]
+    EXPORT_LAYOUT_ROLLOUTS: _ClassVar[ExportLayout]
+    EXPORT_LAYOUT_TRIPLETS: _ClassVar[ExportLayout]
+    EXPORT_LAYOUT_MESSAGES: _ClassVar[ExportLayout]
+
 class RevocationReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     REVOCATION_REASON_UNSPECIFIED: _ClassVar[RevocationReason]
@@ -37,6 +44,10 @@ SORT_ORDER_DESC: SortOrder
 FILTER_LOGIC_UNSPECIFIED: FilterLogic
 FILTER_LOGIC_AND: FilterLogic
 FILTER_LOGIC_OR: FilterLogic
+EXPORT_LAYOUT_UNSPECIFIED: ExportLayout
+EXPORT_LAYOUT_ROLLOUTS: ExportLayout
+EXPORT_LAYOUT_TRIPLETS: ExportLayout
+EXPORT_LAYOUT_MESSAGES: ExportLayout
 REVOCATION_REASON_UNSPECIFIED: RevocationReason
 REVOCATION_REASON_CANCELLED: RevocationReason
 REVOCATION_REASON_TIMEOUT: RevocationReason
@@ -621,6 +632,58 @@ class QuerySpansResponse(_message.Message):
     offset: int
     total: int
     def __init__(self, spans: _Optional[_Iterable[_Union[_types_pb2.Span, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
+
+class ExportRolloutsRequest(_message.Message):
+    __slots__ = ("status_in", "mode_in", "start_time_from", "start_time_until", "resources_id", "worker_id", "rollout_id_contains", "layout", "after")
+    STATUS_IN_FIELD_NUMBER: _ClassVar[int]
+    MODE_IN_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FROM_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_ID_CONTAINS_FIELD_NUMBER: _ClassVar[int]
+    LAYOUT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    status_in: _containers.RepeatedScalarFieldContainer[_types_pb2.RolloutStatus]
+    mode_in: _containers.RepeatedScalarFieldContainer[_types_pb2.RolloutMode]
+    start_time_from: _timestamp_pb2.Timestamp
+    start_time_until: _timestamp_pb2.Timestamp
+    resources_id: str
+    worker_id: str
+    rollout_id_contains: str
+    layout: ExportLayout
+    after: str
+    def __init__(self, status_in: _Optional[_Iterable[_Union[_types_pb2.RolloutStatus, str]]] = ..., mode_in: _Optional[_Iterable[_Union[_types_pb2.RolloutMode, str]]] = ..., start_time_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., resources_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., rollout_id_contains: _Optional[str] = ..., layout: _Optional[_Union[ExportLayout, str]] = ..., after: _Optional[str] = ...) -> None: ...
+
+class ExportRolloutsResponse(_message.Message):
+    __slots__ = ("start", "batch")
+    START_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    start: ExportStart
+    batch: ExportBatch
+    def __init__(self, start: _Optional[_Union[ExportStart, _Mapping]] = ..., batch: _Optional[_Union[ExportBatch, _Mapping]] = ...) -> None: ...
+
+class ExportStart(_message.Message):
+    __slots__ = ("total", "cursor")
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    total: int
+    cursor: str
+    def __init__(self, total: _Optional[int] = ..., cursor: _Optional[str] = ...) -> None: ...
+
+class ExportBatch(_message.Message):
+    __slots__ = ("records",)
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[ExportRecord]
+    def __init__(self, records: _Optional[_Iterable[_Union[ExportRecord, _Mapping]]] = ...) -> None: ...
+
+class ExportRecord(_message.Message):
+    __slots__ = ("json", "cursor")
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    json: str
+    cursor: str
+    def __init__(self, json: _Optional[str] = ..., cursor: _Optional[str] = ...) -> None: ...
 
 class AddResourcesRequest(_message.Message):
     __slots__ = ("resources_json",)

@@ -170,6 +170,11 @@ class LightningStoreServiceStub:
                 request_serializer=lightningstore_dot_v1_dot_store__pb2.QuerySpansRequest.SerializeToString,
                 response_deserializer=lightningstore_dot_v1_dot_store__pb2.QuerySpansResponse.FromString,
                 _registered_method=True)
+        self.ExportRollouts = channel.unary_stream(
+                '/lightningstore.v1.LightningStoreService/ExportRollouts',
+                request_serializer=lightningstore_dot_v1_dot_store__pb2.ExportRolloutsRequest.SerializeToString,
+                response_deserializer=lightningstore_dot_v1_dot_store__pb2.ExportRolloutsResponse.FromString,
+                _registered_method=True)
         self.AddResources = channel.unary_unary(
                 '/lightningstore.v1.LightningStoreService/AddResources',
                 request_serializer=lightningstore_dot_v1_dot_store__pb2.AddResourcesRequest.SerializeToString,
@@ -486,6 +491,25 @@ class LightningStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExportRollouts(self, request, context):
+        """Streams a run's data out: the rollouts of a selection, each as one JSON
+        record of the chosen layout (docs/export.md). The selection is fixed when
+        the export starts: the rollouts matching the filters that had ended
+        (`succeeded`, `failed`, `cancelled`) before that instant, in rollout id
+        order (byte order), so an export taken while training goes on holds
+        each selected rollout once, read whole in one transaction. The first
+        message is `start` (how many records follow); then batches of records,
+        each with the cursor after it: a new call with `after` set to the last
+        cursor received continues the same selection without duplicates or
+        gaps. The server reads the store in bounded pages and stops reading
+        while the client does not read; a client that stays behind longer than
+        the subscribers' timeout is cut off with RESOURCE_EXHAUSTED (resume with
+        its last cursor). Layouts other than ROLLOUTS: UNIMPLEMENTED for now.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def AddResources(self, request, context):
         """Stores a new resources snapshot (version 1) and makes it the latest.
         """
@@ -709,6 +733,11 @@ def add_LightningStoreServiceServicer_to_server(servicer, server):
                     servicer.QuerySpans,
                     request_deserializer=lightningstore_dot_v1_dot_store__pb2.QuerySpansRequest.FromString,
                     response_serializer=lightningstore_dot_v1_dot_store__pb2.QuerySpansResponse.SerializeToString,
+            ),
+            'ExportRollouts': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportRollouts,
+                    request_deserializer=lightningstore_dot_v1_dot_store__pb2.ExportRolloutsRequest.FromString,
+                    response_serializer=lightningstore_dot_v1_dot_store__pb2.ExportRolloutsResponse.SerializeToString,
             ),
             'AddResources': grpc.unary_unary_rpc_method_handler(
                     servicer.AddResources,
@@ -1496,6 +1525,33 @@ class LightningStoreService:
             '/lightningstore.v1.LightningStoreService/QuerySpans',
             lightningstore_dot_v1_dot_store__pb2.QuerySpansRequest.SerializeToString,
             lightningstore_dot_v1_dot_store__pb2.QuerySpansResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportRollouts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/lightningstore.v1.LightningStoreService/ExportRollouts',
+            lightningstore_dot_v1_dot_store__pb2.ExportRolloutsRequest.SerializeToString,
+            lightningstore_dot_v1_dot_store__pb2.ExportRolloutsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -195,6 +195,21 @@ class LightningStoreServiceStub:
     ("Spans for rollout <id> have been evicted") once span retention deleted
     the rollout's spans.
     """
+    ExportRollouts: _grpc.UnaryStreamMultiCallable[_store_pb2.ExportRolloutsRequest, _store_pb2.ExportRolloutsResponse]
+    """Streams a run's data out: the rollouts of a selection, each as one JSON
+    record of the chosen layout (docs/export.md). The selection is fixed when
+    the export starts: the rollouts matching the filters that had ended
+    (`succeeded`, `failed`, `cancelled`) before that instant, in rollout id
+    order (byte order), so an export taken while training goes on holds
+    each selected rollout once, read whole in one transaction. The first
+    message is `start` (how many records follow); then batches of records,
+    each with the cursor after it: a new call with `after` set to the last
+    cursor received continues the same selection without duplicates or
+    gaps. The server reads the store in bounded pages and stops reading
+    while the client does not read; a client that stays behind longer than
+    the subscribers' timeout is cut off with RESOURCE_EXHAUSTED (resume with
+    its last cursor). Layouts other than ROLLOUTS: UNIMPLEMENTED for now.
+    """
     AddResources: _grpc.UnaryUnaryMultiCallable[_store_pb2.AddResourcesRequest, _store_pb2.AddResourcesResponse]
     """Stores a new resources snapshot (version 1) and makes it the latest."""
     UpdateResources: _grpc.UnaryUnaryMultiCallable[_store_pb2.UpdateResourcesRequest, _store_pb2.UpdateResourcesResponse]
@@ -372,6 +387,21 @@ class LightningStoreServiceAsyncStub(LightningStoreServiceStub):
     (default order: sequence id ascending, then arrival). FAILED_PRECONDITION
     ("Spans for rollout <id> have been evicted") once span retention deleted
     the rollout's spans.
+    """
+    ExportRollouts: _aio.UnaryStreamMultiCallable[_store_pb2.ExportRolloutsRequest, _store_pb2.ExportRolloutsResponse]  # type: ignore[assignment]
+    """Streams a run's data out: the rollouts of a selection, each as one JSON
+    record of the chosen layout (docs/export.md). The selection is fixed when
+    the export starts: the rollouts matching the filters that had ended
+    (`succeeded`, `failed`, `cancelled`) before that instant, in rollout id
+    order (byte order), so an export taken while training goes on holds
+    each selected rollout once, read whole in one transaction. The first
+    message is `start` (how many records follow); then batches of records,
+    each with the cursor after it: a new call with `after` set to the last
+    cursor received continues the same selection without duplicates or
+    gaps. The server reads the store in bounded pages and stops reading
+    while the client does not read; a client that stays behind longer than
+    the subscribers' timeout is cut off with RESOURCE_EXHAUSTED (resume with
+    its last cursor). Layouts other than ROLLOUTS: UNIMPLEMENTED for now.
     """
     AddResources: _aio.UnaryUnaryMultiCallable[_store_pb2.AddResourcesRequest, _store_pb2.AddResourcesResponse]  # type: ignore[assignment]
     """Stores a new resources snapshot (version 1) and makes it the latest."""
@@ -709,6 +739,27 @@ class LightningStoreServiceServicer(metaclass=_abc_1.ABCMeta):
         (default order: sequence id ascending, then arrival). FAILED_PRECONDITION
         ("Spans for rollout <id> have been evicted") once span retention deleted
         the rollout's spans.
+        """
+
+    @_abc_1.abstractmethod
+    def ExportRollouts(
+        self,
+        request: _store_pb2.ExportRolloutsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_store_pb2.ExportRolloutsResponse], _abc.AsyncIterator[_store_pb2.ExportRolloutsResponse]]:
+        """Streams a run's data out: the rollouts of a selection, each as one JSON
+        record of the chosen layout (docs/export.md). The selection is fixed when
+        the export starts: the rollouts matching the filters that had ended
+        (`succeeded`, `failed`, `cancelled`) before that instant, in rollout id
+        order (byte order), so an export taken while training goes on holds
+        each selected rollout once, read whole in one transaction. The first
+        message is `start` (how many records follow); then batches of records,
+        each with the cursor after it: a new call with `after` set to the last
+        cursor received continues the same selection without duplicates or
+        gaps. The server reads the store in bounded pages and stops reading
+        while the client does not read; a client that stays behind longer than
+        the subscribers' timeout is cut off with RESOURCE_EXHAUSTED (resume with
+        its last cursor). Layouts other than ROLLOUTS: UNIMPLEMENTED for now.
         """
 
     @_abc_1.abstractmethod

@@ -1,0 +1,237 @@
+//! `lightning-store export`: the records of `ExportRollouts` written as
+//! JSON Lines (optionally gzipped) to standard output or a file, with a
+//! progress line on standard error when writing to a file; `--resume`
+//! continues an interrupted export from the file's last complete record.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Read as _, Seek as _, SeekFrom, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use tokio_stream::StreamExt as _;
+
+use super::args::{ExportArgs, ExportFormat, ExportLayoutArg};
+use super::error::{ClientError, ClientResult};
+use super::session::Session;
+use lightning_store_proto as pb;
+
+/// How often the progress line is written at most.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// How much of the file's end is read at once looking for its last line.
+const TAIL_CHUNK: u64 = 64 * 1024;
+
+fn other(message: impl Into<String>) -> ClientError {
+    ClientError::Other(message.into())
+}
+
+fn io_error(path: &Path, error: &std::io::Error) -> ClientError {
+    other(format!("{}: {error}", path.display()))
+}
+
+/// Runs `export`.
+pub(super) async fn export(mut session: Session, args: ExportArgs) -> ClientResult {
+    if args.resume && args.format == ExportFormat::JsonlGz {
+        return Err(other(
+            "--resume continues a --format jsonl file only (a gzip stream cannot be cut at its last record)",
+        ));
+    }
+    let after = match (&args.output, args.resume) {
+        (Some(path), true) => resume_point(path)?,
+        _ => None,
+    };
+    let request = pb::ExportRolloutsRequest {
+        status_in: args.status.iter().map(|&s| s as i32).collect(),
+        mode_in: args.mode.iter().map(|&m| m as i32).collect(),
+        start_time_from: args.from,
+        start_time_until: args.until,
+        resources_id: args.resources_id.clone(),
+        worker_id: args.worker_id.clone(),
+        rollout_id_contains: args.id_contains.clone(),
+        layout: match args.layout {
+            ExportLayoutArg::Rollouts => pb::ExportLayout::Rollouts,
+            ExportLayoutArg::Triplets => pb::ExportLayout::Triplets,
+            ExportLayoutArg::Messages => pb::ExportLayout::Messages,
+        } as i32,
+        after: after.clone().unwrap_or_default(),
+    };
+    let mut stream = session.client.export_rollouts(request).await?.into_inner();
+    let mut out = open_output(&args)?;
+    let mut progress = args.output.as_ref().map(|_| Progress::new(after.is_some()));
+    while let Some(message) = stream.next().await {
+        match message?.message {
+            Some(pb::export_rollouts_response::Message::Start(start)) => {
+                if let Some(progress) = &mut progress {
+                    progress.total = start.total;
+                }
+            }
+            Some(pb::export_rollouts_response::Message::Batch(batch)) => {
+                for record in batch.records {
+                    out.write_all(record.json.as_bytes())
+                        .and_then(|()| out.write_all(b"\n"))
+                        .map_err(ClientError::Output)?;
+                    if let Some(progress) = &mut progress {
+                        progress.record(record.json.len() + 1);
+                    }
+                }
+            }
+            None => {}
+        }
+    }
+    out.flush().map_err(ClientError::Output)?;
+    drop(out);
+    if let Some(progress) = &mut progress {
+        progress.finish();
+    }
+    Ok(())
+}
+
+/// The writer of the records: the file or standard output, gzipped or not.
+fn open_output(args: &ExportArgs) -> ClientResult<Box<dyn Write>> {
+    let plain: Box<dyn Write> = match &args.output {
+        Some(path) => {
+            let file = if args.resume {
+                OpenOptions::new().append(true).open(path)
+            } else {
+                File::create(path)
+            }
+            .map_err(|e| io_error(path, &e))?;
+            Box::new(BufWriter::new(file))
+        }
+        None => Box::new(BufWriter::new(std::io::stdout())),
+    };
+    Ok(match args.format {
+        ExportFormat::Jsonl => plain,
+        ExportFormat::JsonlGz => Box::new(Gzip(Some(flate2::write::GzEncoder::new(
+            plain,
+            flate2::Compression::default(),
+        )))),
+    })
+}
+
+/// A gzip stream finished (its trailer written) on flush.
+struct Gzip<W: Write>(Option<flate2::write::GzEncoder<W>>);
+
+impl<W: Write> Write for Gzip<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match &mut self.0 {
+            Some(encoder) => encoder.write(buf),
+            None => Err(std::io::Error::other("the gzip stream is finished")),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self.0.take() {
+            Some(encoder) => encoder.finish()?.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Returns the cursor of the file's last complete record, after cutting
+/// off a torn last line (an export stopped in the middle of a write);
+/// `None` when the file holds no complete record (or does not exist).
+fn resume_point(path: &Path) -> ClientResult<Option<String>> {
+    let mut file = match OpenOptions::new().read(true).write(true).open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_error(path, &e)),
+    };
+    let length = file.metadata().map_err(|e| io_error(path, &e))?.len();
+    // The end of the last complete line, then the start of that line.
+    let Some(end) = last_newline(&mut file, length).map_err(|e| io_error(path, &e))? else {
+        file.set_len(0).map_err(|e| io_error(path, &e))?;
+        return Ok(None);
+    };
+    if end + 1 < length {
+        file.set_len(end + 1).map_err(|e| io_error(path, &e))?;
+    }
+    let start = last_newline(&mut file, end)
+        .map_err(|e| io_error(path, &e))?
+        .map_or(0, |newline| newline + 1);
+    let mut line = vec![0; usize::try_from(end - start).unwrap_or(usize::MAX)];
+    file.seek(SeekFrom::Start(start))
+        .and_then(|_| file.read_exact(&mut line))
+        .map_err(|e| io_error(path, &e))?;
+    #[derive(serde::Deserialize)]
+    struct Record {
+        cursor: String,
+    }
+    let record: Record = serde_json::from_slice(&line).map_err(|e| {
+        other(format!(
+            "{}: the last line is not an export record ({e}); cannot resume",
+            path.display()
+        ))
+    })?;
+    Ok(Some(record.cursor))
+}
+
+/// Returns the position of the last `\n` before `before`.
+fn last_newline(file: &mut File, before: u64) -> std::io::Result<Option<u64>> {
+    let mut end = before;
+    let mut chunk = Vec::new();
+    while end > 0 {
+        let start = end.saturating_sub(TAIL_CHUNK);
+        chunk.resize(usize::try_from(end - start).unwrap_or(0), 0);
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut chunk)?;
+        if let Some(at) = chunk.iter().rposition(|&b| b == b'\n') {
+            return Ok(Some(start + at as u64));
+        }
+        end = start;
+    }
+    Ok(None)
+}
+
+/// The progress line on standard error.
+struct Progress {
+    total: u64,
+    records: u64,
+    bytes: u64,
+    started: Instant,
+    shown: Instant,
+    resumed: bool,
+}
+
+impl Progress {
+    fn new(resumed: bool) -> Self {
+        let now = Instant::now();
+        Self {
+            total: 0,
+            records: 0,
+            bytes: 0,
+            started: now,
+            shown: now,
+            resumed,
+        }
+    }
+
+    fn record(&mut self, bytes: usize) {
+        self.records += 1;
+        self.bytes += bytes as u64;
+        if self.shown.elapsed() >= PROGRESS_EVERY {
+            self.shown = Instant::now();
+            self.show("exporting");
+        }
+    }
+
+    fn show(&self, what: &str) {
+        let percent = if self.total == 0 {
+            100.0
+        } else {
+            100.0 * self.records as f64 / self.total as f64
+        };
+        eprintln!(
+            "{what}: {}/{} rollouts ({percent:.0}%), {:.1} MB, {:.1}s{}",
+            self.records,
+            self.total,
+            self.bytes as f64 / 1e6,
+            self.started.elapsed().as_secs_f64(),
+            if self.resumed { " (resumed)" } else { "" }
+        );
+    }
+
+    fn finish(&self) {
+        self.show("exported");
+    }
+}

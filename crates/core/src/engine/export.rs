@@ -1,0 +1,125 @@
+//! Exports ([`crate::export`]): the selection fixed at the start, paged by
+//! keyset (rollout id order, [`PAGE_ROLLOUTS`] at a time), each rollout
+//! then read whole in a transaction of its own, so that an export holds a
+//! page of listed rollouts and one whole rollout, whatever the run's size,
+//! and never holds a transaction (on the in-memory backend, the store's
+//! lock) for longer than one page or one rollout.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use super::super::error::{StoreError, StoreResult};
+use super::super::export::{self, Cursor, PAGE_ROLLOUTS, RolloutRecord};
+use super::super::ids::RolloutId;
+use super::super::query::{Page, RolloutFilter};
+use super::runner::Engine;
+
+/// An export under way: call [`Export::next`] until it returns `None`.
+pub struct Export {
+    engine: Arc<Engine>,
+    /// The caller's conditions; the selection adds the cursor's.
+    filter: RolloutFilter,
+    /// The cursor the export started from.
+    start: Cursor,
+    /// The position after the last rollout listed.
+    listed: Cursor,
+    /// Listed rollouts not read yet, in order.
+    page: VecDeque<String>,
+    /// The last page was short: nothing is left to list.
+    exhausted: bool,
+    /// The selected rollouts after the starting cursor, when it started.
+    total: usize,
+}
+
+impl Engine {
+    /// Starts an export of the rollouts `filter` selects
+    /// ([`export::selection_filter`]), from the start (`after` = `None`:
+    /// the selection's instant is now) or after a cursor an export wrote.
+    pub async fn export(
+        self: &Arc<Self>,
+        filter: RolloutFilter,
+        after: Option<Cursor>,
+    ) -> StoreResult<Export> {
+        export::check_filter(&filter)?;
+        let cursor = match after {
+            Some(cursor) => {
+                if let Some(rollout_id) = &cursor.after {
+                    RolloutId::parse("after", rollout_id.clone())?;
+                }
+                cursor
+            }
+            None => Cursor::start(self.now()),
+        };
+        let count = Page {
+            limit: Some(0),
+            ..Page::default()
+        };
+        let total = self
+            .query_rollouts(&export::selection_filter(&filter, &cursor), &count)
+            .await?
+            .total;
+        Ok(Export {
+            engine: Arc::clone(self),
+            filter,
+            start: cursor.clone(),
+            listed: cursor,
+            page: VecDeque::new(),
+            exhausted: false,
+            total,
+        })
+    }
+}
+
+impl Export {
+    /// Returns how many records the export had to send when it started
+    /// (rollouts deleted meanwhile are skipped, so fewer may come).
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// Returns the cursor the export started from.
+    pub fn start_cursor(&self) -> &Cursor {
+        &self.start
+    }
+
+    /// Returns the next record, or `None` once the selection is exhausted.
+    pub async fn next(&mut self) -> StoreResult<Option<RolloutRecord>> {
+        loop {
+            if self.page.is_empty() && !self.exhausted {
+                self.list_page().await?;
+            }
+            let Some(rollout_id) = self.page.pop_front() else {
+                return Ok(None);
+            };
+            let id = RolloutId::parse("rollout_id", rollout_id)?;
+            match self.engine.rollout_download(&id).await {
+                Ok(download) => {
+                    let cursor = self.listed.after(id.as_str());
+                    return Ok(Some(RolloutRecord::new(download, cursor)));
+                }
+                // Deleted since it was listed: it is no longer stored.
+                Err(StoreError::NotFound(_)) => continue,
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Lists the next page of the selection, by keyset after the last
+    /// rollout listed.
+    async fn list_page(&mut self) -> StoreResult<()> {
+        let page = Page {
+            sort_by: Some("rollout_id".to_owned()),
+            limit: Some(PAGE_ROLLOUTS),
+            ..Page::default()
+        };
+        let filter = export::selection_filter(&self.filter, &self.listed);
+        let listed = self.engine.query_rollouts(&filter, &page).await?.items;
+        self.exhausted = listed.len() < PAGE_ROLLOUTS;
+        if let Some(last) = listed.last() {
+            self.listed = self.listed.after(&last.rollout.rollout_id);
+        }
+        self.page
+            .extend(listed.into_iter().map(|view| view.rollout.rollout_id));
+        Ok(())
+    }
+}

@@ -1,0 +1,235 @@
+//! Exports: a run's data taken out of the store while training goes on.
+//! What an export selects (the rollouts matching a filter that had ended
+//! before it started, in rollout id order), where it stands (its
+//! [`Cursor`], from which an interrupted export continues without
+//! duplicates or gaps) and the record of the `rollouts` layout, one per
+//! rollout. The engine pages through the selection (`Engine::export`); the
+//! adapters write the records as JSON.
+
+use std::sync::Arc;
+
+use crate::agl1::Agl1Event;
+use crate::error::{StoreError, StoreResult, echo};
+use crate::model::{Attempt, RolloutStatus, RolloutView, Span, Timestamp};
+use crate::pages::RolloutDownload;
+use crate::query::{FilterLogic, RolloutFilter};
+use crate::reward::{Reward, final_reward};
+
+/// Rollouts read per page of the selection: a page's rollouts are listed
+/// (without their attempts and spans) in one read, then each one is read
+/// whole on its own, so an export holds at most this many listed rollouts
+/// and one whole rollout at a time.
+pub const PAGE_ROLLOUTS: usize = 100;
+
+/// The shape of an export's records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Layout {
+    /// One record per rollout with its attempts and spans or events nested.
+    #[default]
+    Rollouts,
+    /// Prompt, response and reward triplets (not written yet).
+    Triplets,
+    /// Chat messages (not written yet).
+    Messages,
+}
+
+impl Layout {
+    /// Returns the layout's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rollouts => "rollouts",
+            Self::Triplets => "triplets",
+            Self::Messages => "messages",
+        }
+    }
+
+    /// Returns why the layout cannot be exported yet (`None`: it can).
+    pub fn unwritten(self) -> Option<String> {
+        (self != Self::Rollouts).then(|| {
+            format!(
+                "the {} layout is not implemented yet; export with the rollouts layout",
+                self.as_str()
+            )
+        })
+    }
+
+    /// Returns the layout of a name.
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Rollouts, Self::Triplets, Self::Messages]
+            .into_iter()
+            .find(|layout| layout.as_str() == name)
+    }
+}
+
+/// The text a cursor starts with (its format's version).
+const CURSOR_PREFIX: &str = "x1.";
+
+/// Where an export stands: the instant that fixed its selection, and the
+/// last rollout it sent (none at the start). Written as text
+/// (`x1.<nanoseconds>.<rollout id>`) into each record and the stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    /// Rollouts that had ended before this instant are selected.
+    pub selected_at: Timestamp,
+    /// The last rollout sent; the export continues after it.
+    pub after: Option<String>,
+}
+
+impl Cursor {
+    /// Returns the cursor of a new export selecting at `selected_at`.
+    pub fn start(selected_at: Timestamp) -> Self {
+        Self {
+            selected_at,
+            after: None,
+        }
+    }
+
+    /// Returns the cursor after `rollout_id`, in the same selection.
+    pub fn after(&self, rollout_id: &str) -> Self {
+        Self {
+            selected_at: self.selected_at,
+            after: Some(rollout_id.to_owned()),
+        }
+    }
+
+    /// Returns the cursor as text.
+    pub fn encode(&self) -> String {
+        format!(
+            "{CURSOR_PREFIX}{}.{}",
+            self.selected_at.0,
+            self.after.as_deref().unwrap_or("")
+        )
+    }
+
+    /// Reads a cursor written by [`Cursor::encode`]; INVALID_ARGUMENT,
+    /// naming `field`, for any other text.
+    pub fn parse(field: &str, text: &str) -> StoreResult<Self> {
+        let invalid =
+            || StoreError::invalid(format!("{field}: {} is not an export cursor", echo(text)));
+        let rest = text.strip_prefix(CURSOR_PREFIX).ok_or_else(invalid)?;
+        let (nanos, after) = rest.split_once('.').ok_or_else(invalid)?;
+        let nanos = nanos.parse::<i64>().map_err(|_| invalid())?;
+        if !nanos.is_positive() {
+            return Err(invalid());
+        }
+        Ok(Self {
+            selected_at: Timestamp(nanos),
+            after: (!after.is_empty()).then(|| after.to_owned()),
+        })
+    }
+}
+
+/// Checks that `filter` is one an export takes: the narrowing conditions
+/// of a rollout query (statuses, modes, creation window, resources,
+/// worker, part of the id), AND-ed; the selection and its position are the
+/// export's own.
+pub fn check_filter(filter: &RolloutFilter) -> StoreResult<()> {
+    if filter.logic != FilterLogic::And
+        || filter.rollout_id_in.is_some()
+        || filter.ended_before.is_some()
+        || filter.rollout_id_after.is_some()
+    {
+        return Err(StoreError::invalid(
+            "an export's filter combines its conditions with AND and names no rollout ids",
+        ));
+    }
+    Ok(())
+}
+
+/// Returns the filter of the selection after `cursor`: `filter`'s
+/// conditions, the terminal statuses among those it allows, rollouts that
+/// ended before the selection's instant, after the cursor's rollout.
+pub fn selection_filter(filter: &RolloutFilter, cursor: &Cursor) -> RolloutFilter {
+    let terminal = [
+        RolloutStatus::Succeeded,
+        RolloutStatus::Failed,
+        RolloutStatus::Cancelled,
+    ];
+    let status_in = match &filter.status_in {
+        Some(statuses) => statuses
+            .iter()
+            .copied()
+            .filter(|s| s.is_finished())
+            .collect(),
+        None => terminal.to_vec(),
+    };
+    RolloutFilter {
+        status_in: Some(status_in),
+        ended_before: Some(cursor.selected_at),
+        rollout_id_after: cursor.after.clone(),
+        ..filter.clone()
+    }
+}
+
+/// One record of the `rollouts` layout: a rollout with its latest attempt,
+/// its final reward, every attempt, and its spans (0.x) or events (1.x).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RolloutRecord {
+    pub view: RolloutView,
+    /// The reward agent-lightning reads from its spans
+    /// ([`crate::reward::final_reward`]); `None` when no span carries one.
+    pub reward: Option<Reward>,
+    pub attempts: Vec<Attempt>,
+    /// In sequence order; empty when retention deleted them.
+    pub spans: Vec<Arc<Span>>,
+    /// The span retention deleted the rollout's spans.
+    pub spans_evicted: bool,
+    /// Its 1.x events; `None` for a rollout of the 0.x API.
+    pub events: Option<Vec<Agl1Event>>,
+    /// The export's cursor after this record.
+    pub cursor: Cursor,
+}
+
+impl RolloutRecord {
+    /// Shapes a rollout read whole into its record.
+    pub fn new(download: RolloutDownload, cursor: Cursor) -> Self {
+        let reward = final_reward(download.spans.iter().map(|span| &**span));
+        Self {
+            view: download.view,
+            reward,
+            attempts: download.attempts,
+            spans: download.spans,
+            spans_evicted: download.spans_evicted,
+            events: download.agl1_events,
+            cursor,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_reads_back_as_written() {
+        let start = Cursor::start(Timestamp(1_700_000_000_123_456_789));
+        assert_eq!(start.encode(), "x1.1700000000123456789.");
+        assert_eq!(Cursor::parse("after", &start.encode()).unwrap(), start);
+        let next = start.after("ro-a.b");
+        assert_eq!(Cursor::parse("after", &next.encode()).unwrap(), next);
+        for bad in ["", "x1.", "x1.12", "x2.12.ro", "x1.-5.ro", "x1.abc.ro"] {
+            let error = Cursor::parse("after", bad).unwrap_err();
+            assert!(
+                matches!(error, StoreError::InvalidArgument(_)),
+                "{bad}: {error:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_selection_keeps_terminal_rollouts_ended_before_its_instant() {
+        let cursor = Cursor::start(Timestamp(10)).after("ro-1");
+        let asked = RolloutFilter {
+            status_in: Some(vec![RolloutStatus::Running, RolloutStatus::Failed]),
+            ..RolloutFilter::default()
+        };
+        let selection = selection_filter(&asked, &cursor);
+        assert_eq!(selection.status_in, Some(vec![RolloutStatus::Failed]));
+        assert_eq!(selection.ended_before, Some(Timestamp(10)));
+        assert_eq!(selection.rollout_id_after.as_deref(), Some("ro-1"));
+        let all = selection_filter(&RolloutFilter::default(), &Cursor::start(Timestamp(10)));
+        assert_eq!(all.status_in.unwrap().len(), 3);
+        assert!(check_filter(&selection).is_err());
+        assert!(check_filter(&asked).is_ok());
+    }
+}
