@@ -345,7 +345,7 @@ fn routes(
         namespaces.clone(),
         config.transport,
         config.subscriber_timeout,
-        lightning_store_adapters::export::rollout_record_json,
+        lightning_store_adapters::export::record_lines,
     ));
     let store_server = |max_decoding: usize| {
         LightningStoreServiceServer::from_arc(store.clone())

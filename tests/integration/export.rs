@@ -5,7 +5,7 @@
 //! span survive, who may export, namespaces; on every backend.
 
 use std::collections::HashSet;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use pb::attribute_value::Value as AttributeKind;
 use serde_json::Value;
@@ -56,12 +56,35 @@ fn span(
     }
 }
 
-/// Starts a rollout with `input`, adds `spans` to its attempt, and ends
-/// the attempt with `status`; returns the rollout id.
+/// Starts a rollout with `input`, adds spans with `spans`' attributes to
+/// its attempt, and ends the attempt with `status`; returns the rollout id.
 async fn finished<C>(
     client: &mut pb::lightning_store_service_client::LightningStoreServiceClient<C>,
     input: &str,
     spans: Vec<Vec<pb::KeyValue>>,
+    status: pb::AttemptStatus,
+) -> String
+where
+    C: tonic::client::GrpcService<tonic::body::Body>,
+    C::Error: Into<tonic::codegen::StdError>,
+    C::ResponseBody: tonic::codegen::Body<Data = tonic::codegen::Bytes> + Send + 'static,
+    <C::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
+{
+    let spans = spans
+        .into_iter()
+        .enumerate()
+        .map(|(i, attributes)| span("", "", &format!("s{i}"), attributes))
+        .collect();
+    finished_with(client, input, spans, status).await
+}
+
+/// Starts a rollout with `input`, adds `spans` (their rollout and attempt
+/// ids set) to its attempt, and ends the attempt with `status`; returns
+/// the rollout id.
+async fn finished_with<C>(
+    client: &mut pb::lightning_store_service_client::LightningStoreServiceClient<C>,
+    input: &str,
+    spans: Vec<pb::Span>,
     status: pb::AttemptStatus,
 ) -> String
 where
@@ -84,15 +107,14 @@ where
         .rollout
         .unwrap();
     let attempt_id = rollout.attempt.as_ref().unwrap().attempt_id.clone();
-    for (i, attributes) in spans.into_iter().enumerate() {
+    for span in spans {
         client
             .add_span(pb::AddSpanRequest {
-                span: Some(span(
-                    &rollout.rollout_id,
-                    &attempt_id,
-                    &format!("s{i}"),
-                    attributes,
-                )),
+                span: Some(pb::Span {
+                    rollout_id: rollout.rollout_id.clone(),
+                    attempt_id: attempt_id.clone(),
+                    ..span
+                }),
                 owner_epoch: None,
             })
             .await
@@ -125,6 +147,186 @@ async fn rewarded(client: &mut Client, input: &str, reward: f64) -> String {
         pb::AttemptStatus::Succeeded,
     )
     .await
+}
+
+fn ints(key: &str, values: &[i64]) -> pb::KeyValue {
+    let values = values
+        .iter()
+        .map(|&v| pb::AttributeValue {
+            value: Some(AttributeKind::IntValue(v)),
+        })
+        .collect();
+    pb::KeyValue {
+        key: key.to_owned(),
+        value: Some(pb::AttributeValue {
+            value: Some(AttributeKind::ArrayValue(pb::ArrayValue { values })),
+        }),
+    }
+}
+
+/// A span named `name` under `parent`, from `times.0` to `times.1`
+/// seconds into the run (its rollout and attempt set by `finished_with`).
+fn timed(
+    span_id: &str,
+    parent: Option<&str>,
+    name: &str,
+    times: (u64, u64),
+    attributes: Vec<pb::KeyValue>,
+) -> pb::Span {
+    let at = |s| SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + s);
+    pb::Span {
+        span_id: span_id.to_owned(),
+        parent_id: parent.map(str::to_owned),
+        name: name.to_owned(),
+        start_time: Some(at(times.0).into()),
+        end_time: Some(at(times.1).into()),
+        ..span("", "", span_id, attributes)
+    }
+}
+
+/// An LLM call of agent-lightning 0.x: token ids (none when `prompt` is
+/// empty), the chat's `messages` (role, content) and the answer.
+fn llm_call(
+    span_id: &str,
+    times: (u64, u64),
+    ids: (&[i64], &[i64]),
+    messages: &[(&str, &str)],
+    answer: &str,
+) -> pb::Span {
+    let mut attributes = vec![
+        text("gen_ai.response.id", &format!("resp-{span_id}")),
+        text("gen_ai.response.model", "qwen"),
+        text("gen_ai.completion.0.role", "assistant"),
+        text("gen_ai.completion.0.content", answer),
+    ];
+    if !ids.0.is_empty() {
+        attributes.push(ints("prompt_token_ids", ids.0));
+        attributes.push(ints("response_token_ids", ids.1));
+    }
+    for (i, (role, content)) in messages.iter().enumerate() {
+        attributes.push(text(&format!("gen_ai.prompt.{i}.role"), role));
+        attributes.push(text(&format!("gen_ai.prompt.{i}.content"), content));
+    }
+    timed(
+        span_id,
+        Some("root"),
+        "openai.chat.completion",
+        times,
+        attributes,
+    )
+}
+
+/// A reward of 0.x emitted at `at` seconds.
+fn reward_span(span_id: &str, at: u64, value: f64) -> pb::Span {
+    timed(
+        span_id,
+        Some("root"),
+        "agentlightning.annotation",
+        (at, at + 1),
+        vec![
+            text("agentlightning.reward.0.name", "primary"),
+            number("agentlightning.reward.0.value", value),
+        ],
+    )
+}
+
+/// A 0.x rollout of an agent that chats twice with token ids (a reward
+/// after each), then once more without them, each call continuing the
+/// conversation; `tag` marks its texts.
+async fn chatted(client: &mut Client, tag: &str) -> String {
+    let question = format!("{tag}: {HOSTILE}");
+    let spans = vec![
+        timed(
+            "root",
+            None,
+            "agent run",
+            (0, 100),
+            vec![text("agent.name", "solver")],
+        ),
+        llm_call(
+            "c1",
+            (10, 20),
+            (&[1, 2], &[3]),
+            &[("user", &question)],
+            "one",
+        ),
+        reward_span("r1", 25, 0.5),
+        llm_call(
+            "c2",
+            (30, 40),
+            (&[1, 2, 3, 4], &[5, 6]),
+            &[("user", &question), ("assistant", "one"), ("user", "more")],
+            "two\nlines",
+        ),
+        reward_span("r2", 45, 1.0),
+        llm_call(
+            "c3",
+            (50, 60),
+            (&[], &[]),
+            &[
+                ("user", &question),
+                ("assistant", "one"),
+                ("user", "more"),
+                ("assistant", "two\nlines"),
+                ("user", "last"),
+            ],
+            "three",
+        ),
+    ];
+    finished_with(
+        client,
+        &format!("{{\"tag\": \"{tag}\"}}"),
+        spans,
+        pb::AttemptStatus::Succeeded,
+    )
+    .await
+}
+
+/// What the core's trajectory functions make of a stored rollout: its
+/// `triplets` records and its conversation, as JSON.
+async fn trajectory_of(server: &TestServer, rollout_id: &str) -> (Vec<Value>, Option<Value>) {
+    use lightning_store::core::ids::RolloutId;
+    use lightning_store::core::model::Span;
+    use lightning_store::core::trajectory::{self, Trace};
+
+    let id = RolloutId::parse("rollout_id", rollout_id.to_owned()).unwrap();
+    let download = server.engine.rollout_download(&id).await.unwrap();
+    let attempt = download.view.attempt.as_ref();
+    let spans: Vec<Span> = download
+        .spans
+        .iter()
+        .filter(|span| Some(&span.attempt_id) == attempt.map(|a| &a.attempt_id))
+        .map(|span| Span::clone(span))
+        .collect();
+    let rollout = &download.view.rollout;
+    let triplets = trajectory::triplets(rollout, attempt, Trace::Spans(&spans)).unwrap();
+    let conversation = trajectory::conversation(rollout, attempt, Trace::Spans(&spans)).unwrap();
+    (
+        triplets
+            .iter()
+            .map(|record| serde_json::to_value(record).unwrap())
+            .collect(),
+        conversation.map(|c| serde_json::to_value(c).unwrap()),
+    )
+}
+
+/// Checks that only each rollout's last record carries a cursor (in the
+/// JSON and beside it), the cursor after that rollout.
+fn only_last_records_carry_cursors(exported: &Exported) {
+    let json = exported.json();
+    for (i, (record, line)) in exported.records.iter().zip(&json).enumerate() {
+        let last = json
+            .get(i + 1)
+            .is_none_or(|next| next["rollout_id"] != line["rollout_id"]);
+        if last {
+            assert_eq!(line["cursor"], record.cursor.as_str(), "{line}");
+            let id = line["rollout_id"].as_str().unwrap();
+            assert!(record.cursor.ends_with(&format!(".{id}")), "{line}");
+        } else {
+            assert_eq!(line["cursor"], Value::Null, "{line}");
+            assert_eq!(record.cursor, "", "{line}");
+        }
+    }
 }
 
 /// What an export's stream carried.
@@ -414,6 +616,171 @@ async fn an_export_sees_only_its_namespace(backend: Backend) {
     server.stop().await;
 }
 
+/// The `triplets` and `messages` layouts of 0.x rollouts: what the core's
+/// trajectory functions make of the stored rollout, one rollout's records
+/// in a row, only its last with the cursor; a rollout without a model call
+/// gives one `no_rows` record and no conversation.
+async fn the_training_layouts_are_the_trajectory_functions(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let mut client = server.client().await;
+    let mut ids = vec![
+        chatted(&mut client, "a").await,
+        rewarded(&mut client, "1", 0.25).await,
+        chatted(&mut client, "b").await,
+    ];
+    ids.sort();
+    let layout = |layout: pb::ExportLayout| pb::ExportRolloutsRequest {
+        layout: layout as i32,
+        ..Default::default()
+    };
+
+    let triplets = export_with(&mut client, layout(pb::ExportLayout::Triplets), None).await;
+    assert_eq!(triplets.total, 3);
+    only_last_records_carry_cursors(&triplets);
+    let mut expected = Vec::new();
+    for id in &ids {
+        expected.extend(trajectory_of(&server, id).await.0);
+    }
+    assert_eq!(without_cursor(&triplets.json()), expected);
+    let kinds: Vec<_> = triplets
+        .json()
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "row").count(),
+        4,
+        "two rows per chat: {kinds:?}"
+    );
+    assert_eq!(kinds.iter().filter(|k| *k == "skipped_call").count(), 2);
+    assert_eq!(kinds.iter().filter(|k| *k == "no_rows").count(), 1);
+    let json = triplets.json();
+    let row = json.iter().find(|r| r["kind"] == "row").unwrap();
+    assert_eq!(row["prompt_token_ids"], serde_json::json!([1, 2]));
+    assert_eq!(row["reward"], 0.5);
+
+    let messages = export_with(&mut client, layout(pb::ExportLayout::Messages), None).await;
+    assert_eq!(
+        messages.records.len(),
+        2,
+        "none for the rollout without calls"
+    );
+    only_last_records_carry_cursors(&messages);
+    let mut expected = Vec::new();
+    for id in &ids {
+        expected.extend(trajectory_of(&server, id).await.1);
+    }
+    assert_eq!(without_cursor(&messages.json()), expected);
+    let conversation = &messages.json()[0];
+    assert_eq!(conversation["reward"], 1.0);
+    assert_eq!(conversation["calls_in_conversation"], 3);
+    assert_eq!(conversation["messages"].as_array().unwrap().len(), 6);
+    assert!(
+        conversation["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .ends_with(HOSTILE),
+        "{conversation}"
+    );
+    assert!(messages.records.iter().all(|r| !r.json.contains('\n')));
+    server.stop().await;
+}
+
+/// A 1.x rollout's calls through the gateway: its `triplets` records are
+/// the core's of its events, its reward in the `rollouts` layout the last
+/// reward event's.
+async fn a_gateway_rollouts_triplets(backend: Backend) {
+    use crate::agl1::support::{self, Api, chat_body};
+    use crate::common::model_server::{ModelServer, token_ids};
+    use lightning_store::core::agl1::Agl1State;
+    use lightning_store::core::ids::RolloutId;
+    use lightning_store::core::trajectory::{self, Trace};
+
+    let server = support::start(backend).await;
+    let api = Api::new(&server);
+    let model = ModelServer::start().await;
+    api.register(&[model.endpoint()]).await;
+    api.create_one("g1", serde_json::json!({"q": HOSTILE}))
+        .await;
+    for prompt in ["hello", "again"] {
+        let answer = api.chat("g1", "train", &chat_body(prompt)).await;
+        assert_eq!(answer.status, 200, "{}", answer.text());
+    }
+    let reward = api
+        .post_event("g1", "0", "reward", serde_json::json!({"value": 0.75}))
+        .await;
+    assert!(reward.status < 300, "{}", reward.text());
+    api.set_state("g1", "running").await;
+    api.set_state("g1", "succeeded").await;
+
+    let mut client = support::grpc(&server).await;
+    let mut stream = client
+        .export_rollouts(pb::ExportRolloutsRequest {
+            layout: pb::ExportLayout::Triplets as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut exported = Exported {
+        total: 0,
+        start: String::new(),
+        records: Vec::new(),
+    };
+    while let Some(message) = stream.next().await {
+        if let pb::export_rollouts_response::Message::Batch(batch) =
+            message.unwrap().message.unwrap()
+        {
+            exported.records.extend(batch.records);
+        }
+    }
+    only_last_records_carry_cursors(&exported);
+    let lines = exported.json();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(
+        lines[0]["prompt_token_ids"],
+        serde_json::json!(token_ids("hello"))
+    );
+    assert_eq!(lines[1]["reward"], 0.75, "the last row has the reward");
+
+    let id = RolloutId::parse("rollout_id", "g1".to_owned()).unwrap();
+    let download = server.engine.rollout_download(&id).await.unwrap();
+    let rollout = &download.view.rollout;
+    assert_eq!(Agl1State::of(rollout.status), Agl1State::Succeeded);
+    let events = download.agl1_events.as_deref().unwrap();
+    let expected: Vec<Value> = trajectory::triplets(
+        rollout,
+        download.view.attempt.as_ref(),
+        Trace::Events {
+            events,
+            error_message: download.agl1_error_message.as_deref(),
+        },
+    )
+    .unwrap()
+    .iter()
+    .map(|record| serde_json::to_value(record).unwrap())
+    .collect();
+    assert_eq!(without_cursor(&lines), expected);
+
+    let mut stream = client
+        .export_rollouts(pb::ExportRolloutsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let mut rollouts = Vec::new();
+    while let Some(message) = stream.next().await {
+        if let pb::export_rollouts_response::Message::Batch(batch) =
+            message.unwrap().message.unwrap()
+        {
+            rollouts.extend(batch.records);
+        }
+    }
+    let record: Value = serde_json::from_str(&rollouts[0].json).unwrap();
+    assert_eq!(record["reward"], 0.75, "from the reward event");
+    assert_eq!(record["reward_dimensions"], serde_json::json!([]));
+    server.stop().await;
+}
+
 macro_rules! on_every_backend {
     ($($test:ident),* $(,)?) => {
         $(
@@ -435,13 +802,15 @@ mod each_backend {
         a_stopped_export_resumed_equals_an_uninterrupted_one,
         an_export_while_rollouts_finish_holds_each_once_and_whole,
         an_export_sees_only_its_namespace,
+        the_training_layouts_are_the_trajectory_functions,
+        a_gateway_rollouts_triplets,
     );
 }
 
 /// Filters narrow the selection; statuses outside the terminal ones select
-/// nothing; layouts not written yet answer UNIMPLEMENTED.
+/// nothing; an unknown layout is INVALID_ARGUMENT.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn filters_narrow_and_unwritten_layouts_are_unimplemented() {
+async fn filters_narrow_and_unknown_layouts_are_refused() {
     let server = TestServer::start(Backend::Memory).await;
     let mut client = server.client().await;
     let good = rewarded(&mut client, "1", 1.0).await;
@@ -454,20 +823,18 @@ async fn filters_narrow_and_unwritten_layouts_are_unimplemented() {
     assert_eq!(succeeded.ids(), [good]);
     let running = export_with(&mut client, only(&[pb::RolloutStatus::Running]), None).await;
     assert_eq!((running.total, running.records.len()), (0, 0));
-    for layout in [pb::ExportLayout::Triplets, pb::ExportLayout::Messages] {
-        let refused = client
-            .export_rollouts(pb::ExportRolloutsRequest {
-                layout: layout as i32,
-                ..Default::default()
-            })
-            .await
-            .unwrap_err();
-        assert_eq!(refused.code(), tonic::Code::Unimplemented, "{layout:?}");
-        assert!(
-            refused.message().contains("not implemented yet"),
-            "{refused:?}"
-        );
-    }
+    let refused = client
+        .export_rollouts(pb::ExportRolloutsRequest {
+            layout: 99,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    assert!(
+        refused.message().contains("unknown export layout 99"),
+        "{refused:?}"
+    );
     server.stop().await;
 }
 
@@ -584,8 +951,43 @@ async fn the_console_downloads_the_rollouts_pages_selection() {
     .await;
     assert_eq!(lines.len(), 5);
     assert_eq!(without_cursor(&lines), without_cursor(&rpc.json()));
-    let unwritten = http.get("/console/export?layout=triplets").await;
-    assert_eq!(unwritten.status, 501);
+
+    // The training layouts too, as the RPC writes them.
+    chatted(&mut client, "c").await;
+    let download = http
+        .get("/console/export?status=succeeded&layout=triplets")
+        .await;
+    assert_eq!(download.status, 200, "{}", download.text());
+    assert_eq!(
+        download.headers["content-disposition"],
+        "attachment; filename=\"triplets.jsonl\""
+    );
+    let lines: Vec<Value> = download
+        .text()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let rpc = export_with(
+        &mut client,
+        pb::ExportRolloutsRequest {
+            status_in: vec![pb::RolloutStatus::Succeeded as i32],
+            layout: pb::ExportLayout::Triplets as i32,
+            ..Default::default()
+        },
+        None,
+    )
+    .await;
+    assert_eq!(
+        lines.len(),
+        5 + 3,
+        "five no-rows records, two rows, a skipped call"
+    );
+    assert_eq!(without_cursor(&lines), without_cursor(&rpc.json()));
+    let cursors = lines
+        .iter()
+        .filter(|line| line["cursor"].is_string())
+        .count();
+    assert_eq!(cursors, 6, "one per rollout");
     server.stop().await;
 }
 
@@ -693,6 +1095,76 @@ async fn the_cli_exports_and_resumes_after_a_torn_line() {
     assert!(
         String::from_utf8_lossy(&refused.stderr)
             .contains("--resume continues a --format jsonl file only")
+    );
+    server.stop().await;
+}
+
+/// `lightning-store export --layout triplets --resume` after an export cut
+/// in the middle of a rollout's records (a complete record without a
+/// cursor, then a torn one) writes that rollout again, whole: the file
+/// equals the uninterrupted one byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_resumes_a_triplets_export_cut_mid_rollout() {
+    let server = TestServer::start(Backend::Sqlite).await;
+    let mut client = server.client().await;
+    for i in 0..4 {
+        chatted(&mut client, &format!("t{i}")).await;
+        rewarded(&mut client, &i.to_string(), 0.5).await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("triplets.jsonl");
+    let path = file.to_str().unwrap();
+    let args = ["export", "--layout", "triplets", "--output", path];
+    let written = cli(&server, &args).await;
+    assert!(
+        written.status.success(),
+        "{}",
+        String::from_utf8_lossy(&written.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&written.stderr);
+    assert!(stderr.contains("exported: 8/8 rollouts"), "{stderr}");
+    let whole = std::fs::read(&file).unwrap();
+    let lines: Vec<Value> = std::str::from_utf8(&whole)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4 * 3 + 4);
+
+    // The last record without a cursor that follows one with a cursor: the
+    // cut keeps it whole and tears the next one.
+    let mid = (1..lines.len())
+        .rev()
+        .find(|&i| lines[i]["cursor"].is_null() && lines[i - 1]["cursor"].is_string())
+        .unwrap();
+    let ends: Vec<usize> = whole
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .map(|(at, _)| at)
+        .collect();
+    let cut = ends[mid] + 1 + 20;
+    assert!(cut < ends[mid + 1]);
+    std::fs::write(&file, &whole[..cut]).unwrap();
+    let resumed = cli(&server, &[&args[..], &["--resume"]].concat()).await;
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let rollouts_done = lines[..mid]
+        .iter()
+        .filter(|l| l["cursor"].is_string())
+        .count();
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    let left = 8 - rollouts_done;
+    assert!(
+        stderr.contains(&format!("exported: {left}/{left} rollouts")),
+        "{stderr}"
+    );
+    assert!(
+        std::fs::read(&file).unwrap() == whole,
+        "the resumed file is the uninterrupted one"
     );
     server.stop().await;
 }

@@ -1,11 +1,15 @@
 //! The records of an export ([`lightning_store_core::export`]) as JSON,
 //! written once for the `ExportRollouts` stream and the HTTP download: one
 //! compact JSON object per record, with no raw newline inside (a JSON
-//! Lines file holds one per line). Attempts and spans are written as
-//! agent-lightning's models (`crate::http::agl0`), so a span reads back
-//! with `agentlightning.Span.model_validate`. The gRPC service is given
-//! [`rollout_record_json`] where it is built (`api::streams::RecordJson`):
-//! `api` never imports `http`, whose call log reads `api`'s statuses.
+//! Lines file holds one per line). A rollout gives one line in the
+//! `rollouts` layout, one or more in `triplets`, none or one in `messages`
+//! (docs/trajectories.md's schemas); only its last line carries the cursor
+//! after it, so that an export resumed from a cursor repeats no line and
+//! misses none. Attempts and spans are written as agent-lightning's models
+//! (`crate::http::agl0`), so a span reads back with
+//! `agentlightning.Span.model_validate`. The gRPC service is given
+//! [`record_lines`] where it is built (`api::streams::RecordJson`): `api`
+//! never imports `http`, whose call log reads `api`'s statuses.
 
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -15,7 +19,7 @@ use crate::http::agl0::span_json::SpanJson;
 use crate::pyjson;
 use lightning_store_core::agl1::Agl1Event;
 use lightning_store_core::error::{StoreError, StoreResult};
-use lightning_store_core::export::RolloutRecord;
+use lightning_store_core::export::{Layout, RolloutRecord};
 use lightning_store_core::model::Json;
 
 /// One dimension of a reward.
@@ -75,9 +79,55 @@ fn event_json(event: &Agl1Event) -> EventJson<'_> {
     }
 }
 
+/// A record of a training layout with the cursor before its fields.
+#[derive(Serialize)]
+struct WithCursor<'a, T> {
+    /// The cursor after the rollout on its last line, `null` on the others.
+    cursor: Option<&'a str>,
+    #[serde(flatten)]
+    record: &'a T,
+}
+
+/// Writes a rollout's records in `layout` as lines of JSON (without their
+/// ends), in order; only the last carries the cursor (`"cursor": null` on
+/// the others).
+pub fn record_lines(layout: Layout, record: &RolloutRecord) -> StoreResult<Vec<String>> {
+    match layout {
+        Layout::Rollouts => Ok(vec![rollout_record_json(record)?]),
+        Layout::Triplets => with_cursors(&record.triplets()?, record),
+        Layout::Messages => with_cursors(record.conversation()?.as_slice(), record),
+    }
+}
+
+/// Writes `records` of one rollout, the last with the rollout's cursor.
+fn with_cursors<T: Serialize>(records: &[T], record: &RolloutRecord) -> StoreResult<Vec<String>> {
+    let cursor = record.cursor.encode();
+    let last = records.len().saturating_sub(1);
+    records
+        .iter()
+        .enumerate()
+        .map(|(index, line)| {
+            to_line(&WithCursor {
+                cursor: (index == last).then_some(cursor.as_str()),
+                record: line,
+            })
+        })
+        .collect()
+}
+
+/// Writes `value` as one line of JSON (serde_json escapes every newline
+/// inside a string).
+fn to_line<T: Serialize>(value: &T) -> StoreResult<String> {
+    let bytes = pyjson::to_vec(value).map_err(|error| {
+        StoreError::Internal(format!("cannot write the export's record: {error}"))
+    })?;
+    String::from_utf8(bytes)
+        .map_err(|_| StoreError::Internal("the export's record is not UTF-8".to_owned()))
+}
+
 /// Writes a record of the `rollouts` layout as one line of JSON (without
 /// the line's end).
-pub fn rollout_record_json(record: &RolloutRecord) -> StoreResult<String> {
+fn rollout_record_json(record: &RolloutRecord) -> StoreResult<String> {
     let rollout = &record.view.rollout;
     let json = RolloutRecordJson {
         cursor: record.cursor.encode(),
@@ -90,16 +140,15 @@ pub fn rollout_record_json(record: &RolloutRecord) -> StoreResult<String> {
         status: rollout.status.as_str(),
         config: (&rollout.config).into(),
         metadata: &rollout.metadata,
-        reward: record.reward.as_ref().map(|r| r.value()),
-        reward_dimensions: record.reward.as_ref().map_or_else(Vec::new, |r| {
-            r.dimensions
-                .iter()
-                .map(|d| DimensionJson {
-                    name: &d.name,
-                    value: d.value,
-                })
-                .collect()
-        }),
+        reward: record.reward,
+        reward_dimensions: record
+            .reward_dimensions
+            .iter()
+            .map(|d| DimensionJson {
+                name: &d.name,
+                value: d.value,
+            })
+            .collect(),
         attempts: record.attempts.iter().map(Into::into).collect(),
         spans: record.spans.iter().map(|span| SpanJson(span)).collect(),
         spans_evicted: record.spans_evicted,
@@ -108,11 +157,7 @@ pub fn rollout_record_json(record: &RolloutRecord) -> StoreResult<String> {
             .as_ref()
             .map(|events| events.iter().map(event_json).collect()),
     };
-    let bytes = pyjson::to_vec(&json).map_err(|error| {
-        StoreError::Internal(format!("cannot write the export's record: {error}"))
-    })?;
-    String::from_utf8(bytes)
-        .map_err(|_| StoreError::Internal("the export's record is not UTF-8".to_owned()))
+    to_line(&json)
 }
 
 #[cfg(test)]

@@ -2,18 +2,21 @@
 //! What an export selects (the rollouts matching a filter that had ended
 //! before it started, in rollout id order), where it stands (its
 //! [`Cursor`], from which an interrupted export continues without
-//! duplicates or gaps) and the record of the `rollouts` layout, one per
-//! rollout. The engine pages through the selection (`Engine::export`); the
-//! adapters write the records as JSON.
+//! duplicates or gaps) and what it reads of each rollout ([`RolloutRecord`]:
+//! the `rollouts` layout's record, from which the training layouts'
+//! records are shaped, [`RolloutRecord::triplets`] and
+//! [`RolloutRecord::conversation`]). The engine pages through the selection
+//! (`Engine::export`); the adapters write the records as JSON.
 
 use std::sync::Arc;
 
-use crate::agl1::Agl1Event;
+use crate::agl1::{Agl1Event, Agl1State, diagnosis};
 use crate::error::{StoreError, StoreResult, echo};
 use crate::model::{Attempt, RolloutStatus, RolloutView, Span, Timestamp};
 use crate::pages::RolloutDownload;
 use crate::query::{FilterLogic, RolloutFilter};
-use crate::reward::{Reward, final_reward};
+use crate::reward::{RewardDimension, final_reward};
+use crate::trajectory::{self, Conversation, Trace, TripletRecord};
 
 /// Rollouts read per page of the selection: a page's rollouts are listed
 /// (without their attempts and spans) in one read, then each one is read
@@ -27,9 +30,11 @@ pub enum Layout {
     /// One record per rollout with its attempts and spans or events nested.
     #[default]
     Rollouts,
-    /// Prompt, response and reward triplets (not written yet).
+    /// The rollout's training rows, skipped model calls, or why it gives
+    /// none ([`RolloutRecord::triplets`]): one or more records per rollout.
     Triplets,
-    /// Chat messages (not written yet).
+    /// The rollout as one conversation ([`RolloutRecord::conversation`]):
+    /// none for a rollout without an answered model call.
     Messages,
 }
 
@@ -41,16 +46,6 @@ impl Layout {
             Self::Triplets => "triplets",
             Self::Messages => "messages",
         }
-    }
-
-    /// Returns why the layout cannot be exported yet (`None`: it can).
-    pub fn unwritten(self) -> Option<String> {
-        (self != Self::Rollouts).then(|| {
-            format!(
-                "the {} layout is not implemented yet; export with the rollouts layout",
-                self.as_str()
-            )
-        })
     }
 
     /// Returns the layout of a name.
@@ -166,33 +161,102 @@ pub fn selection_filter(filter: &RolloutFilter, cursor: &Cursor) -> RolloutFilte
 #[derive(Debug, Clone, PartialEq)]
 pub struct RolloutRecord {
     pub view: RolloutView,
-    /// The reward agent-lightning reads from its spans
-    /// ([`crate::reward::final_reward`]); `None` when no span carries one.
-    pub reward: Option<Reward>,
+    /// The rollout's final reward, its primary value: 1.x, the last reward
+    /// event's number ([`diagnosis::diagnose`]); 0.x, the value of the
+    /// reward agent-lightning reads from its spans
+    /// ([`crate::reward::final_reward`]). `None` when none is recorded.
+    pub reward: Option<f64>,
+    /// 0.x: the reward span's dimensions, the primary first; empty for 1.x.
+    pub reward_dimensions: Vec<RewardDimension>,
     pub attempts: Vec<Attempt>,
     /// In sequence order; empty when retention deleted them.
     pub spans: Vec<Arc<Span>>,
     /// The span retention deleted the rollout's spans.
     pub spans_evicted: bool,
-    /// Its 1.x events; `None` for a rollout of the 0.x API.
+    /// Its 1.x events (of its event attempt); `None` for a rollout of the
+    /// 0.x API.
     pub events: Option<Vec<Agl1Event>>,
-    /// The export's cursor after this record.
+    /// Its 1.x error message, if any.
+    pub error_message: Option<String>,
+    /// The export's cursor after this rollout.
     pub cursor: Cursor,
 }
 
 impl RolloutRecord {
-    /// Shapes a rollout read whole into its record.
-    pub fn new(download: RolloutDownload, cursor: Cursor) -> Self {
-        let reward = final_reward(download.spans.iter().map(|span| &**span));
-        Self {
+    /// Shapes a rollout read whole into its record. Fails only on stored
+    /// 1.x event data that is not JSON.
+    pub fn new(download: RolloutDownload, cursor: Cursor) -> StoreResult<Self> {
+        let (reward, reward_dimensions) = match &download.agl1_events {
+            Some(events) => {
+                let state = Agl1State::of(download.view.rollout.status);
+                let error = download.agl1_error_message.as_deref();
+                (
+                    diagnosis::diagnose(state, error, events)?.reward,
+                    Vec::new(),
+                )
+            }
+            None => final_reward(download.spans.iter().map(|span| &**span))
+                .map_or((None, Vec::new()), |reward| {
+                    (Some(reward.value()), reward.dimensions)
+                }),
+        };
+        Ok(Self {
             view: download.view,
             reward,
+            reward_dimensions,
             attempts: download.attempts,
             spans: download.spans,
             spans_evicted: download.spans_evicted,
             events: download.agl1_events,
+            error_message: download.agl1_error_message,
             cursor,
+        })
+    }
+
+    /// The rollout's `triplets` records ([`trajectory::triplets`]): never
+    /// empty (a rollout without a row gives one `no_rows` record).
+    pub fn triplets(&self) -> StoreResult<Vec<TripletRecord>> {
+        let spans = self.latest_attempt_spans();
+        trajectory::triplets(
+            &self.view.rollout,
+            self.view.attempt.as_ref(),
+            self.trace(&spans),
+        )
+    }
+
+    /// The rollout's `messages` record ([`trajectory::conversation`]);
+    /// `None` when no model call was answered.
+    pub fn conversation(&self) -> StoreResult<Option<Conversation>> {
+        let spans = self.latest_attempt_spans();
+        trajectory::conversation(
+            &self.view.rollout,
+            self.view.attempt.as_ref(),
+            self.trace(&spans),
+        )
+    }
+
+    /// Where its model calls were recorded: 1.x, its events; 0.x, `spans`.
+    fn trace<'a>(&'a self, spans: &'a [Span]) -> Trace<'a> {
+        match &self.events {
+            Some(events) => Trace::Events {
+                events,
+                error_message: self.error_message.as_deref(),
+            },
+            None => Trace::Spans(spans),
         }
+    }
+
+    /// 0.x: the spans of its latest attempt, as agent-lightning's adapter
+    /// reads one attempt's spans (none for 1.x, or without an attempt).
+    fn latest_attempt_spans(&self) -> Vec<Span> {
+        let Some(attempt) = self.view.attempt.as_ref().filter(|_| self.events.is_none()) else {
+            return Vec::new();
+        };
+        self.spans
+            .iter()
+            .filter(|span| span.attempt_id == attempt.attempt_id)
+            .map(|span| Span::clone(span))
+            .collect()
     }
 }
 

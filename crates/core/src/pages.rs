@@ -188,6 +188,8 @@ pub struct RolloutDownload {
     pub spans_evicted: bool,
     /// Its 1.x events; `None` for a rollout of the 0.x API.
     pub agl1_events: Option<Vec<Agl1Event>>,
+    /// Its 1.x error message, if any.
+    pub agl1_error_message: Option<String>,
 }
 
 /// What cancelling a rollout did.

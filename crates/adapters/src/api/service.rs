@@ -47,7 +47,7 @@ pub struct StoreService {
 impl StoreService {
     /// Returns the service over the engines of `namespaces` and their
     /// worker sessions, within the `transport` limits, writing the records
-    /// of exports with `record_json` (`crate::export::rollout_record_json`).
+    /// of exports with `record_json` (`crate::export::record_lines`).
     pub fn new(
         namespaces: Arc<Namespaces>,
         transport: TransportLimits,

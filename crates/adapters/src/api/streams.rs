@@ -233,27 +233,22 @@ pub async fn watch_events(
     })))
 }
 
-/// Writes an export's record as one line of JSON: `crate::export`'s
-/// writer, given to the service where it is built.
-pub type RecordJson = fn(&RolloutRecord) -> StoreResult<String>;
+/// Writes a rollout's records in a layout as lines of JSON, only the last
+/// carrying the cursor: `crate::export`'s writer, given to the service
+/// where it is built.
+pub type RecordJson = fn(Layout, &RolloutRecord) -> StoreResult<Vec<String>>;
 
 /// An export's records are sent in batches of about this many bytes.
 const EXPORT_BATCH_BYTES: usize = 256 * 1024;
 
 fn export_layout(layout: i32) -> Result<Layout, Status> {
-    let layout = match pb::ExportLayout::try_from(layout) {
-        Ok(pb::ExportLayout::Unspecified | pb::ExportLayout::Rollouts) => Layout::Rollouts,
-        Ok(pb::ExportLayout::Triplets) => Layout::Triplets,
-        Ok(pb::ExportLayout::Messages) => Layout::Messages,
-        Err(_) => {
-            return Err(Status::invalid_argument(format!(
-                "layout: unknown export layout {layout}"
-            )));
-        }
-    };
-    match layout.unwritten() {
-        Some(message) => Err(Status::unimplemented(message)),
-        None => Ok(layout),
+    match pb::ExportLayout::try_from(layout) {
+        Ok(pb::ExportLayout::Unspecified | pb::ExportLayout::Rollouts) => Ok(Layout::Rollouts),
+        Ok(pb::ExportLayout::Triplets) => Ok(Layout::Triplets),
+        Ok(pb::ExportLayout::Messages) => Ok(Layout::Messages),
+        Err(_) => Err(Status::invalid_argument(format!(
+            "layout: unknown export layout {layout}"
+        ))),
     }
 }
 
@@ -296,7 +291,7 @@ pub async fn export_rollouts(
     limits: &SubscriberLimits,
     record_json: RecordJson,
 ) -> Result<RpcStream<pb::ExportRolloutsResponse>, Status> {
-    export_layout(request.layout)?;
+    let layout = export_layout(request.layout)?;
     let filter = export_filter(&request).map_err(status_of)?;
     let after = (!request.after.is_empty())
         .then(|| Cursor::parse("after", &request.after))
@@ -334,13 +329,19 @@ pub async fn export_rollouts(
             };
             let done = record.is_none();
             if let Some(record) = record {
-                match record_json(&record) {
-                    Ok(json) => {
-                        bytes += json.len();
-                        batch.push(pb::ExportRecord {
-                            json,
-                            cursor: record.cursor.encode(),
-                        });
+                match record_json(layout, &record) {
+                    Ok(lines) => {
+                        let last = lines.len().saturating_sub(1);
+                        for (index, json) in lines.into_iter().enumerate() {
+                            bytes += json.len();
+                            // Only a rollout's last record carries its cursor.
+                            let cursor = if index == last {
+                                record.cursor.encode()
+                            } else {
+                                String::new()
+                            };
+                            batch.push(pb::ExportRecord { json, cursor });
+                        }
                     }
                     Err(error) => {
                         outbox.finish(status_of(error));
@@ -486,8 +487,12 @@ mod tests {
             engine.update_rollout(&id, patch).await.unwrap();
         }
         // Records of about 100 kB: several batches.
-        fn large(record: &RolloutRecord) -> StoreResult<String> {
-            Ok(format!("{}{}", record.cursor.encode(), " ".repeat(100_000)))
+        fn large(_: Layout, record: &RolloutRecord) -> StoreResult<Vec<String>> {
+            Ok(vec![format!(
+                "{}{}",
+                record.cursor.encode(),
+                " ".repeat(100_000)
+            )])
         }
         let limits = SubscriberLimits::new(1, 4096, Duration::from_millis(200));
         let mut stalled = export_rollouts(

@@ -53,9 +53,9 @@ pub enum ExportFormat {
 pub enum ExportLayoutArg {
     /// One record per rollout, its attempts and spans or events nested.
     Rollouts,
-    /// Prompt, response and reward triplets (not served yet).
+    /// Training rows, skipped model calls, or why a rollout gives none.
     Triplets,
-    /// Chat messages (not served yet).
+    /// Each rollout as one conversation (none without an answered call).
     Messages,
 }
 

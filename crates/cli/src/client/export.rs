@@ -1,7 +1,8 @@
 //! `lightning-store export`: the records of `ExportRollouts` written as
 //! JSON Lines (optionally gzipped) to standard output or a file, with a
 //! progress line on standard error when writing to a file; `--resume`
-//! continues an interrupted export from the file's last complete record.
+//! continues an interrupted export after the file's last complete rollout
+//! (its last record is the one that carries a cursor).
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read as _, Seek as _, SeekFrom, Write};
@@ -71,7 +72,7 @@ pub(super) async fn export(mut session: Session, args: ExportArgs) -> ClientResu
                         .and_then(|()| out.write_all(b"\n"))
                         .map_err(ClientError::Output)?;
                     if let Some(progress) = &mut progress {
-                        progress.record(record.json.len() + 1);
+                        progress.record(record.json.len() + 1, !record.cursor.is_empty());
                     }
                 }
             }
@@ -128,9 +129,12 @@ impl<W: Write> Write for Gzip<W> {
     }
 }
 
-/// Returns the cursor of the file's last complete record, after cutting
-/// off a torn last line (an export stopped in the middle of a write);
-/// `None` when the file holds no complete record (or does not exist).
+/// Returns the cursor of the file's last record that carries one, after
+/// cutting off what follows it: a torn last line (an export stopped in the
+/// middle of a write) and the records of a rollout whose last record was
+/// not written (only a rollout's last record carries a cursor; the resumed
+/// export writes the rollout again, whole). `None` when no record carries a
+/// cursor (or the file does not exist): the file is then emptied.
 fn resume_point(path: &Path) -> ClientResult<Option<String>> {
     let mut file = match OpenOptions::new().read(true).write(true).open(path) {
         Ok(file) => file,
@@ -138,32 +142,37 @@ fn resume_point(path: &Path) -> ClientResult<Option<String>> {
         Err(e) => return Err(io_error(path, &e)),
     };
     let length = file.metadata().map_err(|e| io_error(path, &e))?.len();
-    // The end of the last complete line, then the start of that line.
-    let Some(end) = last_newline(&mut file, length).map_err(|e| io_error(path, &e))? else {
-        file.set_len(0).map_err(|e| io_error(path, &e))?;
-        return Ok(None);
-    };
-    if end + 1 < length {
-        file.set_len(end + 1).map_err(|e| io_error(path, &e))?;
-    }
-    let start = last_newline(&mut file, end)
-        .map_err(|e| io_error(path, &e))?
-        .map_or(0, |newline| newline + 1);
-    let mut line = vec![0; usize::try_from(end - start).unwrap_or(usize::MAX)];
-    file.seek(SeekFrom::Start(start))
-        .and_then(|_| file.read_exact(&mut line))
-        .map_err(|e| io_error(path, &e))?;
+    // The end of the last complete line.
+    let mut next = last_newline(&mut file, length).map_err(|e| io_error(path, &e))?;
     #[derive(serde::Deserialize)]
     struct Record {
-        cursor: String,
+        cursor: Option<String>,
     }
-    let record: Record = serde_json::from_slice(&line).map_err(|e| {
-        other(format!(
-            "{}: the last line is not an export record ({e}); cannot resume",
-            path.display()
-        ))
-    })?;
-    Ok(Some(record.cursor))
+    // Each line from the end, until one carries a cursor.
+    while let Some(end) = next {
+        let before = last_newline(&mut file, end).map_err(|e| io_error(path, &e))?;
+        let start = before.map_or(0, |newline| newline + 1);
+        let mut line = vec![0; usize::try_from(end - start).unwrap_or(usize::MAX)];
+        file.seek(SeekFrom::Start(start))
+            .and_then(|_| file.read_exact(&mut line))
+            .map_err(|e| io_error(path, &e))?;
+        let record: Record = serde_json::from_slice(&line).map_err(|e| {
+            other(format!(
+                "{}: line {} bytes from the end is not an export record ({e}); cannot resume",
+                path.display(),
+                length - start
+            ))
+        })?;
+        if let Some(cursor) = record.cursor {
+            if end + 1 < length {
+                file.set_len(end + 1).map_err(|e| io_error(path, &e))?;
+            }
+            return Ok(Some(cursor));
+        }
+        next = before;
+    }
+    file.set_len(0).map_err(|e| io_error(path, &e))?;
+    Ok(None)
 }
 
 /// Returns the position of the last `\n` before `before`.
@@ -186,7 +195,7 @@ fn last_newline(file: &mut File, before: u64) -> std::io::Result<Option<u64>> {
 /// The progress line on standard error.
 struct Progress {
     total: u64,
-    records: u64,
+    rollouts: u64,
     bytes: u64,
     started: Instant,
     shown: Instant,
@@ -198,7 +207,7 @@ impl Progress {
         let now = Instant::now();
         Self {
             total: 0,
-            records: 0,
+            rollouts: 0,
             bytes: 0,
             started: now,
             shown: now,
@@ -206,8 +215,9 @@ impl Progress {
         }
     }
 
-    fn record(&mut self, bytes: usize) {
-        self.records += 1;
+    /// Counts a record of `bytes`, which ends its rollout when `last`.
+    fn record(&mut self, bytes: usize, last: bool) {
+        self.rollouts += u64::from(last);
         self.bytes += bytes as u64;
         if self.shown.elapsed() >= PROGRESS_EVERY {
             self.shown = Instant::now();
@@ -219,11 +229,11 @@ impl Progress {
         let percent = if self.total == 0 {
             100.0
         } else {
-            100.0 * self.records as f64 / self.total as f64
+            100.0 * self.rollouts as f64 / self.total as f64
         };
         eprintln!(
             "{what}: {}/{} rollouts ({percent:.0}%), {:.1} MB, {:.1}s{}",
-            self.records,
+            self.rollouts,
             self.total,
             self.bytes as f64 / 1e6,
             self.started.elapsed().as_secs_f64(),

@@ -1,8 +1,9 @@
 //! The export of the Rollouts page's selection (`GET /console/export`,
-//! with the page's filters and `layout=rollouts`): the ended rollouts the
-//! filters select, as JSON Lines in a download, streamed as the engine
-//! pages through them ([`lightning_store_core::export`]), one record per
-//! line, as `lightning-store export` writes them.
+//! with the page's filters and `layout=rollouts`, `triplets` or
+//! `messages`): the ended rollouts the filters select, as JSON Lines in a
+//! download, streamed as the engine pages through them
+//! ([`lightning_store_core::export`]), one record per line, as
+//! `lightning-store export` writes them.
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
@@ -16,7 +17,7 @@ use super::state::NamespaceConsole;
 use super::viewer::Viewer;
 use crate::rendered::PageError;
 use crate::url::{query_get, query_pairs};
-use lightning_store_adapters::export::rollout_record_json;
+use lightning_store_adapters::export::record_lines;
 use lightning_store_core::export::Layout;
 
 /// Chunks of the body written ahead of a reader that is slower than the
@@ -39,9 +40,6 @@ pub async fn export(console: NamespaceConsole, viewer: Viewer, uri: Uri) -> Resp
         let message = format!("layout: unknown export layout {name:?}");
         return failed(&PageError::Invalid(message), &viewer);
     };
-    if let Some(message) = layout.unwritten() {
-        return (StatusCode::NOT_IMPLEMENTED, message).into_response();
-    }
     let mut export = match console.sources.engine.export(query.filter(), None).await {
         Ok(export) => export,
         Err(error) => return failed(&PageError::from(error), &viewer),
@@ -50,15 +48,17 @@ pub async fn export(console: NamespaceConsole, viewer: Viewer, uri: Uri) -> Resp
     tokio::spawn(async move {
         let mut chunk = Vec::with_capacity(CHUNK_BYTES);
         loop {
-            let line = match export.next().await {
-                Ok(Some(record)) => rollout_record_json(&record),
+            let lines = match export.next().await {
+                Ok(Some(record)) => record_lines(layout, &record),
                 Ok(None) => break,
                 Err(error) => Err(error),
             };
-            match line {
-                Ok(line) => {
-                    chunk.extend_from_slice(line.as_bytes());
-                    chunk.push(b'\n');
+            match lines {
+                Ok(lines) => {
+                    for line in lines {
+                        chunk.extend_from_slice(line.as_bytes());
+                        chunk.push(b'\n');
+                    }
                 }
                 Err(error) => {
                     // The body ends in error: the client sees a cut download.
@@ -86,9 +86,14 @@ pub async fn export(console: NamespaceConsole, viewer: Viewer, uri: Uri) -> Resp
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/x-ndjson"),
     );
+    let disposition = match layout {
+        Layout::Rollouts => "attachment; filename=\"rollouts.jsonl\"",
+        Layout::Triplets => "attachment; filename=\"triplets.jsonl\"",
+        Layout::Messages => "attachment; filename=\"messages.jsonl\"",
+    };
     headers.insert(
         header::CONTENT_DISPOSITION,
-        HeaderValue::from_static("attachment; filename=\"rollouts.jsonl\""),
+        HeaderValue::from_static(disposition),
     );
     response
 }

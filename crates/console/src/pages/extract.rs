@@ -12,9 +12,9 @@ use super::layout::failed;
 use super::state::{ConsoleContext, NamespaceConsole};
 use super::viewer::{Actions, Viewer, cookie_token, form_token};
 use crate::url::Links;
+use lightning_store_adapters::auth::Grant;
 use lightning_store_adapters::auth::policy::Permission;
 use lightning_store_adapters::auth::tokens::TokenEntry;
-use lightning_store_adapters::auth::Grant;
 use lightning_store_adapters::namespace_layer::NamedNamespace;
 use lightning_store_core::namespace::NamespaceName;
 

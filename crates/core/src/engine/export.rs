@@ -95,7 +95,7 @@ impl Export {
             match self.engine.rollout_download(&id).await {
                 Ok(download) => {
                     let cursor = self.listed.after(id.as_str());
-                    return Ok(Some(RolloutRecord::new(download, cursor)));
+                    return RolloutRecord::new(download, cursor).map(Some);
                 }
                 // Deleted since it was listed: it is no longer stored.
                 Err(StoreError::NotFound(_)) => continue,

@@ -200,16 +200,21 @@ impl Engine {
                     };
                     store.query_spans(&filter, &Page::default()).await?.items
                 };
-                let agl1_events = match store.agl1_rollout_detail(rollout_id).await? {
-                    Some(detail) => Some(event_attempt_events(store, &detail).await?),
-                    None => None,
-                };
+                let (agl1_events, agl1_error_message) =
+                    match store.agl1_rollout_detail(rollout_id).await? {
+                        Some(detail) => (
+                            Some(event_attempt_events(store, &detail).await?),
+                            detail.error_message,
+                        ),
+                        None => (None, None),
+                    };
                 Ok(RolloutDownload {
                     view,
                     attempts,
                     spans,
                     spans_evicted,
                     agl1_events,
+                    agl1_error_message,
                 })
             })
         })

@@ -196,19 +196,21 @@ class LightningStoreServiceStub:
     the rollout's spans.
     """
     ExportRollouts: _grpc.UnaryStreamMultiCallable[_store_pb2.ExportRolloutsRequest, _store_pb2.ExportRolloutsResponse]
-    """Streams a run's data out: the rollouts of a selection, each as one JSON
-    record of the chosen layout (docs/export.md). The selection is fixed when
+    """Streams a run's data out: the rollouts of a selection, each as the JSON
+    records of the chosen layout (docs/export.md): one (ROLLOUTS), one or
+    more (TRIPLETS), none or one (MESSAGES). The selection is fixed when
     the export starts: the rollouts matching the filters that had ended
     (`succeeded`, `failed`, `cancelled`) before that instant, in rollout id
     order (byte order), so an export taken while training goes on holds
     each selected rollout once, read whole in one transaction. The first
-    message is `start` (how many records follow); then batches of records,
-    each with the cursor after it: a new call with `after` set to the last
-    cursor received continues the same selection without duplicates or
-    gaps. The server reads the store in bounded pages and stops reading
-    while the client does not read; a client that stays behind longer than
-    the subscribers' timeout is cut off with RESOURCE_EXHAUSTED (resume with
-    its last cursor). Layouts other than ROLLOUTS: UNIMPLEMENTED for now.
+    message is `start` (how many rollouts follow); then batches of records,
+    a rollout's last record with the cursor after that rollout: a new call
+    with `after` set to the last cursor received continues the same
+    selection with the next rollout, without duplicates or gaps (records
+    received after that cursor are sent again). The server reads the store
+    in bounded pages and stops reading while the client does not read; a
+    client that stays behind longer than the subscribers' timeout is cut
+    off with RESOURCE_EXHAUSTED (resume with its last cursor).
     """
     AddResources: _grpc.UnaryUnaryMultiCallable[_store_pb2.AddResourcesRequest, _store_pb2.AddResourcesResponse]
     """Stores a new resources snapshot (version 1) and makes it the latest."""
@@ -389,19 +391,21 @@ class LightningStoreServiceAsyncStub(LightningStoreServiceStub):
     the rollout's spans.
     """
     ExportRollouts: _aio.UnaryStreamMultiCallable[_store_pb2.ExportRolloutsRequest, _store_pb2.ExportRolloutsResponse]  # type: ignore[assignment]
-    """Streams a run's data out: the rollouts of a selection, each as one JSON
-    record of the chosen layout (docs/export.md). The selection is fixed when
+    """Streams a run's data out: the rollouts of a selection, each as the JSON
+    records of the chosen layout (docs/export.md): one (ROLLOUTS), one or
+    more (TRIPLETS), none or one (MESSAGES). The selection is fixed when
     the export starts: the rollouts matching the filters that had ended
     (`succeeded`, `failed`, `cancelled`) before that instant, in rollout id
     order (byte order), so an export taken while training goes on holds
     each selected rollout once, read whole in one transaction. The first
-    message is `start` (how many records follow); then batches of records,
-    each with the cursor after it: a new call with `after` set to the last
-    cursor received continues the same selection without duplicates or
-    gaps. The server reads the store in bounded pages and stops reading
-    while the client does not read; a client that stays behind longer than
-    the subscribers' timeout is cut off with RESOURCE_EXHAUSTED (resume with
-    its last cursor). Layouts other than ROLLOUTS: UNIMPLEMENTED for now.
+    message is `start` (how many rollouts follow); then batches of records,
+    a rollout's last record with the cursor after that rollout: a new call
+    with `after` set to the last cursor received continues the same
+    selection with the next rollout, without duplicates or gaps (records
+    received after that cursor are sent again). The server reads the store
+    in bounded pages and stops reading while the client does not read; a
+    client that stays behind longer than the subscribers' timeout is cut
+    off with RESOURCE_EXHAUSTED (resume with its last cursor).
     """
     AddResources: _aio.UnaryUnaryMultiCallable[_store_pb2.AddResourcesRequest, _store_pb2.AddResourcesResponse]  # type: ignore[assignment]
     """Stores a new resources snapshot (version 1) and makes it the latest."""
@@ -747,19 +751,21 @@ class LightningStoreServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _store_pb2.ExportRolloutsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_store_pb2.ExportRolloutsResponse], _abc.AsyncIterator[_store_pb2.ExportRolloutsResponse]]:
-        """Streams a run's data out: the rollouts of a selection, each as one JSON
-        record of the chosen layout (docs/export.md). The selection is fixed when
+        """Streams a run's data out: the rollouts of a selection, each as the JSON
+        records of the chosen layout (docs/export.md): one (ROLLOUTS), one or
+        more (TRIPLETS), none or one (MESSAGES). The selection is fixed when
         the export starts: the rollouts matching the filters that had ended
         (`succeeded`, `failed`, `cancelled`) before that instant, in rollout id
         order (byte order), so an export taken while training goes on holds
         each selected rollout once, read whole in one transaction. The first
-        message is `start` (how many records follow); then batches of records,
-        each with the cursor after it: a new call with `after` set to the last
-        cursor received continues the same selection without duplicates or
-        gaps. The server reads the store in bounded pages and stops reading
-        while the client does not read; a client that stays behind longer than
-        the subscribers' timeout is cut off with RESOURCE_EXHAUSTED (resume with
-        its last cursor). Layouts other than ROLLOUTS: UNIMPLEMENTED for now.
+        message is `start` (how many rollouts follow); then batches of records,
+        a rollout's last record with the cursor after that rollout: a new call
+        with `after` set to the last cursor received continues the same
+        selection with the next rollout, without duplicates or gaps (records
+        received after that cursor are sent again). The server reads the store
+        in bounded pages and stops reading while the client does not read; a
+        client that stays behind longer than the subscribers' timeout is cut
+        off with RESOURCE_EXHAUSTED (resume with its last cursor).
         """
 
     @_abc_1.abstractmethod
