@@ -30,10 +30,7 @@ def triplets(case: list) -> list:
         )
         for index, span in enumerate(case)
     ]
-    return [
-        triplet.model_dump(mode="json")
-        for triplet in TracerTraceToTriplet().adapt(spans)
-    ]
+    return [triplet.model_dump(mode="json") for triplet in TracerTraceToTriplet().adapt(spans)]
 
 
 if __name__ == "__main__":

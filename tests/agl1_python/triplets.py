@@ -26,9 +26,7 @@ def completed(case: dict) -> dict:
     """What the trainer builds from one rollout's events."""
     raw = [Event.model_validate(event) for event in case["events"]]
     # GET /events?format=triplet, and the raw GET without routing tensors.
-    triplet_events = _dedupe_model_requests_by_prompt_token_ids(
-        [_to_triplet_format(e) for e in raw]
-    )
+    triplet_events = _dedupe_model_requests_by_prompt_token_ids([_to_triplet_format(e) for e in raw])
     raw_events = [_without_routed_experts(e) for e in raw]
     manager = AglRolloutManagerBase.__new__(AglRolloutManagerBase)
     manager._fetch_rollout_events = lambda rollout_id: (raw_events, triplet_events)
@@ -50,9 +48,7 @@ def completed(case: dict) -> dict:
     result = manager._build_completed_rollout(enqueued, rollout)
     return {
         "final_reward": result.final_reward,
-        "triplets": [
-            triplet.model_dump(mode="json") for triplet in result.triplets or []
-        ],
+        "triplets": [triplet.model_dump(mode="json") for triplet in result.triplets or []],
     }
 
 
