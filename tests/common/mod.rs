@@ -18,6 +18,7 @@ use lightning_store::core::limits::RequestLimits;
 use lightning_store::core::namespace::{NamespaceName, NamespaceSettings};
 use lightning_store::core::retention::RetentionPolicy;
 use lightning_store::core::storage::{Catalogue, Store};
+use lightning_store::proto::attribute_value::Value as AttributeKind;
 use lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient;
 use lightning_store::server::{self, ServedCatalogue, ServerConfig};
 use lightning_store::store::postgres::PostgresOptions;
@@ -436,6 +437,39 @@ async fn namespace_store(catalogue: &Arc<dyn Catalogue>, namespace: &str) -> Arc
     };
     assert!(!record.name.is_default());
     catalogue.open(&record).await.unwrap()
+}
+
+/// Returns a string attribute of a span.
+pub fn text(key: &str, value: &str) -> lightning_store::proto::KeyValue {
+    attribute(key, AttributeKind::StringValue(value.to_owned()))
+}
+
+/// Returns a number attribute of a span.
+pub fn number(key: &str, value: f64) -> lightning_store::proto::KeyValue {
+    attribute(key, AttributeKind::DoubleValue(value))
+}
+
+fn attribute(key: &str, value: AttributeKind) -> lightning_store::proto::KeyValue {
+    lightning_store::proto::KeyValue {
+        key: key.to_owned(),
+        value: Some(lightning_store::proto::AttributeValue { value: Some(value) }),
+    }
+}
+
+/// Runs each named test, `async fn name(backend: Backend)` of the module
+/// around the macro's, on every backend this machine has.
+macro_rules! on_every_backend {
+    ($($test:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                use $crate::common::{Backend, available_backends};
+                for backend in available_backends(&[Backend::Memory, Backend::Sqlite, Backend::Postgres]) {
+                    super::$test(backend).await;
+                }
+            }
+        )*
+    };
 }
 
 /// An interceptor that adds the namespace metadata to every call.

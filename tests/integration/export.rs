@@ -12,29 +12,11 @@ use serde_json::Value;
 use tokio_stream::StreamExt as _;
 
 use crate::common::http::{HttpClient, Version};
-use crate::common::{Backend, Client, TestServer};
+use crate::common::{Backend, Client, TestServer, number, text};
 use lightning_store::proto as pb;
 
 /// Text no layer may bend: quotes, a backslash, newlines, a NUL, emoji.
 const HOSTILE: &str = "say \"hi\"\\ then\nnew line\r\n\u{0}nul \u{1F600}\u{2028}end";
-
-fn text(key: &str, value: &str) -> pb::KeyValue {
-    pb::KeyValue {
-        key: key.to_owned(),
-        value: Some(pb::AttributeValue {
-            value: Some(AttributeKind::StringValue(value.to_owned())),
-        }),
-    }
-}
-
-fn number(key: &str, value: f64) -> pb::KeyValue {
-    pb::KeyValue {
-        key: key.to_owned(),
-        value: Some(pb::AttributeValue {
-            value: Some(AttributeKind::DoubleValue(value)),
-        }),
-    }
-}
 
 fn span(
     rollout_id: &str,
@@ -781,22 +763,7 @@ async fn a_gateway_rollouts_triplets(backend: Backend) {
     server.stop().await;
 }
 
-macro_rules! on_every_backend {
-    ($($test:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $test() {
-                for backend in available_backends(&[Backend::Memory, Backend::Sqlite, Backend::Postgres]) {
-                    super::$test(backend).await;
-                }
-            }
-        )*
-    };
-}
-
 mod each_backend {
-    use crate::common::{Backend, available_backends};
-
     on_every_backend!(
         records_read_back_as_stored,
         a_stopped_export_resumed_equals_an_uninterrupted_one,

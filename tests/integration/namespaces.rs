@@ -523,22 +523,7 @@ async fn otlp_exports_land_in_the_namespace_they_name(backend: Backend) {
     server.stop().await;
 }
 
-macro_rules! on_every_backend {
-    ($($test:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $test() {
-                for backend in available_backends(&[Backend::Memory, Backend::Sqlite, Backend::Postgres]) {
-                    super::$test(backend).await;
-                }
-            }
-        )*
-    };
-}
-
 mod each_backend {
-    use crate::common::{Backend, available_backends};
-
     on_every_backend!(
         two_namespaces_see_nothing_of_each_other,
         unknown_and_malformed_namespaces_are_refused,

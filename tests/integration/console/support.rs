@@ -6,10 +6,10 @@
 use std::time::{Duration, SystemTime};
 
 use lightning_store::proto as pb;
-use pb::attribute_value::Value as AttributeKind;
 
-use crate::common::Client;
 use crate::common::browser::Browser;
+pub use crate::common::text;
+use crate::common::{Client, number};
 
 /// The trace of the finished rollout's spans.
 pub const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -27,25 +27,6 @@ pub struct Seeded {
     pub resources: (String, String),
     /// The span names in the order the waterfall must show them.
     pub span_order: Vec<&'static str>,
-}
-
-/// Returns a string attribute.
-pub fn text(key: &str, value: &str) -> pb::KeyValue {
-    pb::KeyValue {
-        key: key.to_owned(),
-        value: Some(pb::AttributeValue {
-            value: Some(AttributeKind::StringValue(value.to_owned())),
-        }),
-    }
-}
-
-fn number(key: &str, value: f64) -> pb::KeyValue {
-    pb::KeyValue {
-        key: key.to_owned(),
-        value: Some(pb::AttributeValue {
-            value: Some(AttributeKind::DoubleValue(value)),
-        }),
-    }
 }
 
 fn at(base: SystemTime, millis: u64) -> Option<prost_types::Timestamp> {
