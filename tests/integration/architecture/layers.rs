@@ -17,6 +17,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The public contract and the rules: the bottom layers.
     ("lightning-store-proto", &[]),
     ("lightning-store-core", &[]),
+    // The export's file formats: an encoding, knowing no other layer.
+    ("lightning-store-formats", &[]),
     // The backends implement the core's storage port.
     ("lightning-store-backends", &["lightning-store-core"]),
     // The adapters speak the contract and call the core; they never name a
