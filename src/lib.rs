@@ -14,7 +14,8 @@
 //! * [`api`], [`http`], [`otlp`], [`gateway`], [`auth`], [`call_log`],
 //!   [`metrics`], [`transport`], [`pyjson`] (`lightning-store-adapters`): the
 //!   wire adapters and what every call passes through;
-//! * [`console`] (`lightning-store-console`): the web console.
+//! * [`console`] (`lightning-store-console`): the web console;
+//! * [`formats`] (`lightning-store-formats`): an export's file formats.
 
 pub mod cli;
 pub mod reload;
@@ -27,4 +28,5 @@ pub use lightning_store_adapters::{
 pub use lightning_store_backends as store;
 pub use lightning_store_console as console;
 pub use lightning_store_core as core;
+pub use lightning_store_formats as formats;
 pub use lightning_store_proto as proto;

@@ -5,7 +5,7 @@
 //! Parquet stores nested data. A record is shredded whole or not at all.
 
 use parquet::data_type::ByteArray;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::error::FormatError;
 use super::schema::{Kind, Schema, nullable_items};
@@ -105,7 +105,10 @@ impl Columns {
             .iter()
             .map(|field| {
                 let path = field.name.to_owned();
-                (field.name, shape(&field.kind, field.optional, path, 0, 0, &mut leaves))
+                (
+                    field.name,
+                    shape(&field.kind, field.optional, path, 0, 0, &mut leaves),
+                )
             })
             .collect();
         Self {
@@ -134,10 +137,7 @@ impl Columns {
             leaves: &mut self.leaves,
             bytes: 0,
         };
-        let result = self
-            .fields
-            .iter()
-            .try_for_each(|(name, shape)| shredder.shred(shape, object.get(*name), 0, 0));
+        let result = shredder.shred_fields(&self.fields, object, 0, 0);
         let bytes = shredder.bytes;
         match result {
             Ok(()) => {
@@ -201,7 +201,10 @@ fn shape(
                 .iter()
                 .map(|child| {
                     let path = format!("{path}.{}", child.name);
-                    (child.name, shape(&child.kind, child.optional, path, def, rep, leaves))
+                    (
+                        child.name,
+                        shape(&child.kind, child.optional, path, def, rep, leaves),
+                    )
                 })
                 .collect(),
         },
@@ -272,7 +275,8 @@ impl Shredder<'_> {
         match &shape.node {
             Node::Leaf { kind, leaf } => {
                 let leaf = &mut self.leaves[*leaf];
-                self.bytes += push_value(&mut leaf.values, kind, value).map_err(|m| error(shape, m))?;
+                self.bytes +=
+                    push_value(&mut leaf.values, kind, value).map_err(|m| error(shape, m))?;
                 leaf.def.push(def);
                 leaf.rep.push(rep);
             }
@@ -280,11 +284,12 @@ impl Shredder<'_> {
                 let object = value
                     .as_object()
                     .ok_or_else(|| error(shape, "expected an object"))?;
-                for (name, child) in fields {
-                    self.shred(child, object.get(*name), rep, def)?;
-                }
+                self.shred_fields(fields, object, rep, def)?;
             }
-            Node::List { item, rep: item_rep } => {
+            Node::List {
+                item,
+                rep: item_rep,
+            } => {
                 let items = value
                     .as_array()
                     .ok_or_else(|| error(shape, "expected a list"))?;
@@ -300,6 +305,32 @@ impl Shredder<'_> {
         Ok(())
     }
 
+    /// Shreds the fields of `object` (a record or a struct) declared in
+    /// `fields`; an `Extra` field takes those not declared.
+    fn shred_fields(
+        &mut self,
+        fields: &[(&'static str, Shape)],
+        object: &Map<String, Value>,
+        rep: i16,
+        def: i16,
+    ) -> Result<(), FormatError> {
+        for (name, child) in fields {
+            if matches!(
+                child.node,
+                Node::Leaf {
+                    kind: Kind::Extra,
+                    ..
+                }
+            ) {
+                let extra = undeclared(fields, object);
+                self.shred(child, extra.as_ref(), rep, def)?;
+            } else {
+                self.shred(child, object.get(*name), rep, def)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Marks every leaf under `shape` absent at level `def`.
     fn nulls(&mut self, shape: &Shape, def: i16, rep: i16) {
         for leaf in &mut self.leaves[shape.leaves.clone()] {
@@ -309,10 +340,39 @@ impl Shredder<'_> {
     }
 }
 
+/// Returns the fields of `object` that `fields` does not declare (an
+/// `Extra` field's own name included), or `None` when there are none.
+fn undeclared(fields: &[(&'static str, Shape)], object: &Map<String, Value>) -> Option<Value> {
+    let declared = |key: &str| {
+        fields.iter().any(|(name, shape)| {
+            *name == key
+                && !matches!(
+                    shape.node,
+                    Node::Leaf {
+                        kind: Kind::Extra,
+                        ..
+                    }
+                )
+        })
+    };
+    let rest: Map<String, Value> = object
+        .iter()
+        .filter(|(key, _)| !declared(key))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    (!rest.is_empty()).then_some(Value::Object(rest))
+}
+
 /// A JSON field keeps a `null` as the JSON text `null` only where it is a
 /// list's item (a field's `null` is Parquet's null).
 fn is_json_leaf(shape: &Shape) -> bool {
-    matches!(&shape.node, Node::Leaf { kind: Kind::Json, .. }) && shape.path.ends_with("[]")
+    matches!(
+        &shape.node,
+        Node::Leaf {
+            kind: Kind::Json,
+            ..
+        }
+    ) && shape.path.ends_with("[]")
 }
 
 fn error(shape: &Shape, message: &str) -> FormatError {
@@ -394,8 +454,35 @@ mod tests {
         assert_eq!((role.max_def, role.max_rep), (1, 1));
         assert_eq!(role.def, [1, 1, 0]);
         assert_eq!(role.rep, [0, 1, 0]);
-        assert_eq!((content.max_def, content.def.as_slice()), (2, &[2, 1, 0][..]));
+        assert_eq!(
+            (content.max_def, content.def.as_slice()),
+            (2, &[2, 1, 0][..])
+        );
         assert_eq!(columns.rows(), 2);
+    }
+
+    #[test]
+    fn an_extra_field_holds_what_the_schema_does_not_declare() {
+        let schema = Schema {
+            name: "span",
+            fields: vec![
+                Field::required("name", Kind::String),
+                Field::optional("extra", Kind::Extra),
+            ],
+        };
+        let mut columns = Columns::new(&schema);
+        columns
+            .push(&json!({"name": "a", "custom": [1, null], "extra": true}))
+            .unwrap();
+        columns.push(&json!({"name": "b"})).unwrap();
+        let extra = &columns.leaves()[1];
+        assert_eq!(extra.def, [1, 0]);
+        let Values::Bytes(values) = &extra.values else {
+            panic!("an Extra column holds JSON text")
+        };
+        let text = std::str::from_utf8(values[0].data()).unwrap();
+        let value: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(value, json!({"custom": [1, null], "extra": true}));
     }
 
     #[test]
@@ -406,7 +493,10 @@ mod tests {
         let refused = columns
             .push(&json!({"id": "b", "messages": [{"role": "user"}, {"role": 3}]}))
             .unwrap_err();
-        assert_eq!(refused.to_string(), "field `messages[].role`: expected a string");
+        assert_eq!(
+            refused.to_string(),
+            "field `messages[].role`: expected a string"
+        );
         assert_eq!(columns.leaves(), before.as_slice());
         assert_eq!(columns.rows(), 1);
         let missing = columns.push(&json!({"messages": []})).unwrap_err();

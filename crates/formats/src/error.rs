@@ -11,6 +11,9 @@ pub enum FormatError {
         path: String,
         message: String,
     },
+    /// The output failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
     /// The Parquet encoder or the output failed.
     #[error("parquet: {0}")]
     Parquet(#[from] parquet::errors::ParquetError),

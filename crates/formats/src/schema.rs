@@ -26,6 +26,10 @@ pub enum Kind {
     List(Box<Kind>),
     /// A group of fields.
     Struct(Vec<Field>),
+    /// The fields of the enclosing record or struct that the schema does
+    /// not declare, as one JSON object's text (Parquet's `JSON` type);
+    /// null when there are none. For an optional field.
+    Extra,
 }
 
 /// A named field of a record or of a struct.
@@ -107,7 +111,7 @@ fn field_type(name: &str, kind: &Kind, repetition: Repetition) -> Result<TypePtr
     };
     match kind {
         Kind::String => primitive(PhysicalType::BYTE_ARRAY, Some(LogicalType::String)),
-        Kind::Json => primitive(PhysicalType::BYTE_ARRAY, Some(LogicalType::Json)),
+        Kind::Json | Kind::Extra => primitive(PhysicalType::BYTE_ARRAY, Some(LogicalType::Json)),
         Kind::Int64 => primitive(PhysicalType::INT64, None),
         Kind::Double => primitive(PhysicalType::DOUBLE, None),
         Kind::Boolean => primitive(PhysicalType::BOOLEAN, None),
@@ -161,7 +165,10 @@ mod tests {
         let mut text = Vec::new();
         parquet::schema::printer::print_schema(&mut text, &schema.to_parquet().unwrap());
         let text = String::from_utf8(text).unwrap();
-        assert!(text.contains("REQUIRED BYTE_ARRAY rollout_id (STRING)"), "{text}");
+        assert!(
+            text.contains("REQUIRED BYTE_ARRAY rollout_id (STRING)"),
+            "{text}"
+        );
         assert!(text.contains("OPTIONAL DOUBLE reward"), "{text}");
         assert!(text.contains("REQUIRED group prompt_ids (LIST)"), "{text}");
         assert!(text.contains("REPEATED group list"), "{text}");

@@ -71,10 +71,25 @@ impl<W: Write + Send> ParquetWriter<W> {
         Ok(())
     }
 
+    /// Returns how many bytes of the file were written (row groups
+    /// written out; not the records held for the next one).
+    pub fn bytes_written(&self) -> usize {
+        self.file.bytes_written()
+    }
+
     /// Writes what is held and the file's footer, and returns the output.
     pub fn finish(mut self) -> Result<W, FormatError> {
         self.flush()?;
         Ok(self.file.into_inner()?)
+    }
+}
+
+impl ParquetWriter<Vec<u8>> {
+    /// Returns the output holding every row group written so far (its
+    /// bytes may be taken away: the file's offsets are counted apart).
+    pub fn flushed_output(&mut self) -> Result<&mut Vec<u8>, FormatError> {
+        self.file.flush()?;
+        Ok(self.file.inner_mut())
     }
 }
 
@@ -85,7 +100,9 @@ fn write_leaf(
     let def = (leaf.max_def > 0).then_some(leaf.def.as_slice());
     let rep = (leaf.max_rep > 0).then_some(leaf.rep.as_slice());
     match &leaf.values {
-        Values::Bytes(values) => column.typed::<ByteArrayType>().write_batch(values, def, rep)?,
+        Values::Bytes(values) => column
+            .typed::<ByteArrayType>()
+            .write_batch(values, def, rep)?,
         Values::Int64(values) => column.typed::<Int64Type>().write_batch(values, def, rep)?,
         Values::Double(values) => column.typed::<DoubleType>().write_batch(values, def, rep)?,
         Values::Boolean(values) => column.typed::<BoolType>().write_batch(values, def, rep)?,
@@ -169,7 +186,10 @@ mod tests {
             rows[0]["messages"],
             json!([{"role": "user", "content": hostile}, {"role": "assistant", "content": null}])
         );
-        assert_eq!(rows[0]["attempt"], json!({"attempt_id": "at-1", "sequence_id": 2}));
+        assert_eq!(
+            rows[0]["attempt"],
+            json!({"attempt_id": "at-1", "sequence_id": 2})
+        );
         assert_eq!(rows[1]["reward"], Value::Null);
         assert_eq!(rows[1]["prompt_ids"], json!([]));
         assert_eq!(rows[1]["messages"], json!([]));
@@ -181,13 +201,17 @@ mod tests {
     #[test]
     fn a_refused_record_leaves_the_file_whole() {
         let mut writer = ParquetWriter::new(Vec::new(), &schema()).unwrap();
-        writer.write(&json!({"rollout_id": "ro-1", "prompt_ids": [1]})).unwrap();
+        writer
+            .write(&json!({"rollout_id": "ro-1", "prompt_ids": [1]}))
+            .unwrap();
         let refused = writer.write(&json!({"rollout_id": "ro-2", "prompt_ids": [1, "two"]}));
         assert_eq!(
             refused.unwrap_err().to_string(),
             "field `prompt_ids[]`: expected a 64-bit integer"
         );
-        writer.write(&json!({"rollout_id": "ro-3", "prompt_ids": [3]})).unwrap();
+        writer
+            .write(&json!({"rollout_id": "ro-3", "prompt_ids": [3]}))
+            .unwrap();
         let (rows, _) = read(writer.finish().unwrap());
         let ids: Vec<&Value> = rows.iter().map(|row| &row["rollout_id"]).collect();
         assert_eq!(ids, ["ro-1", "ro-3"]);

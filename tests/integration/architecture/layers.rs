@@ -17,7 +17,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The public contract and the rules: the bottom layers.
     ("lightning-store-proto", &[]),
     ("lightning-store-core", &[]),
-    // The export's file formats: an encoding, knowing no other layer.
+    // The export's file formats: an encoding, knowing no other layer; the
+    // console and the command line write their downloads and files with it.
     ("lightning-store-formats", &[]),
     // The backends implement the core's storage port.
     ("lightning-store-backends", &["lightning-store-core"]),
@@ -29,10 +30,17 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     (
         "lightning-store-console",
-        &["lightning-store-core", "lightning-store-adapters"],
+        &[
+            "lightning-store-core",
+            "lightning-store-adapters",
+            "lightning-store-formats",
+        ],
     ),
     // The client side of the command line speaks only the contract.
-    ("lightning-store-cli", &["lightning-store-proto"]),
+    (
+        "lightning-store-cli",
+        &["lightning-store-proto", "lightning-store-formats"],
+    ),
     // The server binary assembles them all.
     (
         "lightning-store",
@@ -43,6 +51,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "lightning-store-adapters",
             "lightning-store-console",
             "lightning-store-cli",
+            "lightning-store-formats",
         ],
     ),
 ];

@@ -46,6 +46,18 @@ pub enum ExportFormat {
     /// JSON Lines compressed with gzip.
     #[value(name = "jsonl.gz")]
     JsonlGz,
+    /// Apache Parquet, the layout's schema (docs/export.md#parquet).
+    Parquet,
+}
+
+impl From<ExportFormat> for lightning_store_formats::Format {
+    fn from(format: ExportFormat) -> Self {
+        match format {
+            ExportFormat::Jsonl => Self::Jsonl,
+            ExportFormat::JsonlGz => Self::JsonlGz,
+            ExportFormat::Parquet => Self::Parquet,
+        }
+    }
 }
 
 /// The records' layout `export` asks for.

@@ -1,8 +1,10 @@
 //! `lightning-store export`: the records of `ExportRollouts` written as
-//! JSON Lines (optionally gzipped) to standard output or a file, with a
-//! progress line on standard error when writing to a file; `--resume`
-//! continues an interrupted export after the file's last complete rollout
-//! (its last record is the one that carries a cursor).
+//! JSON Lines (optionally gzipped) or Parquet
+//! ([`lightning_store_formats::RecordWriter`]) to standard output or a
+//! file, with a progress line on standard error when writing to a file;
+//! `--resume` continues an interrupted JSON Lines export after the file's
+//! last complete rollout (its last record is the one that carries a
+//! cursor).
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read as _, Seek as _, SeekFrom, Write};
@@ -11,9 +13,10 @@ use std::time::{Duration, Instant};
 
 use tokio_stream::StreamExt as _;
 
-use super::args::{ExportArgs, ExportFormat, ExportLayoutArg};
+use super::args::{ExportArgs, ExportLayoutArg};
 use super::error::{ClientError, ClientResult};
 use super::session::Session;
+use lightning_store_formats::{Format, FormatError, RecordWriter};
 use lightning_store_proto as pb;
 
 /// How often the progress line is written at most.
@@ -32,11 +35,24 @@ fn io_error(path: &Path, error: &std::io::Error) -> ClientError {
 
 /// Runs `export`.
 pub(super) async fn export(mut session: Session, args: ExportArgs) -> ClientResult {
-    if args.resume && args.format == ExportFormat::JsonlGz {
-        return Err(other(
-            "--resume continues a --format jsonl file only (a gzip stream cannot be cut at its last record)",
-        ));
+    let format = Format::from(args.format);
+    if args.resume && !format.resumable() {
+        return Err(other(format!(
+            "--resume continues a --format jsonl file only: a {} file cannot be cut at its last \
+             record{}",
+            format.as_str(),
+            if format == Format::Parquet {
+                " (its footer is written last); export as jsonl to resume, or start again"
+            } else {
+                ""
+            }
+        )));
     }
+    let layout = match args.layout {
+        ExportLayoutArg::Rollouts => pb::ExportLayout::Rollouts,
+        ExportLayoutArg::Triplets => pb::ExportLayout::Triplets,
+        ExportLayoutArg::Messages => pb::ExportLayout::Messages,
+    };
     let after = match (&args.output, args.resume) {
         (Some(path), true) => resume_point(path)?,
         _ => None,
@@ -49,15 +65,12 @@ pub(super) async fn export(mut session: Session, args: ExportArgs) -> ClientResu
         resources_id: args.resources_id.clone(),
         worker_id: args.worker_id.clone(),
         rollout_id_contains: args.id_contains.clone(),
-        layout: match args.layout {
-            ExportLayoutArg::Rollouts => pb::ExportLayout::Rollouts,
-            ExportLayoutArg::Triplets => pb::ExportLayout::Triplets,
-            ExportLayoutArg::Messages => pb::ExportLayout::Messages,
-        } as i32,
+        layout: layout as i32,
         after: after.clone().unwrap_or_default(),
     };
     let mut stream = session.client.export_rollouts(request).await?.into_inner();
-    let mut out = open_output(&args)?;
+    let mut out = RecordWriter::new(open_output(&args)?, format, layout_name(layout))
+        .map_err(|e| other(e.to_string()))?;
     let mut progress = args.output.as_ref().map(|_| Progress::new(after.is_some()));
     while let Some(message) = stream.next().await {
         match message?.message {
@@ -68,9 +81,7 @@ pub(super) async fn export(mut session: Session, args: ExportArgs) -> ClientResu
             }
             Some(pb::export_rollouts_response::Message::Batch(batch)) => {
                 for record in batch.records {
-                    out.write_all(record.json.as_bytes())
-                        .and_then(|()| out.write_all(b"\n"))
-                        .map_err(ClientError::Output)?;
+                    out.write(&record.json).map_err(output_error)?;
                     if let Some(progress) = &mut progress {
                         progress.record(record.json.len() + 1, !record.cursor.is_empty());
                     }
@@ -79,17 +90,37 @@ pub(super) async fn export(mut session: Session, args: ExportArgs) -> ClientResu
             None => {}
         }
     }
-    out.flush().map_err(ClientError::Output)?;
-    drop(out);
+    out.finish()
+        .map_err(output_error)?
+        .flush()
+        .map_err(ClientError::Output)?;
     if let Some(progress) = &mut progress {
         progress.finish();
     }
     Ok(())
 }
 
-/// The writer of the records: the file or standard output, gzipped or not.
-fn open_output(args: &ExportArgs) -> ClientResult<Box<dyn Write>> {
-    let plain: Box<dyn Write> = match &args.output {
+/// Returns the name of a layout, as the formats' schemas know it.
+fn layout_name(layout: pb::ExportLayout) -> &'static str {
+    match layout {
+        pb::ExportLayout::Triplets => "triplets",
+        pb::ExportLayout::Messages => "messages",
+        _ => "rollouts",
+    }
+}
+
+/// A failure writing the file: of the output, or (a server's record that
+/// does not fit the layout's Parquet schema) of the record.
+fn output_error(error: FormatError) -> ClientError {
+    match error {
+        FormatError::Io(error) => ClientError::Output(error),
+        error => other(format!("cannot write the record: {error}")),
+    }
+}
+
+/// The file or standard output the records are written to.
+fn open_output(args: &ExportArgs) -> ClientResult<Box<dyn Write + Send>> {
+    Ok(match &args.output {
         Some(path) => {
             let file = if args.resume {
                 OpenOptions::new().append(true).open(path)
@@ -100,33 +131,7 @@ fn open_output(args: &ExportArgs) -> ClientResult<Box<dyn Write>> {
             Box::new(BufWriter::new(file))
         }
         None => Box::new(BufWriter::new(std::io::stdout())),
-    };
-    Ok(match args.format {
-        ExportFormat::Jsonl => plain,
-        ExportFormat::JsonlGz => Box::new(Gzip(Some(flate2::write::GzEncoder::new(
-            plain,
-            flate2::Compression::default(),
-        )))),
     })
-}
-
-/// A gzip stream finished (its trailer written) on flush.
-struct Gzip<W: Write>(Option<flate2::write::GzEncoder<W>>);
-
-impl<W: Write> Write for Gzip<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match &mut self.0 {
-            Some(encoder) => encoder.write(buf),
-            None => Err(std::io::Error::other("the gzip stream is finished")),
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        match self.0.take() {
-            Some(encoder) => encoder.finish()?.flush(),
-            None => Ok(()),
-        }
-    }
 }
 
 /// Returns the cursor of the file's last record that carries one, after
@@ -231,14 +236,23 @@ impl Progress {
         } else {
             100.0 * self.rollouts as f64 / self.total as f64
         };
+        let elapsed = self.started.elapsed().as_secs_f64();
         eprintln!(
-            "{what}: {}/{} rollouts ({percent:.0}%), {:.1} MB, {:.1}s{}",
+            "{what}: {}/{} rollouts ({percent:.0}%), {:.1} MB, {elapsed:.1}s{}{}",
             self.rollouts,
             self.total,
             self.bytes as f64 / 1e6,
-            self.started.elapsed().as_secs_f64(),
+            self.estimate(elapsed)
+                .map(|left| format!(", about {left:.0}s left"))
+                .unwrap_or_default(),
             if self.resumed { " (resumed)" } else { "" }
         );
+    }
+
+    /// Returns the seconds left at the pace so far, while rollouts are left.
+    fn estimate(&self, elapsed: f64) -> Option<f64> {
+        (self.rollouts > 0 && self.rollouts < self.total)
+            .then(|| elapsed * (self.total - self.rollouts) as f64 / self.rollouts as f64)
     }
 
     fn finish(&self) {

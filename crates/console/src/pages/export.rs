@@ -1,9 +1,9 @@
 //! The export of the Rollouts page's selection (`GET /console/export`,
-//! with the page's filters and `layout=rollouts`, `triplets` or
-//! `messages`): the ended rollouts the filters select, as JSON Lines in a
-//! download, streamed as the engine pages through them
-//! ([`lightning_store_core::export`]), one record per line, as
-//! `lightning-store export` writes them.
+//! with the page's filters, `layout=rollouts`, `triplets` or `messages`
+//! and `format=jsonl`, `jsonl.gz` or `parquet`): the ended rollouts the
+//! filters select, in a download streamed as the engine pages through
+//! them ([`lightning_store_core::export`]), the file `lightning-store
+//! export` writes.
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
@@ -19,6 +19,7 @@ use crate::rendered::PageError;
 use crate::url::{query_get, query_pairs};
 use lightning_store_adapters::export::record_lines;
 use lightning_store_core::export::Layout;
+use lightning_store_formats::{Format, RecordWriter};
 
 /// Chunks of the body written ahead of a reader that is slower than the
 /// store: the export reads the store no further until it takes them.
@@ -40,43 +41,43 @@ pub async fn export(console: NamespaceConsole, viewer: Viewer, uri: Uri) -> Resp
         let message = format!("layout: unknown export layout {name:?}");
         return failed(&PageError::Invalid(message), &viewer);
     };
+    let name = query_get(&pairs, "format").unwrap_or("jsonl");
+    let Some(format) = Format::parse(name) else {
+        let message = format!("format: unknown export format {name:?}");
+        return failed(&PageError::Invalid(message), &viewer);
+    };
+    let mut file = match RecordWriter::new(Vec::with_capacity(CHUNK_BYTES), format, layout.as_str())
+    {
+        Ok(file) => file,
+        Err(error) => return failed(&PageError::Invalid(error.to_string()), &viewer),
+    };
     let mut export = match console.sources.engine.export(query.filter(), None).await {
         Ok(export) => export,
         Err(error) => return failed(&PageError::from(error), &viewer),
     };
     let (sender, receiver) = mpsc::channel::<Result<Bytes, std::io::Error>>(CHUNKS_AHEAD);
     tokio::spawn(async move {
-        let mut chunk = Vec::with_capacity(CHUNK_BYTES);
-        loop {
-            let lines = match export.next().await {
-                Ok(Some(record)) => record_lines(layout, &record),
-                Ok(None) => break,
-                Err(error) => Err(error),
-            };
-            match lines {
-                Ok(lines) => {
-                    for line in lines {
-                        chunk.extend_from_slice(line.as_bytes());
-                        chunk.push(b'\n');
+        let outcome = async {
+            while let Some(record) = export.next().await.map_err(std::io::Error::other)? {
+                for line in record_lines(layout, &record).map_err(std::io::Error::other)? {
+                    file.write(&line).map_err(std::io::Error::other)?;
+                }
+                if file.written() >= CHUNK_BYTES {
+                    let chunk = file.take_written().map_err(std::io::Error::other)?;
+                    // The client went away: stop reading the store.
+                    if sender.send(Ok(Bytes::from(chunk))).await.is_err() {
+                        return Ok(());
                     }
                 }
-                Err(error) => {
-                    // The body ends in error: the client sees a cut download.
-                    tracing::warn!(%error, "export download failed");
-                    let _ = sender.send(Err(std::io::Error::other(error))).await;
-                    return;
-                }
             }
-            if chunk.len() >= CHUNK_BYTES {
-                let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK_BYTES));
-                // The client went away: stop reading the store.
-                if sender.send(Ok(Bytes::from(full))).await.is_err() {
-                    return;
-                }
-            }
-        }
-        if !chunk.is_empty() {
-            let _ = sender.send(Ok(Bytes::from(chunk))).await;
+            let end = file.finish().map_err(std::io::Error::other)?;
+            let _ = sender.send(Ok(Bytes::from(end))).await;
+            Ok::<(), std::io::Error>(())
+        };
+        if let Err(error) = outcome.await {
+            // The body ends in error: the client sees a cut download.
+            tracing::warn!(%error, "export download failed");
+            let _ = sender.send(Err(error)).await;
         }
     });
     let body = Body::from_stream(tokio_stream_of(receiver));
@@ -84,17 +85,16 @@ pub async fn export(console: NamespaceConsole, viewer: Viewer, uri: Uri) -> Resp
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-ndjson"),
+        HeaderValue::from_static(format.content_type()),
     );
-    let disposition = match layout {
-        Layout::Rollouts => "attachment; filename=\"rollouts.jsonl\"",
-        Layout::Triplets => "attachment; filename=\"triplets.jsonl\"",
-        Layout::Messages => "attachment; filename=\"messages.jsonl\"",
-    };
-    headers.insert(
-        header::CONTENT_DISPOSITION,
-        HeaderValue::from_static(disposition),
+    let disposition = format!(
+        "attachment; filename=\"{}.{}\"",
+        layout.as_str(),
+        format.as_str()
     );
+    if let Ok(disposition) = HeaderValue::from_str(&disposition) {
+        headers.insert(header::CONTENT_DISPOSITION, disposition);
+    }
     response
 }
 

@@ -2,7 +2,8 @@
 //! download) against a real server: the records read back as stored, each
 //! ended rollout once and whole while rollouts keep finishing, a stopped
 //! export resumed equals an uninterrupted one, hostile strings and a large
-//! span survive, who may export, namespaces; on every backend.
+//! span survive, who may export, namespaces; on every backend. The
+//! Parquet format: [`parquet`].
 
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
@@ -14,6 +15,8 @@ use tokio_stream::StreamExt as _;
 use crate::common::http::{HttpClient, Version};
 use crate::common::{Backend, Client, TestServer, number, text};
 use lightning_store::proto as pb;
+
+mod parquet;
 
 /// Text no layer may bend: quotes, a backslash, newlines, a NUL, emoji.
 const HOSTILE: &str = "say \"hi\"\\ then\nnew line\r\n\u{0}nul \u{1F600}\u{2028}end";
