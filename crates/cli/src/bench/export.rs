@@ -6,8 +6,8 @@
 //! reward), then, for each layout and each format of the `export` command
 //! (its value enums, so a format added there is measured here too), runs
 //! the real command as a subprocess writing a file in a temporary
-//! directory: the client's peak memory is the child's `ru_maxrss`, and the
-//! server's is sampled while the export runs.
+//! directory; the client's peak memory (its `VmHWM`) and the server's
+//! resident memory are sampled while the export runs.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -225,12 +225,13 @@ async fn export_once(
         .map_err(|e| BenchError::new(format!("cannot run {}: {e}", exe.display())))?;
     let pid = libc::pid_t::try_from(child.id())
         .map_err(|_| BenchError::new("the export's process id is out of range"))?;
-    // The child is reaped here, with its resource usage, not by `Child`.
-    let mut exited = tokio::task::spawn_blocking(move || wait_with_usage(pid));
+    // The child is reaped here (its status read by pid), not by `Child`.
+    let mut exited = tokio::task::spawn_blocking(move || wait_for(pid));
     let mut peak = before;
+    let mut client_peak = None;
     let mut ticker = tokio::time::interval(RSS_EVERY);
     let mut killed = false;
-    let (status, usage) = loop {
+    let status = loop {
         tokio::select! {
             result = &mut exited => {
                 break result
@@ -239,6 +240,7 @@ async fn export_once(
             }
             _ = ticker.tick() => {
                 peak = peak.max(target.rss_bytes());
+                client_peak = client_peak.max(peak_rss(pid));
                 if !killed && started.elapsed() > timeout {
                     // SAFETY: `pid` is the child's, not yet reaped (the
                     // waiter reaps it), so it names no other process.
@@ -288,24 +290,30 @@ async fn export_once(
         server_rss_before_bytes: before,
         server_rss_peak_bytes: peak,
         server_rss_after_bytes: after,
-        client_peak_rss_bytes: usage,
+        client_peak_rss_bytes: client_peak,
         error,
     })
 }
 
-/// Waits for the child `pid` to exit; returns its wait status and its peak
-/// resident memory in bytes.
-fn wait_with_usage(pid: libc::pid_t) -> std::io::Result<(libc::c_int, u64)> {
+/// Returns the peak resident memory (`VmHWM`) of the running process
+/// `pid` in bytes. Not `ru_maxrss` at its exit: Linux carries the spawning
+/// process's peak over into its child's across the `exec`, so a child
+/// smaller than the benchmark would report the benchmark's.
+fn peak_rss(pid: libc::pid_t) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Waits for the child `pid` to exit and reaps it; returns its wait status.
+fn wait_for(pid: libc::pid_t) -> std::io::Result<libc::c_int> {
     let mut status: libc::c_int = 0;
-    // SAFETY: `rusage` is plain data, valid when zeroed.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     loop {
-        // SAFETY: both pointers are to live locals of the right types.
-        let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        // SAFETY: `status` is a live local of the right type.
+        let reaped = unsafe { libc::waitpid(pid, &mut status, 0) };
         if reaped == pid {
-            // Linux reports `ru_maxrss` in kibibytes.
-            let kib = u64::try_from(usage.ru_maxrss).unwrap_or(0);
-            return Ok((status, kib * 1024));
+            return Ok(status);
         }
         let error = std::io::Error::last_os_error();
         if error.kind() != std::io::ErrorKind::Interrupted {

@@ -51,8 +51,9 @@ pub struct ExportRun {
     pub server_rss_peak_bytes: Option<u64>,
     /// The server's VmRSS after the export.
     pub server_rss_after_bytes: Option<u64>,
-    /// The export subprocess's peak resident memory (`ru_maxrss`).
-    pub client_peak_rss_bytes: u64,
+    /// The export subprocess's peak resident memory (`VmHWM`, sampled with
+    /// the server's; absent when it exited before the first sample).
+    pub client_peak_rss_bytes: Option<u64>,
     /// Why the export failed, if it did.
     pub error: Option<String>,
 }
@@ -394,7 +395,7 @@ impl Report {
                         .map(|(before, after)| format!("{} -> {}", mib(before), mib(after))),
                 ),
                 optional(run.server_rss_growth_bytes().map(mib)),
-                mib(run.client_peak_rss_bytes),
+                optional(run.client_peak_rss_bytes.map(mib)),
             ]);
         }
         for index in 2..11 {
