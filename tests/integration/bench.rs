@@ -461,3 +461,61 @@ async fn namespaces_measures_one_namespace_alone_and_beside_a_flood() {
     assert_eq!(listed.namespaces.len(), 1, "{listed:?}");
     server.stop().await;
 }
+
+/// `bench export` seeds a small store on SQLite, then runs the binary's
+/// `export` as a subprocess for every layout and every format, and
+/// reports what each wrote and the memory of both sides.
+#[tokio::test]
+async fn export_runs_the_export_command_for_every_layout_and_format() {
+    use clap::ValueEnum as _;
+    use lightning_store::cli::client::ExportFormat;
+
+    let dir = tempfile::tempdir().unwrap();
+    let server_cmd = format!(
+        "{} serve --store sqlite --database {} --listen {{addr}} --log warn",
+        env!("CARGO_BIN_EXE_lightning-store"),
+        dir.path().join("export.db").display()
+    );
+    let output = run_binary(&[
+        "bench",
+        "--json",
+        "--server-cmd",
+        &server_cmd,
+        "export",
+        "--rollouts",
+        "30",
+        "--spans-per-rollout",
+        "4",
+        "--timeout-secs",
+        "60",
+    ])
+    .await;
+    let report: Value = serde_json::from_str(&output).unwrap();
+    assert_eq!(report["settings"]["rollouts"], 30, "{report:#}");
+    assert_eq!(report["settings"]["spans"], 120, "{report:#}");
+    let exports = report["exports"].as_array().unwrap();
+    assert_eq!(exports.len(), 3 * ExportFormat::value_variants().len());
+    for run in exports {
+        assert_eq!(run["error"], Value::Null, "{run:#}");
+        assert_eq!(run["rollouts"], 30, "{run:#}");
+        assert!(run["bytes"].as_u64().unwrap() > 0, "{run:#}");
+        assert!(
+            run["client_peak_rss_bytes"].as_u64().unwrap() > 0,
+            "{run:#}"
+        );
+        let before = run["server_rss_before_bytes"].as_u64().unwrap();
+        assert!(run["server_rss_peak_bytes"].as_u64().unwrap() >= before);
+    }
+    let records = |layout: &str, format: &str| {
+        exports
+            .iter()
+            .find(|run| run["layout"] == layout && run["format"] == format)
+            .map(|run| run["records"].clone())
+    };
+    // A record per rollout; a training row per LLM call (two of the four
+    // spans); a conversation per rollout.
+    assert_eq!(records("rollouts", "jsonl"), Some(json!(30)));
+    assert_eq!(records("rollouts", "jsonl.gz"), Some(json!(30)));
+    assert_eq!(records("triplets", "jsonl"), Some(json!(60)));
+    assert_eq!(records("messages", "jsonl"), Some(json!(30)));
+}

@@ -250,3 +250,63 @@ async fn worker_queries_filter_by_status_and_id() {
         .into_inner();
     assert_eq!(all.total, 3);
 }
+
+/// `Queries::ended_rollout_ids` at the storage port: ended rollouts only,
+/// in byte order of their ids, a keyset page after a position, the
+/// filter's conditions, and a rollout listed once it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ended_rollout_ids_are_keyset_pages_in_id_order() {
+    use lightning_store::core::model::{RolloutStatus, Timestamp};
+    use lightning_store::core::query::RolloutFilter;
+    use lightning_store::core::storage::WriteSet;
+
+    use super::port::{self, rollout};
+
+    let Some(port) = port::open().await else {
+        return;
+    };
+    let mut writes = WriteSet::default();
+    for (id, status, created) in [
+        ("ro-a", RolloutStatus::Succeeded, 1_000),
+        ("ro-b", RolloutStatus::Running, 1_000),
+        ("ro-c", RolloutStatus::Failed, 2_000),
+        ("ro-d", RolloutStatus::Succeeded, 3_000),
+        ("ro-Z", RolloutStatus::Cancelled, 1_000),
+    ] {
+        writes.put_rollout(&rollout(id, status, created), None);
+    }
+    port.commit(&mut writes).await;
+
+    let list = |filter: RolloutFilter, limit: usize| {
+        let store = std::sync::Arc::clone(&port.store);
+        async move {
+            let mut tx = store.begin_read().await.unwrap();
+            let ids = tx.ended_rollout_ids(&filter, limit).await.unwrap();
+            tx.commit(&mut WriteSet::default()).await.unwrap();
+            ids
+        }
+    };
+    let after = |id: &str| RolloutFilter {
+        rollout_id_after: Some(id.to_owned()),
+        ..RolloutFilter::default()
+    };
+    assert_eq!(
+        list(RolloutFilter::default(), 10).await,
+        ["ro-Z", "ro-a", "ro-c", "ro-d"]
+    );
+    assert_eq!(list(RolloutFilter::default(), 2).await, ["ro-Z", "ro-a"]);
+    assert_eq!(list(after("ro-a"), 2).await, ["ro-c", "ro-d"]);
+    assert!(list(after("ro-d"), 2).await.is_empty());
+    let succeeded_before = RolloutFilter {
+        status_in: Some(vec![RolloutStatus::Succeeded]),
+        ended_before: Some(Timestamp(3_000)),
+        ..RolloutFilter::default()
+    };
+    assert_eq!(list(succeeded_before, 10).await, ["ro-a"]);
+
+    // A rollout that ends joins the listing at its id's place.
+    let mut writes = WriteSet::default();
+    writes.put_rollout(&rollout("ro-b", RolloutStatus::Failed, 1_000), None);
+    port.commit(&mut writes).await;
+    assert_eq!(list(after("ro-a"), 2).await, ["ro-b", "ro-c"]);
+}

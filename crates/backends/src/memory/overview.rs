@@ -16,18 +16,20 @@ use lightning_store_core::overview::{Activity, ActivityCount};
 use lightning_store_core::storage::ReadModel;
 
 impl State {
-    /// Moves a rollout in the index of ended rollouts from `before` (its
+    /// Moves a rollout in the indexes of ended rollouts from `before` (its
     /// key before the change) to `after`.
     pub(super) fn reindex_ended(&mut self, before: Option<EndedKey>, after: Option<EndedKey>) {
         if before == after {
             return;
         }
-        if let Some((status, end, rollout_id)) = before
-            && let Some(ended) = self.ended.get_mut(&status)
-        {
-            ended.remove(&(end, rollout_id));
+        if let Some((status, end, rollout_id)) = before {
+            self.ended_ids.remove(&rollout_id);
+            if let Some(ended) = self.ended.get_mut(&status) {
+                ended.remove(&(end, rollout_id));
+            }
         }
         if let Some((status, end, rollout_id)) = after {
+            self.ended_ids.insert(rollout_id.clone());
             self.ended
                 .entry(status)
                 .or_default()

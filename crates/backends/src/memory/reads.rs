@@ -1,6 +1,7 @@
 //! The in-memory backend's rule reads and queries.
 
 use std::collections::HashSet;
+use std::ops::Bound;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -166,6 +167,26 @@ impl Queries for MemoryTx<'_> {
             rollout: rollout.clone(),
             attempt: state.latest_attempt(&rollout.rollout_id).cloned(),
         }))
+    }
+
+    async fn ended_rollout_ids(
+        &mut self,
+        filter: &RolloutFilter,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        let state = &*self.state;
+        let from = match filter.rollout_id_after.as_deref() {
+            Some(after) => Bound::Excluded(after),
+            None => Bound::Unbounded,
+        };
+        Ok(state
+            .ended_ids
+            .range::<str, _>((from, Bound::Unbounded))
+            .filter_map(|rollout_id| state.rollouts.get(rollout_id))
+            .filter(|r| filter.matches(r, || state.attempts_of(&r.rollout_id)))
+            .take(limit)
+            .map(|r| r.rollout_id.clone())
+            .collect())
     }
 
     async fn query_spans(

@@ -40,6 +40,8 @@ pub(super) struct State {
     pub(super) rollouts_by_status: BTreeMap<RolloutStatus, u64>,
     /// Rollouts that have an end time ([`super::overview`]).
     pub(super) ended: EndedIndex,
+    /// The same rollouts by id, in id order: an export's keyset pages.
+    pub(super) ended_ids: BTreeSet<String>,
     /// Rollouts created and ended per minute ([`super::overview`]).
     pub(super) activity: ActivityCounts,
     pub(super) attempts_by_status: BTreeMap<AttemptStatus, u64>,

@@ -18,6 +18,7 @@ pub(super) static POSTGRES: Dialect = Dialect {
         "SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT DISTINCT \
          hashtextextended(n, 0) AS k FROM unnest(CAST($1 AS TEXT[])) AS n ORDER BY k) AS keys",
     ),
+    rollouts_by_id: "rollouts r",
     events_after: EVENTS_AFTER,
     event_bounds: "SELECT (SELECT seq - n + 1 FROM events ORDER BY seq LIMIT 1), \
                    (SELECT MAX(seq) FROM events)",

@@ -24,6 +24,11 @@ pub struct Dialect {
     /// texts) until the transaction ends ([`ImmediateWrites::lock_names`](lightning_store_core::storage::ImmediateWrites::lock_names)); `None`
     /// where one writer serialises every transaction.
     pub lock_names: Option<&'static str>,
+    /// The rollouts table as `r`, walked in rollout id order on its unique
+    /// index, for a keyset page in id order whatever else the page filters
+    /// on (SQLite would otherwise take an index of a filtered column and
+    /// sort every match, for each page).
+    pub rollouts_by_id: &'static str,
     /// A statement returning the `(seq, time, change)` of the events after
     /// number `$1`, at most `$2` of them, in order.
     pub events_after: &'static str,

@@ -163,6 +163,14 @@ impl<C: Connection> Queries for SqlTx<C> {
         self.select_rollouts(filter, page).await
     }
 
+    async fn ended_rollout_ids(
+        &mut self,
+        filter: &RolloutFilter,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        self.select_ended_rollout_ids(filter, limit).await
+    }
+
     async fn query_spans(
         &mut self,
         filter: &SpanFilter,

@@ -224,6 +224,29 @@ impl<C: Connection> SqlTx<C> {
             .await
     }
 
+    /// Lists ended rollouts' ids in id order (`Queries::ended_rollout_ids`):
+    /// a walk of the rollout id index from the filter's position, each row
+    /// checked against the filter, until `limit` match.
+    pub(super) async fn select_ended_rollout_ids(
+        &mut self,
+        filter: &RolloutFilter,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        let mut b = Builder::new(C::DIALECT);
+        b.push("SELECT r.rollout_id FROM ")
+            .push(C::DIALECT.rollouts_by_id)
+            .push(" WHERE r.end_time IS NOT NULL AND ");
+        let condition = rollout_condition(&mut b, filter);
+        b.push(&condition);
+        let limit = b.arg(i64::try_from(limit).unwrap_or(i64::MAX));
+        b.push(&format!(" ORDER BY r.rollout_id LIMIT {limit}"));
+        self.read(b.finish())
+            .await?
+            .iter()
+            .map(|row| row.text(0))
+            .collect()
+    }
+
     pub(super) async fn read_due(
         &mut self,
         now: Timestamp,

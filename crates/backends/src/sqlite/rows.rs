@@ -18,6 +18,7 @@ pub(super) static SQLITE: Dialect = Dialect {
     next_session_epoch: "UPDATE counters SET value = value + 1 WHERE name = 'session_epoch' \
                          RETURNING value",
     lock_names: None,
+    rollouts_by_id: "rollouts r INDEXED BY sqlite_autoindex_rollouts_1",
     events_after: sql::EVENTS_AFTER,
     event_bounds: sql::EVENT_BOUNDS,
 };

@@ -11,7 +11,8 @@
 //! line, [`report`] prints the results, [`payload`] builds spans, [`wire`]
 //! keeps the client's own encoding cost low, [`http`] speaks HTTP for the
 //! agent-lightning 1.x scenarios ([`agl1`]), and each scenario has its own file
-//! ([`namespaces`]: one namespace's lifecycles while another is flooded).
+//! ([`namespaces`]: one namespace's lifecycles while another is flooded;
+//! [`export`]: a whole store's export, run as the `export` command).
 
 mod agl1;
 pub mod args;
@@ -20,6 +21,7 @@ mod console;
 mod dispatch;
 mod driver;
 pub mod error;
+mod export;
 mod fanout;
 mod http;
 mod ingest;
@@ -89,6 +91,11 @@ pub enum Scenario {
     /// and with live pages, alternated) and how soon a change reaches an
     /// open page.
     Console(console::ConsoleArgs),
+    /// A whole store's export: seeds it (100,000 ended rollouts, 1,000,000
+    /// spans by default), then runs `lightning-store export` as a
+    /// subprocess for each layout and format: rollouts/s, MB/s, the
+    /// server's memory growth and the client's peak memory.
+    Export(export::ExportBenchArgs),
     /// Namespace B's lifecycles alone, then while namespace A is flooded
     /// by several clients (phases alternated): B's latency ratio. Creates
     /// the namespaces (an admin token's calls) and deletes them at the end.
@@ -150,5 +157,6 @@ async fn run_scenario(
         Scenario::Agl1(args) => agl1::run(target, args, progress).await,
         Scenario::Console(args) => console::run(target, args, progress).await,
         Scenario::Namespaces(args) => namespaces::run(target, args, progress).await,
+        Scenario::Export(args) => export::run(target, args, progress).await,
     }
 }

@@ -133,6 +133,122 @@ impl StoreSpan {
     }
 }
 
+/// A rollout's spans as an agent-lightning 0.x agent writes them, so that
+/// every layout of an export has something to produce: the agent's root
+/// span, LLM calls (`openai.chat.completion`, each about `span_bytes`, with
+/// token ids, a prompt and an answer) and a reward span last.
+pub struct TrainingSpans {
+    root: pb::Span,
+    call: pb::Span,
+    reward: pb::Span,
+}
+
+impl TrainingSpans {
+    /// Builds the templates; each LLM call is about `span_bytes` encoded.
+    pub fn new(span_bytes: usize) -> Self {
+        let span = |name: &str, attributes: Vec<pb::KeyValue>| pb::Span {
+            name: name.to_owned(),
+            status: Some(pb::SpanStatus {
+                code: pb::SpanStatusCode::Ok as i32,
+                ..Default::default()
+            }),
+            attributes,
+            ..Default::default()
+        };
+        let ids = |range: std::ops::Range<i64>| {
+            pb::attribute_value::Value::ArrayValue(pb::ArrayValue {
+                values: range
+                    .map(|id| pb::AttributeValue {
+                        value: Some(pb::attribute_value::Value::IntValue(id)),
+                    })
+                    .collect(),
+            })
+        };
+        let mut call = span(
+            "openai.chat.completion",
+            vec![
+                store_text("gen_ai.response.model", "gpt-4o-mini"),
+                store_text("gen_ai.completion.0.role", "assistant"),
+                store_text("gen_ai.completion.0.content", "the next step is done"),
+                store_value("prompt_token_ids", ids(1..33)),
+                store_value("response_token_ids", ids(33..41)),
+                store_text("gen_ai.prompt.0.role", "user"),
+                store_text(FILLER_KEY, ""),
+            ],
+        );
+        let base = call.encoded_len();
+        if let Some(pb::attribute_value::Value::StringValue(text)) = call
+            .attributes
+            .last_mut()
+            .and_then(|kv| kv.value.as_mut())
+            .and_then(|v| v.value.as_mut())
+        {
+            *text = filler(span_bytes.saturating_sub(base));
+        }
+        Self {
+            root: span("agent run", vec![store_text("agent.name", "bench-agent")]),
+            call,
+            reward: span(
+                "agentlightning.annotation",
+                vec![
+                    store_text("agentlightning.reward.0.name", "primary"),
+                    store_value(
+                        "agentlightning.reward.0.value",
+                        pb::attribute_value::Value::DoubleValue(1.0),
+                    ),
+                ],
+            ),
+        }
+    }
+
+    /// Returns `count` spans (at least 3: the root, calls, the reward) of
+    /// one attempt in one trace, with fresh span ids, one second apart.
+    pub fn spans(
+        &self,
+        rollout_id: &str,
+        attempt_id: &str,
+        count: usize,
+        ids: &mut SpanIds,
+    ) -> Vec<pb::Span> {
+        let count = count.max(3);
+        let first = ids.reserve(u32::try_from(count).unwrap_or(u32::MAX));
+        let trace_id = format!("{first:032x}");
+        let root_id = format!("{first:016x}");
+        let (start, _) = times();
+        (0..count)
+            .map(|k| {
+                let template = match k {
+                    0 => &self.root,
+                    k if k + 1 == count => &self.reward,
+                    _ => &self.call,
+                };
+                let mut span = template.clone();
+                rollout_id.clone_into(&mut span.rollout_id);
+                attempt_id.clone_into(&mut span.attempt_id);
+                span.trace_id.clone_from(&trace_id);
+                span.span_id = format!("{:016x}", first + k as u64);
+                if k > 0 {
+                    span.parent_id = Some(root_id.clone());
+                }
+                let at = start + k as u64 * 1_000_000_000;
+                let end = if k == 0 {
+                    start + count as u64 * 1_000_000_000
+                } else {
+                    at + 500_000_000
+                };
+                span.start_time = Some(timestamp(at));
+                span.end_time = Some(timestamp(end));
+                span.context = Some(pb::SpanContext {
+                    trace_id: trace_id.clone(),
+                    span_id: span.span_id.clone(),
+                    ..Default::default()
+                });
+                span
+            })
+            .collect()
+    }
+}
+
 /// An encoded AddSpans request: `batch` spans of one attempt whose span
 /// ids are rewritten for each request.
 pub struct StoreBatch {

@@ -21,6 +21,52 @@ pub struct Report {
     pub rows: Vec<Row>,
     /// Figures computed from the rows (ratios, rates), printed after them.
     pub notes: Vec<String>,
+    /// The exports of `bench export`, one per layout and format.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exports: Vec<ExportRun>,
+}
+
+/// One run of `lightning-store export` as a subprocess: a layout in a format.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExportRun {
+    /// The layout exported (`--layout`).
+    pub layout: String,
+    /// The file format written (`--format`).
+    pub format: String,
+    /// Rollouts exported, as the export reported them.
+    pub rollouts: Option<u64>,
+    /// Records (lines) written; absent for a format that is not JSON Lines.
+    pub records: Option<u64>,
+    /// Size of the file written.
+    pub bytes: u64,
+    /// Wall time of the subprocess, from its start to its exit.
+    pub elapsed_secs: f64,
+    /// Rollouts per second of wall time.
+    pub rollouts_per_sec: Option<f64>,
+    /// Megabytes (10^6 bytes) of file per second of wall time.
+    pub mb_per_sec: f64,
+    /// The server's VmRSS before the export (when the benchmark started it).
+    pub server_rss_before_bytes: Option<u64>,
+    /// The server's largest VmRSS sampled during the export.
+    pub server_rss_peak_bytes: Option<u64>,
+    /// The server's VmRSS after the export.
+    pub server_rss_after_bytes: Option<u64>,
+    /// The export subprocess's peak resident memory (`VmHWM`, sampled with
+    /// the server's; absent when it exited before the first sample).
+    pub client_peak_rss_bytes: Option<u64>,
+    /// Why the export failed, if it did.
+    pub error: Option<String>,
+}
+
+impl ExportRun {
+    /// Returns how much the server's RSS grew from before the export to its
+    /// peak during it.
+    pub fn server_rss_growth_bytes(&self) -> Option<u64> {
+        Some(
+            self.server_rss_peak_bytes?
+                .saturating_sub(self.server_rss_before_bytes?),
+        )
+    }
 }
 
 /// Results of one run.
@@ -197,6 +243,7 @@ impl Report {
             },
             rows: Vec::new(),
             notes: Vec::new(),
+            exports: Vec::new(),
         }
     }
 
@@ -260,7 +307,11 @@ impl Report {
         for column in table.column_iter_mut() {
             column.set_padding((0, 2));
         }
-        let mut lines: Vec<String> = table.lines().map(|l| l.trim_end().to_owned()).collect();
+        let mut lines: Vec<String> = if self.rows.is_empty() && !self.exports.is_empty() {
+            self.export_lines()
+        } else {
+            table.lines().map(|l| l.trim_end().to_owned()).collect()
+        };
         lines.push(String::new());
         lines.extend(self.notes.iter().cloned());
         lines.push(format!("server: {}", self.server));
@@ -306,6 +357,62 @@ impl Report {
             }
         }
         lines.join("\n")
+    }
+}
+
+impl Report {
+    /// Renders the exports as a table.
+    fn export_lines(&self) -> Vec<String> {
+        let mib = |bytes: u64| format!("{:.1}", bytes as f64 / 1048576.0);
+        let optional = |value: Option<String>| value.unwrap_or_else(|| "-".to_owned());
+        let mut table = Table::new();
+        table.load_preset(presets::NOTHING).set_header(vec![
+            "LAYOUT",
+            "FORMAT",
+            "ROLLOUTS",
+            "RECORDS",
+            "MB",
+            "SECS",
+            "ROLLOUTS/S",
+            "MB/S",
+            "SERVER RSS MIB",
+            "+PEAK MIB",
+            "CLIENT PEAK MIB",
+        ]);
+        for run in &self.exports {
+            table.add_row(vec![
+                run.layout.clone(),
+                run.format.clone(),
+                optional(run.rollouts.map(|n| n.to_string())),
+                optional(run.records.map(|n| n.to_string())),
+                format!("{:.1}", run.bytes as f64 / 1e6),
+                format!("{:.2}", run.elapsed_secs),
+                optional(run.rollouts_per_sec.map(grouped)),
+                format!("{:.1}", run.mb_per_sec),
+                optional(
+                    run.server_rss_before_bytes
+                        .zip(run.server_rss_after_bytes)
+                        .map(|(before, after)| format!("{} -> {}", mib(before), mib(after))),
+                ),
+                optional(run.server_rss_growth_bytes().map(mib)),
+                optional(run.client_peak_rss_bytes.map(mib)),
+            ]);
+        }
+        for index in 2..11 {
+            if let Some(column) = table.column_mut(index) {
+                column.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+        for column in table.column_iter_mut() {
+            column.set_padding((0, 2));
+        }
+        let mut lines: Vec<String> = table.lines().map(|l| l.trim_end().to_owned()).collect();
+        for run in &self.exports {
+            if let Some(error) = &run.error {
+                lines.push(format!("{} {}: {error}", run.layout, run.format));
+            }
+        }
+        lines
     }
 }
 

@@ -153,6 +153,33 @@ impl Target {
         &self.url
     }
 
+    /// Returns the options that point a client command of this binary at
+    /// the server: `--server` and the TLS, token file and namespace options
+    /// given (a token from the environment is inherited).
+    pub fn client_args(&self) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = vec!["--server".into(), self.url.clone().into()];
+        let c = &self.connect;
+        for (flag, path) in [
+            ("--token-file", &c.token_file),
+            ("--ca-cert", &c.ca_cert),
+            ("--client-cert", &c.client_cert),
+            ("--client-key", &c.client_key),
+        ] {
+            if let Some(path) = path {
+                args.extend([flag.into(), path.clone().into_os_string()]);
+            }
+        }
+        for (flag, text) in [
+            ("--tls-server-name", &c.tls_server_name),
+            ("--namespace", &c.namespace),
+        ] {
+            if let Some(text) = text {
+                args.extend([flag.into(), text.clone().into()]);
+            }
+        }
+        args
+    }
+
     /// Describes the server for the report: its URL, and the command when
     /// the benchmark started it.
     pub fn description(&self) -> String {

@@ -1,5 +1,5 @@
 //! Exports ([`crate::export`]): the selection fixed at the start, paged by
-//! keyset (rollout id order, [`PAGE_ROLLOUTS`] at a time), each rollout
+//! keyset (rollout id order, [`PAGE_ROLLOUTS`] ids at a time, uncounted), each rollout
 //! then read whole in a transaction of its own, so that an export holds a
 //! page of listed rollouts and one whole rollout, whatever the run's size,
 //! and never holds a transaction (on the in-memory backend, the store's
@@ -12,7 +12,7 @@ use super::super::error::{StoreError, StoreResult};
 use super::super::export::{self, Cursor, PAGE_ROLLOUTS, RolloutRecord};
 use super::super::ids::RolloutId;
 use super::super::query::{Page, RolloutFilter};
-use super::runner::Engine;
+use super::runner::{Engine, Scan};
 
 /// An export under way: call [`Export::next`] until it returns `None`.
 pub struct Export {
@@ -105,21 +105,21 @@ impl Export {
     }
 
     /// Lists the next page of the selection, by keyset after the last
-    /// rollout listed.
+    /// rollout listed: ids alone, and nothing counted.
     async fn list_page(&mut self) -> StoreResult<()> {
-        let page = Page {
-            sort_by: Some("rollout_id".to_owned()),
-            limit: Some(PAGE_ROLLOUTS),
-            ..Page::default()
-        };
         let filter = export::selection_filter(&self.filter, &self.listed);
-        let listed = self.engine.query_rollouts(&filter, &page).await?.items;
+        let filter = &filter;
+        let listed = self
+            .engine
+            .run(Scan::Read, |tx| {
+                Box::pin(async move { tx.store.ended_rollout_ids(filter, PAGE_ROLLOUTS).await })
+            })
+            .await?;
         self.exhausted = listed.len() < PAGE_ROLLOUTS;
         if let Some(last) = listed.last() {
-            self.listed = self.listed.after(&last.rollout.rollout_id);
+            self.listed = self.listed.after(last);
         }
-        self.page
-            .extend(listed.into_iter().map(|view| view.rollout.rollout_id));
+        self.page.extend(listed);
         Ok(())
     }
 }

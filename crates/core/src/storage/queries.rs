@@ -31,6 +31,16 @@ pub trait Queries: Send {
         filter: &SpanFilter,
         page: &Page,
     ) -> StoreResult<Paged<Arc<Span>>>;
+    /// Returns the ids of up to `limit` ended rollouts (`end_time` set)
+    /// matching `filter`, in id (byte) order; with the filter's
+    /// `rollout_id_after`, the next keyset page of an export. Nothing is
+    /// counted, and a page costs about its own rollouts, whatever the
+    /// store's size.
+    async fn ended_rollout_ids(
+        &mut self,
+        filter: &RolloutFilter,
+        limit: usize,
+    ) -> StoreResult<Vec<String>>;
     /// Returns matching snapshots; default order is creation order.
     async fn query_resources(
         &mut self,
