@@ -517,5 +517,7 @@ async fn export_runs_the_export_command_for_every_layout_and_format() {
     assert_eq!(records("rollouts", "jsonl"), Some(json!(30)));
     assert_eq!(records("rollouts", "jsonl.gz"), Some(json!(30)));
     assert_eq!(records("triplets", "jsonl"), Some(json!(60)));
+    assert_eq!(records("triplets", "parquet"), Some(json!(60)));
     assert_eq!(records("messages", "jsonl"), Some(json!(30)));
+    assert_eq!(records("messages", "parquet"), Some(json!(30)));
 }

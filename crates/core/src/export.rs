@@ -56,25 +56,36 @@ impl Layout {
     }
 }
 
-/// The text a cursor starts with (its format's version).
-const CURSOR_PREFIX: &str = "x1.";
+/// The text a cursor of this version starts with.
+const CURSOR_PREFIX: &str = "x2.";
 
-/// Where an export stands: the instant that fixed its selection, and the
-/// last rollout it sent (none at the start). Written as text
-/// (`x1.<nanoseconds>.<rollout id>`) into each record and the stream.
+/// The text a cursor of the first version started with (no selection
+/// key; still read, unchecked).
+const CURSOR_PREFIX_V1: &str = "x1.";
+
+/// Where an export stands: the instant that fixed its selection, what it
+/// selects and writes (its filter and layout, as a key), and the last
+/// rollout it sent (none at the start). Written as text
+/// (`x2.<nanoseconds>.<key>.<rollout id>`) into each record and the
+/// stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cursor {
     /// Rollouts that had ended before this instant are selected.
     pub selected_at: Timestamp,
+    /// The [`selection_key`] of the export's filter and layout; `None` in
+    /// a cursor of the first version, which did not carry it.
+    pub selection: Option<String>,
     /// The last rollout sent; the export continues after it.
     pub after: Option<String>,
 }
 
 impl Cursor {
-    /// Returns the cursor of a new export selecting at `selected_at`.
-    pub fn start(selected_at: Timestamp) -> Self {
+    /// Returns the cursor of a new export of `selection`, selecting at
+    /// `selected_at`.
+    pub fn start(selected_at: Timestamp, selection: String) -> Self {
         Self {
             selected_at,
+            selection: Some(selection),
             after: None,
         }
     }
@@ -82,18 +93,18 @@ impl Cursor {
     /// Returns the cursor after `rollout_id`, in the same selection.
     pub fn after(&self, rollout_id: &str) -> Self {
         Self {
-            selected_at: self.selected_at,
             after: Some(rollout_id.to_owned()),
+            ..self.clone()
         }
     }
 
     /// Returns the cursor as text.
     pub fn encode(&self) -> String {
-        format!(
-            "{CURSOR_PREFIX}{}.{}",
-            self.selected_at.0,
-            self.after.as_deref().unwrap_or("")
-        )
+        let after = self.after.as_deref().unwrap_or("");
+        match &self.selection {
+            Some(key) => format!("{CURSOR_PREFIX}{}.{key}.{after}", self.selected_at.0),
+            None => format!("{CURSOR_PREFIX_V1}{}.{after}", self.selected_at.0),
+        }
     }
 
     /// Reads a cursor written by [`Cursor::encode`]; INVALID_ARGUMENT,
@@ -101,17 +112,81 @@ impl Cursor {
     pub fn parse(field: &str, text: &str) -> StoreResult<Self> {
         let invalid =
             || StoreError::invalid(format!("{field}: {} is not an export cursor", echo(text)));
-        let rest = text.strip_prefix(CURSOR_PREFIX).ok_or_else(invalid)?;
-        let (nanos, after) = rest.split_once('.').ok_or_else(invalid)?;
+        let (selection, nanos, after) = if let Some(rest) = text.strip_prefix(CURSOR_PREFIX) {
+            let mut parts = rest.splitn(3, '.');
+            let (Some(nanos), Some(key), Some(after)) = (parts.next(), parts.next(), parts.next())
+            else {
+                return Err(invalid());
+            };
+            if key.len() != 16 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(invalid());
+            }
+            (Some(key.to_owned()), nanos, after)
+        } else {
+            let rest = text.strip_prefix(CURSOR_PREFIX_V1).ok_or_else(invalid)?;
+            let (nanos, after) = rest.split_once('.').ok_or_else(invalid)?;
+            (None, nanos, after)
+        };
         let nanos = nanos.parse::<i64>().map_err(|_| invalid())?;
         if !nanos.is_positive() {
             return Err(invalid());
         }
         Ok(Self {
             selected_at: Timestamp(nanos),
+            selection,
             after: (!after.is_empty()).then(|| after.to_owned()),
         })
     }
+
+    /// Checks that the cursor continues an export of `selection` (the
+    /// filter and layout it is resumed with); INVALID_ARGUMENT, naming
+    /// `field`, when it was written by an export of another.
+    pub fn check_selection(&self, field: &str, selection: &str) -> StoreResult<()> {
+        match &self.selection {
+            Some(key) if key != selection => Err(StoreError::invalid(format!(
+                "{field}: the cursor is of an export with other filters or another layout; \
+                 resume with the options the export started with"
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Returns the key of what an export selects and how it writes it: its
+/// filter's conditions and its layout (16 hex digits of an FNV-1a hash of
+/// their canonical text), so that a cursor is resumed only with them.
+pub fn selection_key(filter: &RolloutFilter, layout: Layout) -> String {
+    let mut statuses: Vec<&str> = filter
+        .status_in
+        .iter()
+        .flatten()
+        .map(|s| s.as_str())
+        .collect();
+    statuses.sort_unstable();
+    let mut modes: Vec<&str> = filter
+        .mode_in
+        .iter()
+        .flatten()
+        .map(|m| m.map_or("none", |m| m.as_str()))
+        .collect();
+    modes.sort_unstable();
+    let time = |t: Option<Timestamp>| t.map(|t| t.0.to_string()).unwrap_or_default();
+    let text = [
+        layout.as_str().to_owned(),
+        format!("{}:{}", filter.status_in.is_some(), statuses.join(",")),
+        format!("{}:{}", filter.mode_in.is_some(), modes.join(",")),
+        time(filter.start_time.from),
+        time(filter.start_time.until),
+        filter.resources_id.clone().unwrap_or_default(),
+        filter.worker_id.clone().unwrap_or_default(),
+        filter.rollout_id_contains.clone().unwrap_or_default(),
+    ]
+    .map(|part| format!("{}:{part}", part.len()))
+    .concat();
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{hash:016x}")
 }
 
 /// Checks that `filter` is one an export takes: the narrowing conditions
@@ -263,15 +338,32 @@ impl RolloutRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::RolloutMode;
 
     #[test]
     fn a_cursor_reads_back_as_written() {
-        let start = Cursor::start(Timestamp(1_700_000_000_123_456_789));
-        assert_eq!(start.encode(), "x1.1700000000123456789.");
+        let key = selection_key(&RolloutFilter::default(), Layout::Rollouts);
+        let start = Cursor::start(Timestamp(1_700_000_000_123_456_789), key.clone());
+        assert_eq!(start.encode(), format!("x2.1700000000123456789.{key}."));
         assert_eq!(Cursor::parse("after", &start.encode()).unwrap(), start);
         let next = start.after("ro-a.b");
         assert_eq!(Cursor::parse("after", &next.encode()).unwrap(), next);
-        for bad in ["", "x1.", "x1.12", "x2.12.ro", "x1.-5.ro", "x1.abc.ro"] {
+        // A cursor of the first version reads back, without a key.
+        let old = Cursor::parse("after", "x1.12.ro-a.b").unwrap();
+        assert_eq!(
+            (old.selection, old.after.as_deref()),
+            (None, Some("ro-a.b"))
+        );
+        for bad in [
+            "",
+            "x1.",
+            "x1.12",
+            "x3.12.ro",
+            "x1.-5.ro",
+            "x1.abc.ro",
+            "x2.12.ro",
+            "x2.12.0123456789abcdeg.ro",
+        ] {
             let error = Cursor::parse("after", bad).unwrap_err();
             assert!(
                 matches!(error, StoreError::InvalidArgument(_)),
@@ -281,8 +373,45 @@ mod tests {
     }
 
     #[test]
+    fn a_cursor_resumes_only_the_filter_and_layout_it_was_written_by() {
+        let train = RolloutFilter {
+            mode_in: Some(vec![Some(RolloutMode::Train), None]),
+            status_in: Some(vec![RolloutStatus::Failed, RolloutStatus::Succeeded]),
+            ..RolloutFilter::default()
+        };
+        let key = selection_key(&train, Layout::Triplets);
+        let cursor = Cursor::start(Timestamp(10), key.clone()).after("ro-1");
+        // The same conditions in another order are the same selection.
+        let reordered = RolloutFilter {
+            mode_in: Some(vec![None, Some(RolloutMode::Train)]),
+            status_in: Some(vec![RolloutStatus::Succeeded, RolloutStatus::Failed]),
+            ..RolloutFilter::default()
+        };
+        assert_eq!(selection_key(&reordered, Layout::Triplets), key);
+        assert!(cursor.check_selection("after", &key).is_ok());
+        for other in [
+            selection_key(&train, Layout::Rollouts),
+            selection_key(&RolloutFilter::default(), Layout::Triplets),
+            selection_key(
+                &RolloutFilter {
+                    resources_id: Some("rs-1".to_owned()),
+                    ..train.clone()
+                },
+                Layout::Triplets,
+            ),
+        ] {
+            assert_ne!(other, key);
+            let error = cursor.check_selection("after", &other).unwrap_err();
+            assert!(error.to_string().contains("other filters"), "{error}");
+        }
+        // A first-version cursor is not checked.
+        let old = Cursor::parse("after", "x1.10.ro-1").unwrap();
+        assert!(old.check_selection("after", &key).is_ok());
+    }
+
+    #[test]
     fn the_selection_keeps_terminal_rollouts_ended_before_its_instant() {
-        let cursor = Cursor::start(Timestamp(10)).after("ro-1");
+        let cursor = Cursor::start(Timestamp(10), String::new()).after("ro-1");
         let asked = RolloutFilter {
             status_in: Some(vec![RolloutStatus::Running, RolloutStatus::Failed]),
             ..RolloutFilter::default()
@@ -291,7 +420,8 @@ mod tests {
         assert_eq!(selection.status_in, Some(vec![RolloutStatus::Failed]));
         assert_eq!(selection.ended_before, Some(Timestamp(10)));
         assert_eq!(selection.rollout_id_after.as_deref(), Some("ro-1"));
-        let all = selection_filter(&RolloutFilter::default(), &Cursor::start(Timestamp(10)));
+        let start = Cursor::start(Timestamp(10), String::new());
+        let all = selection_filter(&RolloutFilter::default(), &start);
         assert_eq!(all.status_in.unwrap().len(), 3);
         assert!(check_filter(&selection).is_err());
         assert!(check_filter(&asked).is_ok());

@@ -3,10 +3,14 @@
 //! Lines, or Parquet by the layout's schema ([`crate::layouts`]). The
 //! command line writes a file with it, the console a download.
 
-use std::io::Write;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
 
 use flate2::Compression;
+use flate2::read::MultiGzDecoder;
 use flate2::write::GzEncoder;
+use parquet::file::reader::{FileReader, SerializedFileReader};
 use serde_json::Value;
 
 use super::error::FormatError;
@@ -59,6 +63,38 @@ impl Format {
     /// once its footer is written).
     pub fn resumable(self) -> bool {
         self == Format::Jsonl
+    }
+
+    /// Counts the records of a file in this format: its lines (gunzipped
+    /// for `jsonl.gz`), or the rows its Parquet footer counts.
+    pub fn count_records(self, path: &Path) -> Result<u64, FormatError> {
+        let file = File::open(path)?;
+        match self {
+            Format::Jsonl => count_lines(file),
+            Format::JsonlGz => count_lines(MultiGzDecoder::new(file)),
+            Format::Parquet => {
+                let rows = SerializedFileReader::new(file)?
+                    .metadata()
+                    .file_metadata()
+                    .num_rows();
+                Ok(u64::try_from(rows).unwrap_or(0))
+            }
+        }
+    }
+}
+
+/// Counts the line ends of what `read` reads.
+fn count_lines(read: impl Read) -> Result<u64, FormatError> {
+    let mut reader = BufReader::with_capacity(1 << 20, read);
+    let mut lines = 0;
+    loop {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
+            return Ok(lines);
+        }
+        lines += buffer.iter().filter(|&&b| b == b'\n').count() as u64;
+        let used = buffer.len();
+        reader.consume(used);
     }
 }
 
@@ -153,14 +189,24 @@ impl RecordWriter<Vec<u8>> {
 mod tests {
     use std::io::Read as _;
 
-    use parquet::file::reader::{FileReader, SerializedFileReader};
-
     use super::*;
 
     const LINES: [&str; 2] = [
         r#"{"cursor":null,"kind":"row","rollout_id":"ro-1","prompt_token_ids":[1,2],"response_token_ids":[3]}"#,
         r#"{"cursor":"x1.5.ro-1","kind":"no_rows","rollout_id":"ro-2","model_calls":0,"reasons":[{"code":"no_spans","count":null,"detail":null}]}"#,
     ];
+
+    #[test]
+    fn every_format_counts_its_records() {
+        let dir = std::env::temp_dir().join(format!("formats-count-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for format in Format::ALL {
+            let path = dir.join(format!("records.{}", format.as_str()));
+            std::fs::write(&path, write_in_chunks(format)).unwrap();
+            assert_eq!(format.count_records(&path).unwrap(), 2, "{format:?}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn write_in_chunks(format: Format) -> Vec<u8> {
         let mut writer = RecordWriter::new(Vec::new(), format, "triplets").unwrap();

@@ -778,7 +778,8 @@ mod each_backend {
 }
 
 /// Filters narrow the selection; statuses outside the terminal ones select
-/// nothing; an unknown layout is INVALID_ARGUMENT.
+/// nothing; an unknown layout, or a cursor given with other filters or
+/// another layout than its export's, is INVALID_ARGUMENT.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn filters_narrow_and_unknown_layouts_are_refused() {
     let server = TestServer::start(Backend::Memory).await;
@@ -804,6 +805,38 @@ async fn filters_narrow_and_unknown_layouts_are_refused() {
     assert!(
         refused.message().contains("unknown export layout 99"),
         "{refused:?}"
+    );
+    // A cursor resumes only the filters and layout it was written by.
+    let cursor = succeeded.records[0].cursor.clone();
+    for other in [
+        pb::ExportRolloutsRequest {
+            after: cursor.clone(),
+            ..only(&[pb::RolloutStatus::Succeeded, pb::RolloutStatus::Failed])
+        },
+        pb::ExportRolloutsRequest {
+            after: cursor.clone(),
+            layout: pb::ExportLayout::Triplets as i32,
+            ..only(&[pb::RolloutStatus::Succeeded])
+        },
+    ] {
+        let refused = client.export_rollouts(other).await.unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+        assert!(
+            refused
+                .message()
+                .contains("other filters or another layout"),
+            "{refused:?}"
+        );
+    }
+    let resumed = pb::ExportRolloutsRequest {
+        after: cursor,
+        ..only(&[pb::RolloutStatus::Succeeded])
+    };
+    assert!(
+        export_with(&mut client, resumed, None)
+            .await
+            .records
+            .is_empty()
     );
     server.stop().await;
 }

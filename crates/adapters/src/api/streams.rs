@@ -298,7 +298,10 @@ pub async fn export_rollouts(
         .transpose()
         .map_err(status_of)?;
     let place = limits.admit()?;
-    let mut export = engine.export(filter, after).await.map_err(status_of)?;
+    let mut export = engine
+        .export(filter, layout, after)
+        .await
+        .map_err(status_of)?;
     let (mut outbox, stream) = Outbox::new(limits.buffer_bytes, 0);
     let start = pb::ExportRolloutsResponse {
         message: Some(pb::export_rollouts_response::Message::Start(

@@ -11,7 +11,6 @@
 
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{BufRead as _, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -26,6 +25,7 @@ use super::payload::{SpanIds, TrainingSpans};
 use super::report::{ExportRun, Report};
 use super::target::{Pool, Target};
 use crate::client::{ExportFormat, ExportLayoutArg};
+use lightning_store_formats::Format;
 use lightning_store_proto as pb;
 
 /// Rollouts per EnqueueRollouts, DequeueRollouts and UpdateAttempts call.
@@ -275,7 +275,7 @@ async fn export_once(
         .and_then(|rest| rest.split('/').next())
         .and_then(|count| count.parse::<u64>().ok());
     let bytes = std::fs::metadata(&output).map_or(0, |m| m.len());
-    let records = count_lines(&output, &format);
+    let records = Format::parse(&format).and_then(|f| f.count_records(&output).ok());
     // The file is measured; it is not kept (a whole store's export is large).
     let _ = std::fs::remove_file(&output);
     Ok(ExportRun {
@@ -331,31 +331,6 @@ fn describe(status: libc::c_int) -> String {
         format!("exit code {}", libc::WEXITSTATUS(status))
     } else {
         format!("signal {}", libc::WTERMSIG(status))
-    }
-}
-
-/// Counts the records of a JSON Lines file (gzipped when its format's name
-/// says so); `None` for another format, or a file that does not read.
-fn count_lines(path: &Path, format: &str) -> Option<u64> {
-    if !format.starts_with("jsonl") {
-        return None;
-    }
-    let file = File::open(path).ok()?;
-    let reader: Box<dyn Read> = if format.ends_with(".gz") {
-        Box::new(flate2::read::MultiGzDecoder::new(file))
-    } else {
-        Box::new(file)
-    };
-    let mut lines = 0;
-    let mut reader = BufReader::with_capacity(1 << 20, reader);
-    loop {
-        let buffer = reader.fill_buf().ok()?;
-        if buffer.is_empty() {
-            return Some(lines);
-        }
-        lines += buffer.iter().filter(|&&b| b == b'\n').count() as u64;
-        let used = buffer.len();
-        reader.consume(used);
     }
 }
 

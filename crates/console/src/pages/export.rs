@@ -51,7 +51,12 @@ pub async fn export(console: NamespaceConsole, viewer: Viewer, uri: Uri) -> Resp
         Ok(file) => file,
         Err(error) => return failed(&PageError::Invalid(error.to_string()), &viewer),
     };
-    let mut export = match console.sources.engine.export(query.filter(), None).await {
+    let mut export = match console
+        .sources
+        .engine
+        .export(query.filter(), layout, None)
+        .await
+    {
         Ok(export) => export,
         Err(error) => return failed(&PageError::from(error), &viewer),
     };

@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::super::error::{StoreError, StoreResult};
-use super::super::export::{self, Cursor, PAGE_ROLLOUTS, RolloutRecord};
+use super::super::export::{self, Cursor, Layout, PAGE_ROLLOUTS, RolloutRecord};
 use super::super::ids::RolloutId;
 use super::super::query::{Page, RolloutFilter};
 use super::runner::{Engine, Scan};
@@ -33,22 +33,26 @@ pub struct Export {
 
 impl Engine {
     /// Starts an export of the rollouts `filter` selects
-    /// ([`export::selection_filter`]), from the start (`after` = `None`:
-    /// the selection's instant is now) or after a cursor an export wrote.
+    /// ([`export::selection_filter`]) in `layout`, from the start
+    /// (`after` = `None`: the selection's instant is now) or after a cursor
+    /// an export of the same filter and layout wrote.
     pub async fn export(
         self: &Arc<Self>,
         filter: RolloutFilter,
+        layout: Layout,
         after: Option<Cursor>,
     ) -> StoreResult<Export> {
         export::check_filter(&filter)?;
+        let selection = export::selection_key(&filter, layout);
         let cursor = match after {
             Some(cursor) => {
+                cursor.check_selection("after", &selection)?;
                 if let Some(rollout_id) = &cursor.after {
                     RolloutId::parse("after", rollout_id.clone())?;
                 }
                 cursor
             }
-            None => Cursor::start(self.now()),
+            None => Cursor::start(self.now(), selection),
         };
         let count = Page {
             limit: Some(0),
