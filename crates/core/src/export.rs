@@ -14,7 +14,7 @@ use crate::agl1::{Agl1Event, Agl1State, diagnosis};
 use crate::error::{StoreError, StoreResult, echo};
 use crate::model::{Attempt, RolloutStatus, RolloutView, Span, Timestamp};
 use crate::pages::RolloutDownload;
-use crate::query::{FilterLogic, RolloutFilter};
+use crate::query::{FilterLogic, RolloutFilter, TimeRange};
 use crate::reward::{RewardDimension, final_reward};
 use crate::trajectory::{self, Conversation, Trace, TripletRecord};
 
@@ -177,6 +177,8 @@ pub fn selection_key(filter: &RolloutFilter, layout: Layout) -> String {
         format!("{}:{}", filter.mode_in.is_some(), modes.join(",")),
         time(filter.start_time.from),
         time(filter.start_time.until),
+        time(filter.end_time.from),
+        time(filter.end_time.until),
         filter.resources_id.clone().unwrap_or_default(),
         filter.worker_id.clone().unwrap_or_default(),
         filter.rollout_id_contains.clone().unwrap_or_default(),
@@ -190,13 +192,12 @@ pub fn selection_key(filter: &RolloutFilter, layout: Layout) -> String {
 }
 
 /// Checks that `filter` is one an export takes: the narrowing conditions
-/// of a rollout query (statuses, modes, creation window, resources,
-/// worker, part of the id), AND-ed; the selection and its position are the
+/// of a rollout query (statuses, modes, creation and end windows,
+/// resources, worker, part of the id), AND-ed; the position is the
 /// export's own.
 pub fn check_filter(filter: &RolloutFilter) -> StoreResult<()> {
     if filter.logic != FilterLogic::And
         || filter.rollout_id_in.is_some()
-        || filter.ended_before.is_some()
         || filter.rollout_id_after.is_some()
     {
         return Err(StoreError::invalid(
@@ -208,7 +209,8 @@ pub fn check_filter(filter: &RolloutFilter) -> StoreResult<()> {
 
 /// Returns the filter of the selection after `cursor`: `filter`'s
 /// conditions, the terminal statuses among those it allows, rollouts that
-/// ended before the selection's instant, after the cursor's rollout.
+/// ended before the selection's instant (and before the end of `filter`'s
+/// end window, if earlier), after the cursor's rollout.
 pub fn selection_filter(filter: &RolloutFilter, cursor: &Cursor) -> RolloutFilter {
     let terminal = [
         RolloutStatus::Succeeded,
@@ -225,7 +227,15 @@ pub fn selection_filter(filter: &RolloutFilter, cursor: &Cursor) -> RolloutFilte
     };
     RolloutFilter {
         status_in: Some(status_in),
-        ended_before: Some(cursor.selected_at),
+        end_time: TimeRange {
+            from: filter.end_time.from,
+            until: Some(
+                filter
+                    .end_time
+                    .until
+                    .map_or(cursor.selected_at, |until| until.min(cursor.selected_at)),
+            ),
+        },
         rollout_id_after: cursor.after.clone(),
         ..filter.clone()
     }
@@ -418,12 +428,25 @@ mod tests {
         };
         let selection = selection_filter(&asked, &cursor);
         assert_eq!(selection.status_in, Some(vec![RolloutStatus::Failed]));
-        assert_eq!(selection.ended_before, Some(Timestamp(10)));
+        assert_eq!(selection.end_time.until, Some(Timestamp(10)));
         assert_eq!(selection.rollout_id_after.as_deref(), Some("ro-1"));
         let start = Cursor::start(Timestamp(10), String::new());
         let all = selection_filter(&RolloutFilter::default(), &start);
         assert_eq!(all.status_in.unwrap().len(), 3);
         assert!(check_filter(&selection).is_err());
         assert!(check_filter(&asked).is_ok());
+        // An end window is kept, cut at the selection's instant.
+        let window = |from: i64, until: i64| RolloutFilter {
+            end_time: TimeRange {
+                from: Some(Timestamp(from)),
+                until: Some(Timestamp(until)),
+            },
+            ..RolloutFilter::default()
+        };
+        let early = selection_filter(&window(2, 5), &start);
+        assert_eq!(early.end_time, window(2, 5).end_time);
+        let late = selection_filter(&window(2, 50), &start);
+        assert_eq!(late.end_time, window(2, 10).end_time);
+        assert!(check_filter(&window(2, 50)).is_ok());
     }
 }

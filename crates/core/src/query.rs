@@ -320,8 +320,9 @@ pub struct RolloutFilter {
     pub worker_id: Option<String>,
     /// Keeps rollouts whose `resources_id` is this one.
     pub resources_id: Option<String>,
-    /// Keeps rollouts that ended (`end_time` set) before this time, exclusive.
-    pub ended_before: Option<Timestamp>,
+    /// Keeps rollouts that ended (`end_time` set) in the range; a rollout
+    /// that has not ended is outside every bounded range.
+    pub end_time: TimeRange,
     /// Keeps rollouts whose id is after this one in byte order (a keyset
     /// page's position: with `sort_by` `rollout_id`, the next page).
     pub rollout_id_after: Option<String>,
@@ -357,9 +358,8 @@ impl RolloutFilter {
                 .resources_id
                 .as_ref()
                 .is_none_or(|id| r.resources_id.as_ref() == Some(id))
-            && self
-                .ended_before
-                .is_none_or(|before| r.end_time.is_some_and(|end| end < before))
+            && (!self.end_time.is_bounded()
+                || r.end_time.is_some_and(|end| self.end_time.contains(end)))
             && self
                 .rollout_id_after
                 .as_ref()
@@ -577,6 +577,23 @@ mod tests {
         assert!(range(Some(100), Some(101)).matches(&rollout, || attempts));
         assert!(!range(None, Some(100)).matches(&rollout, || attempts));
         assert!(!range(Some(101), None).matches(&rollout, || attempts));
+        // An end window keeps ended rollouts alone.
+        let ended = |from: Option<i64>, until: Option<i64>| RolloutFilter {
+            end_time: TimeRange {
+                from: from.map(Timestamp),
+                until: until.map(Timestamp),
+            },
+            ..RolloutFilter::default()
+        };
+        assert!(ended(None, None).matches(&rollout, || attempts));
+        assert!(!ended(None, Some(i64::MAX)).matches(&rollout, || attempts));
+        let finished = Rollout {
+            end_time: Some(Timestamp(200)),
+            ..rollout.clone()
+        };
+        assert!(ended(Some(200), Some(201)).matches(&finished, || attempts));
+        assert!(!ended(None, Some(200)).matches(&finished, || attempts));
+        assert!(!ended(Some(201), None).matches(&finished, || attempts));
         let by_worker = |worker: &str| RolloutFilter {
             worker_id: Some(worker.into()),
             resources_id: Some("rs-1".into()),

@@ -75,7 +75,16 @@ const NOT_IN_THE_CORE: &[&str] = &[
 fn metadata() -> Value {
     let output = Command::new(env!("CARGO"))
         .current_dir(repository())
-        .args(["metadata", "--format-version", "1", "--offline"])
+        // The host's dependencies alone: offline, cargo has the packages the
+        // build downloaded, not those of other platforms.
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--offline",
+            "--filter-platform",
+            "host-tuple",
+        ])
         .output()
         .expect("cargo metadata runs");
     assert!(

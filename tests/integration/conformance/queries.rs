@@ -257,7 +257,7 @@ async fn worker_queries_filter_by_status_and_id() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ended_rollout_ids_are_keyset_pages_in_id_order() {
     use lightning_store::core::model::{RolloutStatus, Timestamp};
-    use lightning_store::core::query::RolloutFilter;
+    use lightning_store::core::query::{RolloutFilter, TimeRange};
     use lightning_store::core::storage::WriteSet;
 
     use super::port::{self, rollout};
@@ -299,7 +299,10 @@ async fn ended_rollout_ids_are_keyset_pages_in_id_order() {
     assert!(list(after("ro-d"), 2).await.is_empty());
     let succeeded_before = RolloutFilter {
         status_in: Some(vec![RolloutStatus::Succeeded]),
-        ended_before: Some(Timestamp(3_000)),
+        end_time: TimeRange {
+            from: None,
+            until: Some(Timestamp(3_000)),
+        },
         ..RolloutFilter::default()
     };
     assert_eq!(list(succeeded_before, 10).await, ["ro-a"]);

@@ -23,6 +23,7 @@ const STEP: Duration = Duration::from_secs(1);
 struct Fixture {
     server: TestServer,
     client: Client,
+    clock: Arc<ManualClock>,
     t0: Timestamp,
     ids: Vec<String>,
 }
@@ -95,6 +96,7 @@ async fn fixture() -> Fixture {
     Fixture {
         server,
         client: c,
+        clock,
         t0,
         ids,
     }
@@ -112,6 +114,20 @@ impl Fixture {
             .await
             .unwrap()
             .into_inner()
+    }
+
+    /// Dequeues the next queuing rollout and lets its attempt succeed now.
+    async fn finish_next(&mut self, expected: usize) {
+        let attempt = dequeue(&mut self.client, Some("w-3")).await.unwrap();
+        assert_eq!(attempt.rollout_id, self.ids[expected]);
+        set_attempt_status(
+            &mut self.client,
+            &self.ids[expected],
+            "latest",
+            A::Succeeded,
+        )
+        .await
+        .unwrap();
     }
 
     /// Returns the ids the query matches, as fixture indexes.
@@ -195,6 +211,54 @@ async fn each_narrowing_filter_keeps_its_rollouts_in_creation_order() {
             .await
             .is_empty(),
         "resources ids match exactly"
+    );
+    f.server.stop().await;
+}
+
+#[tokio::test]
+async fn the_end_window_keeps_rollouts_that_ended_in_it() {
+    let mut f = fixture().await;
+    let t0 = f.t0;
+    // Rollout 1 ended at t0 + 6 steps; 2 ends at + 7, 3 at + 8.
+    f.clock.advance(STEP);
+    f.finish_next(2).await;
+    f.clock.advance(STEP);
+    f.finish_next(3).await;
+    let window = |from: Option<i64>, until: Option<i64>| {
+        move |q: &mut pb::QueryRolloutsRequest| {
+            q.end_time_from = from.map(|steps| proto_time(at(t0, steps)));
+            q.end_time_until = until.map(|steps| proto_time(at(t0, steps)));
+        }
+    };
+    assert_eq!(f.matching(window(Some(7), None)).await, [2, 3]);
+    assert_eq!(f.matching(window(None, Some(7))).await, [1]);
+    assert_eq!(f.matching(window(Some(6), Some(8))).await, [1, 2]);
+    assert_eq!(
+        f.matching(window(None, Some(1_000))).await,
+        [1, 2, 3],
+        "a rollout that has not ended is outside every end window"
+    );
+    assert!(f.matching(window(Some(7), Some(7))).await.is_empty());
+    // AND-ed with the other conditions, under OR too.
+    assert_eq!(
+        f.matching(|q| {
+            window(Some(6), None)(q);
+            q.mode_in = vec![pb::RolloutMode::Train as i32];
+        })
+        .await,
+        [3]
+    );
+    let one = f.ids[1].clone();
+    assert_eq!(
+        f.matching(|q| {
+            window(None, Some(8))(q);
+            q.filter_logic = pb::FilterLogic::Or as i32;
+            q.status_in = vec![pb::RolloutStatus::Queuing as i32];
+            q.rollout_id_contains = Some(one);
+        })
+        .await,
+        [1],
+        "the queuing rollouts the pool matches have not ended"
     );
     f.server.stop().await;
 }

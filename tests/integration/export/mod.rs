@@ -12,7 +12,7 @@ use pb::attribute_value::Value as AttributeKind;
 use serde_json::Value;
 use tokio_stream::StreamExt as _;
 
-use crate::common::http::{HttpClient, Version};
+use crate::common::http::{HttpClient, HttpResponse, Version};
 use crate::common::{Backend, Client, TestServer, number, text};
 use lightning_store::proto as pb;
 
@@ -791,7 +791,7 @@ async fn filters_narrow_and_unknown_layouts_are_refused() {
         ..Default::default()
     };
     let succeeded = export_with(&mut client, only(&[pb::RolloutStatus::Succeeded]), None).await;
-    assert_eq!(succeeded.ids(), [good]);
+    assert_eq!(succeeded.ids(), std::slice::from_ref(&good));
     let running = export_with(&mut client, only(&[pb::RolloutStatus::Running]), None).await;
     assert_eq!((running.total, running.records.len()), (0, 0));
     let refused = client
@@ -806,9 +806,35 @@ async fn filters_narrow_and_unknown_layouts_are_refused() {
         refused.message().contains("unknown export layout 99"),
         "{refused:?}"
     );
+    // The end window: `from` inclusive, `until` exclusive.
+    let good_end = client
+        .get_rollout(pb::GetRolloutRequest {
+            rollout_id: good.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rollout
+        .and_then(|r| r.end_time)
+        .unwrap();
+    let ended = |from: Option<prost_types::Timestamp>, until: Option<prost_types::Timestamp>| {
+        pb::ExportRolloutsRequest {
+            end_time_from: from,
+            end_time_until: until,
+            ..only(&[pb::RolloutStatus::Succeeded])
+        }
+    };
+    let from_its_end = export_with(&mut client, ended(Some(good_end), None), None).await;
+    assert_eq!(from_its_end.ids(), std::slice::from_ref(&good));
+    let until_its_end = export_with(&mut client, ended(None, Some(good_end)), None).await;
+    assert_eq!((until_its_end.total, until_its_end.records.len()), (0, 0));
     // A cursor resumes only the filters and layout it was written by.
     let cursor = succeeded.records[0].cursor.clone();
     for other in [
+        pb::ExportRolloutsRequest {
+            after: cursor.clone(),
+            ..ended(Some(good_end), None)
+        },
         pb::ExportRolloutsRequest {
             after: cursor.clone(),
             ..only(&[pb::RolloutStatus::Succeeded, pb::RolloutStatus::Failed])
@@ -929,20 +955,10 @@ async fn the_console_downloads_the_rollouts_pages_selection() {
     let link = "href=\"/console/export?status=succeeded&#38;layout=rollouts\"";
     assert!(page.text().contains(link), "{}", page.text());
 
-    let download = http
-        .get("/console/export?status=succeeded&layout=rollouts")
-        .await;
-    assert_eq!(download.status, 200, "{}", download.text());
-    assert_eq!(
-        download.headers["content-disposition"],
-        "attachment; filename=\"rollouts.jsonl\""
-    );
-    let text = download.text();
-    assert!(text.ends_with('\n'));
-    let lines: Vec<Value> = text
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let download =
+        console_export(&http, "status=succeeded&layout=rollouts", "rollouts.jsonl").await;
+    assert!(download.text().ends_with('\n'));
+    let lines = json_lines(&download.body);
     let rpc = export_with(
         &mut client,
         pb::ExportRolloutsRequest {
@@ -957,19 +973,9 @@ async fn the_console_downloads_the_rollouts_pages_selection() {
 
     // The training layouts too, as the RPC writes them.
     chatted(&mut client, "c").await;
-    let download = http
-        .get("/console/export?status=succeeded&layout=triplets")
-        .await;
-    assert_eq!(download.status, 200, "{}", download.text());
-    assert_eq!(
-        download.headers["content-disposition"],
-        "attachment; filename=\"triplets.jsonl\""
-    );
-    let lines: Vec<Value> = download
-        .text()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let download =
+        console_export(&http, "status=succeeded&layout=triplets", "triplets.jsonl").await;
+    let lines = json_lines(&download.body);
     let rpc = export_with(
         &mut client,
         pb::ExportRolloutsRequest {
@@ -992,6 +998,39 @@ async fn the_console_downloads_the_rollouts_pages_selection() {
         .count();
     assert_eq!(cursors, 6, "one per rollout");
     server.stop().await;
+}
+
+/// Runs the binary with `args` against `server`, checks that it succeeded,
+/// and returns its output.
+async fn cli_ok(server: &TestServer, args: &[&str]) -> std::process::Output {
+    let output = cli(server, args).await;
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Parses JSON Lines.
+fn json_lines(file: &[u8]) -> Vec<Value> {
+    std::str::from_utf8(file)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// Downloads the console's export `query` and checks that it answers the
+/// attachment `filename`.
+async fn console_export(http: &HttpClient, query: &str, filename: &str) -> HttpResponse {
+    let download = http.get(&format!("/console/export?{query}")).await;
+    assert_eq!(download.status, 200, "{}", download.text());
+    assert_eq!(
+        download.headers["content-disposition"],
+        format!("attachment; filename=\"{filename}\"")
+    );
+    download
 }
 
 /// Runs the binary with `args` against `server`.
@@ -1021,28 +1060,25 @@ async fn the_cli_exports_and_resumes_after_a_torn_line() {
         )
         .await;
     }
-    let stdout = cli(&server, &["export"]).await;
-    assert!(
-        stdout.status.success(),
-        "{}",
-        String::from_utf8_lossy(&stdout.stderr)
-    );
-    let printed: Vec<Value> = String::from_utf8(stdout.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let printed = json_lines(&cli_ok(&server, &["export"]).await.stdout);
     assert_eq!(printed.len(), 120);
     assert_eq!(
         without_cursor(&printed),
         without_cursor(&export(&mut client).await.json())
     );
+    // The end window's flags reach the server.
+    for (window, lines) in [
+        (["--ended-from", "2000-01-01T00:00:00Z"], 120),
+        (["--ended-until", "2000-01-01T00:00:00Z"], 0),
+    ] {
+        let output = cli_ok(&server, &[&["export"], &window[..]].concat()).await;
+        assert_eq!(json_lines(&output.stdout).len(), lines, "{window:?}");
+    }
 
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("run.jsonl");
     let path = file.to_str().unwrap();
-    let written = cli(&server, &["export", "--output", path]).await;
-    assert!(written.status.success());
+    let written = cli_ok(&server, &["export", "--output", path]).await;
     let stderr = String::from_utf8_lossy(&written.stderr);
     assert!(stderr.contains("exported: 120/120 rollouts"), "{stderr}");
     let whole = std::fs::read(&file).unwrap();
@@ -1059,12 +1095,7 @@ async fn the_cli_exports_and_resumes_after_a_torn_line() {
     std::fs::write(&file, &whole[..cut]).unwrap();
     // Rollouts finished since are not in the resumed selection.
     rewarded(&mut client, "\"later\"", 1.0).await;
-    let resumed = cli(&server, &["export", "--output", path, "--resume"]).await;
-    assert!(
-        resumed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&resumed.stderr)
-    );
+    let resumed = cli_ok(&server, &["export", "--output", path, "--resume"]).await;
     let stderr = String::from_utf8_lossy(&resumed.stderr);
     assert!(stderr.contains("exported: 70/70 rollouts"), "{stderr}");
     assert!(
@@ -1074,12 +1105,11 @@ async fn the_cli_exports_and_resumes_after_a_torn_line() {
 
     let gz = dir.path().join("run.jsonl.gz");
     let gz_path = gz.to_str().unwrap();
-    let zipped = cli(
+    cli_ok(
         &server,
         &["export", "--output", gz_path, "--format", "jsonl.gz"],
     )
     .await;
-    assert!(zipped.status.success());
     let mut text = String::new();
     std::io::Read::read_to_string(
         &mut flate2::read::GzDecoder::new(std::fs::File::open(&gz).unwrap()),
@@ -1118,20 +1148,11 @@ async fn the_cli_resumes_a_triplets_export_cut_mid_rollout() {
     let file = dir.path().join("triplets.jsonl");
     let path = file.to_str().unwrap();
     let args = ["export", "--layout", "triplets", "--output", path];
-    let written = cli(&server, &args).await;
-    assert!(
-        written.status.success(),
-        "{}",
-        String::from_utf8_lossy(&written.stderr)
-    );
+    let written = cli_ok(&server, &args).await;
     let stderr = String::from_utf8_lossy(&written.stderr);
     assert!(stderr.contains("exported: 8/8 rollouts"), "{stderr}");
     let whole = std::fs::read(&file).unwrap();
-    let lines: Vec<Value> = std::str::from_utf8(&whole)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let lines = json_lines(&whole);
     assert_eq!(lines.len(), 4 * 3 + 4);
 
     // The last record without a cursor that follows one with a cursor: the
@@ -1149,12 +1170,7 @@ async fn the_cli_resumes_a_triplets_export_cut_mid_rollout() {
     let cut = ends[mid] + 1 + 20;
     assert!(cut < ends[mid + 1]);
     std::fs::write(&file, &whole[..cut]).unwrap();
-    let resumed = cli(&server, &[&args[..], &["--resume"]].concat()).await;
-    assert!(
-        resumed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&resumed.stderr)
-    );
+    let resumed = cli_ok(&server, &[&args[..], &["--resume"]].concat()).await;
     let rollouts_done = lines[..mid]
         .iter()
         .filter(|l| l["cursor"].is_string())

@@ -6,7 +6,9 @@
 
 use serde_json::{Map, Value};
 
-use super::{HOSTILE, chatted, cli, finished, rewarded, without_cursor};
+use super::{
+    HOSTILE, chatted, cli, cli_ok, console_export, finished, json_lines, rewarded, without_cursor,
+};
 use crate::common::http::{HttpClient, Version};
 use crate::common::{Backend, TestServer, pyenv_python, text};
 use lightning_store::formats::{Kind, Schema, layouts};
@@ -73,12 +75,9 @@ fn without_nulls(value: Value) -> Value {
     }
 }
 
-fn json_lines(file: &[u8]) -> Vec<Value> {
-    std::str::from_utf8(file)
-        .unwrap()
-        .lines()
-        .map(|line| without_nulls(serde_json::from_str(line).unwrap()))
-        .collect()
+/// The JSON Lines records without their nulls (a Parquet row leaves them out).
+fn json_records(file: &[u8]) -> Vec<Value> {
+    json_lines(file).into_iter().map(without_nulls).collect()
 }
 
 /// The list column each layout's readers are compared on.
@@ -177,15 +176,10 @@ async fn every_layout_reads_back_from_parquet_as_its_json_lines() {
             let args = [
                 "export", "--layout", layout, "--format", format, "-o", &path,
             ];
-            let output = cli(&server, &args).await;
-            assert!(
-                output.status.success(),
-                "{layout} {format}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
+            cli_ok(&server, &args).await;
             files.push(path);
         }
-        let lines = json_lines(&std::fs::read(&files[0]).unwrap());
+        let lines = json_records(&std::fs::read(&files[0]).unwrap());
         assert_eq!(lines.len(), records, "{layout}");
         let parquet = std::fs::read(&files[1]).unwrap();
         assert_eq!(&parquet[..4], b"PAR1");
@@ -238,24 +232,25 @@ async fn the_console_downloads_parquet_and_resume_refuses_it() {
     assert!(page.text().contains(link), "{}", page.text());
 
     for layout in ["rollouts", "triplets", "messages"] {
-        let jsonl = http
-            .get(&format!("/console/export?layout={layout}&format=jsonl"))
-            .await;
-        let download = http
-            .get(&format!("/console/export?layout={layout}&format=parquet"))
-            .await;
-        assert_eq!(download.status, 200, "{}", download.text());
-        assert_eq!(
-            download.headers["content-disposition"],
-            format!("attachment; filename=\"{layout}.parquet\"")
-        );
+        let jsonl = console_export(
+            &http,
+            &format!("layout={layout}&format=jsonl"),
+            &format!("{layout}.jsonl"),
+        )
+        .await;
+        let download = console_export(
+            &http,
+            &format!("layout={layout}&format=parquet"),
+            &format!("{layout}.parquet"),
+        )
+        .await;
         assert_eq!(
             download.headers["content-type"],
             "application/vnd.apache.parquet"
         );
         let schema = layouts::schema(layout).unwrap();
         let rows = parquet_records(&download.body, &schema);
-        let lines = json_lines(&jsonl.body);
+        let lines = json_records(&jsonl.body);
         assert!(!lines.is_empty());
         assert_eq!(without_cursor(&rows), without_cursor(&lines), "{layout}");
     }
@@ -266,8 +261,7 @@ async fn the_console_downloads_parquet_and_resume_refuses_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.parquet");
     let path = path.to_str().unwrap();
-    let written = cli(&server, &["export", "--format", "parquet", "-o", path]).await;
-    assert!(written.status.success());
+    cli_ok(&server, &["export", "--format", "parquet", "-o", path]).await;
     let refused = cli(
         &server,
         &["export", "--format", "parquet", "-o", path, "--resume"],

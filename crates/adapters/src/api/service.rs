@@ -28,7 +28,7 @@ use lightning_store_core::model::{AttemptStatus, Json, RolloutStatus, WorkerStat
 use lightning_store_core::namespace::{NamespaceName, NamespaceSettings};
 use lightning_store_core::overview::{DEFAULT_FAILURES, MAX_FAILURES};
 use lightning_store_core::query::{
-    AttemptSelector, ResourcesFilter, RolloutFilter, SpanFilter, TextMatch, TimeRange, WorkerFilter,
+    AttemptSelector, ResourcesFilter, RolloutFilter, SpanFilter, TextMatch, WorkerFilter,
 };
 use lightning_store_proto as pb;
 use lightning_store_proto::lightning_store_service_server::LightningStoreService;
@@ -672,12 +672,18 @@ impl LightningStoreService for StoreService {
             logic: c::filter_logic_from_proto(request.filter_logic).map_err(status_of)?,
             mode_in: filter_list(given_list(None, &request.mode_in), c::mode_from_proto)
                 .map_err(status_of)?,
-            start_time: TimeRange {
-                from: c::opt_timestamp_from_proto("start_time_from", request.start_time_from)
-                    .map_err(status_of)?,
-                until: c::opt_timestamp_from_proto("start_time_until", request.start_time_until)
-                    .map_err(status_of)?,
-            },
+            start_time: c::time_range_from_proto(
+                "start_time",
+                request.start_time_from,
+                request.start_time_until,
+            )
+            .map_err(status_of)?,
+            end_time: c::time_range_from_proto(
+                "end_time",
+                request.end_time_from,
+                request.end_time_until,
+            )
+            .map_err(status_of)?,
             worker_id: request.worker_id,
             resources_id: request.resources_id,
             ..RolloutFilter::default()

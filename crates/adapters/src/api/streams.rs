@@ -26,7 +26,7 @@ use lightning_store_core::export::{Cursor, Layout, RolloutRecord};
 use lightning_store_core::ids::{self, RolloutId};
 use lightning_store_core::limits::RequestLimits;
 use lightning_store_core::model::{AttemptStatus, RolloutStatus};
-use lightning_store_core::query::{RolloutFilter, TimeRange};
+use lightning_store_core::query::RolloutFilter;
 use lightning_store_core::subscription::{EventFilter, SubscriptionError};
 use lightning_store_proto as pb;
 
@@ -273,10 +273,16 @@ fn export_filter(request: &pb::ExportRolloutsRequest) -> Result<RolloutFilter, S
                     .collect()
             })
             .transpose()?,
-        start_time: TimeRange {
-            from: c::opt_timestamp_from_proto("start_time_from", request.start_time_from)?,
-            until: c::opt_timestamp_from_proto("start_time_until", request.start_time_until)?,
-        },
+        start_time: c::time_range_from_proto(
+            "start_time",
+            request.start_time_from,
+            request.start_time_until,
+        )?,
+        end_time: c::time_range_from_proto(
+            "end_time",
+            request.end_time_from,
+            request.end_time_until,
+        )?,
         resources_id: request.resources_id.clone(),
         worker_id: request.worker_id.clone(),
         rollout_id_contains: request.rollout_id_contains.clone(),

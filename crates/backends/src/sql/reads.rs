@@ -86,9 +86,14 @@ fn rollout_condition<'a>(b: &mut Builder<'a>, filter: &'a RolloutFilter) -> Stri
         .resources_id
         .as_deref()
         .map(|id| b.equals("r.resources_id", id));
-    let ended = filter
-        .ended_before
-        .map(|before| format!("r.end_time < {}", b.arg(before)));
+    let ended_from = filter
+        .end_time
+        .from
+        .map(|from| format!("r.end_time >= {}", b.arg(from)));
+    let ended_until = filter
+        .end_time
+        .until
+        .map(|until| format!("r.end_time < {}", b.arg(until)));
     let after = filter
         .rollout_id_after
         .as_deref()
@@ -109,7 +114,8 @@ fn rollout_condition<'a>(b: &mut Builder<'a>, filter: &'a RolloutFilter) -> Stri
             from,
             until,
             resources,
-            ended,
+            ended_from,
+            ended_until,
             after,
             worker,
         ],

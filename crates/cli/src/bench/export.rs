@@ -16,24 +16,20 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::ValueEnum as _;
-use futures::StreamExt as _;
 use serde_json::json;
 
 use super::args::SpanArgs;
 use super::error::{BenchError, BenchResult};
-use super::payload::{SpanIds, TrainingSpans};
+use super::payload::TrainingSpans;
 use super::report::{ExportRun, Report};
+use super::seed;
 use super::target::{Pool, Target};
 use crate::client::{ExportFormat, ExportLayoutArg};
 use lightning_store_formats::Format;
 use lightning_store_proto as pb;
 
-/// Rollouts per EnqueueRollouts, DequeueRollouts and UpdateAttempts call.
-const BATCH: usize = 1_000;
 /// Rollouts whose spans go in one AddSpans call.
 const SPAN_BATCH_ROLLOUTS: usize = 100;
-/// AddSpans calls in flight while seeding.
-const SPAN_CALLS_IN_FLIGHT: usize = 4;
 /// One rollout in this many fails.
 const FAIL_EVERY: usize = 10;
 /// The worker that claims the seeded rollouts.
@@ -90,7 +86,7 @@ pub async fn run(
         None => std::env::current_exe()
             .map_err(|e| BenchError::new(format!("cannot find this binary: {e}")))?,
     };
-    let pool = target.pool(SPAN_CALLS_IN_FLIGHT).await?;
+    let pool = target.pool(seed::SPAN_CALLS_IN_FLIGHT).await?;
     let seed_secs = if args.no_seed {
         None
     } else {
@@ -334,130 +330,29 @@ fn describe(status: libc::c_int) -> String {
     }
 }
 
-/// A claimed rollout's attempt.
-struct Claimed {
-    rollout_id: String,
-    attempt_id: String,
-}
-
 /// Seeds the store: rollouts enqueued and claimed in batches, their spans
 /// (a few AddSpans calls in flight), then their attempts completed, one in
 /// ten failed.
 async fn seed(pool: &Pool, args: &ExportBenchArgs, show_progress: bool) -> BenchResult<()> {
     let mut client = pool.store(0);
-    let mut claimed: Vec<Claimed> = Vec::with_capacity(args.rollouts);
-    for first in (0..args.rollouts).step_by(BATCH) {
-        phase(
-            show_progress,
-            &format!("seeding: {first}/{} rollouts enqueued", args.rollouts),
-        );
-        let count = BATCH.min(args.rollouts - first);
-        let rollouts = (first..first + count)
-            .map(|i| pb::RolloutSpec {
-                input_json: json!({ "task": i, "question": format!("what is {i} + {i}?") })
-                    .to_string(),
-                mode: pb::RolloutMode::Train as i32,
-                ..Default::default()
-            })
-            .collect();
-        client
-            .enqueue_rollouts(pb::EnqueueRolloutsRequest {
-                rollouts,
-                ids_only: true,
-                ..Default::default()
-            })
-            .await?;
-        let rollouts = client
-            .dequeue_rollouts(pb::DequeueRolloutsRequest {
-                limit: count as i64,
-                worker_id: Some(WORKER.to_owned()),
-                wait: None,
-            })
-            .await?
-            .into_inner()
-            .rollouts;
-        for rollout in rollouts {
-            let attempt_id = rollout
-                .attempt
-                .map(|a| a.attempt_id)
-                .ok_or_else(|| BenchError::new("a claimed rollout has no attempt"))?;
-            claimed.push(Claimed {
-                rollout_id: rollout.rollout_id,
-                attempt_id,
-            });
-        }
-    }
-    if claimed.len() != args.rollouts {
-        return Err(BenchError::new(format!(
-            "claimed {} of the {} rollouts enqueued (was the store empty?)",
-            claimed.len(),
-            args.rollouts
-        )));
-    }
+    phase(show_progress, "seeding: enqueuing");
+    seed::enqueue(&mut client, args.rollouts, |i| pb::RolloutSpec {
+        input_json: json!({ "task": i, "question": format!("what is {i} + {i}?") }).to_string(),
+        mode: pb::RolloutMode::Train as i32,
+        ..Default::default()
+    })
+    .await?;
+    phase(show_progress, "seeding: claiming");
+    let claimed = seed::claim(&mut client, args.rollouts, |_| WORKER.to_owned()).await?;
     phase(show_progress, "seeding: spans");
-    add_spans(pool, &claimed, args).await?;
-    phase(show_progress, "seeding: completing");
-    for (chunk, part) in claimed.chunks(BATCH).enumerate() {
-        let updates = part
-            .iter()
-            .enumerate()
-            .map(|(k, c)| {
-                let status = if (chunk * BATCH + k).is_multiple_of(FAIL_EVERY) {
-                    pb::AttemptStatus::Failed
-                } else {
-                    pb::AttemptStatus::Succeeded
-                };
-                pb::UpdateAttemptRequest {
-                    rollout_id: c.rollout_id.clone(),
-                    attempt_id: c.attempt_id.clone(),
-                    update_mask: Some(prost_types::FieldMask {
-                        paths: vec!["status".into()],
-                    }),
-                    status: status as i32,
-                    ..Default::default()
-                }
-            })
-            .collect();
-        client
-            .update_attempts(pb::UpdateAttemptsRequest { updates })
-            .await?;
-    }
-    Ok(())
-}
-
-/// Adds each claimed rollout's spans, a few AddSpans calls in flight.
-async fn add_spans(pool: &Pool, claimed: &[Claimed], args: &ExportBenchArgs) -> BenchResult<()> {
     let spans = TrainingSpans::new(args.span.span_bytes);
-    let calls = claimed
-        .chunks(SPAN_BATCH_ROLLOUTS)
-        .enumerate()
-        .map(|(chunk, part)| {
-            let mut ids = SpanIds::new();
-            let batch: Vec<pb::Span> = part
-                .iter()
-                .flat_map(|c| {
-                    spans.spans(
-                        &c.rollout_id,
-                        &c.attempt_id,
-                        args.spans_per_rollout,
-                        &mut ids,
-                    )
-                })
-                .collect();
-            let mut client = pool.store(chunk % SPAN_CALLS_IN_FLIGHT);
-            async move {
-                client
-                    .add_spans(pb::AddSpansRequest {
-                        spans: batch,
-                        ids_only: true,
-                        ..Default::default()
-                    })
-                    .await
-            }
-        });
-    let mut calls = futures::stream::iter(calls).buffer_unordered(SPAN_CALLS_IN_FLIGHT);
-    while let Some(result) = calls.next().await {
-        result?;
-    }
-    Ok(())
+    seed::add_spans(pool, &claimed, SPAN_BATCH_ROLLOUTS, |_, c, ids| {
+        spans.spans(&c.rollout_id, &c.attempt_id, args.spans_per_rollout, ids)
+    })
+    .await?;
+    phase(show_progress, "seeding: completing");
+    seed::complete(&mut client, &claimed, |i| {
+        Some(seed::failing_one_in(FAIL_EVERY, i))
+    })
+    .await
 }

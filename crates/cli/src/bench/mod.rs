@@ -35,6 +35,7 @@ mod progress;
 mod query;
 mod read_model;
 pub mod report;
+mod seed;
 mod session;
 mod stats;
 mod target;

@@ -12,7 +12,6 @@
 
 use std::time::{Duration, Instant};
 
-use futures::StreamExt as _;
 use serde_json::json;
 use tonic::Status;
 
@@ -20,8 +19,9 @@ use super::args::SpanArgs;
 use super::driver::{TaskContext, run_tasks};
 use super::error::{BenchError, BenchResult};
 use super::limits::Limits;
-use super::payload::{SpanIds, StoreSpan};
+use super::payload::StoreSpan;
 use super::report::{Report, Row, RowSpec};
+use super::seed;
 use super::stats::{Recorder, status_text};
 use super::target::{Pool, StoreClient, Target};
 use lightning_store_proto as pb;
@@ -38,12 +38,8 @@ const NO_SERVER_TIMING: &str = "round trip (no Server-Timing)";
 const WORKERS: usize = 50;
 /// Resources versions the rollouts use (`rs-bench-NN`).
 const VERSIONS: usize = 20;
-/// Rollouts per EnqueueRollouts, DequeueRollouts and UpdateAttempts call.
-const BATCH: usize = 1_000;
 /// Rollouts whose spans go in one AddSpans call.
 const SPAN_BATCH_ROLLOUTS: usize = 200;
-/// AddSpans calls in flight while filling.
-const SPAN_CALLS_IN_FLIGHT: usize = 4;
 /// One claimed rollout in this many fails, with an ERROR span.
 const FAIL_EVERY: usize = 14;
 /// One claimed rollout in this many is left running.
@@ -99,7 +95,7 @@ pub async fn run(target: &mut Target, args: ReadModelArgs, progress: bool) -> Be
         .filter(|d| !d.is_zero())
         .ok_or_else(|| BenchError::new("--duration-secs must be a number > 0"))?;
     let span = StoreSpan::new(args.span.span_bytes);
-    let pool = target.pool(SPAN_CALLS_IN_FLIGHT).await?;
+    let pool = target.pool(seed::SPAN_CALLS_IN_FLIGHT).await?;
     let fill_secs = if args.no_fill {
         None
     } else {
@@ -395,14 +391,9 @@ fn server_time(metadata: &tonic::metadata::MetadataMap) -> Option<Duration> {
         .and_then(|millis| Duration::try_from_secs_f64(millis / 1e3).ok())
 }
 
-/// A claimed rollout's attempt, and the worker that claimed it.
-struct Claimed {
-    rollout_id: String,
-    attempt_id: String,
-}
-
 /// Fills the store: resources versions, rollouts (batches), claims by the
-/// workers, spans (batches, a few in flight), completions, cancellations.
+/// workers, spans (batches, a few in flight; a rollout the fill will fail
+/// gets an ERROR span last), completions, cancellations.
 async fn fill(pool: &Pool, args: &ReadModelArgs, span: &StoreSpan) -> BenchResult<()> {
     let mut client = pool.store(0);
     for k in 0..VERSIONS {
@@ -420,80 +411,38 @@ async fn fill(pool: &Pool, args: &ReadModelArgs, span: &StoreSpan) -> BenchResul
         17..19 => pb::RolloutMode::Test,
         _ => pb::RolloutMode::Unspecified,
     };
-    for first in (0..args.rollouts).step_by(BATCH) {
-        let rollouts = (first..args.rollouts.min(first + BATCH))
-            .map(|i| pb::RolloutSpec {
-                input_json: json!({ "task": i }).to_string(),
-                mode: mode(i) as i32,
-                resources_id: Some(version((i / 7) % VERSIONS)),
-                metadata_json: json!({ "bench": "read-model", "i": i }).to_string(),
-                ..Default::default()
-            })
-            .collect();
-        client
-            .enqueue_rollouts(pb::EnqueueRolloutsRequest {
-                rollouts,
-                ids_only: true,
-                ..Default::default()
-            })
-            .await?;
-    }
+    seed::enqueue(&mut client, args.rollouts, |i| pb::RolloutSpec {
+        input_json: json!({ "task": i }).to_string(),
+        mode: mode(i) as i32,
+        resources_id: Some(version((i / 7) % VERSIONS)),
+        metadata_json: json!({ "bench": "read-model", "i": i }).to_string(),
+        ..Default::default()
+    })
+    .await?;
     let to_claim = args.rollouts - args.rollouts / 10;
-    let mut claimed: Vec<Claimed> = Vec::with_capacity(to_claim);
-    let mut calls = 0;
-    while claimed.len() < to_claim {
-        let limit = BATCH.min(to_claim - claimed.len());
-        let rollouts = client
-            .dequeue_rollouts(pb::DequeueRolloutsRequest {
-                limit: limit as i64,
-                worker_id: Some(worker(calls % WORKERS)),
-                wait: None,
-            })
-            .await?
-            .into_inner()
-            .rollouts;
-        if rollouts.is_empty() {
-            return Err(BenchError::new("the queue ran empty while claiming"));
-        }
-        calls += 1;
-        for rollout in rollouts {
-            let attempt_id = rollout
-                .attempt
-                .map(|a| a.attempt_id)
-                .ok_or_else(|| BenchError::new("a claimed rollout has no attempt"))?;
-            claimed.push(Claimed {
-                rollout_id: rollout.rollout_id,
-                attempt_id,
-            });
-        }
-    }
-    add_spans(pool, &claimed, args.spans, span).await?;
-    for (chunk, part) in claimed.chunks(BATCH).enumerate() {
-        let updates = part
-            .iter()
-            .enumerate()
-            .filter(|(k, _)| (chunk * BATCH + k) % RUNNING_EVERY != 1)
-            .map(|(k, c)| {
-                let status = if (chunk * BATCH + k).is_multiple_of(FAIL_EVERY) {
-                    pb::AttemptStatus::Failed
-                } else {
-                    pb::AttemptStatus::Succeeded
-                };
-                pb::UpdateAttemptRequest {
-                    rollout_id: c.rollout_id.clone(),
-                    attempt_id: c.attempt_id.clone(),
-                    update_mask: Some(prost_types::FieldMask {
-                        paths: vec!["status".into()],
-                    }),
-                    status: status as i32,
+    let claimed = seed::claim(&mut client, to_claim, |k| worker(k % WORKERS)).await?;
+    if !claimed.is_empty() {
+        let (each, extra) = (args.spans / claimed.len(), args.spans % claimed.len());
+        seed::add_spans(pool, &claimed, SPAN_BATCH_ROLLOUTS, |i, c, ids| {
+            let count = each + usize::from(i < extra);
+            let mut spans = span.spans(&c.rollout_id, &c.attempt_id, count, ids);
+            if i.is_multiple_of(FAIL_EVERY)
+                && let Some(last) = spans.last_mut()
+            {
+                last.status = Some(pb::SpanStatus {
+                    code: pb::SpanStatusCode::Error as i32,
+                    description: Some("tool call failed".into()),
                     ..Default::default()
-                }
-            })
-            .collect();
-        client
-            .update_attempts(pb::UpdateAttemptsRequest { updates })
-            .await?;
+                });
+            }
+            spans
+        })
+        .await?;
     }
+    seed::complete(&mut client, &claimed, |i| {
+        (i % RUNNING_EVERY != 1).then(|| seed::failing_one_in(FAIL_EVERY, i))
+    })
+    .await?;
     let queued = client
         .query_rollouts(pb::QueryRolloutsRequest {
             status_in: vec![pb::RolloutStatus::Queuing as i32],
@@ -513,60 +462,6 @@ async fn fill(pool: &Pool, args: &ReadModelArgs, span: &StoreSpan) -> BenchResul
                 ..Default::default()
             })
             .await?;
-    }
-    Ok(())
-}
-
-/// Adds `total` spans over the claimed rollouts, evenly, a few AddSpans
-/// calls in flight; a rollout the fill will fail gets an ERROR span last.
-async fn add_spans(
-    pool: &Pool,
-    claimed: &[Claimed],
-    total: usize,
-    span: &StoreSpan,
-) -> BenchResult<()> {
-    if claimed.is_empty() {
-        return Ok(());
-    }
-    let (each, extra) = (total / claimed.len(), total % claimed.len());
-    let calls = claimed
-        .chunks(SPAN_BATCH_ROLLOUTS)
-        .enumerate()
-        .map(|(chunk, part)| {
-            let mut ids = SpanIds::new();
-            let spans: Vec<pb::Span> = part
-                .iter()
-                .enumerate()
-                .flat_map(|(k, c)| {
-                    let i = chunk * SPAN_BATCH_ROLLOUTS + k;
-                    let count = each + usize::from(i < extra);
-                    let mut spans = span.spans(&c.rollout_id, &c.attempt_id, count, &mut ids);
-                    if i.is_multiple_of(FAIL_EVERY)
-                        && let Some(last) = spans.last_mut()
-                    {
-                        last.status = Some(pb::SpanStatus {
-                            code: pb::SpanStatusCode::Error as i32,
-                            description: Some("tool call failed".into()),
-                            ..Default::default()
-                        });
-                    }
-                    spans
-                })
-                .collect();
-            let mut client = pool.store(chunk % SPAN_CALLS_IN_FLIGHT);
-            async move {
-                client
-                    .add_spans(pb::AddSpansRequest {
-                        spans,
-                        ids_only: true,
-                        ..Default::default()
-                    })
-                    .await
-            }
-        });
-    let mut calls = futures::stream::iter(calls).buffer_unordered(SPAN_CALLS_IN_FLIGHT);
-    while let Some(result) = calls.next().await {
-        result?;
     }
     Ok(())
 }

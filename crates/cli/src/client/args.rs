@@ -97,6 +97,12 @@ pub struct ExportArgs {
     /// Keeps rollouts created before this time (RFC 3339).
     #[arg(long, value_parser = timestamp_arg)]
     pub until: Option<prost_types::Timestamp>,
+    /// Keeps rollouts that ended at or after this time (RFC 3339).
+    #[arg(long, value_parser = timestamp_arg)]
+    pub ended_from: Option<prost_types::Timestamp>,
+    /// Keeps rollouts that ended before this time (RFC 3339).
+    #[arg(long, value_parser = timestamp_arg)]
+    pub ended_until: Option<prost_types::Timestamp>,
     /// Keeps rollouts of this resources version.
     #[arg(long)]
     pub resources_id: Option<String>,

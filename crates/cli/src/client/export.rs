@@ -62,6 +62,8 @@ pub(super) async fn export(mut session: Session, args: ExportArgs) -> ClientResu
         mode_in: args.mode.iter().map(|&m| m as i32).collect(),
         start_time_from: args.from,
         start_time_until: args.until,
+        end_time_from: args.ended_from,
+        end_time_until: args.ended_until,
         resources_id: args.resources_id.clone(),
         worker_id: args.worker_id.clone(),
         rollout_id_contains: args.id_contains.clone(),

@@ -51,7 +51,10 @@ pub async fn overview(page: LivePage) -> Response {
 /// The rollouts, filtered as the URL says.
 pub async fn rollouts(page: LivePage) -> Response {
     match rollouts::RolloutsQuery::parse(page.query()) {
-        Ok(query) => page.show(View::Rollouts(query), Nav::Rollouts).await,
+        Ok(query) => {
+            page.show(View::Rollouts(Box::new(query)), Nav::Rollouts)
+                .await
+        }
         Err(message) => page.refuse(PageError::Invalid(message)),
     }
 }

@@ -40,6 +40,10 @@ pub struct RolloutsQuery {
     pub from: Option<String>,
     /// Created before.
     pub until: Option<String>,
+    /// Ended at or after (as `from`).
+    pub ended_from: Option<String>,
+    /// Ended before.
+    pub ended_until: Option<String>,
     /// The sort field (one of [`SORTS`]) and whether it descends.
     pub sort: (String, bool),
     /// The page, from 1.
@@ -76,7 +80,12 @@ impl RolloutsQuery {
         parsed.id_contains = query_get(&pairs, "q").map(str::to_owned);
         parsed.worker = query_get(&pairs, "worker").map(str::to_owned);
         parsed.resources = query_get(&pairs, "resources").map(str::to_owned);
-        for (field, value) in [("from", &mut parsed.from), ("until", &mut parsed.until)] {
+        for (field, value) in [
+            ("from", &mut parsed.from),
+            ("until", &mut parsed.until),
+            ("ended_from", &mut parsed.ended_from),
+            ("ended_until", &mut parsed.ended_until),
+        ] {
             if let Some(text) = query_get(&pairs, field) {
                 format::parse_local_time(text)
                     .ok_or_else(|| format!("{field}: {text:?} is not a date and time"))?;
@@ -138,6 +147,8 @@ impl RolloutsQuery {
             ("resources", &self.resources),
             ("from", &self.from),
             ("until", &self.until),
+            ("ended_from", &self.ended_from),
+            ("ended_until", &self.ended_until),
         ] {
             if let Some(value) = value {
                 parts.push(format!("{name}={}", query_value(value)));
@@ -156,6 +167,10 @@ impl RolloutsQuery {
             start_time: TimeRange {
                 from: time(&self.from),
                 until: time(&self.until),
+            },
+            end_time: TimeRange {
+                from: time(&self.ended_from),
+                until: time(&self.ended_until),
             },
             worker_id: self.worker.clone(),
             resources_id: self.resources.clone(),
@@ -324,7 +339,8 @@ mod tests {
     fn the_url_holds_every_filter_and_round_trips() {
         let query = RolloutsQuery::parse(
             "status=running&status=queuing&mode=train&mode=none&q=a%26b&worker=w%201\
-             &from=2026-11-28T10:00&sort=end_time&page=3&live_after=9",
+             &from=2026-11-28T10:00&ended_until=2026-11-28T11:30:05&sort=end_time&page=3\
+             &live_after=9",
         )
         .unwrap();
         assert_eq!(
@@ -335,6 +351,12 @@ mod tests {
         assert_eq!(query.id_contains.as_deref(), Some("a&b"));
         assert_eq!(query.sort, ("end_time".to_owned(), false));
         assert_eq!(query.page, 3);
+        let filter = query.filter();
+        assert_eq!(filter.end_time.from, None);
+        assert_eq!(
+            filter.end_time.until,
+            format::parse_local_time("2026-11-28T11:30:05")
+        );
         let again = RolloutsQuery::parse(
             query
                 .url(&Links::default(), None, None)
@@ -348,6 +370,7 @@ mod tests {
         assert!(RolloutsQuery::parse("sort=input").is_err());
         assert!(RolloutsQuery::parse("page=0").is_err());
         assert!(RolloutsQuery::parse("from=tomorrow").is_err());
+        assert!(RolloutsQuery::parse("ended_from=later").is_err());
         let default = RolloutsQuery::parse("").unwrap();
         assert_eq!(
             default.sort,

@@ -16,7 +16,8 @@ use crate::rendered::{PageError, Rendered};
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum View {
     Overview,
-    Rollouts(rollouts::RolloutsQuery),
+    /// Boxed: the filters are the largest of the views by far.
+    Rollouts(Box<rollouts::RolloutsQuery>),
     Rollout(RolloutId),
     Workers(workers::WorkersQuery),
     Resources(resources::ResourcesQuery),

@@ -414,7 +414,7 @@ class GetSpanSequenceIdsResponse(_message.Message):
     def __init__(self, sequence_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class QueryRolloutsRequest(_message.Message):
-    __slots__ = ("status_in", "rollout_id_in", "rollout_id_contains", "filter_logic", "page", "status_in_list", "rollout_id_in_list", "mode_in", "start_time_from", "start_time_until", "worker_id", "resources_id")
+    __slots__ = ("status_in", "rollout_id_in", "rollout_id_contains", "filter_logic", "page", "status_in_list", "rollout_id_in_list", "mode_in", "start_time_from", "start_time_until", "worker_id", "resources_id", "end_time_from", "end_time_until")
     STATUS_IN_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_ID_IN_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_ID_CONTAINS_FIELD_NUMBER: _ClassVar[int]
@@ -427,6 +427,8 @@ class QueryRolloutsRequest(_message.Message):
     START_TIME_UNTIL_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_ID_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FROM_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_UNTIL_FIELD_NUMBER: _ClassVar[int]
     status_in: _containers.RepeatedScalarFieldContainer[_types_pb2.RolloutStatus]
     rollout_id_in: _containers.RepeatedScalarFieldContainer[str]
     rollout_id_contains: str
@@ -439,7 +441,9 @@ class QueryRolloutsRequest(_message.Message):
     start_time_until: _timestamp_pb2.Timestamp
     worker_id: str
     resources_id: str
-    def __init__(self, status_in: _Optional[_Iterable[_Union[_types_pb2.RolloutStatus, str]]] = ..., rollout_id_in: _Optional[_Iterable[str]] = ..., rollout_id_contains: _Optional[str] = ..., filter_logic: _Optional[_Union[FilterLogic, str]] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ..., status_in_list: _Optional[_Union[RolloutStatusList, _Mapping]] = ..., rollout_id_in_list: _Optional[_Union[StringList, _Mapping]] = ..., mode_in: _Optional[_Iterable[_Union[_types_pb2.RolloutMode, str]]] = ..., start_time_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., worker_id: _Optional[str] = ..., resources_id: _Optional[str] = ...) -> None: ...
+    end_time_from: _timestamp_pb2.Timestamp
+    end_time_until: _timestamp_pb2.Timestamp
+    def __init__(self, status_in: _Optional[_Iterable[_Union[_types_pb2.RolloutStatus, str]]] = ..., rollout_id_in: _Optional[_Iterable[str]] = ..., rollout_id_contains: _Optional[str] = ..., filter_logic: _Optional[_Union[FilterLogic, str]] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ..., status_in_list: _Optional[_Union[RolloutStatusList, _Mapping]] = ..., rollout_id_in_list: _Optional[_Union[StringList, _Mapping]] = ..., mode_in: _Optional[_Iterable[_Union[_types_pb2.RolloutMode, str]]] = ..., start_time_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., worker_id: _Optional[str] = ..., resources_id: _Optional[str] = ..., end_time_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RolloutStatusList(_message.Message):
     __slots__ = ("values",)
@@ -634,7 +638,7 @@ class QuerySpansResponse(_message.Message):
     def __init__(self, spans: _Optional[_Iterable[_Union[_types_pb2.Span, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class ExportRolloutsRequest(_message.Message):
-    __slots__ = ("status_in", "mode_in", "start_time_from", "start_time_until", "resources_id", "worker_id", "rollout_id_contains", "layout", "after")
+    __slots__ = ("status_in", "mode_in", "start_time_from", "start_time_until", "resources_id", "worker_id", "rollout_id_contains", "layout", "after", "end_time_from", "end_time_until")
     STATUS_IN_FIELD_NUMBER: _ClassVar[int]
     MODE_IN_FIELD_NUMBER: _ClassVar[int]
     START_TIME_FROM_FIELD_NUMBER: _ClassVar[int]
@@ -644,6 +648,8 @@ class ExportRolloutsRequest(_message.Message):
     ROLLOUT_ID_CONTAINS_FIELD_NUMBER: _ClassVar[int]
     LAYOUT_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FROM_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_UNTIL_FIELD_NUMBER: _ClassVar[int]
     status_in: _containers.RepeatedScalarFieldContainer[_types_pb2.RolloutStatus]
     mode_in: _containers.RepeatedScalarFieldContainer[_types_pb2.RolloutMode]
     start_time_from: _timestamp_pb2.Timestamp
@@ -653,7 +659,9 @@ class ExportRolloutsRequest(_message.Message):
     rollout_id_contains: str
     layout: ExportLayout
     after: str
-    def __init__(self, status_in: _Optional[_Iterable[_Union[_types_pb2.RolloutStatus, str]]] = ..., mode_in: _Optional[_Iterable[_Union[_types_pb2.RolloutMode, str]]] = ..., start_time_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., resources_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., rollout_id_contains: _Optional[str] = ..., layout: _Optional[_Union[ExportLayout, str]] = ..., after: _Optional[str] = ...) -> None: ...
+    end_time_from: _timestamp_pb2.Timestamp
+    end_time_until: _timestamp_pb2.Timestamp
+    def __init__(self, status_in: _Optional[_Iterable[_Union[_types_pb2.RolloutStatus, str]]] = ..., mode_in: _Optional[_Iterable[_Union[_types_pb2.RolloutMode, str]]] = ..., start_time_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., resources_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., rollout_id_contains: _Optional[str] = ..., layout: _Optional[_Union[ExportLayout, str]] = ..., after: _Optional[str] = ..., end_time_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ExportRolloutsResponse(_message.Message):
     __slots__ = ("start", "batch")

@@ -19,8 +19,7 @@ mod time;
 
 pub use self::namespaces::{namespace_to_proto, quotas_from_proto, retention_from_proto};
 pub use self::time::{
-    duration_from_proto, opt_time, opt_timestamp_from_proto, timestamp_from_proto,
-    timestamp_to_proto,
+    duration_from_proto, opt_time, time_range_from_proto, timestamp_from_proto, timestamp_to_proto,
 };
 pub use spans::{span_from_proto, span_to_proto};
 

@@ -2,6 +2,7 @@
 
 use lightning_store_core::error::{StoreError, StoreResult};
 use lightning_store_core::model::Timestamp;
+use lightning_store_core::query::TimeRange;
 
 /// Converts a domain timestamp to protobuf.
 pub fn timestamp_to_proto(t: Timestamp) -> prost_types::Timestamp {
@@ -33,6 +34,19 @@ pub fn opt_timestamp_from_proto(
     t: Option<prost_types::Timestamp>,
 ) -> StoreResult<Option<Timestamp>> {
     t.map(|t| timestamp_from_proto(field, &t)).transpose()
+}
+
+/// Converts a window's two protobuf bounds, the fields `{field}_from` and
+/// `{field}_until`, to the domain.
+pub fn time_range_from_proto(
+    field: &str,
+    from: Option<prost_types::Timestamp>,
+    until: Option<prost_types::Timestamp>,
+) -> StoreResult<TimeRange> {
+    Ok(TimeRange {
+        from: opt_timestamp_from_proto(&format!("{field}_from"), from)?,
+        until: opt_timestamp_from_proto(&format!("{field}_until"), until)?,
+    })
 }
 
 /// Converts a protobuf duration to std, rejecting negative ones and nanos
