@@ -360,6 +360,65 @@ pub struct Span {
     pub extra: ExtraFields,
 }
 
+impl Span {
+    /// Returns an estimate of the bytes the span holds: its texts and
+    /// attribute values, and a fixed amount for the rest (extra fields are
+    /// not counted). For bounding what a read holds, not exact.
+    pub fn weight(&self) -> usize {
+        const FIXED: usize = 256;
+        let texts = [
+            &self.rollout_id,
+            &self.attempt_id,
+            &self.trace_id,
+            &self.span_id,
+            &self.name,
+        ]
+        .iter()
+        .map(|text| text.len())
+        .sum::<usize>();
+        let events = self
+            .events
+            .iter()
+            .map(|e| FIXED + e.name.len() + attributes_weight(&e.attributes))
+            .sum::<usize>();
+        let links = self
+            .links
+            .iter()
+            .map(|l| FIXED + l.attributes.as_deref().map_or(0, attributes_weight))
+            .sum::<usize>();
+        let resource = self
+            .resource
+            .as_ref()
+            .map_or(0, |r| r.schema_url.len() + attributes_weight(&r.attributes));
+        let scope = self.scope.as_ref().map_or(0, |s| {
+            s.name.len() + s.version.len() + attributes_weight(&s.attributes)
+        });
+        FIXED + texts + attributes_weight(&self.attributes) + events + links + resource + scope
+    }
+}
+
+/// Returns the bytes of the attributes' keys and values, as [`Span::weight`]
+/// counts them.
+fn attributes_weight(attributes: &[KeyValue]) -> usize {
+    attributes
+        .iter()
+        .map(|kv| kv.key.len() + value_weight(&kv.value))
+        .sum()
+}
+
+fn value_weight(value: &AttributeValue) -> usize {
+    match value {
+        AttributeValue::String(text) => text.len(),
+        AttributeValue::Bytes(bytes) => bytes.len(),
+        AttributeValue::Array(items) => items.iter().map(value_weight).sum(),
+        AttributeValue::Map(entries) => attributes_weight(entries),
+        AttributeValue::Empty
+        | AttributeValue::Bool(_)
+        | AttributeValue::Int(_)
+        | AttributeValue::Double(_) => 8,
+    }
+}
+
 /// A span submitted for storage: its sequence id may still have to be allocated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewSpan {
@@ -408,6 +467,54 @@ pub struct Statistics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_spans_weight_counts_its_attribute_values_nested() {
+        let bare = Span {
+            rollout_id: "ro-1".into(),
+            attempt_id: "at-1".into(),
+            sequence_id: 1,
+            trace_id: "t".into(),
+            span_id: "s".into(),
+            parent_id: None,
+            name: "llm".into(),
+            status: SpanStatus::default(),
+            attributes: Vec::new(),
+            events: Vec::new(),
+            links: Vec::new(),
+            start_time: None,
+            end_time: None,
+            context: None,
+            parent: None,
+            resource: None,
+            kind: SpanKind::Internal,
+            scope: None,
+            extra: Default::default(),
+        };
+        let text = |n: usize| AttributeValue::String("x".repeat(n));
+        let attribute = |key: &str, value| KeyValue {
+            key: key.into(),
+            value,
+        };
+        let nested = Span {
+            attributes: vec![attribute(
+                "gen_ai.prompt",
+                AttributeValue::Map(vec![
+                    attribute("a", text(10_000)),
+                    attribute("b", AttributeValue::Array(vec![text(5_000), text(5_000)])),
+                ]),
+            )],
+            events: vec![SpanEvent {
+                name: "e".into(),
+                attributes: vec![attribute("c", text(3_000))],
+                time: None,
+                extra: Default::default(),
+            }],
+            ..bare.clone()
+        };
+        let added = nested.weight() - bare.weight();
+        assert!((23_000..24_000).contains(&added), "{added}");
+    }
 
     #[test]
     fn trace_state_headers_parse_into_entries_and_back() {

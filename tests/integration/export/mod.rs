@@ -766,8 +766,55 @@ async fn a_gateway_rollouts_triplets(backend: Backend) {
     server.stop().await;
 }
 
+/// One read of an export takes rollouts until their spans weigh its
+/// budget: at least one, every one under a budget no read reaches, and
+/// `None` for a rollout that is not stored.
+async fn a_read_takes_rollouts_until_their_spans_weigh_its_budget(backend: Backend) {
+    use lightning_store::core::ids::RolloutId;
+
+    let server = TestServer::start(backend).await;
+    let mut client = server.client().await;
+    let id = |text: String| RolloutId::parse("rollout_id", text).unwrap();
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(id(rewarded(&mut client, &i.to_string(), 0.5).await));
+    }
+    ids.insert(1, id("ro-000000000000".to_owned()));
+    let read = |budget: usize| {
+        let (engine, ids) = (&server.engine, &ids);
+        async move { engine.rollout_downloads(ids, budget).await.unwrap() }
+    };
+    let all = read(usize::MAX).await;
+    let stored: Vec<bool> = all.iter().map(Option::is_some).collect();
+    assert_eq!(stored, [true, false, true, true]);
+    for (download, id) in all.iter().flatten().zip([&ids[0], &ids[2], &ids[3]]) {
+        assert_eq!(download.view.rollout.rollout_id, id.as_str());
+        assert_eq!(download.spans.len(), 1);
+    }
+    assert_eq!(read(0).await.len(), 1, "at least one");
+    let first: usize = all[0]
+        .as_ref()
+        .unwrap()
+        .spans
+        .iter()
+        .map(|s| s.weight())
+        .sum();
+    assert_eq!(
+        read(first).await.len(),
+        1,
+        "the first one weighs the budget"
+    );
+    assert_eq!(
+        read(first + 1).await.len(),
+        3,
+        "the missing one weighs nothing; the third passes the budget"
+    );
+    server.stop().await;
+}
+
 mod each_backend {
     on_every_backend!(
+        a_read_takes_rollouts_until_their_spans_weigh_its_budget,
         records_read_back_as_stored,
         a_stopped_export_resumed_equals_an_uninterrupted_one,
         an_export_while_rollouts_finish_holds_each_once_and_whole,

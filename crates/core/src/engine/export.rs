@@ -1,18 +1,26 @@
 //! Exports ([`crate::export`]): the selection fixed at the start, paged by
-//! keyset (rollout id order, [`PAGE_ROLLOUTS`] ids at a time, uncounted), each rollout
-//! then read whole in a transaction of its own, so that an export holds a
-//! page of listed rollouts and one whole rollout, whatever the run's size,
-//! and never holds a transaction (on the in-memory backend, the store's
-//! lock) for longer than one page or one rollout.
+//! keyset (rollout id order, [`PAGE_ROLLOUTS`] ids at a time, uncounted),
+//! the rollouts then read whole, as many in one transaction as fit
+//! [`READ_BUDGET`] (at least one), so that an export holds a page of listed
+//! rollouts and one read's rollouts, whatever the run's size, and never
+//! holds a transaction (on the in-memory backend, the store's lock) for
+//! longer than one page or one read.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::super::error::{StoreError, StoreResult};
+use super::super::error::StoreResult;
 use super::super::export::{self, Cursor, Layout, PAGE_ROLLOUTS, RolloutRecord};
 use super::super::ids::RolloutId;
+use super::super::pages::RolloutDownload;
 use super::super::query::{Page, RolloutFilter};
 use super::runner::{Engine, Scan};
+
+/// The spans' weight ([`crate::model::Span::weight`]) after which a read
+/// of an export's rollouts stops: small rollouts share a transaction (on
+/// PostgreSQL, a commit's durability wait; docs/performance.md#export), a
+/// large one has one of its own.
+pub const READ_BUDGET: usize = 4 << 20;
 
 /// An export under way: call [`Export::next`] until it returns `None`.
 pub struct Export {
@@ -24,7 +32,10 @@ pub struct Export {
     /// The position after the last rollout listed.
     listed: Cursor,
     /// Listed rollouts not read yet, in order.
-    page: VecDeque<String>,
+    page: VecDeque<RolloutId>,
+    /// Rollouts read, in order, not returned yet (`None`: deleted since it
+    /// was listed).
+    read: VecDeque<(RolloutId, Option<RolloutDownload>)>,
     /// The last page was short: nothing is left to list.
     exhausted: bool,
     /// The selected rollouts after the starting cursor, when it started.
@@ -68,6 +79,7 @@ impl Engine {
             start: cursor.clone(),
             listed: cursor,
             page: VecDeque::new(),
+            read: VecDeque::new(),
             exhausted: false,
             total,
         })
@@ -89,23 +101,32 @@ impl Export {
     /// Returns the next record, or `None` once the selection is exhausted.
     pub async fn next(&mut self) -> StoreResult<Option<RolloutRecord>> {
         loop {
-            if self.page.is_empty() && !self.exhausted {
-                self.list_page().await?;
-            }
-            let Some(rollout_id) = self.page.pop_front() else {
-                return Ok(None);
-            };
-            let id = RolloutId::parse("rollout_id", rollout_id)?;
-            match self.engine.rollout_download(&id).await {
-                Ok(download) => {
+            if let Some((id, download)) = self.read.pop_front() {
+                // `None`: deleted since it was listed, no longer stored.
+                if let Some(download) = download {
                     let cursor = self.listed.after(id.as_str());
                     return RolloutRecord::new(download, cursor).map(Some);
                 }
-                // Deleted since it was listed: it is no longer stored.
-                Err(StoreError::NotFound(_)) => continue,
-                Err(error) => return Err(error),
+                continue;
             }
+            if self.page.is_empty() && !self.exhausted {
+                self.list_page().await?;
+            }
+            if self.page.is_empty() {
+                return Ok(None);
+            }
+            self.read_rollouts().await?;
         }
+    }
+
+    /// Reads the next listed rollouts, as many as [`READ_BUDGET`] lets one
+    /// transaction read.
+    async fn read_rollouts(&mut self) -> StoreResult<()> {
+        let ids = self.page.make_contiguous();
+        let downloads = self.engine.rollout_downloads(ids, READ_BUDGET).await?;
+        let read = self.page.drain(..downloads.len());
+        self.read.extend(read.zip(downloads));
+        Ok(())
     }
 
     /// Lists the next page of the selection, by keyset after the last
@@ -123,7 +144,10 @@ impl Export {
         if let Some(last) = listed.last() {
             self.listed = self.listed.after(last);
         }
-        self.page.extend(listed);
+        for rollout_id in listed {
+            self.page
+                .push_back(RolloutId::parse("rollout_id", rollout_id)?);
+        }
         Ok(())
     }
 }

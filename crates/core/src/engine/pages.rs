@@ -26,6 +26,7 @@ use super::super::storage::{Access, StoreTx};
 use super::super::waiting::{self, WaitingFacts};
 use super::overview::latest_failures_in;
 use super::runner::{Engine, Scan};
+use super::tx::Tx;
 
 /// The worker statuses, in the order the Overview lists them.
 const WORKER_STATUSES: [WorkerStatus; 4] = [
@@ -185,37 +186,41 @@ impl Engine {
     /// transaction: complete, not bounded. NOT_FOUND for an unknown rollout.
     pub async fn rollout_download(&self, rollout_id: &RolloutId) -> StoreResult<RolloutDownload> {
         self.run(Scan::Read, |tx| {
+            Box::pin(async move { read_download(tx, rollout_id).await })
+        })
+        .await
+    }
+
+    /// Returns the downloads of the first rollouts of `rollout_ids`, in
+    /// order, read in one transaction: it reads the next rollout until the
+    /// spans read weigh `budget` bytes ([`Span::weight`]) or more, so it
+    /// returns at least one. `None` stands for a rollout that is no longer
+    /// stored. One transaction for many small rollouts saves their commits
+    /// (on PostgreSQL, each read transaction's durability wait).
+    pub async fn rollout_downloads(
+        &self,
+        rollout_ids: &[RolloutId],
+        budget: usize,
+    ) -> StoreResult<Vec<Option<RolloutDownload>>> {
+        self.run(Scan::Read, |tx| {
             Box::pin(async move {
-                let view = tx.require_rollout(rollout_id, Access::Read).await?;
-                let store = tx.store.as_mut();
-                let attempts = store.attempts(rollout_id).await?;
-                let spans_evicted = store.spans_evicted(rollout_id).await?;
-                let spans = if spans_evicted {
-                    Vec::new()
-                } else {
-                    let filter = SpanFilter {
-                        rollout_id: rollout_id.as_str().to_owned(),
-                        attempt: AttemptSelector::All,
-                        ..SpanFilter::default()
-                    };
-                    store.query_spans(&filter, &Page::default()).await?.items
-                };
-                let (agl1_events, agl1_error_message) =
-                    match store.agl1_rollout_detail(rollout_id).await? {
-                        Some(detail) => (
-                            Some(event_attempt_events(store, &detail).await?),
-                            detail.error_message,
-                        ),
-                        None => (None, None),
-                    };
-                Ok(RolloutDownload {
-                    view,
-                    attempts,
-                    spans,
-                    spans_evicted,
-                    agl1_events,
-                    agl1_error_message,
-                })
+                let mut downloads = Vec::new();
+                let mut weight = 0;
+                for rollout_id in rollout_ids {
+                    if weight >= budget && !downloads.is_empty() {
+                        break;
+                    }
+                    match read_download(tx, rollout_id).await {
+                        Ok(download) => {
+                            weight += download.spans.iter().map(|s| s.weight()).sum::<usize>();
+                            downloads.push(Some(download));
+                        }
+                        // Deleted since it was listed.
+                        Err(StoreError::NotFound(_)) => downloads.push(None),
+                        Err(error) => return Err(error),
+                    }
+                }
+                Ok(downloads)
             })
         })
         .await
@@ -379,6 +384,39 @@ fn open(sessions: &[WorkerSession]) -> usize {
         .iter()
         .filter(|s| s.state == SessionState::Open)
         .count()
+}
+
+/// Reads everything stored of a rollout for its download in `tx`.
+async fn read_download(tx: &mut Tx<'_>, rollout_id: &RolloutId) -> StoreResult<RolloutDownload> {
+    let view = tx.require_rollout(rollout_id, Access::Read).await?;
+    let store = tx.store.as_mut();
+    let attempts = store.attempts(rollout_id).await?;
+    let spans_evicted = store.spans_evicted(rollout_id).await?;
+    let spans = if spans_evicted {
+        Vec::new()
+    } else {
+        let filter = SpanFilter {
+            rollout_id: rollout_id.as_str().to_owned(),
+            attempt: AttemptSelector::All,
+            ..SpanFilter::default()
+        };
+        store.query_spans(&filter, &Page::default()).await?.items
+    };
+    let (agl1_events, agl1_error_message) = match store.agl1_rollout_detail(rollout_id).await? {
+        Some(detail) => (
+            Some(event_attempt_events(store, &detail).await?),
+            detail.error_message,
+        ),
+        None => (None, None),
+    };
+    Ok(RolloutDownload {
+        view,
+        attempts,
+        spans,
+        spans_evicted,
+        agl1_events,
+        agl1_error_message,
+    })
 }
 
 /// Returns the events of a 1.x rollout's event attempt (`last_attempt_id`,
