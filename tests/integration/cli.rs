@@ -458,3 +458,92 @@ async fn complete_with_several_rollouts_is_one_batch_all_or_none() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn training_prints_reward_by_version_and_mode() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    assert_eq!(
+        ok(&server, &["training"]).await,
+        "no rollouts ended as succeeded or failed\n"
+    );
+    // Three rollouts without a resources version, from a shell: two in
+    // val (rewards 0.5 and 1), one in train that fails with reward 0.
+    for (mode, reward, status) in [
+        ("val", "0.5", "succeeded"),
+        ("val", "1", "succeeded"),
+        ("train", "0", "failed"),
+    ] {
+        let enqueued = ok_json(&server, &["enqueue", "--input", "{}", "--mode", mode]).await;
+        let rollout_id = enqueued["rollout_id"].as_str().unwrap().to_owned();
+        ok(&server, &["dequeue"]).await;
+        let reward = format!("agentlightning.reward.0.value={reward}");
+        ok(
+            &server,
+            &[
+                "add-span",
+                &rollout_id,
+                "latest",
+                "--name",
+                "reward",
+                "--attr",
+                &reward,
+            ],
+        )
+        .await;
+        ok(&server, &["complete", &rollout_id, "--status", status]).await;
+    }
+    let table = ok(&server, &["training"]).await;
+    let lines: Vec<Vec<&str>> = table
+        .lines()
+        .map(|line| line.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            vec![
+                "VERSION",
+                "RESOURCES",
+                "MODE",
+                "ROLLOUTS",
+                "SUCCESS",
+                "REWARDED",
+                "MEAN",
+                "P10",
+                "P50",
+                "P90"
+            ],
+            vec![
+                "-", "-", "train", "1", "0.0%", "1", "0.0000", "0.0000", "0.0000", "0.0000"
+            ],
+            vec![
+                "-", "-", "val", "2", "100.0%", "2", "0.7500", "0.5000", "0.5000", "1.0000"
+            ],
+        ],
+        "{table}"
+    );
+    let val = ok_json(&server, &["training", "--mode", "val"]).await;
+    assert_eq!(
+        val,
+        serde_json::json!([{
+            "version": null, "resources_id": "", "mode": "val", "rollouts": 2, "succeeded": 2,
+            "rewarded": 2, "reward_mean": 0.75, "reward_p10": 0.5, "reward_p50": 0.5,
+            "reward_p90": 1.0,
+        }])
+    );
+    // A bounded range leaves out rollouts of no version.
+    assert_eq!(
+        ok_json(&server, &["training", "--from-version", "1"]).await,
+        serde_json::json!([])
+    );
+    let refused = cli(
+        &server,
+        &["training", "--from-version", "3", "--to-version", "2"],
+    )
+    .await;
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("version_from (3) is after version_to (2)"),
+        "{stderr}"
+    );
+}

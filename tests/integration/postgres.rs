@@ -556,3 +556,125 @@ async fn tls_to_postgres_verifies_the_server_certificate() {
         .await
         .unwrap();
 }
+
+/// Runs a train rollout of `resources_id` through `c` to success with
+/// reward `reward`.
+async fn rewarded_rollout(c: &mut Client, resources_id: &str, reward: f64) {
+    use crate::conformance::support::{add_span, set_attempt_status, span};
+    c.enqueue_rollout(pb::EnqueueRolloutRequest {
+        request_id: None,
+        rollout: Some(pb::RolloutSpec {
+            mode: pb::RolloutMode::Train as i32,
+            resources_id: Some(resources_id.to_owned()),
+            ..Default::default()
+        }),
+    })
+    .await
+    .unwrap();
+    let claimed = dequeue(c, None).await.expect("the rollout just enqueued");
+    let attempt_id = claimed.attempt.unwrap().attempt_id;
+    let mut reward_span = span(&claimed.rollout_id, &attempt_id, "reward", None);
+    reward_span.attributes = vec![common::number("agentlightning.reward.0.value", reward)];
+    add_span(c, reward_span).await;
+    set_attempt_status(
+        c,
+        &claimed.rollout_id,
+        &attempt_id,
+        pb::AttemptStatus::Succeeded,
+    )
+    .await
+    .unwrap();
+}
+
+async fn train_summary(c: &mut Client) -> Vec<pb::VersionSummary> {
+    c.get_training_summary(pb::GetTrainingSummaryRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .versions
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_training_summarys_shards_fold_into_one_without_changing_it() {
+    skip_without!(crate::common::Backend::Postgres);
+    let url = postgres_database().await;
+    // Only the test folds: the housekeeping's interval is an hour.
+    let quiet = || TestOptions {
+        postgres_url: Some(url.clone()),
+        retention_interval: Duration::from_secs(3600),
+        ..TestOptions::default()
+    };
+    let a = TestServer::start_opts(Backend::Postgres, quiet()).await;
+    let b = TestServer::start_opts(Backend::Postgres, quiet()).await;
+    let (mut ca, mut cb) = (a.client().await, b.client().await);
+    let resources_id = ca
+        .add_resources(pb::AddResourcesRequest {
+            resources_json: r#"{"prompt": "v1"}"#.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .resources
+        .unwrap()
+        .resources_id;
+    for reward in [1.0, 0.0, 1.0] {
+        rewarded_rollout(&mut ca, &resources_id, reward).await;
+        rewarded_rollout(&mut cb, &resources_id, reward).await;
+    }
+    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap();
+    let shards = "SELECT COUNT(DISTINCT shard) FROM training_summary";
+    let before: i64 = sqlx::query_scalar(shards)
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+    assert!(
+        before >= 2,
+        "each server's connections add to shards of their own: {before}"
+    );
+    let summary = train_summary(&mut ca).await;
+    assert_eq!((summary[0].rollouts, summary[0].rewarded), (6, 6));
+
+    // Folds while the other server keeps ending rollouts: neither waits
+    // for the other in a cycle, and nothing is lost.
+    let folds = async {
+        for _ in 0..5 {
+            a.engine.fold_training_shards().await.unwrap();
+        }
+    };
+    let writes = async {
+        for _ in 0..5 {
+            rewarded_rollout(&mut cb, &resources_id, 0.5).await;
+        }
+    };
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        futures::future::join(folds, writes),
+    )
+    .await
+    .expect("folds and writes finish");
+    a.engine.fold_training_shards().await.unwrap();
+    let after: i64 = sqlx::query_scalar(shards)
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(after, 1, "every row in shard 0");
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM training_summary")
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(rows, 3, "one row per reward bin: 0, 0.5 and 1");
+    let summary = train_summary(&mut cb).await;
+    assert_eq!(summary.len(), 1);
+    let version = &summary[0];
+    assert_eq!(
+        (version.rollouts, version.succeeded, version.rewarded),
+        (11, 11, 11)
+    );
+    assert_eq!(version.reward_mean, Some(6.5 / 11.0));
+    assert_eq!(
+        (version.reward_p10, version.reward_p50, version.reward_p90),
+        (Some(0.0), Some(0.5), Some(1.0))
+    );
+}

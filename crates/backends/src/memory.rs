@@ -12,7 +12,8 @@
 //! By role: the state, its transaction and undo log are in [`state`] (made
 //! of the structures in [`records`]), the rule reads and queries in
 //! [`reads`], the immediate writes in [`immediate_writes`], the read model
-//! in [`overview`], agent-lightning 1.x's records in [`agl1`]; the commit
+//! in [`overview`], agent-lightning 1.x's records in [`agl1`], the training
+//! summary in [`training`]; the commit
 //! is here; the store in [`store`], its namespaces in [`catalogue`].
 
 use async_trait::async_trait;
@@ -39,6 +40,8 @@ mod records;
 mod state;
 /// The store: its state under one lock.
 mod store;
+/// The rollouts' final rewards and the training summary.
+mod training;
 
 pub use self::catalogue::MemoryCatalogue;
 pub use self::store::MemoryStore;

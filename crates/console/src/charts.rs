@@ -190,6 +190,120 @@ pub fn grouped(label: &str, starts: &[Timestamp], groups: &[&[Series]]) -> Chart
     }
 }
 
+/// One version's rewards in one mode, for [`reward_bands`]: the band from
+/// the 10th to the 90th percentile and the mean.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RewardBand {
+    /// The version's slot on the axis (its index in the chart's labels).
+    pub slot: usize,
+    pub low: f64,
+    pub mean: f64,
+    pub high: f64,
+    pub title: String,
+}
+
+/// The bands of one mode.
+#[derive(Debug, Clone)]
+pub struct BandSeries {
+    pub name: &'static str,
+    /// The style sheet's class of its bands.
+    pub class: &'static str,
+    pub bands: Vec<RewardBand>,
+}
+
+/// The class of the mean's mark across a band.
+const MEAN_CLASS: &str = "beat";
+
+/// Returns a chart of reward bands by version: one slot per label (the
+/// versions in order), in each a band per series side by side (train beside
+/// val), from its 10th to its 90th percentile, with a mark at its mean. The
+/// value axis spans the values shown (and 0).
+pub fn reward_bands(label: &str, labels: &[String], series: &[BandSeries]) -> Chart {
+    let values = series
+        .iter()
+        .flat_map(|s| s.bands.iter())
+        .flat_map(|band| [band.low, band.mean, band.high]);
+    let (mut lowest, mut highest) = values.fold((0.0_f64, 0.0_f64), |(lo, hi), value| {
+        (lo.min(value), hi.max(value))
+    });
+    if highest <= lowest {
+        highest = lowest + 1.0;
+    }
+    let padding = (highest - lowest) * 0.05;
+    highest += padding;
+    if lowest < 0.0 {
+        lowest -= padding;
+    }
+    let plot_width = WIDTH - LEFT - RIGHT;
+    let plot_height = HEIGHT - TOP - BOTTOM;
+    let slot = plot_width / labels.len().max(1) as f64;
+    let band_width = ((slot - 1.0) / series.len().max(1) as f64).max(1.0);
+    let y = |value: f64| HEIGHT - BOTTOM - (value - lowest) / (highest - lowest) * plot_height;
+    let mut bars = Vec::new();
+    for (place, s) in series.iter().enumerate() {
+        for band in &s.bands {
+            let x = LEFT + band.slot as f64 * slot + place as f64 * band_width;
+            let top = y(band.high);
+            bars.push(Bar {
+                x,
+                y: top,
+                width: band_width,
+                height: (y(band.low) - top).max(1.5),
+                class: s.class,
+                title: band.title.clone(),
+            });
+            bars.push(Bar {
+                x,
+                y: y(band.mean) - 1.0,
+                width: band_width,
+                height: 2.0,
+                class: MEAN_CLASS,
+                title: band.title.clone(),
+            });
+        }
+    }
+    let grid = [lowest, (lowest + highest) / 2.0, highest]
+        .into_iter()
+        .map(|value| GridLine {
+            y: y(value),
+            label: format!("{value:.2}"),
+        })
+        .collect();
+    let slot_middle = (slot - 1.0).max(1.0) / 2.0;
+    let ticks = (0..labels.len())
+        .step_by((labels.len() / 8).max(1))
+        .map(|index| Tick {
+            x: LEFT + index as f64 * slot + slot_middle,
+            label: labels[index].clone(),
+        })
+        .collect();
+    let legend = series
+        .iter()
+        .map(|s| Legend {
+            class: s.class,
+            name: s.name,
+            total: None,
+        })
+        .chain(std::iter::once(Legend {
+            class: MEAN_CLASS,
+            name: "mean",
+            total: None,
+        }))
+        .collect();
+    Chart {
+        label: label.to_owned(),
+        bars,
+        grid,
+        ticks,
+        legend,
+        width: WIDTH,
+        height: HEIGHT,
+        left: LEFT,
+        right: WIDTH - RIGHT,
+        bottom: HEIGHT - BOTTOM,
+    }
+}
+
 /// A bar placed on a time axis from `start` to `end`, in hundredths of the
 /// axis (`x` and `width` in 0..1000), for the waterfall and the attempts
 /// timeline (drawn in SVGs whose view box is 1000 wide).
@@ -234,6 +348,48 @@ impl Axis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reward_bands_sit_side_by_side_with_the_mean_inside() {
+        let band = |slot, low, mean, high| RewardBand {
+            slot,
+            low,
+            mean,
+            high,
+            title: String::new(),
+        };
+        let chart = reward_bands(
+            "reward by version",
+            &["1".to_owned(), "2".to_owned()],
+            &[
+                BandSeries {
+                    name: "train",
+                    class: "ok",
+                    bands: vec![band(0, 0.0, 0.25, 0.5), band(1, 0.5, 0.75, 1.0)],
+                },
+                BandSeries {
+                    name: "val",
+                    class: "run",
+                    bands: vec![band(1, -0.5, 0.0, 0.5)],
+                },
+            ],
+        );
+        assert_eq!(chart.bars.len(), 6, "a band and its mean mark each");
+        let (train_1, train_2, val_2) = (&chart.bars[0], &chart.bars[2], &chart.bars[4]);
+        assert!(
+            train_1.x < train_2.x && train_2.x < val_2.x,
+            "by slot, then series"
+        );
+        assert!(train_2.y < train_1.y, "a higher reward draws higher");
+        let mean = &chart.bars[1];
+        assert!(mean.y > train_1.y && mean.y < train_1.y + train_1.height);
+        let labels: Vec<&str> = chart.grid.iter().map(|g| g.label.as_str()).collect();
+        assert!(
+            labels[0].starts_with('-'),
+            "the axis reaches below zero: {labels:?}"
+        );
+        assert_eq!(chart.legend.last().map(|l| l.name), Some("mean"));
+    }
 
     #[test]
     fn scales_round_up_and_bars_stack() {

@@ -97,6 +97,7 @@ pub fn routes() -> Routes<ConsoleContext> {
         .get("/console/export", Export, pages::export)
         .get("/console/workers", Read, pages::workers)
         .get("/console/resources", Read, pages::resources)
+        .get("/console/training", Read, pages::training)
         .get("/console/models", Read, pages::models)
         .get("/console/search", Read, pages::search)
         .get("/console/gateway/pause", Gateway, pages::confirm_pause)

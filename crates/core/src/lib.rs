@@ -27,5 +27,6 @@ pub mod reward;
 pub mod storage;
 pub mod subscription;
 pub mod telemetry;
+pub mod training;
 pub mod trajectory;
 pub mod waiting;

@@ -4,7 +4,7 @@
 //! `lightning-store-backends` crate.
 //!
 //! # Roles
-//! A transaction ([`StoreTx`]) plays five roles, each a trait of its own
+//! A transaction ([`StoreTx`]) plays six roles, each a trait of its own
 //! module, with its contract written where it is declared:
 //! * [`RuleReads`] ([`rule_reads`]): the reads the lifecycle rules decide
 //!   on, locking what they return with [`Access::Update`];
@@ -18,7 +18,9 @@
 //!   paged queries and event history clients read, and the aggregates of
 //!   statistics and the console, which no rule reads;
 //! * [`Agl1Reads`] ([`agl1`]): agent-lightning 1.x's reads, whose writes
-//!   are part of the write set ([`Agl1Writes`]).
+//!   are part of the write set ([`Agl1Writes`]);
+//! * [`TrainingReads`] ([`training`]): the rollouts' final rewards and the
+//!   training summary's rows, whose changes are part of the write set.
 //!
 //! The conformance suite (`tests/integration/conformance/`) tests each role
 //! on every backend.
@@ -122,6 +124,7 @@ pub mod immediate_writes;
 pub mod queries;
 pub mod read_model;
 pub mod rule_reads;
+pub mod training;
 pub mod write_set;
 
 use std::sync::Arc;
@@ -134,6 +137,7 @@ pub use self::immediate_writes::ImmediateWrites;
 pub use self::queries::Queries;
 pub use self::read_model::ReadModel;
 pub use self::rule_reads::{Access, Held, RuleReads};
+pub use self::training::TrainingReads;
 pub use self::write_set::{RolloutWrite, WriteSet};
 use crate::error::{StoreError, StoreResult};
 use crate::model::Timestamp;
@@ -190,7 +194,9 @@ pub trait Store: Send + Sync + 'static {
 /// One transaction of a backend: its roles (see the module docs for the
 /// contract) and the commit of its write set.
 #[async_trait]
-pub trait StoreTx: RuleReads + ImmediateWrites + Queries + ReadModel + Agl1Reads + Send {
+pub trait StoreTx:
+    RuleReads + ImmediateWrites + Queries + ReadModel + Agl1Reads + TrainingReads + Send
+{
     /// Applies the write set and commits: keeps the immediate writes,
     /// assigns each of the set's events the next sequence number (gapless,
     /// in commit order) and returns once the transaction (and everything it

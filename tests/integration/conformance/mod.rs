@@ -15,6 +15,7 @@
 //!   `resources_workers`, `exact_numbers`;
 //! * queries: `queries`, `rollout_filters`, `spans`, `streams`;
 //! * the read model: `read_model`; `overview`, `exact_numbers`;
+//! * the training summary: `training`;
 //! * agent-lightning 1.x's reads and writes: `tests/integration/agl1`;
 //! * the catalogue of namespaces: `catalogue`.
 //!
@@ -72,6 +73,7 @@ macro_rules! conformance_suite {
                 mod spans;
                 mod upstream_parity;
                 mod streams;
+                mod training;
                 mod watchdog;
                 mod write_set;
             }

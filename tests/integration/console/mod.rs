@@ -4,7 +4,8 @@
 //! the store, a waterfall shows spans under their parents, a 1.x
 //! conversation renders from a real gateway call, a reader token cannot
 //! act, hostile input renders as text, each namespace has a console of
-//! its own, and an admin creates and deletes namespaces on their page.
+//! its own, an admin creates and deletes namespaces on their page, and
+//! the Training page shows reward by policy version.
 //! The test modules are compiled once per backend, as the conformance
 //! suite is.
 
@@ -24,6 +25,7 @@ macro_rules! console_suite {
                 mod namespaces;
                 mod pages;
                 mod security;
+                mod training;
             }
         )+
     };

@@ -344,6 +344,23 @@ impl LightningStoreService for StoreService {
         })
     }
 
+    async fn get_training_summary(
+        &self,
+        request: Request<pb::GetTrainingSummaryRequest>,
+    ) -> RpcResult<pb::GetTrainingSummaryResponse> {
+        let ns = self.namespace(&request).await?;
+        let (mode, versions) =
+            c::training_request_from_proto(request.get_ref()).map_err(status_of)?;
+        let summaries = ns
+            .engine
+            .training_summary(mode, versions)
+            .await
+            .map_err(status_of)?;
+        ok(pb::GetTrainingSummaryResponse {
+            versions: summaries.iter().map(c::version_summary_to_proto).collect(),
+        })
+    }
+
     async fn get_queue_position(
         &self,
         request: Request<pb::GetQueuePositionRequest>,

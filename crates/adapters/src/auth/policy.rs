@@ -206,6 +206,10 @@ pub const RPCS: &[(&str, Need)] = &[
         READ,
     ),
     (
+        "/lightningstore.v1.LightningStoreService/GetTrainingSummary",
+        READ,
+    ),
+    (
         "/lightningstore.v1.LightningStoreService/GetQueuePosition",
         READ,
     ),

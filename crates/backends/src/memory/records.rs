@@ -1,6 +1,6 @@
 //! The structures the in-memory state is made of, below [`super::state`]:
 //! the spans of a rollout, queue entries, the ordered indexes of the read
-//! model and agent-lightning 1.x's records.
+//! model, agent-lightning 1.x's records and the training summary.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasher, RandomState};
@@ -13,6 +13,7 @@ use lightning_store_core::agl1::{Agl1Fields, ModelServer, Pause, Replica, Stored
 use lightning_store_core::model::{Rollout, RolloutStatus, Span, Timestamp};
 use lightning_store_core::overview::Activity;
 use lightning_store_core::retention;
+use lightning_store_core::training::{RolloutReward, TrainingCounts, TrainingKey};
 
 /// The spans of one rollout, shared with whoever received or read them.
 #[derive(Default)]
@@ -103,4 +104,13 @@ pub(super) struct Agl1State {
     pub(super) models: IndexMap<(String, String), ModelServer>,
     pub(super) pause: Pause,
     pub(super) replicas: IndexMap<String, Replica>,
+}
+
+/// The training summary of the in-memory store.
+#[derive(Default)]
+pub(super) struct TrainingState {
+    /// Each rollout's final reward.
+    pub(super) rewards: HashMap<String, RolloutReward>,
+    /// The summary's rows.
+    pub(super) rows: HashMap<TrainingKey, TrainingCounts>,
 }

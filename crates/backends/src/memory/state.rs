@@ -10,7 +10,9 @@ use std::hash::RandomState;
 use indexmap::IndexMap;
 use tokio::sync::MutexGuard;
 
-use super::records::{self, ActivityCounts, Agl1State, EndedIndex, QueueEntry, RolloutSpans};
+use super::records::{
+    self, ActivityCounts, Agl1State, EndedIndex, QueueEntry, RolloutSpans, TrainingState,
+};
 use lightning_store_core::events::Event;
 use lightning_store_core::idempotency::RememberedRequest;
 use lightning_store_core::model::{
@@ -74,6 +76,8 @@ pub(super) struct State {
     pub(super) latest_event: u64,
     /// agent-lightning 1.x's records.
     pub(super) agl1: Agl1State,
+    /// The rollouts' final rewards and the training summary.
+    pub(super) training: TrainingState,
 }
 
 /// What a transaction did at once, to be undone if it is dropped.
@@ -296,6 +300,7 @@ impl State {
         {
             self.queue.pop_front();
         }
+        self.apply_training(writes);
         for event in &mut writes.events {
             self.latest_event += 1;
             event.seq = self.latest_event;

@@ -36,8 +36,9 @@ macro_rules! event_columns {
 
 /// The tables that hold a rollout's rows, deleted with it (the rollout's
 /// own row last).
-const ROLLOUT_TABLES: [&str; 7] = [
+const ROLLOUT_TABLES: [&str; 8] = [
     "spans",
+    "rollout_rewards",
     "rollout_spans",
     "attempts",
     "queue",

@@ -63,6 +63,7 @@ use super::query::{self, Builder};
 use super::requests;
 use super::sessions::{self, session_columns};
 use super::statement::Statement;
+use super::training::{self, TrainingRows};
 use super::tx::SqlTx;
 use lightning_store_core::error::StoreResult;
 use lightning_store_core::events::Event;
@@ -168,6 +169,7 @@ struct Rows<'w> {
     unqueued: Vec<&'w str>,
     queued: Vec<(&'w String, &'w Timestamp)>,
     remembered: Vec<&'w RememberedRequest>,
+    training: TrainingRows<'w>,
 }
 
 impl<'w> Rows<'w> {
@@ -182,6 +184,7 @@ impl<'w> Rows<'w> {
             unqueued: writes.unqueue.iter().map(String::as_str).collect(),
             queued: writes.enqueue.iter().collect(),
             remembered: writes.requests.values().collect(),
+            training: TrainingRows::of(writes),
         }
     }
 
@@ -204,6 +207,7 @@ impl<'w> Rows<'w> {
         add_workers(batch, &self.workers);
         add_sessions(batch, &self.sessions);
         add_queue_changes(batch, &self.unqueued, &self.queued);
+        training::add(batch, &self.training);
     }
 }
 
@@ -430,6 +434,9 @@ impl<C: Connection> SqlTx<C> {
         rows.add_to(&mut batch, writes);
         for statement in batch.finish() {
             self.write(statement).await?;
+        }
+        if writes.fold_training_shards && C::DIALECT.shared {
+            self.write(Statement::new(training::FOLD_SHARDS)).await?;
         }
         // A single writer's next transaction sees these deadlines at once.
         if let Some(deadline) = earliest_deadline {

@@ -19,7 +19,8 @@
 //! session records, [`apply`] the write set's application at commit
 //! (multi-row upserts, and on a shared database one statement for the
 //! whole set), [`requests`] the remembered request ids, [`agl1`]
-//! agent-lightning 1.x's records, [`overview`] the read model's aggregates.
+//! agent-lightning 1.x's records, [`overview`] the read model's aggregates,
+//! [`training`] the rollouts' final rewards and the training summary.
 //!
 //! Counts for statistics come from a `counters` table: the entity rows
 //! (`rollouts`, `attempts`, `resources`, `workers`, `queued`, and
@@ -49,6 +50,7 @@ mod requests;
 mod sessions;
 mod spans;
 mod statement;
+mod training;
 mod tx;
 
 use std::sync::Arc;

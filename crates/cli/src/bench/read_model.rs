@@ -1,9 +1,10 @@
 //! `bench read-model`: the console's reads on a large store. Fills the
 //! store through the batch RPCs with `--rollouts` rollouts (100,000 by
-//! default; modes, resources versions, workers, statuses mixed) and
-//! `--spans` spans over the claimed ones (1,000,000), then times, one call
-//! at a time, each query of the Rollouts page (every filter, sorts, a deep
-//! page) and each aggregate read of the Overview and of a waiting rollout.
+//! default; modes, `--versions` resources versions, workers, statuses
+//! mixed) and `--spans` spans over the claimed ones (1,000,000; the last of
+//! each carries a reward), then times, one call at a time, each query of
+//! the Rollouts page (every filter, sorts, a deep page), each aggregate
+//! read of the Overview and of a waiting rollout, and the training summary.
 //! A sample is the server's time on the call, from its `Server-Timing`
 //! header (the network's share is left out); the round trip at the client
 //! is reported beside it. Against a server that sends no such header (an
@@ -36,8 +37,6 @@ const NO_SERVER_TIMING: &str = "round trip (no Server-Timing)";
 
 /// Workers the fill claims rollouts as (`bench-worker-NN`).
 const WORKERS: usize = 50;
-/// Resources versions the rollouts use (`rs-bench-NN`).
-const VERSIONS: usize = 20;
 /// Rollouts whose spans go in one AddSpans call.
 const SPAN_BATCH_ROLLOUTS: usize = 200;
 /// One claimed rollout in this many fails, with an ERROR span.
@@ -56,6 +55,10 @@ pub struct ReadModelArgs {
     /// Spans to add, spread over the claimed rollouts.
     #[arg(long, default_value_t = 1_000_000)]
     spans: usize,
+    /// Resources versions the rollouts use (`rs-bench-NN`), seven
+    /// consecutive rollouts to a version, round robin.
+    #[arg(long, default_value_t = 20)]
+    versions: usize,
     #[command(flatten)]
     span: SpanArgs,
     /// Calls per query (one at a time).
@@ -81,13 +84,14 @@ enum Read {
     Activity,
     Position(String),
     Failures(i64),
+    Training,
 }
 
 /// Fills the store (unless told not to), then times every read.
 pub async fn run(target: &mut Target, args: ReadModelArgs, progress: bool) -> BenchResult<Report> {
-    if args.calls == 0 || args.page_size <= 0 {
+    if args.calls == 0 || args.page_size <= 0 || args.versions == 0 {
         return Err(BenchError::new(
-            "--calls and --page-size must be at least 1",
+            "--calls, --page-size and --versions must be at least 1",
         ));
     }
     let duration = Duration::try_from_secs_f64(args.duration_secs)
@@ -287,6 +291,7 @@ async fn reads(client: &mut StoreClient, page_size: i64) -> BenchResult<Vec<(Str
             Read::Position(last_queued.rollout_id),
         ),
         ("ListRecentFailures 10".into(), Read::Failures(10)),
+        ("GetTrainingSummary".into(), Read::Training),
     ])
 }
 
@@ -378,6 +383,12 @@ async fn call(client: &mut StoreClient, read: &Read) -> Result<(Option<Duration>
                 .await?,
             |r| r.failures.len(),
         ),
+        Read::Training => answered(
+            client
+                .get_training_summary(pb::GetTrainingSummaryRequest::default())
+                .await?,
+            |r| r.versions.len(),
+        ),
     }
 }
 
@@ -391,12 +402,32 @@ fn server_time(metadata: &tonic::metadata::MetadataMap) -> Option<Duration> {
         .and_then(|millis| Duration::try_from_secs_f64(millis / 1e3).ok())
 }
 
+/// The reward of the `i`th claimed rollout, as `emit_reward` records it:
+/// spread over [0, 1) in thousandths (a hundred bins of the summary).
+fn reward_attributes(i: usize) -> [pb::KeyValue; 2] {
+    let value = (i.wrapping_mul(2_654_435_761) % 1_000) as f64 / 1_000.0;
+    let attribute = |key: &str, value: pb::attribute_value::Value| pb::KeyValue {
+        key: key.to_owned(),
+        value: Some(pb::AttributeValue { value: Some(value) }),
+    };
+    [
+        attribute(
+            "agentlightning.reward.0.name",
+            pb::attribute_value::Value::StringValue("primary".into()),
+        ),
+        attribute(
+            "agentlightning.reward.0.value",
+            pb::attribute_value::Value::DoubleValue(value),
+        ),
+    ]
+}
+
 /// Fills the store: resources versions, rollouts (batches), claims by the
 /// workers, spans (batches, a few in flight; a rollout the fill will fail
 /// gets an ERROR span last), completions, cancellations.
 async fn fill(pool: &Pool, args: &ReadModelArgs, span: &StoreSpan) -> BenchResult<()> {
     let mut client = pool.store(0);
-    for k in 0..VERSIONS {
+    for k in 0..args.versions {
         client
             .update_resources(pb::UpdateResourcesRequest {
                 resources_id: version(k),
@@ -414,7 +445,7 @@ async fn fill(pool: &Pool, args: &ReadModelArgs, span: &StoreSpan) -> BenchResul
     seed::enqueue(&mut client, args.rollouts, |i| pb::RolloutSpec {
         input_json: json!({ "task": i }).to_string(),
         mode: mode(i) as i32,
-        resources_id: Some(version((i / 7) % VERSIONS)),
+        resources_id: Some(version((i / 7) % args.versions)),
         metadata_json: json!({ "bench": "read-model", "i": i }).to_string(),
         ..Default::default()
     })
@@ -426,6 +457,9 @@ async fn fill(pool: &Pool, args: &ReadModelArgs, span: &StoreSpan) -> BenchResul
         seed::add_spans(pool, &claimed, SPAN_BATCH_ROLLOUTS, |i, c, ids| {
             let count = each + usize::from(i < extra);
             let mut spans = span.spans(&c.rollout_id, &c.attempt_id, count, ids);
+            if let Some(last) = spans.last_mut() {
+                last.attributes.extend(reward_attributes(i));
+            }
             if i.is_multiple_of(FAIL_EVERY)
                 && let Some(last) = spans.last_mut()
             {

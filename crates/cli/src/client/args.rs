@@ -173,6 +173,21 @@ pub struct WorkersArgs {
     pub worker_id: Option<String>,
 }
 
+/// Arguments of `training`.
+#[derive(Debug, clap::Args)]
+pub struct TrainingArgs {
+    /// Only rollouts of this mode (default: every mode, each on its own rows).
+    #[arg(long, value_parser = mode_arg())]
+    pub mode: Option<pb::RolloutMode>,
+    /// Only versions numbered at least this (a version's number is its
+    /// resources snapshot's place in creation order, from 1).
+    #[arg(long)]
+    pub from_version: Option<i64>,
+    /// Only versions numbered at most this.
+    #[arg(long)]
+    pub to_version: Option<i64>,
+}
+
 /// Arguments of `enqueue`.
 #[derive(Debug, clap::Args)]
 pub struct EnqueueArgs {

@@ -38,13 +38,14 @@ mod json;
 mod namespaces;
 mod session;
 mod text;
+mod training;
 
 pub use self::error::{ClientError, ClientResult};
 use self::session::Session;
 pub use args::{
     AddSpanArgs, AttemptsArgs, CompleteArgs, DequeueArgs, EnqueueArgs, ExportArgs, ExportFormat,
     ExportLayoutArg, NamespaceCreateArgs, NamespaceDeleteArgs, PageArgs, ResourcesArgs,
-    RolloutArgs, RolloutsArgs, SpansArgs, StartArgs, WorkersArgs,
+    RolloutArgs, RolloutsArgs, SpansArgs, StartArgs, TrainingArgs, WorkersArgs,
 };
 
 /// Client subcommands.
@@ -64,6 +65,10 @@ pub enum ClientCommand {
     Workers(WithOptions<WorkersArgs>),
     /// Shows store statistics.
     Stats(ClientOptions),
+    /// Shows reward by policy version: for each resources version and
+    /// mode, the rollouts that ended as succeeded or failed, the success
+    /// rate and the reward's mean and percentiles.
+    Training(WithOptions<TrainingArgs>),
     /// Enqueues a rollout and prints it.
     Enqueue(WithOptions<EnqueueArgs>),
     /// Creates a rollout with its first attempt already started, bypassing
@@ -163,6 +168,7 @@ async fn dispatch(command: ClientCommand) -> ClientResult {
         C::Resources(c) => inspect::resources(c.options.connect().await?, c.args).await,
         C::Workers(c) => inspect::workers(c.options.connect().await?, c.args).await,
         C::Stats(options) => inspect::stats(options.connect().await?).await,
+        C::Training(c) => training::training(c.options.connect().await?, c.args).await,
         C::Enqueue(c) => drive::enqueue(c.options.connect().await?, c.args).await,
         C::Start(c) => drive::start(c.options.connect().await?, c.args).await,
         C::Dequeue(c) => drive::dequeue(c.options.connect().await?, c.args).await,

@@ -16,6 +16,7 @@ use crate::url::Links;
 pub enum Nav {
     Overview,
     Rollouts,
+    Training,
     Workers,
     Resources,
     Models,
@@ -25,9 +26,10 @@ pub enum Nav {
     None,
 }
 
-const LINKS: [(Nav, &str, &str); 5] = [
+const LINKS: [(Nav, &str, &str); 6] = [
     (Nav::Overview, "Overview", "/"),
     (Nav::Rollouts, "Rollouts", "/console/rollouts"),
+    (Nav::Training, "Training", "/console/training"),
     (Nav::Workers, "Workers", "/console/workers"),
     (Nav::Resources, "Resources", "/console/resources"),
     (Nav::Models, "Models", "/console/models"),

@@ -23,6 +23,7 @@ pub mod rollouts;
 pub mod search;
 pub mod session;
 pub mod state;
+pub mod training;
 pub mod view;
 pub mod viewer;
 pub mod workers;
@@ -79,6 +80,11 @@ pub async fn resources(page: LivePage) -> Response {
         Ok(query) => page.show(View::Resources(query), Nav::Resources).await,
         Err(error) => page.refuse(error.into()),
     }
+}
+
+/// Reward by policy version.
+pub async fn training(page: LivePage) -> Response {
+    page.show(View::Training, Nav::Training).await
 }
 
 /// agent-lightning 1.x's model servers and the gateway.

@@ -8,7 +8,7 @@ use lightning_store_core::events::Change;
 use lightning_store_core::ids::RolloutId;
 
 use super::viewer::Actions;
-use super::{models, overview, resources, rollout, rollouts, workers};
+use super::{models, overview, resources, rollout, rollouts, training, workers};
 use crate::context::Sources;
 use crate::rendered::{PageError, Rendered};
 
@@ -21,6 +21,7 @@ pub enum View {
     Rollout(RolloutId),
     Workers(workers::WorkersQuery),
     Resources(resources::ResourcesQuery),
+    Training,
     Models,
 }
 
@@ -40,6 +41,7 @@ impl View {
             View::Rollout(rollout_id) => rollout::render(sources, rollout_id, actions).await,
             View::Workers(query) => workers::render(sources, query).await,
             View::Resources(query) => resources::render(sources, query).await,
+            View::Training => training::render(sources).await,
             View::Models => models::render(sources, actions).await,
         }
     }
@@ -75,6 +77,14 @@ impl View {
                 C::WorkerChanged { .. } | C::AttemptCreated { .. } | C::AttemptChanged { .. }
             ),
             View::Resources(_) => matches!(change, C::ResourcesChanged { .. }),
+            // A rollout that ends, a late reward, a deletion, a new version.
+            View::Training => matches!(
+                change,
+                C::RolloutChanged { .. }
+                    | C::RolloutDeleted { .. }
+                    | C::SpansAdded { .. }
+                    | C::ResourcesChanged { .. }
+            ),
             View::Models => matches!(change, C::ModelsChanged | C::GatewayChanged { .. }),
         }
     }

@@ -13,7 +13,8 @@
 //! [`attempts`], [`spans`], [`resources_workers`], worker [`sessions`] and
 //! agent-lightning 1.x's ([`agl1`], with its event appends in [`appends`]);
 //! exports page through a selection in [`export`];
-//! the read model's aggregates are in [`overview`], and the console's pages,
+//! the read model's aggregates are in [`overview`], the training summary in
+//! [`training`], and the console's pages,
 //! each one bounded read, in [`pages`]. [`patches`] holds the
 //! partial updates they take, [`runner`] the engine itself and its
 //! transaction runner, and [`tx`] the transaction with its write set and the
@@ -32,6 +33,7 @@ mod rollouts;
 mod runner;
 mod sessions;
 mod spans;
+mod training;
 mod tx;
 
 pub use self::export::Export;
@@ -40,3 +42,4 @@ pub use self::rollouts::Enqueued;
 pub use self::runner::{Engine, EngineConfig};
 pub use self::sessions::{OpenedSession, SessionPolicy, StreamEnd};
 pub use self::spans::AddedSpans;
+pub use self::training::VersionRange;

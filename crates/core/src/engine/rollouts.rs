@@ -144,7 +144,7 @@ impl Engine {
                         .max(previous.map_or(tx.now, |t| Timestamp(t.0 + 1)));
                     previous = Some(created_at);
                     let rollout = new_rollout(spec, latest.clone(), created_at);
-                    tx.save_rollout(&rollout, None);
+                    tx.save_new_rollout(&rollout, None);
                     tx.enqueue_since(&rollout.rollout_id, created_at);
                     tx.record(Change::RolloutCreated {
                         rollout_id: rollout.rollout_id.clone(),

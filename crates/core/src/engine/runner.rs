@@ -203,8 +203,9 @@ impl Engine {
 
     /// Runs the watchdog timer until `shutdown` turns true: attempts expire
     /// within one interval of their deadline even without any traffic. The
-    /// span retention and the forgetting of expired request ids and old
-    /// activity counts run on the same task, on their own interval.
+    /// span retention, the forgetting of expired request ids and old
+    /// activity counts and the folding of the training summary's shards
+    /// run on the same task, on their own interval.
     pub async fn run_watchdog(self: Arc<Self>) {
         let mut shutdown = self.closing();
         let mut ticker = tokio::time::interval(self.config.watchdog_interval);
@@ -226,6 +227,9 @@ impl Engine {
                 }
                 if let Err(error) = self.forget_old_activity().await {
                     tracing::warn!(%error, "forgetting old activity counts failed");
+                }
+                if let Err(error) = self.fold_training_shards().await {
+                    tracing::warn!(%error, "folding the training summary's shards failed");
                 }
                 continue;
             }
@@ -365,6 +369,19 @@ impl Engine {
         .await
     }
 
+    /// Folds the training summary's shards where the backend keeps them
+    /// (see [`crate::storage::WriteSet::fold_training_shards`]), in one
+    /// transaction.
+    pub async fn fold_training_shards(&self) -> StoreResult<()> {
+        self.run(Scan::Skip, |tx| {
+            Box::pin(async move {
+                tx.fold_training_shards();
+                Ok(())
+            })
+        })
+        .await
+    }
+
     /// Forgets the client request ids that expired by now, in one transaction.
     pub async fn forget_expired_requests(&self) -> StoreResult<()> {
         self.run(Scan::Skip, |tx| {
@@ -460,7 +477,8 @@ impl Engine {
 
     /// Records the transaction's changes as events, applies its write set,
     /// commits, and publishes the events.
-    pub(super) async fn commit(&self, tx: Tx<'_>) -> StoreResult<()> {
+    pub(super) async fn commit(&self, mut tx: Tx<'_>) -> StoreResult<()> {
+        tx.settle_training().await?;
         let (store, mut writes, changes) = tx.into_parts();
         let now = self.now();
         writes.events = changes

@@ -11,7 +11,9 @@ use super::super::model::{Attempt, NewSpan, RolloutView, Span};
 use super::super::namespace::Usage;
 use super::super::query::{AttemptSelector, Page, Paged, SpanFilter};
 use super::super::retention::span_size;
+use super::super::reward;
 use super::super::storage::Access;
+use super::super::training::RolloutReward;
 use super::tx::{self, Tx};
 
 use super::runner::{Engine, Scan};
@@ -261,6 +263,13 @@ async fn store_spans(
     let received = new_spans.len();
     let stored = insert(tx, new_spans, group_of, &mut groups).await?;
     let duplicates = received - stored.len();
+    for span in &stored {
+        if let Some(reward) = reward::span_reward(span)
+            .and_then(|reward| RolloutReward::new(span.sequence_id, reward.value()))
+        {
+            tx.offer_reward(&span.rollout_id, reward);
+        }
+    }
     for group in groups {
         record_spans(tx, &mut rollouts, group);
     }

@@ -17,6 +17,7 @@ use super::super::overview;
 use super::super::ownership;
 use super::super::storage::agl1::Agl1Writes;
 use super::super::storage::{Access, Held, StoreTx, WriteSet};
+use super::super::training::{self, RolloutReward};
 
 /// One engine transaction.
 pub(super) struct Tx<'a> {
@@ -38,6 +39,12 @@ pub(super) struct Tx<'a> {
     /// how: each is read once (a batch's updates of one worker's attempts
     /// read its session once), again only to lock one read unlocked.
     sessions: HashMap<String, (Option<WorkerSession>, Access)>,
+    /// Rollouts this transaction created: none counted in the training
+    /// summary before it.
+    created: HashSet<String>,
+    /// The latest reward each rollout's new spans carry, not yet weighed
+    /// against the stored one ([`Tx::settle_training`]).
+    offered_rewards: HashMap<String, RolloutReward>,
 }
 
 impl<'a> Tx<'a> {
@@ -50,7 +57,106 @@ impl<'a> Tx<'a> {
             claimed: HashSet::new(),
             locked: HashMap::new(),
             sessions: HashMap::new(),
+            created: HashSet::new(),
+            offered_rewards: HashMap::new(),
         }
+    }
+
+    /// Offers a reward a new span of the rollout carries: it becomes the
+    /// rollout's final reward at commit unless a later one is offered or
+    /// stored (see [`crate::training`]).
+    pub fn offer_reward(&mut self, rollout_id: &str, reward: RolloutReward) {
+        match self.offered_rewards.get_mut(rollout_id) {
+            Some(offered) if !reward.supersedes(offered) => {}
+            Some(offered) => *offered = reward,
+            None => {
+                self.offered_rewards.insert(rollout_id.to_owned(), reward);
+            }
+        }
+    }
+
+    /// Adds to the write set what the transaction changes in the training
+    /// summary ([`crate::training`]): for each rollout it wrote, deleted or
+    /// offered a reward for, what it counted for before against what it
+    /// counts for now, and the rewards that became final. Reads the stored
+    /// rewards only of the rollouts that counted or count (a rollout that
+    /// ends, or one ended whose reward arrives), and the rollouts the
+    /// transaction wrote without having read them locked (a rare path).
+    pub async fn settle_training(&mut self) -> StoreResult<()> {
+        let deleted = &self.writes.agl1.deleted;
+        let mut touched: Vec<&str> = self
+            .writes
+            .rollouts
+            .keys()
+            .chain(deleted.iter())
+            .chain(self.offered_rewards.keys())
+            .map(String::as_str)
+            .collect();
+        if touched.is_empty() {
+            return Ok(());
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        let unread: Vec<&str> = touched
+            .iter()
+            .copied()
+            .filter(|id| {
+                !self.locked.contains_key(*id)
+                    && !self.created.contains(*id)
+                    && !self.claimed.contains(*id)
+            })
+            .collect();
+        let mut before: HashMap<String, Rollout> = HashMap::new();
+        if !unread.is_empty() {
+            for view in self.store.rollouts(&unread, Access::Read).await? {
+                before.insert(view.rollout.rollout_id.clone(), view.rollout);
+            }
+        }
+        let mut changes: Vec<(&str, Option<&Rollout>, Option<&Rollout>)> = Vec::new();
+        for &rollout_id in &touched {
+            // Created and claimed rollouts did not count: they were new, or queued.
+            let was = self
+                .locked
+                .get(rollout_id)
+                .map(|view| &view.rollout)
+                .or_else(|| before.get(rollout_id));
+            let is = match self.writes.rollouts.get(rollout_id) {
+                _ if deleted.contains(rollout_id) => None,
+                Some(write) => Some(&write.rollout),
+                None => was,
+            };
+            changes.push((rollout_id, was, is));
+        }
+        let counting: Vec<&str> = changes
+            .iter()
+            .filter(|(_, was, is)| [was, is].iter().any(|r| r.is_some_and(training::counts)))
+            .map(|&(rollout_id, _, _)| rollout_id)
+            .collect();
+        let stored: HashMap<String, RolloutReward> = if counting.is_empty() {
+            HashMap::new()
+        } else {
+            self.store.rewards(&counting).await?.into_iter().collect()
+        };
+        let mut deltas = std::mem::take(&mut self.writes.training);
+        let mut rewards = std::mem::take(&mut self.writes.rewards);
+        for (rollout_id, was, is) in changes {
+            let old = stored.get(rollout_id);
+            let offered = self
+                .offered_rewards
+                .get(rollout_id)
+                .filter(|offered| old.is_none_or(|old| offered.supersedes(old)));
+            if let (Some(offered), false) = (offered, deleted.contains(rollout_id)) {
+                rewards.insert(rollout_id.to_owned(), *offered);
+            }
+            let new = offered.or(old);
+            deltas.moved(
+                was.and_then(|r| training::contribution(r, old)),
+                is.and_then(|r| training::contribution(r, new)),
+            );
+        }
+        self.writes.training = deltas;
+        self.writes.rewards = rewards;
+        Ok(())
     }
 
     /// Splits the transaction for its commit.
@@ -240,6 +346,12 @@ impl<'a> Tx<'a> {
         self.writes.put_rollout(rollout, deadline);
     }
 
+    /// Buffers a rollout this transaction created, with its watchdog deadline.
+    pub fn save_new_rollout(&mut self, rollout: &Rollout, latest: Option<&Attempt>) {
+        self.save_rollout(rollout, latest);
+        self.created.insert(rollout.rollout_id.clone());
+    }
+
     /// Buffers a rollout whose mode or resources version this transaction
     /// set, with its refreshed watchdog deadline.
     pub fn save_relabelled_rollout(&mut self, rollout: &Rollout, latest: Option<&Attempt>) {
@@ -268,8 +380,11 @@ impl<'a> Tx<'a> {
         before: Option<RolloutStatus>,
     ) {
         self.save_rollout(rollout, latest);
-        if let Some(before) = before {
-            self.leave_queue(rollout, before);
+        match before {
+            Some(before) => self.leave_queue(rollout, before),
+            None => {
+                self.created.insert(rollout.rollout_id.clone());
+            }
         }
         self.note_completion(rollout, before);
         let rollout_id = rollout.rollout_id.clone();
@@ -313,6 +428,12 @@ impl<'a> Tx<'a> {
         let kept = overview::MINUTE.saturating_mul(overview::KEPT_MINUTES);
         let before = overview::minute_of(Timestamp(self.now.0.saturating_sub(kept)));
         self.writes.forget_activity = Some(before);
+    }
+
+    /// Buffers the folding of the training summary's shards
+    /// ([`WriteSet::fold_training_shards`]).
+    pub fn fold_training_shards(&mut self) {
+        self.writes.fold_training_shards = true;
     }
 
     /// Buffers a rollout's entry at the queue's tail, queued since now.

@@ -10,6 +10,7 @@ use super::agl1::Agl1Writes;
 use crate::events::Event;
 use crate::idempotency::RememberedRequest;
 use crate::model::{Attempt, ResourcesUpdate, Rollout, Timestamp, Worker, WorkerSession};
+use crate::training::{RolloutReward, TrainingDeltas};
 
 /// A rollout to insert or replace, with when the watchdog must next look at
 /// it (`None`: never).
@@ -29,7 +30,7 @@ pub struct RolloutWrite {
 /// ([`Agl1Writes`]), request ids (forgotten, then remembered),
 /// activity counts forgotten, resources, rollouts (with their activity
 /// counts), attempts, workers, sessions, queue (removals, then appends),
-/// events. The engine never forgets activity counts in a write set that
+/// rewards, training summary deltas, events. The engine never forgets activity counts in a write set that
 /// writes rollouts (on a shared database both would be clauses of one
 /// statement, which cannot change a row twice).
 #[derive(Debug, Default)]
@@ -58,6 +59,16 @@ pub struct WriteSet {
     pub forget_activity: Option<Timestamp>,
     /// Request ids remembered (inserted or replaced), keyed by id.
     pub requests: IndexMap<String, RememberedRequest>,
+    /// Rollouts' final rewards written, keyed by rollout id (see
+    /// [`super::training`] for when one replaces the stored one).
+    pub rewards: IndexMap<String, RolloutReward>,
+    /// Changes of the training summary's rows, added to them.
+    pub training: TrainingDeltas,
+    /// A backend that keeps the summary's rows in shards (a shared
+    /// database, one shard per connection) folds them into one row per key,
+    /// so that reading them costs the keys, not the keys times the shards;
+    /// the sums do not change.
+    pub fold_training_shards: bool,
     /// Events to record; the backend assigns their sequence numbers.
     pub events: Vec<Event>,
 }
@@ -91,6 +102,9 @@ impl WriteSet {
             && self.forget_requests.is_none()
             && self.forget_activity.is_none()
             && self.requests.is_empty()
+            && self.rewards.is_empty()
+            && self.training.is_empty()
+            && !self.fold_training_shards
             && self.events.is_empty()
     }
 

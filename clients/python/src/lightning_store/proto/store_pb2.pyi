@@ -187,6 +187,46 @@ class RolloutMinute(_message.Message):
     cancelled: int
     def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ...) -> None: ...
 
+class GetTrainingSummaryRequest(_message.Message):
+    __slots__ = ("mode", "version_from", "version_to")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FROM_FIELD_NUMBER: _ClassVar[int]
+    VERSION_TO_FIELD_NUMBER: _ClassVar[int]
+    mode: _types_pb2.RolloutMode
+    version_from: int
+    version_to: int
+    def __init__(self, mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., version_from: _Optional[int] = ..., version_to: _Optional[int] = ...) -> None: ...
+
+class GetTrainingSummaryResponse(_message.Message):
+    __slots__ = ("versions",)
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    versions: _containers.RepeatedCompositeFieldContainer[VersionSummary]
+    def __init__(self, versions: _Optional[_Iterable[_Union[VersionSummary, _Mapping]]] = ...) -> None: ...
+
+class VersionSummary(_message.Message):
+    __slots__ = ("resources_id", "version", "mode", "rollouts", "succeeded", "rewarded", "reward_mean", "reward_p10", "reward_p50", "reward_p90")
+    RESOURCES_ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
+    REWARDED_FIELD_NUMBER: _ClassVar[int]
+    REWARD_MEAN_FIELD_NUMBER: _ClassVar[int]
+    REWARD_P10_FIELD_NUMBER: _ClassVar[int]
+    REWARD_P50_FIELD_NUMBER: _ClassVar[int]
+    REWARD_P90_FIELD_NUMBER: _ClassVar[int]
+    resources_id: str
+    version: int
+    mode: _types_pb2.RolloutMode
+    rollouts: int
+    succeeded: int
+    rewarded: int
+    reward_mean: float
+    reward_p10: float
+    reward_p50: float
+    reward_p90: float
+    def __init__(self, resources_id: _Optional[str] = ..., version: _Optional[int] = ..., mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., rollouts: _Optional[int] = ..., succeeded: _Optional[int] = ..., rewarded: _Optional[int] = ..., reward_mean: _Optional[float] = ..., reward_p10: _Optional[float] = ..., reward_p50: _Optional[float] = ..., reward_p90: _Optional[float] = ...) -> None: ...
+
 class GetQueuePositionRequest(_message.Message):
     __slots__ = ("rollout_id",)
     ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]

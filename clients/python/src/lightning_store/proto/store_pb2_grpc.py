@@ -60,6 +60,11 @@ class LightningStoreServiceStub:
                 request_serializer=lightningstore_dot_v1_dot_store__pb2.ListRecentFailuresRequest.SerializeToString,
                 response_deserializer=lightningstore_dot_v1_dot_store__pb2.ListRecentFailuresResponse.FromString,
                 _registered_method=True)
+        self.GetTrainingSummary = channel.unary_unary(
+                '/lightningstore.v1.LightningStoreService/GetTrainingSummary',
+                request_serializer=lightningstore_dot_v1_dot_store__pb2.GetTrainingSummaryRequest.SerializeToString,
+                response_deserializer=lightningstore_dot_v1_dot_store__pb2.GetTrainingSummaryResponse.FromString,
+                _registered_method=True)
         self.StartRollout = channel.unary_unary(
                 '/lightningstore.v1.LightningStoreService/StartRollout',
                 request_serializer=lightningstore_dot_v1_dot_store__pb2.StartRolloutRequest.SerializeToString,
@@ -269,6 +274,17 @@ class LightningStoreServiceServicer:
     def ListRecentFailures(self, request, context):
         """Returns the most recently failed rollouts with what the store records
         of why each failed. Not upstream's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTrainingSummary(self, request, context):
+        """Returns whether the training is learning: for each policy version
+        (resources version) and mode, the rollouts that ended as succeeded or
+        failed, how many succeeded, and their rewards' mean and percentiles.
+        Kept in the commit of every change, so a call costs the summary's
+        rows, not the rollouts counted. Not upstream's.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -626,6 +642,11 @@ def add_LightningStoreServiceServicer_to_server(servicer, server):
                     request_deserializer=lightningstore_dot_v1_dot_store__pb2.ListRecentFailuresRequest.FromString,
                     response_serializer=lightningstore_dot_v1_dot_store__pb2.ListRecentFailuresResponse.SerializeToString,
             ),
+            'GetTrainingSummary': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTrainingSummary,
+                    request_deserializer=lightningstore_dot_v1_dot_store__pb2.GetTrainingSummaryRequest.FromString,
+                    response_serializer=lightningstore_dot_v1_dot_store__pb2.GetTrainingSummaryResponse.SerializeToString,
+            ),
             'StartRollout': grpc.unary_unary_rpc_method_handler(
                     servicer.StartRollout,
                     request_deserializer=lightningstore_dot_v1_dot_store__pb2.StartRolloutRequest.FromString,
@@ -933,6 +954,33 @@ class LightningStoreService:
             '/lightningstore.v1.LightningStoreService/ListRecentFailures',
             lightningstore_dot_v1_dot_store__pb2.ListRecentFailuresRequest.SerializeToString,
             lightningstore_dot_v1_dot_store__pb2.ListRecentFailuresResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTrainingSummary(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lightningstore.v1.LightningStoreService/GetTrainingSummary',
+            lightningstore_dot_v1_dot_store__pb2.GetTrainingSummaryRequest.SerializeToString,
+            lightningstore_dot_v1_dot_store__pb2.GetTrainingSummaryResponse.FromString,
             options,
             channel_credentials,
             insecure,

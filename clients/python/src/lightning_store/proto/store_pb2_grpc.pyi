@@ -74,6 +74,13 @@ class LightningStoreServiceStub:
     """Returns the most recently failed rollouts with what the store records
     of why each failed. Not upstream's.
     """
+    GetTrainingSummary: _grpc.UnaryUnaryMultiCallable[_store_pb2.GetTrainingSummaryRequest, _store_pb2.GetTrainingSummaryResponse]
+    """Returns whether the training is learning: for each policy version
+    (resources version) and mode, the rollouts that ended as succeeded or
+    failed, how many succeeded, and their rewards' mean and percentiles.
+    Kept in the commit of every change, so a call costs the summary's
+    rows, not the rollouts counted. Not upstream's.
+    """
     StartRollout: _grpc.UnaryUnaryMultiCallable[_store_pb2.StartRolloutRequest, _store_pb2.StartRolloutResponse]
     """Creates a rollout together with its first attempt, bypassing the queue
     (status `preparing`). With a worker id the worker becomes busy.
@@ -268,6 +275,13 @@ class LightningStoreServiceAsyncStub(LightningStoreServiceStub):
     ListRecentFailures: _aio.UnaryUnaryMultiCallable[_store_pb2.ListRecentFailuresRequest, _store_pb2.ListRecentFailuresResponse]  # type: ignore[assignment]
     """Returns the most recently failed rollouts with what the store records
     of why each failed. Not upstream's.
+    """
+    GetTrainingSummary: _aio.UnaryUnaryMultiCallable[_store_pb2.GetTrainingSummaryRequest, _store_pb2.GetTrainingSummaryResponse]  # type: ignore[assignment]
+    """Returns whether the training is learning: for each policy version
+    (resources version) and mode, the rollouts that ended as succeeded or
+    failed, how many succeeded, and their rewards' mean and percentiles.
+    Kept in the commit of every change, so a call costs the summary's
+    rows, not the rollouts counted. Not upstream's.
     """
     StartRollout: _aio.UnaryUnaryMultiCallable[_store_pb2.StartRolloutRequest, _store_pb2.StartRolloutResponse]  # type: ignore[assignment]
     """Creates a rollout together with its first attempt, bypassing the queue
@@ -490,6 +504,19 @@ class LightningStoreServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_store_pb2.ListRecentFailuresResponse, _abc.Awaitable[_store_pb2.ListRecentFailuresResponse]]:
         """Returns the most recently failed rollouts with what the store records
         of why each failed. Not upstream's.
+        """
+
+    @_abc_1.abstractmethod
+    def GetTrainingSummary(
+        self,
+        request: _store_pb2.GetTrainingSummaryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.GetTrainingSummaryResponse, _abc.Awaitable[_store_pb2.GetTrainingSummaryResponse]]:
+        """Returns whether the training is learning: for each policy version
+        (resources version) and mode, the rollouts that ended as succeeded or
+        failed, how many succeeded, and their rewards' mean and percentiles.
+        Kept in the commit of every change, so a call costs the summary's
+        rows, not the rollouts counted. Not upstream's.
         """
 
     @_abc_1.abstractmethod

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use lightning_store_core::engine::VersionRange;
 use lightning_store_core::error::{StoreError, StoreResult};
 use lightning_store_core::model::{
     self as m, AttemptStatus, Json, RolloutMode, RolloutStatus, WorkerStatus,
@@ -11,6 +12,7 @@ use lightning_store_core::model::{
 use lightning_store_core::model::{MaxAttempts, RetryCondition, Seconds, Statistics};
 use lightning_store_core::overview::{Failure, MinuteCounts};
 use lightning_store_core::query::{FilterLogic, Page, Paged};
+use lightning_store_core::training::VersionSummary;
 use lightning_store_proto as pb;
 
 mod namespaces;
@@ -280,6 +282,42 @@ pub fn minute_to_proto(minute: &MinuteCounts) -> pb::RolloutMinute {
         succeeded: count(minute.succeeded),
         failed: count(minute.failed),
         cancelled: count(minute.cancelled),
+    }
+}
+
+/// Reads what a summary request chooses: its mode (`None`: every mode) and
+/// its versions.
+pub fn training_request_from_proto(
+    request: &pb::GetTrainingSummaryRequest,
+) -> StoreResult<(Option<RolloutMode>, VersionRange)> {
+    let mode = mode_from_proto(request.mode)?;
+    let versions = VersionRange {
+        from: request.version_from,
+        to: request.version_to,
+    };
+    if let (Some(from), Some(to)) = (versions.from, versions.to)
+        && from > to
+    {
+        return Err(StoreError::invalid(format!(
+            "version_from ({from}) is after version_to ({to})"
+        )));
+    }
+    Ok((mode, versions))
+}
+
+/// Converts one version's summary.
+pub fn version_summary_to_proto(summary: &VersionSummary) -> pb::VersionSummary {
+    pb::VersionSummary {
+        resources_id: summary.version.clone(),
+        version: summary.version_number,
+        mode: mode_to_proto(RolloutMode::parse(&summary.mode)) as i32,
+        rollouts: summary.rollouts,
+        succeeded: summary.succeeded,
+        rewarded: summary.rewarded,
+        reward_mean: summary.reward_mean,
+        reward_p10: summary.reward_p10,
+        reward_p50: summary.reward_p50,
+        reward_p90: summary.reward_p90,
     }
 }
 

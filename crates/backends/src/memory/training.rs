@@ -1,0 +1,69 @@
+//! The in-memory backend's training summary: the rollouts' final rewards
+//! and the summary's rows (`TrainingReads`, and their apply step).
+
+use async_trait::async_trait;
+
+use super::state::{MemoryTx, State};
+use lightning_store_core::error::StoreResult;
+use lightning_store_core::storage::{TrainingReads, WriteSet};
+use lightning_store_core::training::{RolloutReward, TrainingRow};
+
+impl State {
+    /// Stores the write set's rewards (unless a stored one comes later) and
+    /// adds its deltas to the summary's rows.
+    pub(super) fn apply_training(&mut self, writes: &mut WriteSet) {
+        let training = &mut self.training;
+        for (rollout_id, reward) in writes.rewards.drain(..) {
+            match training.rewards.get_mut(&rollout_id) {
+                Some(stored) if !reward.supersedes(stored) => {}
+                Some(stored) => *stored = reward,
+                None => {
+                    training.rewards.insert(rollout_id, reward);
+                }
+            }
+        }
+        for (key, delta) in writes.training.rows() {
+            let row = training.rows.entry(key.clone()).or_default();
+            row.rollouts += delta.rollouts;
+            row.succeeded += delta.succeeded;
+            row.reward_micros = row.reward_micros.saturating_add(delta.reward_micros);
+            if row.is_zero() {
+                training.rows.remove(key);
+            }
+        }
+    }
+
+    /// Forgets a deleted rollout's reward.
+    pub(super) fn forget_reward(&mut self, rollout_id: &str) {
+        self.training.rewards.remove(rollout_id);
+    }
+}
+
+#[async_trait]
+impl TrainingReads for MemoryTx<'_> {
+    async fn rewards(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, RolloutReward)>> {
+        let rewards = &self.state.training.rewards;
+        Ok(rollout_ids
+            .iter()
+            .filter_map(|&id| rewards.get(id).map(|reward| (id.to_owned(), *reward)))
+            .collect())
+    }
+
+    async fn training_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<TrainingRow>> {
+        let state = &*self.state;
+        Ok(state
+            .training
+            .rows
+            .iter()
+            .filter(|(key, _)| mode.is_none_or(|mode| key.mode == mode))
+            .map(|(key, counts)| TrainingRow {
+                key: key.clone(),
+                counts: *counts,
+                version_number: state
+                    .resources
+                    .get_index_of(&key.version)
+                    .map(|index| index as i64 + 1),
+            })
+            .collect())
+    }
+}

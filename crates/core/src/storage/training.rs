@@ -1,0 +1,31 @@
+//! The training summary's storage ([`crate::training`]): the final reward
+//! each rollout has, and the summary's rows. The engine decides every
+//! change; a backend stores the rewards the write set gives
+//! ([`WriteSet::rewards`](super::WriteSet::rewards)) and adds the write
+//! set's deltas to the rows ([`WriteSet::training`](super::WriteSet::training)).
+//!
+//! # Contract
+//! * A reward written for a rollout replaces the stored one unless the
+//!   stored one's sequence id is greater ([`RolloutReward::supersedes`]).
+//! * Deleting a rollout deletes its reward; the summary's rows change only
+//!   by the deltas the write set gives.
+//! * [`TrainingReads::training_rows`] reads the rows whose counts are not
+//!   all zero, costing what it returns, not the rollouts counted.
+
+use async_trait::async_trait;
+
+use crate::error::StoreResult;
+use crate::training::{RolloutReward, TrainingRow};
+
+/// The reads of the training summary.
+#[async_trait]
+pub trait TrainingReads: Send {
+    /// Returns the stored rewards of those of `rollout_ids` that have one,
+    /// in no particular order.
+    async fn rewards(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, RolloutReward)>>;
+    /// Returns the summary's rows (of `mode` only, when given), each with
+    /// the number of the resources version it names when the store holds
+    /// it (its place in the resources' creation order, from 1), in no
+    /// particular order.
+    async fn training_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<TrainingRow>>;
+}

@@ -1,0 +1,332 @@
+//! GetTrainingSummary: reward by policy version and mode, kept in the
+//! commit of every change, against a direct computation over the same
+//! rollouts read back through the API (their statuses, modes, versions and
+//! reward spans), including a retried rollout, a cancelled one, one still
+//! running and a reward that arrives after its rollout ended.
+
+use lightning_store::proto as pb;
+use tonic::Code;
+
+use super::BACKEND;
+use super::TestServer;
+use crate::common::{number, text};
+use crate::conformance::support::*;
+
+/// A reward span of rollout `rollout_id`'s attempt.
+fn reward_span(
+    rollout_id: &str,
+    attempt_id: &str,
+    value: f64,
+    sequence_id: Option<i64>,
+) -> pb::Span {
+    pb::Span {
+        attributes: vec![
+            text("agentlightning.reward.0.name", "primary"),
+            number("agentlightning.reward.0.value", value),
+        ],
+        ..span(
+            rollout_id,
+            attempt_id,
+            "agentlightning.annotation",
+            sequence_id,
+        )
+    }
+}
+
+async fn add_resources(client: &mut Client) -> String {
+    client
+        .add_resources(pb::AddResourcesRequest {
+            resources_json: r#"{"prompt": {"resource_type": "prompt_template", "template": "hi {x}", "engine": "f-string"}}"#.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .resources
+        .unwrap()
+        .resources_id
+}
+
+/// Enqueues a rollout of `mode` under `resources_id` and claims it;
+/// returns its id and its attempt's.
+async fn claimed(
+    client: &mut Client,
+    mode: pb::RolloutMode,
+    resources_id: &str,
+    spec: pb::RolloutSpec,
+) -> (String, String) {
+    let rollout = enqueue_spec(
+        client,
+        pb::RolloutSpec {
+            mode: mode as i32,
+            resources_id: Some(resources_id.to_owned()),
+            ..spec
+        },
+    )
+    .await;
+    let claimed = dequeue(client, None)
+        .await
+        .expect("the rollout just enqueued");
+    assert_eq!(claimed.rollout_id, rollout.rollout_id);
+    let attempt_id = attempt_of(&claimed).attempt_id.clone();
+    (rollout.rollout_id, attempt_id)
+}
+
+/// Runs a rollout whose one attempt records `rewards` in order and ends as
+/// `status`; returns its id and its attempt's.
+async fn ran(
+    client: &mut Client,
+    mode: pb::RolloutMode,
+    resources_id: &str,
+    rewards: &[f64],
+    status: A,
+) -> (String, String) {
+    let (rollout_id, attempt_id) = claimed(client, mode, resources_id, spec("{}")).await;
+    for &reward in rewards {
+        add_span(client, reward_span(&rollout_id, &attempt_id, reward, None)).await;
+    }
+    set_attempt_status(client, &rollout_id, &attempt_id, status)
+        .await
+        .unwrap();
+    (rollout_id, attempt_id)
+}
+
+async fn summary(
+    client: &mut Client,
+    mode: pb::RolloutMode,
+    version_from: Option<i64>,
+    version_to: Option<i64>,
+) -> Result<Vec<pb::VersionSummary>, tonic::Status> {
+    client
+        .get_training_summary(pb::GetTrainingSummaryRequest {
+            mode: mode as i32,
+            version_from,
+            version_to,
+        })
+        .await
+        .map(|response| response.into_inner().versions)
+}
+
+/// The reward a span carries, read from its attributes.
+fn span_reward(span: &pb::Span) -> Option<f64> {
+    span.attributes
+        .iter()
+        .find_map(|kv| match kv.value.as_ref()?.value.as_ref()? {
+            pb::attribute_value::Value::DoubleValue(v)
+                if kv.key == "agentlightning.reward.0.value" =>
+            {
+                Some(*v)
+            }
+            _ => None,
+        })
+}
+
+/// The reward rounded to two significant digits.
+fn two_digits(value: f64) -> f64 {
+    format!("{value:.1e}").parse().unwrap()
+}
+
+/// The summary computed directly from every rollout the store holds and
+/// its spans, with `versions` giving each resources id its number.
+async fn direct_summary(
+    client: &mut Client,
+    versions: &[(String, i64)],
+    mode: Option<pb::RolloutMode>,
+) -> Vec<pb::VersionSummary> {
+    let rollouts = client
+        .query_rollouts(pb::QueryRolloutsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .rollouts;
+    let mut groups: std::collections::BTreeMap<(i64, i32), (i64, i64, Vec<f64>)> =
+        Default::default();
+    for rollout in rollouts {
+        let status = status(&rollout);
+        if status != R::Succeeded && status != R::Failed {
+            continue;
+        }
+        if mode.is_some_and(|mode| rollout.mode != mode as i32) {
+            continue;
+        }
+        let resources_id = rollout.resources_id.clone().unwrap_or_default();
+        let number = versions
+            .iter()
+            .find(|(id, _)| *id == resources_id)
+            .map(|&(_, n)| n)
+            .unwrap();
+        let mut spans = rollout_spans(client, &rollout.rollout_id).await.spans;
+        spans.sort_by_key(|span| span.sequence_id.unwrap());
+        let reward = spans.iter().rev().find_map(span_reward);
+        let group = groups.entry((number, rollout.mode)).or_default();
+        group.0 += 1;
+        group.1 += i64::from(status == R::Succeeded);
+        group.2.extend(reward);
+    }
+    groups
+        .into_iter()
+        .map(|((number, mode), (rollouts, succeeded, mut rewards))| {
+            let resources_id = versions[(number - 1) as usize].0.clone();
+            let n = rewards.len();
+            let mean = (n > 0).then(|| rewards.iter().sum::<f64>() / n as f64);
+            let mut binned: Vec<f64> = rewards.drain(..).map(two_digits).collect();
+            binned.sort_by(f64::total_cmp);
+            let percentile =
+                |p: f64| (n > 0).then(|| binned[((p * n as f64).ceil() as usize).max(1) - 1]);
+            pb::VersionSummary {
+                resources_id,
+                version: Some(number),
+                mode,
+                rollouts,
+                succeeded,
+                rewarded: n as i64,
+                reward_mean: mean,
+                reward_p10: percentile(0.1),
+                reward_p50: percentile(0.5),
+                reward_p90: percentile(0.9),
+            }
+        })
+        .collect()
+}
+
+/// Compares summaries, means to a millionth (the store keeps sums in
+/// millionths).
+fn assert_summaries(actual: &[pb::VersionSummary], expected: &[pb::VersionSummary]) {
+    let rounded = |summaries: &[pb::VersionSummary]| -> Vec<pb::VersionSummary> {
+        summaries
+            .iter()
+            .map(|s| pb::VersionSummary {
+                reward_mean: s.reward_mean.map(|m| (m * 1e6).round() / 1e6),
+                ..s.clone()
+            })
+            .collect()
+    };
+    assert_eq!(rounded(actual), rounded(expected));
+}
+
+#[tokio::test]
+async fn the_summary_counts_each_versions_ended_rollouts_and_their_final_rewards() {
+    skip_without!(super::BACKEND);
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    let (train, val) = (pb::RolloutMode::Train, pb::RolloutMode::Val);
+    let v1 = add_resources(&mut c).await;
+    let v2 = add_resources(&mut c).await;
+    let versions = [(v1.clone(), 1), (v2.clone(), 2)];
+    assert_eq!(
+        summary(&mut c, pb::RolloutMode::Unspecified, None, None)
+            .await
+            .unwrap(),
+        []
+    );
+
+    // Version 1: a success, a failure, a success without a reward, in
+    // train; the last reward of several wins; one val rollout.
+    ran(&mut c, train, &v1, &[0.2, 1.0], A::Succeeded).await;
+    ran(&mut c, train, &v1, &[0.0], A::Failed).await;
+    ran(&mut c, train, &v1, &[], A::Succeeded).await;
+    ran(&mut c, val, &v1, &[0.5], A::Succeeded).await;
+
+    // Version 2: a rollout retried after a failed attempt, whose second
+    // attempt's reward is final.
+    let (retried, first) = claimed(&mut c, train, &v2, retry_spec(2, &[A::Failed])).await;
+    add_span(&mut c, reward_span(&retried, &first, 0.25, None)).await;
+    set_attempt_status(&mut c, &retried, &first, A::Failed)
+        .await
+        .unwrap();
+    let again = dequeue(&mut c, None).await.expect("the retry");
+    let second = attempt_of(&again).attempt_id.clone();
+    add_span(&mut c, reward_span(&retried, &second, 0.875, None)).await;
+    set_attempt_status(&mut c, &retried, &second, A::Succeeded)
+        .await
+        .unwrap();
+    // A cancelled rollout with a reward, and a running one: neither counts.
+    let (cancelled, attempt) = claimed(&mut c, train, &v2, spec("{}")).await;
+    add_span(&mut c, reward_span(&cancelled, &attempt, 1.0, None)).await;
+    set_rollout_status(&mut c, &cancelled, R::Cancelled).await;
+    let (running, running_attempt) = claimed(&mut c, train, &v2, spec("{}")).await;
+    add_span(&mut c, reward_span(&running, &running_attempt, 1.0, None)).await;
+    // A val rollout whose reward arrives after it ended, then an earlier
+    // span (by sequence id) that does not replace it.
+    let (late, attempt) = ran(&mut c, val, &v2, &[0.1], A::Succeeded).await;
+    let expected = direct_summary(&mut c, &versions, None).await;
+    assert_summaries(
+        &summary(&mut c, pb::RolloutMode::Unspecified, None, None)
+            .await
+            .unwrap(),
+        &expected,
+    );
+    add_span(&mut c, reward_span(&late, &attempt, 0.7, None)).await;
+    add_span(&mut c, reward_span(&late, &attempt, 0.0, Some(0))).await;
+
+    let all = summary(&mut c, pb::RolloutMode::Unspecified, None, None)
+        .await
+        .unwrap();
+    let expected = direct_summary(&mut c, &versions, None).await;
+    assert_summaries(&all, &expected);
+    // What the direct computation found, spelled out: the rows and the
+    // late reward's effect.
+    let rows: Vec<(i64, i32, i64, i64, i64)> = all
+        .iter()
+        .map(|s| {
+            (
+                s.version.unwrap(),
+                s.mode,
+                s.rollouts,
+                s.succeeded,
+                s.rewarded,
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (1, train as i32, 3, 2, 2),
+            (1, val as i32, 1, 1, 1),
+            (2, train as i32, 1, 1, 1),
+            (2, val as i32, 1, 1, 1),
+        ]
+    );
+    assert_eq!(all[0].reward_mean, Some(0.5));
+    assert_eq!(all[2].reward_mean, Some(0.875));
+    assert_eq!(all[3].reward_p50, Some(0.7));
+
+    // The running rollout ends: it counts from then on.
+    set_attempt_status(&mut c, &running, &running_attempt, A::Failed)
+        .await
+        .unwrap();
+    let vals = summary(&mut c, val, None, None).await.unwrap();
+    assert_summaries(&vals, &direct_summary(&mut c, &versions, Some(val)).await);
+    assert!(vals.iter().all(|s| s.mode == val as i32) && vals.len() == 2);
+    let second_only = summary(&mut c, pb::RolloutMode::Unspecified, Some(2), Some(2))
+        .await
+        .unwrap();
+    let expected: Vec<_> = direct_summary(&mut c, &versions, None)
+        .await
+        .into_iter()
+        .filter(|s| s.version == Some(2))
+        .collect();
+    assert_summaries(&second_only, &expected);
+    assert_eq!(second_only[0].rollouts, 2);
+}
+
+#[tokio::test]
+async fn a_version_range_that_ends_before_it_starts_is_invalid() {
+    skip_without!(super::BACKEND);
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    let refused = summary(&mut c, pb::RolloutMode::Unspecified, Some(3), Some(2)).await;
+    assert_code(
+        refused,
+        Code::InvalidArgument,
+        "version_from (3) is after version_to (2)",
+    );
+    let refused = summary(&mut c, pb::RolloutMode::Unspecified, None, None);
+    assert!(refused.await.is_ok());
+    let unknown_mode = c
+        .get_training_summary(pb::GetTrainingSummaryRequest {
+            mode: 42,
+            ..Default::default()
+        })
+        .await;
+    assert_code(unknown_mode, Code::InvalidArgument, "mode");
+}

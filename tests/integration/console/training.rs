@@ -1,0 +1,160 @@
+//! The Training page: a run with rewards under two resources versions, in
+//! train and val, shows each version's count and mean reward in its table
+//! and a band per version and mode in its chart; a row's count links to the
+//! Rollouts page listing its rollouts; a rollout that ends changes the page
+//! live. Writes the documentation's screenshot of the page.
+
+use super::BACKEND;
+use crate::common::browser::with_browser;
+use crate::common::{Backend, Client, TestServer, number, text};
+use crate::console::support::{add_resources, add_spans, finish};
+use lightning_store::proto as pb;
+
+/// Runs a rollout of `mode` under `resources_id` to `status` with one
+/// reward span; returns its id.
+async fn rewarded(
+    client: &mut Client,
+    mode: pb::RolloutMode,
+    resources_id: &str,
+    reward: f64,
+    status: pb::AttemptStatus,
+) -> String {
+    let (rollout_id, attempt_id) = claimed(client, mode, resources_id).await;
+    let span = pb::Span {
+        rollout_id: rollout_id.clone(),
+        attempt_id: attempt_id.clone(),
+        trace_id: uuid::Uuid::new_v4().simple().to_string(),
+        span_id: uuid::Uuid::new_v4().simple().to_string()[..16].to_owned(),
+        name: "agentlightning.annotation".into(),
+        attributes: vec![
+            text("agentlightning.reward.0.name", "primary"),
+            number("agentlightning.reward.0.value", reward),
+        ],
+        ..Default::default()
+    };
+    add_spans(client, vec![span]).await;
+    finish(client, &rollout_id, &attempt_id, status).await;
+    rollout_id
+}
+
+/// Enqueues a rollout of `mode` under `resources_id` and claims it.
+async fn claimed(
+    client: &mut Client,
+    mode: pb::RolloutMode,
+    resources_id: &str,
+) -> (String, String) {
+    let spec = pb::RolloutSpec {
+        input_json: r#"{"question": "What is 2 + 2?"}"#.into(),
+        mode: mode as i32,
+        resources_id: Some(resources_id.to_owned()),
+        ..Default::default()
+    };
+    let rollout_id = crate::common::enqueue_spec(client, spec).await.rollout_id;
+    let claimed = client
+        .dequeue_rollout(pb::DequeueRolloutRequest {
+            worker_id: Some("worker-1".into()),
+            wait: None,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .rollout
+        .expect("the rollout just enqueued");
+    assert_eq!(claimed.rollout_id, rollout_id);
+    (rollout_id, claimed.attempt.unwrap().attempt_id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_training_page_shows_reward_by_version_and_mode() {
+    let server = TestServer::start(BACKEND).await;
+    let mut client = server.client().await;
+    let (train, val) = (pb::RolloutMode::Train, pb::RolloutMode::Val);
+    let (ok, failed) = (pb::AttemptStatus::Succeeded, pb::AttemptStatus::Failed);
+    let v1 = add_resources(&mut client, r#"{"policy": "policy-v1"}"#).await;
+    let v2 = add_resources(&mut client, r#"{"policy": "policy-v2"}"#).await;
+    // Version 1: train rewards 0, 0.5, 1 (mean 0.5), val 0.25; version 2:
+    // train rewards 0.5, 1, 1 (one failed), val 0.75.
+    let mut v1_train = Vec::new();
+    for reward in [0.0, 0.5, 1.0] {
+        v1_train.push(rewarded(&mut client, train, &v1, reward, ok).await);
+    }
+    rewarded(&mut client, val, &v1, 0.25, ok).await;
+    for (reward, status) in [(0.5, failed), (1.0, ok), (1.0, ok)] {
+        rewarded(&mut client, train, &v2, reward, status).await;
+    }
+    rewarded(&mut client, val, &v2, 0.75, ok).await;
+    let (pending, pending_attempt) = claimed(&mut client, val, &v2).await;
+    let base = server.url.clone();
+    with_browser("console-training", move |browser| async move {
+        browser.goto(&format!("{base}/console/training")).await;
+        assert_eq!(browser.eval("return document.title").await, "Training · lightning-store");
+        let rows = browser
+            .eval(
+                "return Array.from(document.querySelectorAll('#training-versions tbody tr'), \
+                 (tr) => Array.from(tr.cells, (td) => td.textContent).join('|'))",
+            )
+            .await;
+        let rows: Vec<String> = serde_json::from_value(rows).unwrap();
+        assert_eq!(
+            rows,
+            [
+                format!("1|{v1}|train|3|100.0%|3|0.500|0.000|0.500|1.000"),
+                format!("1|{v1}|val|1|100.0%|1|0.250|0.250|0.250|0.250"),
+                format!("2|{v2}|train|3|66.7%|3|0.833|0.500|1.000|1.000"),
+                format!("2|{v2}|val|1|100.0%|1|0.750|0.750|0.750|0.750"),
+            ]
+        );
+        // A band and a mean mark per version and mode.
+        let bands = browser
+            .eval("return [document.querySelectorAll('svg.chart rect.ok').length, document.querySelectorAll('svg.chart rect.run').length, document.querySelectorAll('svg.chart rect.beat').length]")
+            .await;
+        assert_eq!(bands, serde_json::json!([2, 2, 4]));
+        let legend = browser.texts("ul.legend li").await;
+        assert_eq!(legend, ["train", "val", "mean"]);
+        // The later version's train band starts higher than the earlier's
+        // (its 10th percentile, 0.5 against 0).
+        let higher = browser
+            .eval(
+                "const [a, b] = document.querySelectorAll('svg.chart rect.ok'); \
+                 return b.y.baseVal.value + b.height.baseVal.value < a.y.baseVal.value + a.height.baseVal.value",
+            )
+            .await;
+        assert_eq!(higher, true);
+        if BACKEND == Backend::Sqlite {
+            browser.document("training").await;
+        }
+
+        // A row's count lists its rollouts.
+        browser.click_to_load("#training-versions tbody tr:first-child td:nth-child(4) a").await;
+        browser.wait_for_text("p.count", "3 rollouts match").await;
+        let mut listed = browser.texts("table.rollouts td a.id").await;
+        listed.sort();
+        let mut expected = v1_train.clone();
+        expected.sort();
+        assert_eq!(listed, expected);
+
+        // A late reward and a rollout that ends change the page live.
+        browser.goto(&format!("{base}/console/training")).await;
+        let late = pb::Span {
+            rollout_id: pending.clone(),
+            attempt_id: pending_attempt.clone(),
+            trace_id: uuid::Uuid::new_v4().simple().to_string(),
+            span_id: uuid::Uuid::new_v4().simple().to_string()[..16].to_owned(),
+            name: "agentlightning.annotation".into(),
+            attributes: vec![
+                text("agentlightning.reward.0.name", "primary"),
+                number("agentlightning.reward.0.value", 0.25),
+            ],
+            ..Default::default()
+        };
+        add_spans(&mut client, vec![late]).await;
+        finish(&mut client, &pending, &pending_attempt, ok).await;
+        browser
+            .wait_for_text(
+                "#training-versions tbody tr:last-child",
+                &format!("2{v2}val2100.0%20.500"),
+            )
+            .await;
+    })
+    .await;
+}
