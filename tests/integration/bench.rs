@@ -225,7 +225,7 @@ async fn read_model_fills_the_store_and_times_every_read() {
     let report = bench(&server, &args).await;
     assert_eq!(report.settings["rollouts"], 300);
     assert_eq!(report.settings["spans"], 3000);
-    assert_eq!(report.rows.len(), 18, "{report:#?}");
+    assert_eq!(report.rows.len(), 19, "{report:#?}");
     for row in &report.rows {
         assert_eq!(
             (row.ops, row.errors),
@@ -250,6 +250,8 @@ async fn read_model_fills_the_store_and_times_every_read() {
         "the last queued rollout is queued"
     );
     assert_eq!(items("ListRecentFailures 10"), 10);
+    // Every one of the 20 versions has ended rollouts, each mode a summary.
+    assert!(items("GetTrainingSummary") >= 20, "{report:#?}");
     server.stop().await;
 }
 

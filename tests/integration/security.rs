@@ -73,6 +73,11 @@ const RPCS: &[(&str, char, char)] = &[
         'u',
     ),
     (
+        "lightningstore.v1.LightningStoreService/GetTrainingSummary",
+        'R',
+        'u',
+    ),
+    (
         "lightningstore.v1.LightningStoreService/GetQueuePosition",
         'R',
         'u',

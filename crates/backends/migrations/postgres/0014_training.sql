@@ -2,9 +2,10 @@
 -- reward, and the summary's rows, which the write set's deltas change in
 -- the statement of every change of what a rollout counts for.
 
--- `value` holds the reward's f64 bits.
+-- Keys compare by bytes (`COLLATE "C"`, migration 0009). `value` holds the
+-- reward's f64 bits.
 CREATE TABLE rollout_rewards (
-    rollout_id TEXT PRIMARY KEY,
+    rollout_id TEXT COLLATE "C" PRIMARY KEY,
     sequence_id BIGINT NOT NULL,
     value BIGINT NOT NULL
 );
@@ -15,8 +16,8 @@ CREATE TABLE rollout_rewards (
 -- retention interval): `rewarded` 0 counts the rollouts without a reward (`bin` 0), 1
 -- those whose reward falls in `bin` (the bits of the bin's f64).
 CREATE TABLE training_summary (
-    version TEXT NOT NULL,
-    mode TEXT NOT NULL,
+    version TEXT COLLATE "C" NOT NULL,
+    mode TEXT COLLATE "C" NOT NULL,
     rewarded BIGINT NOT NULL,
     bin BIGINT NOT NULL,
     shard INTEGER NOT NULL DEFAULT pg_backend_pid(),
