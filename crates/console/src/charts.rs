@@ -213,6 +213,8 @@ pub struct BandSeries {
 
 /// The class of the mean's mark across a band.
 const MEAN_CLASS: &str = "beat";
+/// The least height of a band, in SVG units: three times the mean's mark.
+const MIN_BAND_HEIGHT: f64 = 6.0;
 
 /// Returns a chart of reward bands by version: one slot per label (the
 /// versions in order), in each a band per series side by side (train beside
@@ -243,12 +245,15 @@ pub fn reward_bands(label: &str, labels: &[String], series: &[BandSeries]) -> Ch
     for (place, s) in series.iter().enumerate() {
         for band in &s.bands {
             let x = LEFT + band.slot as f64 * slot + place as f64 * band_width;
-            let top = y(band.high);
+            // A band narrower than the mean's mark is drawn around its
+            // middle at the least height, so that its colour shows.
+            let (top, bottom) = (y(band.high), y(band.low));
+            let height = (bottom - top).max(MIN_BAND_HEIGHT);
             bars.push(Bar {
                 x,
-                y: top,
+                y: (top + bottom - height) / 2.0,
                 width: band_width,
-                height: (y(band.low) - top).max(1.5),
+                height,
                 class: s.class,
                 title: band.title.clone(),
             });
@@ -389,6 +394,21 @@ mod tests {
             "the axis reaches below zero: {labels:?}"
         );
         assert_eq!(chart.legend.last().map(|l| l.name), Some("mean"));
+        let narrow = reward_bands(
+            "one reward",
+            &["1".to_owned()],
+            &[BandSeries {
+                name: "val",
+                class: "run",
+                bands: vec![band(0, 0.5, 0.5, 0.5)],
+            }],
+        );
+        let (band, mean) = (&narrow.bars[0], &narrow.bars[1]);
+        assert_eq!(
+            band.height, MIN_BAND_HEIGHT,
+            "a band of one value still shows"
+        );
+        assert!(band.y < mean.y && mean.y + mean.height < band.y + band.height);
     }
 
     #[test]

@@ -121,6 +121,9 @@ async fn the_training_page_shows_reward_by_version_and_mode() {
             .await;
         assert_eq!(higher, true);
         if BACKEND == Backend::Sqlite {
+            browser
+                .eval("document.getElementById('chart-heading').scrollIntoView(); return true")
+                .await;
             browser.document("training").await;
         }
 
