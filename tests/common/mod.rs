@@ -310,6 +310,20 @@ pub async fn enqueue_spec(
         .unwrap()
 }
 
+/// Publishes a resources version of `resources` (JSON text); returns its id.
+pub async fn add_resources(client: &mut Client, resources: &str) -> String {
+    client
+        .add_resources(lightning_store::proto::AddResourcesRequest {
+            resources_json: resources.to_owned(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .resources
+        .unwrap()
+        .resources_id
+}
+
 /// Enqueues a rollout whose input is the JSON text `input` and returns it.
 pub async fn enqueue(client: &mut Client, input: &str) -> lightning_store::proto::Rollout {
     enqueue_spec(

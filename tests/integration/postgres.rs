@@ -607,16 +607,7 @@ async fn the_training_summarys_shards_fold_into_one_without_changing_it() {
     let a = TestServer::start_opts(Backend::Postgres, quiet()).await;
     let b = TestServer::start_opts(Backend::Postgres, quiet()).await;
     let (mut ca, mut cb) = (a.client().await, b.client().await);
-    let resources_id = ca
-        .add_resources(pb::AddResourcesRequest {
-            resources_json: r#"{"prompt": "v1"}"#.into(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .resources
-        .unwrap()
-        .resources_id;
+    let resources_id = common::add_resources(&mut ca, r#"{"prompt": "v1"}"#).await;
     for reward in [1.0, 0.0, 1.0] {
         rewarded_rollout(&mut ca, &resources_id, reward).await;
         rewarded_rollout(&mut cb, &resources_id, reward).await;

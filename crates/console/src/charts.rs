@@ -83,6 +83,30 @@ pub struct Chart {
     pub bottom: f64,
 }
 
+impl Chart {
+    /// Returns a chart of what is drawn in the frame every chart shares.
+    fn framed(
+        label: &str,
+        bars: Vec<Bar>,
+        grid: Vec<GridLine>,
+        ticks: Vec<Tick>,
+        legend: Vec<Legend>,
+    ) -> Self {
+        Self {
+            label: label.to_owned(),
+            bars,
+            grid,
+            ticks,
+            legend,
+            width: WIDTH,
+            height: HEIGHT,
+            left: LEFT,
+            right: WIDTH - RIGHT,
+            bottom: HEIGHT - BOTTOM,
+        }
+    }
+}
+
 /// Returns the smallest "round" number (1, 2 or 5 times a power of ten) at
 /// least `value`, and at least 1.
 fn round_up(value: u64) -> u64 {
@@ -176,18 +200,7 @@ pub fn grouped(label: &str, starts: &[Timestamp], groups: &[&[Series]]) -> Chart
             total: s.summed.then(|| format::count(s.values.iter().sum())),
         })
         .collect();
-    Chart {
-        label: label.to_owned(),
-        bars,
-        grid,
-        ticks,
-        legend,
-        width: WIDTH,
-        height: HEIGHT,
-        left: LEFT,
-        right: WIDTH - RIGHT,
-        bottom: HEIGHT - BOTTOM,
-    }
+    Chart::framed(label, bars, grid, ticks, legend)
 }
 
 /// One version's rewards in one mode, for [`reward_bands`]: the band from
@@ -295,18 +308,7 @@ pub fn reward_bands(label: &str, labels: &[String], series: &[BandSeries]) -> Ch
             total: None,
         }))
         .collect();
-    Chart {
-        label: label.to_owned(),
-        bars,
-        grid,
-        ticks,
-        legend,
-        width: WIDTH,
-        height: HEIGHT,
-        left: LEFT,
-        right: WIDTH - RIGHT,
-        bottom: HEIGHT - BOTTOM,
-    }
+    Chart::framed(label, bars, grid, ticks, legend)
 }
 
 /// A bar placed on a time axis from `start` to `end`, in hundredths of the

@@ -65,7 +65,8 @@ pub struct TrainingCounts {
 }
 
 impl TrainingCounts {
-    fn add(&mut self, other: TrainingCounts, sign: i64) {
+    /// Adds `other` times `sign` (1 or -1); the reward's sum saturates.
+    pub fn add(&mut self, other: TrainingCounts, sign: i64) {
         self.rollouts += sign * other.rollouts;
         self.succeeded += sign * other.succeeded;
         self.reward_micros = self

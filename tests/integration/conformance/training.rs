@@ -9,7 +9,7 @@ use tonic::Code;
 
 use super::BACKEND;
 use super::TestServer;
-use crate::common::{number, text};
+use crate::common::{add_resources, number, text};
 use crate::conformance::support::*;
 
 /// A reward span of rollout `rollout_id`'s attempt.
@@ -33,18 +33,8 @@ fn reward_span(
     }
 }
 
-async fn add_resources(client: &mut Client) -> String {
-    client
-        .add_resources(pb::AddResourcesRequest {
-            resources_json: r#"{"prompt": {"resource_type": "prompt_template", "template": "hi {x}", "engine": "f-string"}}"#.into(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .resources
-        .unwrap()
-        .resources_id
-}
+/// The resources every version publishes.
+const PROMPT: &str = r#"{"prompt": {"resource_type": "prompt_template", "template": "hi {x}", "engine": "f-string"}}"#;
 
 /// Enqueues a rollout of `mode` under `resources_id` and claims it;
 /// returns its id and its attempt's.
@@ -209,8 +199,8 @@ async fn the_summary_counts_each_versions_ended_rollouts_and_their_final_rewards
     let server = TestServer::start(BACKEND).await;
     let mut c = server.client().await;
     let (train, val) = (pb::RolloutMode::Train, pb::RolloutMode::Val);
-    let v1 = add_resources(&mut c).await;
-    let v2 = add_resources(&mut c).await;
+    let v1 = add_resources(&mut c, PROMPT).await;
+    let v2 = add_resources(&mut c, PROMPT).await;
     let versions = [(v1.clone(), 1), (v2.clone(), 2)];
     assert_eq!(
         summary(&mut c, pb::RolloutMode::Unspecified, None, None)

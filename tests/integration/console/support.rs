@@ -59,6 +59,8 @@ pub fn span(
     }
 }
 
+pub use crate::common::add_resources;
+
 /// Enqueues a rollout whose input is `input` (JSON text); returns its id.
 pub async fn enqueue(client: &mut Client, input: &str) -> String {
     crate::common::enqueue(client, input).await.rollout_id
@@ -110,20 +112,6 @@ pub async fn finish(
         })
         .await
         .unwrap();
-}
-
-/// Publishes a resources version; returns its id.
-pub async fn add_resources(client: &mut Client, resources: &str) -> String {
-    client
-        .add_resources(pb::AddResourcesRequest {
-            resources_json: resources.to_owned(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .resources
-        .unwrap()
-        .resources_id
 }
 
 /// Seeds the store: see [`Seeded`].

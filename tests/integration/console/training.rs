@@ -7,7 +7,7 @@
 use super::BACKEND;
 use crate::common::browser::with_browser;
 use crate::common::{Backend, Client, TestServer, number, text};
-use crate::console::support::{add_resources, add_spans, finish};
+use crate::console::support::{add_resources, add_spans, dequeue, finish};
 use lightning_store::proto as pb;
 
 /// Runs a rollout of `mode` under `resources_id` to `status` with one
@@ -50,18 +50,9 @@ async fn claimed(
         ..Default::default()
     };
     let rollout_id = crate::common::enqueue_spec(client, spec).await.rollout_id;
-    let claimed = client
-        .dequeue_rollout(pb::DequeueRolloutRequest {
-            worker_id: Some("worker-1".into()),
-            wait: None,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .rollout
-        .expect("the rollout just enqueued");
-    assert_eq!(claimed.rollout_id, rollout_id);
-    (rollout_id, claimed.attempt.unwrap().attempt_id)
+    let (claimed, attempt_id) = dequeue(client, "worker-1").await;
+    assert_eq!(claimed, rollout_id, "the rollout just enqueued");
+    (rollout_id, attempt_id)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

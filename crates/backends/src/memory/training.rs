@@ -24,9 +24,7 @@ impl State {
         }
         for (key, delta) in writes.training.rows() {
             let row = training.rows.entry(key.clone()).or_default();
-            row.rollouts += delta.rollouts;
-            row.succeeded += delta.succeeded;
-            row.reward_micros = row.reward_micros.saturating_add(delta.reward_micros);
+            row.add(*delta, 1);
             if row.is_zero() {
                 training.rows.remove(key);
             }
