@@ -172,6 +172,11 @@ pub fn count(value: u64) -> String {
     out
 }
 
+/// Returns a reward as the pages show it (empty when there is none).
+pub fn reward(value: Option<f64>) -> String {
+    value.map_or_else(String::new, |value| format!("{value:.3}"))
+}
+
 /// Returns a rate per second with the precision that reads best.
 pub fn rate(per_second: f64) -> String {
     match per_second {

@@ -10,7 +10,7 @@
 //! error (a rollout whose spans the retention deleted, a rollout that is
 //! not an agent-lightning 1.x one) are fields.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::agl1::diagnosis::Diagnosis;
@@ -86,6 +86,8 @@ pub struct OverviewPage {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RolloutsPage {
     pub rollouts: Paged<RolloutView>,
+    /// Final rewards of the page's rollouts that have one, by rollout id.
+    pub rewards: HashMap<String, f64>,
     pub now: Timestamp,
 }
 

@@ -6,8 +6,8 @@ use std::cmp::Ordering;
 
 use super::error::{StoreError, StoreResult, echo};
 use super::model::{
-    Attempt, ResourcesUpdate, Rollout, RolloutMode, RolloutStatus, RolloutView, Span, Timestamp,
-    Worker, WorkerStatus,
+    Attempt, ResourcesUpdate, Rollout, RolloutMode, RolloutStatus, Span, Timestamp, Worker,
+    WorkerStatus,
 };
 
 /// How a query's conditions combine.
@@ -53,12 +53,15 @@ pub struct Paged<T> {
     pub total: usize,
 }
 
-/// A value a query can sort on. Absent times sort after every present one.
+/// A value a query can sort on. Absent times sort after every present one;
+/// absent numbers before every present one (the least, so that a descending
+/// sort by reward starts with the best and ends with the unrewarded).
 #[derive(Debug, Clone, PartialEq)]
 pub enum SortKey<'a> {
     Text(&'a str),
     Int(i64),
     Time(Option<Timestamp>),
+    Real(Option<f64>),
 }
 
 impl SortKey<'_> {
@@ -71,6 +74,10 @@ impl SortKey<'_> {
                 (Some(_), None) => Ordering::Less,
                 (None, Some(_)) => Ordering::Greater,
                 (None, None) => Ordering::Equal,
+            },
+            (Self::Real(a), Self::Real(b)) => match (a, b) {
+                (Some(a), Some(b)) => a.total_cmp(b),
+                _ => a.is_some().cmp(&b.is_some()),
             },
             _ => Ordering::Equal,
         }
@@ -143,7 +150,16 @@ impl Page {
     }
 }
 
-impl Sortable for Rollout {
+/// A rollout with its final reward ([`crate::training`]): what rollout
+/// queries filter and sort.
+#[derive(Debug, Clone, Copy)]
+pub struct RewardedRollout<'a> {
+    pub rollout: &'a Rollout,
+    pub reward: Option<f64>,
+}
+
+impl Sortable for RewardedRollout<'_> {
+    /// Upstream's fields, then the final reward (not upstream's).
     const SORT_FIELDS: &'static [&'static str] = &[
         "rollout_id",
         "start_time",
@@ -151,24 +167,19 @@ impl Sortable for Rollout {
         "mode",
         "resources_id",
         "status",
+        "reward",
     ];
     fn sort_key(&self, field: &str) -> SortKey<'_> {
-        let r = self;
+        let r = self.rollout;
         match field {
             "rollout_id" => SortKey::Text(&r.rollout_id),
             "start_time" => SortKey::Time(Some(r.start_time)),
             "end_time" => SortKey::Time(r.end_time),
             "mode" => SortKey::Text(r.mode.map_or("", |m| m.as_str())),
             "resources_id" => text(&r.resources_id),
+            "reward" => SortKey::Real(self.reward),
             _ => SortKey::Text(r.status.as_str()),
         }
-    }
-}
-
-impl Sortable for RolloutView {
-    const SORT_FIELDS: &'static [&'static str] = Rollout::SORT_FIELDS;
-    fn sort_key(&self, field: &str) -> SortKey<'_> {
-        self.rollout.sort_key(field)
     }
 }
 
@@ -296,6 +307,51 @@ impl TimeRange {
     }
 }
 
+/// A range of final rewards, both ends inclusive; an absent end is no
+/// bound. A rollout without a reward is outside every bounded range.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RewardRange {
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl RewardRange {
+    /// Returns the range from `min` to `max`; refuses an end that is not a
+    /// finite number, and `min` above `max`.
+    pub fn new(min: Option<f64>, max: Option<f64>) -> StoreResult<Self> {
+        for (name, end) in [("reward_min", min), ("reward_max", max)] {
+            if end.is_some_and(|end| !end.is_finite()) {
+                return Err(StoreError::invalid(format!(
+                    "{name} must be a finite number"
+                )));
+            }
+        }
+        if let (Some(min), Some(max)) = (min, max)
+            && min > max
+        {
+            return Err(StoreError::invalid(format!(
+                "reward_min {min} is above reward_max {max}"
+            )));
+        }
+        Ok(Self { min, max })
+    }
+
+    /// Returns true when the range has a bound.
+    pub fn is_bounded(&self) -> bool {
+        self.min.is_some() || self.max.is_some()
+    }
+
+    /// Returns true when `reward` is in the range.
+    pub fn contains(&self, reward: Option<f64>) -> bool {
+        if !self.is_bounded() {
+            return true;
+        }
+        reward.is_some_and(|reward| {
+            self.min.is_none_or(|min| min <= reward) && self.max.is_none_or(|max| reward <= max)
+        })
+    }
+}
+
 /// Filters of `query_rollouts`.
 ///
 /// Upstream's conditions (`status_in`, `rollout_id_in`,
@@ -326,6 +382,8 @@ pub struct RolloutFilter {
     /// Keeps rollouts whose id is after this one in byte order (a keyset
     /// page's position: with `sort_by` `rollout_id`, the next page).
     pub rollout_id_after: Option<String>,
+    /// Keeps rollouts whose final reward is in the range.
+    pub reward: RewardRange,
 }
 
 impl RolloutFilter {
@@ -340,8 +398,14 @@ impl RolloutFilter {
     }
 
     /// Returns true when the rollout matches; `attempts` returns its
-    /// attempts, called only when the worker condition needs them.
-    pub fn matches<'a>(&self, r: &Rollout, attempts: impl FnOnce() -> &'a [Attempt]) -> bool {
+    /// attempts and `reward` its final reward, each called only when a
+    /// condition needs it.
+    pub fn matches<'a>(
+        &self,
+        r: &Rollout,
+        attempts: impl FnOnce() -> &'a [Attempt],
+        reward: impl FnOnce() -> Option<f64>,
+    ) -> bool {
         let pooled = self.effective_logic().combine(&[
             self.status_in.as_ref().map(|s| s.contains(&r.status)),
             self.rollout_id_in
@@ -369,6 +433,7 @@ impl RolloutFilter {
                     .iter()
                     .any(|a| a.worker_id.as_ref() == Some(worker))
             })
+            && (!self.reward.is_bounded() || self.reward.contains(reward()))
     }
 }
 
@@ -511,14 +576,14 @@ mod tests {
             config: Default::default(),
             metadata: crate::model::Json::Null,
         };
-        assert!(or(RolloutFilter::default()).matches(&rollout, || &[]));
+        assert!(or(RolloutFilter::default()).matches(&rollout, || &[], || None));
         // An explicitly empty list means "no status": nothing matches.
         let no_status = RolloutFilter {
             status_in: Some(Vec::new()),
             ..RolloutFilter::default()
         };
-        assert!(!no_status.matches(&rollout, || &[]));
-        assert!(!or(no_status).matches(&rollout, || &[]));
+        assert!(!no_status.matches(&rollout, || &[], || None));
+        assert!(!or(no_status).matches(&rollout, || &[], || None));
         let worker = Worker::new("w");
         let workers = WorkerFilter {
             logic: FilterLogic::Or,
@@ -560,12 +625,12 @@ mod tests {
             mode_in: Some(vec![Some(RolloutMode::Train)]),
             ..RolloutFilter::default()
         };
-        assert!(pooled.matches(&rollout, || attempts));
+        assert!(pooled.matches(&rollout, || attempts, || None));
         let other_mode = RolloutFilter {
             mode_in: Some(vec![None, Some(RolloutMode::Val)]),
             ..pooled.clone()
         };
-        assert!(!other_mode.matches(&rollout, || attempts));
+        assert!(!other_mode.matches(&rollout, || attempts, || None));
         // Time ranges include `from` and exclude `until`.
         let range = |from: Option<i64>, until: Option<i64>| RolloutFilter {
             start_time: TimeRange {
@@ -574,9 +639,9 @@ mod tests {
             },
             ..RolloutFilter::default()
         };
-        assert!(range(Some(100), Some(101)).matches(&rollout, || attempts));
-        assert!(!range(None, Some(100)).matches(&rollout, || attempts));
-        assert!(!range(Some(101), None).matches(&rollout, || attempts));
+        assert!(range(Some(100), Some(101)).matches(&rollout, || attempts, || None));
+        assert!(!range(None, Some(100)).matches(&rollout, || attempts, || None));
+        assert!(!range(Some(101), None).matches(&rollout, || attempts, || None));
         // An end window keeps ended rollouts alone.
         let ended = |from: Option<i64>, until: Option<i64>| RolloutFilter {
             end_time: TimeRange {
@@ -585,23 +650,85 @@ mod tests {
             },
             ..RolloutFilter::default()
         };
-        assert!(ended(None, None).matches(&rollout, || attempts));
-        assert!(!ended(None, Some(i64::MAX)).matches(&rollout, || attempts));
+        assert!(ended(None, None).matches(&rollout, || attempts, || None));
+        assert!(!ended(None, Some(i64::MAX)).matches(&rollout, || attempts, || None));
         let finished = Rollout {
             end_time: Some(Timestamp(200)),
             ..rollout.clone()
         };
-        assert!(ended(Some(200), Some(201)).matches(&finished, || attempts));
-        assert!(!ended(None, Some(200)).matches(&finished, || attempts));
-        assert!(!ended(Some(201), None).matches(&finished, || attempts));
+        assert!(ended(Some(200), Some(201)).matches(&finished, || attempts, || None));
+        assert!(!ended(None, Some(200)).matches(&finished, || attempts, || None));
+        assert!(!ended(Some(201), None).matches(&finished, || attempts, || None));
         let by_worker = |worker: &str| RolloutFilter {
             worker_id: Some(worker.into()),
             resources_id: Some("rs-1".into()),
             ..RolloutFilter::default()
         };
-        assert!(by_worker("w-1").matches(&rollout, || attempts));
-        assert!(!by_worker("w-2").matches(&rollout, || attempts));
-        assert!(!by_worker("w-1").matches(&rollout, || &[]));
+        assert!(by_worker("w-1").matches(&rollout, || attempts, || None));
+        assert!(!by_worker("w-2").matches(&rollout, || attempts, || None));
+        assert!(!by_worker("w-1").matches(&rollout, || &[], || None));
+        let rewarded = |min: Option<f64>, max: Option<f64>| RolloutFilter {
+            reward: RewardRange::new(min, max).unwrap(),
+            ..RolloutFilter::default()
+        };
+        assert!(rewarded(Some(0.5), Some(0.5)).matches(&rollout, || attempts, || Some(0.5)));
+        assert!(!rewarded(Some(0.6), None).matches(&rollout, || attempts, || Some(0.5)));
+        assert!(!rewarded(None, Some(0.4)).matches(&rollout, || attempts, || Some(0.5)));
+        assert!(!rewarded(None, Some(1.0)).matches(&rollout, || attempts, || None));
+        assert!(rewarded(None, None).matches(&rollout, || attempts, || None));
+    }
+
+    #[test]
+    fn a_reward_range_refuses_ends_that_are_not_numbers_or_reversed() {
+        for (min, max) in [
+            (Some(f64::NAN), None),
+            (None, Some(f64::INFINITY)),
+            (Some(1.0), Some(0.0)),
+        ] {
+            let err = RewardRange::new(min, max).unwrap_err();
+            assert!(
+                matches!(err, StoreError::InvalidArgument(_)),
+                "{min:?}..{max:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn rollouts_sort_by_reward_with_the_unrewarded_least() {
+        let rollout = |id: &str| Rollout {
+            rollout_id: id.into(),
+            input: crate::model::Json::Null,
+            start_time: Timestamp(0),
+            end_time: None,
+            mode: None,
+            resources_id: None,
+            status: RolloutStatus::Succeeded,
+            config: Default::default(),
+            metadata: crate::model::Json::Null,
+        };
+        let rollouts = [rollout("a"), rollout("b"), rollout("c"), rollout("d")];
+        let rewards = [Some(0.5), None, Some(-2.0), Some(1.0)];
+        let items: Vec<RewardedRollout> = rollouts
+            .iter()
+            .zip(rewards)
+            .map(|(rollout, reward)| RewardedRollout { rollout, reward })
+            .collect();
+        let page = Page {
+            sort_by: Some("reward".into()),
+            ..Page::default()
+        };
+        let ids = |p: Paged<RewardedRollout>| {
+            p.items
+                .into_iter()
+                .map(|r| r.rollout.rollout_id.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(page.apply(items.clone())), ["b", "c", "a", "d"]);
+        let best_first = Page {
+            descending: true,
+            ..page
+        };
+        assert_eq!(ids(best_first.apply(items)), ["d", "a", "c", "b"]);
     }
 
     #[test]

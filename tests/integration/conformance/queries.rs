@@ -124,7 +124,7 @@ async fn rollout_queries_filter_sort_and_paginate() {
         c.query_rollouts(query(&|q| q.page = page("input", false, None, 0)))
             .await,
         Code::InvalidArgument,
-        "Invalid sort_by: input, allowed fields are: rollout_id, start_time, end_time, mode, resources_id, status",
+        "Invalid sort_by: input, allowed fields are: rollout_id, start_time, end_time, mode, resources_id, status, reward",
     );
 }
 

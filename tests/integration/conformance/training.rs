@@ -320,3 +320,108 @@ async fn a_version_range_that_ends_before_it_starts_is_invalid() {
         .await;
     assert_code(unknown_mode, Code::InvalidArgument, "mode");
 }
+
+/// The ids of a page of rollouts, in order.
+fn ids(response: &pb::QueryRolloutsResponse) -> Vec<&str> {
+    response
+        .rollouts
+        .iter()
+        .map(|r| r.rollout_id.as_str())
+        .collect()
+}
+
+async fn rewarded_query(
+    client: &mut Client,
+    reward_min: Option<f64>,
+    reward_max: Option<f64>,
+    sort_by: &str,
+    descending: bool,
+) -> Result<pb::QueryRolloutsResponse, tonic::Status> {
+    client
+        .query_rollouts(pb::QueryRolloutsRequest {
+            reward_min,
+            reward_max,
+            page: page(sort_by, descending, None, 0),
+            ..Default::default()
+        })
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+#[tokio::test]
+async fn rollouts_filter_and_sort_by_their_final_reward() {
+    skip_without!(super::BACKEND);
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    let train = pb::RolloutMode::Train;
+    let v1 = add_resources(&mut c, PROMPT).await;
+    // Negative, fractional and whole rewards; a rollout without one; a
+    // running rollout whose reward counts here too (a query reads the
+    // final reward of any rollout, ended or not).
+    let (low, _) = ran(&mut c, train, &v1, &[-1.5], A::Failed).await;
+    let (mid, _) = ran(&mut c, train, &v1, &[2.0, 0.25], A::Succeeded).await;
+    let (high, _) = ran(&mut c, train, &v1, &[1.0], A::Succeeded).await;
+    let (none, _) = ran(&mut c, train, &v1, &[], A::Succeeded).await;
+    let (running, attempt) = claimed(&mut c, train, &v1, spec("{}")).await;
+    add_span(&mut c, reward_span(&running, &attempt, 0.5, None)).await;
+
+    let all = rewarded_query(&mut c, None, None, "reward", false)
+        .await
+        .unwrap();
+    assert_eq!(ids(&all), [&none, &low, &mid, &running, &high]);
+    // The answer's rewards are the final ones, as the spans say.
+    for rollout in &all.rollouts {
+        let mut spans = rollout_spans(&mut c, &rollout.rollout_id).await.spans;
+        spans.sort_by_key(|span| span.sequence_id.unwrap());
+        let expected = spans.iter().rev().find_map(span_reward);
+        assert_eq!(
+            all.rewards.get(&rollout.rollout_id).copied(),
+            expected,
+            "{}",
+            rollout.rollout_id
+        );
+    }
+    let best_first = rewarded_query(&mut c, None, None, "reward", true)
+        .await
+        .unwrap();
+    assert_eq!(ids(&best_first), [&high, &running, &mid, &low, &none]);
+
+    // Both ends are inclusive; the unrewarded are outside every range.
+    let between = rewarded_query(&mut c, Some(0.25), Some(1.0), "reward", false)
+        .await
+        .unwrap();
+    assert_eq!(ids(&between), [&mid, &running, &high]);
+    assert_eq!(between.total, 3);
+    let below_zero = rewarded_query(&mut c, None, Some(-0.5), "", false)
+        .await
+        .unwrap();
+    assert_eq!(ids(&below_zero), [&low]);
+    let above = rewarded_query(&mut c, Some(0.75), None, "", false)
+        .await
+        .unwrap();
+    assert_eq!(ids(&above), [&high]);
+
+    // A later reward moves the rollout in the order and out of a range.
+    add_span(&mut c, reward_span(&running, &attempt, -3.0, None)).await;
+    let again = rewarded_query(&mut c, None, None, "reward", false)
+        .await
+        .unwrap();
+    assert_eq!(ids(&again), [&none, &running, &low, &mid, &high]);
+    let between = rewarded_query(&mut c, Some(0.25), Some(1.0), "", false)
+        .await
+        .unwrap();
+    assert_eq!(ids(&between), [&mid, &high]);
+
+    for (min, max, message) in [
+        (Some(1.0), Some(0.0), "reward_min 1 is above reward_max 0"),
+        (Some(f64::NAN), None, "reward_min must be a finite number"),
+        (
+            None,
+            Some(f64::INFINITY),
+            "reward_max must be a finite number",
+        ),
+    ] {
+        let refused = rewarded_query(&mut c, min, max, "", false).await;
+        assert_code(refused, Code::InvalidArgument, message);
+    }
+}

@@ -1,8 +1,10 @@
 //! The Training page: a run with rewards under two resources versions, in
 //! train and val, shows each version's count and mean reward in its table
 //! and a band per version and mode in its chart; a row's count links to the
-//! Rollouts page listing its rollouts; a rollout that ends changes the page
-//! live. Writes the documentation's screenshot of the page.
+//! Rollouts page listing its rollouts, best rewarded first; that page
+//! shows each rollout's reward, sorts by it and filters a reward range; a
+//! rollout that ends changes the Training page live. Writes the
+//! documentation's screenshot of the page.
 
 use super::BACKEND;
 use crate::common::browser::with_browser;
@@ -118,14 +120,29 @@ async fn the_training_page_shows_reward_by_version_and_mode() {
             browser.document("training").await;
         }
 
-        // A row's count lists its rollouts.
+        // A row's count lists its rollouts, the best rewarded first.
         browser.click_to_load("#training-versions tbody tr:first-child td:nth-child(4) a").await;
         browser.wait_for_text("p.count", "3 rollouts match").await;
-        let mut listed = browser.texts("table.rollouts td a.id").await;
-        listed.sort();
-        let mut expected = v1_train.clone();
-        expected.sort();
-        assert_eq!(listed, expected);
+        let best_first: Vec<String> = v1_train.iter().rev().cloned().collect();
+        assert_eq!(browser.texts("table.rollouts td a.id").await, best_first);
+        assert_eq!(
+            browser.texts("table.rollouts td.reward").await,
+            ["1.000", "0.500", "0.000"]
+        );
+        // A click on the sorted column reverses it.
+        browser.click_to_load("table.rollouts th[aria-sort='descending'] a").await;
+        assert_eq!(browser.texts("table.rollouts td a.id").await, v1_train);
+        // The filters' reward range keeps the rollouts in it, both ends in.
+        browser.type_into("input[name='reward_min']", "0.5").await;
+        browser.type_into("input[name='reward_max']", "1").await;
+        browser.click_to_load("form.filters button[type='submit']").await;
+        browser.wait_for_text("p.count", "2 rollouts match").await;
+        assert_eq!(browser.texts("table.rollouts td a.id").await, &v1_train[1..]);
+        assert_eq!(
+            browser.eval("return document.querySelector(\"input[name='reward_min']\").value").await,
+            "0.5",
+            "the form keeps the range"
+        );
 
         // A late reward and a rollout that ends change the page live.
         browser.goto(&format!("{base}/console/training")).await;

@@ -28,7 +28,8 @@ use lightning_store_core::model::{AttemptStatus, Json, RolloutStatus, WorkerStat
 use lightning_store_core::namespace::{NamespaceName, NamespaceSettings};
 use lightning_store_core::overview::{DEFAULT_FAILURES, MAX_FAILURES};
 use lightning_store_core::query::{
-    AttemptSelector, ResourcesFilter, RolloutFilter, SpanFilter, TextMatch, WorkerFilter,
+    AttemptSelector, ResourcesFilter, RewardRange, RolloutFilter, SpanFilter, TextMatch,
+    WorkerFilter,
 };
 use lightning_store_proto as pb;
 use lightning_store_proto::lightning_store_service_server::LightningStoreService;
@@ -703,20 +704,22 @@ impl LightningStoreService for StoreService {
             .map_err(status_of)?,
             worker_id: request.worker_id,
             resources_id: request.resources_id,
+            reward: RewardRange::new(request.reward_min, request.reward_max).map_err(status_of)?,
             ..RolloutFilter::default()
         };
         let page = c::page_from_proto(request.page.as_ref()).map_err(status_of)?;
         let result = ns
             .engine
-            .query_rollouts(&filter, &page)
+            .query_rewarded_rollouts(&filter, &page)
             .await
             .map_err(status_of)?;
-        let (limit, offset, total) = c::page_bounds(&result);
+        let (limit, offset, total) = c::page_bounds(&result.rollouts);
         ok(pb::QueryRolloutsResponse {
-            rollouts: result.items.iter().map(c::view_to_proto).collect(),
+            rollouts: result.rollouts.items.iter().map(c::view_to_proto).collect(),
             limit,
             offset,
             total,
+            rewards: result.rewards.into_iter().collect(),
         })
     }
 

@@ -11,11 +11,11 @@ use lightning_store_core::error::StoreResult;
 use lightning_store_core::events::EventPage;
 use lightning_store_core::idempotency::RememberedRequest;
 use lightning_store_core::model::{
-    Attempt, ResourcesUpdate, Rollout, RolloutView, SessionState, Span, Timestamp, Worker,
-    WorkerSession,
+    Attempt, ResourcesUpdate, RolloutView, SessionState, Span, Timestamp, Worker, WorkerSession,
 };
 use lightning_store_core::query::{
-    AttemptSelector, Page, Paged, ResourcesFilter, RolloutFilter, SpanFilter, WorkerFilter,
+    AttemptSelector, Page, Paged, ResourcesFilter, RewardedRollout, RolloutFilter, SpanFilter,
+    WorkerFilter,
 };
 use lightning_store_core::storage::{Access, Held, Queries, RuleReads};
 
@@ -161,11 +161,21 @@ impl Queries for MemoryTx<'_> {
         let matching = state
             .rollouts
             .values()
-            .filter(|r| filter.matches(r, || state.attempts_of(&r.rollout_id)))
+            .map(|rollout| RewardedRollout {
+                rollout,
+                reward: state.training.reward_value(&rollout.rollout_id),
+            })
+            .filter(|r| {
+                filter.matches(
+                    r.rollout,
+                    || state.attempts_of(&r.rollout.rollout_id),
+                    || r.reward,
+                )
+            })
             .collect();
-        Ok(page.apply(matching).map(|rollout: &Rollout| RolloutView {
-            rollout: rollout.clone(),
-            attempt: state.latest_attempt(&rollout.rollout_id).cloned(),
+        Ok(page.apply(matching).map(|r: RewardedRollout| RolloutView {
+            rollout: r.rollout.clone(),
+            attempt: state.latest_attempt(&r.rollout.rollout_id).cloned(),
         }))
     }
 
@@ -183,7 +193,13 @@ impl Queries for MemoryTx<'_> {
             .ended_ids
             .range::<str, _>((from, Bound::Unbounded))
             .filter_map(|rollout_id| state.rollouts.get(rollout_id))
-            .filter(|r| filter.matches(r, || state.attempts_of(&r.rollout_id)))
+            .filter(|r| {
+                filter.matches(
+                    r,
+                    || state.attempts_of(&r.rollout_id),
+                    || state.training.reward_value(&r.rollout_id),
+                )
+            })
             .take(limit)
             .map(|r| r.rollout_id.clone())
             .collect())

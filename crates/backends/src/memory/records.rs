@@ -114,3 +114,10 @@ pub(super) struct TrainingState {
     /// The summary's rows.
     pub(super) rows: HashMap<TrainingKey, TrainingCounts>,
 }
+
+impl TrainingState {
+    /// Returns the rollout's final reward, if it has one.
+    pub(super) fn reward_value(&self, rollout_id: &str) -> Option<f64> {
+        self.rewards.get(rollout_id).map(|reward| reward.value)
+    }
+}

@@ -156,6 +156,8 @@ impl<'a> Builder<'a> {
             (SortKind::Int, _) | (SortKind::Time, false) => format!("{column}{dir}"),
             // Absent times sort after every present one (first when descending).
             (SortKind::Time, true) => format!("({column} IS NULL){dir}, {column}{dir}"),
+            // Absent numbers sort before every present one (last when descending).
+            (SortKind::Real, _) => format!("({column} IS NOT NULL){dir}, {column}{dir}"),
         }
     }
 }
@@ -176,6 +178,9 @@ pub enum SortKind {
     Int,
     /// Absent after present.
     Time,
+    /// A number held as an integer that orders as it does; absent before
+    /// present.
+    Real,
 }
 
 /// A field `sort_by` accepts and the column it sorts on.
@@ -208,7 +213,7 @@ const fn nullable(name: &'static str, column: &'static str, kind: SortKind) -> S
     }
 }
 
-/// Sort fields of rollouts (see [`lightning_store_core::query::Sortable`] for `Rollout`).
+/// Sort fields of rollouts (see [`lightning_store_core::query::Sortable`] for `RewardedRollout`).
 pub const ROLLOUT_SORT: &[SortField] = &[
     field("rollout_id", "r.rollout_id", SortKind::Text),
     field("start_time", "r.start_time", SortKind::Time),
@@ -216,6 +221,12 @@ pub const ROLLOUT_SORT: &[SortField] = &[
     nullable("mode", "r.mode", SortKind::Text),
     nullable("resources_id", "r.resources_id", SortKind::Text),
     field("status", "r.status", SortKind::Text),
+    // The key that orders as the reward does (`training::reward_key`).
+    nullable(
+        "reward",
+        "(SELECT rw.value FROM rollout_rewards rw WHERE rw.rollout_id = r.rollout_id)",
+        SortKind::Real,
+    ),
 ];
 
 /// Sort fields of spans.
@@ -254,8 +265,8 @@ pub const RESOURCES_SORT: &[SortField] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lightning_store_core::model::{ResourcesUpdate, Rollout, Span, Worker};
-    use lightning_store_core::query::Sortable;
+    use lightning_store_core::model::{ResourcesUpdate, Span, Worker};
+    use lightning_store_core::query::{RewardedRollout, Sortable};
 
     fn names(fields: &[SortField]) -> Vec<&'static str> {
         fields.iter().map(|f| f.name).collect()
@@ -269,7 +280,7 @@ mod tests {
 
     #[test]
     fn every_sortable_field_has_a_column() {
-        assert_eq!(names(ROLLOUT_SORT), Rollout::SORT_FIELDS);
+        assert_eq!(names(ROLLOUT_SORT), RewardedRollout::SORT_FIELDS);
         assert_eq!(names(SPAN_SORT), Span::SORT_FIELDS);
         assert_eq!(names(WORKER_SORT), Worker::SORT_FIELDS);
         assert_eq!(names(RESOURCES_SORT), ResourcesUpdate::SORT_FIELDS);

@@ -8,6 +8,7 @@ use super::codec::{self, attempt_columns, resources_columns, rollout_columns, wo
 use super::connection::Connection;
 use super::query::{Builder, RESOURCES_SORT, ROLLOUT_SORT, WORKER_SORT};
 use super::statement::{Row, Statement};
+use super::training::reward_key;
 use super::tx::SqlTx;
 use lightning_store_core::error::StoreResult;
 use lightning_store_core::events::EventPage;
@@ -106,6 +107,20 @@ fn rollout_condition<'a>(b: &mut Builder<'a>, filter: &'a RolloutFilter) -> Stri
             b.arg(worker)
         )
     });
+    // The rewards in the range (an index) name the rollouts.
+    let reward = filter.reward.is_bounded().then(|| {
+        let mut bounds = Vec::with_capacity(2);
+        if let Some(min) = filter.reward.min {
+            bounds.push(format!("rw.value >= {}", b.arg(reward_key(min))));
+        }
+        if let Some(max) = filter.reward.max {
+            bounds.push(format!("rw.value <= {}", b.arg(reward_key(max))));
+        }
+        format!(
+            "r.rollout_id IN (SELECT rw.rollout_id FROM rollout_rewards rw WHERE {})",
+            bounds.join(" AND ")
+        )
+    });
     Builder::combine(
         FilterLogic::And,
         vec![
@@ -118,6 +133,7 @@ fn rollout_condition<'a>(b: &mut Builder<'a>, filter: &'a RolloutFilter) -> Stri
             ended_until,
             after,
             worker,
+            reward,
         ],
     )
 }

@@ -39,6 +39,23 @@ pub(super) const FOLD_SHARDS: &str = "WITH doomed AS (SELECT version, mode, rewa
      succeeded = training_summary.succeeded + excluded.succeeded, \
      reward_micros = training_summary.reward_micros + excluded.reward_micros";
 
+/// Returns the stored form of a reward: its f64 bits with, for a negative
+/// reward, the 63 bits after the sign flipped, so that the integers order
+/// as the rewards do (filters and sorts compare them in SQL; migrations
+/// `*_reward_order.sql`). Its own inverse.
+pub(super) fn reward_key(value: f64) -> i64 {
+    flip_negative(value.to_bits() as i64)
+}
+
+/// Returns the reward a stored key holds ([`reward_key`]).
+fn reward_of_key(key: i64) -> f64 {
+    f64::from_bits(flip_negative(key) as u64)
+}
+
+fn flip_negative(bits: i64) -> i64 {
+    bits ^ ((bits >> 63) & i64::MAX)
+}
+
 /// The rows of the write set's training part.
 pub(super) struct TrainingRows<'w> {
     rewards: Vec<(&'w String, &'w RolloutReward)>,
@@ -68,7 +85,7 @@ pub(super) fn add<'a>(batch: &mut Batch<'a>, rows: &'a TrainingRows<'a>) {
             [
                 rollout_id.as_str().into(),
                 reward.sequence_id.into(),
-                (reward.value.to_bits() as i64).into(),
+                reward_key(reward.value).into(),
             ]
         },
     );
@@ -110,7 +127,7 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
         for row in &rows {
             let reward = RolloutReward {
                 sequence_id: row.int(1)?,
-                value: f64::from_bits(row.int(2)? as u64),
+                value: reward_of_key(row.int(2)?),
             };
             rewards.push((row.text(0)?, reward));
         }
@@ -157,5 +174,66 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
             });
         }
         Ok(training)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reward_keys_order_as_the_rewards_and_give_them_back() {
+        let rewards = [
+            f64::MIN,
+            -2.0,
+            -1.0,
+            -1e-300,
+            -0.0,
+            0.0,
+            1e-300,
+            0.5,
+            1.0,
+            f64::MAX,
+        ];
+        let keys: Vec<i64> = rewards.iter().map(|r| reward_key(*r)).collect();
+        assert!(keys.windows(2).all(|pair| pair[0] < pair[1]), "{keys:?}");
+        for reward in rewards {
+            assert_eq!(
+                reward_of_key(reward_key(reward)).to_bits(),
+                reward.to_bits()
+            );
+        }
+    }
+
+    #[test]
+    fn the_sqlite_migration_turns_stored_bits_into_keys() {
+        let db = rusqlite::Connection::open_in_memory().unwrap();
+        db.execute_batch(
+            "CREATE TABLE rollout_rewards (rollout_id TEXT PRIMARY KEY, \
+             sequence_id INTEGER NOT NULL, value INTEGER NOT NULL)",
+        )
+        .unwrap();
+        let rewards = [-2.5, -0.0, 0.0, 0.75, f64::MIN, 1e300];
+        for (index, reward) in rewards.iter().enumerate() {
+            db.execute(
+                "INSERT INTO rollout_rewards VALUES (?1, 1, ?2)",
+                (index.to_string(), reward.to_bits() as i64),
+            )
+            .unwrap();
+        }
+        db.execute_batch(include_str!(
+            "../../migrations/sqlite/0008_reward_order.sql"
+        ))
+        .unwrap();
+        for (index, reward) in rewards.iter().enumerate() {
+            let key: i64 = db
+                .query_row(
+                    "SELECT value FROM rollout_rewards WHERE rollout_id = ?1",
+                    [index.to_string()],
+                    |row| row.get(0),
+                )
+                .unwrap();
+            assert_eq!(key, reward_key(*reward), "{reward}");
+        }
     }
 }

@@ -10,18 +10,20 @@ use crate::format::{self, ShownTime};
 use crate::rendered::render_error;
 use crate::rendered::{PageError, Rendered};
 use crate::url::{Links, PREFIX, query_get, query_pairs, query_value};
+use lightning_store_core::error::StoreResult;
 use lightning_store_core::model::{RolloutMode, RolloutStatus, RolloutView};
-use lightning_store_core::query::{Page, RolloutFilter, TimeRange};
+use lightning_store_core::query::{Page, RewardRange, RolloutFilter, TimeRange};
 
 /// Rollouts on one page.
 const PER_PAGE: usize = 50;
 
 /// The fields the page sorts by, with their column names.
-const SORTS: [(&str, &str); 4] = [
+const SORTS: [(&str, &str); 5] = [
     ("start_time", "Created"),
     ("end_time", "Ended"),
     ("status", "Status"),
     ("rollout_id", "Rollout"),
+    ("reward", "Reward"),
 ];
 
 /// What the Rollouts page shows, as its URL says.
@@ -44,6 +46,10 @@ pub struct RolloutsQuery {
     pub ended_from: Option<String>,
     /// Ended before.
     pub ended_until: Option<String>,
+    /// The least final reward (a number, as typed).
+    pub reward_min: Option<String>,
+    /// The greatest final reward.
+    pub reward_max: Option<String>,
     /// The sort field (one of [`SORTS`]) and whether it descends.
     pub sort: (String, bool),
     /// The page, from 1.
@@ -92,6 +98,16 @@ impl RolloutsQuery {
                 *value = Some(text.to_owned());
             }
         }
+        for (field, value) in [
+            ("reward_min", &mut parsed.reward_min),
+            ("reward_max", &mut parsed.reward_max),
+        ] {
+            if let Some(text) = query_get(&pairs, field) {
+                parse_reward(text).ok_or_else(|| format!("{field}: {text:?} is not a number"))?;
+                *value = Some(text.to_owned());
+            }
+        }
+        parsed.reward_range().map_err(|error| error.to_string())?;
         if let Some(sort) = query_get(&pairs, "sort") {
             let (field, descending) = match sort.strip_prefix('-') {
                 Some(field) => (field, true),
@@ -149,6 +165,8 @@ impl RolloutsQuery {
             ("until", &self.until),
             ("ended_from", &self.ended_from),
             ("ended_until", &self.ended_until),
+            ("reward_min", &self.reward_min),
+            ("reward_max", &self.reward_max),
         ] {
             if let Some(value) = value {
                 parts.push(format!("{name}={}", query_value(value)));
@@ -174,9 +192,22 @@ impl RolloutsQuery {
             },
             worker_id: self.worker.clone(),
             resources_id: self.resources.clone(),
+            // Checked when parsed.
+            reward: self.reward_range().unwrap_or_default(),
             ..RolloutFilter::default()
         }
     }
+
+    /// Returns the reward range of the page's bounds.
+    fn reward_range(&self) -> StoreResult<RewardRange> {
+        let bound = |text: &Option<String>| text.as_deref().and_then(parse_reward);
+        RewardRange::new(bound(&self.reward_min), bound(&self.reward_max))
+    }
+}
+
+/// Parses a reward bound as typed (a finite number).
+fn parse_reward(text: &str) -> Option<f64> {
+    text.parse::<f64>().ok().filter(|value| value.is_finite())
 }
 
 struct Row {
@@ -184,6 +215,7 @@ struct Row {
     rollout_id: String,
     status: RolloutStatus,
     class: &'static str,
+    reward: String,
     mode: String,
     created: ShownTime,
     ended: Option<ShownTime>,
@@ -242,7 +274,10 @@ pub async fn render(sources: &Sources, query: &RolloutsQuery) -> Result<Rendered
     let rows: Vec<Row> = found
         .items
         .iter()
-        .map(|view| row(view, now, links))
+        .map(|view| {
+            let reward = read.rewards.get(&view.rollout.rollout_id).copied();
+            row(view, reward, now, links)
+        })
         .collect();
     let first = page.offset + 1;
     let last = page.offset + rows.len();
@@ -308,7 +343,12 @@ pub async fn render(sources: &Sources, query: &RolloutsQuery) -> Result<Rendered
     })
 }
 
-fn row(view: &RolloutView, now: lightning_store_core::model::Timestamp, links: &Links) -> Row {
+fn row(
+    view: &RolloutView,
+    reward: Option<f64>,
+    now: lightning_store_core::model::Timestamp,
+    links: &Links,
+) -> Row {
     let rollout = &view.rollout;
     let attempt = view.attempt.as_ref();
     Row {
@@ -316,6 +356,7 @@ fn row(view: &RolloutView, now: lightning_store_core::model::Timestamp, links: &
         rollout_id: rollout.rollout_id.clone(),
         status: rollout.status,
         class: status_class(rollout.status),
+        reward: format::reward(reward),
         mode: rollout.mode.map_or_else(String::new, |m| m.to_string()),
         created: format::time(rollout.start_time),
         ended: rollout.end_time.map(format::time),
@@ -371,6 +412,16 @@ mod tests {
         assert!(RolloutsQuery::parse("page=0").is_err());
         assert!(RolloutsQuery::parse("from=tomorrow").is_err());
         assert!(RolloutsQuery::parse("ended_from=later").is_err());
+        assert!(RolloutsQuery::parse("reward_min=high").is_err());
+        assert!(RolloutsQuery::parse("reward_max=NaN").is_err());
+        assert!(RolloutsQuery::parse("reward_min=1&reward_max=0.5").is_err());
+        let rewarded = RolloutsQuery::parse("reward_min=0.25&reward_max=&sort=-reward").unwrap();
+        assert_eq!(rewarded.reward_max, None, "an empty field is no bound");
+        assert_eq!(rewarded.sort, ("reward".to_owned(), true));
+        assert_eq!(
+            rewarded.filter().reward,
+            RewardRange::new(Some(0.25), None).unwrap()
+        );
         let default = RolloutsQuery::parse("").unwrap();
         assert_eq!(
             default.sort,

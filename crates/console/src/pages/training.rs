@@ -9,6 +9,7 @@ use askama::Template;
 
 use crate::charts::{self, BandSeries, RewardBand};
 use crate::context::Sources;
+use crate::format;
 use crate::rendered::render_error;
 use crate::rendered::{PageError, Rendered};
 use crate::url::{PREFIX, query_value};
@@ -40,11 +41,6 @@ struct TrainingPage {
     rows: Vec<Row>,
     /// The chart, when a train or val rollout has a reward.
     chart: Option<String>,
-}
-
-/// Returns a reward as the page shows it.
-fn reward(value: Option<f64>) -> String {
-    value.map_or_else(String::new, |value| format!("{value:.3}"))
 }
 
 /// Returns a version's label: its number, or its resources id when the
@@ -115,7 +111,10 @@ pub async fn render(sources: &Sources) -> Result<Rendered, PageError> {
             } else {
                 summary.mode.as_str()
             };
-            let mut link = format!("{PREFIX}/rollouts?status=succeeded&status=failed&mode={mode}");
+            // The best rewarded first.
+            let mut link = format!(
+                "{PREFIX}/rollouts?status=succeeded&status=failed&mode={mode}&sort=-reward"
+            );
             if !summary.version.is_empty() {
                 link.push_str(&format!("&resources={}", query_value(&summary.version)));
             }
@@ -130,10 +129,10 @@ pub async fn render(sources: &Sources) -> Result<Rendered, PageError> {
                     100.0 * summary.succeeded as f64 / summary.rollouts.max(1) as f64
                 ),
                 rewarded: summary.rewarded,
-                mean: reward(summary.reward_mean),
-                p10: reward(summary.reward_p10),
-                p50: reward(summary.reward_p50),
-                p90: reward(summary.reward_p90),
+                mean: format::reward(summary.reward_mean),
+                p10: format::reward(summary.reward_p10),
+                p50: format::reward(summary.reward_p50),
+                p90: format::reward(summary.reward_p90),
             }
         })
         .collect();

@@ -38,7 +38,7 @@ mod tx;
 
 pub use self::export::Export;
 pub use self::patches::{AttemptPatch, AttemptUpdate, RolloutPatch};
-pub use self::rollouts::Enqueued;
+pub use self::rollouts::{Enqueued, RewardedRollouts};
 pub use self::runner::{Engine, EngineConfig};
 pub use self::sessions::{OpenedSession, SessionPolicy, StreamEnd};
 pub use self::spans::AddedSpans;

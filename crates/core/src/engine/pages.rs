@@ -98,9 +98,10 @@ impl Engine {
         page: &Page,
     ) -> StoreResult<RolloutsPage> {
         pages::check_page("page", page)?;
-        let rollouts = self.query_rollouts(filter, page).await?;
+        let answer = self.query_rewarded_rollouts(filter, page).await?;
         Ok(RolloutsPage {
-            rollouts,
+            rollouts: answer.rollouts,
+            rewards: answer.rewards,
             now: self.now(),
         })
     }

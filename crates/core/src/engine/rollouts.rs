@@ -13,7 +13,7 @@ use super::super::ids::{self, RolloutId, WorkerId};
 use super::super::lifecycle;
 use super::super::model::{Rollout, RolloutSpec, RolloutStatus, RolloutView, Timestamp};
 use super::super::namespace::Usage;
-use super::super::query::{Page, Paged, RolloutFilter};
+use super::super::query::{Page, Paged, RewardedRollout, RolloutFilter};
 use super::super::storage::Access;
 use super::patches::RolloutPatch;
 use super::runner::{Engine, Scan};
@@ -29,6 +29,14 @@ pub struct Enqueued {
     pub rollouts: Vec<Rollout>,
     /// Whether the request id named an earlier request: nothing was written.
     pub repeated: bool,
+}
+
+/// A page of rollouts with the final rewards of those that have one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RewardedRollouts {
+    pub rollouts: Paged<RolloutView>,
+    /// Final rewards by rollout id ([`crate::training`]).
+    pub rewards: HashMap<String, f64>,
 }
 
 /// Returns the result of the request `key` named before, if it did and
@@ -239,7 +247,44 @@ impl Engine {
         filter: &RolloutFilter,
         page: &Page,
     ) -> StoreResult<Paged<RolloutView>> {
-        page.validate::<RolloutView>()?;
+        self.check_rollout_query(filter, page)?;
+        self.run(Scan::Read, |tx| {
+            Box::pin(async move { tx.store.query_rollouts(filter, page).await })
+        })
+        .await
+    }
+
+    /// Lists rollouts with their latest attempts and, read in the same
+    /// transaction, the final rewards of those that have one.
+    pub async fn query_rewarded_rollouts(
+        &self,
+        filter: &RolloutFilter,
+        page: &Page,
+    ) -> StoreResult<RewardedRollouts> {
+        self.check_rollout_query(filter, page)?;
+        self.run(Scan::Read, |tx| {
+            Box::pin(async move {
+                let rollouts = tx.store.query_rollouts(filter, page).await?;
+                let ids: Vec<&str> = rollouts
+                    .items
+                    .iter()
+                    .map(|view| view.rollout.rollout_id.as_str())
+                    .collect();
+                let rewards = if ids.is_empty() {
+                    HashMap::new()
+                } else {
+                    let stored = tx.store.rewards(&ids).await?;
+                    stored.into_iter().map(|(id, r)| (id, r.value)).collect()
+                };
+                Ok(RewardedRollouts { rollouts, rewards })
+            })
+        })
+        .await
+    }
+
+    /// Checks a rollout query's sort field and the ids it names.
+    fn check_rollout_query(&self, filter: &RolloutFilter, page: &Page) -> StoreResult<()> {
+        page.validate::<RewardedRollout>()?;
         if let Some(rollout_ids) = &filter.rollout_id_in {
             self.limits()
                 .check_ids("rollout_id_in", rollout_ids.len())?;
@@ -253,10 +298,7 @@ impl Engine {
         if let Some(resources_id) = &filter.resources_id {
             ids::validate_id("resources_id", resources_id)?;
         }
-        self.run(Scan::Read, |tx| {
-            Box::pin(async move { tx.store.query_rollouts(filter, page).await })
-        })
-        .await
+        Ok(())
     }
 
     /// Returns a rollout with its latest attempt.
