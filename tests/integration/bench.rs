@@ -221,11 +221,13 @@ async fn read_model_fills_the_store_and_times_every_read() {
         "3",
         "--page-size",
         "20",
+        "--versions",
+        "5",
     ];
     let report = bench(&server, &args).await;
     assert_eq!(report.settings["rollouts"], 300);
     assert_eq!(report.settings["spans"], 3000);
-    assert_eq!(report.rows.len(), 19, "{report:#?}");
+    assert_eq!(report.rows.len(), 22, "{report:#?}");
     for row in &report.rows {
         assert_eq!(
             (row.ops, row.errors),
@@ -250,8 +252,11 @@ async fn read_model_fills_the_store_and_times_every_read() {
         "the last queued rollout is queued"
     );
     assert_eq!(items("ListRecentFailures 10"), 10);
-    // Every one of the 20 versions has ended rollouts, each mode a summary.
-    assert!(items("GetTrainingSummary") >= 20, "{report:#?}");
+    // Every one of the 5 versions has ended rollouts, each mode a summary.
+    assert!(items("GetTrainingSummary") >= 5, "{report:#?}");
+    // The first and last versions share tasks, rewarded under both.
+    assert!(items("CompareVersions first, last") > 0, "{report:#?}");
+    assert_eq!(items("sort reward desc"), 20);
     server.stop().await;
 }
 

@@ -78,6 +78,11 @@ const RPCS: &[(&str, char, char)] = &[
         'u',
     ),
     (
+        "lightningstore.v1.LightningStoreService/CompareVersions",
+        'R',
+        'u',
+    ),
+    (
         "lightningstore.v1.LightningStoreService/GetQueuePosition",
         'R',
         'u',

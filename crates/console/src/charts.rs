@@ -132,11 +132,18 @@ pub fn stacked(label: &str, starts: &[Timestamp], series: &[Series]) -> Chart {
 /// group's series are stacked in its bar. The buckets start at `starts`
 /// (oldest first).
 pub fn grouped(label: &str, starts: &[Timestamp], groups: &[&[Series]]) -> Chart {
-    let buckets = starts.len().max(1);
+    let slots: Vec<String> = starts.iter().map(|start| format::clock(*start)).collect();
+    labelled(label, &slots, groups)
+}
+
+/// Returns a chart with one bar per group in each slot, side by side, as
+/// [`grouped`], the slots named by `slots` (in order) rather than by times.
+pub fn labelled(label: &str, slots: &[String], groups: &[&[Series]]) -> Chart {
+    let buckets = slots.len().max(1);
     let value = |s: &Series, index: usize| s.values.get(index).copied().unwrap_or(0);
     let highest = groups
         .iter()
-        .flat_map(|group| (0..starts.len()).map(|i| group.iter().map(|s| value(s, i)).sum()))
+        .flat_map(|group| (0..slots.len()).map(|i| group.iter().map(|s| value(s, i)).sum()))
         .max()
         .unwrap_or(0);
     let top_value = round_up(highest);
@@ -146,13 +153,13 @@ pub fn grouped(label: &str, starts: &[Timestamp], groups: &[&[Series]]) -> Chart
     let bar_width = ((slot - 1.0) / groups.len().max(1) as f64).max(1.0);
     let scale = plot_height / top_value as f64;
     let mut bars = Vec::new();
-    for (index, start) in starts.iter().enumerate() {
+    for (index, slot_label) in slots.iter().enumerate() {
         let parts: Vec<String> = groups
             .iter()
             .flat_map(|group| group.iter())
             .map(|s| format!("{} {}", value(s, index), s.name))
             .collect();
-        let title = format!("{}: {}", format::clock(*start), parts.join(", "));
+        let title = format!("{slot_label}: {}", parts.join(", "));
         for (place, group) in groups.iter().enumerate() {
             let mut base = HEIGHT - BOTTOM;
             for s in group.iter() {
@@ -187,7 +194,7 @@ pub fn grouped(label: &str, starts: &[Timestamp], groups: &[&[Series]]) -> Chart
         .filter_map(|index| {
             Some(Tick {
                 x: LEFT + index as f64 * slot + slot_middle,
-                label: format::clock(*starts.get(index)?),
+                label: slots.get(index)?.clone(),
             })
         })
         .collect();

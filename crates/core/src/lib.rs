@@ -7,6 +7,7 @@
 pub mod access;
 pub mod agl1;
 pub mod clock;
+pub mod comparison;
 pub mod dispatcher;
 pub mod engine;
 pub mod error;

@@ -18,7 +18,7 @@
 
 use indexmap::IndexMap;
 
-use super::model::{Rollout, RolloutStatus};
+use super::model::{Rollout, RolloutMode, RolloutStatus};
 
 /// A rollout's final reward as stored: its value and the sequence id of
 /// the span it was read from.
@@ -206,6 +206,29 @@ pub struct VersionSummary {
     pub reward_p10: Option<f64>,
     pub reward_p50: Option<f64>,
     pub reward_p90: Option<f64>,
+    /// The rewards' distribution: (a bin's reward, rollouts in it), in
+    /// ascending order of reward, empty bins left out.
+    pub bins: Vec<(f64, i64)>,
+}
+
+impl VersionSummary {
+    /// Returns the summary of `version` (a resources id) with no counted
+    /// rollout in `mode`.
+    pub fn empty(version: &str, mode: RolloutMode) -> Self {
+        Self {
+            version: version.to_owned(),
+            version_number: None,
+            mode: mode.as_str().to_owned(),
+            rollouts: 0,
+            succeeded: 0,
+            rewarded: 0,
+            reward_mean: None,
+            reward_p10: None,
+            reward_p50: None,
+            reward_p90: None,
+            bins: Vec::new(),
+        }
+    }
 }
 
 /// The rows of one (version, mode), summed.
@@ -240,6 +263,7 @@ impl Group {
             reward_p10: percentile(0.1),
             reward_p50: percentile(0.5),
             reward_p90: percentile(0.9),
+            bins,
         }
     }
 }

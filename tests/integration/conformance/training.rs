@@ -425,3 +425,136 @@ async fn rollouts_filter_and_sort_by_their_final_reward() {
         assert_code(refused, Code::InvalidArgument, message);
     }
 }
+
+async fn compare(
+    client: &mut Client,
+    mode: pb::RolloutMode,
+    before: i64,
+    after: i64,
+    max_tasks: Option<i32>,
+) -> Result<pb::CompareVersionsResponse, tonic::Status> {
+    client
+        .compare_versions(pb::CompareVersionsRequest {
+            mode: mode as i32,
+            version_before: before,
+            version_after: after,
+            max_tasks,
+        })
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+/// Runs a rollout of `input` with one reward (none for `None`).
+async fn task(
+    client: &mut Client,
+    mode: pb::RolloutMode,
+    resources_id: &str,
+    input: &str,
+    reward: Option<f64>,
+) -> String {
+    let (rollout_id, attempt_id) = claimed(client, mode, resources_id, spec(input)).await;
+    if let Some(reward) = reward {
+        add_span(client, reward_span(&rollout_id, &attempt_id, reward, None)).await;
+    }
+    set_attempt_status(client, &rollout_id, &attempt_id, A::Succeeded)
+        .await
+        .unwrap();
+    rollout_id
+}
+
+#[tokio::test]
+async fn two_versions_compare_their_distributions_and_the_tasks_that_changed_most() {
+    skip_without!(super::BACKEND);
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    let (train, val) = (pb::RolloutMode::Train, pb::RolloutMode::Val);
+    let v1 = add_resources(&mut c, PROMPT).await;
+    let v2 = add_resources(&mut c, PROMPT).await;
+    let v3 = add_resources(&mut c, PROMPT).await;
+    let (q1, q2, q3) = (r#"{"q": 1}"#, r#"{"q": 2}"#, r#"{"q": 3}"#);
+    // Version 1: q1 fails (0 and 0.5: mean 0.25), q2 succeeds (1), q3 0.5.
+    task(&mut c, val, &v1, q1, Some(0.0)).await;
+    task(&mut c, val, &v1, q1, Some(0.5)).await;
+    task(&mut c, val, &v1, q2, Some(1.0)).await;
+    task(&mut c, val, &v1, q3, Some(0.5)).await;
+    // Version 2: q1 learnt (1), q2 regressed (0; a second run without a
+    // reward), q3 unchanged; a train rollout that val does not see.
+    let learnt = task(&mut c, val, &v2, q1, Some(1.0)).await;
+    task(&mut c, val, &v2, q2, Some(0.0)).await;
+    let regressed = task(&mut c, val, &v2, q2, None).await;
+    task(&mut c, val, &v2, q3, Some(0.5)).await;
+    task(&mut c, train, &v2, q1, Some(0.0)).await;
+
+    let answer = compare(&mut c, val, 1, 2, None).await.unwrap();
+    let summaries = summary(&mut c, val, None, None).await.unwrap();
+    let before = answer.before.clone().unwrap();
+    let after = answer.after.clone().unwrap();
+    assert_eq!(before.summary.as_ref(), Some(&summaries[0]));
+    assert_eq!(after.summary.as_ref(), Some(&summaries[1]));
+    let bins = |d: &pb::VersionDistribution| -> Vec<(f64, i64)> {
+        d.bins.iter().map(|b| (b.reward, b.rollouts)).collect()
+    };
+    assert_eq!(bins(&before), [(0.0, 1), (0.5, 2), (1.0, 1)]);
+    assert_eq!(bins(&after), [(0.0, 1), (0.5, 1), (1.0, 1)]);
+    let tasks: Vec<(&str, f64)> = answer
+        .tasks
+        .iter()
+        .map(|t| (t.input_json.as_str(), t.change))
+        .collect();
+    assert_eq!(
+        tasks,
+        [
+            (q2.replace(' ', "").as_str(), -1.0),
+            (&q1.replace(' ', ""), 0.75),
+            (&q3.replace(' ', ""), 0.0)
+        ]
+    );
+    let q2_after = answer.tasks[0].after.clone().unwrap();
+    assert_eq!(
+        (q2_after.rollouts, q2_after.rewarded, q2_after.reward_mean),
+        (2, 1, 0.0)
+    );
+    assert_eq!(q2_after.latest_rollout_id, regressed);
+    assert_eq!(
+        answer.tasks[1].after.as_ref().unwrap().latest_rollout_id,
+        learnt
+    );
+    assert!(!answer.tasks_cut);
+
+    // The limit, a version without rollouts in the mode, unknown versions
+    // and a missing mode.
+    let first = compare(&mut c, val, 1, 2, Some(1)).await.unwrap();
+    assert_eq!(first.tasks.len(), 1);
+    let empty = compare(&mut c, val, 1, 3, None).await.unwrap();
+    let third = empty.after.unwrap().summary.unwrap();
+    assert_eq!(
+        (third.resources_id.as_str(), third.version, third.rollouts),
+        (v3.as_str(), Some(3), 0)
+    );
+    assert!(empty.tasks.is_empty());
+    assert_code(
+        compare(&mut c, val, 1, 4, None).await,
+        Code::NotFound,
+        "no resources version 4",
+    );
+    assert_code(
+        compare(&mut c, val, 0, 1, None).await,
+        Code::NotFound,
+        "no resources version 0",
+    );
+    assert_code(
+        compare(&mut c, pb::RolloutMode::Unspecified, 1, 2, None).await,
+        Code::InvalidArgument,
+        "mode",
+    );
+    assert_code(
+        compare(&mut c, val, 1, 2, Some(-1)).await,
+        Code::InvalidArgument,
+        "max_tasks",
+    );
+    assert_code(
+        compare(&mut c, val, 1, 2, Some(1001)).await,
+        Code::InvalidArgument,
+        "max_tasks",
+    );
+}

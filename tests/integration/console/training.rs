@@ -2,9 +2,11 @@
 //! train and val, shows each version's count and mean reward in its table
 //! and a band per version and mode in its chart; a row's count links to the
 //! Rollouts page listing its rollouts, best rewarded first; that page
-//! shows each rollout's reward, sorts by it and filters a reward range; a
-//! rollout that ends changes the Training page live. Writes the
-//! documentation's screenshot of the page.
+//! shows each rollout's reward, sorts by it and filters a reward range; the
+//! comparison of the last two versions (val by default, train when asked)
+//! shows their distributions and the task whose reward changed; a rollout
+//! that ends changes the Training page live. Writes the documentation's
+//! screenshots of the page.
 
 use super::BACKEND;
 use crate::common::browser::with_browser;
@@ -99,25 +101,64 @@ async fn the_training_page_shows_reward_by_version_and_mode() {
         );
         // A band and a mean mark per version and mode.
         let bands = browser
-            .eval("return [document.querySelectorAll('svg.chart rect.ok').length, document.querySelectorAll('svg.chart rect.run').length, document.querySelectorAll('svg.chart rect.beat').length]")
+            .eval("return [document.querySelectorAll('[aria-labelledby=chart-heading] svg.chart rect.ok').length, document.querySelectorAll('[aria-labelledby=chart-heading] svg.chart rect.run').length, document.querySelectorAll('[aria-labelledby=chart-heading] svg.chart rect.beat').length]")
             .await;
         assert_eq!(bands, serde_json::json!([2, 2, 4]));
-        let legend = browser.texts("ul.legend li").await;
+        let legend = browser
+            .texts("[aria-labelledby=chart-heading] ul.legend li")
+            .await;
         assert_eq!(legend, ["train", "val", "mean"]);
         // The later version's train band starts higher than the earlier's
         // (its 10th percentile, 0.5 against 0).
         let higher = browser
             .eval(
-                "const [a, b] = document.querySelectorAll('svg.chart rect.ok'); \
+                "const [a, b] = document.querySelectorAll('[aria-labelledby=chart-heading] svg.chart rect.ok'); \
                  return b.y.baseVal.value + b.height.baseVal.value < a.y.baseVal.value + a.height.baseVal.value",
             )
             .await;
         assert_eq!(higher, true);
+        // The last two versions compared in val: the one task (every
+        // rollout asks the same question) went from 0.25 to 0.75.
+        let task = r#"{"question":"What is 2 + 2?"}"#;
+        assert_eq!(
+            browser.text("#compare-summary").await,
+            "Version 1 (before): 1 of 1 val rollouts rewarded, mean 0.250. \
+             Version 2 (after): 1 of 1 rewarded, mean 0.750."
+        );
+        let task_rows = "return Array.from(document.querySelectorAll('#compare-tasks tbody tr'), \
+             (tr) => Array.from(tr.cells, (td) => td.textContent).join('|'))";
+        assert_eq!(
+            browser.eval(task_rows).await,
+            serde_json::json!([format!("{task}|0.250 (1)|0.750 (1)|+0.500")])
+        );
+        let compared_bars = browser
+            .eval("return document.querySelectorAll('#compare svg.chart rect.wait, #compare svg.chart rect.ok').length")
+            .await;
+        assert_eq!(compared_bars, 2, "a bar for each version's one reward");
+        assert_eq!(
+            browser.texts("#compare ul.legend li").await,
+            ["before: 1", "after: 1"]
+        );
         if BACKEND == Backend::Sqlite {
             browser
                 .eval("document.getElementById('chart-heading').scrollIntoView(); return true")
                 .await;
             browser.document("training").await;
+        }
+        // The train rollouts compared instead, through the form.
+        browser
+            .eval("document.querySelector(\"select[name='compare_mode']\").value = 'train'; return true")
+            .await;
+        browser.click_to_load("#compare button[type='submit']").await;
+        assert_eq!(
+            browser.eval(task_rows).await,
+            serde_json::json!([format!("{task}|0.500 (3)|0.833 (3)|+0.333")])
+        );
+        if BACKEND == Backend::Sqlite {
+            browser
+                .eval("document.getElementById('compare-summary').scrollIntoView(); return true")
+                .await;
+            browser.document("training-compare").await;
         }
 
         // A row's count lists its rollouts, the best rewarded first.
@@ -166,6 +207,8 @@ async fn the_training_page_shows_reward_by_version_and_mode() {
                 &format!("2{v2}val2100.0%20.500"),
             )
             .await;
+        // The comparison follows: version 2's val mean is now 0.5.
+        browser.wait_for_text("#compare-tasks", "+0.250").await;
     })
     .await;
 }

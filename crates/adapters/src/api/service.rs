@@ -362,6 +362,22 @@ impl LightningStoreService for StoreService {
         })
     }
 
+    async fn compare_versions(
+        &self,
+        request: Request<pb::CompareVersionsRequest>,
+    ) -> RpcResult<pb::CompareVersionsResponse> {
+        let ns = self.namespace(&request).await?;
+        let (mode, tasks) =
+            c::comparison_request_from_proto(request.get_ref()).map_err(status_of)?;
+        let request = request.into_inner();
+        let comparison = ns
+            .engine
+            .compare_versions(mode, request.version_before, request.version_after, tasks)
+            .await
+            .map_err(status_of)?;
+        ok(c::comparison_to_proto(&comparison))
+    }
+
     async fn get_queue_position(
         &self,
         request: Request<pb::GetQueuePositionRequest>,

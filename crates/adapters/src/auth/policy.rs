@@ -210,6 +210,10 @@ pub const RPCS: &[(&str, Need)] = &[
         READ,
     ),
     (
+        "/lightningstore.v1.LightningStoreService/CompareVersions",
+        READ,
+    ),
+    (
         "/lightningstore.v1.LightningStoreService/GetQueuePosition",
         READ,
     ),

@@ -4,7 +4,10 @@
 //! mixed) and `--spans` spans over the claimed ones (1,000,000; the last of
 //! each carries a reward), then times, one call at a time, each query of
 //! the Rollouts page (every filter, sorts, a deep page), each aggregate
-//! read of the Overview and of a waiting rollout, and the training summary.
+//! read of the Overview and of a waiting rollout, the training summary, the
+//! reward filter and sort, and the comparison of the first and last
+//! versions (the rollouts' inputs repeat across versions, as a dataset's
+//! tasks do).
 //! A sample is the server's time on the call, from its `Server-Timing`
 //! header (the network's share is left out); the round trip at the client
 //! is reported beside it. Against a server that sends no such header (an
@@ -45,6 +48,13 @@ const FAIL_EVERY: usize = 14;
 const RUNNING_EVERY: usize = 33;
 /// One queued rollout in this many is cancelled.
 const CANCEL_EVERY: usize = 50;
+/// Consecutive rollouts that run under one version, as a training step's
+/// batch.
+const BATCH: usize = 7;
+/// Batches of tasks (inputs) in the run's dataset: each version's batches
+/// go through them in turn, so that every version asks the same tasks, as
+/// an RL run's steps sample the one dataset.
+const TASK_BATCHES: usize = 20;
 
 /// Arguments of `bench read-model`.
 #[derive(Debug, Clone, clap::Args)]
@@ -85,6 +95,8 @@ enum Read {
     Position(String),
     Failures(i64),
     Training,
+    /// `CompareVersions` of these two version numbers, train.
+    Compare(i64, i64),
 }
 
 /// Fills the store (unless told not to), then times every read.
@@ -194,6 +206,17 @@ async fn reads(client: &mut StoreClient, page_size: i64) -> BenchResult<Vec<(Str
         .await?
         .into_inner()
         .total;
+    let versions = client
+        .query_resources(pb::QueryResourcesRequest {
+            page: Some(pb::PageRequest {
+                limit: Some(0),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await?
+        .into_inner()
+        .total;
     let oldest = one(client, first("start_time", false, None)).await?;
     let newest = one(client, first("start_time", true, None)).await?;
     let last_queued = one(
@@ -291,7 +314,22 @@ async fn reads(client: &mut StoreClient, page_size: i64) -> BenchResult<Vec<(Str
             Read::Position(last_queued.rollout_id),
         ),
         ("ListRecentFailures 10".into(), Read::Failures(10)),
+        (
+            "reward 0.25 to 0.5".into(),
+            query(&|q| {
+                q.reward_min = Some(0.25);
+                q.reward_max = Some(0.5);
+            }),
+        ),
+        (
+            "sort reward desc".into(),
+            query(&|q| q.page = page("reward", true, 0)),
+        ),
         ("GetTrainingSummary".into(), Read::Training),
+        (
+            "CompareVersions first, last".into(),
+            Read::Compare(1, versions),
+        ),
     ])
 }
 
@@ -389,6 +427,17 @@ async fn call(client: &mut StoreClient, read: &Read) -> Result<(Option<Duration>
                 .await?,
             |r| r.versions.len(),
         ),
+        Read::Compare(before, after) => answered(
+            client
+                .compare_versions(pb::CompareVersionsRequest {
+                    mode: pb::RolloutMode::Train as i32,
+                    version_before: *before,
+                    version_after: *after,
+                    max_tasks: None,
+                })
+                .await?,
+            |r| r.tasks.len(),
+        ),
     }
 }
 
@@ -443,9 +492,11 @@ async fn fill(pool: &Pool, args: &ReadModelArgs, span: &StoreSpan) -> BenchResul
         _ => pb::RolloutMode::Unspecified,
     };
     seed::enqueue(&mut client, args.rollouts, |i| pb::RolloutSpec {
-        input_json: json!({ "task": i }).to_string(),
+        input_json:
+            json!({ "task": i % BATCH + BATCH * (i / BATCH / args.versions % TASK_BATCHES) })
+                .to_string(),
         mode: mode(i) as i32,
-        resources_id: Some(version((i / 7) % args.versions)),
+        resources_id: Some(version((i / BATCH) % args.versions)),
         metadata_json: json!({ "bench": "read-model", "i": i }).to_string(),
         ..Default::default()
     })

@@ -7,6 +7,7 @@
 //! state ([`state`]) and the namespace a request names ([`extract`]).
 
 pub mod actions;
+pub mod comparison;
 pub mod conversation;
 pub mod download;
 pub mod export;
@@ -82,9 +83,12 @@ pub async fn resources(page: LivePage) -> Response {
     }
 }
 
-/// Reward by policy version.
+/// Reward by policy version, and two versions compared.
 pub async fn training(page: LivePage) -> Response {
-    page.show(View::Training, Nav::Training).await
+    match comparison::CompareQuery::parse(page.query()) {
+        Ok(query) => page.show(View::Training(query), Nav::Training).await,
+        Err(message) => page.refuse(PageError::Invalid(message)),
+    }
 }
 
 /// agent-lightning 1.x's model servers and the gateway.

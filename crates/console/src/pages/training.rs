@@ -7,6 +7,7 @@
 
 use askama::Template;
 
+use super::comparison::{self, CompareQuery};
 use crate::charts::{self, BandSeries, RewardBand};
 use crate::context::Sources;
 use crate::format;
@@ -41,6 +42,8 @@ struct TrainingPage {
     rows: Vec<Row>,
     /// The chart, when a train or val rollout has a reward.
     chart: Option<String>,
+    /// The comparison of two versions, when a version has ended rollouts.
+    comparison: Option<String>,
 }
 
 /// Returns a version's label: its number, or its resources id when the
@@ -53,8 +56,9 @@ fn version_label(summary: &VersionSummary) -> String {
     }
 }
 
-/// Renders the Training page from one read of the summary.
-pub async fn render(sources: &Sources) -> Result<Rendered, PageError> {
+/// Renders the Training page from one read of the summary, and the
+/// comparison of two versions `compare` chooses.
+pub async fn render(sources: &Sources, compare: &CompareQuery) -> Result<Rendered, PageError> {
     let summaries = sources
         .engine
         .training_summary(None, VersionRange::default())
@@ -136,7 +140,12 @@ pub async fn render(sources: &Sources) -> Result<Rendered, PageError> {
             }
         })
         .collect();
-    let page = TrainingPage { rows, chart };
+    let comparison = comparison::render(sources, compare, &summaries).await?;
+    let page = TrainingPage {
+        rows,
+        chart,
+        comparison,
+    };
     Ok(Rendered {
         title: "Training".to_owned(),
         html: page.render().map_err(render_error)?,

@@ -8,7 +8,7 @@ use lightning_store_core::events::Change;
 use lightning_store_core::ids::RolloutId;
 
 use super::viewer::Actions;
-use super::{models, overview, resources, rollout, rollouts, training, workers};
+use super::{comparison, models, overview, resources, rollout, rollouts, training, workers};
 use crate::context::Sources;
 use crate::rendered::{PageError, Rendered};
 
@@ -21,7 +21,7 @@ pub enum View {
     Rollout(RolloutId),
     Workers(workers::WorkersQuery),
     Resources(resources::ResourcesQuery),
-    Training,
+    Training(comparison::CompareQuery),
     Models,
 }
 
@@ -41,7 +41,7 @@ impl View {
             View::Rollout(rollout_id) => rollout::render(sources, rollout_id, actions).await,
             View::Workers(query) => workers::render(sources, query).await,
             View::Resources(query) => resources::render(sources, query).await,
-            View::Training => training::render(sources).await,
+            View::Training(compare) => training::render(sources, compare).await,
             View::Models => models::render(sources, actions).await,
         }
     }
@@ -78,7 +78,7 @@ impl View {
             ),
             View::Resources(_) => matches!(change, C::ResourcesChanged { .. }),
             // A rollout that ends, a late reward, a deletion, a new version.
-            View::Training => matches!(
+            View::Training(_) => matches!(
                 change,
                 C::RolloutChanged { .. }
                     | C::RolloutDeleted { .. }

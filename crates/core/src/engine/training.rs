@@ -1,8 +1,11 @@
 //! The training summary ([`crate::training`]): reward by policy version,
 //! read from the rows the backends keep in the commit of every change.
 
-use super::super::error::StoreResult;
-use super::super::model::RolloutMode;
+use super::super::comparison::{self, Comparison, MAX_COMPARED_ROLLOUTS, MAX_TASKS, TaskRollout};
+use super::super::error::{StoreError, StoreResult};
+use super::super::model::{ResourcesUpdate, RolloutMode, RolloutStatus};
+use super::super::query::{Page, ResourcesFilter, RolloutFilter};
+use super::super::storage::StoreTx;
 use super::super::training::{self, VersionSummary};
 use super::runner::Engine;
 
@@ -42,4 +45,120 @@ impl Engine {
         summaries.retain(|summary| versions.contains(summary.version_number));
         Ok(summaries)
     }
+}
+
+impl Engine {
+    /// Compares versions `before` and `after` (by number) in `mode`: each
+    /// one's summary with its reward distribution, and the `tasks` tasks
+    /// rewarded under both whose mean reward changed most
+    /// ([`crate::comparison`]). Reads the summary's rows of `mode` and each
+    /// version's ended rollouts (at most [`MAX_COMPARED_ROLLOUTS`]), in one
+    /// transaction.
+    pub async fn compare_versions(
+        &self,
+        mode: RolloutMode,
+        before: i64,
+        after: i64,
+        tasks: usize,
+    ) -> StoreResult<Comparison> {
+        if tasks > MAX_TASKS {
+            return Err(StoreError::invalid(format!(
+                "max_tasks ({tasks}) is above {MAX_TASKS}"
+            )));
+        }
+        self.read(|store| {
+            Box::pin(async move {
+                let before = version(store, before).await?;
+                let after = version(store, after).await?;
+                let summaries =
+                    training::summarise(store.training_rows(Some(mode.as_str())).await?);
+                let summary_of = |resources: &ResourcesUpdate| {
+                    summaries
+                        .iter()
+                        .find(|s| s.version == resources.resources_id)
+                        .cloned()
+                        .unwrap_or_else(|| VersionSummary::empty(&resources.resources_id, mode))
+                };
+                let (before_summary, after_summary) = (summary_of(&before.0), summary_of(&after.0));
+                let (before_rollouts, before_cut) = ended_rollouts(store, &before.0, mode).await?;
+                let (after_rollouts, after_cut) = ended_rollouts(store, &after.0, mode).await?;
+                Ok(Comparison {
+                    before: VersionSummary {
+                        version_number: Some(before.1),
+                        ..before_summary
+                    },
+                    after: VersionSummary {
+                        version_number: Some(after.1),
+                        ..after_summary
+                    },
+                    tasks: comparison::task_changes(&before_rollouts, &after_rollouts, tasks),
+                    tasks_cut: before_cut || after_cut,
+                })
+            })
+        })
+        .await
+    }
+}
+
+/// Returns the resources version numbered `number` (its place in creation
+/// order, from 1) with its number; refuses a number the store does not hold.
+async fn version(
+    store: &mut (dyn StoreTx + '_),
+    number: i64,
+) -> StoreResult<(ResourcesUpdate, i64)> {
+    let missing = || StoreError::NotFound(format!("no resources version {number}"));
+    let offset = usize::try_from(number - 1).map_err(|_| missing())?;
+    let page = Page {
+        limit: Some(1),
+        offset,
+        ..Page::default()
+    };
+    let found = store
+        .query_resources(&ResourcesFilter::default(), &page)
+        .await?;
+    let resources = found.items.into_iter().next().ok_or_else(missing)?;
+    Ok((resources, number))
+}
+
+/// Returns the rollouts of `resources`'s version in `mode` that ended as
+/// succeeded or failed, with their final rewards, in creation order (the
+/// first [`MAX_COMPARED_ROLLOUTS`]), and whether there were more.
+async fn ended_rollouts(
+    store: &mut (dyn StoreTx + '_),
+    resources: &ResourcesUpdate,
+    mode: RolloutMode,
+) -> StoreResult<(Vec<TaskRollout>, bool)> {
+    let filter = RolloutFilter {
+        status_in: Some(vec![RolloutStatus::Succeeded, RolloutStatus::Failed]),
+        mode_in: Some(vec![Some(mode)]),
+        resources_id: Some(resources.resources_id.clone()),
+        ..RolloutFilter::default()
+    };
+    let page = Page {
+        limit: Some(MAX_COMPARED_ROLLOUTS),
+        ..Page::default()
+    };
+    let found = store.query_rollouts(&filter, &page).await?;
+    let ids: Vec<&str> = found
+        .items
+        .iter()
+        .map(|view| view.rollout.rollout_id.as_str())
+        .collect();
+    let rewards: std::collections::HashMap<String, f64> = if ids.is_empty() {
+        Default::default()
+    } else {
+        let stored = store.rewards(&ids).await?;
+        stored.into_iter().map(|(id, r)| (id, r.value)).collect()
+    };
+    let cut = found.total > found.items.len();
+    let rollouts = found
+        .items
+        .into_iter()
+        .map(|view| TaskRollout {
+            reward: rewards.get(&view.rollout.rollout_id).copied(),
+            rollout_id: view.rollout.rollout_id,
+            input: view.rollout.input,
+        })
+        .collect();
+    Ok((rollouts, cut))
 }

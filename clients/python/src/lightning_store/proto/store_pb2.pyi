@@ -227,6 +227,70 @@ class VersionSummary(_message.Message):
     reward_p90: float
     def __init__(self, resources_id: _Optional[str] = ..., version: _Optional[int] = ..., mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., rollouts: _Optional[int] = ..., succeeded: _Optional[int] = ..., rewarded: _Optional[int] = ..., reward_mean: _Optional[float] = ..., reward_p10: _Optional[float] = ..., reward_p50: _Optional[float] = ..., reward_p90: _Optional[float] = ...) -> None: ...
 
+class CompareVersionsRequest(_message.Message):
+    __slots__ = ("mode", "version_before", "version_after", "max_tasks")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_AFTER_FIELD_NUMBER: _ClassVar[int]
+    MAX_TASKS_FIELD_NUMBER: _ClassVar[int]
+    mode: _types_pb2.RolloutMode
+    version_before: int
+    version_after: int
+    max_tasks: int
+    def __init__(self, mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., version_before: _Optional[int] = ..., version_after: _Optional[int] = ..., max_tasks: _Optional[int] = ...) -> None: ...
+
+class CompareVersionsResponse(_message.Message):
+    __slots__ = ("before", "after", "tasks", "tasks_cut")
+    BEFORE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    TASKS_CUT_FIELD_NUMBER: _ClassVar[int]
+    before: VersionDistribution
+    after: VersionDistribution
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskChange]
+    tasks_cut: bool
+    def __init__(self, before: _Optional[_Union[VersionDistribution, _Mapping]] = ..., after: _Optional[_Union[VersionDistribution, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskChange, _Mapping]]] = ..., tasks_cut: _Optional[bool] = ...) -> None: ...
+
+class VersionDistribution(_message.Message):
+    __slots__ = ("summary", "bins")
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    BINS_FIELD_NUMBER: _ClassVar[int]
+    summary: VersionSummary
+    bins: _containers.RepeatedCompositeFieldContainer[RewardBin]
+    def __init__(self, summary: _Optional[_Union[VersionSummary, _Mapping]] = ..., bins: _Optional[_Iterable[_Union[RewardBin, _Mapping]]] = ...) -> None: ...
+
+class RewardBin(_message.Message):
+    __slots__ = ("reward", "rollouts")
+    REWARD_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    reward: float
+    rollouts: int
+    def __init__(self, reward: _Optional[float] = ..., rollouts: _Optional[int] = ...) -> None: ...
+
+class TaskChange(_message.Message):
+    __slots__ = ("input_json", "before", "after", "change")
+    INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    input_json: str
+    before: TaskRewards
+    after: TaskRewards
+    change: float
+    def __init__(self, input_json: _Optional[str] = ..., before: _Optional[_Union[TaskRewards, _Mapping]] = ..., after: _Optional[_Union[TaskRewards, _Mapping]] = ..., change: _Optional[float] = ...) -> None: ...
+
+class TaskRewards(_message.Message):
+    __slots__ = ("rollouts", "rewarded", "reward_mean", "latest_rollout_id")
+    ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    REWARDED_FIELD_NUMBER: _ClassVar[int]
+    REWARD_MEAN_FIELD_NUMBER: _ClassVar[int]
+    LATEST_ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    rollouts: int
+    rewarded: int
+    reward_mean: float
+    latest_rollout_id: str
+    def __init__(self, rollouts: _Optional[int] = ..., rewarded: _Optional[int] = ..., reward_mean: _Optional[float] = ..., latest_rollout_id: _Optional[str] = ...) -> None: ...
+
 class GetQueuePositionRequest(_message.Message):
     __slots__ = ("rollout_id",)
     ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]

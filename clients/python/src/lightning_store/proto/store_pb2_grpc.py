@@ -65,6 +65,11 @@ class LightningStoreServiceStub:
                 request_serializer=lightningstore_dot_v1_dot_store__pb2.GetTrainingSummaryRequest.SerializeToString,
                 response_deserializer=lightningstore_dot_v1_dot_store__pb2.GetTrainingSummaryResponse.FromString,
                 _registered_method=True)
+        self.CompareVersions = channel.unary_unary(
+                '/lightningstore.v1.LightningStoreService/CompareVersions',
+                request_serializer=lightningstore_dot_v1_dot_store__pb2.CompareVersionsRequest.SerializeToString,
+                response_deserializer=lightningstore_dot_v1_dot_store__pb2.CompareVersionsResponse.FromString,
+                _registered_method=True)
         self.StartRollout = channel.unary_unary(
                 '/lightningstore.v1.LightningStoreService/StartRollout',
                 request_serializer=lightningstore_dot_v1_dot_store__pb2.StartRolloutRequest.SerializeToString,
@@ -285,6 +290,16 @@ class LightningStoreServiceServicer:
         failed, how many succeeded, and their rewards' mean and percentiles.
         Kept in the commit of every change, so a call costs the summary's
         rows, not the rollouts counted. Not upstream's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CompareVersions(self, request, context):
+        """Compares two policy versions in one mode: each one's summary with its
+        reward distribution, and the tasks (rollouts with the same input)
+        rewarded under both whose mean reward changed most. Reads both
+        versions' ended rollouts. Not upstream's.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -647,6 +662,11 @@ def add_LightningStoreServiceServicer_to_server(servicer, server):
                     request_deserializer=lightningstore_dot_v1_dot_store__pb2.GetTrainingSummaryRequest.FromString,
                     response_serializer=lightningstore_dot_v1_dot_store__pb2.GetTrainingSummaryResponse.SerializeToString,
             ),
+            'CompareVersions': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompareVersions,
+                    request_deserializer=lightningstore_dot_v1_dot_store__pb2.CompareVersionsRequest.FromString,
+                    response_serializer=lightningstore_dot_v1_dot_store__pb2.CompareVersionsResponse.SerializeToString,
+            ),
             'StartRollout': grpc.unary_unary_rpc_method_handler(
                     servicer.StartRollout,
                     request_deserializer=lightningstore_dot_v1_dot_store__pb2.StartRolloutRequest.FromString,
@@ -981,6 +1001,33 @@ class LightningStoreService:
             '/lightningstore.v1.LightningStoreService/GetTrainingSummary',
             lightningstore_dot_v1_dot_store__pb2.GetTrainingSummaryRequest.SerializeToString,
             lightningstore_dot_v1_dot_store__pb2.GetTrainingSummaryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompareVersions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lightningstore.v1.LightningStoreService/CompareVersions',
+            lightningstore_dot_v1_dot_store__pb2.CompareVersionsRequest.SerializeToString,
+            lightningstore_dot_v1_dot_store__pb2.CompareVersionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -81,6 +81,12 @@ class LightningStoreServiceStub:
     Kept in the commit of every change, so a call costs the summary's
     rows, not the rollouts counted. Not upstream's.
     """
+    CompareVersions: _grpc.UnaryUnaryMultiCallable[_store_pb2.CompareVersionsRequest, _store_pb2.CompareVersionsResponse]
+    """Compares two policy versions in one mode: each one's summary with its
+    reward distribution, and the tasks (rollouts with the same input)
+    rewarded under both whose mean reward changed most. Reads both
+    versions' ended rollouts. Not upstream's.
+    """
     StartRollout: _grpc.UnaryUnaryMultiCallable[_store_pb2.StartRolloutRequest, _store_pb2.StartRolloutResponse]
     """Creates a rollout together with its first attempt, bypassing the queue
     (status `preparing`). With a worker id the worker becomes busy.
@@ -282,6 +288,12 @@ class LightningStoreServiceAsyncStub(LightningStoreServiceStub):
     failed, how many succeeded, and their rewards' mean and percentiles.
     Kept in the commit of every change, so a call costs the summary's
     rows, not the rollouts counted. Not upstream's.
+    """
+    CompareVersions: _aio.UnaryUnaryMultiCallable[_store_pb2.CompareVersionsRequest, _store_pb2.CompareVersionsResponse]  # type: ignore[assignment]
+    """Compares two policy versions in one mode: each one's summary with its
+    reward distribution, and the tasks (rollouts with the same input)
+    rewarded under both whose mean reward changed most. Reads both
+    versions' ended rollouts. Not upstream's.
     """
     StartRollout: _aio.UnaryUnaryMultiCallable[_store_pb2.StartRolloutRequest, _store_pb2.StartRolloutResponse]  # type: ignore[assignment]
     """Creates a rollout together with its first attempt, bypassing the queue
@@ -517,6 +529,18 @@ class LightningStoreServiceServicer(metaclass=_abc_1.ABCMeta):
         failed, how many succeeded, and their rewards' mean and percentiles.
         Kept in the commit of every change, so a call costs the summary's
         rows, not the rollouts counted. Not upstream's.
+        """
+
+    @_abc_1.abstractmethod
+    def CompareVersions(
+        self,
+        request: _store_pb2.CompareVersionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.CompareVersionsResponse, _abc.Awaitable[_store_pb2.CompareVersionsResponse]]:
+        """Compares two policy versions in one mode: each one's summary with its
+        reward distribution, and the tasks (rollouts with the same input)
+        rewarded under both whose mean reward changed most. Reads both
+        versions' ended rollouts. Not upstream's.
         """
 
     @_abc_1.abstractmethod

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use lightning_store_core::comparison::{Comparison, DEFAULT_TASKS, TaskRewards};
 use lightning_store_core::engine::VersionRange;
 use lightning_store_core::error::{StoreError, StoreResult};
 use lightning_store_core::model::{
@@ -318,6 +319,54 @@ pub fn version_summary_to_proto(summary: &VersionSummary) -> pb::VersionSummary 
         reward_p10: summary.reward_p10,
         reward_p50: summary.reward_p50,
         reward_p90: summary.reward_p90,
+    }
+}
+
+/// Returns the mode a comparison reads (one must be named) and the tasks
+/// it lists.
+pub fn comparison_request_from_proto(
+    request: &pb::CompareVersionsRequest,
+) -> StoreResult<(RolloutMode, usize)> {
+    let mode = mode_from_proto(request.mode)?
+        .ok_or_else(|| StoreError::invalid("mode: name the mode compared (train, val or test)"))?;
+    let tasks = match request.max_tasks {
+        None => DEFAULT_TASKS,
+        Some(max) => usize::try_from(max)
+            .map_err(|_| StoreError::invalid(format!("max_tasks ({max}) is negative")))?,
+    };
+    Ok((mode, tasks))
+}
+
+/// Converts a comparison of two versions.
+pub fn comparison_to_proto(comparison: &Comparison) -> pb::CompareVersionsResponse {
+    let distribution = |summary: &VersionSummary| pb::VersionDistribution {
+        summary: Some(version_summary_to_proto(summary)),
+        bins: summary
+            .bins
+            .iter()
+            .map(|&(reward, rollouts)| pb::RewardBin { reward, rollouts })
+            .collect(),
+    };
+    let rewards = |task: &TaskRewards| pb::TaskRewards {
+        rollouts: task.rollouts,
+        rewarded: task.rewarded,
+        reward_mean: task.reward_mean.unwrap_or_default(),
+        latest_rollout_id: task.latest_rollout_id.clone(),
+    };
+    pb::CompareVersionsResponse {
+        before: Some(distribution(&comparison.before)),
+        after: Some(distribution(&comparison.after)),
+        tasks: comparison
+            .tasks
+            .iter()
+            .map(|task| pb::TaskChange {
+                input_json: task.input.to_string(),
+                before: Some(rewards(&task.before)),
+                after: Some(rewards(&task.after)),
+                change: task.change,
+            })
+            .collect(),
+        tasks_cut: comparison.tasks_cut,
     }
 }
 
