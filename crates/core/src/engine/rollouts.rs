@@ -17,6 +17,7 @@ use super::super::query::{Page, Paged, RewardedRollout, RolloutFilter};
 use super::super::storage::Access;
 use super::patches::RolloutPatch;
 use super::runner::{Engine, Scan};
+use super::training::final_rewards;
 use super::tx::{self, Tx};
 
 /// What an enqueue created.
@@ -270,12 +271,7 @@ impl Engine {
                     .iter()
                     .map(|view| view.rollout.rollout_id.as_str())
                     .collect();
-                let rewards = if ids.is_empty() {
-                    HashMap::new()
-                } else {
-                    let stored = tx.store.rewards(&ids).await?;
-                    stored.into_iter().map(|(id, r)| (id, r.value)).collect()
-                };
+                let rewards = final_rewards(tx.store.as_mut(), &ids).await?;
                 Ok(RewardedRollouts { rollouts, rewards })
             })
         })

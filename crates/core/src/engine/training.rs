@@ -1,5 +1,9 @@
 //! The training summary ([`crate::training`]): reward by policy version,
-//! read from the rows the backends keep in the commit of every change.
+//! read from the rows the backends keep in the commit of every change; two
+//! versions compared ([`crate::comparison`]); the final rewards of listed
+//! rollouts.
+
+use std::collections::HashMap;
 
 use super::super::comparison::{self, Comparison, MAX_COMPARED_ROLLOUTS, MAX_TASKS, TaskRollout};
 use super::super::error::{StoreError, StoreResult};
@@ -45,9 +49,7 @@ impl Engine {
         summaries.retain(|summary| versions.contains(summary.version_number));
         Ok(summaries)
     }
-}
 
-impl Engine {
     /// Compares versions `before` and `after` (by number) in `mode`: each
     /// one's summary with its reward distribution, and the `tasks` tasks
     /// rewarded under both whose mean reward changed most
@@ -68,8 +70,8 @@ impl Engine {
         }
         self.read(|store| {
             Box::pin(async move {
-                let before = version(store, before).await?;
-                let after = version(store, after).await?;
+                let before_resources = version(store, before).await?;
+                let after_resources = version(store, after).await?;
                 let summaries =
                     training::summarise(store.training_rows(Some(mode.as_str())).await?);
                 let summary_of = |resources: &ResourcesUpdate| {
@@ -79,16 +81,19 @@ impl Engine {
                         .cloned()
                         .unwrap_or_else(|| VersionSummary::empty(&resources.resources_id, mode))
                 };
-                let (before_summary, after_summary) = (summary_of(&before.0), summary_of(&after.0));
-                let (before_rollouts, before_cut) = ended_rollouts(store, &before.0, mode).await?;
-                let (after_rollouts, after_cut) = ended_rollouts(store, &after.0, mode).await?;
+                let (before_summary, after_summary) =
+                    (summary_of(&before_resources), summary_of(&after_resources));
+                let (before_rollouts, before_cut) =
+                    ended_rollouts(store, &before_resources, mode).await?;
+                let (after_rollouts, after_cut) =
+                    ended_rollouts(store, &after_resources, mode).await?;
                 Ok(Comparison {
                     before: VersionSummary {
-                        version_number: Some(before.1),
+                        version_number: Some(before),
                         ..before_summary
                     },
                     after: VersionSummary {
-                        version_number: Some(after.1),
+                        version_number: Some(after),
                         ..after_summary
                     },
                     tasks: comparison::task_changes(&before_rollouts, &after_rollouts, tasks),
@@ -101,11 +106,8 @@ impl Engine {
 }
 
 /// Returns the resources version numbered `number` (its place in creation
-/// order, from 1) with its number; refuses a number the store does not hold.
-async fn version(
-    store: &mut (dyn StoreTx + '_),
-    number: i64,
-) -> StoreResult<(ResourcesUpdate, i64)> {
+/// order, from 1); refuses a number the store does not hold.
+async fn version(store: &mut (dyn StoreTx + '_), number: i64) -> StoreResult<ResourcesUpdate> {
     let missing = || StoreError::NotFound(format!("no resources version {number}"));
     let offset = usize::try_from(number - 1).map_err(|_| missing())?;
     let page = Page {
@@ -116,8 +118,23 @@ async fn version(
     let found = store
         .query_resources(&ResourcesFilter::default(), &page)
         .await?;
-    let resources = found.items.into_iter().next().ok_or_else(missing)?;
-    Ok((resources, number))
+    found.items.into_iter().next().ok_or_else(missing)
+}
+
+/// Returns the final rewards of those of `rollout_ids` that have one, by
+/// rollout id.
+pub(super) async fn final_rewards(
+    store: &mut (dyn StoreTx + '_),
+    rollout_ids: &[&str],
+) -> StoreResult<HashMap<String, f64>> {
+    if rollout_ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let stored = store.rewards(rollout_ids).await?;
+    Ok(stored
+        .into_iter()
+        .map(|(rollout_id, reward)| (rollout_id, reward.value))
+        .collect())
 }
 
 /// Returns the rollouts of `resources`'s version in `mode` that ended as
@@ -144,12 +161,7 @@ async fn ended_rollouts(
         .iter()
         .map(|view| view.rollout.rollout_id.as_str())
         .collect();
-    let rewards: std::collections::HashMap<String, f64> = if ids.is_empty() {
-        Default::default()
-    } else {
-        let stored = store.rewards(&ids).await?;
-        stored.into_iter().map(|(id, r)| (id, r.value)).collect()
-    };
+    let rewards = final_rewards(store, &ids).await?;
     let cut = found.total > found.items.len();
     let rollouts = found
         .items
