@@ -227,7 +227,7 @@ async fn read_model_fills_the_store_and_times_every_read() {
     let report = bench(&server, &args).await;
     assert_eq!(report.settings["rollouts"], 300);
     assert_eq!(report.settings["spans"], 3000);
-    assert_eq!(report.rows.len(), 22, "{report:#?}");
+    assert_eq!(report.rows.len(), 23, "{report:#?}");
     for row in &report.rows {
         assert_eq!(
             (row.ops, row.errors),
@@ -254,6 +254,8 @@ async fn read_model_fills_the_store_and_times_every_read() {
     assert_eq!(items("ListRecentFailures 10"), 10);
     // Every one of the 5 versions has ended rollouts, each mode a summary.
     assert!(items("GetTrainingSummary") >= 5, "{report:#?}");
+    // The rollouts ended within minutes: a period per minute and mode.
+    assert!(items("GetRewardTimeline") >= 2, "{report:#?}");
     // The first and last versions share tasks, rewarded under both.
     assert!(items("CompareVersions first, last") > 0, "{report:#?}");
     assert_eq!(items("sort reward desc"), 20);

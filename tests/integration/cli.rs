@@ -546,4 +546,42 @@ async fn training_prints_reward_by_version_and_mode() {
         stderr.contains("version_from (3) is after version_to (2)"),
         "{stderr}"
     );
+    // Over time, by the hour: the val rollouts in one row, whichever
+    // minutes they ended in.
+    let hourly = ok_json(
+        &server,
+        &[
+            "training",
+            "--over-time",
+            "--resolution",
+            "hour",
+            "--mode",
+            "val",
+        ],
+    )
+    .await;
+    let rows = hourly.as_array().expect("a list");
+    assert_eq!(rows.len(), 1, "{hourly}");
+    assert_eq!(rows[0]["resolution"], "hour");
+    assert_eq!(rows[0]["rollouts"], 2);
+    assert_eq!(rows[0]["reward_mean"], 0.75);
+    let start = rows[0]["start"].as_str().unwrap();
+    assert!(start.ends_with(":00:00Z"), "{start}");
+    let table = ok(&server, &["training", "--over-time"]).await;
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header[..3], ["MINUTE", "MODE", "ROLLOUTS"], "{table}");
+    let counted: i64 = table
+        .lines()
+        .skip(1)
+        .map(|line| {
+            line.split_whitespace()
+                .nth(2)
+                .unwrap()
+                .parse::<i64>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(counted, 3, "{table}");
+    let refused = cli(&server, &["training", "--resolution", "hour"]).await;
+    assert!(!refused.status.success(), "--resolution needs --over-time");
 }

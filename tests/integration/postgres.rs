@@ -668,4 +668,29 @@ async fn the_training_summarys_shards_fold_into_one_without_changing_it() {
         (version.reward_p10, version.reward_p50, version.reward_p90),
         (Some(0.0), Some(0.5), Some(1.0))
     );
+    // The timeline's rows fold alike and keep their sums.
+    let timeline_shards: i64 =
+        sqlx::query_scalar("SELECT COUNT(DISTINCT shard) FROM reward_timeline")
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+    assert_eq!(timeline_shards, 1, "every timeline row in shard 0");
+    for resolution in [pb::TimelineResolution::Minute, pb::TimelineResolution::Hour] {
+        let periods = cb
+            .get_reward_timeline(pb::GetRewardTimelineRequest {
+                resolution: resolution as i32,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .periods;
+        let rollouts: i64 = periods.iter().map(|p| p.rollouts).sum();
+        let rewards: f64 = periods
+            .iter()
+            .map(|p| p.reward_mean.unwrap() * p.rewarded as f64)
+            .sum();
+        assert_eq!(rollouts, 11, "{resolution:?}");
+        assert!((rewards - 6.5).abs() < 1e-9, "{resolution:?}: {rewards}");
+    }
 }

@@ -78,6 +78,11 @@ const RPCS: &[(&str, char, char)] = &[
         'u',
     ),
     (
+        "lightningstore.v1.LightningStoreService/GetRewardTimeline",
+        'R',
+        'u',
+    ),
+    (
         "lightningstore.v1.LightningStoreService/CompareVersions",
         'R',
         'u',

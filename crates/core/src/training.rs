@@ -15,10 +15,14 @@
 //! (version, mode, reward bin): rewards are counted in bins of two
 //! significant digits ([`bin`]), from which [`summarise`] reads the
 //! percentiles; the mean is exact (sums are kept in millionths).
+//!
+//! The same numbers are kept over time: a rollout also counts under the
+//! minute and the hour it ended in ([`PeriodKey`]), rows that
+//! [`summarise_periods`] reads as the reward timeline.
 
 use indexmap::IndexMap;
 
-use super::model::{Rollout, RolloutMode, RolloutStatus};
+use super::model::{Rollout, RolloutMode, RolloutStatus, Timestamp};
 
 /// A rollout's final reward as stored: its value and the sequence id of
 /// the span it was read from.
@@ -80,6 +84,75 @@ impl TrainingCounts {
     }
 }
 
+/// How long a period of the reward timeline lasts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Resolution {
+    Minute,
+    Hour,
+}
+
+impl Resolution {
+    /// Both resolutions, every rollout counting under one period of each.
+    pub const ALL: [Resolution; 2] = [Resolution::Minute, Resolution::Hour];
+
+    /// Returns the period's length in seconds.
+    pub fn seconds(self) -> i64 {
+        match self {
+            Resolution::Minute => 60,
+            Resolution::Hour => 3600,
+        }
+    }
+
+    /// Returns the first instant of the period `time` falls in.
+    pub fn period_of(self, time: Timestamp) -> Timestamp {
+        let nanos = self.seconds() * 1_000_000_000;
+        Timestamp(time.0.div_euclid(nanos) * nanos)
+    }
+}
+
+/// One row of the reward timeline: what a rollout counts under by the
+/// time it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PeriodKey {
+    pub resolution: Resolution,
+    /// The period's first instant.
+    pub start: Timestamp,
+    /// The rollout's mode; empty when it has none.
+    pub mode: String,
+    /// The reward's bin ([`bin`]), `None` for a rollout without a reward.
+    pub bin: Option<i64>,
+}
+
+/// A row of the reward timeline as stored: its key and its counts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeriodRow {
+    pub key: PeriodKey,
+    pub counts: TrainingCounts,
+}
+
+/// What a counted rollout adds: its summary row, when it ended, and its
+/// counts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Contribution {
+    pub key: TrainingKey,
+    /// When the rollout ended (its start when it records no end).
+    pub ended: Timestamp,
+    pub counts: TrainingCounts,
+}
+
+impl Contribution {
+    /// Returns the timeline rows the rollout counts under, one per
+    /// resolution.
+    fn periods(&self) -> impl Iterator<Item = PeriodKey> + '_ {
+        Resolution::ALL.into_iter().map(|resolution| PeriodKey {
+            resolution,
+            start: resolution.period_of(self.ended),
+            mode: self.key.mode.clone(),
+            bin: self.key.bin,
+        })
+    }
+}
+
 /// A row of the summary as stored: its key and its counts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrainingRow {
@@ -98,12 +171,9 @@ pub fn counts(rollout: &Rollout) -> bool {
     )
 }
 
-/// Returns the row a rollout counts under and what it adds, `None` when it
-/// does not count ([`counts`]).
-pub fn contribution(
-    rollout: &Rollout,
-    reward: Option<&RolloutReward>,
-) -> Option<(TrainingKey, TrainingCounts)> {
+/// Returns the rows a rollout counts under and what it adds, `None` when
+/// it does not count ([`counts`]).
+pub fn contribution(rollout: &Rollout, reward: Option<&RolloutReward>) -> Option<Contribution> {
     if !counts(rollout) {
         return None;
     }
@@ -122,7 +192,11 @@ pub fn contribution(
         succeeded,
         reward_micros: reward.map_or(0, |reward| micros(reward.value)),
     };
-    Some((key, counts))
+    Some(Contribution {
+        key,
+        ended: rollout.end_time.unwrap_or(rollout.start_time),
+        counts,
+    })
 }
 
 /// Returns a reward in millionths, saturating beyond ±9.2·10¹².
@@ -143,56 +217,67 @@ pub fn bin_value(bin: i64) -> f64 {
     f64::from_bits(bin as u64)
 }
 
-/// The changes a transaction makes to the summary's rows, summed by row;
-/// rows whose change sums to nothing are left out.
+/// The changes a transaction makes to the summary's rows and the
+/// timeline's, summed by row; rows whose change sums to nothing are left
+/// out.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TrainingDeltas {
     rows: IndexMap<TrainingKey, TrainingCounts>,
+    periods: IndexMap<PeriodKey, TrainingCounts>,
+}
+
+/// Adds `counts` times `sign` to `key`'s row of `rows`, dropping a row
+/// that comes to nothing.
+fn shift<K: std::hash::Hash + Eq + Clone>(
+    rows: &mut IndexMap<K, TrainingCounts>,
+    key: K,
+    counts: TrainingCounts,
+    sign: i64,
+) {
+    let row = rows.entry(key.clone()).or_default();
+    row.add(counts, sign);
+    if row.is_zero() {
+        rows.shift_remove(&key);
+    }
 }
 
 impl TrainingDeltas {
     /// Notes that a rollout stopped counting as `before` and counts as
     /// `after` now (either `None`: it did not, or does not).
-    pub fn moved(
-        &mut self,
-        before: Option<(TrainingKey, TrainingCounts)>,
-        after: Option<(TrainingKey, TrainingCounts)>,
-    ) {
+    pub fn moved(&mut self, before: Option<Contribution>, after: Option<Contribution>) {
         if before == after {
             return;
         }
         for (change, sign) in [(before, -1), (after, 1)] {
-            if let Some((key, counts)) = change {
-                let row = self.rows.entry(key.clone()).or_default();
-                row.add(counts, sign);
-                if row.is_zero() {
-                    self.rows.shift_remove(&key);
+            if let Some(contribution) = change {
+                for period in contribution.periods() {
+                    shift(&mut self.periods, period, contribution.counts, sign);
                 }
+                shift(&mut self.rows, contribution.key, contribution.counts, sign);
             }
         }
     }
 
     /// Returns whether nothing changes.
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.rows.is_empty() && self.periods.is_empty()
     }
 
-    /// Returns the changed rows with their changes.
+    /// Returns the summary's changed rows with their changes.
     pub fn rows(&self) -> impl Iterator<Item = (&TrainingKey, &TrainingCounts)> {
         self.rows.iter()
     }
+
+    /// Returns the timeline's changed rows with their changes.
+    pub fn periods(&self) -> impl Iterator<Item = (&PeriodKey, &TrainingCounts)> {
+        self.periods.iter()
+    }
 }
 
-/// What one version's rollouts of one mode came to.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VersionSummary {
-    /// The resources id (empty: rollouts without one).
-    pub version: String,
-    /// The number of the resources version, when the store holds it: its
-    /// place in creation order, 1 for the first published.
-    pub version_number: Option<i64>,
-    /// The mode (empty: rollouts without one).
-    pub mode: String,
+/// What a set of counted rollouts came to: their counts and their
+/// rewards' mean and percentiles.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RewardStats {
     /// Rollouts that ended as succeeded or failed.
     pub rollouts: i64,
     /// Of them, those that succeeded.
@@ -211,6 +296,19 @@ pub struct VersionSummary {
     pub bins: Vec<(f64, i64)>,
 }
 
+/// What one version's rollouts of one mode came to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VersionSummary {
+    /// The resources id (empty: rollouts without one).
+    pub version: String,
+    /// The number of the resources version, when the store holds it: its
+    /// place in creation order, 1 for the first published.
+    pub version_number: Option<i64>,
+    /// The mode (empty: rollouts without one).
+    pub mode: String,
+    pub stats: RewardStats,
+}
+
 impl VersionSummary {
     /// Returns the summary of `version` (a resources id) with no counted
     /// rollout in `mode`.
@@ -219,42 +317,72 @@ impl VersionSummary {
             version: version.to_owned(),
             version_number: None,
             mode: mode.as_str().to_owned(),
-            rollouts: 0,
-            succeeded: 0,
-            rewarded: 0,
-            reward_mean: None,
-            reward_p10: None,
-            reward_p50: None,
-            reward_p90: None,
-            bins: Vec::new(),
+            stats: RewardStats::default(),
         }
     }
 }
 
-/// The rows of one (version, mode), summed.
+/// What the rollouts of one mode that ended in one period came to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeriodSummary {
+    /// The period's first instant.
+    pub start: Timestamp,
+    /// The mode (empty: rollouts without one).
+    pub mode: String,
+    pub stats: RewardStats,
+}
+
+/// The reward timeline: what the rollouts that ended in each period came
+/// to, by mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timeline {
+    pub resolution: Resolution,
+    /// The periods with counted rollouts, in time order, then mode.
+    pub periods: Vec<PeriodSummary>,
+}
+
+/// A timeline left to choose its resolution reads minutes when the hours
+/// it covers start less than this many hours apart (at most 240 minutes),
+/// hours otherwise.
+pub const MINUTES_UNDER_HOURS: i64 = 3;
+
+/// Returns the resolution a timeline whose hours are `hours` (summarised,
+/// in time order) reads at when left to choose ([`MINUTES_UNDER_HOURS`]).
+pub fn resolution_for(hours: &[PeriodSummary]) -> Resolution {
+    let span = match (hours.first(), hours.last()) {
+        (Some(first), Some(last)) => last.start.0 - first.start.0,
+        _ => 0,
+    };
+    if span < MINUTES_UNDER_HOURS * Resolution::Hour.seconds() * 1_000_000_000 {
+        Resolution::Minute
+    } else {
+        Resolution::Hour
+    }
+}
+
+/// The rows of one group (a version's or a period's, of one mode), summed.
 #[derive(Default)]
 struct Group {
-    version_number: Option<i64>,
     /// (the bin's reward, rollouts in it).
     bins: Vec<(f64, i64)>,
     counts: TrainingCounts,
 }
 
 impl Group {
-    fn into_summary(self, version: String, mode: String) -> VersionSummary {
-        let Group {
-            version_number,
-            mut bins,
-            counts,
-        } = self;
+    fn add(&mut self, bin: Option<i64>, counts: TrainingCounts) {
+        self.counts.add(counts, 1);
+        if let Some(bin) = bin {
+            self.bins.push((bin_value(bin), counts.rollouts));
+        }
+    }
+
+    fn into_stats(self) -> RewardStats {
+        let Group { mut bins, counts } = self;
         bins.retain(|&(_, n)| n > 0);
         bins.sort_by(|a, b| a.0.total_cmp(&b.0));
         let rewarded: i64 = bins.iter().map(|&(_, n)| n).sum();
         let percentile = |p: f64| nearest_rank(&bins, rewarded, p);
-        VersionSummary {
-            version,
-            version_number,
-            mode,
+        RewardStats {
             rollouts: counts.rollouts,
             succeeded: counts.succeeded,
             rewarded,
@@ -271,24 +399,28 @@ impl Group {
 /// Sums rows into one summary per (version, mode), in version order (by
 /// number, versions the store does not hold last, by id), then mode.
 pub fn summarise(rows: Vec<TrainingRow>) -> Vec<VersionSummary> {
-    let mut groups: IndexMap<(String, String), Group> = IndexMap::new();
+    let mut groups: IndexMap<(String, String), (Option<i64>, Group)> = IndexMap::new();
     for row in rows {
         let TrainingRow {
             key,
             counts,
             version_number,
         } = row;
-        let group = groups.entry((key.version, key.mode)).or_default();
-        group.version_number = version_number;
-        group.counts.add(counts, 1);
-        if let Some(bin) = key.bin {
-            group.bins.push((bin_value(bin), counts.rollouts));
-        }
+        let (number, group) = groups.entry((key.version, key.mode)).or_default();
+        *number = version_number;
+        group.add(key.bin, counts);
     }
     let mut summaries: Vec<VersionSummary> = groups
         .into_iter()
-        .map(|((version, mode), group)| group.into_summary(version, mode))
-        .filter(|summary| summary.rollouts > 0)
+        .map(
+            |((version, mode), (version_number, group))| VersionSummary {
+                version,
+                version_number,
+                mode,
+                stats: group.into_stats(),
+            },
+        )
+        .filter(|summary| summary.stats.rollouts > 0)
         .collect();
     summaries.sort_by(|a, b| {
         (
@@ -304,6 +436,29 @@ pub fn summarise(rows: Vec<TrainingRow>) -> Vec<VersionSummary> {
                 &b.mode,
             ))
     });
+    summaries
+}
+
+/// Sums timeline rows (of one resolution) into one summary per (period,
+/// mode), in time order, then mode.
+pub fn summarise_periods(rows: Vec<PeriodRow>) -> Vec<PeriodSummary> {
+    let mut groups: IndexMap<(Timestamp, String), Group> = IndexMap::new();
+    for PeriodRow { key, counts } in rows {
+        groups
+            .entry((key.start, key.mode))
+            .or_default()
+            .add(key.bin, counts);
+    }
+    let mut summaries: Vec<PeriodSummary> = groups
+        .into_iter()
+        .map(|((start, mode), group)| PeriodSummary {
+            start,
+            mode,
+            stats: group.into_stats(),
+        })
+        .filter(|summary| summary.stats.rollouts > 0)
+        .collect();
+    summaries.sort_by(|a, b| (a.start, &a.mode).cmp(&(b.start, &b.mode)));
     summaries
 }
 
@@ -372,7 +527,7 @@ mod tests {
             (RolloutStatus::Queuing, None),
         ] {
             let counted = contribution(&rollout(status, train, "rs-1"), Some(&reward(0.5)));
-            assert_eq!(counted.map(|(_, c)| c.succeeded), counts, "{status:?}");
+            assert_eq!(counted.map(|c| c.counts.succeeded), counts, "{status:?}");
         }
     }
 
@@ -430,15 +585,15 @@ mod tests {
         ];
         let summary = summarise(rows);
         assert_eq!(summary.len(), 1);
-        let summary = &summary[0];
+        let stats = &summary[0].stats;
         assert_eq!(
-            (summary.rollouts, summary.succeeded, summary.rewarded),
+            (stats.rollouts, stats.succeeded, stats.rewarded),
             (12, 6, 10)
         );
-        assert_eq!(summary.reward_mean, Some(0.25));
-        assert_eq!(summary.reward_p10, Some(0.0));
-        assert_eq!(summary.reward_p50, Some(0.0));
-        assert_eq!(summary.reward_p90, Some(0.5));
+        assert_eq!(stats.reward_mean, Some(0.25));
+        assert_eq!(stats.reward_p10, Some(0.0));
+        assert_eq!(stats.reward_p50, Some(0.0));
+        assert_eq!(stats.reward_p90, Some(0.5));
     }
 
     #[test]
@@ -465,5 +620,66 @@ mod tests {
         .map(|s| s.version)
         .collect();
         assert_eq!(order, ["rs-a", "rs-b", ""]);
+    }
+
+    #[test]
+    fn a_rollout_counts_under_the_minute_and_the_hour_it_ended_in() {
+        let mut done = rollout(RolloutStatus::Succeeded, Some(RolloutMode::Val), "rs-1");
+        let ended = Timestamp(((2 * 3600 + 5 * 60 + 7) as i64) * 1_000_000_000);
+        done.end_time = Some(ended);
+        let mut deltas = TrainingDeltas::default();
+        deltas.moved(None, contribution(&done, Some(&reward(0.5))));
+        let periods: Vec<_> = deltas
+            .periods()
+            .map(|(key, counts)| (key.resolution, key.start.0 / 1_000_000_000, counts.rollouts))
+            .collect();
+        assert_eq!(
+            periods,
+            [
+                (Resolution::Minute, 2 * 3600 + 5 * 60, 1),
+                (Resolution::Hour, 2 * 3600, 1)
+            ]
+        );
+        assert_eq!(
+            Resolution::Minute.period_of(Timestamp(-1)),
+            Timestamp(-60_000_000_000)
+        );
+    }
+
+    #[test]
+    fn periods_are_summarised_in_time_order_then_mode() {
+        let row = |minute: i64, mode: &str, value: f64| PeriodRow {
+            key: PeriodKey {
+                resolution: Resolution::Minute,
+                start: Timestamp(minute * 60_000_000_000),
+                mode: mode.into(),
+                bin: Some(bin(value)),
+            },
+            counts: TrainingCounts {
+                rollouts: 2,
+                succeeded: 1,
+                reward_micros: micros(2.0 * value),
+            },
+        };
+        let summaries = summarise_periods(vec![
+            row(3, "train", 1.0),
+            row(1, "val", 0.5),
+            row(1, "train", 0.25),
+            row(3, "train", 0.0),
+        ]);
+        let read: Vec<_> = summaries
+            .iter()
+            .map(|s| {
+                (
+                    s.start.0 / 60_000_000_000,
+                    s.mode.as_str(),
+                    s.stats.rollouts,
+                )
+            })
+            .collect();
+        assert_eq!(read, [(1, "train", 2), (1, "val", 2), (3, "train", 4)]);
+        assert_eq!(summaries[2].stats.reward_mean, Some(0.5));
+        assert_eq!(summaries[2].stats.reward_p10, Some(0.0));
+        assert_eq!(summaries[2].stats.reward_p90, Some(1.0));
     }
 }

@@ -80,6 +80,24 @@ async fn ran(
     (rollout_id, attempt_id)
 }
 
+/// Runs a rollout whose first attempt fails with reward 0.25 and whose
+/// retry succeeds with reward 0.875, its final reward.
+async fn retried(client: &mut Client, mode: pb::RolloutMode, resources_id: &str) {
+    let (rollout_id, first) =
+        claimed(client, mode, resources_id, retry_spec(2, &[A::Failed])).await;
+    add_span(client, reward_span(&rollout_id, &first, 0.25, None)).await;
+    set_attempt_status(client, &rollout_id, &first, A::Failed)
+        .await
+        .unwrap();
+    let again = dequeue(client, None).await.expect("the retry");
+    assert_eq!(again.rollout_id, rollout_id);
+    let second = attempt_of(&again).attempt_id.clone();
+    add_span(client, reward_span(&rollout_id, &second, 0.875, None)).await;
+    set_attempt_status(client, &rollout_id, &second, A::Succeeded)
+        .await
+        .unwrap();
+}
+
 async fn summary(
     client: &mut Client,
     mode: pb::RolloutMode,
@@ -115,21 +133,20 @@ fn two_digits(value: f64) -> f64 {
     format!("{value:.1e}").parse().unwrap()
 }
 
-/// The summary computed directly from every rollout the store holds and
-/// its spans, with `versions` giving each resources id its number.
-async fn direct_summary(
+/// The rollouts the store holds that ended as succeeded or failed (of
+/// `mode` only, when given), each with its final reward read directly from
+/// its spans.
+async fn counted_rollouts(
     client: &mut Client,
-    versions: &[(String, i64)],
     mode: Option<pb::RolloutMode>,
-) -> Vec<pb::VersionSummary> {
+) -> Vec<(pb::Rollout, Option<f64>)> {
     let rollouts = client
         .query_rollouts(pb::QueryRolloutsRequest::default())
         .await
         .unwrap()
         .into_inner()
         .rollouts;
-    let mut groups: std::collections::BTreeMap<(i64, i32), (i64, i64, Vec<f64>)> =
-        Default::default();
+    let mut counted = Vec::new();
     for rollout in rollouts {
         let status = status(&rollout);
         if status != R::Succeeded && status != R::Failed {
@@ -138,44 +155,131 @@ async fn direct_summary(
         if mode.is_some_and(|mode| rollout.mode != mode as i32) {
             continue;
         }
+        let mut spans = rollout_spans(client, &rollout.rollout_id).await.spans;
+        spans.sort_by_key(|span| span.sequence_id.unwrap());
+        let reward = spans.iter().rev().find_map(span_reward);
+        counted.push((rollout, reward));
+    }
+    counted
+}
+
+/// A group's numbers computed directly: rollouts, succeeded, and its
+/// rewards.
+#[derive(Default)]
+struct Direct {
+    rollouts: i64,
+    succeeded: i64,
+    rewards: Vec<f64>,
+}
+
+impl Direct {
+    fn add(&mut self, rollout: &pb::Rollout, reward: Option<f64>) {
+        self.rollouts += 1;
+        self.succeeded += i64::from(status(rollout) == R::Succeeded);
+        self.rewards.extend(reward);
+    }
+
+    /// Returns (rewarded, mean, p10, p50, p90), percentiles by nearest
+    /// rank over rewards to two significant digits.
+    fn rewards(&self) -> (i64, Option<f64>, Option<f64>, Option<f64>, Option<f64>) {
+        let n = self.rewards.len();
+        let mean = (n > 0).then(|| self.rewards.iter().sum::<f64>() / n as f64);
+        let mut binned: Vec<f64> = self.rewards.iter().copied().map(two_digits).collect();
+        binned.sort_by(f64::total_cmp);
+        let percentile =
+            |p: f64| (n > 0).then(|| binned[((p * n as f64).ceil() as usize).max(1) - 1]);
+        (
+            n as i64,
+            mean,
+            percentile(0.1),
+            percentile(0.5),
+            percentile(0.9),
+        )
+    }
+}
+
+/// The summary computed directly from every rollout the store holds and
+/// its spans, with `versions` giving each resources id its number.
+async fn direct_summary(
+    client: &mut Client,
+    versions: &[(String, i64)],
+    mode: Option<pb::RolloutMode>,
+) -> Vec<pb::VersionSummary> {
+    let mut groups: std::collections::BTreeMap<(i64, i32), Direct> = Default::default();
+    for (rollout, reward) in counted_rollouts(client, mode).await {
         let resources_id = rollout.resources_id.clone().unwrap_or_default();
         let number = versions
             .iter()
             .find(|(id, _)| *id == resources_id)
             .map(|&(_, n)| n)
             .unwrap();
-        let mut spans = rollout_spans(client, &rollout.rollout_id).await.spans;
-        spans.sort_by_key(|span| span.sequence_id.unwrap());
-        let reward = spans.iter().rev().find_map(span_reward);
-        let group = groups.entry((number, rollout.mode)).or_default();
-        group.0 += 1;
-        group.1 += i64::from(status == R::Succeeded);
-        group.2.extend(reward);
+        groups
+            .entry((number, rollout.mode))
+            .or_default()
+            .add(&rollout, reward);
     }
     groups
         .into_iter()
-        .map(|((number, mode), (rollouts, succeeded, mut rewards))| {
-            let resources_id = versions[(number - 1) as usize].0.clone();
-            let n = rewards.len();
-            let mean = (n > 0).then(|| rewards.iter().sum::<f64>() / n as f64);
-            let mut binned: Vec<f64> = rewards.drain(..).map(two_digits).collect();
-            binned.sort_by(f64::total_cmp);
-            let percentile =
-                |p: f64| (n > 0).then(|| binned[((p * n as f64).ceil() as usize).max(1) - 1]);
+        .map(|((number, mode), direct)| {
+            let (rewarded, reward_mean, reward_p10, reward_p50, reward_p90) = direct.rewards();
             pb::VersionSummary {
-                resources_id,
+                resources_id: versions[(number - 1) as usize].0.clone(),
                 version: Some(number),
                 mode,
-                rollouts,
-                succeeded,
-                rewarded: n as i64,
-                reward_mean: mean,
-                reward_p10: percentile(0.1),
-                reward_p50: percentile(0.5),
-                reward_p90: percentile(0.9),
+                rollouts: direct.rollouts,
+                succeeded: direct.succeeded,
+                rewarded,
+                reward_mean,
+                reward_p10,
+                reward_p50,
+                reward_p90,
             }
         })
         .collect()
+}
+
+/// The timeline computed directly: every counted rollout under the period
+/// of `seconds` its `end_time` falls in.
+async fn direct_timeline(client: &mut Client, seconds: i64) -> Vec<pb::PeriodSummary> {
+    let mut groups: std::collections::BTreeMap<(i64, i32), Direct> = Default::default();
+    for (rollout, reward) in counted_rollouts(client, None).await {
+        let ended = rollout.end_time.expect("an ended rollout has an end");
+        groups
+            .entry((ended.seconds.div_euclid(seconds) * seconds, rollout.mode))
+            .or_default()
+            .add(&rollout, reward);
+    }
+    groups
+        .into_iter()
+        .map(|((start, mode), direct)| {
+            let (rewarded, reward_mean, reward_p10, reward_p50, reward_p90) = direct.rewards();
+            pb::PeriodSummary {
+                start: Some(prost_types::Timestamp {
+                    seconds: start,
+                    nanos: 0,
+                }),
+                mode,
+                rollouts: direct.rollouts,
+                succeeded: direct.succeeded,
+                rewarded,
+                reward_mean: reward_mean.map(|m| (m * 1e6).round() / 1e6),
+                reward_p10,
+                reward_p50,
+                reward_p90,
+            }
+        })
+        .collect()
+}
+
+async fn timeline(
+    client: &mut Client,
+    request: pb::GetRewardTimelineRequest,
+) -> Result<pb::GetRewardTimelineResponse, tonic::Status> {
+    let mut response = client.get_reward_timeline(request).await?.into_inner();
+    for period in &mut response.periods {
+        period.reward_mean = period.reward_mean.map(|m| (m * 1e6).round() / 1e6);
+    }
+    Ok(response)
 }
 
 /// Compares summaries, means to a millionth (the store keeps sums in
@@ -218,17 +322,7 @@ async fn the_summary_counts_each_versions_ended_rollouts_and_their_final_rewards
 
     // Version 2: a rollout retried after a failed attempt, whose second
     // attempt's reward is final.
-    let (retried, first) = claimed(&mut c, train, &v2, retry_spec(2, &[A::Failed])).await;
-    add_span(&mut c, reward_span(&retried, &first, 0.25, None)).await;
-    set_attempt_status(&mut c, &retried, &first, A::Failed)
-        .await
-        .unwrap();
-    let again = dequeue(&mut c, None).await.expect("the retry");
-    let second = attempt_of(&again).attempt_id.clone();
-    add_span(&mut c, reward_span(&retried, &second, 0.875, None)).await;
-    set_attempt_status(&mut c, &retried, &second, A::Succeeded)
-        .await
-        .unwrap();
+    retried(&mut c, train, &v2).await;
     // A cancelled rollout with a reward, and a running one: neither counts.
     let (cancelled, attempt) = claimed(&mut c, train, &v2, spec("{}")).await;
     add_span(&mut c, reward_span(&cancelled, &attempt, 1.0, None)).await;
@@ -319,6 +413,126 @@ async fn a_version_range_that_ends_before_it_starts_is_invalid() {
         })
         .await;
     assert_code(unknown_mode, Code::InvalidArgument, "mode");
+}
+
+#[tokio::test]
+async fn the_timeline_counts_ended_rollouts_by_the_minute_and_the_hour_they_ended_in() {
+    skip_without!(super::BACKEND);
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    let (train, val) = (pb::RolloutMode::Train, pb::RolloutMode::Val);
+    let v1 = add_resources(&mut c, PROMPT).await;
+    let v2 = add_resources(&mut c, PROMPT).await;
+    let empty = timeline(&mut c, pb::GetRewardTimelineRequest::default()).await;
+    assert_eq!(empty.unwrap().periods, []);
+
+    ran(&mut c, train, &v1, &[0.2, 1.0], A::Succeeded).await;
+    ran(&mut c, train, &v2, &[0.0], A::Failed).await;
+    ran(&mut c, val, &v1, &[], A::Succeeded).await;
+    // Retried: it counts once, when its second attempt ends.
+    retried(&mut c, train, &v2).await;
+    // Cancelled: it does not count.
+    let (cancelled, attempt) = claimed(&mut c, val, &v2, spec("{}")).await;
+    add_span(&mut c, reward_span(&cancelled, &attempt, 1.0, None)).await;
+    set_rollout_status(&mut c, &cancelled, R::Cancelled).await;
+    // A reward arriving after the end moves the rollout's reward in the
+    // period it ended in.
+    let (late, attempt) = ran(&mut c, val, &v2, &[0.1], A::Succeeded).await;
+    add_span(&mut c, reward_span(&late, &attempt, 0.7, None)).await;
+
+    for (resolution, seconds) in [
+        (pb::TimelineResolution::Minute, 60),
+        (pb::TimelineResolution::Hour, 3600),
+    ] {
+        let read = timeline(
+            &mut c,
+            pb::GetRewardTimelineRequest {
+                resolution: resolution as i32,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(read.resolution, resolution as i32);
+        assert_eq!(read.periods, direct_timeline(&mut c, seconds).await);
+        let counted: i64 = read.periods.iter().map(|p| p.rollouts).sum();
+        assert_eq!(counted, 5, "{resolution:?}");
+    }
+    // Left to choose, a run shorter than three hours reads by the minute.
+    let chosen = timeline(&mut c, pb::GetRewardTimelineRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(chosen.resolution, pb::TimelineResolution::Minute as i32);
+    let vals = timeline(
+        &mut c,
+        pb::GetRewardTimelineRequest {
+            mode: val as i32,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(vals.periods.iter().map(|p| p.rollouts).sum::<i64>(), 2);
+    assert!(vals.periods.iter().all(|p| p.mode == val as i32));
+    assert!(vals.periods.iter().any(|p| p.reward_p90 == Some(0.7)));
+
+    // A window: the periods starting in it.
+    let last = chosen.periods.last().unwrap().start.unwrap();
+    let after_last = prost_types::Timestamp {
+        seconds: last.seconds + 60,
+        nanos: 0,
+    };
+    let from_last = timeline(
+        &mut c,
+        pb::GetRewardTimelineRequest {
+            resolution: pb::TimelineResolution::Minute as i32,
+            start_time: Some(last),
+            end_time: Some(after_last),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(!from_last.periods.is_empty());
+    assert!(from_last.periods.iter().all(|p| p.start == Some(last)));
+    let after = timeline(
+        &mut c,
+        pb::GetRewardTimelineRequest {
+            start_time: Some(after_last),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(after.periods, []);
+
+    let backwards = timeline(
+        &mut c,
+        pb::GetRewardTimelineRequest {
+            start_time: Some(after_last),
+            end_time: Some(last),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_code(
+        backwards,
+        Code::InvalidArgument,
+        "start_time is after end_time",
+    );
+    let unknown = timeline(
+        &mut c,
+        pb::GetRewardTimelineRequest {
+            resolution: 42,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_code(
+        unknown,
+        Code::InvalidArgument,
+        "invalid timeline resolution: 42",
+    );
 }
 
 /// The ids of a page of rollouts, in order.

@@ -1,6 +1,7 @@
 //! The Training page: a run with rewards under two resources versions, in
 //! train and val, shows each version's count and mean reward in its table
-//! and a band per version and mode in its chart; a row's count links to the
+//! and a band per version and mode in its chart, and per minute in the
+//! chart over time; a row's count links to the
 //! Rollouts page listing its rollouts, best rewarded first; that page
 //! shows each rollout's reward, sorts by it and filters a reward range; the
 //! comparison of the last two versions (val by default, train when asked)
@@ -108,6 +109,23 @@ async fn the_training_page_shows_reward_by_version_and_mode() {
             .texts("[aria-labelledby=chart-heading] ul.legend li")
             .await;
         assert_eq!(legend, ["train", "val", "mean"]);
+        // Over time: the bands of the minutes the rollouts ended in count
+        // every train and val rollout once, whichever minutes they fell in.
+        let over_time = browser
+            .eval(
+                "const counted = (cls) => Array.from(document.querySelectorAll(\
+                 `[aria-labelledby=timeline-heading] svg.chart rect.${cls} title`), \
+                 (t) => Number(t.textContent.match(/of (\\d+) rollouts$/)[1])) \
+                 .reduce((a, b) => a + b, 0); return [counted('ok'), counted('run')]",
+            )
+            .await;
+        assert_eq!(over_time, serde_json::json!([6, 2]));
+        assert_eq!(
+            browser
+                .texts("[aria-labelledby=timeline-heading] ul.legend li")
+                .await,
+            ["train", "val", "mean"]
+        );
         // The later version's train band starts higher than the earlier's
         // (its 10th percentile, 0.5 against 0).
         let higher = browser

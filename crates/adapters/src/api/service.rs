@@ -362,6 +362,21 @@ impl LightningStoreService for StoreService {
         })
     }
 
+    async fn get_reward_timeline(
+        &self,
+        request: Request<pb::GetRewardTimelineRequest>,
+    ) -> RpcResult<pb::GetRewardTimelineResponse> {
+        let ns = self.namespace(&request).await?;
+        let (mode, resolution, starts) =
+            c::timeline_request_from_proto(request.get_ref()).map_err(status_of)?;
+        let timeline = ns
+            .engine
+            .reward_timeline(mode, resolution, starts)
+            .await
+            .map_err(status_of)?;
+        ok(c::timeline_to_proto(&timeline))
+    }
+
     async fn compare_versions(
         &self,
         request: Request<pb::CompareVersionsRequest>,

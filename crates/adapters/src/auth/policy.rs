@@ -210,6 +210,10 @@ pub const RPCS: &[(&str, Need)] = &[
         READ,
     ),
     (
+        "/lightningstore.v1.LightningStoreService/GetRewardTimeline",
+        READ,
+    ),
+    (
         "/lightningstore.v1.LightningStoreService/CompareVersions",
         READ,
     ),

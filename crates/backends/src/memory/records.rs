@@ -13,7 +13,7 @@ use lightning_store_core::agl1::{Agl1Fields, ModelServer, Pause, Replica, Stored
 use lightning_store_core::model::{Rollout, RolloutStatus, Span, Timestamp};
 use lightning_store_core::overview::Activity;
 use lightning_store_core::retention;
-use lightning_store_core::training::{RolloutReward, TrainingCounts, TrainingKey};
+use lightning_store_core::training::{PeriodKey, RolloutReward, TrainingCounts, TrainingKey};
 
 /// The spans of one rollout, shared with whoever received or read them.
 #[derive(Default)]
@@ -113,6 +113,8 @@ pub(super) struct TrainingState {
     pub(super) rewards: HashMap<String, RolloutReward>,
     /// The summary's rows.
     pub(super) rows: HashMap<TrainingKey, TrainingCounts>,
+    /// The timeline's rows, in (resolution, time) order.
+    pub(super) periods: BTreeMap<PeriodKey, TrainingCounts>,
 }
 
 impl TrainingState {

@@ -5,8 +5,12 @@ use async_trait::async_trait;
 
 use super::state::{MemoryTx, State};
 use lightning_store_core::error::StoreResult;
+use lightning_store_core::model::Timestamp;
+use lightning_store_core::query::TimeRange;
 use lightning_store_core::storage::{TrainingReads, WriteSet};
-use lightning_store_core::training::{RolloutReward, TrainingRow};
+use lightning_store_core::training::{
+    PeriodKey, PeriodRow, Resolution, RolloutReward, TrainingRow,
+};
 
 impl State {
     /// Stores the write set's rewards (unless a stored one comes later) and
@@ -27,6 +31,13 @@ impl State {
             row.add(*delta, 1);
             if row.is_zero() {
                 training.rows.remove(key);
+            }
+        }
+        for (key, delta) in writes.training.periods() {
+            let row = training.periods.entry(key.clone()).or_default();
+            row.add(*delta, 1);
+            if row.is_zero() {
+                training.periods.remove(key);
             }
         }
     }
@@ -61,6 +72,34 @@ impl TrainingReads for MemoryTx<'_> {
                     .resources
                     .get_index_of(&key.version)
                     .map(|index| index as i64 + 1),
+            })
+            .collect())
+    }
+
+    async fn timeline_rows(
+        &mut self,
+        resolution: Resolution,
+        mode: Option<&str>,
+        starts: TimeRange,
+    ) -> StoreResult<Vec<PeriodRow>> {
+        let bound = |start: Timestamp| PeriodKey {
+            resolution,
+            start,
+            mode: String::new(),
+            bin: None,
+        };
+        // No period starts at the last instant, so `to` is never unbounded.
+        let from = bound(starts.from.unwrap_or(Timestamp(i64::MIN)));
+        let to = bound(starts.until.unwrap_or(Timestamp(i64::MAX)));
+        Ok(self
+            .state
+            .training
+            .periods
+            .range(from..to)
+            .filter(|(key, _)| mode.is_none_or(|mode| key.mode == mode))
+            .map(|(key, counts)| PeriodRow {
+                key: key.clone(),
+                counts: *counts,
             })
             .collect())
     }

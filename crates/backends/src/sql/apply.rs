@@ -436,7 +436,9 @@ impl<C: Connection> SqlTx<C> {
             self.write(statement).await?;
         }
         if writes.fold_training_shards && C::DIALECT.shared {
-            self.write(Statement::new(training::FOLD_SHARDS)).await?;
+            for fold in training::FOLD_SHARDS.iter() {
+                self.write(Statement::new(fold)).await?;
+            }
         }
         // A single writer's next transaction sees these deadlines at once.
         if let Some(deadline) = earliest_deadline {

@@ -4,7 +4,10 @@
 //! which the write set's deltas are added (migrations `*_training.sql`).
 //! On a shared database each connection adds to its own shard of a row
 //! (the column's default), summed when read, and the shards are folded
-//! into shard 0 by the housekeeping ([`FOLD_SHARDS`]).
+//! into shard 0 by the housekeeping ([`FOLD_SHARDS`]). The timeline's rows
+//! are kept alike in `reward_timeline`.
+
+use std::sync::LazyLock;
 
 use async_trait::async_trait;
 
@@ -14,30 +17,81 @@ use super::query::Builder;
 use super::statement::{Row, Statement};
 use super::tx::SqlTx;
 use lightning_store_core::error::StoreResult;
+use lightning_store_core::model::Timestamp;
+use lightning_store_core::query::TimeRange;
 use lightning_store_core::storage::{TrainingReads, WriteSet};
-use lightning_store_core::training::{RolloutReward, TrainingCounts, TrainingKey, TrainingRow};
+use lightning_store_core::training::{
+    PeriodKey, PeriodRow, Resolution, RolloutReward, TrainingCounts, TrainingKey, TrainingRow,
+};
 
-/// On a shared database: folds the shards of the summary's rows into
-/// shard 0, in one statement (the sums do not change). It never waits for
-/// a connection adding to its shard: rows locked by a transaction that
-/// has not committed are skipped (folded next time), and a connection's
-/// upsert of a row being folded waits for the fold's commit, then inserts
-/// its shard's row again. Two folds at once (two servers) lock the rows
-/// of shard 0 in key order, so neither waits for the other in a cycle.
-pub(super) const FOLD_SHARDS: &str = "WITH doomed AS (SELECT version, mode, rewarded, bin, shard \
-     FROM training_summary WHERE shard <> 0 FOR UPDATE SKIP LOCKED), \
-     folded AS (DELETE FROM training_summary t USING doomed d \
-     WHERE t.version = d.version AND t.mode = d.mode AND t.rewarded = d.rewarded \
-     AND t.bin = d.bin AND t.shard = d.shard \
-     RETURNING t.version, t.mode, t.rewarded, t.bin, t.rollouts, t.succeeded, t.reward_micros) \
-     INSERT INTO training_summary \
-     (version, mode, rewarded, bin, shard, rollouts, succeeded, reward_micros) \
-     SELECT version, mode, rewarded, bin, 0, SUM(rollouts), SUM(succeeded), SUM(reward_micros) \
-     FROM folded GROUP BY version, mode, rewarded, bin ORDER BY version, mode, rewarded, bin \
-     ON CONFLICT (version, mode, rewarded, bin, shard) DO UPDATE SET \
-     rollouts = training_summary.rollouts + excluded.rollouts, \
-     succeeded = training_summary.succeeded + excluded.succeeded, \
-     reward_micros = training_summary.reward_micros + excluded.reward_micros";
+/// A table of rows of [`TrainingCounts`] to which the write set's deltas
+/// are added: its name and its key columns (before `shard`).
+struct CountedTable {
+    name: &'static str,
+    keys: &'static str,
+}
+
+/// The summary's rows, by version.
+const SUMMARY: CountedTable = CountedTable {
+    name: "training_summary",
+    keys: "version, mode, rewarded, bin",
+};
+
+/// The timeline's rows, by period.
+const TIMELINE: CountedTable = CountedTable {
+    name: "reward_timeline",
+    keys: "resolution, period_start, mode, rewarded, bin",
+};
+
+impl CountedTable {
+    /// Returns the tail of an upsert adding a row's counts to its shard's.
+    fn add_on_conflict(&self) -> String {
+        let table = self.name;
+        format!(
+            " ON CONFLICT ({keys}, shard) DO UPDATE SET \
+             rollouts = {table}.rollouts + excluded.rollouts, \
+             succeeded = {table}.succeeded + excluded.succeeded, \
+             reward_micros = {table}.reward_micros + excluded.reward_micros",
+            keys = self.keys
+        )
+    }
+
+    /// On a shared database: the statement folding the table's shards into
+    /// shard 0 (the sums do not change). It never waits for a connection
+    /// adding to its shard: rows locked by a transaction that has not
+    /// committed are skipped (folded next time), and a connection's upsert
+    /// of a row being folded waits for the fold's commit, then inserts its
+    /// shard's row again. Two folds at once (two servers) lock the rows of
+    /// shard 0 in key order, so neither waits for the other in a cycle.
+    fn fold_shards(&self) -> String {
+        let (table, keys) = (self.name, self.keys);
+        let matched: Vec<String> = keys
+            .split(", ")
+            .chain(["shard"])
+            .map(|key| format!("t.{key} = d.{key}"))
+            .collect();
+        format!(
+            "WITH doomed AS (SELECT {keys}, shard FROM {table} WHERE shard <> 0 \
+             FOR UPDATE SKIP LOCKED), \
+             folded AS (DELETE FROM {table} t USING doomed d WHERE {matched} RETURNING t.*) \
+             INSERT INTO {table} ({keys}, shard, rollouts, succeeded, reward_micros) \
+             SELECT {keys}, 0, SUM(rollouts), SUM(succeeded), SUM(reward_micros) \
+             FROM folded GROUP BY {keys} ORDER BY {keys}{on_conflict}",
+            matched = matched.join(" AND "),
+            on_conflict = self.add_on_conflict(),
+        )
+    }
+}
+
+/// The upserts' tails: the summary's, the timeline's.
+static ADD_ON_CONFLICT: LazyLock<[String; 2]> =
+    LazyLock::new(|| [SUMMARY.add_on_conflict(), TIMELINE.add_on_conflict()]);
+
+/// On a shared database: the statements folding the shards of the
+/// summary's rows and the timeline's into shard 0
+/// ([`CountedTable::fold_shards`]).
+pub(super) static FOLD_SHARDS: LazyLock<[String; 2]> =
+    LazyLock::new(|| [SUMMARY.fold_shards(), TIMELINE.fold_shards()]);
 
 /// Returns the stored form of a reward: its f64 bits with, for a negative
 /// reward, the 63 bits after the sign flipped, so that the integers order
@@ -60,6 +114,7 @@ fn flip_negative(bits: i64) -> i64 {
 pub(super) struct TrainingRows<'w> {
     rewards: Vec<(&'w String, &'w RolloutReward)>,
     deltas: Vec<(&'w TrainingKey, &'w TrainingCounts)>,
+    periods: Vec<(&'w PeriodKey, &'w TrainingCounts)>,
 }
 
 impl<'w> TrainingRows<'w> {
@@ -67,6 +122,7 @@ impl<'w> TrainingRows<'w> {
         Self {
             rewards: writes.rewards.iter().collect(),
             deltas: writes.training.rows().collect(),
+            periods: writes.training.periods().collect(),
         }
     }
 }
@@ -96,13 +152,31 @@ pub(super) fn add<'a>(batch: &mut Batch<'a>, rows: &'a TrainingRows<'a>) {
             "training_summary",
             "version, mode, rewarded, bin, rollouts, succeeded, reward_micros"
         ),
-        " ON CONFLICT (version, mode, rewarded, bin, shard) DO UPDATE SET \
-         rollouts = training_summary.rollouts + excluded.rollouts, \
-         succeeded = training_summary.succeeded + excluded.succeeded, \
-         reward_micros = training_summary.reward_micros + excluded.reward_micros",
+        &ADD_ON_CONFLICT[0],
         |(key, delta)| {
             [
                 key.version.as_str().into(),
+                key.mode.as_str().into(),
+                i64::from(key.bin.is_some()).into(),
+                key.bin.unwrap_or(0).into(),
+                delta.rollouts.into(),
+                delta.succeeded.into(),
+                delta.reward_micros.into(),
+            ]
+        },
+    );
+    upsert(
+        batch,
+        &rows.periods,
+        insert_into!(
+            "reward_timeline",
+            "resolution, period_start, mode, rewarded, bin, rollouts, succeeded, reward_micros"
+        ),
+        &ADD_ON_CONFLICT[1],
+        |(key, delta)| {
+            [
+                key.resolution.seconds().into(),
+                key.start.0.into(),
                 key.mode.as_str().into(),
                 i64::from(key.bin.is_some()).into(),
                 key.bin.unwrap_or(0).into(),
@@ -174,6 +248,51 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
             });
         }
         Ok(training)
+    }
+
+    async fn timeline_rows(
+        &mut self,
+        resolution: Resolution,
+        mode: Option<&str>,
+        starts: TimeRange,
+    ) -> StoreResult<Vec<PeriodRow>> {
+        let mut b = Builder::new(C::DIALECT);
+        let mut conditions = vec![format!("resolution = {}", b.arg(resolution.seconds()))];
+        if let Some(mode) = mode {
+            conditions.push(b.equals("mode", mode));
+        }
+        if let Some(from) = starts.from {
+            conditions.push(format!("period_start >= {}", b.arg(from.0)));
+        }
+        if let Some(until) = starts.until {
+            conditions.push(format!("period_start < {}", b.arg(until.0)));
+        }
+        b.push(&format!(
+            "SELECT period_start, mode, rewarded, bin, CAST(SUM(rollouts) AS BIGINT), \
+             CAST(SUM(succeeded) AS BIGINT), CAST(SUM(reward_micros) AS BIGINT) \
+             FROM reward_timeline WHERE {} \
+             GROUP BY period_start, mode, rewarded, bin \
+             HAVING SUM(rollouts) <> 0 OR SUM(succeeded) <> 0 OR SUM(reward_micros) <> 0",
+            conditions.join(" AND ")
+        ));
+        let rows = self.read(b.finish()).await?;
+        let mut timeline = Vec::with_capacity(rows.len());
+        for row in &rows {
+            timeline.push(PeriodRow {
+                key: PeriodKey {
+                    resolution,
+                    start: Timestamp(row.int(0)?),
+                    mode: row.text(1)?,
+                    bin: (row.int(2)? != 0).then(|| row.int(3)).transpose()?,
+                },
+                counts: TrainingCounts {
+                    rollouts: row.int(4)?,
+                    succeeded: row.int(5)?,
+                    reward_micros: row.int(6)?,
+                },
+            });
+        }
+        Ok(timeline)
     }
 }
 

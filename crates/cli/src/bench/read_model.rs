@@ -95,6 +95,8 @@ enum Read {
     Position(String),
     Failures(i64),
     Training,
+    /// `GetRewardTimeline` at the resolution the server chooses.
+    Timeline,
     /// `CompareVersions` of these two version numbers, train.
     Compare(i64, i64),
 }
@@ -326,6 +328,7 @@ async fn reads(client: &mut StoreClient, page_size: i64) -> BenchResult<Vec<(Str
             query(&|q| q.page = page("reward", true, 0)),
         ),
         ("GetTrainingSummary".into(), Read::Training),
+        ("GetRewardTimeline".into(), Read::Timeline),
         (
             "CompareVersions first, last".into(),
             Read::Compare(1, versions),
@@ -426,6 +429,12 @@ async fn call(client: &mut StoreClient, read: &Read) -> Result<(Option<Duration>
                 .get_training_summary(pb::GetTrainingSummaryRequest::default())
                 .await?,
             |r| r.versions.len(),
+        ),
+        Read::Timeline => answered(
+            client
+                .get_reward_timeline(pb::GetRewardTimelineRequest::default())
+                .await?,
+            |r| r.periods.len(),
         ),
         Read::Compare(before, after) => answered(
             client

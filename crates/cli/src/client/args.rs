@@ -186,6 +186,30 @@ pub struct TrainingArgs {
     /// Only versions numbered at most this.
     #[arg(long)]
     pub to_version: Option<i64>,
+    /// The same numbers over time (`GetRewardTimeline`): one row per
+    /// period (by when the rollouts ended) and mode, instead of per version.
+    #[arg(long, conflicts_with_all = ["from_version", "to_version"])]
+    pub over_time: bool,
+    /// With `--over-time`: the periods' length (default: minutes when the
+    /// rollouts ended less than three hours apart, hours otherwise).
+    #[arg(long, requires = "over_time", value_enum)]
+    pub resolution: Option<ResolutionArg>,
+}
+
+/// The length of a period of `training --over-time`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ResolutionArg {
+    Minute,
+    Hour,
+}
+
+impl From<ResolutionArg> for pb::TimelineResolution {
+    fn from(resolution: ResolutionArg) -> Self {
+        match resolution {
+            ResolutionArg::Minute => pb::TimelineResolution::Minute,
+            ResolutionArg::Hour => pb::TimelineResolution::Hour,
+        }
+    }
 }
 
 /// Arguments of `enqueue`.

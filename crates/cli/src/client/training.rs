@@ -1,83 +1,188 @@
 //! `lightning-store training`: is the training learning? Reward by policy
 //! version (`GetTrainingSummary`): for each resources version and mode,
 //! the rollouts that ended, how many succeeded, and their reward's mean and
-//! percentiles.
+//! percentiles; with `--over-time`, the same by the minute or hour the
+//! rollouts ended in (`GetRewardTimeline`).
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::args::TrainingArgs;
 use super::error::ClientResult;
 use super::json::{mode_name, print_json};
 use super::session::Session;
-use super::text::{list_table, or_dash, render};
+use super::text::{list_table, or_dash, render, time_cell};
 use lightning_store_proto as pb;
 
+/// The numbers of a set of counted rollouts, as a version's summary and a
+/// period's both give them.
+struct Stats {
+    rollouts: i64,
+    succeeded: i64,
+    rewarded: i64,
+    /// Mean, 10th, 50th and 90th percentiles.
+    rewards: [Option<f64>; 4],
+}
+
+/// The columns of [`Stats`], after the columns naming the row.
+const STATS_HEADERS: [&str; 7] = [
+    "ROLLOUTS", "SUCCESS", "REWARDED", "MEAN", "P10", "P50", "P90",
+];
+
+impl Stats {
+    fn json(&self, mut named: serde_json::Map<String, Value>) -> Value {
+        let [mean, p10, p50, p90] = self.rewards;
+        named.extend([
+            ("rollouts".to_owned(), json!(self.rollouts)),
+            ("succeeded".to_owned(), json!(self.succeeded)),
+            ("rewarded".to_owned(), json!(self.rewarded)),
+            ("reward_mean".to_owned(), json!(mean)),
+            ("reward_p10".to_owned(), json!(p10)),
+            ("reward_p50".to_owned(), json!(p50)),
+            ("reward_p90".to_owned(), json!(p90)),
+        ]);
+        Value::Object(named)
+    }
+
+    fn cells(&self, mut named: Vec<String>) -> Vec<String> {
+        named.extend([
+            self.rollouts.to_string(),
+            format!(
+                "{:.1}%",
+                100.0 * self.succeeded as f64 / self.rollouts.max(1) as f64
+            ),
+            self.rewarded.to_string(),
+        ]);
+        named.extend(
+            self.rewards
+                .iter()
+                .map(|value| value.map_or_else(|| "-".to_owned(), |r| format!("{r:.4}"))),
+        );
+        named
+    }
+}
+
+impl From<&pb::VersionSummary> for Stats {
+    fn from(v: &pb::VersionSummary) -> Self {
+        Self {
+            rollouts: v.rollouts,
+            succeeded: v.succeeded,
+            rewarded: v.rewarded,
+            rewards: [v.reward_mean, v.reward_p10, v.reward_p50, v.reward_p90],
+        }
+    }
+}
+
+impl From<&pb::PeriodSummary> for Stats {
+    fn from(p: &pb::PeriodSummary) -> Self {
+        Self {
+            rollouts: p.rollouts,
+            succeeded: p.succeeded,
+            rewarded: p.rewarded,
+            rewards: [p.reward_mean, p.reward_p10, p.reward_p50, p.reward_p90],
+        }
+    }
+}
+
+/// Returns a JSON object of `fields`, in their order.
+fn object<const N: usize>(fields: [(&str, Value); N]) -> serde_json::Map<String, Value> {
+    fields
+        .into_iter()
+        .map(|(name, value)| (name.to_owned(), value))
+        .collect()
+}
+
+/// Prints `rows` (each: its naming fields as JSON, its naming cells, its
+/// numbers) as JSON or as a table headed by `headers` and the numbers'.
+fn print(
+    json: bool,
+    headers: &[&str],
+    rows: Vec<(serde_json::Map<String, Value>, Vec<String>, Stats)>,
+) -> ClientResult {
+    if json {
+        let rows = rows
+            .into_iter()
+            .map(|(named, _, stats)| stats.json(named))
+            .collect();
+        return print_json(&Value::Array(rows));
+    }
+    if rows.is_empty() {
+        out!("no rollouts ended as succeeded or failed");
+        return Ok(());
+    }
+    let headers: Vec<&str> = headers.iter().chain(&STATS_HEADERS).copied().collect();
+    let mut table = list_table(&headers);
+    for (_, cells, stats) in rows {
+        table.add_row(stats.cells(cells));
+    }
+    out!("{}", render(table));
+    Ok(())
+}
+
 pub(super) async fn training(mut s: Session, args: TrainingArgs) -> ClientResult {
+    let mode = args.mode.unwrap_or(pb::RolloutMode::Unspecified) as i32;
+    if args.over_time {
+        let timeline = s
+            .client
+            .get_reward_timeline(pb::GetRewardTimelineRequest {
+                mode,
+                resolution: args
+                    .resolution
+                    .map_or(pb::TimelineResolution::Unspecified, Into::into)
+                    as i32,
+                ..Default::default()
+            })
+            .await?
+            .into_inner();
+        let resolution = match pb::TimelineResolution::try_from(timeline.resolution) {
+            Ok(pb::TimelineResolution::Hour) => "hour",
+            _ => "minute",
+        };
+        let rows = timeline
+            .periods
+            .iter()
+            .map(|p| {
+                let start = time_cell(p.start.as_ref());
+                let named = object([
+                    ("start", json!(start)),
+                    ("resolution", json!(resolution)),
+                    ("mode", json!(mode_name(p.mode))),
+                ]);
+                let cells = vec![start, or_dash(mode_name(p.mode).as_deref())];
+                (named, cells, Stats::from(p))
+            })
+            .collect();
+        let period = if resolution == "hour" {
+            "HOUR"
+        } else {
+            "MINUTE"
+        };
+        return print(s.json, &[period, "MODE"], rows);
+    }
     let versions = s
         .client
         .get_training_summary(pb::GetTrainingSummaryRequest {
-            mode: args.mode.unwrap_or(pb::RolloutMode::Unspecified) as i32,
+            mode,
             version_from: args.from_version,
             version_to: args.to_version,
         })
         .await?
         .into_inner()
         .versions;
-    if s.json {
-        let rows = versions
-            .iter()
-            .map(|v| {
-                json!({
-                    "version": v.version,
-                    "resources_id": v.resources_id,
-                    "mode": mode_name(v.mode),
-                    "rollouts": v.rollouts,
-                    "succeeded": v.succeeded,
-                    "rewarded": v.rewarded,
-                    "reward_mean": v.reward_mean,
-                    "reward_p10": v.reward_p10,
-                    "reward_p50": v.reward_p50,
-                    "reward_p90": v.reward_p90,
-                })
-            })
-            .collect();
-        return print_json(&serde_json::Value::Array(rows));
-    }
-    if versions.is_empty() {
-        out!("no rollouts ended as succeeded or failed");
-        return Ok(());
-    }
-    let mut table = list_table(&[
-        "VERSION",
-        "RESOURCES",
-        "MODE",
-        "ROLLOUTS",
-        "SUCCESS",
-        "REWARDED",
-        "MEAN",
-        "P10",
-        "P50",
-        "P90",
-    ]);
-    for v in &versions {
-        let reward =
-            |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |r| format!("{r:.4}"));
-        table.add_row(vec![
-            v.version.map_or_else(|| "-".to_owned(), |n| n.to_string()),
-            or_dash(Some(v.resources_id.as_str()).filter(|id| !id.is_empty())),
-            or_dash(mode_name(v.mode).as_deref()),
-            v.rollouts.to_string(),
-            format!(
-                "{:.1}%",
-                100.0 * v.succeeded as f64 / v.rollouts.max(1) as f64
-            ),
-            v.rewarded.to_string(),
-            reward(v.reward_mean),
-            reward(v.reward_p10),
-            reward(v.reward_p50),
-            reward(v.reward_p90),
-        ]);
-    }
-    out!("{}", render(table));
-    Ok(())
+    let rows = versions
+        .iter()
+        .map(|v| {
+            let named = object([
+                ("version", json!(v.version)),
+                ("resources_id", json!(v.resources_id)),
+                ("mode", json!(mode_name(v.mode))),
+            ]);
+            let cells = vec![
+                v.version.map_or_else(|| "-".to_owned(), |n| n.to_string()),
+                or_dash(Some(v.resources_id.as_str()).filter(|id| !id.is_empty())),
+                or_dash(mode_name(v.mode).as_deref()),
+            ];
+            (named, cells, Stats::from(v))
+        })
+        .collect();
+    print(s.json, &["VERSION", "RESOURCES", "MODE"], rows)
 }

@@ -90,9 +90,9 @@ impl Totals {
     fn of(summary: &VersionSummary) -> Self {
         Self {
             number: summary.version_number.unwrap_or_default(),
-            rollouts: summary.rollouts,
-            rewarded: summary.rewarded,
-            mean: format::reward(summary.reward_mean),
+            rollouts: summary.stats.rollouts,
+            rewarded: summary.stats.rewarded,
+            mean: format::reward(summary.stats.reward_mean),
         }
     }
 }
@@ -230,9 +230,10 @@ fn compared(sources: &Sources, comparison: Comparison) -> Result<Compared, PageE
 /// neither has a reward.
 fn distribution_chart(before: &VersionSummary, after: &VersionSummary) -> Option<charts::Chart> {
     let rewards = before
+        .stats
         .bins
         .iter()
-        .chain(&after.bins)
+        .chain(&after.stats.bins)
         .map(|&(reward, _)| reward);
     let (low, high) = rewards.fold(None, |range: Option<(f64, f64)>, reward| {
         Some(range.map_or((reward, reward), |(low, high)| {
@@ -250,7 +251,7 @@ fn distribution_chart(before: &VersionSummary, after: &VersionSummary) -> Option
     };
     let counts = |summary: &VersionSummary| {
         let mut counts = vec![0_u64; ranges];
-        for &(reward, rollouts) in &summary.bins {
+        for &(reward, rollouts) in &summary.stats.bins {
             counts[place(reward)] += u64::try_from(rollouts).unwrap_or(0);
         }
         counts
@@ -303,9 +304,10 @@ mod tests {
 
     #[test]
     fn the_distributions_share_ranges_of_equal_width() {
-        let summary = |bins: Vec<(f64, i64)>| VersionSummary {
-            bins,
-            ..VersionSummary::empty("rs-1", RolloutMode::Val)
+        let summary = |bins: Vec<(f64, i64)>| {
+            let mut summary = VersionSummary::empty("rs-1", RolloutMode::Val);
+            summary.stats.bins = bins;
+            summary
         };
         let before = summary(vec![(0.0, 2), (0.5, 1)]);
         let after = summary(vec![(0.5, 1), (1.0, 3)]);

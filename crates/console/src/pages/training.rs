@@ -1,8 +1,9 @@
 //! The Training page: is the agent learning? Reward by policy version
 //! (resources version) for each mode, as a chart (the 10th to 90th
 //! percentile band and the mean of each version, train beside val) and as
-//! a table whose rows link to their rollouts; read from the training
-//! summary the store keeps in the commit of every change
+//! a table whose rows link to their rollouts; the same over time (by the
+//! minute or hour rollouts ended in); read from the training summary and
+//! timeline the store keeps in the commit of every change
 //! (`lightning_store_core::training`).
 
 use askama::Template;
@@ -15,7 +16,11 @@ use crate::rendered::render_error;
 use crate::rendered::{PageError, Rendered};
 use crate::url::{PREFIX, query_value};
 use lightning_store_core::engine::VersionRange;
-use lightning_store_core::training::VersionSummary;
+use lightning_store_core::model::Timestamp;
+use lightning_store_core::query::TimeRange;
+use lightning_store_core::training::{
+    PeriodSummary, Resolution, RewardStats, Timeline, VersionSummary,
+};
 
 /// The modes the chart draws, with their bands' classes.
 const CHARTED: [(&str, &str); 2] = [("train", "ok"), ("val", "run")];
@@ -40,8 +45,12 @@ struct Row {
 #[template(path = "training.html")]
 struct TrainingPage {
     rows: Vec<Row>,
-    /// The chart, when a train or val rollout has a reward.
+    /// The chart by version, when a train or val rollout has a reward.
     chart: Option<String>,
+    /// The chart over time, likewise.
+    timeline_chart: Option<String>,
+    /// Whether the timeline is by minute (by hour otherwise).
+    timeline_minutes: bool,
     /// The comparison of two versions, when a version has ended rollouts.
     comparison: Option<String>,
 }
@@ -56,14 +65,15 @@ fn version_label(summary: &VersionSummary) -> String {
     }
 }
 
-/// Renders the Training page from one read of the summary, and the
-/// comparison of two versions `compare` chooses.
-pub async fn render(sources: &Sources, compare: &CompareQuery) -> Result<Rendered, PageError> {
-    let summaries = sources
-        .engine
-        .training_summary(None, VersionRange::default())
-        .await?;
-    let mut labels: Vec<String> = Vec::new();
+/// Most periods the chart over time draws: the latest.
+const MAX_PERIODS: usize = 240;
+
+/// Returns one series of bands per charted mode from `entries`: each a
+/// slot, a mode, its numbers and what its slot is named in the band's
+/// title ("Version 2", "14:05").
+fn band_series<'s>(
+    entries: impl IntoIterator<Item = (usize, &'s str, &'s RewardStats, String)>,
+) -> Vec<BandSeries> {
     let mut series: Vec<BandSeries> = CHARTED
         .iter()
         .map(|&(name, class)| BandSeries {
@@ -72,44 +82,134 @@ pub async fn render(sources: &Sources, compare: &CompareQuery) -> Result<Rendere
             bands: Vec::new(),
         })
         .collect();
+    for (slot, mode, stats, named) in entries {
+        let Some(place) = CHARTED.iter().position(|(charted, _)| *charted == mode) else {
+            continue;
+        };
+        if let (Some(low), Some(mean), Some(high)) =
+            (stats.reward_p10, stats.reward_mean, stats.reward_p90)
+        {
+            series[place].bands.push(RewardBand {
+                slot,
+                low,
+                mean,
+                high,
+                title: format!(
+                    "{named}, {mode}: mean {mean:.3}, 10th-90th percentile {low:.3} to \
+                     {high:.3}, {} rewarded of {} rollouts",
+                    stats.rewarded, stats.rollouts
+                ),
+            });
+        }
+    }
+    series
+}
+
+/// Renders a chart of `series` over `labels`, `None` when no band is drawn.
+fn band_chart(
+    caption: &str,
+    labels: &[String],
+    series: &[BandSeries],
+) -> Result<Option<String>, PageError> {
+    if series.iter().all(|s| s.bands.is_empty()) {
+        return Ok(None);
+    }
+    let chart = charts::reward_bands(caption, labels, series);
+    Ok(Some(chart.render().map_err(render_error)?))
+}
+
+/// Returns the slots of the chart of the reward over time, one per
+/// period from the first with a train or val reward to the last (the
+/// latest [`MAX_PERIODS`]), and their bands; `None` without any.
+fn timeline_bands(timeline: &Timeline) -> Option<(Vec<String>, Vec<BandSeries>)> {
+    let step = timeline.resolution.seconds() * 1_000_000_000;
+    let charted = |period: &&PeriodSummary| {
+        CHARTED.iter().any(|(mode, _)| *mode == period.mode) && period.stats.rewarded > 0
+    };
+    let first = timeline.periods.iter().find(charted)?;
+    let last = timeline.periods.iter().rev().find(charted)?;
+    let slots = usize::try_from((last.start.0 - first.start.0) / step)
+        .unwrap_or(0)
+        .saturating_add(1)
+        .min(MAX_PERIODS);
+    let first_start = Timestamp(last.start.0 - (slots as i64 - 1) * step);
+    let label = |start: Timestamp| match timeline.resolution {
+        Resolution::Minute => format::clock(start),
+        Resolution::Hour => format::time(start).text[5..16].to_owned(),
+    };
+    let labels = (0..slots)
+        .map(|slot| label(Timestamp(first_start.0 + slot as i64 * step)))
+        .collect();
+    let series = band_series(
+        timeline
+            .periods
+            .iter()
+            .filter(|period| (first_start..=last.start).contains(&period.start))
+            .map(|period| {
+                let slot = ((period.start.0 - first_start.0) / step) as usize;
+                let named = format!("{} UTC", label(period.start));
+                (slot, period.mode.as_str(), &period.stats, named)
+            }),
+    );
+    Some((labels, series))
+}
+
+/// Renders the chart of the reward over time ([`timeline_bands`]).
+fn timeline_chart(timeline: &Timeline) -> Result<Option<String>, PageError> {
+    let Some((labels, series)) = timeline_bands(timeline) else {
+        return Ok(None);
+    };
+    let unit = match timeline.resolution {
+        Resolution::Minute => "minute",
+        Resolution::Hour => "hour",
+    };
+    band_chart(
+        &format!(
+            "Reward over time: for train and val, by the {unit} the rollouts ended in, the band \
+             from the 10th to the 90th percentile and the mean"
+        ),
+        &labels,
+        &series,
+    )
+}
+
+/// Renders the Training page from one read of the summary and one of the
+/// timeline, and the comparison of two versions `compare` chooses.
+pub async fn render(sources: &Sources, compare: &CompareQuery) -> Result<Rendered, PageError> {
+    let summaries = sources
+        .engine
+        .training_summary(None, VersionRange::default())
+        .await?;
+    let timeline = sources
+        .engine
+        .reward_timeline(None, None, TimeRange::default())
+        .await?;
+    let mut labels: Vec<String> = Vec::new();
+    let mut entries = Vec::new();
     for summary in &summaries {
         let label = version_label(summary);
         if labels.last() != Some(&label) {
             labels.push(label.clone());
         }
-        let Some(place) = CHARTED.iter().position(|(mode, _)| *mode == summary.mode) else {
-            continue;
-        };
-        if let (Some(low), Some(mean), Some(high)) =
-            (summary.reward_p10, summary.reward_mean, summary.reward_p90)
-        {
-            series[place].bands.push(RewardBand {
-                slot: labels.len() - 1,
-                low,
-                mean,
-                high,
-                title: format!(
-                    "Version {label}, {}: mean {mean:.3}, 10th-90th percentile {low:.3} to \
-                     {high:.3}, {} rewarded of {} rollouts",
-                    summary.mode, summary.rewarded, summary.rollouts
-                ),
-            });
-        }
+        let named = format!("Version {label}");
+        entries.push((
+            labels.len() - 1,
+            summary.mode.as_str(),
+            &summary.stats,
+            named,
+        ));
     }
-    let chart = if series.iter().any(|s| !s.bands.is_empty()) {
-        let chart = charts::reward_bands(
-            "Reward by policy version: for train and val, the band from the 10th to the 90th \
-             percentile and the mean",
-            &labels,
-            &series,
-        );
-        Some(chart.render().map_err(render_error)?)
-    } else {
-        None
-    };
+    let chart = band_chart(
+        "Reward by policy version: for train and val, the band from the 10th to the 90th \
+         percentile and the mean",
+        &labels,
+        &band_series(entries),
+    )?;
+    let timeline_chart = timeline_chart(&timeline)?;
     let rows = summaries
         .iter()
         .map(|summary| {
+            let stats = &summary.stats;
             let mode = if summary.mode.is_empty() {
                 "none"
             } else {
@@ -126,17 +226,17 @@ pub async fn render(sources: &Sources, compare: &CompareQuery) -> Result<Rendere
                 version: version_label(summary),
                 resources_id: summary.version.clone(),
                 mode: mode.to_owned(),
-                rollouts: summary.rollouts,
+                rollouts: stats.rollouts,
                 rollouts_link: sources.links.to(&link),
                 success: format!(
                     "{:.1}%",
-                    100.0 * summary.succeeded as f64 / summary.rollouts.max(1) as f64
+                    100.0 * stats.succeeded as f64 / stats.rollouts.max(1) as f64
                 ),
-                rewarded: summary.rewarded,
-                mean: format::reward(summary.reward_mean),
-                p10: format::reward(summary.reward_p10),
-                p50: format::reward(summary.reward_p50),
-                p90: format::reward(summary.reward_p90),
+                rewarded: stats.rewarded,
+                mean: format::reward(stats.reward_mean),
+                p10: format::reward(stats.reward_p10),
+                p50: format::reward(stats.reward_p50),
+                p90: format::reward(stats.reward_p90),
             }
         })
         .collect();
@@ -144,6 +244,8 @@ pub async fn render(sources: &Sources, compare: &CompareQuery) -> Result<Rendere
     let page = TrainingPage {
         rows,
         chart,
+        timeline_chart,
+        timeline_minutes: timeline.resolution == Resolution::Minute,
         comparison,
     };
     Ok(Rendered {
@@ -151,4 +253,65 @@ pub async fn render(sources: &Sources, compare: &CompareQuery) -> Result<Rendere
         html: page.render().map_err(render_error)?,
         ..Rendered::default()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn period(minute: i64, mode: &str) -> PeriodSummary {
+        PeriodSummary {
+            start: Timestamp(minute * 60_000_000_000),
+            mode: mode.to_owned(),
+            stats: RewardStats {
+                rollouts: 2,
+                rewarded: 1,
+                reward_mean: Some(0.5),
+                reward_p10: Some(0.5),
+                reward_p90: Some(0.5),
+                ..RewardStats::default()
+            },
+        }
+    }
+
+    fn slots(series: &[BandSeries]) -> Vec<(&str, Vec<usize>)> {
+        series
+            .iter()
+            .map(|s| (s.name, s.bands.iter().map(|band| band.slot).collect()))
+            .collect()
+    }
+
+    #[test]
+    fn periods_take_their_place_on_a_contiguous_axis() {
+        let timeline = Timeline {
+            resolution: Resolution::Minute,
+            periods: vec![period(0, "train"), period(3, "val"), period(5, "test")],
+        };
+        let (labels, series) = timeline_bands(&timeline).unwrap();
+        assert_eq!(labels, ["00:00", "00:01", "00:02", "00:03"]);
+        assert_eq!(slots(&series), [("train", vec![0]), ("val", vec![3])]);
+    }
+
+    #[test]
+    fn a_long_run_keeps_its_latest_periods() {
+        let timeline = Timeline {
+            resolution: Resolution::Minute,
+            periods: vec![period(0, "train"), period(299, "train"), period(300, "val")],
+        };
+        let (labels, series) = timeline_bands(&timeline).unwrap();
+        assert_eq!(labels.len(), MAX_PERIODS);
+        assert_eq!(labels.last().unwrap(), "05:00");
+        assert_eq!(
+            slots(&series),
+            [
+                ("train", vec![MAX_PERIODS - 2]),
+                ("val", vec![MAX_PERIODS - 1])
+            ]
+        );
+        let unrewarded = Timeline {
+            resolution: Resolution::Hour,
+            periods: vec![period(0, "test")],
+        };
+        assert!(timeline_bands(&unrewarded).is_none());
+    }
 }

@@ -1,5 +1,6 @@
-//! The training summary ([`crate::training`]): reward by policy version,
-//! read from the rows the backends keep in the commit of every change; two
+//! The training summary ([`crate::training`]): reward by policy version
+//! and over time, read from the rows the backends keep in the commit of
+//! every change; two
 //! versions compared ([`crate::comparison`]); the final rewards of listed
 //! rollouts.
 
@@ -8,9 +9,9 @@ use std::collections::HashMap;
 use super::super::comparison::{self, Comparison, MAX_COMPARED_ROLLOUTS, MAX_TASKS, TaskRollout};
 use super::super::error::{StoreError, StoreResult};
 use super::super::model::{ResourcesUpdate, RolloutMode, RolloutStatus};
-use super::super::query::{Page, ResourcesFilter, RolloutFilter};
+use super::super::query::{Page, ResourcesFilter, RolloutFilter, TimeRange};
 use super::super::storage::StoreTx;
-use super::super::training::{self, VersionSummary};
+use super::super::training::{self, PeriodSummary, Resolution, Timeline, VersionSummary};
 use super::runner::Engine;
 
 /// Which versions a summary covers, by number (a resources snapshot's place
@@ -48,6 +49,48 @@ impl Engine {
         let mut summaries = training::summarise(rows);
         summaries.retain(|summary| versions.contains(summary.version_number));
         Ok(summaries)
+    }
+
+    /// Returns the reward timeline of `mode` (every mode, when `None`) over
+    /// the periods starting in `starts`, at
+    /// `resolution`, or when `None` at the one the timeline's length asks
+    /// ([`training::resolution_for`]). Costs the timeline's rows, not the
+    /// rollouts counted.
+    pub async fn reward_timeline(
+        &self,
+        mode: Option<RolloutMode>,
+        resolution: Option<Resolution>,
+        starts: TimeRange,
+    ) -> StoreResult<Timeline> {
+        if let (Some(from), Some(until)) = (starts.from, starts.until)
+            && from > until
+        {
+            return Err(StoreError::invalid("start_time is after end_time"));
+        }
+        let mode = mode.map(|mode| mode.as_str());
+        self.read(|store| {
+            Box::pin(async move {
+                let window = Window { mode, starts };
+                let (resolution, periods) = match resolution {
+                    Some(resolution) => (resolution, window.read(store, resolution).await?),
+                    None => {
+                        let hours = window.read(store, Resolution::Hour).await?;
+                        match training::resolution_for(&hours) {
+                            Resolution::Hour => (Resolution::Hour, hours),
+                            Resolution::Minute => (
+                                Resolution::Minute,
+                                window.read(store, Resolution::Minute).await?,
+                            ),
+                        }
+                    }
+                };
+                Ok(Timeline {
+                    resolution,
+                    periods,
+                })
+            })
+        })
+        .await
     }
 
     /// Compares versions `before` and `after` (by number) in `mode`: each
@@ -102,6 +145,26 @@ impl Engine {
             })
         })
         .await
+    }
+}
+
+/// The rows of the reward timeline a read covers.
+struct Window<'a> {
+    mode: Option<&'a str>,
+    starts: TimeRange,
+}
+
+impl Window<'_> {
+    /// Returns the timeline's periods at `resolution`, summarised.
+    async fn read(
+        &self,
+        store: &mut (dyn StoreTx + '_),
+        resolution: Resolution,
+    ) -> StoreResult<Vec<PeriodSummary>> {
+        let rows = store
+            .timeline_rows(resolution, self.mode, self.starts)
+            .await?;
+        Ok(training::summarise_periods(rows))
     }
 }
 

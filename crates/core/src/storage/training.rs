@@ -2,20 +2,23 @@
 //! each rollout has, and the summary's rows. The engine decides every
 //! change; a backend stores the rewards the write set gives
 //! ([`WriteSet::rewards`](super::WriteSet::rewards)) and adds the write
-//! set's deltas to the rows ([`WriteSet::training`](super::WriteSet::training)).
+//! set's deltas to the summary's rows and the timeline's
+//! ([`WriteSet::training`](super::WriteSet::training)).
 //!
 //! # Contract
 //! * A reward written for a rollout replaces the stored one unless the
 //!   stored one's sequence id is greater ([`RolloutReward::supersedes`]).
 //! * Deleting a rollout deletes its reward; the summary's rows change only
 //!   by the deltas the write set gives.
-//! * [`TrainingReads::training_rows`] reads the rows whose counts are not
-//!   all zero, costing what it returns, not the rollouts counted.
+//! * [`TrainingReads::training_rows`] and [`TrainingReads::timeline_rows`]
+//!   read the rows whose counts are not all zero, costing what they
+//!   return, not the rollouts counted.
 
 use async_trait::async_trait;
 
 use crate::error::StoreResult;
-use crate::training::{RolloutReward, TrainingRow};
+use crate::query::TimeRange;
+use crate::training::{PeriodRow, Resolution, RolloutReward, TrainingRow};
 
 /// The reads of the training summary.
 #[async_trait]
@@ -28,4 +31,12 @@ pub trait TrainingReads: Send {
     /// it (its place in the resources' creation order, from 1), in no
     /// particular order.
     async fn training_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<TrainingRow>>;
+    /// Returns the timeline's rows of `resolution` (of `mode` only, when
+    /// given) whose period starts in `starts`, in no particular order.
+    async fn timeline_rows(
+        &mut self,
+        resolution: Resolution,
+        mode: Option<&str>,
+        starts: TimeRange,
+    ) -> StoreResult<Vec<PeriodRow>>;
 }

@@ -25,6 +25,12 @@ class FilterLogic(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FILTER_LOGIC_AND: _ClassVar[FilterLogic]
     FILTER_LOGIC_OR: _ClassVar[FilterLogic]
 
+class TimelineResolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TIMELINE_RESOLUTION_UNSPECIFIED: _ClassVar[TimelineResolution]
+    TIMELINE_RESOLUTION_MINUTE: _ClassVar[TimelineResolution]
+    TIMELINE_RESOLUTION_HOUR: _ClassVar[TimelineResolution]
+
 class ExportLayout(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     EXPORT_LAYOUT_UNSPECIFIED: _ClassVar[ExportLayout]
@@ -44,6 +50,9 @@ SORT_ORDER_DESC: SortOrder
 FILTER_LOGIC_UNSPECIFIED: FilterLogic
 FILTER_LOGIC_AND: FilterLogic
 FILTER_LOGIC_OR: FilterLogic
+TIMELINE_RESOLUTION_UNSPECIFIED: TimelineResolution
+TIMELINE_RESOLUTION_MINUTE: TimelineResolution
+TIMELINE_RESOLUTION_HOUR: TimelineResolution
 EXPORT_LAYOUT_UNSPECIFIED: ExportLayout
 EXPORT_LAYOUT_ROLLOUTS: ExportLayout
 EXPORT_LAYOUT_TRIPLETS: ExportLayout
@@ -226,6 +235,48 @@ class VersionSummary(_message.Message):
     reward_p50: float
     reward_p90: float
     def __init__(self, resources_id: _Optional[str] = ..., version: _Optional[int] = ..., mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., rollouts: _Optional[int] = ..., succeeded: _Optional[int] = ..., rewarded: _Optional[int] = ..., reward_mean: _Optional[float] = ..., reward_p10: _Optional[float] = ..., reward_p50: _Optional[float] = ..., reward_p90: _Optional[float] = ...) -> None: ...
+
+class GetRewardTimelineRequest(_message.Message):
+    __slots__ = ("mode", "resolution", "start_time", "end_time")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    mode: _types_pb2.RolloutMode
+    resolution: TimelineResolution
+    start_time: _timestamp_pb2.Timestamp
+    end_time: _timestamp_pb2.Timestamp
+    def __init__(self, mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., resolution: _Optional[_Union[TimelineResolution, str]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class GetRewardTimelineResponse(_message.Message):
+    __slots__ = ("resolution", "periods")
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
+    PERIODS_FIELD_NUMBER: _ClassVar[int]
+    resolution: TimelineResolution
+    periods: _containers.RepeatedCompositeFieldContainer[PeriodSummary]
+    def __init__(self, resolution: _Optional[_Union[TimelineResolution, str]] = ..., periods: _Optional[_Iterable[_Union[PeriodSummary, _Mapping]]] = ...) -> None: ...
+
+class PeriodSummary(_message.Message):
+    __slots__ = ("start", "mode", "rollouts", "succeeded", "rewarded", "reward_mean", "reward_p10", "reward_p50", "reward_p90")
+    START_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
+    REWARDED_FIELD_NUMBER: _ClassVar[int]
+    REWARD_MEAN_FIELD_NUMBER: _ClassVar[int]
+    REWARD_P10_FIELD_NUMBER: _ClassVar[int]
+    REWARD_P50_FIELD_NUMBER: _ClassVar[int]
+    REWARD_P90_FIELD_NUMBER: _ClassVar[int]
+    start: _timestamp_pb2.Timestamp
+    mode: _types_pb2.RolloutMode
+    rollouts: int
+    succeeded: int
+    rewarded: int
+    reward_mean: float
+    reward_p10: float
+    reward_p50: float
+    reward_p90: float
+    def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., rollouts: _Optional[int] = ..., succeeded: _Optional[int] = ..., rewarded: _Optional[int] = ..., reward_mean: _Optional[float] = ..., reward_p10: _Optional[float] = ..., reward_p50: _Optional[float] = ..., reward_p90: _Optional[float] = ...) -> None: ...
 
 class CompareVersionsRequest(_message.Message):
     __slots__ = ("mode", "version_before", "version_after", "max_tasks")

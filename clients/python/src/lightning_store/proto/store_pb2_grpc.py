@@ -65,6 +65,11 @@ class LightningStoreServiceStub:
                 request_serializer=lightningstore_dot_v1_dot_store__pb2.GetTrainingSummaryRequest.SerializeToString,
                 response_deserializer=lightningstore_dot_v1_dot_store__pb2.GetTrainingSummaryResponse.FromString,
                 _registered_method=True)
+        self.GetRewardTimeline = channel.unary_unary(
+                '/lightningstore.v1.LightningStoreService/GetRewardTimeline',
+                request_serializer=lightningstore_dot_v1_dot_store__pb2.GetRewardTimelineRequest.SerializeToString,
+                response_deserializer=lightningstore_dot_v1_dot_store__pb2.GetRewardTimelineResponse.FromString,
+                _registered_method=True)
         self.CompareVersions = channel.unary_unary(
                 '/lightningstore.v1.LightningStoreService/CompareVersions',
                 request_serializer=lightningstore_dot_v1_dot_store__pb2.CompareVersionsRequest.SerializeToString,
@@ -290,6 +295,16 @@ class LightningStoreServiceServicer:
         failed, how many succeeded, and their rewards' mean and percentiles.
         Kept in the commit of every change, so a call costs the summary's
         rows, not the rollouts counted. Not upstream's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRewardTimeline(self, request, context):
+        """Returns the same numbers over time: for each minute or hour and mode,
+        the rollouts that ended in it as succeeded or failed and their
+        rewards. Kept in the commit of every change, like the summary. Not
+        upstream's.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -662,6 +677,11 @@ def add_LightningStoreServiceServicer_to_server(servicer, server):
                     request_deserializer=lightningstore_dot_v1_dot_store__pb2.GetTrainingSummaryRequest.FromString,
                     response_serializer=lightningstore_dot_v1_dot_store__pb2.GetTrainingSummaryResponse.SerializeToString,
             ),
+            'GetRewardTimeline': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRewardTimeline,
+                    request_deserializer=lightningstore_dot_v1_dot_store__pb2.GetRewardTimelineRequest.FromString,
+                    response_serializer=lightningstore_dot_v1_dot_store__pb2.GetRewardTimelineResponse.SerializeToString,
+            ),
             'CompareVersions': grpc.unary_unary_rpc_method_handler(
                     servicer.CompareVersions,
                     request_deserializer=lightningstore_dot_v1_dot_store__pb2.CompareVersionsRequest.FromString,
@@ -1001,6 +1021,33 @@ class LightningStoreService:
             '/lightningstore.v1.LightningStoreService/GetTrainingSummary',
             lightningstore_dot_v1_dot_store__pb2.GetTrainingSummaryRequest.SerializeToString,
             lightningstore_dot_v1_dot_store__pb2.GetTrainingSummaryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRewardTimeline(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lightningstore.v1.LightningStoreService/GetRewardTimeline',
+            lightningstore_dot_v1_dot_store__pb2.GetRewardTimelineRequest.SerializeToString,
+            lightningstore_dot_v1_dot_store__pb2.GetRewardTimelineResponse.FromString,
             options,
             channel_credentials,
             insecure,

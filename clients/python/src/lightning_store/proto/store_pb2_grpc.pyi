@@ -81,6 +81,12 @@ class LightningStoreServiceStub:
     Kept in the commit of every change, so a call costs the summary's
     rows, not the rollouts counted. Not upstream's.
     """
+    GetRewardTimeline: _grpc.UnaryUnaryMultiCallable[_store_pb2.GetRewardTimelineRequest, _store_pb2.GetRewardTimelineResponse]
+    """Returns the same numbers over time: for each minute or hour and mode,
+    the rollouts that ended in it as succeeded or failed and their
+    rewards. Kept in the commit of every change, like the summary. Not
+    upstream's.
+    """
     CompareVersions: _grpc.UnaryUnaryMultiCallable[_store_pb2.CompareVersionsRequest, _store_pb2.CompareVersionsResponse]
     """Compares two policy versions in one mode: each one's summary with its
     reward distribution, and the tasks (rollouts with the same input)
@@ -288,6 +294,12 @@ class LightningStoreServiceAsyncStub(LightningStoreServiceStub):
     failed, how many succeeded, and their rewards' mean and percentiles.
     Kept in the commit of every change, so a call costs the summary's
     rows, not the rollouts counted. Not upstream's.
+    """
+    GetRewardTimeline: _aio.UnaryUnaryMultiCallable[_store_pb2.GetRewardTimelineRequest, _store_pb2.GetRewardTimelineResponse]  # type: ignore[assignment]
+    """Returns the same numbers over time: for each minute or hour and mode,
+    the rollouts that ended in it as succeeded or failed and their
+    rewards. Kept in the commit of every change, like the summary. Not
+    upstream's.
     """
     CompareVersions: _aio.UnaryUnaryMultiCallable[_store_pb2.CompareVersionsRequest, _store_pb2.CompareVersionsResponse]  # type: ignore[assignment]
     """Compares two policy versions in one mode: each one's summary with its
@@ -529,6 +541,18 @@ class LightningStoreServiceServicer(metaclass=_abc_1.ABCMeta):
         failed, how many succeeded, and their rewards' mean and percentiles.
         Kept in the commit of every change, so a call costs the summary's
         rows, not the rollouts counted. Not upstream's.
+        """
+
+    @_abc_1.abstractmethod
+    def GetRewardTimeline(
+        self,
+        request: _store_pb2.GetRewardTimelineRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_store_pb2.GetRewardTimelineResponse, _abc.Awaitable[_store_pb2.GetRewardTimelineResponse]]:
+        """Returns the same numbers over time: for each minute or hour and mode,
+        the rollouts that ended in it as succeeded or failed and their
+        rewards. Kept in the commit of every change, like the summary. Not
+        upstream's.
         """
 
     @_abc_1.abstractmethod

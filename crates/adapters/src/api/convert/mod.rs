@@ -12,8 +12,8 @@ use lightning_store_core::model::{
 };
 use lightning_store_core::model::{MaxAttempts, RetryCondition, Seconds, Statistics};
 use lightning_store_core::overview::{Failure, MinuteCounts};
-use lightning_store_core::query::{FilterLogic, Page, Paged};
-use lightning_store_core::training::VersionSummary;
+use lightning_store_core::query::{FilterLogic, Page, Paged, TimeRange};
+use lightning_store_core::training::{Resolution, Timeline, VersionSummary};
 use lightning_store_proto as pb;
 
 mod namespaces;
@@ -22,7 +22,8 @@ mod time;
 
 pub use self::namespaces::{namespace_to_proto, quotas_from_proto, retention_from_proto};
 pub use self::time::{
-    duration_from_proto, opt_time, time_range_from_proto, timestamp_from_proto, timestamp_to_proto,
+    duration_from_proto, opt_time, opt_timestamp_from_proto, time_range_from_proto,
+    timestamp_from_proto, timestamp_to_proto,
 };
 pub use spans::{span_from_proto, span_to_proto};
 
@@ -312,13 +313,67 @@ pub fn version_summary_to_proto(summary: &VersionSummary) -> pb::VersionSummary 
         resources_id: summary.version.clone(),
         version: summary.version_number,
         mode: mode_to_proto(RolloutMode::parse(&summary.mode)) as i32,
-        rollouts: summary.rollouts,
-        succeeded: summary.succeeded,
-        rewarded: summary.rewarded,
-        reward_mean: summary.reward_mean,
-        reward_p10: summary.reward_p10,
-        reward_p50: summary.reward_p50,
-        reward_p90: summary.reward_p90,
+        rollouts: summary.stats.rollouts,
+        succeeded: summary.stats.succeeded,
+        rewarded: summary.stats.rewarded,
+        reward_mean: summary.stats.reward_mean,
+        reward_p10: summary.stats.reward_p10,
+        reward_p50: summary.stats.reward_p50,
+        reward_p90: summary.stats.reward_p90,
+    }
+}
+
+/// Reads what a timeline request chooses: its mode (`None`: every mode),
+/// its resolution (`None`: the server's choice) and the starts of the
+/// periods it covers.
+pub fn timeline_request_from_proto(
+    request: &pb::GetRewardTimelineRequest,
+) -> StoreResult<(Option<RolloutMode>, Option<Resolution>, TimeRange)> {
+    let mode = mode_from_proto(request.mode)?;
+    let resolution = match pb::TimelineResolution::try_from(request.resolution) {
+        Ok(pb::TimelineResolution::Unspecified) => None,
+        Ok(pb::TimelineResolution::Minute) => Some(Resolution::Minute),
+        Ok(pb::TimelineResolution::Hour) => Some(Resolution::Hour),
+        Err(_) => {
+            return Err(StoreError::invalid(format!(
+                "invalid timeline resolution: {}",
+                request.resolution
+            )));
+        }
+    };
+    let starts = TimeRange {
+        from: opt_timestamp_from_proto("start_time", request.start_time)?,
+        until: opt_timestamp_from_proto("end_time", request.end_time)?,
+    };
+    Ok((mode, resolution, starts))
+}
+
+/// Converts a reward timeline.
+pub fn timeline_to_proto(timeline: &Timeline) -> pb::GetRewardTimelineResponse {
+    let resolution = match timeline.resolution {
+        Resolution::Minute => pb::TimelineResolution::Minute,
+        Resolution::Hour => pb::TimelineResolution::Hour,
+    };
+    pb::GetRewardTimelineResponse {
+        resolution: resolution as i32,
+        periods: timeline
+            .periods
+            .iter()
+            .map(|period| {
+                let stats = &period.stats;
+                pb::PeriodSummary {
+                    start: Some(timestamp_to_proto(period.start)),
+                    mode: mode_to_proto(RolloutMode::parse(&period.mode)) as i32,
+                    rollouts: stats.rollouts,
+                    succeeded: stats.succeeded,
+                    rewarded: stats.rewarded,
+                    reward_mean: stats.reward_mean,
+                    reward_p10: stats.reward_p10,
+                    reward_p50: stats.reward_p50,
+                    reward_p90: stats.reward_p90,
+                }
+            })
+            .collect(),
     }
 }
 
@@ -342,6 +397,7 @@ pub fn comparison_to_proto(comparison: &Comparison) -> pb::CompareVersionsRespon
     let distribution = |summary: &VersionSummary| pb::VersionDistribution {
         summary: Some(version_summary_to_proto(summary)),
         bins: summary
+            .stats
             .bins
             .iter()
             .map(|&(reward, rollouts)| pb::RewardBin { reward, rollouts })
