@@ -112,7 +112,7 @@ pub(super) struct TrainingState {
     /// Each rollout's final reward.
     pub(super) rewards: HashMap<String, RolloutReward>,
     /// The summary's rows.
-    pub(super) rows: HashMap<TrainingKey, TrainingCounts>,
+    pub(super) rows: BTreeMap<TrainingKey, TrainingCounts>,
     /// The timeline's rows, in (resolution, time) order.
     pub(super) periods: BTreeMap<PeriodKey, TrainingCounts>,
 }

@@ -1,6 +1,8 @@
 //! The in-memory backend's training summary: the rollouts' final rewards
 //! and the summary's rows (`TrainingReads`, and their apply step).
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 
 use super::state::{MemoryTx, State};
@@ -9,7 +11,7 @@ use lightning_store_core::model::Timestamp;
 use lightning_store_core::query::TimeRange;
 use lightning_store_core::storage::{TrainingReads, WriteSet};
 use lightning_store_core::training::{
-    PeriodKey, PeriodRow, Resolution, RolloutReward, TrainingRow,
+    PeriodKey, PeriodRow, Resolution, RolloutReward, TrainingCounts, TrainingRow,
 };
 
 impl State {
@@ -26,25 +28,28 @@ impl State {
                 }
             }
         }
-        for (key, delta) in writes.training.rows() {
-            let row = training.rows.entry(key.clone()).or_default();
-            row.add(*delta, 1);
-            if row.is_zero() {
-                training.rows.remove(key);
-            }
-        }
-        for (key, delta) in writes.training.periods() {
-            let row = training.periods.entry(key.clone()).or_default();
-            row.add(*delta, 1);
-            if row.is_zero() {
-                training.periods.remove(key);
-            }
-        }
+        add_deltas(&mut training.rows, writes.training.rows());
+        add_deltas(&mut training.periods, writes.training.periods());
     }
 
     /// Forgets a deleted rollout's reward.
     pub(super) fn forget_reward(&mut self, rollout_id: &str) {
         self.training.rewards.remove(rollout_id);
+    }
+}
+
+/// Adds each delta to its row of `rows`, dropping the rows that come to
+/// nothing.
+fn add_deltas<'d, K: Ord + Clone + 'd>(
+    rows: &mut BTreeMap<K, TrainingCounts>,
+    deltas: impl Iterator<Item = (&'d K, &'d TrainingCounts)>,
+) {
+    for (key, delta) in deltas {
+        let row = rows.entry(key.clone()).or_default();
+        row.add(*delta, 1);
+        if row.is_zero() {
+            rows.remove(key);
+        }
     }
 }
 

@@ -188,6 +188,19 @@ pub(super) fn add<'a>(batch: &mut Batch<'a>, rows: &'a TrainingRows<'a>) {
     );
 }
 
+/// Reads the bin and the counts of a row of the summary or the timeline,
+/// read with their two key columns first: `rewarded`, `bin`, then the
+/// summed `rollouts`, `succeeded` and `reward_micros`.
+fn binned_counts(row: &impl Row) -> StoreResult<(Option<i64>, TrainingCounts)> {
+    let bin = (row.int(2)? != 0).then(|| row.int(3)).transpose()?;
+    let counts = TrainingCounts {
+        rollouts: row.int(4)?,
+        succeeded: row.int(5)?,
+        reward_micros: row.int(6)?,
+    };
+    Ok((bin, counts))
+}
+
 #[async_trait]
 impl<C: Connection> TrainingReads for SqlTx<C> {
     async fn rewards(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, RolloutReward)>> {
@@ -233,17 +246,14 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
         let rows = self.read(statement).await?;
         let mut training = Vec::with_capacity(rows.len());
         for row in &rows {
+            let (bin, counts) = binned_counts(row)?;
             training.push(TrainingRow {
                 key: TrainingKey {
                     version: row.text(0)?,
                     mode: row.text(1)?,
-                    bin: (row.int(2)? != 0).then(|| row.int(3)).transpose()?,
+                    bin,
                 },
-                counts: TrainingCounts {
-                    rollouts: row.int(4)?,
-                    succeeded: row.int(5)?,
-                    reward_micros: row.int(6)?,
-                },
+                counts,
                 version_number: row.opt_int(7)?,
             });
         }
@@ -278,18 +288,15 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
         let rows = self.read(b.finish()).await?;
         let mut timeline = Vec::with_capacity(rows.len());
         for row in &rows {
+            let (bin, counts) = binned_counts(row)?;
             timeline.push(PeriodRow {
                 key: PeriodKey {
                     resolution,
                     start: Timestamp(row.int(0)?),
                     mode: row.text(1)?,
-                    bin: (row.int(2)? != 0).then(|| row.int(3)).transpose()?,
+                    bin,
                 },
-                counts: TrainingCounts {
-                    rollouts: row.int(4)?,
-                    succeeded: row.int(5)?,
-                    reward_micros: row.int(6)?,
-                },
+                counts,
             });
         }
         Ok(timeline)

@@ -133,9 +133,9 @@ pub(super) async fn training(mut s: Session, args: TrainingArgs) -> ClientResult
             })
             .await?
             .into_inner();
-        let resolution = match pb::TimelineResolution::try_from(timeline.resolution) {
-            Ok(pb::TimelineResolution::Hour) => "hour",
-            _ => "minute",
+        let (resolution, period) = match pb::TimelineResolution::try_from(timeline.resolution) {
+            Ok(pb::TimelineResolution::Hour) => ("hour", "HOUR"),
+            _ => ("minute", "MINUTE"),
         };
         let rows = timeline
             .periods
@@ -151,11 +151,6 @@ pub(super) async fn training(mut s: Session, args: TrainingArgs) -> ClientResult
                 (named, cells, Stats::from(p))
             })
             .collect();
-        let period = if resolution == "hour" {
-            "HOUR"
-        } else {
-            "MINUTE"
-        };
         return print(s.json, &[period, "MODE"], rows);
     }
     let versions = s
