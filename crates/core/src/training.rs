@@ -8,6 +8,11 @@
 //! mode. Its reward is its *final* reward: the reward of its span with the
 //! greatest sequence id that carries one ([`crate::reward`]), ties going to
 //! the one stored last, whenever that span arrives (also after the end).
+//! An agent-lightning 1.x rollout's reward events count the same way, in
+//! the order they were recorded: its final reward is its latest reward
+//! event whose value is a number (the reward its trainer reads, unless a
+//! later event's value is not a number: then the trainer reads none, and
+//! the rollout's training rows say why).
 //!
 //! The engine turns every change of what a rollout counts for into deltas
 //! of the summary's rows ([`TrainingDeltas`]), in the write set of the
@@ -24,10 +29,12 @@ use indexmap::IndexMap;
 
 use super::model::{Rollout, RolloutMode, RolloutStatus, Timestamp};
 
-/// A rollout's final reward as stored: its value and the sequence id of
-/// the span it was read from.
+/// A rollout's final reward as stored: its value and where it comes in
+/// the rollout's records.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RolloutReward {
+    /// The sequence id of the span it was read from, or the time (in
+    /// nanoseconds) a 1.x reward event was recorded.
     pub sequence_id: i64,
     pub value: f64,
 }

@@ -6,7 +6,7 @@ use lightning_store::proto::{self as pb, watch_events_response::Message};
 use serde_json::json;
 
 use super::BACKEND;
-use crate::agl1::support::{Api, detail, grpc, start};
+use crate::agl1::support::{Api, Grpc, detail, grpc, start};
 
 fn rollout(response: pb::GetRolloutResponse) -> pb::Rollout {
     response.rollout.unwrap()
@@ -183,4 +183,103 @@ async fn rollouts_of_other_apis_are_not_dispatched_by_1x_controllers() {
         "not deleted"
     );
     server.stop().await;
+}
+
+/// Each version and mode's (rollouts, succeeded, rewarded, mean reward)
+/// in `mode`, from the training summary.
+async fn trained(grpc: &mut Grpc, mode: pb::RolloutMode) -> Vec<(i64, i64, i64, Option<f64>)> {
+    let summary = grpc
+        .get_training_summary(pb::GetTrainingSummaryRequest {
+            mode: mode as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    summary
+        .versions
+        .iter()
+        .map(|v| (v.rollouts, v.succeeded, v.rewarded, v.reward_mean))
+        .collect()
+}
+
+/// A 1.x rollout's reward events give it its final reward, as reward spans
+/// do: the latest one whose value is a number, also when it is recorded
+/// after the rollout ended. The summary and the reward timeline count it
+/// once the rollout ended; the rollout query reads it at once.
+#[tokio::test]
+async fn a_1x_rollouts_reward_events_give_its_final_reward() {
+    skip_without!(super::BACKEND);
+    let server = start(BACKEND).await;
+    let api = Api::new(&server);
+    let mut grpc = grpc(&server).await;
+    api.create(json!([
+        {"rollout_id": "t1", "input": {}, "is_train": true},
+        {"rollout_id": "v1", "input": {}, "is_train": false},
+        {"rollout_id": "t2", "input": {}, "is_train": true},
+    ]))
+    .await;
+    for id in ["t1", "v1", "t2"] {
+        api.set_state(id, "running").await;
+    }
+    let reward = |id: &'static str, value: serde_json::Value| {
+        let api = api.clone();
+        async move {
+            let posted = api
+                .post_event(id, "0", "reward", json!({ "value": value }))
+                .await;
+            assert_eq!(posted.status, 200, "{}", posted.text());
+        }
+    };
+    reward("t1", json!(0.5)).await;
+    reward("t1", json!(0.75)).await;
+    reward("t1", json!(true)).await;
+    reward("t2", json!(1)).await;
+    api.set_state("t1", "succeeded").await;
+    api.set_state("v1", "failed").await;
+    assert_eq!(
+        trained(&mut grpc, pb::RolloutMode::Train).await,
+        [(1, 1, 1, Some(0.75))],
+        "the latest number counts; t2 is still running"
+    );
+    assert_eq!(
+        trained(&mut grpc, pb::RolloutMode::Val).await,
+        [(1, 0, 0, None)]
+    );
+
+    reward("t1", json!(0.25)).await;
+    assert_eq!(
+        trained(&mut grpc, pb::RolloutMode::Train).await,
+        [(1, 1, 1, Some(0.25))],
+        "a reward recorded after the end is the final one"
+    );
+    let timeline = grpc
+        .get_reward_timeline(pb::GetRewardTimelineRequest {
+            mode: pb::RolloutMode::Train as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let periods: Vec<(i64, Option<f64>)> = timeline
+        .periods
+        .iter()
+        .map(|p| (p.rollouts, p.reward_mean))
+        .collect();
+    assert_eq!(periods, [(1, Some(0.25))]);
+    let listed = grpc
+        .query_rollouts(pb::QueryRolloutsRequest {
+            reward_min: Some(0.0),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut rewards: Vec<(&str, f64)> = listed
+        .rewards
+        .iter()
+        .map(|(id, reward)| (id.as_str(), *reward))
+        .collect();
+    rewards.sort_by(|a, b| a.0.cmp(b.0));
+    assert_eq!(rewards, [("t1", 0.25), ("t2", 1.0)], "v1 has no reward");
 }

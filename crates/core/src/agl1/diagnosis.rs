@@ -108,9 +108,10 @@ pub fn diagnose(
     }
     match last_reward {
         None => findings.push(Finding::NoReward),
-        // Upstream's `_as_reward_value`: numbers, not booleans.
-        Some(Json::Number(number)) => diagnosis.reward = number.as_f64(),
-        Some(value) => findings.push(Finding::RewardNotANumber { value }),
+        Some(value) => match events::reward_value(&value) {
+            Some(reward) => diagnosis.reward = Some(reward),
+            None => findings.push(Finding::RewardNotANumber { value }),
+        },
     }
     match state {
         Agl1State::Failed => findings.push(Finding::Failed {

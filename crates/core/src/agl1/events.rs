@@ -290,6 +290,15 @@ fn choice_log_probs(choice: &Json) -> Option<Vec<f64>> {
         .collect()
 }
 
+/// Returns the reward a reward event's `value` gives the trainer
+/// (upstream's `_as_reward_value`): a number, not a boolean.
+pub fn reward_value(value: &Json) -> Option<f64> {
+    match value {
+        Json::Number(number) => number.as_f64(),
+        _ => None,
+    }
+}
+
 /// Returns the triplet view of a reward: its value, and its source and
 /// reason when present.
 pub fn trim_reward(data: &Json) -> Json {

@@ -32,12 +32,15 @@ use tokio::sync::oneshot;
 use super::append_queue::{Append, Request};
 use super::runner::Engine;
 use super::tx::Tx;
-use crate::agl1::events::{MODEL_REQUEST, drop_routed_experts, parse_data, supersedes};
+use crate::agl1::events::{
+    MODEL_REQUEST, REWARD, drop_routed_experts, parse_data, reward_value, supersedes,
+};
 use crate::agl1::{self as agl1, Agl1Event, NewAgl1Event};
 use crate::error::{StoreError, StoreResult};
 use crate::ids::{AttemptId, RolloutId};
 use crate::storage::Access;
 use crate::storage::agl1::EventWrite;
+use crate::training::RolloutReward;
 
 /// Locks the batch's rollouts in id order (so that two batches cannot
 /// deadlock) and returns those that exist.
@@ -231,10 +234,24 @@ impl Engine {
             timestamp: self.now(),
             data: new.data,
         };
+        if event.event_type == REWARD
+            && let Some(reward) = event_reward(&event)
+        {
+            tx.offer_reward(&event.rollout_id, reward);
+        }
         tx.agl1().events.push(EventWrite {
             event: event.clone(),
             key: new.idempotency,
         });
         Ok(Ok(Verdict::Staged(event)))
     }
+}
+
+/// Returns the reward a reward event offers the training summary: its
+/// value when that is a number, ordered by the time it was recorded (the
+/// appends to a rollout are timed under its lock, in order), so the
+/// rollout's latest reward event with a number is its final reward.
+fn event_reward(event: &Agl1Event) -> Option<RolloutReward> {
+    let value = reward_value(&parse_data(&event.data).ok()?["value"])?;
+    RolloutReward::new(event.timestamp.0, value)
 }
