@@ -449,3 +449,34 @@ async fn a_rollout_whose_spans_the_retention_deleted_says_so() {
     assert_eq!(download.status, 200);
     assert_eq!(download.json()["spans_evicted"], serde_json::json!(true));
 }
+
+/// A comparison whose URL names a version the store does not hold shows
+/// the Training page with why, not an error page.
+#[tokio::test]
+async fn comparing_a_version_the_store_does_not_hold_says_so_on_the_page() {
+    let server = start(ServerConfig::default()).await;
+    let mut client = server.client().await;
+    crate::common::add_resources(&mut client, r#"{"policy": "v1"}"#).await;
+    enqueue(&mut client, "{}").await;
+    let (rollout_id, attempt_id) = dequeue(&mut client, "w").await;
+    finish(
+        &mut client,
+        &rollout_id,
+        &attempt_id,
+        pb::AttemptStatus::Succeeded,
+    )
+    .await;
+    let http = HttpClient::new(server.addr, Version::Http1);
+    let page = http
+        .get("/console/training?compare_mode=train&before=1&after=7")
+        .await;
+    assert_eq!(page.status, 200, "{}", page.text());
+    let body = page.text();
+    assert!(
+        body.contains(
+            r#"<p class="bad" id="compare-refused">Cannot compare: no resources version 7.</p>"#
+        ),
+        "{body}"
+    );
+    assert!(!body.contains("compare-none"), "one reason, not two");
+}

@@ -12,6 +12,7 @@ use crate::format;
 use crate::rendered::{PageError, render_error};
 use crate::url::{PREFIX, query_get, query_pairs};
 use lightning_store_core::comparison::{Comparison, TaskRewards};
+use lightning_store_core::error::StoreError;
 use lightning_store_core::model::RolloutMode;
 use lightning_store_core::training::VersionSummary;
 
@@ -115,6 +116,9 @@ struct Section {
     afters: Vec<Choice>,
     mode: String,
     compared: Option<Compared>,
+    /// Why the versions the URL names cannot be compared (one the store
+    /// does not hold).
+    refused: Option<String>,
 }
 
 /// Renders the comparison section from the page's `summaries` (for the
@@ -151,15 +155,19 @@ pub async fn render(
     };
     let before = query.before.or(last_two.map(|(before, _)| before));
     let after = query.after.or(last_two.map(|(_, after)| after));
-    let compared = match (before, after) {
+    let (compared, refused) = match (before, after) {
         (Some(before), Some(after)) => {
-            let comparison = sources
+            match sources
                 .engine
                 .compare_versions(mode, before, after, TASKS)
-                .await?;
-            Some(compared(sources, comparison)?)
+                .await
+            {
+                Ok(comparison) => (Some(compared(sources, comparison)?), None),
+                Err(StoreError::NotFound(message)) => (None, Some(message)),
+                Err(error) => return Err(error.into()),
+            }
         }
-        _ => None,
+        _ => (None, None),
     };
     let choices = |chosen: Option<i64>| -> Vec<Choice> {
         every
@@ -183,6 +191,7 @@ pub async fn render(
         afters: choices(after),
         mode: mode.as_str().to_owned(),
         compared,
+        refused,
     };
     Ok(Some(section.render().map_err(render_error)?))
 }
