@@ -282,4 +282,5 @@ async fn a_1x_rollouts_reward_events_give_its_final_reward() {
         .collect();
     rewards.sort_by(|a, b| a.0.cmp(b.0));
     assert_eq!(rewards, [("t1", 0.25), ("t2", 1.0)], "v1 has no reward");
+    server.stop().await;
 }

@@ -156,17 +156,15 @@ pub async fn render(
     let before = query.before.or(last_two.map(|(before, _)| before));
     let after = query.after.or(last_two.map(|(_, after)| after));
     let (compared, refused) = match (before, after) {
-        (Some(before), Some(after)) => {
-            match sources
-                .engine
-                .compare_versions(mode, before, after, TASKS)
-                .await
-            {
-                Ok(comparison) => (Some(compared(sources, comparison)?), None),
-                Err(StoreError::NotFound(message)) => (None, Some(message)),
-                Err(error) => return Err(error.into()),
-            }
-        }
+        (Some(before), Some(after)) => match sources
+            .engine
+            .compare_versions(mode, before, after, TASKS)
+            .await
+        {
+            Ok(comparison) => (Some(compared(sources, comparison)?), None),
+            Err(StoreError::NotFound(message)) => (None, Some(message)),
+            Err(error) => return Err(error.into()),
+        },
         _ => (None, None),
     };
     let choices = |chosen: Option<i64>| -> Vec<Choice> {
