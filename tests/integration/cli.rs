@@ -503,6 +503,7 @@ async fn training_prints_reward_by_version_and_mode() {
             vec![
                 "VERSION",
                 "RESOURCES",
+                "MODEL",
                 "MODE",
                 "ROLLOUTS",
                 "SUCCESS",
@@ -513,10 +514,10 @@ async fn training_prints_reward_by_version_and_mode() {
                 "P90"
             ],
             vec![
-                "-", "-", "train", "1", "0.0%", "1", "0.0000", "0.0000", "0.0000", "0.0000"
+                "-", "-", "-", "train", "1", "0.0%", "1", "0.0000", "0.0000", "0.0000", "0.0000"
             ],
             vec![
-                "-", "-", "val", "2", "100.0%", "2", "0.7500", "0.5000", "0.5000", "1.0000"
+                "-", "-", "-", "val", "2", "100.0%", "2", "0.7500", "0.5000", "0.5000", "1.0000"
             ],
         ],
         "{table}"
@@ -525,7 +526,7 @@ async fn training_prints_reward_by_version_and_mode() {
     assert_eq!(
         val,
         serde_json::json!([{
-            "version": null, "resources_id": "", "mode": "val", "rollouts": 2, "succeeded": 2,
+            "version": null, "resources_id": "", "model_version": null, "mode": "val", "rollouts": 2, "succeeded": 2,
             "rewarded": 2, "reward_mean": 0.75, "reward_p10": 0.5, "reward_p50": 0.5,
             "reward_p90": 1.0,
         }])

@@ -384,6 +384,9 @@ pub struct RolloutFilter {
     pub rollout_id_after: Option<String>,
     /// Keeps rollouts whose final reward is in the range.
     pub reward: RewardRange,
+    /// Keeps rollouts whose first model call (through the 1.x gateway)
+    /// this model version served.
+    pub model_version: Option<i64>,
 }
 
 impl RolloutFilter {
@@ -398,13 +401,15 @@ impl RolloutFilter {
     }
 
     /// Returns true when the rollout matches; `attempts` returns its
-    /// attempts and `reward` its final reward, each called only when a
-    /// condition needs it.
+    /// attempts, `reward` its final reward and `model_version` the model
+    /// version of its first model call, each called only when a condition
+    /// needs it.
     pub fn matches<'a>(
         &self,
         r: &Rollout,
         attempts: impl FnOnce() -> &'a [Attempt],
         reward: impl FnOnce() -> Option<f64>,
+        model_version: impl FnOnce() -> Option<i64>,
     ) -> bool {
         let pooled = self.effective_logic().combine(&[
             self.status_in.as_ref().map(|s| s.contains(&r.status)),
@@ -434,6 +439,9 @@ impl RolloutFilter {
                     .any(|a| a.worker_id.as_ref() == Some(worker))
             })
             && (!self.reward.is_bounded() || self.reward.contains(reward()))
+            && self
+                .model_version
+                .is_none_or(|version| model_version() == Some(version))
     }
 }
 
@@ -576,14 +584,14 @@ mod tests {
             config: Default::default(),
             metadata: crate::model::Json::Null,
         };
-        assert!(or(RolloutFilter::default()).matches(&rollout, || &[], || None));
+        assert!(or(RolloutFilter::default()).matches(&rollout, || &[], || None, || None));
         // An explicitly empty list means "no status": nothing matches.
         let no_status = RolloutFilter {
             status_in: Some(Vec::new()),
             ..RolloutFilter::default()
         };
-        assert!(!no_status.matches(&rollout, || &[], || None));
-        assert!(!or(no_status).matches(&rollout, || &[], || None));
+        assert!(!no_status.matches(&rollout, || &[], || None, || None));
+        assert!(!or(no_status).matches(&rollout, || &[], || None, || None));
         let worker = Worker::new("w");
         let workers = WorkerFilter {
             logic: FilterLogic::Or,
@@ -625,12 +633,12 @@ mod tests {
             mode_in: Some(vec![Some(RolloutMode::Train)]),
             ..RolloutFilter::default()
         };
-        assert!(pooled.matches(&rollout, || attempts, || None));
+        assert!(pooled.matches(&rollout, || attempts, || None, || None));
         let other_mode = RolloutFilter {
             mode_in: Some(vec![None, Some(RolloutMode::Val)]),
             ..pooled.clone()
         };
-        assert!(!other_mode.matches(&rollout, || attempts, || None));
+        assert!(!other_mode.matches(&rollout, || attempts, || None, || None));
         // Time ranges include `from` and exclude `until`.
         let range = |from: Option<i64>, until: Option<i64>| RolloutFilter {
             start_time: TimeRange {
@@ -639,9 +647,9 @@ mod tests {
             },
             ..RolloutFilter::default()
         };
-        assert!(range(Some(100), Some(101)).matches(&rollout, || attempts, || None));
-        assert!(!range(None, Some(100)).matches(&rollout, || attempts, || None));
-        assert!(!range(Some(101), None).matches(&rollout, || attempts, || None));
+        assert!(range(Some(100), Some(101)).matches(&rollout, || attempts, || None, || None));
+        assert!(!range(None, Some(100)).matches(&rollout, || attempts, || None, || None));
+        assert!(!range(Some(101), None).matches(&rollout, || attempts, || None, || None));
         // An end window keeps ended rollouts alone.
         let ended = |from: Option<i64>, until: Option<i64>| RolloutFilter {
             end_time: TimeRange {
@@ -650,32 +658,44 @@ mod tests {
             },
             ..RolloutFilter::default()
         };
-        assert!(ended(None, None).matches(&rollout, || attempts, || None));
-        assert!(!ended(None, Some(i64::MAX)).matches(&rollout, || attempts, || None));
+        assert!(ended(None, None).matches(&rollout, || attempts, || None, || None));
+        assert!(!ended(None, Some(i64::MAX)).matches(&rollout, || attempts, || None, || None));
         let finished = Rollout {
             end_time: Some(Timestamp(200)),
             ..rollout.clone()
         };
-        assert!(ended(Some(200), Some(201)).matches(&finished, || attempts, || None));
-        assert!(!ended(None, Some(200)).matches(&finished, || attempts, || None));
-        assert!(!ended(Some(201), None).matches(&finished, || attempts, || None));
+        assert!(ended(Some(200), Some(201)).matches(&finished, || attempts, || None, || None));
+        assert!(!ended(None, Some(200)).matches(&finished, || attempts, || None, || None));
+        assert!(!ended(Some(201), None).matches(&finished, || attempts, || None, || None));
         let by_worker = |worker: &str| RolloutFilter {
             worker_id: Some(worker.into()),
             resources_id: Some("rs-1".into()),
             ..RolloutFilter::default()
         };
-        assert!(by_worker("w-1").matches(&rollout, || attempts, || None));
-        assert!(!by_worker("w-2").matches(&rollout, || attempts, || None));
-        assert!(!by_worker("w-1").matches(&rollout, || &[], || None));
+        assert!(by_worker("w-1").matches(&rollout, || attempts, || None, || None));
+        assert!(!by_worker("w-2").matches(&rollout, || attempts, || None, || None));
+        assert!(!by_worker("w-1").matches(&rollout, || &[], || None, || None));
         let rewarded = |min: Option<f64>, max: Option<f64>| RolloutFilter {
             reward: RewardRange::new(min, max).unwrap(),
             ..RolloutFilter::default()
         };
-        assert!(rewarded(Some(0.5), Some(0.5)).matches(&rollout, || attempts, || Some(0.5)));
-        assert!(!rewarded(Some(0.6), None).matches(&rollout, || attempts, || Some(0.5)));
-        assert!(!rewarded(None, Some(0.4)).matches(&rollout, || attempts, || Some(0.5)));
-        assert!(!rewarded(None, Some(1.0)).matches(&rollout, || attempts, || None));
-        assert!(rewarded(None, None).matches(&rollout, || attempts, || None));
+        assert!(rewarded(Some(0.5), Some(0.5)).matches(
+            &rollout,
+            || attempts,
+            || Some(0.5),
+            || None
+        ));
+        assert!(!rewarded(Some(0.6), None).matches(&rollout, || attempts, || Some(0.5), || None));
+        assert!(!rewarded(None, Some(0.4)).matches(&rollout, || attempts, || Some(0.5), || None));
+        assert!(!rewarded(None, Some(1.0)).matches(&rollout, || attempts, || None, || None));
+        assert!(rewarded(None, None).matches(&rollout, || attempts, || None, || None));
+        let served_by = |version: i64| RolloutFilter {
+            model_version: Some(version),
+            ..RolloutFilter::default()
+        };
+        assert!(served_by(3).matches(&rollout, || attempts, || None, || Some(3)));
+        assert!(!served_by(3).matches(&rollout, || attempts, || None, || Some(2)));
+        assert!(!served_by(3).matches(&rollout, || attempts, || None, || None));
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //! scanning.
 //!
 //! A rollout *counts* once it ended as succeeded or failed (a cancelled
-//! rollout says nothing of the policy); it counts under its resources
-//! version (agent-lightning 0.x publishes one per training step) and its
-//! mode. Its reward is its *final* reward: the reward of its span with the
+//! rollout says nothing of the policy); it counts under its policy version
+//! ([`PolicyVersion`]: its resources version, of which agent-lightning 0.x
+//! publishes one per training step, or else the 1.x model version that
+//! served its first model call) and its mode. Its reward is its *final* reward: the reward of its span with the
 //! greatest sequence id that carries one ([`crate::reward`]), ties going to
 //! the one stored last, whenever that span arrives (also after the end).
 //! An agent-lightning 1.x rollout's reward events count the same way, in
@@ -53,11 +54,75 @@ impl RolloutReward {
     }
 }
 
+/// The policy version a rollout counts under.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PolicyVersion {
+    /// The rollout has no resources id and made no model call.
+    None,
+    /// The rollout's resources id (agent-lightning 0.x).
+    Resources(String),
+    /// The model version that served the rollout's first model call
+    /// through the gateway (agent-lightning 1.x), for a rollout without a
+    /// resources id.
+    Model(i64),
+}
+
+/// The text a model version is stored as begins with this control
+/// character, which no resources id holds ([`crate::ids::validate_id`]).
+const MODEL_VERSION_MARK: char = '\u{1}';
+
+impl PolicyVersion {
+    /// Returns the version of a rollout with `resources_id` whose first
+    /// model call was served by `model_version`.
+    pub fn of(resources_id: Option<&str>, model_version: Option<i64>) -> Self {
+        match (resources_id, model_version) {
+            (Some(id), _) => Self::Resources(id.to_owned()),
+            (None, Some(version)) => Self::Model(version),
+            (None, None) => Self::None,
+        }
+    }
+
+    /// Returns the version as one text key column stores it: a resources
+    /// id as is, none as the empty text, a model version marked by a
+    /// control character no resources id holds.
+    pub fn to_stored(&self) -> String {
+        match self {
+            Self::None => String::new(),
+            Self::Resources(id) => id.clone(),
+            Self::Model(version) => format!("{MODEL_VERSION_MARK}{version}"),
+        }
+    }
+
+    /// Reads a version stored by [`PolicyVersion::to_stored`].
+    pub fn from_stored(stored: &str) -> Self {
+        match stored.strip_prefix(MODEL_VERSION_MARK).map(str::parse) {
+            Some(Ok(version)) => Self::Model(version),
+            _ if stored.is_empty() => Self::None,
+            _ => Self::Resources(stored.to_owned()),
+        }
+    }
+
+    /// Returns the resources id, empty for another version.
+    pub fn resources_id(&self) -> &str {
+        match self {
+            Self::Resources(id) => id,
+            Self::None | Self::Model(_) => "",
+        }
+    }
+
+    /// Returns the model version, if the version is one.
+    pub fn model_version(&self) -> Option<i64> {
+        match self {
+            Self::Model(version) => Some(*version),
+            Self::None | Self::Resources(_) => None,
+        }
+    }
+}
+
 /// One row of the summary: what a rollout counts under.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TrainingKey {
-    /// The rollout's resources id; empty when it has none.
-    pub version: String,
+    pub version: PolicyVersion,
     /// The rollout's mode; empty when it has none.
     pub mode: String,
     /// The reward's bin ([`bin`]), `None` for a rollout without a reward.
@@ -179,14 +244,19 @@ pub fn counts(rollout: &Rollout) -> bool {
 }
 
 /// Returns the rows a rollout counts under and what it adds, `None` when
-/// it does not count ([`counts`]).
-pub fn contribution(rollout: &Rollout, reward: Option<&RolloutReward>) -> Option<Contribution> {
+/// it does not count ([`counts`]); `model_version` served its first model
+/// call, if it made one through the gateway.
+pub fn contribution(
+    rollout: &Rollout,
+    reward: Option<&RolloutReward>,
+    model_version: Option<i64>,
+) -> Option<Contribution> {
     if !counts(rollout) {
         return None;
     }
     let succeeded = i64::from(rollout.status == RolloutStatus::Succeeded);
     let key = TrainingKey {
-        version: rollout.resources_id.clone().unwrap_or_default(),
+        version: PolicyVersion::of(rollout.resources_id.as_deref(), model_version),
         mode: rollout
             .mode
             .map(|m| m.as_str())
@@ -306,8 +376,7 @@ pub struct RewardStats {
 /// What one version's rollouts of one mode came to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VersionSummary {
-    /// The resources id (empty: rollouts without one).
-    pub version: String,
+    pub version: PolicyVersion,
     /// The number of the resources version, when the store holds it: its
     /// place in creation order, 1 for the first published.
     pub version_number: Option<i64>,
@@ -317,11 +386,17 @@ pub struct VersionSummary {
 }
 
 impl VersionSummary {
+    /// Returns the version's number: a resources version's place in
+    /// creation order, or a model version.
+    pub fn number(&self) -> Option<i64> {
+        self.version_number.or(self.version.model_version())
+    }
+
     /// Returns the summary of `version` (a resources id) with no counted
     /// rollout in `mode`.
     pub fn empty(version: &str, mode: RolloutMode) -> Self {
         Self {
-            version: version.to_owned(),
+            version: PolicyVersion::Resources(version.to_owned()),
             version_number: None,
             mode: mode.as_str().to_owned(),
             stats: RewardStats::default(),
@@ -403,10 +478,11 @@ impl Group {
     }
 }
 
-/// Sums rows into one summary per (version, mode), in version order (by
-/// number, versions the store does not hold last, by id), then mode.
+/// Sums rows into one summary per (version, mode), in version order
+/// (resources versions by number, then model versions, then the versions
+/// the store does not hold by id), then mode.
 pub fn summarise(rows: Vec<TrainingRow>) -> Vec<VersionSummary> {
-    let mut groups: IndexMap<(String, String), (Option<i64>, Group)> = IndexMap::new();
+    let mut groups: IndexMap<(PolicyVersion, String), (Option<i64>, Group)> = IndexMap::new();
     for row in rows {
         let TrainingRow {
             key,
@@ -429,19 +505,19 @@ pub fn summarise(rows: Vec<TrainingRow>) -> Vec<VersionSummary> {
         )
         .filter(|summary| summary.stats.rollouts > 0)
         .collect();
-    summaries.sort_by(|a, b| {
+    summaries.sort_by_cached_key(|summary| {
+        let rank = match (&summary.version, summary.version_number) {
+            (_, Some(_)) => 0,
+            (PolicyVersion::Model(_), None) => 1,
+            (PolicyVersion::Resources(_), None) => 2,
+            (PolicyVersion::None, None) => 3,
+        };
         (
-            a.version_number.is_none(),
-            a.version_number,
-            &a.version,
-            &a.mode,
+            rank,
+            summary.number(),
+            summary.version.clone(),
+            summary.mode.clone(),
         )
-            .cmp(&(
-                b.version_number.is_none(),
-                b.version_number,
-                &b.version,
-                &b.mode,
-            ))
     });
     summaries
 }
@@ -533,7 +609,7 @@ mod tests {
             (RolloutStatus::Running, None),
             (RolloutStatus::Queuing, None),
         ] {
-            let counted = contribution(&rollout(status, train, "rs-1"), Some(&reward(0.5)));
+            let counted = contribution(&rollout(status, train, "rs-1"), Some(&reward(0.5)), None);
             assert_eq!(counted.map(|c| c.counts.succeeded), counts, "{status:?}");
         }
     }
@@ -556,12 +632,12 @@ mod tests {
     fn deltas_that_cancel_out_leave_no_row() {
         let done = rollout(RolloutStatus::Succeeded, None, "rs-1");
         let mut deltas = TrainingDeltas::default();
-        deltas.moved(None, contribution(&done, Some(&reward(1.0))));
-        deltas.moved(contribution(&done, Some(&reward(1.0))), None);
+        deltas.moved(None, contribution(&done, Some(&reward(1.0)), None));
+        deltas.moved(contribution(&done, Some(&reward(1.0)), None), None);
         assert!(deltas.is_empty());
         deltas.moved(
-            contribution(&done, Some(&reward(1.0))),
-            contribution(&done, Some(&reward(0.0))),
+            contribution(&done, Some(&reward(1.0)), None),
+            contribution(&done, Some(&reward(0.0)), None),
         );
         let rows: Vec<_> = deltas.rows().map(|(k, c)| (k.bin, c.rollouts)).collect();
         assert_eq!(rows, [(Some(bin(1.0)), -1), (Some(bin(0.0)), 1)]);
@@ -570,7 +646,7 @@ mod tests {
     #[test]
     fn a_summary_reads_percentiles_by_nearest_rank_and_an_exact_mean() {
         let key = |bin_of: Option<f64>| TrainingKey {
-            version: "rs-2".into(),
+            version: PolicyVersion::Resources("rs-2".into()),
             mode: "val".into(),
             bin: bin_of.map(bin),
         };
@@ -604,10 +680,10 @@ mod tests {
     }
 
     #[test]
-    fn summaries_come_in_version_order_unknown_versions_last() {
-        let row = |version: &str, number: Option<i64>| TrainingRow {
+    fn summaries_come_in_version_order_model_versions_after_resources_unknown_last() {
+        let row = |version: PolicyVersion, number: Option<i64>| TrainingRow {
             key: TrainingKey {
-                version: version.into(),
+                version,
                 mode: "train".into(),
                 bin: None,
             },
@@ -618,15 +694,43 @@ mod tests {
             },
             version_number: number,
         };
+        let resources = |id: &str| PolicyVersion::Resources(id.into());
         let order: Vec<String> = summarise(vec![
-            row("", None),
-            row("rs-b", Some(10)),
-            row("rs-a", Some(2)),
+            row(PolicyVersion::None, None),
+            row(PolicyVersion::Model(12), None),
+            row(resources("rs-gone"), None),
+            row(resources("rs-b"), Some(10)),
+            row(PolicyVersion::Model(3), None),
+            row(resources("rs-a"), Some(2)),
         ])
         .into_iter()
-        .map(|s| s.version)
+        .map(|s| s.version.to_stored())
         .collect();
-        assert_eq!(order, ["rs-a", "rs-b", ""]);
+        assert_eq!(order, ["rs-a", "rs-b", "\u{1}3", "\u{1}12", "rs-gone", ""]);
+    }
+
+    #[test]
+    fn a_policy_version_is_stored_as_text_it_is_read_back_from() {
+        for version in [
+            PolicyVersion::None,
+            PolicyVersion::Resources("rs-1".into()),
+            PolicyVersion::Resources("3".into()),
+            PolicyVersion::Model(3),
+            PolicyVersion::Model(-1),
+        ] {
+            assert_eq!(
+                PolicyVersion::from_stored(&version.to_stored()),
+                version,
+                "{version:?}"
+            );
+        }
+        assert!(crate::ids::validate_id("resources_id", "\u{1}3").is_err());
+        assert_eq!(
+            PolicyVersion::of(Some("rs-1"), Some(4)),
+            PolicyVersion::Resources("rs-1".into()),
+            "a resources id comes first"
+        );
+        assert_eq!(PolicyVersion::of(None, Some(4)), PolicyVersion::Model(4));
     }
 
     #[test]
@@ -635,7 +739,7 @@ mod tests {
         let ended = Timestamp(((2 * 3600 + 5 * 60 + 7) as i64) * 1_000_000_000);
         done.end_time = Some(ended);
         let mut deltas = TrainingDeltas::default();
-        deltas.moved(None, contribution(&done, Some(&reward(0.5))));
+        deltas.moved(None, contribution(&done, Some(&reward(0.5)), None));
         let periods: Vec<_> = deltas
             .periods()
             .map(|(key, counts)| (key.resolution, key.start.0 / 1_000_000_000, counts.rollouts))

@@ -35,6 +35,7 @@ fn event(data: String, key: Option<&str>) -> NewAgl1Event {
         idempotency: key.map(|key| IdempotencyKey::of(key, &[b"reward", data.as_bytes()])),
         data,
         has_routed_experts: false,
+        model_version: None,
     }
 }
 

@@ -9,7 +9,9 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
 use super::BACKEND;
-use crate::agl1::support::{Api, KEY, MODEL, chat_body, detail, start, start_with};
+use crate::agl1::support::{
+    Api, KEY, MODEL, chat_body, detail, grpc, rollouts_of_model_version, start, start_with,
+};
 use crate::common::model_server::{ModelServer, token_ids};
 
 /// The endpoint upstream's rule picks for `rollout_id` among `endpoints`.
@@ -92,6 +94,10 @@ async fn calls_are_routed_rewritten_answered_and_recorded() {
     assert_eq!(data["usage"]["prompt_tokens"], 2);
     assert_eq!(data["retry_count"], 0);
     assert!(data["latency_ms"].as_f64().unwrap() > 0.0);
+    // Each rollout's policy version is that of the server of its first call.
+    let version = data["server"]["version"].as_i64().unwrap();
+    let mut grpc = grpc(&server).await;
+    assert_eq!(rollouts_of_model_version(&mut grpc, version).await, ids);
     let triplets = api.events("g1", "?format=triplet").await;
     assert_eq!(
         triplets.len(),

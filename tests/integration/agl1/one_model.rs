@@ -6,7 +6,7 @@ use lightning_store::proto::{self as pb, watch_events_response::Message};
 use serde_json::json;
 
 use super::BACKEND;
-use crate::agl1::support::{Api, Grpc, detail, grpc, start};
+use crate::agl1::support::{Api, Grpc, detail, grpc, rollouts_of_model_version, start};
 
 fn rollout(response: pb::GetRolloutResponse) -> pb::Rollout {
     response.rollout.unwrap()
@@ -185,19 +185,26 @@ async fn rollouts_of_other_apis_are_not_dispatched_by_1x_controllers() {
     server.stop().await;
 }
 
-/// Each version and mode's (rollouts, succeeded, rewarded, mean reward)
-/// in `mode`, from the training summary.
+/// The training summary of `mode`, of the one version numbered `only`
+/// when given.
+async fn summary(
+    grpc: &mut Grpc,
+    mode: pb::RolloutMode,
+    only: Option<i64>,
+) -> Vec<pb::VersionSummary> {
+    let request = pb::GetTrainingSummaryRequest {
+        mode: mode as i32,
+        version_from: only,
+        version_to: only,
+    };
+    let summary = grpc.get_training_summary(request).await.unwrap();
+    summary.into_inner().versions
+}
+
+/// Each version's (rollouts, succeeded, rewarded, mean reward) in `mode`.
 async fn trained(grpc: &mut Grpc, mode: pb::RolloutMode) -> Vec<(i64, i64, i64, Option<f64>)> {
-    let summary = grpc
-        .get_training_summary(pb::GetTrainingSummaryRequest {
-            mode: mode as i32,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    summary
-        .versions
+    let versions = summary(grpc, mode, None).await;
+    versions
         .iter()
         .map(|v| (v.rollouts, v.succeeded, v.rewarded, v.reward_mean))
         .collect()
@@ -224,12 +231,7 @@ async fn a_1x_rollouts_reward_events_give_its_final_reward() {
     }
     let reward = |id: &'static str, value: serde_json::Value| {
         let api = api.clone();
-        async move {
-            let posted = api
-                .post_event(id, "0", "reward", json!({ "value": value }))
-                .await;
-            assert_eq!(posted.status, 200, "{}", posted.text());
-        }
+        async move { api.record(id, "reward", json!({ "value": value })).await }
     };
     reward("t1", json!(0.5)).await;
     reward("t1", json!(0.75)).await;
@@ -282,5 +284,99 @@ async fn a_1x_rollouts_reward_events_give_its_final_reward() {
         .collect();
     rewards.sort_by(|a, b| a.0.cmp(b.0));
     assert_eq!(rewards, [("t1", 0.25), ("t2", 1.0)], "v1 has no reward");
+    server.stop().await;
+}
+
+/// Each train version's (model version, rollouts, mean reward), of the
+/// one version numbered `only` when given.
+async fn model_versions(
+    grpc: &mut Grpc,
+    only: Option<i64>,
+) -> Vec<(Option<i64>, i64, Option<f64>)> {
+    let versions = summary(grpc, pb::RolloutMode::Train, only).await;
+    versions
+        .iter()
+        .map(|v| {
+            assert!(v.resources_id.is_empty() && v.version.is_none(), "{v:?}");
+            (v.model_version, v.rollouts, v.reward_mean)
+        })
+        .collect()
+}
+
+/// A 1.x rollout counts under the model version that served its first
+/// model call (its `model_version`, else its server's `version`), also
+/// when that call is recorded after the rollout ended; the rollout query
+/// finds a version's rollouts, and a deleted rollout stops counting.
+#[tokio::test]
+async fn a_1x_rollout_counts_under_the_model_version_of_its_first_model_call() {
+    skip_without!(super::BACKEND);
+    let server = start(BACKEND).await;
+    let api = Api::new(&server);
+    let mut grpc = grpc(&server).await;
+    api.create(json!([
+        {"rollout_id": "a", "input": {}, "is_train": true},
+        {"rollout_id": "b", "input": {}, "is_train": true},
+        {"rollout_id": "c", "input": {}, "is_train": false},
+        {"rollout_id": "late", "input": {}, "is_train": true},
+    ]))
+    .await;
+    for id in ["a", "b", "c", "late"] {
+        api.set_state(id, "running").await;
+    }
+    api.record(
+        "a",
+        "model_request",
+        json!({"model_version": 2, "server": {"version": 9}}),
+    )
+    .await;
+    api.record("a", "model_request", json!({"model_version": 3}))
+        .await;
+    api.record(
+        "b",
+        "model_request",
+        json!({"server": {"model": "m", "version": 3}}),
+    )
+    .await;
+    api.record("c", "model_request", json!({"model_version": 2}))
+        .await;
+    for (id, reward) in [("a", 1.0), ("b", 0.0), ("c", 0.5), ("late", 0.25)] {
+        api.record(id, "reward", json!({ "value": reward })).await;
+        api.set_state(id, "succeeded").await;
+    }
+    assert_eq!(
+        model_versions(&mut grpc, None).await,
+        [
+            (Some(2), 1, Some(1.0)),
+            (Some(3), 1, Some(0.0)),
+            (None, 1, Some(0.25)),
+        ],
+        "the first call's version counts; `late` made none yet"
+    );
+    assert_eq!(
+        model_versions(&mut grpc, Some(3)).await,
+        [(Some(3), 1, Some(0.0))],
+        "a range bounds model versions"
+    );
+
+    api.record("late", "model_request", json!({"model_version": 3}))
+        .await;
+    assert_eq!(
+        model_versions(&mut grpc, None).await,
+        [(Some(2), 1, Some(1.0)), (Some(3), 2, Some(0.125))],
+        "a call recorded after the end moves the rollout to its version"
+    );
+    assert_eq!(rollouts_of_model_version(&mut grpc, 2).await, ["a", "c"]);
+    assert_eq!(rollouts_of_model_version(&mut grpc, 3).await, ["b", "late"]);
+
+    assert_eq!(
+        api.send("DELETE", "/api/rollouts/b", &[], "").await.status,
+        204
+    );
+    assert_eq!(
+        model_versions(&mut grpc, Some(3)).await,
+        [(Some(3), 1, Some(0.25))],
+        "a deleted rollout stops counting"
+    );
+    assert_eq!(rollouts_of_model_version(&mut grpc, 3).await, ["late"]);
     server.stop().await;
 }

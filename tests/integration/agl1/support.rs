@@ -145,6 +145,12 @@ impl Api {
         .await
     }
 
+    /// Records an event of attempt "0", which must be accepted.
+    pub async fn record(&self, id: &str, event_type: &str, data: Value) {
+        let posted = self.post_event(id, "0", event_type, data).await;
+        assert_eq!(posted.status, 200, "{}", posted.text());
+    }
+
     /// Reads a rollout's events with a query string.
     pub async fn events(&self, id: &str, query: &str) -> Vec<Value> {
         let response = self.get(&format!("/api/rollouts/{id}/events{query}")).await;
@@ -207,6 +213,22 @@ fn add_key(mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic:
 }
 
 /// Returns a gRPC client of `server` that sends the key.
+/// The ids of the rollouts whose first model call `version` served, in
+/// order.
+pub async fn rollouts_of_model_version(grpc: &mut Grpc, version: i64) -> Vec<String> {
+    let listed = grpc
+        .query_rollouts(lightning_store::proto::QueryRolloutsRequest {
+            model_version: Some(version),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut ids: Vec<String> = listed.rollouts.into_iter().map(|r| r.rollout_id).collect();
+    ids.sort();
+    ids
+}
+
 pub async fn grpc(server: &TestServer) -> Grpc {
     let interceptor: fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> = add_key;
     lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient::with_interceptor(

@@ -225,6 +225,7 @@ async fn direct_summary(
             pb::VersionSummary {
                 resources_id: versions[(number - 1) as usize].0.clone(),
                 version: Some(number),
+                model_version: None,
                 mode,
                 rollouts: direct.rollouts,
                 succeeded: direct.succeeded,

@@ -84,6 +84,38 @@ async fn a_conversation_renders_from_a_gateway_call() {
                 .await;
             browser.document("rollout-agl1").await;
         }
+        // The Training page counts the rollout under the model version of its
+        // call, and that count lists it.
+        let events = api.events("conversation-1", "").await;
+        let version = events[0]["data"]["server"]["version"].as_i64().unwrap();
+        browser.goto(&format!("{base}/console/training")).await;
+        let row = browser
+            .texts("#training-versions tbody tr:first-child td")
+            .await;
+        assert_eq!(
+            row[..4],
+            [
+                format!("model {version}"),
+                String::new(),
+                "train".into(),
+                "1".into()
+            ],
+            "{row:?}"
+        );
+        assert_eq!(row[6], "1.000", "{row:?}");
+        browser
+            .click_to_load("#training-versions tbody tr:first-child a")
+            .await;
+        assert!(
+            browser
+                .url()
+                .await
+                .contains(&format!("model_version={version}")),
+            "{}",
+            browser.url().await
+        );
+        let listed = browser.texts("tbody tr a.id").await;
+        assert_eq!(listed, ["conversation-1"]);
         // The Models page: the model server, and this server's calls to it.
         browser.goto(&format!("{base}/console/models")).await;
         let servers = browser.text("#servers-heading + .scroll table").await;

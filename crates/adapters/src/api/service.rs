@@ -735,6 +735,7 @@ impl LightningStoreService for StoreService {
             .map_err(status_of)?,
             worker_id: request.worker_id,
             resources_id: request.resources_id,
+            model_version: request.model_version,
             reward: RewardRange::new(request.reward_min, request.reward_max).map_err(status_of)?,
             ..RolloutFilter::default()
         };

@@ -475,6 +475,7 @@ impl Gateway {
             event_type: MODEL_REQUEST.to_owned(),
             data,
             has_routed_experts: read.routed_experts.is_some(),
+            model_version: Some(server.version),
             idempotency: None,
         };
         let body = reply_body(&answer, read.response);

@@ -77,7 +77,7 @@ impl State {
     /// completion log entries, keeping every count exact (also what hangs
     /// off an id without a rollout, as the SQL backends do).
     fn delete_rollout(&mut self, rollout_id: &str) {
-        self.forget_reward(rollout_id);
+        self.forget_training(rollout_id);
         self.agl1.fields.shift_remove(rollout_id);
         self.agl1.events.remove(rollout_id);
         self.agl1.keys.retain(|(id, _, _), _| id != rollout_id);

@@ -170,6 +170,7 @@ impl Queries for MemoryTx<'_> {
                     r.rollout,
                     || state.attempts_of(&r.rollout.rollout_id),
                     || r.reward,
+                    || state.training.model_version(&r.rollout.rollout_id),
                 )
             })
             .collect();
@@ -198,6 +199,7 @@ impl Queries for MemoryTx<'_> {
                     r,
                     || state.attempts_of(&r.rollout_id),
                     || state.training.reward_value(&r.rollout_id),
+                    || state.training.model_version(&r.rollout_id),
                 )
             })
             .take(limit)

@@ -111,6 +111,8 @@ pub(super) struct Agl1State {
 pub(super) struct TrainingState {
     /// Each rollout's final reward.
     pub(super) rewards: HashMap<String, RolloutReward>,
+    /// The model version of each rollout's first model call.
+    pub(super) model_versions: HashMap<String, i64>,
     /// The summary's rows.
     pub(super) rows: BTreeMap<TrainingKey, TrainingCounts>,
     /// The timeline's rows, in (resolution, time) order.
@@ -121,5 +123,11 @@ impl TrainingState {
     /// Returns the rollout's final reward, if it has one.
     pub(super) fn reward_value(&self, rollout_id: &str) -> Option<f64> {
         self.rewards.get(rollout_id).map(|reward| reward.value)
+    }
+
+    /// Returns the model version of the rollout's first model call, if
+    /// it made one through the gateway.
+    pub(super) fn model_version(&self, rollout_id: &str) -> Option<i64> {
+        self.model_versions.get(rollout_id).copied()
     }
 }

@@ -16,7 +16,8 @@ use lightning_store_core::training::{
 
 impl State {
     /// Stores the write set's rewards (unless a stored one comes later) and
-    /// adds its deltas to the summary's rows.
+    /// model versions (unless one is stored), and adds its deltas to the
+    /// summary's rows.
     pub(super) fn apply_training(&mut self, writes: &mut WriteSet) {
         let training = &mut self.training;
         for (rollout_id, reward) in writes.rewards.drain(..) {
@@ -28,13 +29,20 @@ impl State {
                 }
             }
         }
+        for (rollout_id, model_version) in writes.model_versions.drain(..) {
+            training
+                .model_versions
+                .entry(rollout_id)
+                .or_insert(model_version);
+        }
         add_deltas(&mut training.rows, writes.training.rows());
         add_deltas(&mut training.periods, writes.training.periods());
     }
 
-    /// Forgets a deleted rollout's reward.
-    pub(super) fn forget_reward(&mut self, rollout_id: &str) {
+    /// Forgets a deleted rollout's reward and model version.
+    pub(super) fn forget_training(&mut self, rollout_id: &str) {
         self.training.rewards.remove(rollout_id);
+        self.training.model_versions.remove(rollout_id);
     }
 }
 
@@ -63,6 +71,14 @@ impl TrainingReads for MemoryTx<'_> {
             .collect())
     }
 
+    async fn model_versions(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, i64)>> {
+        let versions = &self.state.training.model_versions;
+        Ok(rollout_ids
+            .iter()
+            .filter_map(|&id| versions.get(id).map(|version| (id.to_owned(), *version)))
+            .collect())
+    }
+
     async fn training_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<TrainingRow>> {
         let state = &*self.state;
         Ok(state
@@ -75,7 +91,7 @@ impl TrainingReads for MemoryTx<'_> {
                 counts: *counts,
                 version_number: state
                     .resources
-                    .get_index_of(&key.version)
+                    .get_index_of(key.version.resources_id())
                     .map(|index| index as i64 + 1),
             })
             .collect())

@@ -36,9 +36,10 @@ macro_rules! event_columns {
 
 /// The tables that hold a rollout's rows, deleted with it (the rollout's
 /// own row last).
-const ROLLOUT_TABLES: [&str; 8] = [
+const ROLLOUT_TABLES: [&str; 9] = [
     "spans",
     "rollout_rewards",
+    "rollout_model_versions",
     "rollout_spans",
     "attempts",
     "queue",

@@ -121,6 +121,14 @@ fn rollout_condition<'a>(b: &mut Builder<'a>, filter: &'a RolloutFilter) -> Stri
             bounds.join(" AND ")
         )
     });
+    // The model version's rollouts (an index) name the rollouts.
+    let model_version = filter.model_version.map(|version| {
+        format!(
+            "r.rollout_id IN (SELECT mv.rollout_id FROM rollout_model_versions mv \
+             WHERE mv.model_version = {})",
+            b.arg(version)
+        )
+    });
     Builder::combine(
         FilterLogic::And,
         vec![
@@ -134,6 +142,7 @@ fn rollout_condition<'a>(b: &mut Builder<'a>, filter: &'a RolloutFilter) -> Stri
             after,
             worker,
             reward,
+            model_version,
         ],
     )
 }

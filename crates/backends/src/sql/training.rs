@@ -1,6 +1,7 @@
 //! The training summary's storage (`TrainingReads`, and its part of the
 //! write set's batch, [`add`]): each rollout's final reward in
-//! `rollout_rewards`, and the summary's rows in `training_summary`, to
+//! `rollout_rewards`, the model version of each 1.x rollout's first model
+//! call in `rollout_model_versions`, and the summary's rows in `training_summary`, to
 //! which the write set's deltas are added (migrations `*_training.sql`).
 //! On a shared database each connection adds to its own shard of a row
 //! (the column's default), summed when read, and the shards are folded
@@ -21,7 +22,8 @@ use lightning_store_core::model::Timestamp;
 use lightning_store_core::query::TimeRange;
 use lightning_store_core::storage::{TrainingReads, WriteSet};
 use lightning_store_core::training::{
-    PeriodKey, PeriodRow, Resolution, RolloutReward, TrainingCounts, TrainingKey, TrainingRow,
+    PeriodKey, PeriodRow, PolicyVersion, Resolution, RolloutReward, TrainingCounts, TrainingKey,
+    TrainingRow,
 };
 
 /// A table of rows of [`TrainingCounts`] to which the write set's deltas
@@ -113,7 +115,9 @@ fn flip_negative(bits: i64) -> i64 {
 /// The rows of the write set's training part.
 pub(super) struct TrainingRows<'w> {
     rewards: Vec<(&'w String, &'w RolloutReward)>,
-    deltas: Vec<(&'w TrainingKey, &'w TrainingCounts)>,
+    model_versions: Vec<(&'w String, &'w i64)>,
+    /// The summary's deltas, each with its version as stored.
+    deltas: Vec<(String, &'w TrainingKey, &'w TrainingCounts)>,
     periods: Vec<(&'w PeriodKey, &'w TrainingCounts)>,
 }
 
@@ -121,14 +125,20 @@ impl<'w> TrainingRows<'w> {
     pub(super) fn of(writes: &'w WriteSet) -> Self {
         Self {
             rewards: writes.rewards.iter().collect(),
-            deltas: writes.training.rows().collect(),
+            model_versions: writes.model_versions.iter().collect(),
+            deltas: writes
+                .training
+                .rows()
+                .map(|(key, delta)| (key.version.to_stored(), key, delta))
+                .collect(),
             periods: writes.training.periods().collect(),
         }
     }
 }
 
-/// Adds the rewards (each unless the stored one comes later) and the
-/// summary's deltas to `batch`.
+/// Adds the rewards (each unless the stored one comes later), the model
+/// versions (each unless the rollout has one) and the summary's deltas to
+/// `batch`.
 pub(super) fn add<'a>(batch: &mut Batch<'a>, rows: &'a TrainingRows<'a>) {
     upsert(
         batch,
@@ -147,15 +157,22 @@ pub(super) fn add<'a>(batch: &mut Batch<'a>, rows: &'a TrainingRows<'a>) {
     );
     upsert(
         batch,
+        &rows.model_versions,
+        insert_into!("rollout_model_versions", "rollout_id, model_version"),
+        " ON CONFLICT (rollout_id) DO NOTHING",
+        |(rollout_id, model_version)| [rollout_id.as_str().into(), (**model_version).into()],
+    );
+    upsert(
+        batch,
         &rows.deltas,
         insert_into!(
             "training_summary",
             "version, mode, rewarded, bin, rollouts, succeeded, reward_micros"
         ),
         &ADD_ON_CONFLICT[0],
-        |(key, delta)| {
+        |(version, key, delta)| {
             [
-                key.version.as_str().into(),
+                version.as_str().into(),
                 key.mode.as_str().into(),
                 i64::from(key.bin.is_some()).into(),
                 key.bin.unwrap_or(0).into(),
@@ -221,6 +238,20 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
         Ok(rewards)
     }
 
+    async fn model_versions(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, i64)>> {
+        let mut b = Builder::new(C::DIALECT);
+        let condition = b.one_of("rollout_id", rollout_ids.iter().copied());
+        b.push(&format!(
+            "SELECT rollout_id, model_version FROM rollout_model_versions WHERE {condition}"
+        ));
+        let rows = self.read(b.finish()).await?;
+        let mut versions = Vec::with_capacity(rows.len());
+        for row in &rows {
+            versions.push((row.text(0)?, row.int(1)?));
+        }
+        Ok(versions)
+    }
+
     async fn training_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<TrainingRow>> {
         /// The rows summed over their shards, with `$where` before the grouping.
         macro_rules! summed {
@@ -249,7 +280,7 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
             let (bin, counts) = binned_counts(row)?;
             training.push(TrainingRow {
                 key: TrainingKey {
-                    version: row.text(0)?,
+                    version: PolicyVersion::from_stored(&row.text(0)?),
                     mode: row.text(1)?,
                     bin,
                 },

@@ -169,15 +169,18 @@ pub(super) async fn training(mut s: Session, args: TrainingArgs) -> ClientResult
             let named = object([
                 ("version", json!(v.version)),
                 ("resources_id", json!(v.resources_id)),
+                ("model_version", json!(v.model_version)),
                 ("mode", json!(mode_name(v.mode))),
             ]);
+            let number = |n: Option<i64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
             let cells = vec![
-                v.version.map_or_else(|| "-".to_owned(), |n| n.to_string()),
+                number(v.version),
                 or_dash(Some(v.resources_id.as_str()).filter(|id| !id.is_empty())),
+                number(v.model_version),
                 or_dash(mode_name(v.mode).as_deref()),
             ];
             (named, cells, Stats::from(v))
         })
         .collect();
-    print(s.json, &["VERSION", "RESOURCES", "MODE"], rows)
+    print(s.json, &["VERSION", "RESOURCES", "MODEL", "MODE"], rows)
 }

@@ -38,6 +38,9 @@ pub struct RolloutsQuery {
     pub worker: Option<String>,
     /// Rollouts of this resources id.
     pub resources: Option<String>,
+    /// Rollouts whose first model call (agent-lightning 1.x) this model
+    /// version served.
+    pub model_version: Option<i64>,
     /// Created at or after (an `<input type="datetime-local">` value, UTC).
     pub from: Option<String>,
     /// Created before.
@@ -86,6 +89,12 @@ impl RolloutsQuery {
         parsed.id_contains = query_get(&pairs, "q").map(str::to_owned);
         parsed.worker = query_get(&pairs, "worker").map(str::to_owned);
         parsed.resources = query_get(&pairs, "resources").map(str::to_owned);
+        if let Some(text) = query_get(&pairs, "model_version") {
+            let version = text.parse().map_err(|_| {
+                format!("model_version: {text:?} is not a model version (an integer)")
+            })?;
+            parsed.model_version = Some(version);
+        }
         for (field, value) in [
             ("from", &mut parsed.from),
             ("until", &mut parsed.until),
@@ -172,6 +181,9 @@ impl RolloutsQuery {
                 parts.push(format!("{name}={}", query_value(value)));
             }
         }
+        if let Some(version) = self.model_version {
+            parts.push(format!("model_version={version}"));
+        }
         parts
     }
 
@@ -192,6 +204,7 @@ impl RolloutsQuery {
             },
             worker_id: self.worker.clone(),
             resources_id: self.resources.clone(),
+            model_version: self.model_version,
             // Checked when parsed.
             reward: self.reward_range().unwrap_or_default(),
             ..RolloutFilter::default()
@@ -381,7 +394,7 @@ mod tests {
         let query = RolloutsQuery::parse(
             "status=running&status=queuing&mode=train&mode=none&q=a%26b&worker=w%201\
              &from=2026-11-28T10:00&ended_until=2026-11-28T11:30:05&sort=end_time&page=3\
-             &live_after=9",
+             &live_after=9&model_version=7",
         )
         .unwrap();
         assert_eq!(
@@ -393,6 +406,7 @@ mod tests {
         assert_eq!(query.sort, ("end_time".to_owned(), false));
         assert_eq!(query.page, 3);
         let filter = query.filter();
+        assert_eq!(filter.model_version, Some(7));
         assert_eq!(filter.end_time.from, None);
         assert_eq!(
             filter.end_time.until,
@@ -415,6 +429,7 @@ mod tests {
         assert!(RolloutsQuery::parse("reward_min=high").is_err());
         assert!(RolloutsQuery::parse("reward_max=NaN").is_err());
         assert!(RolloutsQuery::parse("reward_min=1&reward_max=0.5").is_err());
+        assert!(RolloutsQuery::parse("model_version=1.5").is_err());
         let rewarded = RolloutsQuery::parse("reward_min=0.25&reward_max=&sort=-reward").unwrap();
         assert_eq!(rewarded.reward_max, None, "an empty field is no bound");
         assert_eq!(rewarded.sort, ("reward".to_owned(), true));

@@ -19,7 +19,7 @@ use lightning_store_core::engine::VersionRange;
 use lightning_store_core::model::Timestamp;
 use lightning_store_core::query::TimeRange;
 use lightning_store_core::training::{
-    PeriodSummary, Resolution, RewardStats, Timeline, VersionSummary,
+    PeriodSummary, PolicyVersion, Resolution, RewardStats, Timeline, VersionSummary,
 };
 
 /// The modes the chart draws, with their bands' classes.
@@ -55,13 +55,14 @@ struct TrainingPage {
     comparison: Option<String>,
 }
 
-/// Returns a version's label: its number, or its resources id when the
-/// store does not hold it, or "none".
+/// Returns a version's label: its number, "model" and a 1.x model
+/// version, its resources id when the store does not hold it, or "none".
 fn version_label(summary: &VersionSummary) -> String {
-    match (summary.version_number, summary.version.as_str()) {
+    match (summary.version_number, &summary.version) {
         (Some(number), _) => number.to_string(),
-        (None, "") => "none".to_owned(),
-        (None, id) => id.to_owned(),
+        (None, PolicyVersion::Model(version)) => format!("model {version}"),
+        (None, PolicyVersion::Resources(id)) => id.clone(),
+        (None, PolicyVersion::None) => "none".to_owned(),
     }
 }
 
@@ -191,7 +192,10 @@ pub async fn render(sources: &Sources, compare: &CompareQuery) -> Result<Rendere
         if labels.last() != Some(&label) {
             labels.push(label.clone());
         }
-        let named = format!("Version {label}");
+        let named = match summary.version {
+            PolicyVersion::Model(version) => format!("Model version {version}"),
+            _ => format!("Version {label}"),
+        };
         entries.push((
             labels.len() - 1,
             summary.mode.as_str(),
@@ -219,12 +223,18 @@ pub async fn render(sources: &Sources, compare: &CompareQuery) -> Result<Rendere
             let mut link = format!(
                 "{PREFIX}/rollouts?status=succeeded&status=failed&mode={mode}&sort=-reward"
             );
-            if !summary.version.is_empty() {
-                link.push_str(&format!("&resources={}", query_value(&summary.version)));
+            match &summary.version {
+                PolicyVersion::Resources(id) => {
+                    link.push_str(&format!("&resources={}", query_value(id)));
+                }
+                PolicyVersion::Model(version) => {
+                    link.push_str(&format!("&model_version={version}"));
+                }
+                PolicyVersion::None => {}
             }
             Row {
                 version: version_label(summary),
-                resources_id: summary.version.clone(),
+                resources_id: summary.version.resources_id().to_owned(),
                 mode: mode.to_owned(),
                 rollouts: stats.rollouts,
                 rollouts_link: sources.links.to(&link),

@@ -299,6 +299,24 @@ pub fn reward_value(value: &Json) -> Option<f64> {
     }
 }
 
+/// Returns the model version that served a model request, from its data
+/// (a JSON object's text): its `model_version`, else its
+/// `server.version`, when an integer. Reads those two fields only.
+pub fn model_version(data: &str) -> Option<i64> {
+    #[derive(serde::Deserialize)]
+    struct Versioned {
+        model_version: Option<Json>,
+        server: Option<Json>,
+    }
+    let versioned: Versioned = serde_json::from_str(data).ok()?;
+    let server_version = || versioned.server.as_ref()?.get("version")?.as_i64();
+    versioned
+        .model_version
+        .as_ref()
+        .and_then(Json::as_i64)
+        .or_else(server_version)
+}
+
 /// Returns the triplet view of a reward: its value, and its source and
 /// reason when present.
 pub fn trim_reward(data: &Json) -> Json {
@@ -333,6 +351,23 @@ mod tests {
     use super::test_event as event;
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_model_requests_version_is_its_model_version_else_its_servers() {
+        for (data, version) in [
+            (r#"{"model_version":4,"server":{"version":3}}"#, Some(4)),
+            (
+                r#"{"request":{"model_version":9},"server":{"version":3}}"#,
+                Some(3),
+            ),
+            (r#"{"model_version":"4","server":"s"}"#, None),
+            (r#"{"model_version":null}"#, None),
+            ("{}", None),
+            ("not json", None),
+        ] {
+            assert_eq!(model_version(data), version, "{data}");
+        }
+    }
 
     fn chat(prompt: &[i64], response: &[i64]) -> Json {
         json!({

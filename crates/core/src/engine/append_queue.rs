@@ -116,6 +116,7 @@ mod tests {
                     idempotency: keyed.then(|| IdempotencyKey::of("k", &[data.as_bytes()])),
                     data,
                     has_routed_experts: false,
+                    model_version: None,
                 },
             },
             done: oneshot::channel().0,

@@ -239,6 +239,9 @@ impl Engine {
         {
             tx.offer_reward(&event.rollout_id, reward);
         }
+        if let Some(model_version) = new.model_version {
+            tx.offer_model_version(&event.rollout_id, model_version);
+        }
         tx.agl1().events.push(EventWrite {
             event: event.clone(),
             key: new.idempotency,

@@ -15,9 +15,9 @@ use super::super::training::{self, PeriodSummary, Resolution, Timeline, VersionS
 use super::runner::Engine;
 
 /// Which versions a summary covers, by number (a resources snapshot's place
-/// in creation order, from 1), both
-/// bounds included (`None`: unbounded). Rollouts of a version the store
-/// does not hold, or of none, are only in an unbounded range.
+/// in creation order, from 1, or a 1.x model version), both bounds
+/// included (`None`: unbounded). Rollouts of a version the store does not
+/// hold, or of none, are only in an unbounded range.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct VersionRange {
     pub from: Option<i64>,
@@ -47,7 +47,7 @@ impl Engine {
             .read(|store| Box::pin(store.training_rows(mode)))
             .await?;
         let mut summaries = training::summarise(rows);
-        summaries.retain(|summary| versions.contains(summary.version_number));
+        summaries.retain(|summary| versions.contains(summary.number()));
         Ok(summaries)
     }
 
@@ -120,7 +120,7 @@ impl Engine {
                 let summary_of = |resources: &ResourcesUpdate| {
                     summaries
                         .iter()
-                        .find(|s| s.version == resources.resources_id)
+                        .find(|s| s.version.resources_id() == resources.resources_id)
                         .cloned()
                         .unwrap_or_else(|| VersionSummary::empty(&resources.resources_id, mode))
                 };

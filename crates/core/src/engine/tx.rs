@@ -45,6 +45,9 @@ pub(super) struct Tx<'a> {
     /// The latest reward each rollout's new spans carry, not yet weighed
     /// against the stored one ([`Tx::settle_training`]).
     offered_rewards: HashMap<String, RolloutReward>,
+    /// The model version of the first model call each rollout's new 1.x
+    /// events record, not yet weighed against the stored one.
+    offered_versions: HashMap<String, i64>,
 }
 
 impl<'a> Tx<'a> {
@@ -59,6 +62,7 @@ impl<'a> Tx<'a> {
             sessions: HashMap::new(),
             created: HashSet::new(),
             offered_rewards: HashMap::new(),
+            offered_versions: HashMap::new(),
         }
     }
 
@@ -75,13 +79,25 @@ impl<'a> Tx<'a> {
         }
     }
 
+    /// Offers the model version that served a model call the rollout's new
+    /// events record: it becomes the rollout's policy version at commit
+    /// unless an earlier call's is offered or stored (see
+    /// [`crate::training::PolicyVersion`]).
+    pub fn offer_model_version(&mut self, rollout_id: &str, model_version: i64) {
+        self.offered_versions
+            .entry(rollout_id.to_owned())
+            .or_insert(model_version);
+    }
+
     /// Adds to the write set what the transaction changes in the training
     /// summary ([`crate::training`]): for each rollout it wrote, deleted or
-    /// offered a reward for, what it counted for before against what it
-    /// counts for now, and the rewards that became final. Reads the stored
-    /// rewards only of the rollouts that counted or count (a rollout that
-    /// ends, or one ended whose reward arrives), and the rollouts the
-    /// transaction wrote without having read them locked (a rare path).
+    /// offered a reward or a model version for, what it counted for before
+    /// against what it counts for now, the rewards that became final and
+    /// the model versions offered. Reads the stored rewards only of the
+    /// rollouts that counted or count (a rollout that ends, or one ended
+    /// whose reward arrives), their stored model versions only when they
+    /// have no resources id, and the rollouts the transaction wrote
+    /// without having read them locked (a rare path).
     pub async fn settle_training(&mut self) -> StoreResult<()> {
         let deleted = &self.writes.agl1.deleted;
         let mut touched: Vec<&str> = self
@@ -90,6 +106,7 @@ impl<'a> Tx<'a> {
             .keys()
             .chain(deleted.iter())
             .chain(self.offered_rewards.keys())
+            .chain(self.offered_versions.keys())
             .map(String::as_str)
             .collect();
         if touched.is_empty() {
@@ -137,9 +154,35 @@ impl<'a> Tx<'a> {
         } else {
             self.store.rewards(&counting).await?.into_iter().collect()
         };
+        // Only a rollout without a resources id counts under a model version.
+        let unversioned: Vec<&str> = changes
+            .iter()
+            .filter(|(id, was, is)| {
+                counting.contains(id)
+                    && [was, is]
+                        .iter()
+                        .any(|r| r.is_some_and(|r| r.resources_id.is_none()))
+            })
+            .map(|&(rollout_id, _, _)| rollout_id)
+            .collect();
+        let stored_versions: HashMap<String, i64> = if unversioned.is_empty() {
+            HashMap::new()
+        } else {
+            let read = self.store.model_versions(&unversioned).await?;
+            read.into_iter().collect()
+        };
         let mut deltas = std::mem::take(&mut self.writes.training);
         let mut rewards = std::mem::take(&mut self.writes.rewards);
+        let model_versions = &mut self.writes.model_versions;
         for (rollout_id, was, is) in changes {
+            let old_version = stored_versions.get(rollout_id).copied();
+            let offered_version = self.offered_versions.get(rollout_id).copied();
+            if let (Some(offered), false) = (offered_version, deleted.contains(rollout_id)) {
+                model_versions
+                    .entry(rollout_id.to_owned())
+                    .or_insert(offered);
+            }
+            let new_version = old_version.or(offered_version);
             let old = stored.get(rollout_id);
             let offered = self
                 .offered_rewards
@@ -150,8 +193,8 @@ impl<'a> Tx<'a> {
             }
             let new = offered.or(old);
             deltas.moved(
-                was.and_then(|r| training::contribution(r, old)),
-                is.and_then(|r| training::contribution(r, new)),
+                was.and_then(|r| training::contribution(r, old, old_version)),
+                is.and_then(|r| training::contribution(r, new, new_version)),
             );
         }
         self.writes.training = deltas;

@@ -8,7 +8,10 @@
 //! # Contract
 //! * A reward written for a rollout replaces the stored one unless the
 //!   stored one's sequence id is greater ([`RolloutReward::supersedes`]).
-//! * Deleting a rollout deletes its reward; the summary's rows change only
+//! * A model version written for a rollout is stored unless the rollout
+//!   has one ([`WriteSet::model_versions`](super::WriteSet::model_versions)):
+//!   the first stays.
+//! * Deleting a rollout deletes its reward and its model version; the summary's rows change only
 //!   by the deltas the write set gives.
 //! * [`TrainingReads::training_rows`] and [`TrainingReads::timeline_rows`]
 //!   read the rows whose counts are not all zero, costing what they
@@ -26,6 +29,9 @@ pub trait TrainingReads: Send {
     /// Returns the stored rewards of those of `rollout_ids` that have one,
     /// in no particular order.
     async fn rewards(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, RolloutReward)>>;
+    /// Returns the stored model versions (of their first model call) of
+    /// those of `rollout_ids` that have one, in no particular order.
+    async fn model_versions(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, i64)>>;
     /// Returns the summary's rows (of `mode` only, when given), each with
     /// the number of the resources version it names when the store holds
     /// it (its place in the resources' creation order, from 1), in no

@@ -62,6 +62,10 @@ pub struct WriteSet {
     /// Rollouts' final rewards written, keyed by rollout id (see
     /// [`super::training`] for when one replaces the stored one).
     pub rewards: IndexMap<String, RolloutReward>,
+    /// The model version that served a rollout's first model call, keyed
+    /// by rollout id: stored unless the rollout has one already (see
+    /// [`super::training`]).
+    pub model_versions: IndexMap<String, i64>,
     /// Changes of the training summary's rows, added to them.
     pub training: TrainingDeltas,
     /// A backend that keeps the summary's rows in shards (a shared
@@ -103,6 +107,7 @@ impl WriteSet {
             && self.forget_activity.is_none()
             && self.requests.is_empty()
             && self.rewards.is_empty()
+            && self.model_versions.is_empty()
             && self.training.is_empty()
             && !self.fold_training_shards
             && self.events.is_empty()

@@ -213,8 +213,9 @@ class GetTrainingSummaryResponse(_message.Message):
     def __init__(self, versions: _Optional[_Iterable[_Union[VersionSummary, _Mapping]]] = ...) -> None: ...
 
 class VersionSummary(_message.Message):
-    __slots__ = ("resources_id", "version", "mode", "rollouts", "succeeded", "rewarded", "reward_mean", "reward_p10", "reward_p50", "reward_p90")
+    __slots__ = ("resources_id", "model_version", "version", "mode", "rollouts", "succeeded", "rewarded", "reward_mean", "reward_p10", "reward_p50", "reward_p90")
     RESOURCES_ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
@@ -225,6 +226,7 @@ class VersionSummary(_message.Message):
     REWARD_P50_FIELD_NUMBER: _ClassVar[int]
     REWARD_P90_FIELD_NUMBER: _ClassVar[int]
     resources_id: str
+    model_version: int
     version: int
     mode: _types_pb2.RolloutMode
     rollouts: int
@@ -234,7 +236,7 @@ class VersionSummary(_message.Message):
     reward_p10: float
     reward_p50: float
     reward_p90: float
-    def __init__(self, resources_id: _Optional[str] = ..., version: _Optional[int] = ..., mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., rollouts: _Optional[int] = ..., succeeded: _Optional[int] = ..., rewarded: _Optional[int] = ..., reward_mean: _Optional[float] = ..., reward_p10: _Optional[float] = ..., reward_p50: _Optional[float] = ..., reward_p90: _Optional[float] = ...) -> None: ...
+    def __init__(self, resources_id: _Optional[str] = ..., model_version: _Optional[int] = ..., version: _Optional[int] = ..., mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., rollouts: _Optional[int] = ..., succeeded: _Optional[int] = ..., rewarded: _Optional[int] = ..., reward_mean: _Optional[float] = ..., reward_p10: _Optional[float] = ..., reward_p50: _Optional[float] = ..., reward_p90: _Optional[float] = ...) -> None: ...
 
 class GetRewardTimelineRequest(_message.Message):
     __slots__ = ("mode", "resolution", "start_time", "end_time")
@@ -569,7 +571,7 @@ class GetSpanSequenceIdsResponse(_message.Message):
     def __init__(self, sequence_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class QueryRolloutsRequest(_message.Message):
-    __slots__ = ("status_in", "rollout_id_in", "rollout_id_contains", "filter_logic", "page", "status_in_list", "rollout_id_in_list", "mode_in", "start_time_from", "start_time_until", "worker_id", "resources_id", "end_time_from", "end_time_until", "reward_min", "reward_max")
+    __slots__ = ("status_in", "rollout_id_in", "rollout_id_contains", "filter_logic", "page", "status_in_list", "rollout_id_in_list", "mode_in", "start_time_from", "start_time_until", "worker_id", "resources_id", "end_time_from", "end_time_until", "reward_min", "reward_max", "model_version")
     STATUS_IN_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_ID_IN_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_ID_CONTAINS_FIELD_NUMBER: _ClassVar[int]
@@ -586,6 +588,7 @@ class QueryRolloutsRequest(_message.Message):
     END_TIME_UNTIL_FIELD_NUMBER: _ClassVar[int]
     REWARD_MIN_FIELD_NUMBER: _ClassVar[int]
     REWARD_MAX_FIELD_NUMBER: _ClassVar[int]
+    MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
     status_in: _containers.RepeatedScalarFieldContainer[_types_pb2.RolloutStatus]
     rollout_id_in: _containers.RepeatedScalarFieldContainer[str]
     rollout_id_contains: str
@@ -602,7 +605,8 @@ class QueryRolloutsRequest(_message.Message):
     end_time_until: _timestamp_pb2.Timestamp
     reward_min: float
     reward_max: float
-    def __init__(self, status_in: _Optional[_Iterable[_Union[_types_pb2.RolloutStatus, str]]] = ..., rollout_id_in: _Optional[_Iterable[str]] = ..., rollout_id_contains: _Optional[str] = ..., filter_logic: _Optional[_Union[FilterLogic, str]] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ..., status_in_list: _Optional[_Union[RolloutStatusList, _Mapping]] = ..., rollout_id_in_list: _Optional[_Union[StringList, _Mapping]] = ..., mode_in: _Optional[_Iterable[_Union[_types_pb2.RolloutMode, str]]] = ..., start_time_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., worker_id: _Optional[str] = ..., resources_id: _Optional[str] = ..., end_time_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reward_min: _Optional[float] = ..., reward_max: _Optional[float] = ...) -> None: ...
+    model_version: int
+    def __init__(self, status_in: _Optional[_Iterable[_Union[_types_pb2.RolloutStatus, str]]] = ..., rollout_id_in: _Optional[_Iterable[str]] = ..., rollout_id_contains: _Optional[str] = ..., filter_logic: _Optional[_Union[FilterLogic, str]] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ..., status_in_list: _Optional[_Union[RolloutStatusList, _Mapping]] = ..., rollout_id_in_list: _Optional[_Union[StringList, _Mapping]] = ..., mode_in: _Optional[_Iterable[_Union[_types_pb2.RolloutMode, str]]] = ..., start_time_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., worker_id: _Optional[str] = ..., resources_id: _Optional[str] = ..., end_time_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reward_min: _Optional[float] = ..., reward_max: _Optional[float] = ..., model_version: _Optional[int] = ...) -> None: ...
 
 class RolloutStatusList(_message.Message):
     __slots__ = ("values",)

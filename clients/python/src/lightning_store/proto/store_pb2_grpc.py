@@ -291,7 +291,8 @@ class LightningStoreServiceServicer:
 
     def GetTrainingSummary(self, request, context):
         """Returns whether the training is learning: for each policy version
-        (resources version) and mode, the rollouts that ended as succeeded or
+        (resources version, or for an agent-lightning 1.x rollout the model
+        version that served its first model call) and mode, the rollouts that ended as succeeded or
         failed, how many succeeded, and their rewards' mean and percentiles.
         Kept in the commit of every change, so a call costs the summary's
         rows, not the rollouts counted. Not upstream's.

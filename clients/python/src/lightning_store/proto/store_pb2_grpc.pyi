@@ -76,7 +76,8 @@ class LightningStoreServiceStub:
     """
     GetTrainingSummary: _grpc.UnaryUnaryMultiCallable[_store_pb2.GetTrainingSummaryRequest, _store_pb2.GetTrainingSummaryResponse]
     """Returns whether the training is learning: for each policy version
-    (resources version) and mode, the rollouts that ended as succeeded or
+    (resources version, or for an agent-lightning 1.x rollout the model
+    version that served its first model call) and mode, the rollouts that ended as succeeded or
     failed, how many succeeded, and their rewards' mean and percentiles.
     Kept in the commit of every change, so a call costs the summary's
     rows, not the rollouts counted. Not upstream's.
@@ -290,7 +291,8 @@ class LightningStoreServiceAsyncStub(LightningStoreServiceStub):
     """
     GetTrainingSummary: _aio.UnaryUnaryMultiCallable[_store_pb2.GetTrainingSummaryRequest, _store_pb2.GetTrainingSummaryResponse]  # type: ignore[assignment]
     """Returns whether the training is learning: for each policy version
-    (resources version) and mode, the rollouts that ended as succeeded or
+    (resources version, or for an agent-lightning 1.x rollout the model
+    version that served its first model call) and mode, the rollouts that ended as succeeded or
     failed, how many succeeded, and their rewards' mean and percentiles.
     Kept in the commit of every change, so a call costs the summary's
     rows, not the rollouts counted. Not upstream's.
@@ -537,7 +539,8 @@ class LightningStoreServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_store_pb2.GetTrainingSummaryResponse, _abc.Awaitable[_store_pb2.GetTrainingSummaryResponse]]:
         """Returns whether the training is learning: for each policy version
-        (resources version) and mode, the rollouts that ended as succeeded or
+        (resources version, or for an agent-lightning 1.x rollout the model
+        version that served its first model call) and mode, the rollouts that ended as succeeded or
         failed, how many succeeded, and their rewards' mean and percentiles.
         Kept in the commit of every change, so a call costs the summary's
         rows, not the rollouts counted. Not upstream's.

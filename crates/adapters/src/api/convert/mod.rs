@@ -310,7 +310,8 @@ pub fn training_request_from_proto(
 /// Converts one version's summary.
 pub fn version_summary_to_proto(summary: &VersionSummary) -> pb::VersionSummary {
     pb::VersionSummary {
-        resources_id: summary.version.clone(),
+        resources_id: summary.version.resources_id().to_owned(),
+        model_version: summary.version.model_version(),
         version: summary.version_number,
         mode: mode_to_proto(RolloutMode::parse(&summary.mode)) as i32,
         rollouts: summary.stats.rollouts,
