@@ -392,11 +392,10 @@ impl VersionSummary {
         self.version_number.or(self.version.model_version())
     }
 
-    /// Returns the summary of `version` (a resources id) with no counted
-    /// rollout in `mode`.
-    pub fn empty(version: &str, mode: RolloutMode) -> Self {
+    /// Returns the summary of `version` with no counted rollout in `mode`.
+    pub fn empty(version: PolicyVersion, mode: RolloutMode) -> Self {
         Self {
-            version: PolicyVersion::Resources(version.to_owned()),
+            version,
             version_number: None,
             mode: mode.as_str().to_owned(),
             stats: RewardStats::default(),

@@ -368,6 +368,68 @@ async fn a_1x_rollout_counts_under_the_model_version_of_its_first_model_call() {
     assert_eq!(rollouts_of_model_version(&mut grpc, 2).await, ["a", "c"]);
     assert_eq!(rollouts_of_model_version(&mut grpc, 3).await, ["b", "late"]);
 
+    // Two model versions compared: every rollout has the same input, one task.
+    let compared = grpc
+        .compare_versions(pb::CompareVersionsRequest {
+            mode: pb::RolloutMode::Train as i32,
+            model_version_before: Some(2),
+            model_version_after: Some(3),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let side = |d: &Option<pb::VersionDistribution>| {
+        let summary = d.as_ref().unwrap().summary.as_ref().unwrap();
+        (summary.model_version, summary.rollouts, summary.reward_mean)
+    };
+    assert_eq!(side(&compared.before), (Some(2), 1, Some(1.0)));
+    assert_eq!(side(&compared.after), (Some(3), 2, Some(0.125)));
+    let changes: Vec<f64> = compared.tasks.iter().map(|t| t.change).collect();
+    assert_eq!(changes, [-0.875]);
+    let page = api
+        .get("/console/training?compare_mode=train&before=model-2&after=model-3")
+        .await;
+    assert!(
+        page.text().contains(
+            "Model version 2 (before): 1 of 1 train rollouts rewarded, mean 1.000. \
+             Model version 3 (after): 2 of 2 rewarded, mean 0.125."
+        ),
+        "{}",
+        page.text()
+    );
+    for (before, after, code) in [
+        (Some(7), Some(3), tonic::Code::NotFound),
+        (None, Some(3), tonic::Code::NotFound),
+    ] {
+        let refused = grpc
+            .compare_versions(pb::CompareVersionsRequest {
+                mode: pb::RolloutMode::Train as i32,
+                model_version_before: before,
+                model_version_after: after,
+                version_before: 0,
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), code, "{refused:?}");
+    }
+    let both = grpc
+        .compare_versions(pb::CompareVersionsRequest {
+            mode: pb::RolloutMode::Train as i32,
+            version_before: 1,
+            model_version_before: Some(2),
+            model_version_after: Some(3),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(both.code(), tonic::Code::InvalidArgument, "{both:?}");
+    assert_eq!(
+        both.message(),
+        "version_before and model_version_before are both set: name one version"
+    );
+
     assert_eq!(
         api.send("DELETE", "/api/rollouts/b", &[], "").await.status,
         204

@@ -654,6 +654,7 @@ async fn compare(
             version_before: before,
             version_after: after,
             max_tasks,
+            ..Default::default()
         })
         .await
         .map(tonic::Response::into_inner)

@@ -382,12 +382,15 @@ impl LightningStoreService for StoreService {
         request: Request<pb::CompareVersionsRequest>,
     ) -> RpcResult<pb::CompareVersionsResponse> {
         let ns = self.namespace(&request).await?;
-        let (mode, tasks) =
-            c::comparison_request_from_proto(request.get_ref()).map_err(status_of)?;
-        let request = request.into_inner();
+        let compared = c::comparison_request_from_proto(request.get_ref()).map_err(status_of)?;
         let comparison = ns
             .engine
-            .compare_versions(mode, request.version_before, request.version_after, tasks)
+            .compare_versions(
+                compared.mode,
+                compared.before,
+                compared.after,
+                compared.tasks,
+            )
             .await
             .map_err(status_of)?;
         ok(c::comparison_to_proto(&comparison))

@@ -442,7 +442,7 @@ async fn call(client: &mut StoreClient, read: &Read) -> Result<(Option<Duration>
                     mode: pb::RolloutMode::Train as i32,
                     version_before: *before,
                     version_after: *after,
-                    max_tasks: None,
+                    ..Default::default()
                 })
                 .await?,
             |r| r.tasks.len(),

@@ -1,7 +1,8 @@
 //! The Training page's comparison of two versions
 //! (`lightning_store_core::comparison`): a form choosing the mode and the
-//! versions (by default the last two with ended rollouts, in val when it has
-//! some), their reward distributions side by side, and the tasks whose mean
+//! versions (resources versions by number, agent-lightning 1.x model
+//! versions as `model-N`; by default the last two with ended rollouts, in
+//! val when it has some), their reward distributions side by side, and the tasks whose mean
 //! reward changed most, each linking to its latest rollout under either.
 
 use askama::Template;
@@ -12,9 +13,10 @@ use crate::format;
 use crate::rendered::{PageError, render_error};
 use crate::url::{PREFIX, query_get, query_pairs};
 use lightning_store_core::comparison::{Comparison, TaskRewards};
+use lightning_store_core::engine::ComparedVersion;
 use lightning_store_core::error::StoreError;
 use lightning_store_core::model::RolloutMode;
-use lightning_store_core::training::VersionSummary;
+use lightning_store_core::training::{PolicyVersion, VersionSummary};
 
 /// Tasks the page lists.
 const TASKS: usize = 10;
@@ -26,8 +28,50 @@ const RANGES: usize = 10;
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct CompareQuery {
     pub mode: Option<RolloutMode>,
-    pub before: Option<i64>,
-    pub after: Option<i64>,
+    pub before: Option<ComparedVersion>,
+    pub after: Option<ComparedVersion>,
+}
+
+/// The prefix of a model version's value in the page's URL (`model-3`).
+const MODEL_VALUE: &str = "model-";
+
+/// Returns a version's value in the page's URL: its number, or
+/// [`MODEL_VALUE`] and a model version.
+fn value_of(version: ComparedVersion) -> String {
+    match version {
+        ComparedVersion::Numbered(number) => number.to_string(),
+        ComparedVersion::Model(model_version) => format!("{MODEL_VALUE}{model_version}"),
+    }
+}
+
+/// Reads a version's value in the page's URL ([`value_of`]).
+fn parse_value(text: &str) -> Option<ComparedVersion> {
+    match text.strip_prefix(MODEL_VALUE) {
+        Some(model_version) => model_version.parse().ok().map(ComparedVersion::Model),
+        None => text
+            .parse()
+            .ok()
+            .filter(|number| *number >= 1)
+            .map(ComparedVersion::Numbered),
+    }
+}
+
+/// Returns how the page names a version.
+fn name_of(version: ComparedVersion) -> String {
+    match version {
+        ComparedVersion::Numbered(number) => format!("Version {number}"),
+        ComparedVersion::Model(model_version) => format!("Model version {model_version}"),
+    }
+}
+
+/// Returns the version a summary is of, when a comparison can name it: a
+/// resources version the store holds, or a model version.
+fn compared_version(summary: &VersionSummary) -> Option<ComparedVersion> {
+    match (summary.version_number, &summary.version) {
+        (Some(number), _) => Some(ComparedVersion::Numbered(number)),
+        (None, PolicyVersion::Model(model_version)) => Some(ComparedVersion::Model(*model_version)),
+        _ => None,
+    }
 }
 
 impl CompareQuery {
@@ -41,10 +85,7 @@ impl CompareQuery {
         let version = |name: &str| {
             query_get(&pairs, name)
                 .map(|text| {
-                    text.parse::<i64>()
-                        .ok()
-                        .filter(|number| *number >= 1)
-                        .ok_or_else(|| format!("{name}: {text:?} is not a version number"))
+                    parse_value(text).ok_or_else(|| format!("{name}: {text:?} is not a version"))
                 })
                 .transpose()
         };
@@ -59,6 +100,8 @@ impl CompareQuery {
 /// A choice of a `<select>`.
 struct Choice {
     value: String,
+    /// What the choice shows.
+    label: String,
     selected: bool,
 }
 
@@ -81,7 +124,8 @@ struct Side {
 
 /// What one version compared came to.
 struct Totals {
-    number: i64,
+    /// "Version 3", "Model version 3".
+    name: String,
     rollouts: i64,
     rewarded: i64,
     mean: String,
@@ -90,7 +134,7 @@ struct Totals {
 impl Totals {
     fn of(summary: &VersionSummary) -> Self {
         Self {
-            number: summary.version_number.unwrap_or_default(),
+            name: compared_version(summary).map(name_of).unwrap_or_default(),
             rollouts: summary.stats.rollouts,
             rewarded: summary.stats.rewarded,
             mean: format::reward(summary.stats.reward_mean),
@@ -129,16 +173,16 @@ pub async fn render(
     query: &CompareQuery,
     summaries: &[VersionSummary],
 ) -> Result<Option<String>, PageError> {
-    let numbered = |mode: Option<RolloutMode>| -> Vec<i64> {
-        let mut numbers: Vec<i64> = summaries
+    let versions = |mode: Option<RolloutMode>| -> Vec<ComparedVersion> {
+        let mut versions: Vec<ComparedVersion> = summaries
             .iter()
             .filter(|s| mode.is_none_or(|mode| s.mode == mode.as_str()))
-            .filter_map(|s| s.version_number)
+            .filter_map(compared_version)
             .collect();
-        numbers.dedup();
-        numbers
+        versions.dedup();
+        versions
     };
-    let every = numbered(None);
+    let every = versions(None);
     if every.is_empty() {
         return Ok(None);
     }
@@ -148,7 +192,7 @@ pub async fn render(
     } else {
         RolloutMode::Train
     });
-    let in_mode = numbered(Some(mode));
+    let in_mode = versions(Some(mode));
     let last_two = match in_mode.as_slice() {
         [.., before, after] => Some((*before, *after)),
         _ => None,
@@ -167,12 +211,13 @@ pub async fn render(
         },
         _ => (None, None),
     };
-    let choices = |chosen: Option<i64>| -> Vec<Choice> {
+    let choices = |chosen: Option<ComparedVersion>| -> Vec<Choice> {
         every
             .iter()
-            .map(|number| Choice {
-                value: number.to_string(),
-                selected: chosen == Some(*number),
+            .map(|&version| Choice {
+                value: value_of(version),
+                label: name_of(version),
+                selected: chosen == Some(version),
             })
             .collect()
     };
@@ -182,6 +227,7 @@ pub async fn render(
             .into_iter()
             .map(|m| Choice {
                 value: m.as_str().to_owned(),
+                label: m.as_str().to_owned(),
                 selected: m == mode,
             })
             .collect(),
@@ -299,10 +345,22 @@ mod tests {
             query,
             CompareQuery {
                 mode: Some(RolloutMode::Val),
-                before: Some(2),
-                after: Some(5),
+                before: Some(ComparedVersion::Numbered(2)),
+                after: Some(ComparedVersion::Numbered(5)),
             }
         );
+        let models = CompareQuery::parse("before=model-0&after=model-7").unwrap();
+        assert_eq!(
+            (models.before, models.after),
+            (
+                Some(ComparedVersion::Model(0)),
+                Some(ComparedVersion::Model(7))
+            )
+        );
+        for version in [ComparedVersion::Numbered(3), ComparedVersion::Model(-1)] {
+            assert_eq!(parse_value(&value_of(version)), Some(version));
+        }
+        assert!(CompareQuery::parse("before=model-x").is_err());
         assert_eq!(CompareQuery::parse("").unwrap(), CompareQuery::default());
         assert!(CompareQuery::parse("before=0").is_err());
         assert!(CompareQuery::parse("after=last").is_err());
@@ -312,7 +370,8 @@ mod tests {
     #[test]
     fn the_distributions_share_ranges_of_equal_width() {
         let summary = |bins: Vec<(f64, i64)>| {
-            let mut summary = VersionSummary::empty("rs-1", RolloutMode::Val);
+            let resources = PolicyVersion::Resources("rs-1".into());
+            let mut summary = VersionSummary::empty(resources, RolloutMode::Val);
             summary.stats.bins = bins;
             summary
         };

@@ -42,4 +42,4 @@ pub use self::rollouts::{Enqueued, RewardedRollouts};
 pub use self::runner::{Engine, EngineConfig};
 pub use self::sessions::{OpenedSession, SessionPolicy, StreamEnd};
 pub use self::spans::AddedSpans;
-pub use self::training::VersionRange;
+pub use self::training::{ComparedVersion, VersionRange};

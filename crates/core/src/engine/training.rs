@@ -8,10 +8,12 @@ use std::collections::HashMap;
 
 use super::super::comparison::{self, Comparison, MAX_COMPARED_ROLLOUTS, MAX_TASKS, TaskRollout};
 use super::super::error::{StoreError, StoreResult};
-use super::super::model::{ResourcesUpdate, RolloutMode, RolloutStatus};
+use super::super::model::{RolloutMode, RolloutStatus};
 use super::super::query::{Page, ResourcesFilter, RolloutFilter, TimeRange};
 use super::super::storage::StoreTx;
-use super::super::training::{self, PeriodSummary, Resolution, Timeline, VersionSummary};
+use super::super::training::{
+    self, PeriodSummary, PolicyVersion, Resolution, Timeline, VersionSummary,
+};
 use super::runner::Engine;
 
 /// Which versions a summary covers, by number (a resources snapshot's place
@@ -31,6 +33,15 @@ impl VersionRange {
             None => self.from.is_none() && self.to.is_none(),
         }
     }
+}
+
+/// A version a comparison names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ComparedVersion {
+    /// A resources version, by number (its place in creation order, from 1).
+    Numbered(i64),
+    /// An agent-lightning 1.x model version.
+    Model(i64),
 }
 
 impl Engine {
@@ -93,17 +104,18 @@ impl Engine {
         .await
     }
 
-    /// Compares versions `before` and `after` (by number) in `mode`: each
-    /// one's summary with its reward distribution, and the `tasks` tasks
-    /// rewarded under both whose mean reward changed most
-    /// ([`crate::comparison`]). Reads the summary's rows of `mode` and each
-    /// version's ended rollouts (at most [`MAX_COMPARED_ROLLOUTS`]), in one
-    /// transaction.
+    /// Compares versions `before` and `after` in `mode`: each one's summary
+    /// with its reward distribution, and the `tasks` tasks rewarded under
+    /// both whose mean reward changed most ([`crate::comparison`]). Reads
+    /// the summary's rows of `mode` and each version's ended rollouts (at
+    /// most [`MAX_COMPARED_ROLLOUTS`]), in one transaction. Refuses a
+    /// version the store does not hold: a resources version, or a model
+    /// version no rollout made its first call with.
     pub async fn compare_versions(
         &self,
         mode: RolloutMode,
-        before: i64,
-        after: i64,
+        before: ComparedVersion,
+        after: ComparedVersion,
         tasks: usize,
     ) -> StoreResult<Comparison> {
         if tasks > MAX_TASKS {
@@ -113,32 +125,23 @@ impl Engine {
         }
         self.read(|store| {
             Box::pin(async move {
-                let before_resources = version(store, before).await?;
-                let after_resources = version(store, after).await?;
+                let before = resolve(store, before).await?;
+                let after = resolve(store, after).await?;
                 let summaries =
                     training::summarise(store.training_rows(Some(mode.as_str())).await?);
-                let summary_of = |resources: &ResourcesUpdate| {
-                    summaries
-                        .iter()
-                        .find(|s| s.version.resources_id() == resources.resources_id)
-                        .cloned()
-                        .unwrap_or_else(|| VersionSummary::empty(&resources.resources_id, mode))
+                let summary_of = |(version, number): &(PolicyVersion, Option<i64>)| {
+                    let found = summaries.iter().find(|s| s.version == *version).cloned();
+                    VersionSummary {
+                        version_number: *number,
+                        ..found.unwrap_or_else(|| VersionSummary::empty(version.clone(), mode))
+                    }
                 };
-                let (before_summary, after_summary) =
-                    (summary_of(&before_resources), summary_of(&after_resources));
-                let (before_rollouts, before_cut) =
-                    ended_rollouts(store, &before_resources, mode).await?;
-                let (after_rollouts, after_cut) =
-                    ended_rollouts(store, &after_resources, mode).await?;
+                let (before_summary, after_summary) = (summary_of(&before), summary_of(&after));
+                let (before_rollouts, before_cut) = ended_rollouts(store, &before.0, mode).await?;
+                let (after_rollouts, after_cut) = ended_rollouts(store, &after.0, mode).await?;
                 Ok(Comparison {
-                    before: VersionSummary {
-                        version_number: Some(before),
-                        ..before_summary
-                    },
-                    after: VersionSummary {
-                        version_number: Some(after),
-                        ..after_summary
-                    },
+                    before: before_summary,
+                    after: after_summary,
                     tasks: comparison::task_changes(&before_rollouts, &after_rollouts, tasks),
                     tasks_cut: before_cut || after_cut,
                 })
@@ -168,20 +171,57 @@ impl Window<'_> {
     }
 }
 
-/// Returns the resources version numbered `number` (its place in creation
-/// order, from 1); refuses a number the store does not hold.
-async fn version(store: &mut (dyn StoreTx + '_), number: i64) -> StoreResult<ResourcesUpdate> {
-    let missing = || StoreError::NotFound(format!("no resources version {number}"));
-    let offset = usize::try_from(number - 1).map_err(|_| missing())?;
-    let page = Page {
+/// Returns the policy version a comparison names, with its number when it
+/// is a resources version; refuses a version the store does not hold.
+async fn resolve(
+    store: &mut (dyn StoreTx + '_),
+    version: ComparedVersion,
+) -> StoreResult<(PolicyVersion, Option<i64>)> {
+    let first = Page {
         limit: Some(1),
-        offset,
         ..Page::default()
     };
-    let found = store
-        .query_resources(&ResourcesFilter::default(), &page)
-        .await?;
-    found.items.into_iter().next().ok_or_else(missing)
+    match version {
+        ComparedVersion::Numbered(number) => {
+            let missing = || StoreError::NotFound(format!("no resources version {number}"));
+            let offset = usize::try_from(number - 1).map_err(|_| missing())?;
+            let page = Page { offset, ..first };
+            let found = store
+                .query_resources(&ResourcesFilter::default(), &page)
+                .await?;
+            let resources = found.items.into_iter().next().ok_or_else(missing)?;
+            Ok((
+                PolicyVersion::Resources(resources.resources_id),
+                Some(number),
+            ))
+        }
+        ComparedVersion::Model(model_version) => {
+            let served = store
+                .query_rollouts(&of_version(&PolicyVersion::Model(model_version)), &first)
+                .await?;
+            if served.total == 0 {
+                return Err(StoreError::NotFound(format!(
+                    "no rollout made its first model call with model version {model_version}"
+                )));
+            }
+            Ok((PolicyVersion::Model(model_version), None))
+        }
+    }
+}
+
+/// Returns the filter of the rollouts that count under `version`.
+fn of_version(version: &PolicyVersion) -> RolloutFilter {
+    match version {
+        PolicyVersion::Resources(id) => RolloutFilter {
+            resources_id: Some(id.clone()),
+            ..RolloutFilter::default()
+        },
+        PolicyVersion::Model(model_version) => RolloutFilter {
+            model_version: Some(*model_version),
+            ..RolloutFilter::default()
+        },
+        PolicyVersion::None => RolloutFilter::default(),
+    }
 }
 
 /// Returns the final rewards of those of `rollout_ids` that have one, by
@@ -200,19 +240,18 @@ pub(super) async fn final_rewards(
         .collect())
 }
 
-/// Returns the rollouts of `resources`'s version in `mode` that ended as
-/// succeeded or failed, with their final rewards, in creation order (the
-/// first [`MAX_COMPARED_ROLLOUTS`]), and whether there were more.
+/// Returns the rollouts of `version` in `mode` that ended as succeeded or
+/// failed, with their final rewards, in creation order (the first
+/// [`MAX_COMPARED_ROLLOUTS`]), and whether there were more.
 async fn ended_rollouts(
     store: &mut (dyn StoreTx + '_),
-    resources: &ResourcesUpdate,
+    version: &PolicyVersion,
     mode: RolloutMode,
 ) -> StoreResult<(Vec<TaskRollout>, bool)> {
     let filter = RolloutFilter {
         status_in: Some(vec![RolloutStatus::Succeeded, RolloutStatus::Failed]),
         mode_in: Some(vec![Some(mode)]),
-        resources_id: Some(resources.resources_id.clone()),
-        ..RolloutFilter::default()
+        ..of_version(version)
     };
     let page = Page {
         limit: Some(MAX_COMPARED_ROLLOUTS),

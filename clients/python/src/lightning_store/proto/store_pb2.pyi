@@ -281,16 +281,20 @@ class PeriodSummary(_message.Message):
     def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., rollouts: _Optional[int] = ..., succeeded: _Optional[int] = ..., rewarded: _Optional[int] = ..., reward_mean: _Optional[float] = ..., reward_p10: _Optional[float] = ..., reward_p50: _Optional[float] = ..., reward_p90: _Optional[float] = ...) -> None: ...
 
 class CompareVersionsRequest(_message.Message):
-    __slots__ = ("mode", "version_before", "version_after", "max_tasks")
+    __slots__ = ("mode", "version_before", "version_after", "max_tasks", "model_version_before", "model_version_after")
     MODE_FIELD_NUMBER: _ClassVar[int]
     VERSION_BEFORE_FIELD_NUMBER: _ClassVar[int]
     VERSION_AFTER_FIELD_NUMBER: _ClassVar[int]
     MAX_TASKS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_VERSION_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_VERSION_AFTER_FIELD_NUMBER: _ClassVar[int]
     mode: _types_pb2.RolloutMode
     version_before: int
     version_after: int
     max_tasks: int
-    def __init__(self, mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., version_before: _Optional[int] = ..., version_after: _Optional[int] = ..., max_tasks: _Optional[int] = ...) -> None: ...
+    model_version_before: int
+    model_version_after: int
+    def __init__(self, mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., version_before: _Optional[int] = ..., version_after: _Optional[int] = ..., max_tasks: _Optional[int] = ..., model_version_before: _Optional[int] = ..., model_version_after: _Optional[int] = ...) -> None: ...
 
 class CompareVersionsResponse(_message.Message):
     __slots__ = ("before", "after", "tasks", "tasks_cut")

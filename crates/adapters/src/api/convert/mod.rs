@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use lightning_store_core::comparison::{Comparison, DEFAULT_TASKS, TaskRewards};
-use lightning_store_core::engine::VersionRange;
+use lightning_store_core::engine::{ComparedVersion, VersionRange};
 use lightning_store_core::error::{StoreError, StoreResult};
 use lightning_store_core::model::{
     self as m, AttemptStatus, Json, RolloutMode, RolloutStatus, WorkerStatus,
@@ -378,11 +378,21 @@ pub fn timeline_to_proto(timeline: &Timeline) -> pb::GetRewardTimelineResponse {
     }
 }
 
-/// Returns the mode a comparison reads (one must be named) and the tasks
-/// it lists.
+/// What a comparison request chooses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ComparisonRequest {
+    /// The mode compared (one must be named).
+    pub mode: RolloutMode,
+    pub before: ComparedVersion,
+    pub after: ComparedVersion,
+    /// The tasks listed, at most.
+    pub tasks: usize,
+}
+
+/// Reads what a comparison request chooses.
 pub fn comparison_request_from_proto(
     request: &pb::CompareVersionsRequest,
-) -> StoreResult<(RolloutMode, usize)> {
+) -> StoreResult<ComparisonRequest> {
     let mode = mode_from_proto(request.mode)?
         .ok_or_else(|| StoreError::invalid("mode: name the mode compared (train, val or test)"))?;
     let tasks = match request.max_tasks {
@@ -390,7 +400,23 @@ pub fn comparison_request_from_proto(
         Some(max) => usize::try_from(max)
             .map_err(|_| StoreError::invalid(format!("max_tasks ({max}) is negative")))?,
     };
-    Ok((mode, tasks))
+    let side = |name: &str, number: i64, model_version: Option<i64>| match model_version {
+        None => Ok(ComparedVersion::Numbered(number)),
+        Some(model_version) if number == 0 => Ok(ComparedVersion::Model(model_version)),
+        Some(_) => Err(StoreError::invalid(format!(
+            "version_{name} and model_version_{name} are both set: name one version"
+        ))),
+    };
+    Ok(ComparisonRequest {
+        mode,
+        before: side(
+            "before",
+            request.version_before,
+            request.model_version_before,
+        )?,
+        after: side("after", request.version_after, request.model_version_after)?,
+        tasks,
+    })
 }
 
 /// Converts a comparison of two versions.
