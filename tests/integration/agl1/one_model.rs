@@ -440,5 +440,12 @@ async fn a_1x_rollout_counts_under_the_model_version_of_its_first_model_call() {
         "a deleted rollout stops counting"
     );
     assert_eq!(rollouts_of_model_version(&mut grpc, 3).await, ["late"]);
+    // An id used again is a new rollout: its first call gives its version.
+    api.create(json!([{"rollout_id": "b", "input": {}, "is_train": true}]))
+        .await;
+    api.set_state("b", "running").await;
+    api.record("b", "model_request", json!({"model_version": 5}))
+        .await;
+    assert_eq!(rollouts_of_model_version(&mut grpc, 5).await, ["b"]);
     server.stop().await;
 }

@@ -20,6 +20,7 @@ pub mod events;
 pub mod gateway;
 pub mod model_call;
 pub mod records;
+pub mod versioned;
 
 /// An `Idempotency-Key` of an event POST, scoped to its rollout and
 /// attempt: the digest of its event type and data.

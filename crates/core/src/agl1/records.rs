@@ -314,8 +314,9 @@ pub struct NewAgl1Event {
     /// Whether the data holds a non-null `routed_experts` (a model request
     /// that may supersede the previous one's routing tensor).
     pub has_routed_experts: bool,
-    /// The model version that served a model request
-    /// ([`super::events::model_version`]); `None` for other events.
+    /// The model version that served a model request, when the caller
+    /// knows it (the gateway); `None` for other events, or to have it read
+    /// from the data when needed ([`super::events::model_version`]).
     pub model_version: Option<i64>,
     /// The client's `Idempotency-Key` with a digest of its request: a
     /// repeated key returns the event first recorded under it.

@@ -239,7 +239,19 @@ impl Engine {
         {
             tx.offer_reward(&event.rollout_id, reward);
         }
-        if let Some(model_version) = new.model_version {
+        // Only a rollout's first model request gives its version: once the
+        // store holds one, later requests are not read for theirs.
+        let versioned = |id: &str| {
+            self.versioned
+                .as_ref()
+                .is_some_and(|known| known.contains(id))
+        };
+        if event.event_type == MODEL_REQUEST
+            && !versioned(&event.rollout_id)
+            && let Some(model_version) = new
+                .model_version
+                .or_else(|| agl1::events::model_version(&event.data))
+        {
             tx.offer_model_version(&event.rollout_id, model_version);
         }
         tx.agl1().events.push(EventWrite {

@@ -5,6 +5,7 @@
 
 use super::tx::Tx;
 use crate::agl1::cache::DetailCache;
+use crate::agl1::versioned::VersionedRollouts;
 use crate::clock::{Clock, SystemClock};
 use crate::error::StoreResult;
 use crate::events::{Event, EventBus, EventPage};
@@ -115,6 +116,9 @@ pub struct Engine {
     pub(super) details: Option<DetailCache>,
     /// 1.x event appends waiting to run together ([`appends`]).
     pub(super) appends: super::append_queue::AppendQueue,
+    /// The 1.x rollouts whose model version the store holds, on a backend
+    /// only this server writes (see [`VersionedRollouts`]).
+    pub(super) versioned: Option<VersionedRollouts>,
 }
 
 impl Engine {
@@ -130,6 +134,7 @@ impl Engine {
             closing: watch::Sender::new(false),
             details: store_exclusive.then(DetailCache::new),
             appends: super::append_queue::AppendQueue::default(),
+            versioned: store_exclusive.then(VersionedRollouts::default),
         }
     }
 
@@ -499,11 +504,30 @@ impl Engine {
             }
             _ => None,
         };
+        // Taken before the backend's commit, which may consume the set.
+        let versioned = match &self.versioned {
+            Some(known) if !writes.model_versions.is_empty() || !writes.agl1.deleted.is_empty() => {
+                Some((
+                    known.generation(),
+                    writes.model_versions.keys().cloned().collect::<Vec<_>>(),
+                    writes.agl1.deleted.iter().cloned().collect::<Vec<_>>(),
+                ))
+            }
+            _ => None,
+        };
         let committed = self
             .timed(BackendPhase::Commit, store.commit(&mut writes))
             .await;
         if let (Some(pending), Ok(())) = (pending, &committed) {
             pending.committed();
+        }
+        if let (Some(known), Some((generation, stored, deleted))) = (&self.versioned, &versioned) {
+            if !deleted.is_empty() {
+                known.deleted(deleted);
+            }
+            if committed.is_ok() {
+                known.stored(*generation, stored);
+            }
         }
         committed?;
         for status in changes.expired {

@@ -15,9 +15,7 @@ use crate::http::error::HttpResult;
 use crate::http::extract::{self, JsonBody, QueryParams, RawBody, is_json, json_body};
 use crate::http::validate::{Loc, Validator};
 use crate::pyjson::PyJson;
-use lightning_store_core::agl1::events::{
-    self, EventFormat, EventQuery, MODEL_REQUEST, ROUTED_EXPERTS,
-};
+use lightning_store_core::agl1::events::{EventFormat, EventQuery, MODEL_REQUEST, ROUTED_EXPERTS};
 use lightning_store_core::agl1::{IdempotencyKey, NewAgl1Event};
 use lightning_store_core::ids::{AttemptId, RolloutId};
 use lightning_store_core::model::Json;
@@ -99,16 +97,12 @@ pub(super) async fn post(
     let (event_type, data) = event_create(&headers, &bytes)?;
     let idempotency =
         key.map(|key| IdempotencyKey::of(&key, &[event_type.as_bytes(), data.as_bytes()]));
-    let is_model_request = event_type == MODEL_REQUEST;
-    let has_routed_experts = is_model_request && may_have_routed_experts(&data);
-    let model_version = is_model_request
-        .then(|| events::model_version(&data))
-        .flatten();
+    let has_routed_experts = event_type == MODEL_REQUEST && may_have_routed_experts(&data);
     let new = NewAgl1Event {
         event_type,
         data,
         has_routed_experts,
-        model_version,
+        model_version: None,
         idempotency,
     };
     let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
