@@ -180,7 +180,8 @@ pub struct TrainingArgs {
     #[arg(long, value_parser = mode_arg())]
     pub mode: Option<pb::RolloutMode>,
     /// Only versions numbered at least this (a version's number is its
-    /// resources snapshot's place in creation order, from 1).
+    /// resources snapshot's place in creation order, from 1, or a 1.x
+    /// model version).
     #[arg(long)]
     pub from_version: Option<i64>,
     /// Only versions numbered at most this.
