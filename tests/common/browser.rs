@@ -155,9 +155,14 @@ impl Browser {
         &self.client
     }
 
-    /// Opens a URL and waits until the page is loaded.
+    /// Opens a URL and waits until its page is loaded. WebDriver's own
+    /// wait is not enough: under load, Chromium's first navigation of a
+    /// session was seen answered while the blank document still showed, so
+    /// the document shown before is marked and a new one awaited.
     pub async fn goto(&self, url: &str) {
+        let mark = self.mark_document().await;
         self.client.goto(url).await.expect("the page loads");
+        self.wait_for_new_document(mark).await;
     }
 
     /// Returns the page's URL.
