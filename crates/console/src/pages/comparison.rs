@@ -57,7 +57,7 @@ fn parse_value(text: &str) -> Option<ComparedVersion> {
 }
 
 /// Returns how the page names a version.
-fn name_of(version: ComparedVersion) -> String {
+pub(super) fn name_of(version: ComparedVersion) -> String {
     match version {
         ComparedVersion::Numbered(number) => format!("Version {number}"),
         ComparedVersion::Model(model_version) => format!("Model version {model_version}"),
@@ -66,7 +66,7 @@ fn name_of(version: ComparedVersion) -> String {
 
 /// Returns the version a summary is of, when a comparison can name it: a
 /// resources version the store holds, or a model version.
-fn compared_version(summary: &VersionSummary) -> Option<ComparedVersion> {
+pub(super) fn compared_version(summary: &VersionSummary) -> Option<ComparedVersion> {
     match (summary.version_number, &summary.version) {
         (Some(number), _) => Some(ComparedVersion::Numbered(number)),
         (None, PolicyVersion::Model(model_version)) => Some(ComparedVersion::Model(*model_version)),

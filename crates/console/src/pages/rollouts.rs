@@ -146,7 +146,12 @@ impl RolloutsQuery {
     }
 
     /// Returns the page's URL with the sort or the page changed.
-    fn url(&self, links: &Links, sort: Option<(&str, bool)>, page: Option<usize>) -> String {
+    pub(super) fn url(
+        &self,
+        links: &Links,
+        sort: Option<(&str, bool)>,
+        page: Option<usize>,
+    ) -> String {
         let mut parts = self.filter_parts();
         let (field, descending) = sort.unwrap_or((&self.sort.0, self.sort.1));
         parts.push(format!("sort={}{field}", if descending { "-" } else { "" }));

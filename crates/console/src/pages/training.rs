@@ -1,7 +1,8 @@
-//! The Training page: is the agent learning? Reward by policy version
-//! (resources version) for each mode, as a chart (the 10th to 90th
-//! percentile band and the mean of each version, train beside val) and as
-//! a table whose rows link to their rollouts; the same over time (by the
+//! The Training page: is the agent learning? Reward by policy version (an
+//! agent-lightning 0.x resources version, a 1.x model version) for each
+//! mode, as a chart (the 10th to 90th percentile band and the mean of each
+//! version, train beside val) and as a table whose rows link to their
+//! rollouts (the Rollouts page's own URL); the same over time (by the
 //! minute or hour rollouts ended in); read from the training summary and
 //! timeline the store keeps in the commit of every change
 //! (`lightning_store_core::training`).
@@ -9,14 +10,14 @@
 use askama::Template;
 
 use super::comparison::{self, CompareQuery};
+use super::rollouts::RolloutsQuery;
 use crate::charts::{self, BandSeries, RewardBand};
 use crate::context::Sources;
 use crate::format;
 use crate::rendered::render_error;
 use crate::rendered::{PageError, Rendered};
-use crate::url::{PREFIX, query_value};
 use lightning_store_core::engine::VersionRange;
-use lightning_store_core::model::Timestamp;
+use lightning_store_core::model::{RolloutMode, RolloutStatus, Timestamp};
 use lightning_store_core::query::TimeRange;
 use lightning_store_core::training::{
     PeriodSummary, PolicyVersion, Resolution, RewardStats, Timeline, VersionSummary,
@@ -192,10 +193,8 @@ pub async fn render(sources: &Sources, compare: &CompareQuery) -> Result<Rendere
         if labels.last() != Some(&label) {
             labels.push(label.clone());
         }
-        let named = match summary.version {
-            PolicyVersion::Model(version) => format!("Model version {version}"),
-            _ => format!("Version {label}"),
-        };
+        let named = comparison::compared_version(summary)
+            .map_or_else(|| format!("Version {label}"), comparison::name_of);
         entries.push((
             labels.len() - 1,
             summary.mode.as_str(),
@@ -220,24 +219,23 @@ pub async fn render(sources: &Sources, compare: &CompareQuery) -> Result<Rendere
                 summary.mode.as_str()
             };
             // The best rewarded first.
-            let mut link = format!(
-                "{PREFIX}/rollouts?status=succeeded&status=failed&mode={mode}&sort=-reward"
-            );
-            match &summary.version {
-                PolicyVersion::Resources(id) => {
-                    link.push_str(&format!("&resources={}", query_value(id)));
-                }
-                PolicyVersion::Model(version) => {
-                    link.push_str(&format!("&model_version={version}"));
-                }
-                PolicyVersion::None => {}
-            }
+            let listed = RolloutsQuery {
+                statuses: vec![RolloutStatus::Succeeded, RolloutStatus::Failed],
+                modes: vec![RolloutMode::parse(&summary.mode)],
+                resources: Some(summary.version.resources_id())
+                    .filter(|id| !id.is_empty())
+                    .map(str::to_owned),
+                model_version: summary.version.model_version(),
+                sort: ("reward".to_owned(), true),
+                page: 1,
+                ..RolloutsQuery::default()
+            };
             Row {
                 version: version_label(summary),
                 resources_id: summary.version.resources_id().to_owned(),
                 mode: mode.to_owned(),
                 rollouts: stats.rollouts,
-                rollouts_link: sources.links.to(&link),
+                rollouts_link: listed.url(&sources.links, None, None),
                 success: format!(
                     "{:.1}%",
                     100.0 * stats.succeeded as f64 / stats.rollouts.max(1) as f64
