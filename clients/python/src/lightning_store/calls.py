@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar, overload
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from lightning_store.proto import store_pb2 as pb
 from lightning_store.proto import types_pb2 as types
@@ -35,6 +36,7 @@ from lightning_store.values import (
     ATTEMPT_STATUS,
     ROLLOUT_MODE,
     ROLLOUT_STATUS,
+    TIMELINE_RESOLUTION,
     UNSET,
     WORKER_STATUS,
     AttemptStatusName,
@@ -42,6 +44,7 @@ from lightning_store.values import (
     RolloutModeName,
     RolloutStatusName,
     SortOrderName,
+    TimelineResolutionName,
     Unset,
     WorkerStatusName,
     to_json,
@@ -132,6 +135,10 @@ def _seconds(seconds: float) -> Duration:
 
 def _mode(mode: RolloutModeName | None) -> str | None:
     return ROLLOUT_MODE.value(mode) if mode is not None else None
+
+
+def _time(seconds: float | None) -> Timestamp | None:
+    return to_timestamp(seconds) if seconds is not None else None
 
 
 def rollout_spec(
@@ -275,6 +282,16 @@ def query_rollouts(
     rollout_id_in: Iterable[str] | None = None,
     rollout_id_contains: str | None = None,
     filter_logic: FilterLogicName = "and",
+    mode_in: Iterable[RolloutModeName | None] | None = None,
+    start_time_from: float | None = None,
+    start_time_until: float | None = None,
+    end_time_from: float | None = None,
+    end_time_until: float | None = None,
+    worker_id: str | None = None,
+    resources_id: str | None = None,
+    reward_min: float | None = None,
+    reward_max: float | None = None,
+    model_version: int | None = None,
     sort_by: str | None = None,
     sort_order: SortOrderName = "asc",
     limit: int | None = None,
@@ -285,12 +302,36 @@ def query_rollouts(
     A filter list left at None is no condition; an empty list is a condition
     no rollout meets (agent-lightning's `status_in=[]`). `limit=0` answers the
     total only.
+
+    The conditions from `mode_in` on are not agent-lightning's: each one given
+    narrows the answer of the others, whatever `filter_logic`. `mode_in` takes
+    modes and None (no mode); times are seconds since the epoch, each window
+    from inclusive, until exclusive (a rollout that has not ended is outside
+    every end window); `worker_id` keeps rollouts with an attempt on that
+    worker; `reward_min` and `reward_max` bound the final reward, inclusive
+    (a rollout without one is outside); `model_version` keeps the
+    agent-lightning 1.x rollouts whose first model call that version served.
+    Sort by `reward` too: unrewarded rollouts first (last when descending).
     """
+    if mode_in is not None:
+        mode_in = list(mode_in)
+        if not mode_in:
+            raise ValueError("mode_in=[] would match no rollout; pass None for no condition on the mode")
     request = pb.QueryRolloutsRequest(
         status_in_list=_list(pb.RolloutStatusList, status_in, ROLLOUT_STATUS.value),
         rollout_id_in_list=_list(pb.StringList, rollout_id_in, str),
         filter_logic=_logic(filter_logic),
         rollout_id_contains=rollout_id_contains,
+        mode_in=[_mode(mode) or "ROLLOUT_MODE_UNSPECIFIED" for mode in mode_in or ()],
+        start_time_from=_time(start_time_from),
+        start_time_until=_time(start_time_until),
+        end_time_from=_time(end_time_from),
+        end_time_until=_time(end_time_until),
+        worker_id=worker_id,
+        resources_id=resources_id,
+        reward_min=reward_min,
+        reward_max=reward_max,
+        model_version=model_version,
         page=_page(sort_by, sort_order, limit, offset),
     )
     return Call("QueryRollouts", request, _page_of("rollouts"), safe=True)
@@ -535,6 +576,77 @@ def update_worker(worker_id: str, *, heartbeat_stats: Mapping[str, Any] | Unset 
     stats = None if isinstance(heartbeat_stats, Unset) else to_json(dict(heartbeat_stats))
     request = pb.UpdateWorkerRequest(worker_id=worker_id, heartbeat_stats_json=stats)
     return Call("UpdateWorker", request, lambda r: r.worker, safe=True)
+
+
+def training_summary(
+    *,
+    mode: RolloutModeName | None = None,
+    version_from: int | None = None,
+    version_to: int | None = None,
+) -> Call[list[pb.VersionSummary]]:
+    """Returns the training summary: per policy version and mode, the ended rollouts and their rewards.
+
+    A version is a resources snapshot (`version` is its place in creation order, from 1) or an
+    agent-lightning 1.x model version (`model_version`); `version_from` and `version_to` bound
+    either number, inclusive. `mode=None` gives every mode, each on its own row. The summary is
+    kept as the store changes, so reading it costs no scan.
+    """
+    request = pb.GetTrainingSummaryRequest(mode=_mode(mode), version_from=version_from, version_to=version_to)
+    return Call("GetTrainingSummary", request, lambda r: list(r.versions), safe=True)
+
+
+def reward_timeline(
+    *,
+    mode: RolloutModeName | None = None,
+    resolution: TimelineResolutionName | None = None,
+    start_time: float | None = None,
+    end_time: float | None = None,
+) -> Call[pb.GetRewardTimelineResponse]:
+    """Returns the rewards of the rollouts that ended, by the minute or hour they ended in.
+
+    `resolution=None` lets the server choose (minutes for a run under three hours); `start_time`
+    and `end_time` (seconds since the epoch) bound the periods' starts. The answer names the
+    resolution read and its `periods`, in time order, then by mode.
+    """
+    request = pb.GetRewardTimelineRequest(
+        mode=_mode(mode),
+        resolution=TIMELINE_RESOLUTION.value(resolution) if resolution is not None else None,
+        start_time=_time(start_time),
+        end_time=_time(end_time),
+    )
+    return Call("GetRewardTimeline", request, lambda r: r, safe=True)
+
+
+def compare_versions(
+    mode: RolloutModeName,
+    *,
+    version_before: int | None = None,
+    version_after: int | None = None,
+    model_version_before: int | None = None,
+    model_version_after: int | None = None,
+    max_tasks: int | None = None,
+) -> Call[pb.CompareVersionsResponse]:
+    """Compares two policy versions in `mode`: their reward distributions, and the tasks whose reward changed most.
+
+    Name each side once: a resources version by number (`version_before`, `version_after`) or
+    an agent-lightning 1.x model version (`model_version_before`, `model_version_after`). A task
+    is the rollouts with the same input; its change is its mean reward after less before.
+    """
+    for side, number, model_version in (
+        ("before", version_before, model_version_before),
+        ("after", version_after, model_version_after),
+    ):
+        if (number is None) == (model_version is None):
+            raise ValueError(f"name the {side} version once: version_{side} or model_version_{side}")
+    request = pb.CompareVersionsRequest(
+        mode=_mode(mode),
+        version_before=version_before or 0,
+        version_after=version_after or 0,
+        model_version_before=model_version_before,
+        model_version_after=model_version_after,
+        max_tasks=max_tasks,
+    )
+    return Call("CompareVersions", request, lambda r: r, safe=True)
 
 
 def span_retention(max_age: float | None = None, max_bytes: int = 0) -> pb.SpanRetention | None:

@@ -17,6 +17,7 @@ from typing import Any, Final, Generic, Literal, TypeVar, cast
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from lightning_store.proto import store_pb2 as store
 from lightning_store.proto import types_pb2 as types
 
 RolloutStatusName = Literal["queuing", "preparing", "running", "failed", "succeeded", "cancelled", "requeuing"]
@@ -41,6 +42,8 @@ SortOrderName = Literal["asc", "desc"]
 """The direction of a sort."""
 FilterLogicName = Literal["and", "or"]
 """How the conditions of a query combine."""
+TimelineResolutionName = Literal["minute", "hour"]
+"""The length of a reward timeline's periods."""
 
 
 class Unset:
@@ -111,6 +114,7 @@ WORKER_STATUS: Final = EnumNames[WorkerStatusName](types.WorkerStatus, "WORKER_S
 ROLLOUT_MODE: Final = EnumNames[RolloutModeName](types.RolloutMode, "ROLLOUT_MODE_")
 EVENT_KIND: Final = EnumNames[EventKindName](types.EventKind, "EVENT_KIND_")
 SPAN_KIND: Final = EnumNames[SpanKindName](types.SpanKind, "SPAN_KIND_")
+TIMELINE_RESOLUTION: Final = EnumNames[TimelineResolutionName](store.TimelineResolution, "TIMELINE_RESOLUTION_")
 
 
 def to_json(value: Any) -> str:
