@@ -16,11 +16,11 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import datasets
+import datasets  # type: ignore[import-untyped]
 import duckdb
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 import polars as pl
-import pyarrow.parquet as pq
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 Rows = list[dict[str, Any]]
 
@@ -61,6 +61,7 @@ def with_polars(path: str) -> Rows:
 
 def with_duckdb(path: str) -> Rows:
     relation = duckdb.sql("SELECT * FROM read_parquet(?)", params=[path])
+    assert relation is not None  # a query has a relation; only a statement has none
     columns = relation.columns
     return [dict(zip(columns, row, strict=True)) for row in relation.fetchall()]
 
