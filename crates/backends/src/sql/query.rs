@@ -5,7 +5,7 @@
 
 use super::dialect::Dialect;
 use super::statement::{Arg, Statement};
-use lightning_store_core::query::{FilterLogic, Page, TextMatch};
+use lightning_store_core::query::{FilterLogic, Page, TextMatch, TimeRange};
 
 /// Builds a statement, numbering parameters in the order they are bound.
 pub struct Builder<'a> {
@@ -64,6 +64,18 @@ impl<'a> Builder<'a> {
     /// Returns `column = value`.
     pub fn equals(&mut self, column: &str, value: &'a str) -> String {
         format!("{column} = {}", self.arg(value))
+    }
+
+    /// Returns the conditions that keep `column` in `range`: at or after
+    /// its start, before its end (none for a side left open).
+    pub fn within(&mut self, column: &str, range: TimeRange) -> impl Iterator<Item = String> {
+        let from = range
+            .from
+            .map(|from| format!("{column} >= {}", self.arg(from)));
+        let until = range
+            .until
+            .map(|until| format!("{column} < {}", self.arg(until)));
+        from.into_iter().chain(until)
     }
 
     /// Returns a condition true when `column` contains `part`.

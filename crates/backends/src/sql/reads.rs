@@ -75,26 +75,12 @@ fn rollout_condition<'a>(b: &mut Builder<'a>, filter: &'a RolloutFilter) -> Stri
         }
         Builder::combine(FilterLogic::Or, either)
     });
-    let from = filter
-        .start_time
-        .from
-        .map(|from| format!("r.start_time >= {}", b.arg(from)));
-    let until = filter
-        .start_time
-        .until
-        .map(|until| format!("r.start_time < {}", b.arg(until)));
+    let created: Vec<String> = b.within("r.start_time", filter.start_time).collect();
     let resources = filter
         .resources_id
         .as_deref()
         .map(|id| b.equals("r.resources_id", id));
-    let ended_from = filter
-        .end_time
-        .from
-        .map(|from| format!("r.end_time >= {}", b.arg(from)));
-    let ended_until = filter
-        .end_time
-        .until
-        .map(|until| format!("r.end_time < {}", b.arg(until)));
+    let ended: Vec<String> = b.within("r.end_time", filter.end_time).collect();
     let after = filter
         .rollout_id_after
         .as_deref()
@@ -129,22 +115,17 @@ fn rollout_condition<'a>(b: &mut Builder<'a>, filter: &'a RolloutFilter) -> Stri
             b.arg(version)
         )
     });
-    Builder::combine(
-        FilterLogic::And,
-        vec![
-            Some(pool),
-            modes,
-            from,
-            until,
-            resources,
-            ended_from,
-            ended_until,
-            after,
-            worker,
-            reward,
-            model_version,
-        ],
-    )
+    let mut conditions = vec![
+        Some(pool),
+        modes,
+        resources,
+        after,
+        worker,
+        reward,
+        model_version,
+    ];
+    conditions.extend(created.into_iter().chain(ended).map(Some));
+    Builder::combine(FilterLogic::And, conditions)
 }
 
 fn worker_condition<'a>(b: &mut Builder<'a>, filter: &'a WorkerFilter) -> String {

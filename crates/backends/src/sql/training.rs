@@ -302,12 +302,7 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
         if let Some(mode) = mode {
             conditions.push(b.equals("mode", mode));
         }
-        if let Some(from) = starts.from {
-            conditions.push(format!("period_start >= {}", b.arg(from.0)));
-        }
-        if let Some(until) = starts.until {
-            conditions.push(format!("period_start < {}", b.arg(until.0)));
-        }
+        conditions.extend(b.within("period_start", starts));
         b.push(&format!(
             "SELECT period_start, mode, rewarded, bin, CAST(SUM(rollouts) AS BIGINT), \
              CAST(SUM(succeeded) AS BIGINT), CAST(SUM(reward_micros) AS BIGINT) \
