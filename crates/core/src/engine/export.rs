@@ -33,9 +33,8 @@ pub struct Export {
     listed: Cursor,
     /// Listed rollouts not read yet, in order.
     page: VecDeque<RolloutId>,
-    /// Rollouts read, in order, not returned yet (`None`: deleted since it
-    /// was listed).
-    read: VecDeque<(RolloutId, Option<RolloutDownload>)>,
+    /// Rollouts read, in order, not returned yet.
+    read: VecDeque<(RolloutId, RolloutDownload)>,
     /// The last page was short: nothing is left to list.
     exhausted: bool,
     /// The selected rollouts after the starting cursor, when it started.
@@ -102,12 +101,8 @@ impl Export {
     pub async fn next(&mut self) -> StoreResult<Option<RolloutRecord>> {
         loop {
             if let Some((id, download)) = self.read.pop_front() {
-                // `None`: deleted since it was listed, no longer stored.
-                if let Some(download) = download {
-                    let cursor = self.listed.after(id.as_str());
-                    return RolloutRecord::new(download, cursor).map(Some);
-                }
-                continue;
+                let cursor = self.listed.after(id.as_str());
+                return RolloutRecord::new(download, cursor).map(Some);
             }
             if self.page.is_empty() && !self.exhausted {
                 self.list_page().await?;
@@ -120,12 +115,15 @@ impl Export {
     }
 
     /// Reads the next listed rollouts, as many as [`READ_BUDGET`] lets one
-    /// transaction read.
+    /// transaction read; those deleted since they were listed are skipped.
     async fn read_rollouts(&mut self) -> StoreResult<()> {
         let ids = self.page.make_contiguous();
         let downloads = self.engine.rollout_downloads(ids, READ_BUDGET).await?;
         let read = self.page.drain(..downloads.len());
-        self.read.extend(read.zip(downloads));
+        let stored = read
+            .zip(downloads)
+            .filter_map(|(id, download)| Some((id, download?)));
+        self.read.extend(stored);
         Ok(())
     }
 
