@@ -6,9 +6,10 @@
 //! rollout says nothing of the policy); it counts under its policy version
 //! ([`PolicyVersion`]: its resources version, of which agent-lightning 0.x
 //! publishes one per training step, or else the 1.x model version that
-//! served its first model call) and its mode. Its reward is its *final* reward: the reward of its span with the
-//! greatest sequence id that carries one ([`crate::reward`]), ties going to
-//! the one stored last, whenever that span arrives (also after the end).
+//! served its first model call) and its mode. Its reward is its *final*
+//! reward: the reward of its span with the greatest sequence id that
+//! carries one ([`crate::reward`]), ties going to the one stored last,
+//! whenever that span arrives (also after the end).
 //! An agent-lightning 1.x rollout's reward events count the same way, in
 //! the order they were recorded: its final reward is its latest reward
 //! event whose value is a number (the reward its trainer reads, unless a

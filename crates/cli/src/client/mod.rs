@@ -66,8 +66,9 @@ pub enum ClientCommand {
     /// Shows store statistics.
     Stats(ClientOptions),
     /// Shows reward by policy version: for each resources version (or
-    /// agent-lightning 1.x model version) and mode, the rollouts that ended as succeeded or failed, the success
-    /// rate and the reward's mean and percentiles.
+    /// agent-lightning 1.x model version) and mode, the rollouts that ended
+    /// as succeeded or failed, the success rate and the reward's mean and
+    /// percentiles.
     Training(WithOptions<TrainingArgs>),
     /// Enqueues a rollout and prints it.
     Enqueue(WithOptions<EnqueueArgs>),

@@ -2,8 +2,9 @@
 //! (`lightning_store_core::comparison`): a form choosing the mode and the
 //! versions (resources versions by number, agent-lightning 1.x model
 //! versions as `model-N`; by default the last two with ended rollouts, in
-//! val when it has some), their reward distributions side by side, and the tasks whose mean
-//! reward changed most, each linking to its latest rollout under either.
+//! val when it has some), their reward distributions side by side, and the
+//! tasks whose mean reward changed most, each linking to its latest
+//! rollout under either.
 
 use askama::Template;
 
