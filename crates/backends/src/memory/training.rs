@@ -1,7 +1,7 @@
 //! The in-memory backend's training summary: the rollouts' final rewards
 //! and the summary's rows (`TrainingReads`, and their apply step).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use async_trait::async_trait;
 
@@ -61,22 +61,26 @@ fn add_deltas<'d, K: Ord + Clone + 'd>(
     }
 }
 
+/// Returns the values `by_rollout` holds for those of `rollout_ids` it
+/// holds, with their rollout ids.
+fn of_rollouts<V: Copy>(by_rollout: &HashMap<String, V>, rollout_ids: &[&str]) -> Vec<(String, V)> {
+    rollout_ids
+        .iter()
+        .filter_map(|&id| by_rollout.get(id).map(|value| (id.to_owned(), *value)))
+        .collect()
+}
+
 #[async_trait]
 impl TrainingReads for MemoryTx<'_> {
     async fn rewards(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, RolloutReward)>> {
-        let rewards = &self.state.training.rewards;
-        Ok(rollout_ids
-            .iter()
-            .filter_map(|&id| rewards.get(id).map(|reward| (id.to_owned(), *reward)))
-            .collect())
+        Ok(of_rollouts(&self.state.training.rewards, rollout_ids))
     }
 
     async fn model_versions(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, i64)>> {
-        let versions = &self.state.training.model_versions;
-        Ok(rollout_ids
-            .iter()
-            .filter_map(|&id| versions.get(id).map(|version| (id.to_owned(), *version)))
-            .collect())
+        Ok(of_rollouts(
+            &self.state.training.model_versions,
+            rollout_ids,
+        ))
     }
 
     async fn training_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<TrainingRow>> {

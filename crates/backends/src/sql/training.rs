@@ -218,38 +218,48 @@ fn binned_counts(row: &impl Row) -> StoreResult<(Option<i64>, TrainingCounts)> {
     Ok((bin, counts))
 }
 
+impl<C: Connection> SqlTx<C> {
+    /// Reads the rows of `rollout_ids` in `table`, a table of one row per
+    /// rollout: their rollout id, then `columns`.
+    async fn rows_of_rollouts(
+        &mut self,
+        table: &str,
+        columns: &str,
+        rollout_ids: &[&str],
+    ) -> StoreResult<Vec<C::Row>> {
+        let mut b = Builder::new(C::DIALECT);
+        let condition = b.one_of("rollout_id", rollout_ids.iter().copied());
+        b.push(&format!(
+            "SELECT rollout_id, {columns} FROM {table} WHERE {condition}"
+        ));
+        self.read(b.finish()).await
+    }
+}
+
 #[async_trait]
 impl<C: Connection> TrainingReads for SqlTx<C> {
     async fn rewards(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, RolloutReward)>> {
-        let mut b = Builder::new(C::DIALECT);
-        let condition = b.one_of("rollout_id", rollout_ids.iter().copied());
-        b.push(&format!(
-            "SELECT rollout_id, sequence_id, value FROM rollout_rewards WHERE {condition}"
-        ));
-        let rows = self.read(b.finish()).await?;
-        let mut rewards = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let reward = RolloutReward {
-                sequence_id: row.int(1)?,
-                value: reward_of_key(row.int(2)?),
-            };
-            rewards.push((row.text(0)?, reward));
-        }
-        Ok(rewards)
+        let rows = self
+            .rows_of_rollouts("rollout_rewards", "sequence_id, value", rollout_ids)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let reward = RolloutReward {
+                    sequence_id: row.int(1)?,
+                    value: reward_of_key(row.int(2)?),
+                };
+                Ok((row.text(0)?, reward))
+            })
+            .collect()
     }
 
     async fn model_versions(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, i64)>> {
-        let mut b = Builder::new(C::DIALECT);
-        let condition = b.one_of("rollout_id", rollout_ids.iter().copied());
-        b.push(&format!(
-            "SELECT rollout_id, model_version FROM rollout_model_versions WHERE {condition}"
-        ));
-        let rows = self.read(b.finish()).await?;
-        let mut versions = Vec::with_capacity(rows.len());
-        for row in &rows {
-            versions.push((row.text(0)?, row.int(1)?));
-        }
-        Ok(versions)
+        let rows = self
+            .rows_of_rollouts("rollout_model_versions", "model_version", rollout_ids)
+            .await?;
+        rows.iter()
+            .map(|row| Ok((row.text(0)?, row.int(1)?)))
+            .collect()
     }
 
     async fn training_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<TrainingRow>> {
