@@ -11,6 +11,10 @@ which a busy machine disturbs far less than rates.
     python3 benches/ab_lifecycle.py --a before/lightning-store --b after/lightning-store \\
         --rounds 3 --duration-secs 5
 
+`--workload agl1` measures agent-lightning 1.x's rollout lifecycles instead (`bench agl1
+lifecycle`: create, running, model requests, a reward, succeeded, over its HTTP API), driven by
+`--client`, a build whose bench has that workload (default: each build drives itself).
+
 With `--backends postgres` (or a list that names it) and `--postgres-url` naming a running
 server (`postgres://USER@HOST:PORT`), each run gets a database of its own, created before and
 dropped after (`psql` must be on the path).
@@ -120,22 +124,46 @@ class CpuWatch:
         return self.seconds
 
 
+@dataclass(frozen=True)
+class Workload:
+    """What a run measures: the bench's arguments and the name of the row it reports."""
+
+    args: tuple[str, ...]
+    row: str
+
+
+WORKLOADS = {
+    "lifecycle": Workload(("lifecycle",), "lifecycle"),
+    "agl1": Workload(("agl1", "lifecycle"), "1.x rollout lifecycles"),
+}
+
+
 def bench(
-    binary: Path, backend: str, clients: int, duration: float, postgres: str | None
+    binary: Path,
+    client: Path | None,
+    workload: Workload,
+    backend: str,
+    clients: int,
+    duration: float,
+    postgres: str | None,
 ) -> tuple[float, float, float]:
-    """Runs one bench lifecycle with a fresh server; returns lifecycles/s, p99 in ms and the
-    server's CPU milliseconds per lifecycle."""
+    """Runs one bench of `workload` (driven by `client`, else by `binary` itself) with a fresh
+    server of `binary`; returns lifecycles/s, p99 in ms and the server's CPU milliseconds per
+    lifecycle."""
     marker = f"AB_LIFECYCLE_RUN={uuid.uuid4().hex}"
-    with tempfile.TemporaryDirectory() as data, store_option(backend, Path(data), postgres) as store:
+    with (
+        tempfile.TemporaryDirectory() as data,
+        store_option(backend, Path(data), postgres) as store,
+    ):
         watch = CpuWatch(marker)
         output = subprocess.run(
             [
-                str(binary),
+                str(client or binary),
                 "bench",
                 "--json",
                 "--server-cmd",
                 f"env {marker} {binary} serve {store} --listen {{addr}} --log warn",
-                "lifecycle",
+                *workload.args,
                 "-c",
                 str(clients),
                 "--duration-secs",
@@ -147,8 +175,12 @@ def bench(
             timeout=duration * 4 + 120,
         ).stdout
         cpu = watch.stop()
-    (row,) = [row for row in json.loads(output)["rows"] if row["name"] == "lifecycle"]
-    return float(row["ops_per_sec"]), float(row["latency"]["p99_ms"]), cpu * 1e3 / max(int(row["ops"]), 1)
+    (row,) = [row for row in json.loads(output)["rows"] if row["name"] == workload.row]
+    return (
+        float(row["ops_per_sec"]),
+        float(row["latency"]["p99_ms"]),
+        cpu * 1e3 / max(int(row["ops"]), 1),
+    )
 
 
 def main() -> None:
@@ -160,9 +192,14 @@ def main() -> None:
     parser.add_argument("--clients", default="1,16", help="comma-separated client counts")
     parser.add_argument("--backends", default="memory,sqlite", help="memory, sqlite and/or postgres")
     parser.add_argument(
-        "--postgres-url", help="a PostgreSQL server for the postgres backend: postgres://USER@HOST:PORT"
+        "--postgres-url",
+        help="a PostgreSQL server for the postgres backend: postgres://USER@HOST:PORT",
     )
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="lifecycle")
+    parser.add_argument("--client", type=Path, help="the binary whose bench drives both builds")
     args = parser.parse_args()
+    workload = WORKLOADS[args.workload]
+    client = args.client.resolve() if args.client else None
     builds = {"A": args.a.resolve(), "B": args.b.resolve()}
     clients = [int(c) for c in args.clients.split(",")]
     backends = args.backends.split(",")
@@ -173,7 +210,13 @@ def main() -> None:
             for count in clients:
                 for build in order:
                     rate, p99, cpu = bench(
-                        builds[build], backend, count, args.duration_secs, args.postgres_url
+                        builds[build],
+                        client,
+                        workload,
+                        backend,
+                        count,
+                        args.duration_secs,
+                        args.postgres_url,
                     )
                     runs.append(Run(build, backend, count, rate, p99, cpu))
                     print(

@@ -5,6 +5,11 @@
 //! * `events`: agents posting `model_request` events (2,000 prompt and
 //!   2,000 response token ids by default, ~17 KB), one rollout per client;
 //! * `get`: the trainer's poll, `GET /api/rollouts/{id}` over 64 rollouts;
+//! * `lifecycle`: a rollout from creation to its end as an agent, the
+//!   controller and the trainer drive it (create, `running`,
+//!   `model_request` events, a reward, `succeeded`, then the trainer's two
+//!   reads of its events, raw and as triplets), one after another per
+//!   client;
 //! * `gateway`: chat completions through the gateway against a model
 //!   server that answers after a fixed time (20 ms by default) with 200
 //!   prompt and 50 response token ids by default, and the
@@ -33,6 +38,10 @@ use super::target::Target;
 /// in-memory server does not hold more than ~0.4 GB of events.
 const DEFAULT_COUNT: u64 = 25_000;
 
+/// Lifecycles per run when `--count` is not given: bounded, so that an
+/// in-memory server does not hold more than ~0.4 GB of events.
+const DEFAULT_LIFECYCLES: u64 = 5_000;
+
 /// Rollouts the `get` scenario reads.
 const GET_ROLLOUTS: usize = 64;
 
@@ -53,9 +62,27 @@ enum Workload {
         load: LoadArgs,
         #[command(flatten)]
         server: ServerArgs,
-        /// Prompt token ids in each event (and as many response token ids).
-        #[arg(long, default_value_t = 2000)]
-        tokens: usize,
+        #[command(flatten)]
+        event: EventArgs,
+    },
+    /// A rollout's whole life: POST /api/rollouts, PATCH to running,
+    /// --calls model_request events, a reward event, PATCH to succeeded,
+    /// and the trainer's reads of its events (`agl_rollout_manager`'s
+    /// `_fetch_rollout_events`: raw without routing tensors, then as
+    /// triplets).
+    Lifecycle {
+        #[command(flatten)]
+        load: LoadArgs,
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(flatten)]
+        event: EventArgs,
+        /// model_request events per rollout.
+        #[arg(long, default_value_t = 4)]
+        calls: u32,
+        /// Leaves out the trainer's reads: the lifecycle ends with the PATCH.
+        #[arg(long)]
+        no_trainer_reads: bool,
     },
     /// GET /api/rollouts/{id}.
     Get {
@@ -99,6 +126,14 @@ enum Workload {
     },
 }
 
+/// The `model_request` events a workload posts.
+#[derive(Debug, Clone, clap::Args)]
+struct EventArgs {
+    /// Prompt token ids in each event (and as many response token ids).
+    #[arg(long, default_value_t = 2000)]
+    tokens: usize,
+}
+
 /// How to reach the 1.x API.
 #[derive(Debug, Clone, clap::Args)]
 struct ServerArgs {
@@ -113,8 +148,22 @@ pub async fn run(target: &mut Target, args: Agl1Args, progress: bool) -> BenchRe
         Workload::Events {
             load,
             server,
-            tokens,
+            event: EventArgs { tokens },
         } => events(target, &load, &server, tokens, progress).await,
+        Workload::Lifecycle {
+            load,
+            server,
+            event: EventArgs { tokens },
+            calls,
+            no_trainer_reads,
+        } => {
+            let shape = LifecycleShape {
+                tokens,
+                calls,
+                trainer_reads: !no_trainer_reads,
+            };
+            lifecycle(target, &load, &server, shape, progress).await
+        }
         Workload::Get { load, server } => get(target, &load, &server, progress).await,
         Workload::Gateway {
             load,
@@ -329,6 +378,117 @@ async fn events(
         ));
     }
     Ok(report)
+}
+
+/// What each rollout of the `lifecycle` workload records.
+#[derive(Debug, Clone, Copy)]
+struct LifecycleShape {
+    tokens: usize,
+    calls: u32,
+    trainer_reads: bool,
+}
+
+async fn lifecycle(
+    target: &mut Target,
+    load: &LoadArgs,
+    server: &ServerArgs,
+    shape: LifecycleShape,
+    progress: bool,
+) -> BenchResult<Report> {
+    let levels = load.levels(&[16])?;
+    let limits = load.limits(DEFAULT_LIFECYCLES)?;
+    let event = model_request_event(shape.tokens);
+    let mut report = Report::new(
+        "agl1 lifecycle",
+        json!({"event_bytes": event.len(), "tokens": shape.tokens, "calls": shape.calls,
+               "trainer_reads": shape.trainer_reads,
+               "duration_secs": limits.duration.as_secs_f64(), "count": limits.count}),
+    );
+    let key = server.key.as_deref();
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    for clients in levels {
+        let label = format!("agl1 lifecycle c={clients}");
+        let connections = Connections::open(target.url(), key, clients).await?;
+        let run = format!("{run}-c{clients}");
+        let event = event.clone();
+        let measured = run_tasks(&label, clients, limits, progress, |ctx| {
+            let (connection, prefix) = (connections.take(), format!("{run}-{}", ctx.index));
+            lifecycle_task(ctx, connection, prefix, event.clone(), shape)
+        })
+        .await?;
+        report.rows.push(Row::new(
+            RowSpec {
+                name: "1.x rollout lifecycles".to_owned(),
+                clients,
+                op_unit: "lifecycles",
+                item_unit: None,
+                latency_of: "one rollout from creation to its end",
+            },
+            &measured,
+        ));
+    }
+    Ok(report)
+}
+
+/// One client of the `lifecycle` workload: rollouts `{prefix}-{n}`, one
+/// after another, each an op.
+async fn lifecycle_task(
+    ctx: TaskContext,
+    mut connection: Connection,
+    prefix: String,
+    event: Bytes,
+    shape: LifecycleShape,
+) -> Recorder {
+    let TaskContext {
+        budget,
+        mut recorder,
+        ..
+    } = ctx;
+    let state = |state: &str| Some(Bytes::from(json!({"status": {"state": state}}).to_string()));
+    let reward = Bytes::from(json!({"event_type": "reward", "data": {"value": 1.0}}).to_string());
+    let mut n = 0;
+    while budget.take(1) == 1 {
+        let id = format!("{prefix}-{n}");
+        n += 1;
+        let rollout = format!("/api/rollouts/{id}");
+        let events = format!("{rollout}/attempt/0/events");
+        let created = json!([{"rollout_id": id, "input": {}}]).to_string();
+        let mut steps = vec![
+            ("POST", "/api/rollouts", Some(Bytes::from(created)), 201),
+            ("PATCH", rollout.as_str(), state("running"), 200),
+        ];
+        steps.extend((0..shape.calls).map(|_| ("POST", events.as_str(), Some(event.clone()), 200)));
+        steps.push(("POST", events.as_str(), Some(reward.clone()), 200));
+        steps.push(("PATCH", rollout.as_str(), state("succeeded"), 200));
+        let (raw, triplets) = (
+            format!("{rollout}/events?include_routed_experts=false"),
+            format!("{rollout}/events?format=triplet"),
+        );
+        if shape.trainer_reads {
+            steps.push(("GET", raw.as_str(), None, 200));
+            steps.push(("GET", triplets.as_str(), None, 200));
+        }
+        let start = Instant::now();
+        let mut failed = None;
+        for (method, path, body, expected) in steps {
+            match connection.send(method, path, body).await {
+                Ok(answer) if answer.status == expected => {}
+                Ok(answer) => {
+                    failed = Some(format!("{method} {path}: {}", answer.status));
+                    break;
+                }
+                Err(error) => {
+                    failed = Some(format!("{method} {path}: {error}"));
+                    break;
+                }
+            }
+        }
+        match failed {
+            None => recorder.success(start.elapsed(), 1, 0),
+            Some(error) => recorder.failure(error),
+        }
+    }
+    recorder
 }
 
 async fn get(
