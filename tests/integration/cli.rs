@@ -511,13 +511,20 @@ async fn training_prints_reward_by_version_and_mode() {
                 "MEAN",
                 "P10",
                 "P50",
-                "P90"
+                "P90",
+                "ROWS",
+                "NO",
+                "ROWS",
+                "WHY",
+                "NONE"
             ],
             vec![
-                "-", "-", "-", "train", "1", "0.0%", "1", "0.0000", "0.0000", "0.0000", "0.0000"
+                "-", "-", "-", "train", "1", "0.0%", "1", "0.0000", "0.0000", "0.0000", "0.0000",
+                "0", "0", "-"
             ],
             vec![
-                "-", "-", "-", "val", "2", "100.0%", "2", "0.7500", "0.5000", "0.5000", "1.0000"
+                "-", "-", "-", "val", "2", "100.0%", "2", "0.7500", "0.5000", "0.5000", "1.0000",
+                "0", "0", "-"
             ],
         ],
         "{table}"
@@ -528,7 +535,8 @@ async fn training_prints_reward_by_version_and_mode() {
         serde_json::json!([{
             "version": null, "resources_id": "", "model_version": null, "mode": "val", "rollouts": 2, "succeeded": 2,
             "rewarded": 2, "reward_mean": 0.75, "reward_p10": 0.5, "reward_p50": 0.5,
-            "reward_p90": 1.0,
+            "reward_p90": 1.0, "training_rows": 0, "rollouts_without_rows": 0,
+            "without_rows_by_reason": {},
         }])
     );
     // A bounded range leaves out rollouts of no version.

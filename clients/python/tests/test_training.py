@@ -14,7 +14,7 @@ import pytest
 from lightning_store import Client, InvalidArgument, NotFound, from_json, to_attributes
 from lightning_store.local_server import LocalServer
 from lightning_store.proto import types_pb2 as types
-from lightning_store.values import ROLLOUT_MODE, TIMELINE_RESOLUTION, RolloutModeName
+from lightning_store.values import NO_TRAINING_ROWS_REASON, ROLLOUT_MODE, TIMELINE_RESOLUTION, RolloutModeName
 
 # The rewards each task gets under each resources version, in train.
 TRAIN_REWARDS = {1: {"a": 0.25, "b": 0.5}, 2: {"a": 1.0, "b": 0.25}}
@@ -120,16 +120,21 @@ def test_rollouts_filter_and_sort_by_what_training_reads(client: Client, trained
         client.query_rollouts(mode_in=[])
 
 
+def http(server: LocalServer, method: str, path: str, body: object) -> None:
+    """Sends agent-lightning 1.x's HTTP API a JSON body, which it must accept."""
+    request = urllib.request.Request(
+        f"http://{server.address}{path}",
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+        method=method,
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        assert answer.status in (200, 201)
+
+
 def test_a_1x_rollout_is_found_by_the_model_version_of_its_first_call(client: Client, server: LocalServer) -> None:
     def post(path: str, body: object) -> None:
-        request = urllib.request.Request(
-            f"http://{server.address}{path}",
-            data=json.dumps(body).encode(),
-            headers={"content-type": "application/json"},
-            method="POST",
-        )
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            assert answer.status in (200, 201)
+        http(server, "POST", path, body)
 
     post("/api/rollouts", [{"rollout_id": "first", "input": {"task": "a"}}, {"rollout_id": "other", "input": {}}])
     post("/api/rollouts/first/attempt/0/events", {"event_type": "model_request", "data": {"model_version": 3}})
@@ -137,3 +142,30 @@ def test_a_1x_rollout_is_found_by_the_model_version_of_its_first_call(client: Cl
     post("/api/rollouts/other/attempt/0/events", {"event_type": "model_request", "data": {"model_version": 4}})
     assert [rollout.rollout_id for rollout in client.query_rollouts(model_version=3)] == ["first"]
     assert [rollout.rollout_id for rollout in client.query_rollouts(model_version=4)] == ["other"]
+
+
+def test_1x_rollouts_without_training_rows_are_counted_by_reason_and_found(client: Client, server: LocalServer) -> None:
+    def call(response_token_ids: list[int]) -> dict[str, object]:
+        return {
+            "event_type": "model_request",
+            "data": {
+                "model_version": 5,
+                "response": {"prompt_token_ids": [1], "choices": [{"token_ids": response_token_ids}]},
+            },
+        }
+
+    http(server, "POST", "/api/rollouts", [{"rollout_id": "rows", "input": {}}, {"rollout_id": "no-ids", "input": {}}])
+    for rollout_id, token_ids in [("rows", [2]), ("no-ids", [])]:
+        http(server, "PATCH", f"/api/rollouts/{rollout_id}", {"status": {"state": "running"}})
+        http(server, "POST", f"/api/rollouts/{rollout_id}/attempt/0/events", call(token_ids))
+        http(server, "PATCH", f"/api/rollouts/{rollout_id}", {"status": {"state": "succeeded"}})
+    [version] = [row for row in client.training_summary(mode="train") if row.model_version == 5]
+    assert (version.rollouts, version.training_rows, version.rollouts_without_rows) == (2, 1, 1)
+    reasons = {
+        NO_TRAINING_ROWS_REASON.require(count.reason): count.rollouts for count in version.without_rows_by_reason
+    }
+    assert reasons == {"no_token_ids": 1, "no_reward": 1}
+    for reason in ("any", "no_token_ids", "no_reward"):
+        found = client.query_rollouts(without_training_rows=reason)
+        assert [rollout.rollout_id for rollout in found] == ["no-ids"], reason
+    assert list(client.query_rollouts(without_training_rows="failed_calls")) == []

@@ -118,6 +118,7 @@ short_names!(
     lightning_store_proto::AttemptStatus => "ATTEMPT_STATUS_",
     lightning_store_proto::WorkerStatus => "WORKER_STATUS_",
     lightning_store_proto::RolloutMode => "ROLLOUT_MODE_",
+    lightning_store_proto::NoTrainingRowsReason => "NO_TRAINING_ROWS_REASON_",
 );
 
 /// The environment variable holding the client's token.

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use lightning_store_core::model::{AttributeValue, Json, RolloutStatus, Timestamp};
+use lightning_store_core::training::NoRowsReason;
 
 /// Longest JSON text or attribute value a page shows inline; longer ones
 /// are cut (the rollout's JSON download has them whole).
@@ -175,6 +176,19 @@ pub fn count(value: u64) -> String {
 /// Returns a reward as the pages show it (empty when there is none).
 pub fn reward(value: Option<f64>) -> String {
     value.map_or_else(String::new, |value| format!("{value:.3}"))
+}
+
+/// Returns what a reason a 1.x rollout gives no training row is called on
+/// the pages.
+pub fn no_rows_reason(reason: NoRowsReason) -> &'static str {
+    match reason {
+        NoRowsReason::NoModelCalls => "no model calls",
+        NoRowsReason::FailedCalls => "failed calls",
+        NoRowsReason::NoTokenIds => "calls without token ids",
+        NoRowsReason::NoReward => "no reward",
+        NoRowsReason::RewardNotANumber => "a reward that is not a number",
+        NoRowsReason::RolloutFailed => "the rollout failed",
+    }
 }
 
 /// Returns a rate per second with the precision that reads best.

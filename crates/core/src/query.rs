@@ -9,6 +9,7 @@ use super::model::{
     Attempt, ResourcesUpdate, Rollout, RolloutMode, RolloutStatus, Span, Timestamp, Worker,
     WorkerStatus,
 };
+use super::training::{NoRowsReason, RowsVerdict};
 
 /// How a query's conditions combine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -387,6 +388,28 @@ pub struct RolloutFilter {
     /// Keeps rollouts whose first model call (through the 1.x gateway)
     /// this model version served.
     pub model_version: Option<i64>,
+    /// Keeps 1.x rollouts that gave their trainer no training row.
+    pub without_rows: Option<WithoutRowsFilter>,
+}
+
+/// Which judged 1.x rollouts without training rows a filter keeps
+/// ([`crate::training::RowsVerdict`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WithoutRowsFilter {
+    /// Every one.
+    AnyReason,
+    /// Those with this reason (among others, maybe).
+    Reason(NoRowsReason),
+}
+
+impl WithoutRowsFilter {
+    /// Returns whether a rollout with `verdict` (`None`: not judged) is kept.
+    pub fn keeps(self, verdict: Option<RowsVerdict>) -> bool {
+        verdict.is_some_and(|verdict| match self {
+            Self::AnyReason => !verdict.reasons.is_empty(),
+            Self::Reason(reason) => verdict.reasons.contains(reason),
+        })
+    }
 }
 
 impl RolloutFilter {
@@ -400,17 +423,10 @@ impl RolloutFilter {
         if given { self.logic } else { FilterLogic::And }
     }
 
-    /// Returns true when the rollout matches; `attempts` returns its
-    /// attempts, `reward` its final reward and `model_version` the model
-    /// version of its first model call, each called only when a condition
-    /// needs it.
-    pub fn matches<'a>(
-        &self,
-        r: &Rollout,
-        attempts: impl FnOnce() -> &'a [Attempt],
-        reward: impl FnOnce() -> Option<f64>,
-        model_version: impl FnOnce() -> Option<i64>,
-    ) -> bool {
+    /// Returns true when the rollout matches; `facts` gives what the
+    /// store knows of it beyond its fields, each asked only when a
+    /// condition needs it.
+    pub fn matches<'a>(&self, r: &Rollout, facts: &impl RolloutFacts<'a>) -> bool {
         let pooled = self.effective_logic().combine(&[
             self.status_in.as_ref().map(|s| s.contains(&r.status)),
             self.rollout_id_in
@@ -434,15 +450,32 @@ impl RolloutFilter {
                 .as_ref()
                 .is_none_or(|after| r.rollout_id.as_str() > after.as_str())
             && self.worker_id.as_ref().is_none_or(|worker| {
-                attempts()
+                facts
+                    .attempts()
                     .iter()
                     .any(|a| a.worker_id.as_ref() == Some(worker))
             })
-            && (!self.reward.is_bounded() || self.reward.contains(reward()))
+            && (!self.reward.is_bounded() || self.reward.contains(facts.reward()))
             && self
                 .model_version
-                .is_none_or(|version| model_version() == Some(version))
+                .is_none_or(|version| facts.model_version() == Some(version))
+            && self
+                .without_rows
+                .is_none_or(|without| without.keeps(facts.verdict()))
     }
+}
+
+/// What a store knows of a rollout beyond its fields, as a
+/// [`RolloutFilter`] asks for it.
+pub trait RolloutFacts<'a> {
+    /// Its attempts.
+    fn attempts(&self) -> &'a [Attempt];
+    /// Its final reward.
+    fn reward(&self) -> Option<f64>;
+    /// The model version of its first model call.
+    fn model_version(&self) -> Option<i64>;
+    /// What it gave its trainer, if it was judged.
+    fn verdict(&self) -> Option<RowsVerdict>;
 }
 
 /// Which attempt's spans a span query reads.
@@ -559,6 +592,38 @@ impl ResourcesFilter {
 mod tests {
     use super::*;
 
+    /// A rollout's facts as plain values.
+    struct Known<'a> {
+        attempts: &'a [Attempt],
+        reward: Option<f64>,
+        model_version: Option<i64>,
+        verdict: Option<RowsVerdict>,
+    }
+
+    impl<'a> RolloutFacts<'a> for Known<'a> {
+        fn attempts(&self) -> &'a [Attempt] {
+            self.attempts
+        }
+        fn reward(&self) -> Option<f64> {
+            self.reward
+        }
+        fn model_version(&self) -> Option<i64> {
+            self.model_version
+        }
+        fn verdict(&self) -> Option<RowsVerdict> {
+            self.verdict
+        }
+    }
+
+    fn known(attempts: &[Attempt], reward: Option<f64>, model_version: Option<i64>) -> Known<'_> {
+        Known {
+            attempts,
+            reward,
+            model_version,
+            verdict: None,
+        }
+    }
+
     #[test]
     fn empty_or_matches_nothing_and_empty_and_everything() {
         assert!(FilterLogic::And.combine(&[None, None]));
@@ -584,14 +649,14 @@ mod tests {
             config: Default::default(),
             metadata: crate::model::Json::Null,
         };
-        assert!(or(RolloutFilter::default()).matches(&rollout, || &[], || None, || None));
+        assert!(or(RolloutFilter::default()).matches(&rollout, &known(&[], None, None)));
         // An explicitly empty list means "no status": nothing matches.
         let no_status = RolloutFilter {
             status_in: Some(Vec::new()),
             ..RolloutFilter::default()
         };
-        assert!(!no_status.matches(&rollout, || &[], || None, || None));
-        assert!(!or(no_status).matches(&rollout, || &[], || None, || None));
+        assert!(!no_status.matches(&rollout, &known(&[], None, None)));
+        assert!(!or(no_status).matches(&rollout, &known(&[], None, None)));
         let worker = Worker::new("w");
         let workers = WorkerFilter {
             logic: FilterLogic::Or,
@@ -633,12 +698,12 @@ mod tests {
             mode_in: Some(vec![Some(RolloutMode::Train)]),
             ..RolloutFilter::default()
         };
-        assert!(pooled.matches(&rollout, || attempts, || None, || None));
+        assert!(pooled.matches(&rollout, &known(attempts, None, None)));
         let other_mode = RolloutFilter {
             mode_in: Some(vec![None, Some(RolloutMode::Val)]),
             ..pooled.clone()
         };
-        assert!(!other_mode.matches(&rollout, || attempts, || None, || None));
+        assert!(!other_mode.matches(&rollout, &known(attempts, None, None)));
         // Time ranges include `from` and exclude `until`.
         let range = |from: Option<i64>, until: Option<i64>| RolloutFilter {
             start_time: TimeRange {
@@ -647,9 +712,9 @@ mod tests {
             },
             ..RolloutFilter::default()
         };
-        assert!(range(Some(100), Some(101)).matches(&rollout, || attempts, || None, || None));
-        assert!(!range(None, Some(100)).matches(&rollout, || attempts, || None, || None));
-        assert!(!range(Some(101), None).matches(&rollout, || attempts, || None, || None));
+        assert!(range(Some(100), Some(101)).matches(&rollout, &known(attempts, None, None)));
+        assert!(!range(None, Some(100)).matches(&rollout, &known(attempts, None, None)));
+        assert!(!range(Some(101), None).matches(&rollout, &known(attempts, None, None)));
         // An end window keeps ended rollouts alone.
         let ended = |from: Option<i64>, until: Option<i64>| RolloutFilter {
             end_time: TimeRange {
@@ -658,44 +723,64 @@ mod tests {
             },
             ..RolloutFilter::default()
         };
-        assert!(ended(None, None).matches(&rollout, || attempts, || None, || None));
-        assert!(!ended(None, Some(i64::MAX)).matches(&rollout, || attempts, || None, || None));
+        assert!(ended(None, None).matches(&rollout, &known(attempts, None, None)));
+        assert!(!ended(None, Some(i64::MAX)).matches(&rollout, &known(attempts, None, None)));
         let finished = Rollout {
             end_time: Some(Timestamp(200)),
             ..rollout.clone()
         };
-        assert!(ended(Some(200), Some(201)).matches(&finished, || attempts, || None, || None));
-        assert!(!ended(None, Some(200)).matches(&finished, || attempts, || None, || None));
-        assert!(!ended(Some(201), None).matches(&finished, || attempts, || None, || None));
+        assert!(ended(Some(200), Some(201)).matches(&finished, &known(attempts, None, None)));
+        assert!(!ended(None, Some(200)).matches(&finished, &known(attempts, None, None)));
+        assert!(!ended(Some(201), None).matches(&finished, &known(attempts, None, None)));
         let by_worker = |worker: &str| RolloutFilter {
             worker_id: Some(worker.into()),
             resources_id: Some("rs-1".into()),
             ..RolloutFilter::default()
         };
-        assert!(by_worker("w-1").matches(&rollout, || attempts, || None, || None));
-        assert!(!by_worker("w-2").matches(&rollout, || attempts, || None, || None));
-        assert!(!by_worker("w-1").matches(&rollout, || &[], || None, || None));
+        assert!(by_worker("w-1").matches(&rollout, &known(attempts, None, None)));
+        assert!(!by_worker("w-2").matches(&rollout, &known(attempts, None, None)));
+        assert!(!by_worker("w-1").matches(&rollout, &known(&[], None, None)));
         let rewarded = |min: Option<f64>, max: Option<f64>| RolloutFilter {
             reward: RewardRange::new(min, max).unwrap(),
             ..RolloutFilter::default()
         };
-        assert!(rewarded(Some(0.5), Some(0.5)).matches(
-            &rollout,
-            || attempts,
-            || Some(0.5),
-            || None
-        ));
-        assert!(!rewarded(Some(0.6), None).matches(&rollout, || attempts, || Some(0.5), || None));
-        assert!(!rewarded(None, Some(0.4)).matches(&rollout, || attempts, || Some(0.5), || None));
-        assert!(!rewarded(None, Some(1.0)).matches(&rollout, || attempts, || None, || None));
-        assert!(rewarded(None, None).matches(&rollout, || attempts, || None, || None));
+        assert!(
+            rewarded(Some(0.5), Some(0.5)).matches(&rollout, &known(attempts, Some(0.5), None))
+        );
+        assert!(!rewarded(Some(0.6), None).matches(&rollout, &known(attempts, Some(0.5), None)));
+        assert!(!rewarded(None, Some(0.4)).matches(&rollout, &known(attempts, Some(0.5), None)));
+        assert!(!rewarded(None, Some(1.0)).matches(&rollout, &known(attempts, None, None)));
+        assert!(rewarded(None, None).matches(&rollout, &known(attempts, None, None)));
         let served_by = |version: i64| RolloutFilter {
             model_version: Some(version),
             ..RolloutFilter::default()
         };
-        assert!(served_by(3).matches(&rollout, || attempts, || None, || Some(3)));
-        assert!(!served_by(3).matches(&rollout, || attempts, || None, || Some(2)));
-        assert!(!served_by(3).matches(&rollout, || attempts, || None, || None));
+        assert!(served_by(3).matches(&rollout, &known(attempts, None, Some(3))));
+        assert!(!served_by(3).matches(&rollout, &known(attempts, None, Some(2))));
+        assert!(!served_by(3).matches(&rollout, &known(attempts, None, None)));
+        let without = |filter: WithoutRowsFilter| RolloutFilter {
+            without_rows: Some(filter),
+            ..RolloutFilter::default()
+        };
+        let judged = |rows: i64, reasons: &[NoRowsReason]| {
+            let mut verdict = RowsVerdict {
+                rows,
+                ..RowsVerdict::default()
+            };
+            reasons.iter().for_each(|&r| verdict.reasons.insert(r));
+            Known {
+                verdict: Some(verdict),
+                ..known(attempts, None, None)
+            }
+        };
+        let no_ids = judged(0, &[NoRowsReason::NoTokenIds, NoRowsReason::NoReward]);
+        assert!(without(WithoutRowsFilter::AnyReason).matches(&rollout, &no_ids));
+        let reason = |r| without(WithoutRowsFilter::Reason(r));
+        assert!(reason(NoRowsReason::NoReward).matches(&rollout, &no_ids));
+        assert!(!reason(NoRowsReason::FailedCalls).matches(&rollout, &no_ids));
+        assert!(!without(WithoutRowsFilter::AnyReason).matches(&rollout, &judged(2, &[])));
+        let unjudged = known(attempts, None, None);
+        assert!(!without(WithoutRowsFilter::AnyReason).matches(&rollout, &unjudged));
     }
 
     #[test]

@@ -26,6 +26,11 @@
 //! The same numbers are kept over time: a rollout also counts under the
 //! minute and the hour it ended in ([`PeriodKey`]), rows that
 //! [`summarise_periods`] reads as the reward timeline.
+//!
+//! An agent-lightning 1.x rollout also counts the training rows its
+//! trainer builds from it ([`RowsVerdict`]): judged from its events when it
+//! ends, as the trainer reads them then (events recorded after do not
+//! change it), and, when it gives none, under the reasons why.
 
 use indexmap::IndexMap;
 
@@ -120,6 +125,110 @@ impl PolicyVersion {
     }
 }
 
+/// Why an agent-lightning 1.x rollout gives its trainer no training row:
+/// the findings of [`crate::agl1::diagnosis`] a person acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NoRowsReason {
+    /// The agent made no call through the gateway.
+    NoModelCalls,
+    /// Calls the model server answered with an error.
+    FailedCalls,
+    /// Calls whose answer had no response token ids.
+    NoTokenIds,
+    /// No reward event.
+    NoReward,
+    /// The last reward event's value is not a number.
+    RewardNotANumber,
+    /// The rollout failed.
+    RolloutFailed,
+}
+
+impl NoRowsReason {
+    /// Every reason, in the order they are shown.
+    pub const ALL: [NoRowsReason; 6] = [
+        Self::NoModelCalls,
+        Self::FailedCalls,
+        Self::NoTokenIds,
+        Self::NoReward,
+        Self::RewardNotANumber,
+        Self::RolloutFailed,
+    ];
+
+    /// Returns the reason's name (as the export's reason codes spell it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NoModelCalls => "no_model_calls",
+            Self::FailedCalls => "failed_calls",
+            Self::NoTokenIds => "no_token_ids",
+            Self::NoReward => "no_reward",
+            Self::RewardNotANumber => "reward_not_a_number",
+            Self::RolloutFailed => "rollout_failed",
+        }
+    }
+
+    /// Parses a reason's name.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|reason| reason.as_str() == text)
+    }
+
+    /// Returns the reason's bit in a [`NoRowsReasons`] mask.
+    pub fn bit(self) -> i64 {
+        1 << self as u8
+    }
+}
+
+/// A set of [`NoRowsReason`]s, stored as a bit mask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct NoRowsReasons(i64);
+
+impl NoRowsReasons {
+    /// Returns the set a stored mask holds (unknown bits left out).
+    pub fn from_bits(bits: i64) -> Self {
+        Self(
+            NoRowsReason::ALL
+                .iter()
+                .fold(0, |mask, reason| mask | (bits & reason.bit())),
+        )
+    }
+
+    /// Returns the mask as stored.
+    pub fn bits(self) -> i64 {
+        self.0
+    }
+
+    /// Adds a reason.
+    pub fn insert(&mut self, reason: NoRowsReason) {
+        self.0 |= reason.bit();
+    }
+
+    /// Returns whether the set holds `reason`.
+    pub fn contains(self, reason: NoRowsReason) -> bool {
+        self.0 & reason.bit() != 0
+    }
+
+    /// Returns whether the set is empty.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Returns the reasons in the order they are shown.
+    pub fn iter(self) -> impl Iterator<Item = NoRowsReason> {
+        NoRowsReason::ALL
+            .into_iter()
+            .filter(move |reason| self.contains(*reason))
+    }
+}
+
+/// What an agent-lightning 1.x rollout gave its trainer when it ended
+/// (by the trainer's rules, [`crate::agl1::diagnosis`]): its training rows
+/// and, when it gave none, why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RowsVerdict {
+    pub rows: i64,
+    /// Empty when the rollout gave rows.
+    pub reasons: NoRowsReasons,
+}
+
 /// One row of the summary: what a rollout counts under.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TrainingKey {
@@ -128,6 +237,9 @@ pub struct TrainingKey {
     pub mode: String,
     /// The reward's bin ([`bin`]), `None` for a rollout without a reward.
     pub bin: Option<i64>,
+    /// Why the rollout gave no training row: empty for a rollout that gave
+    /// rows, or that was not judged (not a 1.x rollout).
+    pub reasons: NoRowsReasons,
 }
 
 /// What a row counts, or a change of it.
@@ -139,6 +251,8 @@ pub struct TrainingCounts {
     pub succeeded: i64,
     /// The sum of their rewards, in millionths.
     pub reward_micros: i64,
+    /// The training rows they gave (1.x rollouts, [`RowsVerdict`]).
+    pub training_rows: i64,
 }
 
 impl TrainingCounts {
@@ -149,6 +263,7 @@ impl TrainingCounts {
         self.reward_micros = self
             .reward_micros
             .saturating_add(other.reward_micros.saturating_mul(sign));
+        self.training_rows += sign * other.training_rows;
     }
 
     /// Returns whether the counts are all zero.
@@ -244,14 +359,26 @@ pub fn counts(rollout: &Rollout) -> bool {
     )
 }
 
+/// What the summary knows of a rollout besides the rollout itself.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Facts {
+    /// Its final reward.
+    pub reward: Option<RolloutReward>,
+    /// The model version that served its first model call, if it made one
+    /// through the gateway.
+    pub model_version: Option<i64>,
+    /// What it gave its trainer, if it was judged (a 1.x rollout).
+    pub verdict: Option<RowsVerdict>,
+}
+
 /// Returns the rows a rollout counts under and what it adds, `None` when
-/// it does not count ([`counts`]); `model_version` served its first model
-/// call, if it made one through the gateway.
-pub fn contribution(
-    rollout: &Rollout,
-    reward: Option<&RolloutReward>,
-    model_version: Option<i64>,
-) -> Option<Contribution> {
+/// it does not count ([`counts`]).
+pub fn contribution(rollout: &Rollout, facts: Facts) -> Option<Contribution> {
+    let Facts {
+        reward,
+        model_version,
+        verdict,
+    } = facts;
     if !counts(rollout) {
         return None;
     }
@@ -264,11 +391,13 @@ pub fn contribution(
             .unwrap_or_default()
             .to_owned(),
         bin: reward.map(|reward| bin(reward.value)),
+        reasons: verdict.map(|verdict| verdict.reasons).unwrap_or_default(),
     };
     let counts = TrainingCounts {
         rollouts: 1,
         succeeded,
         reward_micros: reward.map_or(0, |reward| micros(reward.value)),
+        training_rows: verdict.map_or(0, |verdict| verdict.rows),
     };
     Some(Contribution {
         key,
@@ -372,6 +501,17 @@ pub struct RewardStats {
     /// The rewards' distribution: (a bin's reward, rollouts in it), in
     /// ascending order of reward, empty bins left out.
     pub bins: Vec<(f64, i64)>,
+    /// The training rows they gave (1.x rollouts).
+    pub training_rows: i64,
+}
+
+/// The counted 1.x rollouts of a version that gave no training row.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WithoutRows {
+    pub rollouts: i64,
+    /// Of them, those with each reason (a rollout may have several), in
+    /// the order of [`NoRowsReason::ALL`], reasons none has left out.
+    pub by_reason: Vec<(NoRowsReason, i64)>,
 }
 
 /// What one version's rollouts of one mode came to.
@@ -384,6 +524,7 @@ pub struct VersionSummary {
     /// The mode (empty: rollouts without one).
     pub mode: String,
     pub stats: RewardStats,
+    pub without_rows: WithoutRows,
 }
 
 impl VersionSummary {
@@ -400,6 +541,7 @@ impl VersionSummary {
             version_number: None,
             mode: mode.as_str().to_owned(),
             stats: RewardStats::default(),
+            without_rows: WithoutRows::default(),
         }
     }
 }
@@ -448,18 +590,42 @@ struct Group {
     /// (the bin's reward, rollouts in it).
     bins: Vec<(f64, i64)>,
     counts: TrainingCounts,
+    without_rows: i64,
+    /// Rollouts without rows by reason, indexed as [`NoRowsReason::ALL`].
+    by_reason: [i64; NoRowsReason::ALL.len()],
 }
 
 impl Group {
-    fn add(&mut self, bin: Option<i64>, counts: TrainingCounts) {
+    fn add(&mut self, bin: Option<i64>, reasons: NoRowsReasons, counts: TrainingCounts) {
         self.counts.add(counts, 1);
         if let Some(bin) = bin {
             self.bins.push((bin_value(bin), counts.rollouts));
         }
+        if !reasons.is_empty() {
+            self.without_rows += counts.rollouts;
+            for (index, reason) in NoRowsReason::ALL.into_iter().enumerate() {
+                if reasons.contains(reason) {
+                    self.by_reason[index] += counts.rollouts;
+                }
+            }
+        }
+    }
+
+    fn without_rows(&self) -> WithoutRows {
+        WithoutRows {
+            rollouts: self.without_rows,
+            by_reason: NoRowsReason::ALL
+                .into_iter()
+                .zip(self.by_reason)
+                .filter(|&(_, rollouts)| rollouts != 0)
+                .collect(),
+        }
     }
 
     fn into_stats(self) -> RewardStats {
-        let Group { mut bins, counts } = self;
+        let Group {
+            mut bins, counts, ..
+        } = self;
         bins.retain(|&(_, n)| n > 0);
         bins.sort_by(|a, b| a.0.total_cmp(&b.0));
         let rewarded: i64 = bins.iter().map(|&(_, n)| n).sum();
@@ -474,6 +640,7 @@ impl Group {
             reward_p50: percentile(0.5),
             reward_p90: percentile(0.9),
             bins,
+            training_rows: counts.training_rows,
         }
     }
 }
@@ -491,7 +658,7 @@ pub fn summarise(rows: Vec<TrainingRow>) -> Vec<VersionSummary> {
         } = row;
         let (number, group) = groups.entry((key.version, key.mode)).or_default();
         *number = version_number;
-        group.add(key.bin, counts);
+        group.add(key.bin, key.reasons, counts);
     }
     let mut summaries: Vec<VersionSummary> = groups
         .into_iter()
@@ -500,6 +667,7 @@ pub fn summarise(rows: Vec<TrainingRow>) -> Vec<VersionSummary> {
                 version,
                 version_number,
                 mode,
+                without_rows: group.without_rows(),
                 stats: group.into_stats(),
             },
         )
@@ -527,10 +695,11 @@ pub fn summarise(rows: Vec<TrainingRow>) -> Vec<VersionSummary> {
 pub fn summarise_periods(rows: Vec<PeriodRow>) -> Vec<PeriodSummary> {
     let mut groups: IndexMap<(Timestamp, String), Group> = IndexMap::new();
     for PeriodRow { key, counts } in rows {
-        groups
-            .entry((key.start, key.mode))
-            .or_default()
-            .add(key.bin, counts);
+        groups.entry((key.start, key.mode)).or_default().add(
+            key.bin,
+            NoRowsReasons::default(),
+            counts,
+        );
     }
     let mut summaries: Vec<PeriodSummary> = groups
         .into_iter()
@@ -582,6 +751,14 @@ mod tests {
         RolloutReward::new(1, value).expect("finite")
     }
 
+    /// The facts of a rollout with `value` as its final reward.
+    fn rewarded(value: f64) -> Facts {
+        Facts {
+            reward: Some(reward(value)),
+            ..Facts::default()
+        }
+    }
+
     #[test]
     fn bins_keep_two_significant_digits() {
         for (value, binned) in [
@@ -609,7 +786,7 @@ mod tests {
             (RolloutStatus::Running, None),
             (RolloutStatus::Queuing, None),
         ] {
-            let counted = contribution(&rollout(status, train, "rs-1"), Some(&reward(0.5)), None);
+            let counted = contribution(&rollout(status, train, "rs-1"), rewarded(0.5));
             assert_eq!(counted.map(|c| c.counts.succeeded), counts, "{status:?}");
         }
     }
@@ -632,12 +809,12 @@ mod tests {
     fn deltas_that_cancel_out_leave_no_row() {
         let done = rollout(RolloutStatus::Succeeded, None, "rs-1");
         let mut deltas = TrainingDeltas::default();
-        deltas.moved(None, contribution(&done, Some(&reward(1.0)), None));
-        deltas.moved(contribution(&done, Some(&reward(1.0)), None), None);
+        deltas.moved(None, contribution(&done, rewarded(1.0)));
+        deltas.moved(contribution(&done, rewarded(1.0)), None);
         assert!(deltas.is_empty());
         deltas.moved(
-            contribution(&done, Some(&reward(1.0)), None),
-            contribution(&done, Some(&reward(0.0)), None),
+            contribution(&done, rewarded(1.0)),
+            contribution(&done, rewarded(0.0)),
         );
         let rows: Vec<_> = deltas.rows().map(|(k, c)| (k.bin, c.rollouts)).collect();
         assert_eq!(rows, [(Some(bin(1.0)), -1), (Some(bin(0.0)), 1)]);
@@ -649,6 +826,7 @@ mod tests {
             version: PolicyVersion::Resources("rs-2".into()),
             mode: "val".into(),
             bin: bin_of.map(bin),
+            reasons: NoRowsReasons::default(),
         };
         let row = |bin_of: Option<f64>, rollouts, succeeded, reward: f64| TrainingRow {
             key: key(bin_of),
@@ -656,6 +834,7 @@ mod tests {
                 rollouts,
                 succeeded,
                 reward_micros: micros(reward),
+                training_rows: 0,
             },
             version_number: Some(2),
         };
@@ -680,17 +859,91 @@ mod tests {
     }
 
     #[test]
+    fn judged_rollouts_count_their_rows_and_without_rows_each_reason_against_a_direct_count() {
+        use NoRowsReason::*;
+        let mut done = rollout(RolloutStatus::Succeeded, Some(RolloutMode::Train), "rs-1");
+        done.resources_id = None;
+        // (rows, reasons, model version) of each judged rollout, and one not judged.
+        let judged: [(i64, &[NoRowsReason], Option<i64>); 5] = [
+            (3, &[], Some(1)),
+            (0, &[NoTokenIds, NoReward], Some(1)),
+            (0, &[NoTokenIds], Some(1)),
+            (0, &[FailedCalls, RolloutFailed], Some(1)),
+            (0, &[NoModelCalls, NoReward], None),
+        ];
+        let mut deltas = TrainingDeltas::default();
+        for &(rows, reasons, model_version) in &judged {
+            let mut verdict = RowsVerdict {
+                rows,
+                ..RowsVerdict::default()
+            };
+            reasons
+                .iter()
+                .for_each(|&reason| verdict.reasons.insert(reason));
+            let facts = Facts {
+                model_version,
+                verdict: Some(verdict),
+                ..Facts::default()
+            };
+            deltas.moved(None, contribution(&done, facts));
+        }
+        deltas.moved(None, contribution(&done, Facts::default()));
+        let rows = deltas
+            .rows()
+            .map(|(key, counts)| TrainingRow {
+                key: key.clone(),
+                counts: *counts,
+                version_number: None,
+            })
+            .collect();
+        let summaries = summarise(rows);
+        for summary in &summaries {
+            let mine: Vec<_> = judged
+                .iter()
+                .filter(|j| PolicyVersion::of(None, j.2) == summary.version)
+                .collect();
+            let direct_rows: i64 = mine.iter().map(|j| j.0).sum();
+            assert_eq!(summary.stats.training_rows, direct_rows);
+            let without = mine.iter().filter(|j| j.0 == 0).count() as i64;
+            assert_eq!(summary.without_rows.rollouts, without);
+            let by_reason: Vec<(NoRowsReason, i64)> = NoRowsReason::ALL
+                .into_iter()
+                .map(|r| (r, mine.iter().filter(|j| j.1.contains(&r)).count() as i64))
+                .filter(|&(_, n)| n > 0)
+                .collect();
+            assert_eq!(summary.without_rows.by_reason, by_reason);
+        }
+        let versions: Vec<_> = summaries.iter().map(|s| s.stats.rollouts).collect();
+        assert_eq!(versions, [4, 2], "model version 1, then no version");
+        assert_eq!(
+            summaries[0].without_rows.by_reason,
+            [
+                (FailedCalls, 1),
+                (NoTokenIds, 2),
+                (NoReward, 1),
+                (RolloutFailed, 1)
+            ]
+        );
+        assert_eq!(
+            NoRowsReasons::from_bits(-1).iter().count(),
+            NoRowsReason::ALL.len(),
+            "unknown bits are left out"
+        );
+    }
+
+    #[test]
     fn summaries_come_in_version_order_model_versions_after_resources_unknown_last() {
         let row = |version: PolicyVersion, number: Option<i64>| TrainingRow {
             key: TrainingKey {
                 version,
                 mode: "train".into(),
                 bin: None,
+                reasons: NoRowsReasons::default(),
             },
             counts: TrainingCounts {
                 rollouts: 1,
                 succeeded: 1,
-                reward_micros: 0,
+                ..TrainingCounts::default()
             },
             version_number: number,
         };
@@ -739,7 +992,7 @@ mod tests {
         let ended = Timestamp(((2 * 3600 + 5 * 60 + 7) as i64) * 1_000_000_000);
         done.end_time = Some(ended);
         let mut deltas = TrainingDeltas::default();
-        deltas.moved(None, contribution(&done, Some(&reward(0.5)), None));
+        deltas.moved(None, contribution(&done, rewarded(0.5)));
         let periods: Vec<_> = deltas
             .periods()
             .map(|(key, counts)| (key.resolution, key.start.0 / 1_000_000_000, counts.rollouts))
@@ -770,6 +1023,7 @@ mod tests {
                 rollouts: 2,
                 succeeded: 1,
                 reward_micros: micros(2.0 * value),
+                training_rows: 0,
             },
         };
         let summaries = summarise_periods(vec![

@@ -20,6 +20,7 @@ macro_rules! agl1_suite {
                 mod fresh_reads;
                 mod gateway;
                 mod one_model;
+                mod training_rows;
             }
         )+
     };

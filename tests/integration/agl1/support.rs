@@ -212,23 +212,28 @@ fn add_key(mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic:
     Ok(request)
 }
 
-/// Returns a gRPC client of `server` that sends the key.
 /// The ids of the rollouts whose first model call `version` served, in
 /// order.
 pub async fn rollouts_of_model_version(grpc: &mut Grpc, version: i64) -> Vec<String> {
-    let listed = grpc
-        .query_rollouts(lightning_store::proto::QueryRolloutsRequest {
-            model_version: Some(version),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let request = lightning_store::proto::QueryRolloutsRequest {
+        model_version: Some(version),
+        ..Default::default()
+    };
+    listed_ids(grpc, request).await
+}
+
+/// The ids of the rollouts `request` lists, in order.
+pub async fn listed_ids(
+    grpc: &mut Grpc,
+    request: lightning_store::proto::QueryRolloutsRequest,
+) -> Vec<String> {
+    let listed = grpc.query_rollouts(request).await.unwrap().into_inner();
     let mut ids: Vec<String> = listed.rollouts.into_iter().map(|r| r.rollout_id).collect();
     ids.sort();
     ids
 }
 
+/// Returns a gRPC client of `server` that sends the key.
 pub async fn grpc(server: &TestServer) -> Grpc {
     let interceptor: fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> = add_key;
     lightning_store::proto::lightning_store_service_client::LightningStoreServiceClient::with_interceptor(

@@ -234,6 +234,7 @@ async fn direct_summary(
                 reward_p10,
                 reward_p50,
                 reward_p90,
+                ..Default::default()
             }
         })
         .collect()

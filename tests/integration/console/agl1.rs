@@ -130,3 +130,66 @@ async fn a_conversation_renders_from_a_gateway_call() {
     })
     .await;
 }
+
+/// A model request of model version 1 whose answer has `response` token
+/// ids (none when empty).
+fn call(prompt: i64, response: &[i64]) -> serde_json::Value {
+    json!({
+        "model_version": 1, "http_status": 200, "status": "ok",
+        "response": {"prompt_token_ids": [prompt], "choices": [{"token_ids": response}]},
+    })
+}
+
+/// The Training page counts each version's training rows and the 1.x
+/// rollouts that gave none by reason; a reason's count lists its rollouts
+/// on the Rollouts page, whose filter then shows the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollouts_without_training_rows_are_counted_by_reason_and_listed() {
+    let server = start(BACKEND).await;
+    let api = Api::new(&server);
+    api.create(json!([
+        {"rollout_id": "with-rows", "input": {}, "is_train": true},
+        {"rollout_id": "without-ids", "input": {}, "is_train": true},
+    ]))
+    .await;
+    for (id, response) in [("with-rows", &[7][..]), ("without-ids", &[])] {
+        api.set_state(id, "running").await;
+        api.record(id, "model_request", call(1, response)).await;
+        api.record(id, "model_request", call(2, response)).await;
+        api.record(id, "reward", json!({"value": 0.5})).await;
+        api.set_state(id, "succeeded").await;
+    }
+    let base = server.url.clone();
+    with_browser("console-training-rows", move |browser| async move {
+        sign_in(&browser, &base, KEY).await;
+        browser.goto(&format!("{base}/console/training")).await;
+        let row = browser.texts("#training-rows tbody tr td").await;
+        assert_eq!(
+            row,
+            [
+                "model 1",
+                "train",
+                "2",
+                "2",
+                "1",
+                "calls without token ids: 1"
+            ],
+            "two rows from one rollout, none from the other"
+        );
+        if BACKEND == Backend::Sqlite {
+            browser
+                .eval("document.getElementById('rows-heading').scrollIntoView(); return true")
+                .await;
+            browser.document("training-rows").await;
+        }
+        browser.click_to_load("#training-rows td.reasons a").await;
+        let url = browser.url().await;
+        assert!(url.contains("without_rows=no_token_ids"), "{url}");
+        assert_eq!(browser.texts("tbody tr a.id").await, ["without-ids"]);
+        let chosen = browser
+            .text("select[name=without_rows] option:checked")
+            .await;
+        assert_eq!(chosen, "gave none: calls without token ids");
+    })
+    .await;
+}

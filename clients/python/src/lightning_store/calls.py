@@ -23,7 +23,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, Literal, TypeVar, overload
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.field_mask_pb2 import FieldMask
@@ -34,6 +34,7 @@ from lightning_store.proto import store_pb2 as pb
 from lightning_store.proto import types_pb2 as types
 from lightning_store.values import (
     ATTEMPT_STATUS,
+    NO_TRAINING_ROWS_REASON,
     ROLLOUT_MODE,
     ROLLOUT_STATUS,
     TIMELINE_RESOLUTION,
@@ -41,6 +42,7 @@ from lightning_store.values import (
     WORKER_STATUS,
     AttemptStatusName,
     FilterLogicName,
+    NoTrainingRowsReasonName,
     RolloutModeName,
     RolloutStatusName,
     SortOrderName,
@@ -139,6 +141,15 @@ def _mode(mode: RolloutModeName | None) -> str | None:
 
 def _time(seconds: float | None) -> Timestamp | None:
     return to_timestamp(seconds) if seconds is not None else None
+
+
+def _without_rows(reason: NoTrainingRowsReasonName | Literal["any"] | None) -> str | None:
+    """The filter of rollouts without training rows: "any" is any reason."""
+    if reason is None:
+        return None
+    if reason == "any":
+        return "NO_TRAINING_ROWS_REASON_UNSPECIFIED"
+    return NO_TRAINING_ROWS_REASON.value(reason)
 
 
 def rollout_spec(
@@ -292,6 +303,7 @@ def query_rollouts(
     reward_min: float | None = None,
     reward_max: float | None = None,
     model_version: int | None = None,
+    without_training_rows: NoTrainingRowsReasonName | Literal["any"] | None = None,
     sort_by: str | None = None,
     sort_order: SortOrderName = "asc",
     limit: int | None = None,
@@ -310,7 +322,9 @@ def query_rollouts(
     every end window); `worker_id` keeps rollouts with an attempt on that
     worker; `reward_min` and `reward_max` bound the final reward, inclusive
     (a rollout without one is outside); `model_version` keeps the
-    agent-lightning 1.x rollouts whose first model call that version served.
+    agent-lightning 1.x rollouts whose first model call that version served;
+    `without_training_rows` keeps the 1.x rollouts that gave their trainer no
+    training row, for any reason (`"any"`) or for the one named.
     Sort by `reward` too: unrewarded rollouts first (last when descending).
     """
     if mode_in is not None:
@@ -332,6 +346,7 @@ def query_rollouts(
         reward_min=reward_min,
         reward_max=reward_max,
         model_version=model_version,
+        without_training_rows=_without_rows(without_training_rows),
         page=_page(sort_by, sort_order, limit, offset),
     )
     return Call("QueryRollouts", request, _page_of("rollouts"), safe=True)

@@ -44,6 +44,15 @@ FilterLogicName = Literal["and", "or"]
 """How the conditions of a query combine."""
 TimelineResolutionName = Literal["minute", "hour"]
 """The length of a reward timeline's periods."""
+NoTrainingRowsReasonName = Literal[
+    "no_model_calls",
+    "failed_calls",
+    "no_token_ids",
+    "no_reward",
+    "reward_not_a_number",
+    "rollout_failed",
+]
+"""Why an agent-lightning 1.x rollout gave its trainer no training row."""
 
 
 class Unset:
@@ -115,6 +124,9 @@ ROLLOUT_MODE: Final = EnumNames[RolloutModeName](types.RolloutMode, "ROLLOUT_MOD
 EVENT_KIND: Final = EnumNames[EventKindName](types.EventKind, "EVENT_KIND_")
 SPAN_KIND: Final = EnumNames[SpanKindName](types.SpanKind, "SPAN_KIND_")
 TIMELINE_RESOLUTION: Final = EnumNames[TimelineResolutionName](store.TimelineResolution, "TIMELINE_RESOLUTION_")
+NO_TRAINING_ROWS_REASON: Final = EnumNames[NoTrainingRowsReasonName](
+    store.NoTrainingRowsReason, "NO_TRAINING_ROWS_REASON_"
+)
 
 
 def to_json(value: Any) -> str:

@@ -739,6 +739,8 @@ impl LightningStoreService for StoreService {
             worker_id: request.worker_id,
             resources_id: request.resources_id,
             model_version: request.model_version,
+            without_rows: c::without_rows_from_proto(request.without_training_rows)
+                .map_err(status_of)?,
             reward: RewardRange::new(request.reward_min, request.reward_max).map_err(status_of)?,
             ..RolloutFilter::default()
         };

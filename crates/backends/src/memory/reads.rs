@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::state::{MemoryTx, page_of};
+use super::state::{MemoryTx, State, page_of};
 use lightning_store_core::error::StoreResult;
 use lightning_store_core::events::EventPage;
 use lightning_store_core::idempotency::RememberedRequest;
@@ -14,10 +14,48 @@ use lightning_store_core::model::{
     Attempt, ResourcesUpdate, RolloutView, SessionState, Span, Timestamp, Worker, WorkerSession,
 };
 use lightning_store_core::query::{
-    AttemptSelector, Page, Paged, ResourcesFilter, RewardedRollout, RolloutFilter, SpanFilter,
-    WorkerFilter,
+    AttemptSelector, Page, Paged, ResourcesFilter, RewardedRollout, RolloutFacts, RolloutFilter,
+    SpanFilter, WorkerFilter,
 };
 use lightning_store_core::storage::{Access, Held, Queries, RuleReads};
+use lightning_store_core::training::RowsVerdict;
+
+/// What the in-memory store knows of a rollout beyond its fields.
+struct Facts<'a> {
+    state: &'a State,
+    rollout_id: &'a str,
+}
+
+impl State {
+    fn facts<'a>(&'a self, rollout_id: &'a str) -> Facts<'a> {
+        Facts {
+            state: self,
+            rollout_id,
+        }
+    }
+}
+
+impl<'a> RolloutFacts<'a> for Facts<'a> {
+    fn attempts(&self) -> &'a [Attempt] {
+        self.state.attempts_of(self.rollout_id)
+    }
+
+    fn reward(&self) -> Option<f64> {
+        self.state.training.reward_value(self.rollout_id)
+    }
+
+    fn model_version(&self) -> Option<i64> {
+        self.state.training.model_version(self.rollout_id)
+    }
+
+    fn verdict(&self) -> Option<RowsVerdict> {
+        self.state
+            .training
+            .rows_verdicts
+            .get(self.rollout_id)
+            .copied()
+    }
+}
 
 #[async_trait]
 impl RuleReads for MemoryTx<'_> {
@@ -165,14 +203,7 @@ impl Queries for MemoryTx<'_> {
                 rollout,
                 reward: state.training.reward_value(&rollout.rollout_id),
             })
-            .filter(|r| {
-                filter.matches(
-                    r.rollout,
-                    || state.attempts_of(&r.rollout.rollout_id),
-                    || r.reward,
-                    || state.training.model_version(&r.rollout.rollout_id),
-                )
-            })
+            .filter(|r| filter.matches(r.rollout, &state.facts(&r.rollout.rollout_id)))
             .collect();
         Ok(page.apply(matching).map(|r: RewardedRollout| RolloutView {
             rollout: r.rollout.clone(),
@@ -194,14 +225,7 @@ impl Queries for MemoryTx<'_> {
             .ended_ids
             .range::<str, _>((from, Bound::Unbounded))
             .filter_map(|rollout_id| state.rollouts.get(rollout_id))
-            .filter(|r| {
-                filter.matches(
-                    r,
-                    || state.attempts_of(&r.rollout_id),
-                    || state.training.reward_value(&r.rollout_id),
-                    || state.training.model_version(&r.rollout_id),
-                )
-            })
+            .filter(|r| filter.matches(r, &state.facts(&r.rollout_id)))
             .take(limit)
             .map(|r| r.rollout_id.clone())
             .collect())

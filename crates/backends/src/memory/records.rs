@@ -13,7 +13,9 @@ use lightning_store_core::agl1::{Agl1Fields, ModelServer, Pause, Replica, Stored
 use lightning_store_core::model::{Rollout, RolloutStatus, Span, Timestamp};
 use lightning_store_core::overview::Activity;
 use lightning_store_core::retention;
-use lightning_store_core::training::{PeriodKey, RolloutReward, TrainingCounts, TrainingKey};
+use lightning_store_core::training::{
+    PeriodKey, RolloutReward, RowsVerdict, TrainingCounts, TrainingKey,
+};
 
 /// The spans of one rollout, shared with whoever received or read them.
 #[derive(Default)]
@@ -113,6 +115,8 @@ pub(super) struct TrainingState {
     pub(super) rewards: HashMap<String, RolloutReward>,
     /// The model version of each rollout's first model call.
     pub(super) model_versions: HashMap<String, i64>,
+    /// What each judged 1.x rollout gave its trainer.
+    pub(super) rows_verdicts: HashMap<String, RowsVerdict>,
     /// The summary's rows.
     pub(super) rows: BTreeMap<TrainingKey, TrainingCounts>,
     /// The timeline's rows, in (resolution, time) order.

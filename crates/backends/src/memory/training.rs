@@ -11,13 +11,13 @@ use lightning_store_core::model::Timestamp;
 use lightning_store_core::query::TimeRange;
 use lightning_store_core::storage::{TrainingReads, WriteSet};
 use lightning_store_core::training::{
-    PeriodKey, PeriodRow, Resolution, RolloutReward, TrainingCounts, TrainingRow,
+    PeriodKey, PeriodRow, Resolution, RolloutReward, RowsVerdict, TrainingCounts, TrainingRow,
 };
 
 impl State {
-    /// Stores the write set's rewards (unless a stored one comes later) and
-    /// model versions (unless one is stored), and adds its deltas to the
-    /// summary's rows.
+    /// Stores the write set's rewards (unless a stored one comes later),
+    /// model versions (unless one is stored) and verdicts, and adds its
+    /// deltas to the summary's rows.
     pub(super) fn apply_training(&mut self, writes: &mut WriteSet) {
         let training = &mut self.training;
         for (rollout_id, reward) in writes.rewards.drain(..) {
@@ -35,14 +35,18 @@ impl State {
                 .entry(rollout_id)
                 .or_insert(model_version);
         }
+        training
+            .rows_verdicts
+            .extend(writes.rows_verdicts.drain(..));
         add_deltas(&mut training.rows, writes.training.rows());
         add_deltas(&mut training.periods, writes.training.periods());
     }
 
-    /// Forgets a deleted rollout's reward and model version.
+    /// Forgets a deleted rollout's reward, model version and verdict.
     pub(super) fn forget_training(&mut self, rollout_id: &str) {
         self.training.rewards.remove(rollout_id);
         self.training.model_versions.remove(rollout_id);
+        self.training.rows_verdicts.remove(rollout_id);
     }
 }
 
@@ -81,6 +85,13 @@ impl TrainingReads for MemoryTx<'_> {
             &self.state.training.model_versions,
             rollout_ids,
         ))
+    }
+
+    async fn rows_verdicts(
+        &mut self,
+        rollout_ids: &[&str],
+    ) -> StoreResult<Vec<(String, RowsVerdict)>> {
+        Ok(of_rollouts(&self.state.training.rows_verdicts, rollout_ids))
     }
 
     async fn training_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<TrainingRow>> {

@@ -36,10 +36,11 @@ macro_rules! event_columns {
 
 /// The tables that hold a rollout's rows, deleted with it (the rollout's
 /// own row last).
-const ROLLOUT_TABLES: [&str; 9] = [
+const ROLLOUT_TABLES: [&str; 10] = [
     "spans",
     "rollout_rewards",
     "rollout_model_versions",
+    "rollout_rows_verdicts",
     "rollout_spans",
     "attempts",
     "queue",

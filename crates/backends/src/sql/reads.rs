@@ -16,7 +16,7 @@ use lightning_store_core::model::{
     Attempt, AttemptStatus, Counts, ResourcesUpdate, RolloutStatus, RolloutView, Timestamp, Worker,
 };
 use lightning_store_core::query::{
-    FilterLogic, Page, Paged, ResourcesFilter, RolloutFilter, WorkerFilter,
+    FilterLogic, Page, Paged, ResourcesFilter, RolloutFilter, WithoutRowsFilter, WorkerFilter,
 };
 use lightning_store_core::storage::{Access, Held};
 
@@ -115,6 +115,19 @@ fn rollout_condition<'a>(b: &mut Builder<'a>, filter: &'a RolloutFilter) -> Stri
             b.arg(version)
         )
     });
+    // The rollouts without rows (a partial index) name the rollouts.
+    let without_rows = filter.without_rows.map(|without| {
+        let reason = match without {
+            WithoutRowsFilter::AnyReason => String::new(),
+            WithoutRowsFilter::Reason(reason) => {
+                format!(" AND (v.reasons & {}) <> 0", b.arg(reason.bit()))
+            }
+        };
+        format!(
+            "r.rollout_id IN (SELECT v.rollout_id FROM rollout_rows_verdicts v \
+             WHERE v.reasons <> 0{reason})"
+        )
+    });
     let mut conditions = vec![
         Some(pool),
         modes,
@@ -123,6 +136,7 @@ fn rollout_condition<'a>(b: &mut Builder<'a>, filter: &'a RolloutFilter) -> Stri
         worker,
         reward,
         model_version,
+        without_rows,
     ];
     conditions.extend(created.into_iter().chain(ended).map(Some));
     Builder::combine(FilterLogic::And, conditions)

@@ -1,8 +1,10 @@
 //! The training summary's storage (`TrainingReads`, and its part of the
 //! write set's batch, [`add`]): each rollout's final reward in
 //! `rollout_rewards`, the model version of each 1.x rollout's first model
-//! call in `rollout_model_versions`, and the summary's rows in `training_summary`, to
-//! which the write set's deltas are added (migrations `*_training.sql`).
+//! call in `rollout_model_versions`, what each judged 1.x rollout gave its
+//! trainer in `rollout_rows_verdicts`, and the summary's rows in
+//! `training_summary`, to which the write set's deltas are added
+//! (migrations `*_training.sql`, `*_training_rows.sql`).
 //! On a shared database each connection adds to its own shard of a row
 //! (the column's default), summed when read, and the shards are folded
 //! into shard 0 by the housekeeping ([`FOLD_SHARDS`]). The timeline's rows
@@ -22,8 +24,8 @@ use lightning_store_core::model::Timestamp;
 use lightning_store_core::query::TimeRange;
 use lightning_store_core::storage::{TrainingReads, WriteSet};
 use lightning_store_core::training::{
-    PeriodKey, PeriodRow, PolicyVersion, Resolution, RolloutReward, TrainingCounts, TrainingKey,
-    TrainingRow,
+    NoRowsReasons, PeriodKey, PeriodRow, PolicyVersion, Resolution, RolloutReward, RowsVerdict,
+    TrainingCounts, TrainingKey, TrainingRow,
 };
 
 /// A table of rows of [`TrainingCounts`] to which the write set's deltas
@@ -36,7 +38,7 @@ struct CountedTable {
 /// The summary's rows, by version.
 const SUMMARY: CountedTable = CountedTable {
     name: "training_summary",
-    keys: "version, mode, rewarded, bin",
+    keys: "version, mode, rewarded, bin, reasons",
 };
 
 /// The timeline's rows, by period.
@@ -53,7 +55,8 @@ impl CountedTable {
             " ON CONFLICT ({keys}, shard) DO UPDATE SET \
              rollouts = {table}.rollouts + excluded.rollouts, \
              succeeded = {table}.succeeded + excluded.succeeded, \
-             reward_micros = {table}.reward_micros + excluded.reward_micros",
+             reward_micros = {table}.reward_micros + excluded.reward_micros, \
+             training_rows = {table}.training_rows + excluded.training_rows",
             keys = self.keys
         )
     }
@@ -76,8 +79,10 @@ impl CountedTable {
             "WITH doomed AS (SELECT {keys}, shard FROM {table} WHERE shard <> 0 \
              FOR UPDATE SKIP LOCKED), \
              folded AS (DELETE FROM {table} t USING doomed d WHERE {matched} RETURNING t.*) \
-             INSERT INTO {table} ({keys}, shard, rollouts, succeeded, reward_micros) \
-             SELECT {keys}, 0, SUM(rollouts), SUM(succeeded), SUM(reward_micros) \
+             INSERT INTO {table} ({keys}, shard, rollouts, succeeded, reward_micros, \
+             training_rows) \
+             SELECT {keys}, 0, SUM(rollouts), SUM(succeeded), SUM(reward_micros), \
+             SUM(training_rows) \
              FROM folded GROUP BY {keys} ORDER BY {keys}{on_conflict}",
             matched = matched.join(" AND "),
             on_conflict = self.add_on_conflict(),
@@ -116,6 +121,7 @@ fn flip_negative(bits: i64) -> i64 {
 pub(super) struct TrainingRows<'w> {
     rewards: Vec<(&'w String, &'w RolloutReward)>,
     model_versions: Vec<(&'w String, &'w i64)>,
+    verdicts: Vec<(&'w String, &'w RowsVerdict)>,
     /// The summary's deltas, each with its version as stored.
     deltas: Vec<(String, &'w TrainingKey, &'w TrainingCounts)>,
     periods: Vec<(&'w PeriodKey, &'w TrainingCounts)>,
@@ -126,6 +132,7 @@ impl<'w> TrainingRows<'w> {
         Self {
             rewards: writes.rewards.iter().collect(),
             model_versions: writes.model_versions.iter().collect(),
+            verdicts: writes.rows_verdicts.iter().collect(),
             deltas: writes
                 .training
                 .rows()
@@ -137,8 +144,8 @@ impl<'w> TrainingRows<'w> {
 }
 
 /// Adds the rewards (each unless the stored one comes later), the model
-/// versions (each unless the rollout has one) and the summary's deltas to
-/// `batch`.
+/// versions (each unless the rollout has one), the verdicts and the
+/// summary's deltas to `batch`.
 pub(super) fn add<'a>(batch: &mut Batch<'a>, rows: &'a TrainingRows<'a>) {
     upsert(
         batch,
@@ -164,10 +171,28 @@ pub(super) fn add<'a>(batch: &mut Batch<'a>, rows: &'a TrainingRows<'a>) {
     );
     upsert(
         batch,
+        &rows.verdicts,
+        insert_into!(
+            "rollout_rows_verdicts",
+            "rollout_id, training_rows, reasons"
+        ),
+        " ON CONFLICT (rollout_id) DO UPDATE SET \
+         training_rows = excluded.training_rows, reasons = excluded.reasons",
+        |(rollout_id, verdict)| {
+            [
+                rollout_id.as_str().into(),
+                verdict.rows.into(),
+                verdict.reasons.bits().into(),
+            ]
+        },
+    );
+    upsert(
+        batch,
         &rows.deltas,
         insert_into!(
             "training_summary",
-            "version, mode, rewarded, bin, rollouts, succeeded, reward_micros"
+            "version, mode, rewarded, bin, reasons, rollouts, succeeded, reward_micros, \
+             training_rows"
         ),
         &ADD_ON_CONFLICT[0],
         |(version, key, delta)| {
@@ -176,9 +201,11 @@ pub(super) fn add<'a>(batch: &mut Batch<'a>, rows: &'a TrainingRows<'a>) {
                 key.mode.as_str().into(),
                 i64::from(key.bin.is_some()).into(),
                 key.bin.unwrap_or(0).into(),
+                key.reasons.bits().into(),
                 delta.rollouts.into(),
                 delta.succeeded.into(),
                 delta.reward_micros.into(),
+                delta.training_rows.into(),
             ]
         },
     );
@@ -187,7 +214,8 @@ pub(super) fn add<'a>(batch: &mut Batch<'a>, rows: &'a TrainingRows<'a>) {
         &rows.periods,
         insert_into!(
             "reward_timeline",
-            "resolution, period_start, mode, rewarded, bin, rollouts, succeeded, reward_micros"
+            "resolution, period_start, mode, rewarded, bin, rollouts, succeeded, reward_micros, \
+             training_rows"
         ),
         &ADD_ON_CONFLICT[1],
         |(key, delta)| {
@@ -200,20 +228,39 @@ pub(super) fn add<'a>(batch: &mut Batch<'a>, rows: &'a TrainingRows<'a>) {
                 delta.rollouts.into(),
                 delta.succeeded.into(),
                 delta.reward_micros.into(),
+                delta.training_rows.into(),
             ]
         },
     );
 }
 
+/// The summed counts of a row of the summary or the timeline, as
+/// [`binned_counts`] reads them.
+macro_rules! summed_counts {
+    () => {
+        "CAST(SUM(rollouts) AS BIGINT), CAST(SUM(succeeded) AS BIGINT), \
+         CAST(SUM(reward_micros) AS BIGINT), CAST(SUM(training_rows) AS BIGINT)"
+    };
+}
+
+/// The condition that keeps the summed rows that count something.
+macro_rules! counts_something {
+    () => {
+        "HAVING SUM(rollouts) <> 0 OR SUM(succeeded) <> 0 OR SUM(reward_micros) <> 0 \
+         OR SUM(training_rows) <> 0"
+    };
+}
+
 /// Reads the bin and the counts of a row of the summary or the timeline,
-/// read with their two key columns first: `rewarded`, `bin`, then the
-/// summed `rollouts`, `succeeded` and `reward_micros`.
+/// read with their two key columns first: `rewarded`, `bin`, then
+/// [`summed_counts`].
 fn binned_counts(row: &impl Row) -> StoreResult<(Option<i64>, TrainingCounts)> {
     let bin = (row.int(2)? != 0).then(|| row.int(3)).transpose()?;
     let counts = TrainingCounts {
         rollouts: row.int(4)?,
         succeeded: row.int(5)?,
         reward_micros: row.int(6)?,
+        training_rows: row.int(7)?,
     };
     Ok((bin, counts))
 }
@@ -262,26 +309,47 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
             .collect()
     }
 
+    async fn rows_verdicts(
+        &mut self,
+        rollout_ids: &[&str],
+    ) -> StoreResult<Vec<(String, RowsVerdict)>> {
+        let rows = self
+            .rows_of_rollouts(
+                "rollout_rows_verdicts",
+                "training_rows, reasons",
+                rollout_ids,
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let verdict = RowsVerdict {
+                    rows: row.int(1)?,
+                    reasons: NoRowsReasons::from_bits(row.int(2)?),
+                };
+                Ok((row.text(0)?, verdict))
+            })
+            .collect()
+    }
+
     async fn training_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<TrainingRow>> {
         /// The rows summed over their shards, with `$where` before the grouping.
         macro_rules! summed {
             ($where:literal) => {
                 concat!(
-                    "SELECT s.version, s.mode, s.rewarded, s.bin, \
-                     CAST(SUM(s.rollouts) AS BIGINT), CAST(SUM(s.succeeded) AS BIGINT), \
-                     CAST(SUM(s.reward_micros) AS BIGINT), CAST(MAX(r.version) AS BIGINT) \
-                     FROM training_summary s LEFT JOIN (SELECT resources_id, \
-                     ROW_NUMBER() OVER (ORDER BY pos) AS version FROM resources) r \
-                     ON r.resources_id = s.version",
+                    "SELECT version, mode, rewarded, bin, ",
+                    summed_counts!(),
+                    ", CAST(MAX(r.number) AS BIGINT), reasons \
+                     FROM training_summary LEFT JOIN (SELECT resources_id, \
+                     ROW_NUMBER() OVER (ORDER BY pos) AS number FROM resources) r \
+                     ON r.resources_id = version",
                     $where,
-                    " GROUP BY s.version, s.mode, s.rewarded, s.bin \
-                     HAVING SUM(s.rollouts) <> 0 OR SUM(s.succeeded) <> 0 \
-                     OR SUM(s.reward_micros) <> 0"
+                    " GROUP BY version, mode, rewarded, bin, reasons ",
+                    counts_something!()
                 )
             };
         }
         let statement = match mode {
-            Some(mode) => Statement::new(summed!(" WHERE s.mode = $1")).bind(mode),
+            Some(mode) => Statement::new(summed!(" WHERE mode = $1")).bind(mode),
             None => Statement::new(summed!("")),
         };
         let rows = self.read(statement).await?;
@@ -293,9 +361,10 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
                     version: PolicyVersion::from_stored(&row.text(0)?),
                     mode: row.text(1)?,
                     bin,
+                    reasons: NoRowsReasons::from_bits(row.int(9)?),
                 },
                 counts,
-                version_number: row.opt_int(7)?,
+                version_number: row.opt_int(8)?,
             });
         }
         Ok(training)
@@ -314,11 +383,13 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
         }
         conditions.extend(b.within("period_start", starts));
         b.push(&format!(
-            "SELECT period_start, mode, rewarded, bin, CAST(SUM(rollouts) AS BIGINT), \
-             CAST(SUM(succeeded) AS BIGINT), CAST(SUM(reward_micros) AS BIGINT) \
-             FROM reward_timeline WHERE {} \
-             GROUP BY period_start, mode, rewarded, bin \
-             HAVING SUM(rollouts) <> 0 OR SUM(succeeded) <> 0 OR SUM(reward_micros) <> 0",
+            concat!(
+                "SELECT period_start, mode, rewarded, bin, ",
+                summed_counts!(),
+                " FROM reward_timeline WHERE {} \
+                 GROUP BY period_start, mode, rewarded, bin ",
+                counts_something!()
+            ),
             conditions.join(" AND ")
         ));
         let rows = self.read(b.finish()).await?;

@@ -1,8 +1,9 @@
 //! `lightning-store training`: is the training learning? Reward by policy
 //! version (`GetTrainingSummary`): for each resources version and mode,
 //! the rollouts that ended, how many succeeded, and their reward's mean and
-//! percentiles; with `--over-time`, the same by the minute or hour the
-//! rollouts ended in (`GetRewardTimeline`).
+//! percentiles, and the training rows the 1.x trainer builds from them
+//! (with the rollouts that give none, by reason); with `--over-time`, the
+//! reward by the minute or hour the rollouts ended in (`GetRewardTimeline`).
 
 use serde_json::{Value, json};
 
@@ -11,6 +12,7 @@ use super::error::ClientResult;
 use super::json::{mode_name, print_json};
 use super::session::Session;
 use super::text::{list_table, or_dash, render, time_cell};
+use crate::connection::ShortName;
 use lightning_store_proto as pb;
 
 /// The numbers of a set of counted rollouts, as a version's summary and a
@@ -91,17 +93,28 @@ fn object<const N: usize>(fields: [(&str, Value); N]) -> serde_json::Map<String,
         .collect()
 }
 
-/// Prints `rows` (each: its naming fields as JSON, its naming cells, its
-/// numbers) as JSON or as a table headed by `headers` and the numbers'.
-fn print(
-    json: bool,
-    headers: &[&str],
-    rows: Vec<(serde_json::Map<String, Value>, Vec<String>, Stats)>,
-) -> ClientResult {
+/// One row to print: its naming fields as JSON and as cells, its numbers,
+/// and what follows them (each a JSON field and its cell).
+struct Line {
+    named: serde_json::Map<String, Value>,
+    cells: Vec<String>,
+    stats: Stats,
+    after: Vec<(&'static str, Value, String)>,
+}
+
+/// Prints `rows` as JSON or as a table headed by `headers`, the numbers'
+/// and `after`.
+fn print(json: bool, headers: &[&str], after: &[&str], rows: Vec<Line>) -> ClientResult {
     if json {
         let rows = rows
             .into_iter()
-            .map(|(named, _, stats)| stats.json(named))
+            .map(|line| {
+                let mut object = line.stats.json(line.named);
+                if let Value::Object(fields) = &mut object {
+                    fields.extend(line.after.into_iter().map(|(k, v, _)| (k.to_owned(), v)));
+                }
+                object
+            })
             .collect();
         return print_json(&Value::Array(rows));
     }
@@ -109,13 +122,60 @@ fn print(
         out!("no rollouts ended as succeeded or failed");
         return Ok(());
     }
-    let headers: Vec<&str> = headers.iter().chain(&STATS_HEADERS).copied().collect();
+    let headers: Vec<&str> = headers
+        .iter()
+        .chain(&STATS_HEADERS)
+        .chain(after)
+        .copied()
+        .collect();
     let mut table = list_table(&headers);
-    for (_, cells, stats) in rows {
-        table.add_row(stats.cells(cells));
+    for line in rows {
+        let mut cells = line.stats.cells(line.cells);
+        cells.extend(line.after.into_iter().map(|(_, _, cell)| cell));
+        table.add_row(cells);
     }
     out!("{}", render(table));
     Ok(())
+}
+
+/// What a version's 1.x rollouts gave their trainer: the training rows,
+/// the rollouts without any, and those by reason (`reason: n`), as JSON
+/// fields and cells.
+fn rows_given(v: &pb::VersionSummary) -> Vec<(&'static str, Value, String)> {
+    let reasons: Vec<(String, i64)> = v
+        .without_rows_by_reason
+        .iter()
+        .map(|count| {
+            let reason = pb::NoTrainingRowsReason::name_of(count.reason);
+            (reason, count.rollouts)
+        })
+        .collect();
+    let why = reasons
+        .iter()
+        .map(|(reason, n)| format!("{reason}: {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let by_reason: serde_json::Map<String, Value> = reasons
+        .into_iter()
+        .map(|(reason, n)| (reason, json!(n)))
+        .collect();
+    vec![
+        (
+            "training_rows",
+            json!(v.training_rows),
+            v.training_rows.to_string(),
+        ),
+        (
+            "rollouts_without_rows",
+            json!(v.rollouts_without_rows),
+            v.rollouts_without_rows.to_string(),
+        ),
+        (
+            "without_rows_by_reason",
+            Value::Object(by_reason),
+            or_dash(Some(why.as_str()).filter(|why| !why.is_empty())),
+        ),
+    ]
 }
 
 pub(super) async fn training(mut s: Session, args: TrainingArgs) -> ClientResult {
@@ -148,10 +208,15 @@ pub(super) async fn training(mut s: Session, args: TrainingArgs) -> ClientResult
                     ("mode", json!(mode_name(p.mode))),
                 ]);
                 let cells = vec![start, or_dash(mode_name(p.mode).as_deref())];
-                (named, cells, Stats::from(p))
+                Line {
+                    named,
+                    cells,
+                    stats: Stats::from(p),
+                    after: Vec::new(),
+                }
             })
             .collect();
-        return print(s.json, &[period, "MODE"], rows);
+        return print(s.json, &[period, "MODE"], &[], rows);
     }
     let versions = s
         .client
@@ -179,8 +244,19 @@ pub(super) async fn training(mut s: Session, args: TrainingArgs) -> ClientResult
                 number(v.model_version),
                 or_dash(mode_name(v.mode).as_deref()),
             ];
-            (named, cells, Stats::from(v))
+            Line {
+                named,
+                cells,
+                stats: Stats::from(v),
+                after: rows_given(v),
+            }
         })
         .collect();
-    print(s.json, &["VERSION", "RESOURCES", "MODEL", "MODE"], rows)
+    let after = ["ROWS", "NO ROWS", "WHY NONE"];
+    print(
+        s.json,
+        &["VERSION", "RESOURCES", "MODEL", "MODE"],
+        &after,
+        rows,
+    )
 }

@@ -12,7 +12,8 @@ use crate::rendered::{PageError, Rendered};
 use crate::url::{Links, PREFIX, query_get, query_pairs, query_value};
 use lightning_store_core::error::StoreResult;
 use lightning_store_core::model::{RolloutMode, RolloutStatus, RolloutView};
-use lightning_store_core::query::{Page, RewardRange, RolloutFilter, TimeRange};
+use lightning_store_core::query::{Page, RewardRange, RolloutFilter, TimeRange, WithoutRowsFilter};
+use lightning_store_core::training::NoRowsReason;
 
 /// Rollouts on one page.
 const PER_PAGE: usize = 50;
@@ -53,6 +54,8 @@ pub struct RolloutsQuery {
     pub reward_min: Option<String>,
     /// The greatest final reward.
     pub reward_max: Option<String>,
+    /// 1.x rollouts that gave no training row (for a reason).
+    pub without_rows: Option<WithoutRowsFilter>,
     /// The sort field (one of [`SORTS`]) and whether it descends.
     pub sort: (String, bool),
     /// The page, from 1.
@@ -117,6 +120,15 @@ impl RolloutsQuery {
             }
         }
         parsed.reward_range().map_err(|error| error.to_string())?;
+        if let Some(text) = query_get(&pairs, "without_rows") {
+            let without = match text {
+                "any" => Some(WithoutRowsFilter::AnyReason),
+                _ => NoRowsReason::parse(text).map(WithoutRowsFilter::Reason),
+            };
+            parsed.without_rows = Some(without.ok_or_else(|| {
+                format!("without_rows: {text:?} is neither \"any\" nor a reason")
+            })?);
+        }
         if let Some(sort) = query_get(&pairs, "sort") {
             let (field, descending) = match sort.strip_prefix('-') {
                 Some(field) => (field, true),
@@ -189,6 +201,9 @@ impl RolloutsQuery {
         if let Some(version) = self.model_version {
             parts.push(format!("model_version={version}"));
         }
+        if let Some(without) = self.without_rows {
+            parts.push(format!("without_rows={}", without_rows_value(without)));
+        }
         parts
     }
 
@@ -210,6 +225,7 @@ impl RolloutsQuery {
             worker_id: self.worker.clone(),
             resources_id: self.resources.clone(),
             model_version: self.model_version,
+            without_rows: self.without_rows,
             // Checked when parsed.
             reward: self.reward_range().unwrap_or_default(),
             ..RolloutFilter::default()
@@ -220,6 +236,14 @@ impl RolloutsQuery {
     fn reward_range(&self) -> StoreResult<RewardRange> {
         let bound = |text: &Option<String>| text.as_deref().and_then(parse_reward);
         RewardRange::new(bound(&self.reward_min), bound(&self.reward_max))
+    }
+}
+
+/// Returns the URL's value of a filter of rollouts without training rows.
+fn without_rows_value(without: WithoutRowsFilter) -> &'static str {
+    match without {
+        WithoutRowsFilter::AnyReason => "any",
+        WithoutRowsFilter::Reason(reason) => reason.as_str(),
     }
 }
 
@@ -255,6 +279,13 @@ struct Choice {
     checked: bool,
 }
 
+/// An option of a `<select>`.
+struct SelectOption {
+    value: &'static str,
+    label: String,
+    selected: bool,
+}
+
 #[derive(Template)]
 #[template(path = "rollouts_filters.html")]
 struct Filters<'a> {
@@ -262,6 +293,8 @@ struct Filters<'a> {
     query: &'a RolloutsQuery,
     statuses: Vec<Choice>,
     modes: Vec<Choice>,
+    /// The choices of the training rows filter, the first none.
+    without_rows: Vec<SelectOption>,
 }
 
 #[derive(Template)]
@@ -276,6 +309,26 @@ struct RolloutsPage {
     last: usize,
     previous: Option<String>,
     next: Option<String>,
+}
+
+/// Returns the choices of the training rows filter, `chosen` selected.
+fn without_rows_options(chosen: Option<WithoutRowsFilter>) -> Vec<SelectOption> {
+    let filters = [None, Some(WithoutRowsFilter::AnyReason)]
+        .into_iter()
+        .chain(NoRowsReason::ALL.map(|r| Some(WithoutRowsFilter::Reason(r))));
+    filters
+        .map(|filter| SelectOption {
+            value: filter.map_or("", without_rows_value),
+            label: match filter {
+                None => "no condition".to_owned(),
+                Some(WithoutRowsFilter::AnyReason) => "gave none".to_owned(),
+                Some(WithoutRowsFilter::Reason(reason)) => {
+                    format!("gave none: {}", format::no_rows_reason(reason))
+                }
+            },
+            selected: filter == chosen,
+        })
+        .collect()
 }
 
 /// Renders the Rollouts page.
@@ -338,6 +391,7 @@ pub async fn render(sources: &Sources, query: &RolloutsQuery) -> Result<Rendered
             checked: query.modes.contains(&mode),
         })
         .collect(),
+        without_rows: without_rows_options(query.without_rows),
     }
     .render()
     .map_err(render_error)?;
@@ -399,7 +453,7 @@ mod tests {
         let query = RolloutsQuery::parse(
             "status=running&status=queuing&mode=train&mode=none&q=a%26b&worker=w%201\
              &from=2026-11-28T10:00&ended_until=2026-11-28T11:30:05&sort=end_time&page=3\
-             &live_after=9&model_version=7",
+             &live_after=9&model_version=7&without_rows=no_token_ids",
         )
         .unwrap();
         assert_eq!(
@@ -412,6 +466,10 @@ mod tests {
         assert_eq!(query.page, 3);
         let filter = query.filter();
         assert_eq!(filter.model_version, Some(7));
+        assert_eq!(
+            filter.without_rows,
+            Some(WithoutRowsFilter::Reason(NoRowsReason::NoTokenIds))
+        );
         assert_eq!(filter.end_time.from, None);
         assert_eq!(
             filter.end_time.until,
@@ -435,6 +493,13 @@ mod tests {
         assert!(RolloutsQuery::parse("reward_max=NaN").is_err());
         assert!(RolloutsQuery::parse("reward_min=1&reward_max=0.5").is_err());
         assert!(RolloutsQuery::parse("model_version=1.5").is_err());
+        assert!(RolloutsQuery::parse("without_rows=some").is_err());
+        assert_eq!(
+            RolloutsQuery::parse("without_rows=any")
+                .unwrap()
+                .without_rows,
+            Some(WithoutRowsFilter::AnyReason)
+        );
         let rewarded = RolloutsQuery::parse("reward_min=0.25&reward_max=&sort=-reward").unwrap();
         assert_eq!(rewarded.reward_max, None, "an empty field is no bound");
         assert_eq!(rewarded.sort, ("reward".to_owned(), true));

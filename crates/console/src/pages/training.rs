@@ -18,7 +18,7 @@ use crate::rendered::render_error;
 use crate::rendered::{PageError, Rendered};
 use lightning_store_core::engine::VersionRange;
 use lightning_store_core::model::{RolloutMode, RolloutStatus, Timestamp};
-use lightning_store_core::query::TimeRange;
+use lightning_store_core::query::{TimeRange, WithoutRowsFilter};
 use lightning_store_core::training::{
     PeriodSummary, PolicyVersion, Resolution, RewardStats, Timeline, VersionSummary,
 };
@@ -42,10 +42,32 @@ struct Row {
     p90: String,
 }
 
+/// A count that links to the rollouts it counts.
+struct Linked {
+    label: String,
+    count: i64,
+    href: String,
+}
+
+/// One row of the training rows table: what a version's 1.x rollouts of
+/// one mode gave their trainer.
+struct RowsRow {
+    version: String,
+    mode: String,
+    rollouts: i64,
+    training_rows: i64,
+    /// The rollouts that gave none.
+    without: Linked,
+    /// Of them, by reason.
+    reasons: Vec<Linked>,
+}
+
 #[derive(Template)]
 #[template(path = "training.html")]
 struct TrainingPage {
     rows: Vec<Row>,
+    /// The versions whose rollouts were judged (1.x).
+    rows_given: Vec<RowsRow>,
     /// The chart by version, when a train or val rollout has a reward.
     chart: Option<String>,
     /// The chart over time, likewise.
@@ -64,6 +86,31 @@ fn version_label(summary: &VersionSummary) -> String {
         (None, PolicyVersion::Model(version)) => format!("model {version}"),
         (None, PolicyVersion::Resources(id)) => id.clone(),
         (None, PolicyVersion::None) => "none".to_owned(),
+    }
+}
+
+/// Returns a row's mode as the table shows it.
+fn mode_label(summary: &VersionSummary) -> &str {
+    if summary.mode.is_empty() {
+        "none"
+    } else {
+        &summary.mode
+    }
+}
+
+/// Returns the Rollouts page's query of the rollouts a summary counts:
+/// those of its version and mode that ended as succeeded or failed.
+fn counted_rollouts(summary: &VersionSummary) -> RolloutsQuery {
+    RolloutsQuery {
+        statuses: vec![RolloutStatus::Succeeded, RolloutStatus::Failed],
+        modes: vec![RolloutMode::parse(&summary.mode)],
+        resources: Some(summary.version.resources_id())
+            .filter(|id| !id.is_empty())
+            .map(str::to_owned),
+        model_version: summary.version.model_version(),
+        sort: ("start_time".to_owned(), true),
+        page: 1,
+        ..RolloutsQuery::default()
     }
 }
 
@@ -213,27 +260,15 @@ pub async fn render(sources: &Sources, compare: &CompareQuery) -> Result<Rendere
         .iter()
         .map(|summary| {
             let stats = &summary.stats;
-            let mode = if summary.mode.is_empty() {
-                "none"
-            } else {
-                summary.mode.as_str()
-            };
             // The best rewarded first.
             let listed = RolloutsQuery {
-                statuses: vec![RolloutStatus::Succeeded, RolloutStatus::Failed],
-                modes: vec![RolloutMode::parse(&summary.mode)],
-                resources: Some(summary.version.resources_id())
-                    .filter(|id| !id.is_empty())
-                    .map(str::to_owned),
-                model_version: summary.version.model_version(),
                 sort: ("reward".to_owned(), true),
-                page: 1,
-                ..RolloutsQuery::default()
+                ..counted_rollouts(summary)
             };
             Row {
                 version: version_label(summary),
                 resources_id: summary.version.resources_id().to_owned(),
-                mode: mode.to_owned(),
+                mode: mode_label(summary).to_owned(),
                 rollouts: stats.rollouts,
                 rollouts_link: listed.url(&sources.links, None, None),
                 success: format!(
@@ -248,9 +283,47 @@ pub async fn render(sources: &Sources, compare: &CompareQuery) -> Result<Rendere
             }
         })
         .collect();
+    let rows_given = summaries
+        .iter()
+        .filter(|summary| summary.stats.training_rows > 0 || summary.without_rows.rollouts > 0)
+        .map(|summary| {
+            let linked = |label: String, count: i64, without: WithoutRowsFilter| {
+                let listed = RolloutsQuery {
+                    without_rows: Some(without),
+                    ..counted_rollouts(summary)
+                };
+                Linked {
+                    label,
+                    count,
+                    href: listed.url(&sources.links, None, None),
+                }
+            };
+            let without = &summary.without_rows;
+            RowsRow {
+                version: version_label(summary),
+                mode: mode_label(summary).to_owned(),
+                rollouts: summary.stats.rollouts,
+                training_rows: summary.stats.training_rows,
+                without: linked(
+                    "no training row".to_owned(),
+                    without.rollouts,
+                    WithoutRowsFilter::AnyReason,
+                ),
+                reasons: without
+                    .by_reason
+                    .iter()
+                    .map(|&(reason, count)| {
+                        let label = format::no_rows_reason(reason).to_owned();
+                        linked(label, count, WithoutRowsFilter::Reason(reason))
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
     let comparison = comparison::render(sources, compare, &summaries).await?;
     let page = TrainingPage {
         rows,
+        rows_given,
         chart,
         timeline_chart,
         timeline_minutes: timeline.resolution == Resolution::Minute,

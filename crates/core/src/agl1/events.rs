@@ -170,7 +170,7 @@ fn dedupe_model_requests(events: Vec<(Agl1Event, Option<Vec<i64>>)>) -> Vec<(usi
 /// Returns the de-duplication key of a trimmed model request: its prompt
 /// token ids when they are a non-empty list of integers (Python `int`s,
 /// not booleans or floats).
-fn dedupe_key(trimmed: &Json) -> Option<Vec<i64>> {
+pub(crate) fn dedupe_key(trimmed: &Json) -> Option<Vec<i64>> {
     let ids = trimmed.get("prompt_token_ids")?.as_array()?;
     if ids.is_empty() {
         return None;

@@ -16,6 +16,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::runner::{Engine, Scan};
 use super::tx::{self, AttemptWrite, NewAttempt, Tx};
 use crate::agl1::cache::DetailCache;
+use crate::agl1::diagnosis;
 use crate::agl1::events::{self as agl1_events, EventQuery};
 use crate::agl1::{
     self as agl1, Agl1Event, Agl1Fields, Agl1Rollout, Agl1RolloutDetail, Agl1State, CompletionPage,
@@ -277,6 +278,9 @@ impl Engine {
                     fields.updated_at = now;
                     if let Some(to) = target {
                         transition(tx, &mut agl1, (from, to)).await?;
+                        if to.is_terminal() {
+                            judge_rows(tx, &agl1, to).await?;
+                        }
                     }
                     tx.agl1()
                         .fields
@@ -511,6 +515,22 @@ impl Engine {
         })
         .await
     }
+}
+
+/// Judges what a 1.x rollout that ends in `state` gives its trainer, from
+/// its events as the trainer reads them once it sees the rollout end
+/// ([`crate::training::RowsVerdict`]).
+async fn judge_rows(tx: &mut Tx<'_>, agl1: &Agl1Rollout, state: Agl1State) -> StoreResult<()> {
+    let rollout_id = agl1.rollout.rollout_id.as_str();
+    let events: Vec<Agl1Event> = tx
+        .store
+        .agl1_events(rollout_id, agl1.event_attempt_id(), None)
+        .await?
+        .into_iter()
+        .map(|stored| stored.event)
+        .collect();
+    tx.judge_rows(rollout_id, diagnosis::verdict(state, &events)?);
+    Ok(())
 }
 
 /// Moves a 1.x rollout from `from` to `to` through the core's lifecycle

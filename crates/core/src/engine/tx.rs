@@ -17,7 +17,7 @@ use super::super::overview;
 use super::super::ownership;
 use super::super::storage::agl1::Agl1Writes;
 use super::super::storage::{Access, Held, StoreTx, WriteSet};
-use super::super::training::{self, RolloutReward};
+use super::super::training::{self, Facts, RolloutReward, RowsVerdict};
 
 /// One engine transaction.
 pub(super) struct Tx<'a> {
@@ -48,6 +48,9 @@ pub(super) struct Tx<'a> {
     /// The model version of the first model call each rollout's new 1.x
     /// events record, not yet weighed against the stored one.
     offered_versions: HashMap<String, i64>,
+    /// What each 1.x rollout that ended in this transaction gave its
+    /// trainer.
+    judged: HashMap<String, RowsVerdict>,
 }
 
 impl<'a> Tx<'a> {
@@ -63,6 +66,7 @@ impl<'a> Tx<'a> {
             created: HashSet::new(),
             offered_rewards: HashMap::new(),
             offered_versions: HashMap::new(),
+            judged: HashMap::new(),
         }
     }
 
@@ -89,15 +93,23 @@ impl<'a> Tx<'a> {
             .or_insert(model_version);
     }
 
+    /// Records what a 1.x rollout ending in this transaction gave its
+    /// trainer (see [`crate::training::RowsVerdict`]): it counts under it
+    /// at commit.
+    pub fn judge_rows(&mut self, rollout_id: &str, verdict: RowsVerdict) {
+        self.judged.insert(rollout_id.to_owned(), verdict);
+    }
+
     /// Adds to the write set what the transaction changes in the training
     /// summary ([`crate::training`]): for each rollout it wrote, deleted or
     /// offered a reward or a model version for, what it counted for before
-    /// against what it counts for now, the rewards that became final and
-    /// the model versions offered. Reads the stored rewards only of the
-    /// rollouts that counted or count (a rollout that ends, or one ended
-    /// whose reward arrives), their stored model versions only when they
-    /// have no resources id, and the rollouts the transaction wrote
-    /// without having read them locked (a rare path).
+    /// against what it counts for now, the rewards that became final, the
+    /// model versions offered and the rollouts judged. Reads the stored
+    /// rewards only of the rollouts that counted or count (a rollout that
+    /// ends, or one ended whose reward arrives), their stored model
+    /// versions and verdicts only when they have no resources id (as 1.x
+    /// rollouts), and the rollouts the transaction wrote without having
+    /// read them locked (a rare path).
     pub async fn settle_training(&mut self) -> StoreResult<()> {
         let deleted = &self.writes.agl1.deleted;
         let mut touched: Vec<&str> = self
@@ -107,6 +119,7 @@ impl<'a> Tx<'a> {
             .chain(deleted.iter())
             .chain(self.offered_rewards.keys())
             .chain(self.offered_versions.keys())
+            .chain(self.judged.keys())
             .map(String::as_str)
             .collect();
         if touched.is_empty() {
@@ -165,16 +178,44 @@ impl<'a> Tx<'a> {
             })
             .map(|&(rollout_id, _, _)| rollout_id)
             .collect();
-        let stored_versions: HashMap<String, i64> = if unversioned.is_empty() {
-            HashMap::new()
-        } else {
-            let read = self.store.model_versions(&unversioned).await?;
-            read.into_iter().collect()
-        };
+        let (stored_versions, stored_verdicts): (HashMap<String, i64>, HashMap<_, _>) =
+            if unversioned.is_empty() {
+                (HashMap::new(), HashMap::new())
+            } else {
+                let versions = self.store.model_versions(&unversioned).await?;
+                // A rollout judged as it ends did not count before: what it
+                // counted for did not depend on its stored verdict.
+                let ending: HashSet<&str> = changes
+                    .iter()
+                    .filter(|(id, was, _)| {
+                        self.judged.contains_key(*id) && !was.is_some_and(training::counts)
+                    })
+                    .map(|&(rollout_id, _, _)| rollout_id)
+                    .collect();
+                let judged_before: Vec<&str> = unversioned
+                    .iter()
+                    .copied()
+                    .filter(|id| !ending.contains(id))
+                    .collect();
+                let verdicts = match judged_before.is_empty() {
+                    true => Vec::new(),
+                    false => self.store.rows_verdicts(&judged_before).await?,
+                };
+                (
+                    versions.into_iter().collect(),
+                    verdicts.into_iter().collect(),
+                )
+            };
         let mut deltas = std::mem::take(&mut self.writes.training);
         let mut rewards = std::mem::take(&mut self.writes.rewards);
         let model_versions = &mut self.writes.model_versions;
+        let verdicts = &mut self.writes.rows_verdicts;
         for (rollout_id, was, is) in changes {
+            let old_verdict = stored_verdicts.get(rollout_id).copied();
+            let judged = self.judged.get(rollout_id).copied();
+            if let (Some(verdict), false) = (judged, deleted.contains(rollout_id)) {
+                verdicts.insert(rollout_id.to_owned(), verdict);
+            }
             let old_version = stored_versions.get(rollout_id).copied();
             let offered_version = self.offered_versions.get(rollout_id).copied();
             if let (Some(offered), false) = (offered_version, deleted.contains(rollout_id)) {
@@ -192,9 +233,19 @@ impl<'a> Tx<'a> {
                 rewards.insert(rollout_id.to_owned(), *offered);
             }
             let new = offered.or(old);
+            let before = Facts {
+                reward: old.copied(),
+                model_version: old_version,
+                verdict: old_verdict,
+            };
+            let after = Facts {
+                reward: new.copied(),
+                model_version: new_version,
+                verdict: judged.or(old_verdict),
+            };
             deltas.moved(
-                was.and_then(|r| training::contribution(r, old, old_version)),
-                is.and_then(|r| training::contribution(r, new, new_version)),
+                was.and_then(|r| training::contribution(r, before)),
+                is.and_then(|r| training::contribution(r, after)),
             );
         }
         self.writes.training = deltas;

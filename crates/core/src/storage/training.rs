@@ -11,8 +11,12 @@
 //! * A model version written for a rollout is stored unless the rollout
 //!   has one ([`WriteSet::model_versions`](super::WriteSet::model_versions)):
 //!   the first stays.
-//! * Deleting a rollout deletes its reward and its model version; the summary's rows change only
-//!   by the deltas the write set gives.
+//! * A verdict written for a rollout
+//!   ([`WriteSet::rows_verdicts`](super::WriteSet::rows_verdicts))
+//!   replaces the stored one.
+//! * Deleting a rollout deletes its reward, its model version and its
+//!   verdict; the summary's rows change only by the deltas the write set
+//!   gives.
 //! * [`TrainingReads::training_rows`] and [`TrainingReads::timeline_rows`]
 //!   read the rows whose counts are not all zero, costing what they
 //!   return, not the rollouts counted.
@@ -21,7 +25,7 @@ use async_trait::async_trait;
 
 use crate::error::StoreResult;
 use crate::query::TimeRange;
-use crate::training::{PeriodRow, Resolution, RolloutReward, TrainingRow};
+use crate::training::{PeriodRow, Resolution, RolloutReward, RowsVerdict, TrainingRow};
 
 /// The reads of the training summary.
 #[async_trait]
@@ -32,6 +36,12 @@ pub trait TrainingReads: Send {
     /// Returns the stored model versions (of their first model call) of
     /// those of `rollout_ids` that have one, in no particular order.
     async fn model_versions(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, i64)>>;
+    /// Returns the stored verdicts (the training rows a 1.x rollout gave)
+    /// of those of `rollout_ids` that have one, in no particular order.
+    async fn rows_verdicts(
+        &mut self,
+        rollout_ids: &[&str],
+    ) -> StoreResult<Vec<(String, RowsVerdict)>>;
     /// Returns the summary's rows (of `mode` only, when given), each with
     /// the number of the resources version it names when the store holds
     /// it (its place in the resources' creation order, from 1), in no

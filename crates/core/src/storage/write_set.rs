@@ -10,7 +10,7 @@ use super::agl1::Agl1Writes;
 use crate::events::Event;
 use crate::idempotency::RememberedRequest;
 use crate::model::{Attempt, ResourcesUpdate, Rollout, Timestamp, Worker, WorkerSession};
-use crate::training::{RolloutReward, TrainingDeltas};
+use crate::training::{RolloutReward, RowsVerdict, TrainingDeltas};
 
 /// A rollout to insert or replace, with when the watchdog must next look at
 /// it (`None`: never).
@@ -66,6 +66,9 @@ pub struct WriteSet {
     /// by rollout id: stored unless the rollout has one already (see
     /// [`super::training`]).
     pub model_versions: IndexMap<String, i64>,
+    /// What 1.x rollouts gave their trainer when they ended, keyed by
+    /// rollout id (see [`super::training`]).
+    pub rows_verdicts: IndexMap<String, RowsVerdict>,
     /// Changes of the training summary's rows, added to them.
     pub training: TrainingDeltas,
     /// A backend that keeps the summary's rows in shards (a shared
@@ -108,6 +111,7 @@ impl WriteSet {
             && self.requests.is_empty()
             && self.rewards.is_empty()
             && self.model_versions.is_empty()
+            && self.rows_verdicts.is_empty()
             && self.training.is_empty()
             && !self.fold_training_shards
             && self.events.is_empty()

@@ -25,6 +25,16 @@ class FilterLogic(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FILTER_LOGIC_AND: _ClassVar[FilterLogic]
     FILTER_LOGIC_OR: _ClassVar[FilterLogic]
 
+class NoTrainingRowsReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NO_TRAINING_ROWS_REASON_UNSPECIFIED: _ClassVar[NoTrainingRowsReason]
+    NO_TRAINING_ROWS_REASON_NO_MODEL_CALLS: _ClassVar[NoTrainingRowsReason]
+    NO_TRAINING_ROWS_REASON_FAILED_CALLS: _ClassVar[NoTrainingRowsReason]
+    NO_TRAINING_ROWS_REASON_NO_TOKEN_IDS: _ClassVar[NoTrainingRowsReason]
+    NO_TRAINING_ROWS_REASON_NO_REWARD: _ClassVar[NoTrainingRowsReason]
+    NO_TRAINING_ROWS_REASON_REWARD_NOT_A_NUMBER: _ClassVar[NoTrainingRowsReason]
+    NO_TRAINING_ROWS_REASON_ROLLOUT_FAILED: _ClassVar[NoTrainingRowsReason]
+
 class TimelineResolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     TIMELINE_RESOLUTION_UNSPECIFIED: _ClassVar[TimelineResolution]
@@ -50,6 +60,13 @@ SORT_ORDER_DESC: SortOrder
 FILTER_LOGIC_UNSPECIFIED: FilterLogic
 FILTER_LOGIC_AND: FilterLogic
 FILTER_LOGIC_OR: FilterLogic
+NO_TRAINING_ROWS_REASON_UNSPECIFIED: NoTrainingRowsReason
+NO_TRAINING_ROWS_REASON_NO_MODEL_CALLS: NoTrainingRowsReason
+NO_TRAINING_ROWS_REASON_FAILED_CALLS: NoTrainingRowsReason
+NO_TRAINING_ROWS_REASON_NO_TOKEN_IDS: NoTrainingRowsReason
+NO_TRAINING_ROWS_REASON_NO_REWARD: NoTrainingRowsReason
+NO_TRAINING_ROWS_REASON_REWARD_NOT_A_NUMBER: NoTrainingRowsReason
+NO_TRAINING_ROWS_REASON_ROLLOUT_FAILED: NoTrainingRowsReason
 TIMELINE_RESOLUTION_UNSPECIFIED: TimelineResolution
 TIMELINE_RESOLUTION_MINUTE: TimelineResolution
 TIMELINE_RESOLUTION_HOUR: TimelineResolution
@@ -213,7 +230,7 @@ class GetTrainingSummaryResponse(_message.Message):
     def __init__(self, versions: _Optional[_Iterable[_Union[VersionSummary, _Mapping]]] = ...) -> None: ...
 
 class VersionSummary(_message.Message):
-    __slots__ = ("resources_id", "model_version", "version", "mode", "rollouts", "succeeded", "rewarded", "reward_mean", "reward_p10", "reward_p50", "reward_p90")
+    __slots__ = ("resources_id", "model_version", "version", "mode", "rollouts", "succeeded", "rewarded", "reward_mean", "reward_p10", "reward_p50", "reward_p90", "training_rows", "rollouts_without_rows", "without_rows_by_reason")
     RESOURCES_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -225,6 +242,9 @@ class VersionSummary(_message.Message):
     REWARD_P10_FIELD_NUMBER: _ClassVar[int]
     REWARD_P50_FIELD_NUMBER: _ClassVar[int]
     REWARD_P90_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_ROWS_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUTS_WITHOUT_ROWS_FIELD_NUMBER: _ClassVar[int]
+    WITHOUT_ROWS_BY_REASON_FIELD_NUMBER: _ClassVar[int]
     resources_id: str
     model_version: int
     version: int
@@ -236,7 +256,18 @@ class VersionSummary(_message.Message):
     reward_p10: float
     reward_p50: float
     reward_p90: float
-    def __init__(self, resources_id: _Optional[str] = ..., model_version: _Optional[int] = ..., version: _Optional[int] = ..., mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., rollouts: _Optional[int] = ..., succeeded: _Optional[int] = ..., rewarded: _Optional[int] = ..., reward_mean: _Optional[float] = ..., reward_p10: _Optional[float] = ..., reward_p50: _Optional[float] = ..., reward_p90: _Optional[float] = ...) -> None: ...
+    training_rows: int
+    rollouts_without_rows: int
+    without_rows_by_reason: _containers.RepeatedCompositeFieldContainer[NoRowsCount]
+    def __init__(self, resources_id: _Optional[str] = ..., model_version: _Optional[int] = ..., version: _Optional[int] = ..., mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., rollouts: _Optional[int] = ..., succeeded: _Optional[int] = ..., rewarded: _Optional[int] = ..., reward_mean: _Optional[float] = ..., reward_p10: _Optional[float] = ..., reward_p50: _Optional[float] = ..., reward_p90: _Optional[float] = ..., training_rows: _Optional[int] = ..., rollouts_without_rows: _Optional[int] = ..., without_rows_by_reason: _Optional[_Iterable[_Union[NoRowsCount, _Mapping]]] = ...) -> None: ...
+
+class NoRowsCount(_message.Message):
+    __slots__ = ("reason", "rollouts")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUTS_FIELD_NUMBER: _ClassVar[int]
+    reason: NoTrainingRowsReason
+    rollouts: int
+    def __init__(self, reason: _Optional[_Union[NoTrainingRowsReason, str]] = ..., rollouts: _Optional[int] = ...) -> None: ...
 
 class GetRewardTimelineRequest(_message.Message):
     __slots__ = ("mode", "resolution", "start_time", "end_time")
@@ -575,7 +606,7 @@ class GetSpanSequenceIdsResponse(_message.Message):
     def __init__(self, sequence_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class QueryRolloutsRequest(_message.Message):
-    __slots__ = ("status_in", "rollout_id_in", "rollout_id_contains", "filter_logic", "page", "status_in_list", "rollout_id_in_list", "mode_in", "start_time_from", "start_time_until", "worker_id", "resources_id", "end_time_from", "end_time_until", "reward_min", "reward_max", "model_version")
+    __slots__ = ("status_in", "rollout_id_in", "rollout_id_contains", "filter_logic", "page", "status_in_list", "rollout_id_in_list", "mode_in", "start_time_from", "start_time_until", "worker_id", "resources_id", "end_time_from", "end_time_until", "reward_min", "reward_max", "model_version", "without_training_rows")
     STATUS_IN_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_ID_IN_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_ID_CONTAINS_FIELD_NUMBER: _ClassVar[int]
@@ -593,6 +624,7 @@ class QueryRolloutsRequest(_message.Message):
     REWARD_MIN_FIELD_NUMBER: _ClassVar[int]
     REWARD_MAX_FIELD_NUMBER: _ClassVar[int]
     MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    WITHOUT_TRAINING_ROWS_FIELD_NUMBER: _ClassVar[int]
     status_in: _containers.RepeatedScalarFieldContainer[_types_pb2.RolloutStatus]
     rollout_id_in: _containers.RepeatedScalarFieldContainer[str]
     rollout_id_contains: str
@@ -610,7 +642,8 @@ class QueryRolloutsRequest(_message.Message):
     reward_min: float
     reward_max: float
     model_version: int
-    def __init__(self, status_in: _Optional[_Iterable[_Union[_types_pb2.RolloutStatus, str]]] = ..., rollout_id_in: _Optional[_Iterable[str]] = ..., rollout_id_contains: _Optional[str] = ..., filter_logic: _Optional[_Union[FilterLogic, str]] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ..., status_in_list: _Optional[_Union[RolloutStatusList, _Mapping]] = ..., rollout_id_in_list: _Optional[_Union[StringList, _Mapping]] = ..., mode_in: _Optional[_Iterable[_Union[_types_pb2.RolloutMode, str]]] = ..., start_time_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., worker_id: _Optional[str] = ..., resources_id: _Optional[str] = ..., end_time_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reward_min: _Optional[float] = ..., reward_max: _Optional[float] = ..., model_version: _Optional[int] = ...) -> None: ...
+    without_training_rows: NoTrainingRowsReason
+    def __init__(self, status_in: _Optional[_Iterable[_Union[_types_pb2.RolloutStatus, str]]] = ..., rollout_id_in: _Optional[_Iterable[str]] = ..., rollout_id_contains: _Optional[str] = ..., filter_logic: _Optional[_Union[FilterLogic, str]] = ..., page: _Optional[_Union[PageRequest, _Mapping]] = ..., status_in_list: _Optional[_Union[RolloutStatusList, _Mapping]] = ..., rollout_id_in_list: _Optional[_Union[StringList, _Mapping]] = ..., mode_in: _Optional[_Iterable[_Union[_types_pb2.RolloutMode, str]]] = ..., start_time_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., worker_id: _Optional[str] = ..., resources_id: _Optional[str] = ..., end_time_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reward_min: _Optional[float] = ..., reward_max: _Optional[float] = ..., model_version: _Optional[int] = ..., without_training_rows: _Optional[_Union[NoTrainingRowsReason, str]] = ...) -> None: ...
 
 class RolloutStatusList(_message.Message):
     __slots__ = ("values",)

@@ -12,8 +12,8 @@ use lightning_store_core::model::{
 };
 use lightning_store_core::model::{MaxAttempts, RetryCondition, Seconds, Statistics};
 use lightning_store_core::overview::{Failure, MinuteCounts};
-use lightning_store_core::query::{FilterLogic, Page, Paged, TimeRange};
-use lightning_store_core::training::{Resolution, Timeline, VersionSummary};
+use lightning_store_core::query::{FilterLogic, Page, Paged, TimeRange, WithoutRowsFilter};
+use lightning_store_core::training::{NoRowsReason, Resolution, Timeline, VersionSummary};
 use lightning_store_proto as pb;
 
 mod namespaces;
@@ -321,6 +321,67 @@ pub fn version_summary_to_proto(summary: &VersionSummary) -> pb::VersionSummary 
         reward_p10: summary.stats.reward_p10,
         reward_p50: summary.stats.reward_p50,
         reward_p90: summary.stats.reward_p90,
+        training_rows: summary.stats.training_rows,
+        rollouts_without_rows: summary.without_rows.rollouts,
+        without_rows_by_reason: summary
+            .without_rows
+            .by_reason
+            .iter()
+            .map(|&(reason, rollouts)| pb::NoRowsCount {
+                reason: no_rows_reason_to_proto(reason) as i32,
+                rollouts,
+            })
+            .collect(),
+    }
+}
+
+/// Each reason a 1.x rollout gives no training row, with its protobuf value.
+const NO_ROWS_REASONS: [(NoRowsReason, pb::NoTrainingRowsReason); 6] = [
+    (
+        NoRowsReason::NoModelCalls,
+        pb::NoTrainingRowsReason::NoModelCalls,
+    ),
+    (
+        NoRowsReason::FailedCalls,
+        pb::NoTrainingRowsReason::FailedCalls,
+    ),
+    (
+        NoRowsReason::NoTokenIds,
+        pb::NoTrainingRowsReason::NoTokenIds,
+    ),
+    (NoRowsReason::NoReward, pb::NoTrainingRowsReason::NoReward),
+    (
+        NoRowsReason::RewardNotANumber,
+        pb::NoTrainingRowsReason::RewardNotANumber,
+    ),
+    (
+        NoRowsReason::RolloutFailed,
+        pb::NoTrainingRowsReason::RolloutFailed,
+    ),
+];
+
+fn no_rows_reason_to_proto(reason: NoRowsReason) -> pb::NoTrainingRowsReason {
+    NO_ROWS_REASONS
+        .iter()
+        .find(|(core, _)| *core == reason)
+        .map_or(pb::NoTrainingRowsReason::Unspecified, |&(_, proto)| proto)
+}
+
+/// Reads a rollout query's `without_training_rows`: unset, no condition;
+/// unspecified, any reason.
+pub fn without_rows_from_proto(value: Option<i32>) -> StoreResult<Option<WithoutRowsFilter>> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    match pb::NoTrainingRowsReason::try_from(value) {
+        Ok(pb::NoTrainingRowsReason::Unspecified) => Ok(Some(WithoutRowsFilter::AnyReason)),
+        Ok(proto) => Ok(NO_ROWS_REASONS
+            .iter()
+            .find(|(_, known)| *known == proto)
+            .map(|&(reason, _)| WithoutRowsFilter::Reason(reason))),
+        Err(_) => Err(StoreError::invalid(format!(
+            "invalid no training rows reason: {value}"
+        ))),
     }
 }
 

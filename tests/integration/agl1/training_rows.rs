@@ -1,0 +1,163 @@
+//! The training rows 1.x rollouts give their trainer, in the training
+//! summary and the rollout query: each rollout is judged from its events
+//! when it ends, by the trainer's rules, and one that gives none counts
+//! under the reasons why.
+
+use lightning_store::proto as pb;
+use serde_json::{Value, json};
+
+use super::BACKEND;
+use crate::agl1::support::{Api, Grpc, grpc, listed_ids, start};
+
+/// A model request of model version 1 whose answer has `response` token
+/// ids (none when empty), answered with `http_status`.
+fn call(prompt: &[i64], response: &[i64], http_status: u16) -> Value {
+    json!({
+        "model_version": 1,
+        "http_status": http_status,
+        "status": if http_status < 400 { "ok" } else { "error" },
+        "response": {"prompt_token_ids": prompt, "choices": [{"token_ids": response}]},
+    })
+}
+
+/// The train summary's (model version, rollouts, training rows, rollouts
+/// without rows, [(reason, rollouts)]) per version.
+async fn rows_by_version(grpc: &mut Grpc) -> Vec<(Option<i64>, i64, i64, i64, Vec<(i32, i64)>)> {
+    let request = pb::GetTrainingSummaryRequest {
+        mode: pb::RolloutMode::Train as i32,
+        ..Default::default()
+    };
+    let versions = grpc.get_training_summary(request).await.unwrap();
+    versions
+        .into_inner()
+        .versions
+        .into_iter()
+        .map(|v| {
+            let reasons = v
+                .without_rows_by_reason
+                .iter()
+                .map(|count| (count.reason, count.rollouts))
+                .collect();
+            let rows = (v.training_rows, v.rollouts_without_rows);
+            (v.model_version, v.rollouts, rows.0, rows.1, reasons)
+        })
+        .collect()
+}
+
+/// The ids of the rollouts without training rows for `reason`.
+async fn without_rows(grpc: &mut Grpc, reason: pb::NoTrainingRowsReason) -> Vec<String> {
+    let request = pb::QueryRolloutsRequest {
+        without_training_rows: Some(reason as i32),
+        ..Default::default()
+    };
+    listed_ids(grpc, request).await
+}
+
+#[tokio::test]
+async fn each_ended_1x_rollout_counts_its_training_rows_or_why_it_gives_none() {
+    skip_without!(super::BACKEND);
+    use pb::NoTrainingRowsReason as R;
+    let server = start(BACKEND).await;
+    let api = Api::new(&server);
+    let mut grpc = grpc(&server).await;
+    let ids = ["rows", "no-ids", "failed-call", "silent", "running"];
+    let items: Vec<Value> = ids
+        .iter()
+        .map(|id| json!({"rollout_id": id, "input": {}, "is_train": true}))
+        .collect();
+    api.create(Value::Array(items)).await;
+    for id in ids {
+        api.set_state(id, "running").await;
+    }
+    // Two distinct prompts, and a retried one the trainer keeps once: 2 rows.
+    api.record("rows", "model_request", call(&[1], &[2], 200))
+        .await;
+    api.record("rows", "model_request", call(&[3], &[4], 200))
+        .await;
+    api.record("rows", "model_request", call(&[3], &[5], 200))
+        .await;
+    api.record("rows", "reward", json!({"value": 1.0})).await;
+    api.record("no-ids", "model_request", call(&[1], &[], 200))
+        .await;
+    api.record("no-ids", "reward", json!({"value": 0.5})).await;
+    api.record("failed-call", "model_request", call(&[1], &[2], 503))
+        .await;
+    api.record("failed-call", "reward", json!({"value": "high"}))
+        .await;
+    api.record("running", "model_request", call(&[1], &[], 200))
+        .await;
+    for id in ["rows", "no-ids", "failed-call"] {
+        api.set_state(id, "succeeded").await;
+    }
+    let failed = api
+        .patch(
+            "silent",
+            json!({"state": "failed", "error_message": "agent crashed"}),
+        )
+        .await;
+    assert_eq!(failed.status, 200, "{}", failed.text());
+
+    let expected_v1 = (
+        Some(1),
+        3,
+        2,
+        2,
+        vec![
+            (R::FailedCalls as i32, 1),
+            (R::NoTokenIds as i32, 1),
+            (R::RewardNotANumber as i32, 1),
+        ],
+    );
+    let expected_none = (
+        None,
+        1,
+        0,
+        1,
+        vec![
+            (R::NoModelCalls as i32, 1),
+            (R::NoReward as i32, 1),
+            (R::RolloutFailed as i32, 1),
+        ],
+    );
+    assert_eq!(
+        rows_by_version(&mut grpc).await,
+        [expected_v1.clone(), expected_none.clone()],
+        "a running rollout is not judged yet"
+    );
+    assert_eq!(
+        without_rows(&mut grpc, R::Unspecified).await,
+        ["failed-call", "no-ids", "silent"]
+    );
+    assert_eq!(without_rows(&mut grpc, R::NoTokenIds).await, ["no-ids"]);
+    assert_eq!(without_rows(&mut grpc, R::RolloutFailed).await, ["silent"]);
+    assert!(without_rows(&mut grpc, R::NoReward).await == ["silent"]);
+
+    // A call recorded after the end: the trainer read the rollout when it
+    // ended, and so does the summary.
+    api.record("no-ids", "model_request", call(&[9], &[9], 200))
+        .await;
+    assert_eq!(
+        rows_by_version(&mut grpc).await,
+        [expected_v1, expected_none],
+        "judged once, as it ended"
+    );
+
+    // A deleted rollout stops counting, with its reasons.
+    let deleted = api.send("DELETE", "/api/rollouts/silent", &[], "").await;
+    assert_eq!(deleted.status, 204, "{}", deleted.text());
+    assert_eq!(rows_by_version(&mut grpc).await.len(), 1);
+    assert_eq!(
+        without_rows(&mut grpc, R::Unspecified).await,
+        ["failed-call", "no-ids"]
+    );
+
+    let unknown = grpc
+        .query_rollouts(pb::QueryRolloutsRequest {
+            without_training_rows: Some(99),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), tonic::Code::InvalidArgument, "{unknown:?}");
+    server.stop().await;
+}
