@@ -412,6 +412,45 @@ async fn agl1_gateway_alternates_slices_and_merges_them_per_side() {
 }
 
 #[tokio::test]
+async fn agl1_lifecycle_runs_each_rollout_to_its_end_and_the_trainers_reads() {
+    let server = TestServer::start(common::Backend::Memory).await;
+    let report = bench(
+        &server,
+        &[
+            "agl1",
+            "lifecycle",
+            "-c",
+            "2",
+            "--count",
+            "6",
+            "--tokens",
+            "10",
+            "--calls",
+            "2",
+        ],
+    )
+    .await;
+    assert_rows(&report, 1, 6, 0);
+    assert_eq!(report.settings["trainer_reads"], true, "{report:#?}");
+    // Every rollout ended, rewarded, judged: its two calls repeat one prompt,
+    // which the trainer keeps once.
+    let summary = server
+        .client()
+        .await
+        .get_training_summary(lightning_store::proto::GetTrainingSummaryRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let versions: Vec<_> = summary
+        .versions
+        .iter()
+        .map(|v| (v.model_version, v.rollouts, v.rewarded, v.training_rows))
+        .collect();
+    assert_eq!(versions, [(Some(0), 6, 6, 6)]);
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn namespaces_measures_one_namespace_alone_and_beside_a_flood() {
     let server = TestServer::start(common::Backend::Memory).await;
     // 2 rounds of 2 phases, each ended by its count of B's lifecycles; the
