@@ -493,10 +493,22 @@ async fn training_prints_reward_by_version_and_mode() {
         ok(&server, &["complete", &rollout_id, "--status", status]).await;
     }
     let table = ok(&server, &["training"]).await;
-    let lines: Vec<Vec<&str>> = table
+    let mut lines: Vec<Vec<&str>> = table
         .lines()
         .map(|line| line.split_whitespace().collect())
         .collect();
+    // The durations (real time): a median and a 90th percentile, in order.
+    assert_eq!(lines[0].pop(), Some("P50/P90"), "{table}");
+    assert_eq!(lines[0].pop(), Some("DURATION"), "{table}");
+    for line in &mut lines[1..] {
+        let cell = line.pop().unwrap();
+        let (p50, p90) = cell.split_once('/').expect(cell);
+        let seconds = |shown: &str| match shown.strip_suffix("ms") {
+            Some(millis) => millis.parse::<f64>().unwrap() / 1000.0,
+            None => shown.strip_suffix('s').unwrap().parse::<f64>().unwrap(),
+        };
+        assert!(seconds(p50) <= seconds(p90), "{table}");
+    }
     assert_eq!(
         lines,
         [
@@ -529,7 +541,15 @@ async fn training_prints_reward_by_version_and_mode() {
         ],
         "{table}"
     );
-    let val = ok_json(&server, &["training", "--mode", "val"]).await;
+    let mut val = ok_json(&server, &["training", "--mode", "val"]).await;
+    let durations = val[0]
+        .as_object_mut()
+        .unwrap()
+        .remove("duration_seconds")
+        .unwrap();
+    assert_eq!(durations["count"], 2, "{durations}");
+    let mean = durations["mean"].as_f64().unwrap();
+    assert!(mean > 0.0 && durations["p10"].as_f64() <= durations["p90"].as_f64());
     assert_eq!(
         val,
         serde_json::json!([{

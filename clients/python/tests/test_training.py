@@ -68,6 +68,11 @@ def test_the_summary_counts_each_version_and_mode(client: Client, trained: dict[
         assert row.succeeded == row.rollouts
         assert row.resources_id
         assert not row.HasField("model_version")
+        # How long they took, from creation to end: each counted once, its percentiles in order.
+        durations = row.duration_seconds
+        assert durations.count == row.rollouts
+        assert 0 <= durations.p10 <= durations.p50 <= durations.p90
+        assert durations.mean >= 0
     assert [row.version for row in client.training_summary(mode="train", version_from=2)] == [2]
     assert [ROLLOUT_MODE.name(row.mode) for row in client.training_summary(mode="val")] == ["val"]
     assert client.training_summary(version_from=3) == []

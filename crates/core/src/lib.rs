@@ -9,6 +9,7 @@ pub mod agl1;
 pub mod clock;
 pub mod comparison;
 pub mod dispatcher;
+pub mod distribution;
 pub mod engine;
 pub mod error;
 pub mod events;

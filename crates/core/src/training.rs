@@ -31,9 +31,16 @@
 //! trainer builds from it ([`RowsVerdict`]): judged from its events when it
 //! ends, as the trainer reads them then (events recorded after do not
 //! change it), and, when it gives none, under the reasons why.
+//!
+//! Besides its reward, a counted rollout measures its duration
+//! ([`measure`]), kept as distributions in rows of their own.
+
+pub mod measure;
 
 use indexmap::IndexMap;
 
+use self::measure::{Measure, MeasureCounts};
+use super::distribution::{Binned, Distribution, bin, bin_value, log_bin, log_bin_value};
 use super::model::{Rollout, RolloutMode, RolloutStatus, Timestamp};
 
 /// A rollout's final reward as stored: its value and where it comes in
@@ -255,9 +262,9 @@ pub struct TrainingCounts {
     pub training_rows: i64,
 }
 
-impl TrainingCounts {
-    /// Adds `other` times `sign` (1 or -1); the reward's sum saturates.
-    pub fn add(&mut self, other: TrainingCounts, sign: i64) {
+impl Summed for TrainingCounts {
+    /// Adds `other` times `sign`; the reward's sum saturates.
+    fn add(&mut self, other: TrainingCounts, sign: i64) {
         self.rollouts += sign * other.rollouts;
         self.succeeded += sign * other.succeeded;
         self.reward_micros = self
@@ -265,10 +272,13 @@ impl TrainingCounts {
             .saturating_add(other.reward_micros.saturating_mul(sign));
         self.training_rows += sign * other.training_rows;
     }
+}
 
-    /// Returns whether the counts are all zero.
-    pub fn is_zero(&self) -> bool {
-        *self == Self::default()
+impl Summed for MeasureCounts {
+    /// Adds `other` times `sign`; the sum saturates.
+    fn add(&mut self, other: MeasureCounts, sign: i64) {
+        self.values += sign * other.values;
+        self.total = self.total.saturating_add(other.total.saturating_mul(sign));
     }
 }
 
@@ -318,14 +328,35 @@ pub struct PeriodRow {
     pub counts: TrainingCounts,
 }
 
-/// What a counted rollout adds: its summary row, when it ended, and its
-/// counts.
+/// One row of the measures: a bin of one measure's values, of one
+/// version's rollouts of one mode.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MeasureKey {
+    pub version: PolicyVersion,
+    /// The rollouts' mode; empty when they have none.
+    pub mode: String,
+    pub measure: Measure,
+    /// The values' bin ([`log_bin`]).
+    pub bin: i64,
+}
+
+/// A row of the measures as stored: its key and its counts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeasureRow {
+    pub key: MeasureKey,
+    pub counts: MeasureCounts,
+}
+
+/// What a counted rollout adds: its summary row, when it ended, its
+/// counts, and what it measures.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Contribution {
     pub key: TrainingKey,
     /// When the rollout ended (its start when it records no end).
     pub ended: Timestamp,
     pub counts: TrainingCounts,
+    /// Each measure the rollout has a value of, with that value.
+    pub measures: Vec<(Measure, i64)>,
 }
 
 impl Contribution {
@@ -337,6 +368,19 @@ impl Contribution {
             start: resolution.period_of(self.ended),
             mode: self.key.mode.clone(),
             bin: self.key.bin,
+        })
+    }
+
+    /// Returns the measures' rows the rollout counts in, with its counts.
+    fn measured(&self) -> impl Iterator<Item = (MeasureKey, MeasureCounts)> + '_ {
+        self.measures.iter().map(|&(measure, value)| {
+            let key = MeasureKey {
+                version: self.key.version.clone(),
+                mode: self.key.mode.clone(),
+                measure,
+                bin: log_bin(value),
+            };
+            (key, MeasureCounts::of(value))
         })
     }
 }
@@ -399,10 +443,15 @@ pub fn contribution(rollout: &Rollout, facts: Facts) -> Option<Contribution> {
         reward_micros: reward.map_or(0, |reward| micros(reward.value)),
         training_rows: verdict.map_or(0, |verdict| verdict.rows),
     };
+    let measures = Measure::ALL
+        .into_iter()
+        .filter_map(|measure| Some((measure, measure.of(rollout)?)))
+        .collect();
     Some(Contribution {
         key,
         ended: rollout.end_time.unwrap_or(rollout.start_time),
         counts,
+        measures,
     })
 }
 
@@ -411,34 +460,33 @@ fn micros(value: f64) -> i64 {
     (value * 1e6).round() as i64
 }
 
-/// Returns the bin of a reward: the reward rounded to two significant
-/// digits, as the bits of that `f64` (0 for zero, of either sign).
-pub fn bin(value: f64) -> i64 {
-    let rounded: f64 = format!("{value:.1e}").parse().unwrap_or(value);
-    let rounded = if rounded == 0.0 { 0.0 } else { rounded };
-    rounded.to_bits() as i64
-}
-
-/// Returns the reward a bin stands for.
-pub fn bin_value(bin: i64) -> f64 {
-    f64::from_bits(bin as u64)
-}
-
-/// The changes a transaction makes to the summary's rows and the
-/// timeline's, summed by row; rows whose change sums to nothing are left
-/// out.
+/// The changes a transaction makes to the summary's rows, the timeline's
+/// and the measures', summed by row; rows whose change sums to nothing are
+/// left out.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TrainingDeltas {
     rows: IndexMap<TrainingKey, TrainingCounts>,
     periods: IndexMap<PeriodKey, TrainingCounts>,
+    measures: IndexMap<MeasureKey, MeasureCounts>,
+}
+
+/// The counts of a row, which deltas add to.
+pub trait Summed: Copy + Default + PartialEq {
+    /// Adds `other` times `sign` (1 or -1).
+    fn add(&mut self, other: Self, sign: i64);
+
+    /// Returns whether the counts are all zero: the row counts nothing.
+    fn is_zero(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// Adds `counts` times `sign` to `key`'s row of `rows`, dropping a row
 /// that comes to nothing.
-fn shift<K: std::hash::Hash + Eq + Clone>(
-    rows: &mut IndexMap<K, TrainingCounts>,
+fn shift<K: std::hash::Hash + Eq + Clone, C: Summed>(
+    rows: &mut IndexMap<K, C>,
     key: K,
-    counts: TrainingCounts,
+    counts: C,
     sign: i64,
 ) {
     let row = rows.entry(key.clone()).or_default();
@@ -460,6 +508,9 @@ impl TrainingDeltas {
                 for period in contribution.periods() {
                     shift(&mut self.periods, period, contribution.counts, sign);
                 }
+                for (key, counts) in contribution.measured() {
+                    shift(&mut self.measures, key, counts, sign);
+                }
                 shift(&mut self.rows, contribution.key, contribution.counts, sign);
             }
         }
@@ -467,7 +518,7 @@ impl TrainingDeltas {
 
     /// Returns whether nothing changes.
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty() && self.periods.is_empty()
+        self.rows.is_empty() && self.periods.is_empty() && self.measures.is_empty()
     }
 
     /// Returns the summary's changed rows with their changes.
@@ -478,6 +529,11 @@ impl TrainingDeltas {
     /// Returns the timeline's changed rows with their changes.
     pub fn periods(&self) -> impl Iterator<Item = (&PeriodKey, &TrainingCounts)> {
         self.periods.iter()
+    }
+
+    /// Returns the measures' changed rows with their changes.
+    pub fn measures(&self) -> impl Iterator<Item = (&MeasureKey, &MeasureCounts)> {
+        self.measures.iter()
     }
 }
 
@@ -525,6 +581,9 @@ pub struct VersionSummary {
     pub mode: String,
     pub stats: RewardStats,
     pub without_rows: WithoutRows,
+    /// The distribution of each measure ([`Measure::ALL`]) its rollouts
+    /// have values of, in that order.
+    pub measures: Vec<(Measure, Distribution)>,
 }
 
 impl VersionSummary {
@@ -532,6 +591,16 @@ impl VersionSummary {
     /// creation order, or a model version.
     pub fn number(&self) -> Option<i64> {
         self.version_number.or(self.version.model_version())
+    }
+
+    /// Returns the distribution of `measure` (of no value when the
+    /// rollouts have none).
+    pub fn measure(&self, measure: Measure) -> Distribution {
+        self.measures
+            .iter()
+            .find(|(m, _)| *m == measure)
+            .map(|(_, distribution)| distribution.clone())
+            .unwrap_or_default()
     }
 
     /// Returns the summary of `version` with no counted rollout in `mode`.
@@ -542,6 +611,7 @@ impl VersionSummary {
             mode: mode.as_str().to_owned(),
             stats: RewardStats::default(),
             without_rows: WithoutRows::default(),
+            measures: Vec::new(),
         }
     }
 }
@@ -587,8 +657,8 @@ pub fn resolution_for(hours: &[PeriodSummary]) -> Resolution {
 /// The rows of one group (a version's or a period's, of one mode), summed.
 #[derive(Default)]
 struct Group {
-    /// (the bin's reward, rollouts in it).
-    bins: Vec<(f64, i64)>,
+    /// The rewarded rollouts by bin, and their rewards' sum in millionths.
+    rewards: Binned,
     counts: TrainingCounts,
     without_rows: i64,
     /// Rollouts without rows by reason, indexed as [`NoRowsReason::ALL`].
@@ -599,7 +669,8 @@ impl Group {
     fn add(&mut self, bin: Option<i64>, reasons: NoRowsReasons, counts: TrainingCounts) {
         self.counts.add(counts, 1);
         if let Some(bin) = bin {
-            self.bins.push((bin_value(bin), counts.rollouts));
+            self.rewards
+                .add(bin_value(bin), counts.rollouts, counts.reward_micros);
         }
         if !reasons.is_empty() {
             self.without_rows += counts.rollouts;
@@ -624,31 +695,31 @@ impl Group {
 
     fn into_stats(self) -> RewardStats {
         let Group {
-            mut bins, counts, ..
+            rewards, counts, ..
         } = self;
-        bins.retain(|&(_, n)| n > 0);
-        bins.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let rewarded: i64 = bins.iter().map(|&(_, n)| n).sum();
-        let percentile = |p: f64| nearest_rank(&bins, rewarded, p);
+        let (rewards, bins) = rewards.summarise();
+        let rewarded = rewards.values;
         RewardStats {
             rollouts: counts.rollouts,
             succeeded: counts.succeeded,
             rewarded,
+            // The sum over every row is the rewarded rows' (the others add
+            // none), divided as the mean is exact to a millionth.
             reward_mean: (rewarded > 0)
                 .then(|| counts.reward_micros as f64 / 1e6 / rewarded as f64),
-            reward_p10: percentile(0.1),
-            reward_p50: percentile(0.5),
-            reward_p90: percentile(0.9),
+            reward_p10: rewards.p10,
+            reward_p50: rewards.p50,
+            reward_p90: rewards.p90,
             bins,
             training_rows: counts.training_rows,
         }
     }
 }
 
-/// Sums rows into one summary per (version, mode), in version order
-/// (resources versions by number, then model versions, then the versions
-/// the store does not hold by id), then mode.
-pub fn summarise(rows: Vec<TrainingRow>) -> Vec<VersionSummary> {
+/// Sums rows, and the measures' rows, into one summary per (version,
+/// mode), in version order (resources versions by number, then model
+/// versions, then the versions the store does not hold by id), then mode.
+pub fn summarise(rows: Vec<TrainingRow>, measured: Vec<MeasureRow>) -> Vec<VersionSummary> {
     let mut groups: IndexMap<(PolicyVersion, String), (Option<i64>, Group)> = IndexMap::new();
     for row in rows {
         let TrainingRow {
@@ -660,17 +731,39 @@ pub fn summarise(rows: Vec<TrainingRow>) -> Vec<VersionSummary> {
         *number = version_number;
         group.add(key.bin, key.reasons, counts);
     }
+    let mut measures: IndexMap<(PolicyVersion, String), [Binned; Measure::ALL.len()]> =
+        IndexMap::new();
+    for MeasureRow { key, counts } in measured {
+        let index = Measure::ALL
+            .iter()
+            .position(|&measure| measure == key.measure)
+            .expect("every measure is in ALL");
+        measures.entry((key.version, key.mode)).or_default()[index].add(
+            log_bin_value(key.bin),
+            counts.values,
+            counts.total,
+        );
+    }
     let mut summaries: Vec<VersionSummary> = groups
         .into_iter()
-        .map(
-            |((version, mode), (version_number, group))| VersionSummary {
+        .map(|((version, mode), (version_number, group))| {
+            let binned = measures
+                .swap_remove(&(version.clone(), mode.clone()))
+                .unwrap_or_default();
+            VersionSummary {
                 version,
                 version_number,
                 mode,
                 without_rows: group.without_rows(),
                 stats: group.into_stats(),
-            },
-        )
+                measures: Measure::ALL
+                    .into_iter()
+                    .zip(binned)
+                    .map(|(measure, binned)| (measure, binned.into_distribution()))
+                    .filter(|(_, distribution)| distribution.values > 0)
+                    .collect(),
+            }
+        })
         .filter(|summary| summary.stats.rollouts > 0)
         .collect();
     summaries.sort_by_cached_key(|summary| {
@@ -714,23 +807,10 @@ pub fn summarise_periods(rows: Vec<PeriodRow>) -> Vec<PeriodSummary> {
     summaries
 }
 
-/// Returns the `p`-th percentile by nearest rank: the value of the
-/// `ceil(p·n)`-th smallest of `n` (at least the first).
-fn nearest_rank(sorted_bins: &[(f64, i64)], n: i64, p: f64) -> Option<f64> {
-    if n == 0 {
-        return None;
-    }
-    let rank = ((p * n as f64).ceil() as i64).max(1);
-    let mut seen = 0;
-    sorted_bins.iter().find_map(|&(value, count)| {
-        seen += count;
-        (seen >= rank).then_some(value)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use crate::model::{Json, RolloutConfig, RolloutMode, Timestamp};
 
     fn rollout(status: RolloutStatus, mode: Option<RolloutMode>, version: &str) -> Rollout {
@@ -757,23 +837,6 @@ mod tests {
             reward: Some(reward(value)),
             ..Facts::default()
         }
-    }
-
-    #[test]
-    fn bins_keep_two_significant_digits() {
-        for (value, binned) in [
-            (0.0, 0.0),
-            (-0.0, 0.0),
-            (1.0, 1.0),
-            (0.5, 0.5),
-            (0.123, 0.12),
-            (0.126, 0.13),
-            (-2.71, -2.7),
-            (12345.0, 12000.0),
-        ] {
-            assert_eq!(bin_value(bin(value)), binned, "{value}");
-        }
-        assert_eq!(bin(-0.0), bin(0.0));
     }
 
     #[test]
@@ -821,6 +884,101 @@ mod tests {
     }
 
     #[test]
+    fn durations_follow_each_rollouts_counting_against_a_direct_computation() {
+        let train = Some(RolloutMode::Train);
+        let ended = |id: &str, status, end_ms: i64| Rollout {
+            rollout_id: id.into(),
+            end_time: Some(Timestamp(end_ms * 1_000_000)),
+            ..rollout(status, train, "rs-1")
+        };
+        // The rows the deltas of every change come to, summed as a backend
+        // adds them.
+        let mut rows: IndexMap<TrainingKey, TrainingCounts> = IndexMap::new();
+        let mut measured: IndexMap<MeasureKey, MeasureCounts> = IndexMap::new();
+        let mut apply = |before: Option<Contribution>, after: Option<Contribution>| {
+            let mut deltas = TrainingDeltas::default();
+            deltas.moved(before, after);
+            for (key, counts) in deltas.rows() {
+                shift(&mut rows, key.clone(), *counts, 1);
+            }
+            for (key, counts) in deltas.measures() {
+                shift(&mut measured, key.clone(), *counts, 1);
+            }
+        };
+        let counted = |r: &Rollout, facts| contribution(r, facts);
+        // Ends after 1.2 s, then its reward arrives after its end.
+        let late = ended("late", RolloutStatus::Succeeded, 1_200);
+        apply(None, counted(&late, Facts::default()));
+        apply(
+            counted(&late, Facts::default()),
+            counted(&late, rewarded(0.5)),
+        );
+        // Fails after 3 s, is put back in the queue (it stops counting),
+        // and succeeds after 45 s: counted once, at 45 s.
+        let retried = ended("retried", RolloutStatus::Failed, 3_000);
+        apply(None, counted(&retried, Facts::default()));
+        let requeued = Rollout {
+            status: RolloutStatus::Requeuing,
+            end_time: None,
+            ..retried.clone()
+        };
+        apply(
+            counted(&retried, Facts::default()),
+            counted(&requeued, Facts::default()),
+        );
+        let retried = ended("retried", RolloutStatus::Succeeded, 45_000);
+        apply(None, counted(&retried, rewarded(1.0)));
+        // Cancelled after 9 s: not counted.
+        let cancelled = ended("cancelled", RolloutStatus::Cancelled, 9_000);
+        apply(None, counted(&cancelled, Facts::default()));
+        // Ends after 0.25 s, then is deleted.
+        let deleted = ended("deleted", RolloutStatus::Succeeded, 250);
+        apply(None, counted(&deleted, Facts::default()));
+        apply(counted(&deleted, Facts::default()), None);
+        let quick = ended("quick", RolloutStatus::Succeeded, 87);
+        apply(None, counted(&quick, Facts::default()));
+
+        let summary = summarise(
+            rows.into_iter()
+                .map(|(key, counts)| TrainingRow {
+                    key,
+                    counts,
+                    version_number: Some(1),
+                })
+                .collect(),
+            measured
+                .into_iter()
+                .map(|(key, counts)| MeasureRow { key, counts })
+                .collect(),
+        );
+        // Directly: the rollouts that count now, and how long each took.
+        let mut direct: Vec<i64> = [&late, &retried, &quick]
+            .iter()
+            .map(|r| r.end_time.unwrap().0 / 1_000_000)
+            .collect();
+        direct.sort_unstable();
+        let rank = |p: f64| {
+            let n = direct.len() as f64;
+            Some(log_bin_value(log_bin(
+                direct[((p * n).ceil() as usize).max(1) - 1],
+            )))
+        };
+        assert_eq!(summary.len(), 1);
+        assert_eq!(summary[0].stats.rollouts, 3);
+        assert_eq!(
+            summary[0].measure(Measure::Duration),
+            Distribution {
+                values: 3,
+                mean: Some(direct.iter().sum::<i64>() as f64 / 3.0),
+                p10: rank(0.1),
+                p50: rank(0.5),
+                p90: rank(0.9),
+            }
+        );
+        assert_eq!(summary[0].measure(Measure::Duration).p50, Some(1_260.0));
+    }
+
+    #[test]
     fn a_summary_reads_percentiles_by_nearest_rank_and_an_exact_mean() {
         let key = |bin_of: Option<f64>| TrainingKey {
             version: PolicyVersion::Resources("rs-2".into()),
@@ -845,7 +1003,7 @@ mod tests {
             row(Some(0.5), 3, 3, 1.5),
             row(None, 2, 0, 0.0),
         ];
-        let summary = summarise(rows);
+        let summary = summarise(rows, Vec::new());
         assert_eq!(summary.len(), 1);
         let stats = &summary[0].stats;
         assert_eq!(
@@ -896,7 +1054,7 @@ mod tests {
                 version_number: None,
             })
             .collect();
-        let summaries = summarise(rows);
+        let summaries = summarise(rows, Vec::new());
         for summary in &summaries {
             let mine: Vec<_> = judged
                 .iter()
@@ -948,17 +1106,18 @@ mod tests {
             version_number: number,
         };
         let resources = |id: &str| PolicyVersion::Resources(id.into());
-        let order: Vec<String> = summarise(vec![
+        let rows = vec![
             row(PolicyVersion::None, None),
             row(PolicyVersion::Model(12), None),
             row(resources("rs-gone"), None),
             row(resources("rs-b"), Some(10)),
             row(PolicyVersion::Model(3), None),
             row(resources("rs-a"), Some(2)),
-        ])
-        .into_iter()
-        .map(|s| s.version.to_stored())
-        .collect();
+        ];
+        let order: Vec<String> = summarise(rows, Vec::new())
+            .into_iter()
+            .map(|s| s.version.to_stored())
+            .collect();
         assert_eq!(order, ["rs-a", "rs-b", "\u{1}3", "\u{1}12", "rs-gone", ""]);
     }
 

@@ -151,6 +151,35 @@ async fn each_ended_1x_rollout_counts_its_training_rows_or_why_it_gives_none() {
         ["failed-call", "no-ids"]
     );
 
+    // Put back to running (through gRPC: the 1.x API refuses it), a
+    // rollout stops counting and loses its verdict: ended again through
+    // gRPC (which does not judge it), it counts under no reason, not under
+    // the one it had.
+    for status in [pb::RolloutStatus::Running, pb::RolloutStatus::Succeeded] {
+        grpc.update_rollout(pb::UpdateRolloutRequest {
+            rollout_id: "no-ids".to_owned(),
+            update_mask: Some(prost_types::FieldMask {
+                paths: vec!["status".to_owned()],
+            }),
+            status: status as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    let expected_v1 = (
+        Some(1),
+        3,
+        2,
+        1,
+        vec![(R::FailedCalls as i32, 1), (R::RewardNotANumber as i32, 1)],
+    );
+    assert_eq!(rows_by_version(&mut grpc).await, [expected_v1]);
+    assert_eq!(
+        without_rows(&mut grpc, R::NoTokenIds).await,
+        [] as [&str; 0]
+    );
+
     let unknown = grpc
         .query_rollouts(pb::QueryRolloutsRequest {
             without_training_rows: Some(99),

@@ -1,8 +1,11 @@
 //! GetTrainingSummary: reward by policy version and mode, kept in the
 //! commit of every change, against a direct computation over the same
 //! rollouts read back through the API (their statuses, modes, versions and
-//! reward spans), including a retried rollout, a cancelled one, one still
-//! running and a reward that arrives after its rollout ended.
+//! reward spans, their creation and end), including a retried rollout, a
+//! cancelled one, one still running and a reward that arrives after its
+//! rollout ended.
+
+use std::time::Duration;
 
 use lightning_store::proto as pb;
 use tonic::Code;
@@ -163,13 +166,49 @@ async fn counted_rollouts(
     counted
 }
 
-/// A group's numbers computed directly: rollouts, succeeded, and its
-/// rewards.
+/// A group's numbers computed directly: rollouts, succeeded, their
+/// rewards and their durations (in whole milliseconds).
 #[derive(Default)]
 struct Direct {
     rollouts: i64,
     succeeded: i64,
     rewards: Vec<f64>,
+    durations: Vec<f64>,
+}
+
+/// A duration in milliseconds as the store bins it: the centre of its
+/// twentieth of a decade, to three significant digits.
+fn twentieth_of_a_decade(millis: f64) -> f64 {
+    if millis < 1.0 {
+        return 0.0;
+    }
+    let centre = 10f64.powf((20.0 * millis.log10()).round() / 20.0);
+    format!("{centre:.2e}").parse().unwrap()
+}
+
+/// Returns (values, mean, p10, p50, p90) of `values`, percentiles by
+/// nearest rank over the values binned by `binned`.
+fn distribution(
+    values: &[f64],
+    binned: fn(f64) -> f64,
+) -> (i64, Option<f64>, Option<f64>, Option<f64>, Option<f64>) {
+    let n = values.len();
+    let mean = (n > 0).then(|| values.iter().sum::<f64>() / n as f64);
+    let mut binned: Vec<f64> = values.iter().copied().map(binned).collect();
+    binned.sort_by(f64::total_cmp);
+    let percentile = |p: f64| (n > 0).then(|| binned[((p * n as f64).ceil() as usize).max(1) - 1]);
+    (
+        n as i64,
+        mean,
+        percentile(0.1),
+        percentile(0.5),
+        percentile(0.9),
+    )
+}
+
+/// Returns nanoseconds since the epoch.
+fn nanos(time: &prost_types::Timestamp) -> i64 {
+    time.seconds * 1_000_000_000 + i64::from(time.nanos)
 }
 
 impl Direct {
@@ -177,24 +216,32 @@ impl Direct {
         self.rollouts += 1;
         self.succeeded += i64::from(status(rollout) == R::Succeeded);
         self.rewards.extend(reward);
+        let start = nanos(rollout.start_time.as_ref().expect("a start"));
+        let end = nanos(
+            rollout
+                .end_time
+                .as_ref()
+                .expect("an ended rollout has an end"),
+        );
+        self.durations.push(((end - start) / 1_000_000) as f64);
     }
 
-    /// Returns (rewarded, mean, p10, p50, p90), percentiles by nearest
-    /// rank over rewards to two significant digits.
+    /// Returns (rewarded, mean, p10, p50, p90) of the rewards.
     fn rewards(&self) -> (i64, Option<f64>, Option<f64>, Option<f64>, Option<f64>) {
-        let n = self.rewards.len();
-        let mean = (n > 0).then(|| self.rewards.iter().sum::<f64>() / n as f64);
-        let mut binned: Vec<f64> = self.rewards.iter().copied().map(two_digits).collect();
-        binned.sort_by(f64::total_cmp);
-        let percentile =
-            |p: f64| (n > 0).then(|| binned[((p * n as f64).ceil() as usize).max(1) - 1]);
-        (
-            n as i64,
-            mean,
-            percentile(0.1),
-            percentile(0.5),
-            percentile(0.9),
-        )
+        distribution(&self.rewards, two_digits)
+    }
+
+    /// Returns the durations' distribution, in seconds.
+    fn durations(&self) -> pb::Distribution {
+        let (count, mean, p10, p50, p90) = distribution(&self.durations, twentieth_of_a_decade);
+        let seconds = |millis: Option<f64>| millis.map(|millis| millis / 1000.0);
+        pb::Distribution {
+            count,
+            mean: seconds(mean),
+            p10: seconds(p10),
+            p50: seconds(p50),
+            p90: seconds(p90),
+        }
     }
 }
 
@@ -234,6 +281,7 @@ async fn direct_summary(
                 reward_p10,
                 reward_p50,
                 reward_p90,
+                duration_seconds: Some(direct.durations()),
                 ..Default::default()
             }
         })
@@ -287,11 +335,16 @@ async fn timeline(
 /// Compares summaries, means to a millionth (the store keeps sums in
 /// millionths).
 fn assert_summaries(actual: &[pb::VersionSummary], expected: &[pb::VersionSummary]) {
+    let millionth = |mean: Option<f64>| mean.map(|m| (m * 1e6).round() / 1e6);
     let rounded = |summaries: &[pb::VersionSummary]| -> Vec<pb::VersionSummary> {
         summaries
             .iter()
             .map(|s| pb::VersionSummary {
-                reward_mean: s.reward_mean.map(|m| (m * 1e6).round() / 1e6),
+                reward_mean: millionth(s.reward_mean),
+                duration_seconds: s.duration_seconds.map(|d| pb::Distribution {
+                    mean: millionth(d.mean),
+                    ..d
+                }),
                 ..s.clone()
             })
             .collect()
@@ -774,4 +827,64 @@ async fn two_versions_compare_their_distributions_and_the_tasks_that_changed_mos
         Code::InvalidArgument,
         "max_tasks",
     );
+}
+
+#[tokio::test]
+async fn durations_count_from_creation_to_end_the_queue_and_retries_included() {
+    skip_without!(super::BACKEND);
+    // A watchdog that never ticks on its own: no attempt has a timeout.
+    let (server, clock) =
+        TestServer::start_on_manual_clock(BACKEND, Duration::from_secs(3600)).await;
+    let mut c = server.client().await;
+    let train = pb::RolloutMode::Train;
+    let v1 = add_resources(&mut c, PROMPT).await;
+    // 2 s in the queue, 1.5 s running.
+    let rollout = enqueue_spec(
+        &mut c,
+        pb::RolloutSpec {
+            mode: train as i32,
+            resources_id: Some(v1.clone()),
+            ..spec("{}")
+        },
+    )
+    .await;
+    clock.advance(Duration::from_secs(2));
+    let running = dequeue(&mut c, None).await.unwrap();
+    clock.advance(Duration::from_millis(1_500));
+    let attempt_id = attempt_of(&running).attempt_id.clone();
+    set_attempt_status(&mut c, &rollout.rollout_id, &attempt_id, A::Succeeded)
+        .await
+        .unwrap();
+    // 10 s of a failed attempt, 1 s in the queue again, 4 s of its retry.
+    let (retried, first) = claimed(&mut c, train, &v1, retry_spec(2, &[A::Failed])).await;
+    clock.advance(Duration::from_secs(10));
+    set_attempt_status(&mut c, &retried, &first, A::Failed)
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(1));
+    let again = dequeue(&mut c, None).await.unwrap();
+    clock.advance(Duration::from_secs(4));
+    let second = attempt_of(&again).attempt_id.clone();
+    set_attempt_status(&mut c, &retried, &second, A::Succeeded)
+        .await
+        .unwrap();
+    // A cancelled rollout is not measured.
+    let (cancelled, _) = claimed(&mut c, train, &v1, spec("{}")).await;
+    clock.advance(Duration::from_secs(60));
+    set_rollout_status(&mut c, &cancelled, R::Cancelled).await;
+
+    let versions = summary(&mut c, pb::RolloutMode::Unspecified, None, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        versions[0].duration_seconds,
+        Some(pb::Distribution {
+            count: 2,
+            mean: Some(9.25),
+            p10: Some(3.55),
+            p50: Some(3.55),
+            p90: Some(15.8),
+        })
+    );
+    assert_summaries(&versions, &direct_summary(&mut c, &[(v1, 1)], None).await);
 }

@@ -6,8 +6,11 @@
 //! shows each rollout's reward, sorts by it and filters a reward range; the
 //! comparison of the last two versions (val by default, train when asked)
 //! shows their distributions and the task whose reward changed; a rollout
-//! that ends changes the Training page live. Writes the documentation's
-//! screenshots of the page.
+//! that ends changes the Training page live; how long each version's
+//! rollouts took, from their creation to their end. Writes the
+//! documentation's screenshots of the page.
+
+use std::time::Duration;
 
 use super::BACKEND;
 use crate::common::browser::with_browser;
@@ -227,6 +230,65 @@ async fn the_training_page_shows_reward_by_version_and_mode() {
             .await;
         // The comparison follows: version 2's val mean is now 0.5.
         browser.wait_for_text("#compare-tasks", "+0.250").await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_training_page_shows_how_long_each_versions_rollouts_took() {
+    let (server, clock) =
+        TestServer::start_on_manual_clock(BACKEND, Duration::from_secs(3600)).await;
+    let mut client = server.client().await;
+    let (train, val) = (pb::RolloutMode::Train, pb::RolloutMode::Val);
+    let ok = pb::AttemptStatus::Succeeded;
+    let v1 = add_resources(&mut client, r#"{"policy": "policy-v1"}"#).await;
+    let v2 = add_resources(&mut client, r#"{"policy": "policy-v2"}"#).await;
+    // Each rollout waits 5 s in the queue, then runs for its time: version
+    // 1's train rollouts 40 s, 1 min 10 s and 1 min 55 s; version 2's train
+    // 20 s and 25 s, its val rollout 400 ms.
+    for (mode, version, running) in [
+        (train, &v1, 40_000),
+        (train, &v1, 70_000),
+        (train, &v1, 115_000),
+        (train, &v2, 20_000),
+        (train, &v2, 25_000),
+        (val, &v2, 400),
+    ] {
+        let spec = pb::RolloutSpec {
+            input_json: "{}".into(),
+            mode: mode as i32,
+            resources_id: Some(version.clone()),
+            ..Default::default()
+        };
+        crate::common::enqueue_spec(&mut client, spec).await;
+        clock.advance(Duration::from_secs(5));
+        let (rollout_id, attempt_id) = dequeue(&mut client, "worker-1").await;
+        clock.advance(Duration::from_millis(running));
+        finish(&mut client, &rollout_id, &attempt_id, ok).await;
+    }
+    let base = server.url.clone();
+    with_browser("console-training-durations", move |browser| async move {
+        browser.goto(&format!("{base}/console/training")).await;
+        let rows = browser
+            .eval(
+                "return Array.from(document.querySelectorAll('#training-durations tbody tr'), \
+                 (tr) => Array.from(tr.cells, (td) => td.textContent).join('|'))",
+            )
+            .await;
+        assert_eq!(
+            rows,
+            serde_json::json!([
+                "1|train|3|1 min 20 s|44.7 s|1 min 19 s|2 min 6 s",
+                "2|train|2|27.5 s|25.1 s|25.1 s|31.6 s",
+                "2|val|1|5.4 s|5.6 s|5.6 s|5.6 s",
+            ])
+        );
+        if BACKEND == Backend::Sqlite {
+            browser
+                .eval("document.getElementById('durations-heading').scrollIntoView(); return true")
+                .await;
+            browser.document("training-durations").await;
+        }
     })
     .await;
 }

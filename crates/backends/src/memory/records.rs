@@ -13,8 +13,9 @@ use lightning_store_core::agl1::{Agl1Fields, ModelServer, Pause, Replica, Stored
 use lightning_store_core::model::{Rollout, RolloutStatus, Span, Timestamp};
 use lightning_store_core::overview::Activity;
 use lightning_store_core::retention;
+use lightning_store_core::training::measure::MeasureCounts;
 use lightning_store_core::training::{
-    PeriodKey, RolloutReward, RowsVerdict, TrainingCounts, TrainingKey,
+    MeasureKey, PeriodKey, RolloutReward, RowsVerdict, TrainingCounts, TrainingKey,
 };
 
 /// The spans of one rollout, shared with whoever received or read them.
@@ -121,6 +122,8 @@ pub(super) struct TrainingState {
     pub(super) rows: BTreeMap<TrainingKey, TrainingCounts>,
     /// The timeline's rows, in (resolution, time) order.
     pub(super) periods: BTreeMap<PeriodKey, TrainingCounts>,
+    /// The measures' rows.
+    pub(super) measures: BTreeMap<MeasureKey, MeasureCounts>,
 }
 
 impl TrainingState {

@@ -1,5 +1,6 @@
-//! The in-memory backend's training summary: the rollouts' final rewards
-//! and the summary's rows (`TrainingReads`, and their apply step).
+//! The in-memory backend's training summary: the rollouts' final rewards,
+//! and the summary's rows, the timeline's and the measures'
+//! (`TrainingReads`, and their apply step).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -11,7 +12,7 @@ use lightning_store_core::model::Timestamp;
 use lightning_store_core::query::TimeRange;
 use lightning_store_core::storage::{TrainingReads, WriteSet};
 use lightning_store_core::training::{
-    PeriodKey, PeriodRow, Resolution, RolloutReward, RowsVerdict, TrainingCounts, TrainingRow,
+    MeasureRow, PeriodKey, PeriodRow, Resolution, RolloutReward, RowsVerdict, Summed, TrainingRow,
 };
 
 impl State {
@@ -35,11 +36,15 @@ impl State {
                 .entry(rollout_id)
                 .or_insert(model_version);
         }
-        training
-            .rows_verdicts
-            .extend(writes.rows_verdicts.drain(..));
+        for (rollout_id, verdict) in writes.rows_verdicts.drain(..) {
+            match verdict {
+                Some(verdict) => training.rows_verdicts.insert(rollout_id, verdict),
+                None => training.rows_verdicts.remove(&rollout_id),
+            };
+        }
         add_deltas(&mut training.rows, writes.training.rows());
         add_deltas(&mut training.periods, writes.training.periods());
+        add_deltas(&mut training.measures, writes.training.measures());
     }
 
     /// Forgets a deleted rollout's reward, model version and verdict.
@@ -52,9 +57,9 @@ impl State {
 
 /// Adds each delta to its row of `rows`, dropping the rows that come to
 /// nothing.
-fn add_deltas<'d, K: Ord + Clone + 'd>(
-    rows: &mut BTreeMap<K, TrainingCounts>,
-    deltas: impl Iterator<Item = (&'d K, &'d TrainingCounts)>,
+fn add_deltas<'d, K: Ord + Clone + 'd, C: Summed + 'd>(
+    rows: &mut BTreeMap<K, C>,
+    deltas: impl Iterator<Item = (&'d K, &'d C)>,
 ) {
     for (key, delta) in deltas {
         let row = rows.entry(key.clone()).or_default();
@@ -108,6 +113,20 @@ impl TrainingReads for MemoryTx<'_> {
                     .resources
                     .get_index_of(key.version.resources_id())
                     .map(|index| index as i64 + 1),
+            })
+            .collect())
+    }
+
+    async fn measure_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<MeasureRow>> {
+        Ok(self
+            .state
+            .training
+            .measures
+            .iter()
+            .filter(|(key, _)| mode.is_none_or(|mode| key.mode == mode))
+            .map(|(key, counts)| MeasureRow {
+                key: key.clone(),
+                counts: *counts,
             })
             .collect())
     }

@@ -8,7 +8,8 @@
 //! On a shared database each connection adds to its own shard of a row
 //! (the column's default), summed when read, and the shards are folded
 //! into shard 0 by the housekeeping ([`FOLD_SHARDS`]). The timeline's rows
-//! are kept alike in `reward_timeline`.
+//! are kept alike in `reward_timeline`, the measures' in
+//! `training_measures` (migrations `*_training_measures.sql`).
 
 use std::sync::LazyLock;
 
@@ -23,42 +24,79 @@ use lightning_store_core::error::StoreResult;
 use lightning_store_core::model::Timestamp;
 use lightning_store_core::query::TimeRange;
 use lightning_store_core::storage::{TrainingReads, WriteSet};
+use lightning_store_core::training::measure::{Measure, MeasureCounts};
 use lightning_store_core::training::{
-    NoRowsReasons, PeriodKey, PeriodRow, PolicyVersion, Resolution, RolloutReward, RowsVerdict,
-    TrainingCounts, TrainingKey, TrainingRow,
+    MeasureKey, MeasureRow, NoRowsReasons, PeriodKey, PeriodRow, PolicyVersion, Resolution,
+    RolloutReward, RowsVerdict, TrainingCounts, TrainingKey, TrainingRow,
 };
 
-/// A table of rows of [`TrainingCounts`] to which the write set's deltas
-/// are added: its name and its key columns (before `shard`).
+/// A table of counted rows to which the write set's deltas are added: its
+/// name, its key columns (before `shard`) and its count columns.
 struct CountedTable {
     name: &'static str,
     keys: &'static str,
+    counts: &'static [&'static str],
 }
+
+/// The count columns of the summary's rows and the timeline's
+/// ([`TrainingCounts`]).
+const TRAINING_COUNTS: &[&str] = &["rollouts", "succeeded", "reward_micros", "training_rows"];
 
 /// The summary's rows, by version.
 const SUMMARY: CountedTable = CountedTable {
     name: "training_summary",
     keys: "version, mode, rewarded, bin, reasons",
+    counts: TRAINING_COUNTS,
 };
 
 /// The timeline's rows, by period.
 const TIMELINE: CountedTable = CountedTable {
     name: "reward_timeline",
     keys: "resolution, period_start, mode, rewarded, bin",
+    counts: TRAINING_COUNTS,
+};
+
+/// The measures' rows, by version ([`MeasureCounts`]).
+const MEASURES: CountedTable = CountedTable {
+    name: "training_measures",
+    keys: "version, mode, measure, bin",
+    counts: &["measured", "total"],
 };
 
 impl CountedTable {
     /// Returns the tail of an upsert adding a row's counts to its shard's.
     fn add_on_conflict(&self) -> String {
         let table = self.name;
+        let added: Vec<String> = self
+            .counts
+            .iter()
+            .map(|count| format!("{count} = {table}.{count} + excluded.{count}"))
+            .collect();
         format!(
-            " ON CONFLICT ({keys}, shard) DO UPDATE SET \
-             rollouts = {table}.rollouts + excluded.rollouts, \
-             succeeded = {table}.succeeded + excluded.succeeded, \
-             reward_micros = {table}.reward_micros + excluded.reward_micros, \
-             training_rows = {table}.training_rows + excluded.training_rows",
-            keys = self.keys
+            " ON CONFLICT ({keys}, shard) DO UPDATE SET {added}",
+            keys = self.keys,
+            added = added.join(", ")
         )
+    }
+
+    /// Returns the count columns, each summed over the shards of a row.
+    fn summed(&self) -> String {
+        let summed: Vec<String> = self
+            .counts
+            .iter()
+            .map(|count| format!("CAST(SUM({count}) AS BIGINT)"))
+            .collect();
+        summed.join(", ")
+    }
+
+    /// Returns the condition keeping the summed rows that count something.
+    fn counting_something(&self) -> String {
+        let nonzero: Vec<String> = self
+            .counts
+            .iter()
+            .map(|count| format!("SUM({count}) <> 0"))
+            .collect();
+        format!("HAVING {}", nonzero.join(" OR "))
     }
 
     /// On a shared database: the statement folding the table's shards into
@@ -75,30 +113,74 @@ impl CountedTable {
             .chain(["shard"])
             .map(|key| format!("t.{key} = d.{key}"))
             .collect();
+        let sums: Vec<String> = self
+            .counts
+            .iter()
+            .map(|count| format!("SUM({count})"))
+            .collect();
         format!(
             "WITH doomed AS (SELECT {keys}, shard FROM {table} WHERE shard <> 0 \
              FOR UPDATE SKIP LOCKED), \
              folded AS (DELETE FROM {table} t USING doomed d WHERE {matched} RETURNING t.*) \
-             INSERT INTO {table} ({keys}, shard, rollouts, succeeded, reward_micros, \
-             training_rows) \
-             SELECT {keys}, 0, SUM(rollouts), SUM(succeeded), SUM(reward_micros), \
-             SUM(training_rows) \
+             INSERT INTO {table} ({keys}, shard, {counts}) \
+             SELECT {keys}, 0, {sums} \
              FROM folded GROUP BY {keys} ORDER BY {keys}{on_conflict}",
             matched = matched.join(" AND "),
+            counts = self.counts.join(", "),
+            sums = sums.join(", "),
             on_conflict = self.add_on_conflict(),
         )
     }
 }
 
-/// The upserts' tails: the summary's, the timeline's.
-static ADD_ON_CONFLICT: LazyLock<[String; 2]> =
-    LazyLock::new(|| [SUMMARY.add_on_conflict(), TIMELINE.add_on_conflict()]);
+/// The upserts' tails: the summary's, the timeline's, the measures'.
+static ADD_ON_CONFLICT: LazyLock<[String; 3]> = LazyLock::new(|| {
+    [
+        SUMMARY.add_on_conflict(),
+        TIMELINE.add_on_conflict(),
+        MEASURES.add_on_conflict(),
+    ]
+});
+
+/// The statements reading the summary's rows, each summed over its shards
+/// (of one mode, or of every mode).
+static SUMMARY_ROWS: LazyLock<[String; 2]> = LazyLock::new(|| {
+    [" WHERE mode = $1", ""].map(|filter| {
+        format!(
+            "SELECT version, mode, rewarded, bin, {summed}, CAST(MAX(r.number) AS BIGINT), \
+             reasons FROM training_summary LEFT JOIN (SELECT resources_id, \
+             ROW_NUMBER() OVER (ORDER BY pos) AS number FROM resources) r \
+             ON r.resources_id = version{filter} \
+             GROUP BY version, mode, rewarded, bin, reasons {having}",
+            summed = SUMMARY.summed(),
+            having = SUMMARY.counting_something(),
+        )
+    })
+});
+
+/// The statements reading the measures' rows, each summed over its shards
+/// (of one mode, or of every mode).
+static MEASURE_ROWS: LazyLock<[String; 2]> = LazyLock::new(|| {
+    [" WHERE mode = $1", ""].map(|filter| {
+        format!(
+            "SELECT version, mode, measure, bin, {summed} FROM training_measures{filter} \
+             GROUP BY version, mode, measure, bin {having}",
+            summed = MEASURES.summed(),
+            having = MEASURES.counting_something(),
+        )
+    })
+});
 
 /// On a shared database: the statements folding the shards of the
-/// summary's rows and the timeline's into shard 0
+/// summary's rows, the timeline's and the measures' into shard 0
 /// ([`CountedTable::fold_shards`]).
-pub(super) static FOLD_SHARDS: LazyLock<[String; 2]> =
-    LazyLock::new(|| [SUMMARY.fold_shards(), TIMELINE.fold_shards()]);
+pub(super) static FOLD_SHARDS: LazyLock<[String; 3]> = LazyLock::new(|| {
+    [
+        SUMMARY.fold_shards(),
+        TIMELINE.fold_shards(),
+        MEASURES.fold_shards(),
+    ]
+});
 
 /// Returns the stored form of a reward: its f64 bits with, for a negative
 /// reward, the 63 bits after the sign flipped, so that the integers order
@@ -122,9 +204,13 @@ pub(super) struct TrainingRows<'w> {
     rewards: Vec<(&'w String, &'w RolloutReward)>,
     model_versions: Vec<(&'w String, &'w i64)>,
     verdicts: Vec<(&'w String, &'w RowsVerdict)>,
+    /// The rollouts whose verdict is dropped.
+    dropped_verdicts: Vec<&'w str>,
     /// The summary's deltas, each with its version as stored.
     deltas: Vec<(String, &'w TrainingKey, &'w TrainingCounts)>,
     periods: Vec<(&'w PeriodKey, &'w TrainingCounts)>,
+    /// The measures' deltas, each with its version as stored.
+    measures: Vec<(String, &'w MeasureKey, &'w MeasureCounts)>,
 }
 
 impl<'w> TrainingRows<'w> {
@@ -132,21 +218,43 @@ impl<'w> TrainingRows<'w> {
         Self {
             rewards: writes.rewards.iter().collect(),
             model_versions: writes.model_versions.iter().collect(),
-            verdicts: writes.rows_verdicts.iter().collect(),
+            verdicts: writes
+                .rows_verdicts
+                .iter()
+                .filter_map(|(rollout_id, verdict)| Some((rollout_id, verdict.as_ref()?)))
+                .collect(),
+            dropped_verdicts: writes
+                .rows_verdicts
+                .iter()
+                .filter(|(_, verdict)| verdict.is_none())
+                .map(|(rollout_id, _)| rollout_id.as_str())
+                .collect(),
             deltas: writes
                 .training
                 .rows()
                 .map(|(key, delta)| (key.version.to_stored(), key, delta))
                 .collect(),
             periods: writes.training.periods().collect(),
+            measures: writes
+                .training
+                .measures()
+                .map(|(key, delta)| (key.version.to_stored(), key, delta))
+                .collect(),
         }
     }
 }
 
 /// Adds the rewards (each unless the stored one comes later), the model
-/// versions (each unless the rollout has one), the verdicts and the
-/// summary's deltas to `batch`.
+/// versions (each unless the rollout has one), the verdicts (and their
+/// deletions) and the summary's deltas to `batch`.
 pub(super) fn add<'a>(batch: &mut Batch<'a>, rows: &'a TrainingRows<'a>) {
+    for part in rows.dropped_verdicts.chunks(batch.dialect().max_params) {
+        batch.add(part.len(), |b| {
+            b.push("DELETE FROM rollout_rows_verdicts WHERE ");
+            let condition = b.one_of("rollout_id", part.iter().copied());
+            b.push(&condition);
+        });
+    }
     upsert(
         batch,
         &rows.rewards,
@@ -232,28 +340,30 @@ pub(super) fn add<'a>(batch: &mut Batch<'a>, rows: &'a TrainingRows<'a>) {
             ]
         },
     );
-}
-
-/// The summed counts of a row of the summary or the timeline, as
-/// [`binned_counts`] reads them.
-macro_rules! summed_counts {
-    () => {
-        "CAST(SUM(rollouts) AS BIGINT), CAST(SUM(succeeded) AS BIGINT), \
-         CAST(SUM(reward_micros) AS BIGINT), CAST(SUM(training_rows) AS BIGINT)"
-    };
-}
-
-/// The condition that keeps the summed rows that count something.
-macro_rules! counts_something {
-    () => {
-        "HAVING SUM(rollouts) <> 0 OR SUM(succeeded) <> 0 OR SUM(reward_micros) <> 0 \
-         OR SUM(training_rows) <> 0"
-    };
+    upsert(
+        batch,
+        &rows.measures,
+        insert_into!(
+            "training_measures",
+            "version, mode, measure, bin, measured, total"
+        ),
+        &ADD_ON_CONFLICT[2],
+        |(version, key, delta)| {
+            [
+                version.as_str().into(),
+                key.mode.as_str().into(),
+                key.measure.code().into(),
+                key.bin.into(),
+                delta.values.into(),
+                delta.total.into(),
+            ]
+        },
+    );
 }
 
 /// Reads the bin and the counts of a row of the summary or the timeline,
-/// read with their two key columns first: `rewarded`, `bin`, then
-/// [`summed_counts`].
+/// read with their two key columns first: `rewarded`, `bin`, then their
+/// counts ([`CountedTable::summed`]).
 fn binned_counts(row: &impl Row) -> StoreResult<(Option<i64>, TrainingCounts)> {
     let bin = (row.int(2)? != 0).then(|| row.int(3)).transpose()?;
     let counts = TrainingCounts {
@@ -332,25 +442,9 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
     }
 
     async fn training_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<TrainingRow>> {
-        /// The rows summed over their shards, with `$where` before the grouping.
-        macro_rules! summed {
-            ($where:literal) => {
-                concat!(
-                    "SELECT version, mode, rewarded, bin, ",
-                    summed_counts!(),
-                    ", CAST(MAX(r.number) AS BIGINT), reasons \
-                     FROM training_summary LEFT JOIN (SELECT resources_id, \
-                     ROW_NUMBER() OVER (ORDER BY pos) AS number FROM resources) r \
-                     ON r.resources_id = version",
-                    $where,
-                    " GROUP BY version, mode, rewarded, bin, reasons ",
-                    counts_something!()
-                )
-            };
-        }
         let statement = match mode {
-            Some(mode) => Statement::new(summed!(" WHERE mode = $1")).bind(mode),
-            None => Statement::new(summed!("")),
+            Some(mode) => Statement::new(&SUMMARY_ROWS[0]).bind(mode),
+            None => Statement::new(&SUMMARY_ROWS[1]),
         };
         let rows = self.read(statement).await?;
         let mut training = Vec::with_capacity(rows.len());
@@ -370,6 +464,35 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
         Ok(training)
     }
 
+    async fn measure_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<MeasureRow>> {
+        let statement = match mode {
+            Some(mode) => Statement::new(&MEASURE_ROWS[0]).bind(mode),
+            None => Statement::new(&MEASURE_ROWS[1]),
+        };
+        let rows = self.read(statement).await?;
+        let mut measured = Vec::with_capacity(rows.len());
+        for row in &rows {
+            // A measure this version does not know (written by a newer
+            // replica sharing the database) is left out.
+            let Some(measure) = Measure::from_code(row.int(2)?) else {
+                continue;
+            };
+            measured.push(MeasureRow {
+                key: MeasureKey {
+                    version: PolicyVersion::from_stored(&row.text(0)?),
+                    mode: row.text(1)?,
+                    measure,
+                    bin: row.int(3)?,
+                },
+                counts: MeasureCounts {
+                    values: row.int(4)?,
+                    total: row.int(5)?,
+                },
+            });
+        }
+        Ok(measured)
+    }
+
     async fn timeline_rows(
         &mut self,
         resolution: Resolution,
@@ -383,14 +506,11 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
         }
         conditions.extend(b.within("period_start", starts));
         b.push(&format!(
-            concat!(
-                "SELECT period_start, mode, rewarded, bin, ",
-                summed_counts!(),
-                " FROM reward_timeline WHERE {} \
-                 GROUP BY period_start, mode, rewarded, bin ",
-                counts_something!()
-            ),
-            conditions.join(" AND ")
+            "SELECT period_start, mode, rewarded, bin, {summed} FROM reward_timeline \
+             WHERE {conditions} GROUP BY period_start, mode, rewarded, bin {having}",
+            summed = TIMELINE.summed(),
+            conditions = conditions.join(" AND "),
+            having = TIMELINE.counting_something(),
         ));
         let rows = self.read(b.finish()).await?;
         let mut timeline = Vec::with_capacity(rows.len());

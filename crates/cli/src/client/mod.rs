@@ -67,8 +67,8 @@ pub enum ClientCommand {
     Stats(ClientOptions),
     /// Shows reward by policy version: for each resources version (or
     /// agent-lightning 1.x model version) and mode, the rollouts that ended
-    /// as succeeded or failed, the success rate and the reward's mean and
-    /// percentiles.
+    /// as succeeded or failed, the success rate, the reward's mean and
+    /// percentiles, and how long the rollouts took.
     Training(WithOptions<TrainingArgs>),
     /// Enqueues a rollout and prints it.
     Enqueue(WithOptions<EnqueueArgs>),

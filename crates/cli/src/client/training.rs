@@ -2,7 +2,8 @@
 //! version (`GetTrainingSummary`): for each resources version and mode,
 //! the rollouts that ended, how many succeeded, and their reward's mean and
 //! percentiles, and the training rows the 1.x trainer builds from them
-//! (with the rollouts that give none, by reason); with `--over-time`, the
+//! (with the rollouts that give none, by reason), and how long the
+//! rollouts took; with `--over-time`, the
 //! reward by the minute or hour the rollouts ended in (`GetRewardTimeline`).
 
 use serde_json::{Value, json};
@@ -178,6 +179,29 @@ fn rows_given(v: &pb::VersionSummary) -> Vec<(&'static str, Value, String)> {
     ]
 }
 
+/// How long a version's rollouts took, as a JSON field (the
+/// distribution) and a cell (its median and 90th percentile).
+fn durations(v: &pb::VersionSummary) -> (&'static str, Value, String) {
+    let durations = v.duration_seconds.unwrap_or_default();
+    let seconds = |value: Option<f64>| match value {
+        None => "-".to_owned(),
+        Some(s) if s < 1.0 => format!("{}ms", (s * 1000.0).round()),
+        Some(s) => format!("{s}s"),
+    };
+    let cell = match durations.count {
+        0 => "-".to_owned(),
+        _ => format!("{}/{}", seconds(durations.p50), seconds(durations.p90)),
+    };
+    let json = json!({
+        "count": durations.count,
+        "mean": durations.mean,
+        "p10": durations.p10,
+        "p50": durations.p50,
+        "p90": durations.p90,
+    });
+    ("duration_seconds", json, cell)
+}
+
 pub(super) async fn training(mut s: Session, args: TrainingArgs) -> ClientResult {
     let mode = args.mode.unwrap_or(pb::RolloutMode::Unspecified) as i32;
     if args.over_time {
@@ -248,11 +272,11 @@ pub(super) async fn training(mut s: Session, args: TrainingArgs) -> ClientResult
                 named,
                 cells,
                 stats: Stats::from(v),
-                after: rows_given(v),
+                after: [rows_given(v), vec![durations(v)]].concat(),
             }
         })
         .collect();
-    let after = ["ROWS", "NO ROWS", "WHY NONE"];
+    let after = ["ROWS", "NO ROWS", "WHY NONE", "DURATION P50/P90"];
     print(
         s.json,
         &["VERSION", "RESOURCES", "MODEL", "MODE"],

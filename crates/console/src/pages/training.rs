@@ -3,7 +3,8 @@
 //! mode, as a chart (the 10th to 90th percentile band and the mean of each
 //! version, train beside val) and as a table whose rows link to their
 //! rollouts (the Rollouts page's own URL); the same over time (by the
-//! minute or hour rollouts ended in); read from the training summary and
+//! minute or hour rollouts ended in); how long the rollouts took; read
+//! from the training summary and
 //! timeline the store keeps in the commit of every change
 //! (`lightning_store_core::training`).
 
@@ -16,9 +17,11 @@ use crate::context::Sources;
 use crate::format;
 use crate::rendered::render_error;
 use crate::rendered::{PageError, Rendered};
+use lightning_store_core::distribution::Distribution;
 use lightning_store_core::engine::VersionRange;
 use lightning_store_core::model::{RolloutMode, RolloutStatus, Timestamp};
 use lightning_store_core::query::{TimeRange, WithoutRowsFilter};
+use lightning_store_core::training::measure::Measure;
 use lightning_store_core::training::{
     PeriodSummary, PolicyVersion, Resolution, RewardStats, Timeline, VersionSummary,
 };
@@ -62,12 +65,54 @@ struct RowsRow {
     reasons: Vec<Linked>,
 }
 
+/// One row of the durations table: how long a version's rollouts of one
+/// mode took.
+struct DurationsRow {
+    version: String,
+    mode: String,
+    /// The rollouts measured.
+    measured: i64,
+    mean: String,
+    p10: String,
+    p50: String,
+    p90: String,
+}
+
+impl DurationsRow {
+    fn of(summary: &VersionSummary) -> Option<Self> {
+        let Distribution {
+            values,
+            mean,
+            p10,
+            p50,
+            p90,
+        } = summary.measure(Measure::Duration);
+        let shown = |millis: Option<f64>| {
+            millis.map_or_else(
+                || "-".to_owned(),
+                |millis| format::duration(std::time::Duration::from_secs_f64(millis / 1000.0)),
+            )
+        };
+        (values > 0).then(|| Self {
+            version: version_label(summary),
+            mode: mode_label(summary).to_owned(),
+            measured: values,
+            mean: shown(mean),
+            p10: shown(p10),
+            p50: shown(p50),
+            p90: shown(p90),
+        })
+    }
+}
+
 #[derive(Template)]
 #[template(path = "training.html")]
 struct TrainingPage {
     rows: Vec<Row>,
     /// The versions whose rollouts were judged (1.x).
     rows_given: Vec<RowsRow>,
+    /// The versions whose rollouts' durations are counted.
+    durations: Vec<DurationsRow>,
     /// The chart by version, when a train or val rollout has a reward.
     chart: Option<String>,
     /// The chart over time, likewise.
@@ -320,10 +365,12 @@ pub async fn render(sources: &Sources, compare: &CompareQuery) -> Result<Rendere
             }
         })
         .collect();
+    let durations = summaries.iter().filter_map(DurationsRow::of).collect();
     let comparison = comparison::render(sources, compare, &summaries).await?;
     let page = TrainingPage {
         rows,
         rows_given,
+        durations,
         chart,
         timeline_chart,
         timeline_minutes: timeline.resolution == Resolution::Minute,

@@ -54,10 +54,17 @@ impl Engine {
         versions: VersionRange,
     ) -> StoreResult<Vec<VersionSummary>> {
         let mode = mode.map(|mode| mode.as_str());
-        let rows = self
-            .read(|store| Box::pin(store.training_rows(mode)))
+        let (rows, measured) = self
+            .read(|store| {
+                Box::pin(async move {
+                    Ok((
+                        store.training_rows(mode).await?,
+                        store.measure_rows(mode).await?,
+                    ))
+                })
+            })
             .await?;
-        let mut summaries = training::summarise(rows);
+        let mut summaries = training::summarise(rows, measured);
         summaries.retain(|summary| versions.contains(summary.number()));
         Ok(summaries)
     }
@@ -127,8 +134,10 @@ impl Engine {
             Box::pin(async move {
                 let before = resolve(store, before).await?;
                 let after = resolve(store, after).await?;
-                let summaries =
-                    training::summarise(store.training_rows(Some(mode.as_str())).await?);
+                let summaries = training::summarise(
+                    store.training_rows(Some(mode.as_str())).await?,
+                    store.measure_rows(Some(mode.as_str())).await?,
+                );
                 let summary_of = |(version, number): &(PolicyVersion, Option<i64>)| {
                     let found = summaries.iter().find(|s| s.version == *version).cloned();
                     VersionSummary {

@@ -107,9 +107,10 @@ impl<'a> Tx<'a> {
     /// model versions offered and the rollouts judged. Reads the stored
     /// rewards only of the rollouts that counted or count (a rollout that
     /// ends, or one ended whose reward arrives), their stored model
-    /// versions and verdicts only when they have no resources id (as 1.x
-    /// rollouts), and the rollouts the transaction wrote without having
-    /// read them locked (a rare path).
+    /// versions only when they have no resources id (as 1.x rollouts), their
+    /// verdicts only when they also counted before (a rollout that stops
+    /// counting loses its verdict), and the rollouts the transaction wrote
+    /// without having read them locked (a rare path).
     pub async fn settle_training(&mut self) -> StoreResult<()> {
         let deleted = &self.writes.agl1.deleted;
         let mut touched: Vec<&str> = self
@@ -183,23 +184,19 @@ impl<'a> Tx<'a> {
                 (HashMap::new(), HashMap::new())
             } else {
                 let versions = self.store.model_versions(&unversioned).await?;
-                // A rollout judged as it ends did not count before: what it
-                // counted for did not depend on its stored verdict.
-                let ending: HashSet<&str> = changes
+                // A verdict belongs to the end it was judged at: it is
+                // dropped when its rollout stops counting, so only a rollout
+                // that counted has one.
+                let counted: Vec<&str> = changes
                     .iter()
                     .filter(|(id, was, _)| {
-                        self.judged.contains_key(*id) && !was.is_some_and(training::counts)
+                        was.is_some_and(training::counts) && unversioned.contains(id)
                     })
                     .map(|&(rollout_id, _, _)| rollout_id)
                     .collect();
-                let judged_before: Vec<&str> = unversioned
-                    .iter()
-                    .copied()
-                    .filter(|id| !ending.contains(id))
-                    .collect();
-                let verdicts = match judged_before.is_empty() {
+                let verdicts = match counted.is_empty() {
                     true => Vec::new(),
-                    false => self.store.rows_verdicts(&judged_before).await?,
+                    false => self.store.rows_verdicts(&counted).await?,
                 };
                 (
                     versions.into_iter().collect(),
@@ -213,8 +210,16 @@ impl<'a> Tx<'a> {
         for (rollout_id, was, is) in changes {
             let old_verdict = stored_verdicts.get(rollout_id).copied();
             let judged = self.judged.get(rollout_id).copied();
-            if let (Some(verdict), false) = (judged, deleted.contains(rollout_id)) {
-                verdicts.insert(rollout_id.to_owned(), verdict);
+            let stops_counting = !is.is_some_and(training::counts);
+            match (judged, deleted.contains(rollout_id)) {
+                (_, true) => {}
+                (Some(verdict), false) => {
+                    verdicts.insert(rollout_id.to_owned(), Some(verdict));
+                }
+                (None, false) if stops_counting && old_verdict.is_some() => {
+                    verdicts.insert(rollout_id.to_owned(), None);
+                }
+                (None, false) => {}
             }
             let old_version = stored_versions.get(rollout_id).copied();
             let offered_version = self.offered_versions.get(rollout_id).copied();

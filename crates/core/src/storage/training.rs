@@ -3,7 +3,8 @@
 //! change; a backend stores the rewards the write set gives
 //! ([`WriteSet::rewards`](super::WriteSet::rewards)) and adds the write
 //! set's deltas to the summary's rows and the timeline's
-//! ([`WriteSet::training`](super::WriteSet::training)).
+//! ([`WriteSet::training`](super::WriteSet::training)), to the timeline's
+//! and to the measures'.
 //!
 //! # Contract
 //! * A reward written for a rollout replaces the stored one unless the
@@ -13,19 +14,19 @@
 //!   the first stays.
 //! * A verdict written for a rollout
 //!   ([`WriteSet::rows_verdicts`](super::WriteSet::rows_verdicts))
-//!   replaces the stored one.
+//!   replaces the stored one; `None` deletes it.
 //! * Deleting a rollout deletes its reward, its model version and its
 //!   verdict; the summary's rows change only by the deltas the write set
 //!   gives.
-//! * [`TrainingReads::training_rows`] and [`TrainingReads::timeline_rows`]
-//!   read the rows whose counts are not all zero, costing what they
-//!   return, not the rollouts counted.
+//! * [`TrainingReads::training_rows`], [`TrainingReads::measure_rows`] and
+//!   [`TrainingReads::timeline_rows`] read the rows whose counts are not
+//!   all zero, costing what they return, not the rollouts counted.
 
 use async_trait::async_trait;
 
 use crate::error::StoreResult;
 use crate::query::TimeRange;
-use crate::training::{PeriodRow, Resolution, RolloutReward, RowsVerdict, TrainingRow};
+use crate::training::{MeasureRow, PeriodRow, Resolution, RolloutReward, RowsVerdict, TrainingRow};
 
 /// The reads of the training summary.
 #[async_trait]
@@ -47,6 +48,9 @@ pub trait TrainingReads: Send {
     /// it (its place in the resources' creation order, from 1), in no
     /// particular order.
     async fn training_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<TrainingRow>>;
+    /// Returns the measures' rows (of `mode` only, when given), in no
+    /// particular order.
+    async fn measure_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<MeasureRow>>;
     /// Returns the timeline's rows of `resolution` (of `mode` only, when
     /// given) whose period starts in `starts`, in no particular order.
     async fn timeline_rows(

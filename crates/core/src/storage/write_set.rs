@@ -67,8 +67,9 @@ pub struct WriteSet {
     /// [`super::training`]).
     pub model_versions: IndexMap<String, i64>,
     /// What 1.x rollouts gave their trainer when they ended, keyed by
-    /// rollout id (see [`super::training`]).
-    pub rows_verdicts: IndexMap<String, RowsVerdict>,
+    /// rollout id; `None` drops a rollout's verdict, as it stopped counting
+    /// (see [`super::training`]).
+    pub rows_verdicts: IndexMap<String, Option<RowsVerdict>>,
     /// Changes of the training summary's rows, added to them.
     pub training: TrainingDeltas,
     /// A backend that keeps the summary's rows in shards (a shared

@@ -230,7 +230,7 @@ class GetTrainingSummaryResponse(_message.Message):
     def __init__(self, versions: _Optional[_Iterable[_Union[VersionSummary, _Mapping]]] = ...) -> None: ...
 
 class VersionSummary(_message.Message):
-    __slots__ = ("resources_id", "model_version", "version", "mode", "rollouts", "succeeded", "rewarded", "reward_mean", "reward_p10", "reward_p50", "reward_p90", "training_rows", "rollouts_without_rows", "without_rows_by_reason")
+    __slots__ = ("resources_id", "model_version", "version", "mode", "rollouts", "succeeded", "rewarded", "reward_mean", "reward_p10", "reward_p50", "reward_p90", "training_rows", "rollouts_without_rows", "without_rows_by_reason", "duration_seconds")
     RESOURCES_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -245,6 +245,7 @@ class VersionSummary(_message.Message):
     TRAINING_ROWS_FIELD_NUMBER: _ClassVar[int]
     ROLLOUTS_WITHOUT_ROWS_FIELD_NUMBER: _ClassVar[int]
     WITHOUT_ROWS_BY_REASON_FIELD_NUMBER: _ClassVar[int]
+    DURATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
     resources_id: str
     model_version: int
     version: int
@@ -259,7 +260,22 @@ class VersionSummary(_message.Message):
     training_rows: int
     rollouts_without_rows: int
     without_rows_by_reason: _containers.RepeatedCompositeFieldContainer[NoRowsCount]
-    def __init__(self, resources_id: _Optional[str] = ..., model_version: _Optional[int] = ..., version: _Optional[int] = ..., mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., rollouts: _Optional[int] = ..., succeeded: _Optional[int] = ..., rewarded: _Optional[int] = ..., reward_mean: _Optional[float] = ..., reward_p10: _Optional[float] = ..., reward_p50: _Optional[float] = ..., reward_p90: _Optional[float] = ..., training_rows: _Optional[int] = ..., rollouts_without_rows: _Optional[int] = ..., without_rows_by_reason: _Optional[_Iterable[_Union[NoRowsCount, _Mapping]]] = ...) -> None: ...
+    duration_seconds: Distribution
+    def __init__(self, resources_id: _Optional[str] = ..., model_version: _Optional[int] = ..., version: _Optional[int] = ..., mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., rollouts: _Optional[int] = ..., succeeded: _Optional[int] = ..., rewarded: _Optional[int] = ..., reward_mean: _Optional[float] = ..., reward_p10: _Optional[float] = ..., reward_p50: _Optional[float] = ..., reward_p90: _Optional[float] = ..., training_rows: _Optional[int] = ..., rollouts_without_rows: _Optional[int] = ..., without_rows_by_reason: _Optional[_Iterable[_Union[NoRowsCount, _Mapping]]] = ..., duration_seconds: _Optional[_Union[Distribution, _Mapping]] = ...) -> None: ...
+
+class Distribution(_message.Message):
+    __slots__ = ("count", "mean", "p10", "p50", "p90")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    MEAN_FIELD_NUMBER: _ClassVar[int]
+    P10_FIELD_NUMBER: _ClassVar[int]
+    P50_FIELD_NUMBER: _ClassVar[int]
+    P90_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    mean: float
+    p10: float
+    p50: float
+    p90: float
+    def __init__(self, count: _Optional[int] = ..., mean: _Optional[float] = ..., p10: _Optional[float] = ..., p50: _Optional[float] = ..., p90: _Optional[float] = ...) -> None: ...
 
 class NoRowsCount(_message.Message):
     __slots__ = ("reason", "rollouts")

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use lightning_store_core::comparison::{Comparison, DEFAULT_TASKS, TaskRewards};
+use lightning_store_core::distribution::Distribution;
 use lightning_store_core::engine::{ComparedVersion, VersionRange};
 use lightning_store_core::error::{StoreError, StoreResult};
 use lightning_store_core::model::{
@@ -13,6 +14,7 @@ use lightning_store_core::model::{
 use lightning_store_core::model::{MaxAttempts, RetryCondition, Seconds, Statistics};
 use lightning_store_core::overview::{Failure, MinuteCounts};
 use lightning_store_core::query::{FilterLogic, Page, Paged, TimeRange, WithoutRowsFilter};
+use lightning_store_core::training::measure::Measure;
 use lightning_store_core::training::{NoRowsReason, Resolution, Timeline, VersionSummary};
 use lightning_store_proto as pb;
 
@@ -332,6 +334,24 @@ pub fn version_summary_to_proto(summary: &VersionSummary) -> pb::VersionSummary 
                 rollouts,
             })
             .collect(),
+        duration_seconds: Some(distribution_to_proto(
+            &summary.measure(Measure::Duration),
+            1000.0,
+        )),
+    }
+}
+
+/// Converts a measure's distribution, its values divided by `units` (the
+/// measure's units in one of the API's: a division, so that a bin reads as
+/// the shortest decimal it is, 0.045 rather than 0.045000000000000005).
+fn distribution_to_proto(distribution: &Distribution, units: f64) -> pb::Distribution {
+    let scaled = |value: Option<f64>| value.map(|value| value / units);
+    pb::Distribution {
+        count: distribution.values,
+        mean: scaled(distribution.mean),
+        p10: scaled(distribution.p10),
+        p50: scaled(distribution.p50),
+        p90: scaled(distribution.p90),
     }
 }
 
