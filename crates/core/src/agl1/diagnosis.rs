@@ -248,24 +248,22 @@ fn quick_call(data: &str) -> Option<Call> {
 /// did not fail and has token ids is a row, and the last reward event's
 /// value is the reward.
 fn conclude(state: Agl1State, error_message: Option<&str>, read: Vec<Read>) -> Diagnosis {
-    let mut last_of_prompt = std::collections::HashMap::new();
-    for (index, event) in read.iter().enumerate() {
-        if let Read::Call(Call { key: Some(key), .. }) = event {
-            last_of_prompt.insert(key.as_slice(), index);
-        }
-    }
+    let keys: Vec<Option<&[i64]>> = read
+        .iter()
+        .map(|event| match event {
+            Read::Call(call) => call.key.as_deref(),
+            Read::Reward(_) | Read::Other => None,
+        })
+        .collect();
+    let kept = events::kept_by_prompt(&keys);
     let mut diagnosis = Diagnosis::default();
     let (mut failed, mut without_ids, mut without_log_probs) = (0, 0, 0);
     let mut last_reward = None;
-    for (index, event) in read.iter().enumerate() {
+    for (event, kept) in read.iter().zip(kept) {
         match event {
             Read::Call(call) => {
                 diagnosis.model_calls += 1;
-                let superseded = call
-                    .key
-                    .as_deref()
-                    .is_some_and(|key| last_of_prompt[key] != index);
-                if superseded {
+                if !kept {
                     continue;
                 }
                 diagnosis.distinct_calls += 1;

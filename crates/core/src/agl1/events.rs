@@ -148,22 +148,34 @@ pub fn triplet_view(
 /// Keeps the last model request of each valid prompt key (a non-empty
 /// list of integers) and every other event, in order, with their positions.
 fn dedupe_model_requests(events: Vec<(Agl1Event, Option<Vec<i64>>)>) -> Vec<(usize, Agl1Event)> {
-    let mut last_of: std::collections::HashMap<&[i64], usize> = std::collections::HashMap::new();
-    for (index, (event, key)) in events.iter().enumerate() {
-        if event.event_type == MODEL_REQUEST
-            && let Some(key) = key
-        {
-            last_of.insert(key, index);
-        }
-    }
-    let kept: std::collections::HashSet<usize> = last_of.into_values().collect();
+    let keys: Vec<Option<&[i64]>> = events
+        .iter()
+        .map(|(event, key)| key.as_deref().filter(|_| event.event_type == MODEL_REQUEST))
+        .collect();
+    let kept = kept_by_prompt(&keys);
     events
         .into_iter()
         .enumerate()
-        .filter(|(index, (event, key))| {
-            event.event_type != MODEL_REQUEST || key.is_none() || kept.contains(index)
-        })
-        .map(|(index, (event, _))| (index, event))
+        .zip(kept)
+        .filter(|(_, kept)| *kept)
+        .map(|((index, (event, _)), _)| (index, event))
+        .collect()
+}
+
+/// Returns, for each event given by its model request's prompt key
+/// (`None`: not a model request, or one without a valid key), whether the
+/// triplet view keeps it: the last model request of each key, and every
+/// other event.
+pub(crate) fn kept_by_prompt(keys: &[Option<&[i64]>]) -> Vec<bool> {
+    let mut last_of = std::collections::HashMap::new();
+    for (index, key) in keys.iter().enumerate() {
+        if let Some(key) = key {
+            last_of.insert(*key, index);
+        }
+    }
+    keys.iter()
+        .enumerate()
+        .map(|(index, key)| key.is_none_or(|key| last_of[key] == index))
         .collect()
 }
 
