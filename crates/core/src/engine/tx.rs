@@ -158,9 +158,10 @@ impl<'a> Tx<'a> {
             };
             changes.push((rollout_id, was, is));
         }
+        let counts = |r: &Option<&Rollout>| r.is_some_and(training::counts);
         let counting: Vec<&str> = changes
             .iter()
-            .filter(|(_, was, is)| [was, is].iter().any(|r| r.is_some_and(training::counts)))
+            .filter(|(_, was, is)| counts(was) || counts(is))
             .map(|&(rollout_id, _, _)| rollout_id)
             .collect();
         let stored: HashMap<String, RolloutReward> = if counting.is_empty() {
@@ -169,30 +170,28 @@ impl<'a> Tx<'a> {
             self.store.rewards(&counting).await?.into_iter().collect()
         };
         // Only a rollout without a resources id counts under a model version.
-        let unversioned: Vec<&str> = changes
+        let unversioned: Vec<_> = changes
             .iter()
-            .filter(|(id, was, is)| {
-                counting.contains(id)
+            .filter(|(_, was, is)| {
+                (counts(was) || counts(is))
                     && [was, is]
                         .iter()
                         .any(|r| r.is_some_and(|r| r.resources_id.is_none()))
             })
-            .map(|&(rollout_id, _, _)| rollout_id)
             .collect();
         let (stored_versions, stored_verdicts): (HashMap<String, i64>, HashMap<_, _>) =
             if unversioned.is_empty() {
                 (HashMap::new(), HashMap::new())
             } else {
-                let versions = self.store.model_versions(&unversioned).await?;
+                let ids: Vec<&str> = unversioned.iter().map(|&&(id, _, _)| id).collect();
+                let versions = self.store.model_versions(&ids).await?;
                 // A verdict belongs to the end it was judged at: it is
                 // dropped when its rollout stops counting, so only a rollout
                 // that counted has one.
-                let counted: Vec<&str> = changes
+                let counted: Vec<&str> = unversioned
                     .iter()
-                    .filter(|(id, was, _)| {
-                        was.is_some_and(training::counts) && unversioned.contains(id)
-                    })
-                    .map(|&(rollout_id, _, _)| rollout_id)
+                    .filter(|(_, was, _)| counts(was))
+                    .map(|&&(rollout_id, _, _)| rollout_id)
                     .collect();
                 let verdicts = match counted.is_empty() {
                     true => Vec::new(),
