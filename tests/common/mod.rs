@@ -463,6 +463,11 @@ pub fn number(key: &str, value: f64) -> lightning_store::proto::KeyValue {
     attribute(key, AttributeKind::DoubleValue(value))
 }
 
+/// Returns an integer attribute of a span.
+pub fn integer(key: &str, value: i64) -> lightning_store::proto::KeyValue {
+    attribute(key, AttributeKind::IntValue(value))
+}
+
 fn attribute(key: &str, value: AttributeKind) -> lightning_store::proto::KeyValue {
     lightning_store::proto::KeyValue {
         key: key.to_owned(),

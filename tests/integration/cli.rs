@@ -473,6 +473,7 @@ async fn training_prints_reward_by_version_and_mode() {
         ("val", "1", "succeeded"),
         ("train", "0", "failed"),
     ] {
+        let calls_the_model = reward == "1";
         let enqueued = ok_json(&server, &["enqueue", "--input", "{}", "--mode", mode]).await;
         let rollout_id = enqueued["rollout_id"].as_str().unwrap().to_owned();
         ok(&server, &["dequeue"]).await;
@@ -490,6 +491,25 @@ async fn training_prints_reward_by_version_and_mode() {
             ],
         )
         .await;
+        if calls_the_model {
+            // One model call whose tracer reported 12 prompt and 5
+            // response tokens.
+            ok(
+                &server,
+                &[
+                    "add-span",
+                    &rollout_id,
+                    "latest",
+                    "--name",
+                    "openai.chat.completion",
+                    "--attr",
+                    "gen_ai.usage.prompt_tokens=12",
+                    "--attr",
+                    "gen_ai.usage.completion_tokens=5",
+                ],
+            )
+            .await;
+        }
         ok(&server, &["complete", &rollout_id, "--status", status]).await;
     }
     let table = ok(&server, &["training"]).await;
@@ -497,17 +517,37 @@ async fn training_prints_reward_by_version_and_mode() {
         .lines()
         .map(|line| line.split_whitespace().collect())
         .collect();
-    // The durations (real time): a median and a 90th percentile, in order.
-    assert_eq!(lines[0].pop(), Some("P50/P90"), "{table}");
-    assert_eq!(lines[0].pop(), Some("DURATION"), "{table}");
-    for line in &mut lines[1..] {
-        let cell = line.pop().unwrap();
+    // The durations, then the tokens' means (the val row's one call), then
+    // the model calls' latency: the times are real, each a median and a
+    // 90th percentile, in order.
+    let seconds = |shown: &str| match shown.strip_suffix("ms") {
+        Some(millis) => millis.parse::<f64>().unwrap() / 1000.0,
+        None => shown.strip_suffix('s').unwrap().parse::<f64>().unwrap(),
+    };
+    let ordered = |cell: &str| {
         let (p50, p90) = cell.split_once('/').expect(cell);
-        let seconds = |shown: &str| match shown.strip_suffix("ms") {
-            Some(millis) => millis.parse::<f64>().unwrap() / 1000.0,
-            None => shown.strip_suffix('s').unwrap().parse::<f64>().unwrap(),
-        };
         assert!(seconds(p50) <= seconds(p90), "{table}");
+    };
+    let named = lines[0].len() - 7;
+    let headers: Vec<&str> = lines[0].drain(named..).collect();
+    assert_eq!(
+        headers,
+        [
+            "DURATION", "P50/P90", "MEAN", "TOKENS", "IN/OUT", "CALL", "P50/P90"
+        ],
+        "{table}"
+    );
+    for line in &mut lines[1..] {
+        let at = line.len() - 3;
+        let [duration, tokens, latency]: [&str; 3] =
+            line.drain(at..).collect::<Vec<_>>().try_into().unwrap();
+        ordered(duration);
+        let val = line[3] == "val";
+        assert_eq!(tokens, if val { "12/5" } else { "-" }, "{table}");
+        match val {
+            true => ordered(latency),
+            false => assert_eq!(latency, "-", "{table}"),
+        }
     }
     assert_eq!(
         lines,
@@ -550,6 +590,20 @@ async fn training_prints_reward_by_version_and_mode() {
     assert_eq!(durations["count"], 2, "{durations}");
     let mean = durations["mean"].as_f64().unwrap();
     assert!(mean > 0.0 && durations["p10"].as_f64() <= durations["p90"].as_f64());
+    let fields = val[0].as_object_mut().unwrap();
+    let latency = fields.remove("model_call_latency_seconds").unwrap();
+    assert_eq!(latency["count"], 1, "{latency}");
+    let tokens = [
+        fields.remove("prompt_tokens"),
+        fields.remove("response_tokens"),
+    ];
+    assert_eq!(
+        tokens.map(|d| (
+            d.as_ref().unwrap()["count"].clone(),
+            d.unwrap()["mean"].clone()
+        )),
+        [(1.into(), 12.0.into()), (1.into(), 5.0.into())]
+    );
     assert_eq!(
         val,
         serde_json::json!([{

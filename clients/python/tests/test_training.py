@@ -14,7 +14,13 @@ import pytest
 from lightning_store import Client, InvalidArgument, NotFound, from_json, to_attributes
 from lightning_store.local_server import LocalServer
 from lightning_store.proto import types_pb2 as types
-from lightning_store.values import NO_TRAINING_ROWS_REASON, ROLLOUT_MODE, TIMELINE_RESOLUTION, RolloutModeName
+from lightning_store.values import (
+    NO_TRAINING_ROWS_REASON,
+    ROLLOUT_MODE,
+    TIMELINE_RESOLUTION,
+    RolloutModeName,
+    to_timestamp,
+)
 
 # The rewards each task gets under each resources version, in train.
 TRAIN_REWARDS = {1: {"a": 0.25, "b": 0.5}, 2: {"a": 1.0, "b": 0.25}}
@@ -29,18 +35,26 @@ def run(client: Client, resources_id: str, task: str, mode: RolloutModeName, rew
     assert claimed.rollout_id == rollout.rollout_id
     if reward is not None:
         attributes = {"agentlightning.reward.0.name": "primary", "agentlightning.reward.0.value": reward}
-        client.add_span(
-            types.Span(
-                rollout_id=claimed.rollout_id,
-                attempt_id=claimed.attempt.attempt_id,
-                trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
-                span_id=secrets.token_hex(8),
-                name="agentlightning.annotation",
-                attributes=to_attributes(attributes),
-            )
-        )
+        client.add_span(span(claimed, "agentlightning.annotation", attributes))
     client.update_attempt(claimed.rollout_id, status="succeeded")
     return rollout.rollout_id
+
+
+def span(
+    claimed: types.Rollout, name: str, attributes: dict[str, object], times: tuple[float, float] | None = None
+) -> types.Span:
+    """A span of the claimed rollout's attempt, with its start and end time when given."""
+    start, end = (to_timestamp(moment) for moment in times) if times is not None else (None, None)
+    return types.Span(
+        rollout_id=claimed.rollout_id,
+        attempt_id=claimed.attempt.attempt_id,
+        trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
+        span_id=secrets.token_hex(8),
+        name=name,
+        attributes=to_attributes(attributes),
+        start_time=start,
+        end_time=end,
+    )
 
 
 @pytest.fixture
@@ -73,9 +87,38 @@ def test_the_summary_counts_each_version_and_mode(client: Client, trained: dict[
         assert durations.count == row.rollouts
         assert 0 <= durations.p10 <= durations.p50 <= durations.p90
         assert durations.mean >= 0
+        # Their agent made no model call: no tokens, no latency.
+        for calls in (row.prompt_tokens, row.response_tokens, row.model_call_latency_seconds):
+            assert calls.count == 0
+            assert not calls.HasField("mean")
+            assert not calls.HasField("p50")
     assert [row.version for row in client.training_summary(mode="train", version_from=2)] == [2]
     assert [ROLLOUT_MODE.name(row.mode) for row in client.training_summary(mode="val")] == ["val"]
     assert client.training_summary(version_from=3) == []
+
+
+def test_the_summary_counts_model_calls_tokens_and_latency(client: Client) -> None:
+    """A rollout's model call spans (AgentOps' usage attributes) give its tokens and its calls' latency."""
+    resources_id = client.add_resources({"prompt": "tokens"}).resources_id
+    client.enqueue_rollout({"task": "t"}, mode="val", resources_id=resources_id)
+    claimed = client.dequeue_rollout(worker_id="Worker-0")
+    assert claimed is not None
+    calls = [(120, 30, 0.25), (380, 50, 0.75)]  # prompt tokens, response tokens, seconds
+    start = float(int(time.time()) - 60)  # whole seconds: the calls end exactly 0.25 s and 0.75 s later
+    for prompt, response, seconds in calls:
+        usage: dict[str, object] = {"gen_ai.usage.prompt_tokens": prompt, "gen_ai.usage.completion_tokens": response}
+        client.add_span(span(claimed, "openai.chat.completion", usage, (start, start + seconds)))
+    client.update_attempt(claimed.rollout_id, status="succeeded")
+    [row] = client.training_summary(mode="val")
+    # One rollout's tokens, summed over its calls: the mean is exact, the percentiles read their bin's centre.
+    assert (row.prompt_tokens.count, row.prompt_tokens.mean) == (1, 500)
+    assert (row.response_tokens.count, row.response_tokens.mean) == (1, 80)
+    assert row.prompt_tokens.p50 == pytest.approx(500, rel=0.07)
+    assert row.response_tokens.p50 == pytest.approx(80, rel=0.07)
+    # Two calls, counted by call: 0.5 s on average, exactly; each placed at that mean for the percentiles.
+    latency = row.model_call_latency_seconds
+    assert (latency.count, latency.mean) == (2, 0.5)
+    assert latency.p10 == latency.p50 == latency.p90 == pytest.approx(0.5, rel=0.07)
 
 
 def test_the_timeline_holds_every_ended_rollout(client: Client, trained: dict[str, list[str]]) -> None:

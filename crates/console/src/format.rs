@@ -173,6 +173,17 @@ pub fn count(value: u64) -> String {
     out
 }
 
+/// Returns a quantity that is a count on average (a mean, a bin's
+/// centre): whole with thousands separators from 100, else to three
+/// significant digits (`12.6`).
+pub fn quantity(value: f64) -> String {
+    if value >= 100.0 {
+        return count(value.round() as u64);
+    }
+    let rounded: f64 = format!("{value:.2e}").parse().unwrap_or(value);
+    rounded.to_string()
+}
+
 /// Returns a reward as the pages show it (empty when there is none).
 pub fn reward(value: Option<f64>) -> String {
     value.map_or_else(String::new, |value| format!("{value:.3}"))
@@ -246,6 +257,10 @@ mod tests {
         assert_eq!(duration(Duration::from_secs(300)), "5 min");
         assert_eq!(count(1_234_567), "1,234,567");
         assert_eq!(count(12), "12");
+        assert_eq!(quantity(3_162.3), "3,162");
+        assert_eq!(quantity(12.6), "12.6");
+        assert_eq!(quantity(45.0), "45");
+        assert_eq!(quantity(7.0 / 3.0), "2.33");
         let long = "é".repeat(MAX_INLINE_CHARS + 5);
         assert!(cut(long).ends_with("(5 more characters)"));
         assert_eq!(json(&serde_json::json!({"a": 1})), "{\n  \"a\": 1\n}");

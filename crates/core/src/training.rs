@@ -32,15 +32,20 @@
 //! ends, as the trainer reads them then (events recorded after do not
 //! change it), and, when it gives none, under the reasons why.
 //!
-//! Besides its reward, a counted rollout measures its duration
-//! ([`measure`]), kept as distributions in rows of their own.
+//! Besides its reward, a counted rollout measures its duration, and what
+//! its model calls used ([`usage`]): tokens and latency ([`measure`]),
+//! kept as distributions in rows of their own.
 
 pub mod measure;
+pub mod usage;
+
+use std::collections::HashMap;
 
 use indexmap::IndexMap;
 
 use self::measure::{Measure, MeasureCounts};
-use super::distribution::{Binned, Distribution, bin, bin_value, log_bin, log_bin_value};
+use self::usage::RolloutUsage;
+use super::distribution::{Binned, Distribution, bin, bin_value, log_bin_value};
 use super::model::{Rollout, RolloutMode, RolloutStatus, Timestamp};
 
 /// A rollout's final reward as stored: its value and where it comes in
@@ -336,7 +341,7 @@ pub struct MeasureKey {
     /// The rollouts' mode; empty when they have none.
     pub mode: String,
     pub measure: Measure,
-    /// The values' bin ([`log_bin`]).
+    /// The values' bin ([`crate::distribution::log_bin`]).
     pub bin: i64,
 }
 
@@ -355,8 +360,9 @@ pub struct Contribution {
     /// When the rollout ended (its start when it records no end).
     pub ended: Timestamp,
     pub counts: TrainingCounts,
-    /// Each measure the rollout has a value of, with that value.
-    pub measures: Vec<(Measure, i64)>,
+    /// Each measure the rollout has a value of, with the bin it counts in
+    /// and what it counts there ([`Measure::of`]).
+    pub measures: Vec<(Measure, i64, MeasureCounts)>,
 }
 
 impl Contribution {
@@ -373,14 +379,14 @@ impl Contribution {
 
     /// Returns the measures' rows the rollout counts in, with its counts.
     fn measured(&self) -> impl Iterator<Item = (MeasureKey, MeasureCounts)> + '_ {
-        self.measures.iter().map(|&(measure, value)| {
+        self.measures.iter().map(|&(measure, bin, counts)| {
             let key = MeasureKey {
                 version: self.key.version.clone(),
                 mode: self.key.mode.clone(),
                 measure,
-                bin: log_bin(value),
+                bin,
             };
-            (key, MeasureCounts::of(value))
+            (key, counts)
         })
     }
 }
@@ -413,6 +419,8 @@ pub struct Facts {
     pub model_version: Option<i64>,
     /// What it gave its trainer, if it was judged (a 1.x rollout).
     pub verdict: Option<RowsVerdict>,
+    /// What its model calls used.
+    pub usage: RolloutUsage,
 }
 
 /// Returns the rows a rollout counts under and what it adds, `None` when
@@ -422,6 +430,7 @@ pub fn contribution(rollout: &Rollout, facts: Facts) -> Option<Contribution> {
         reward,
         model_version,
         verdict,
+        usage,
     } = facts;
     if !counts(rollout) {
         return None;
@@ -445,7 +454,10 @@ pub fn contribution(rollout: &Rollout, facts: Facts) -> Option<Contribution> {
     };
     let measures = Measure::ALL
         .into_iter()
-        .filter_map(|measure| Some((measure, measure.of(rollout)?)))
+        .filter_map(|measure| {
+            let (bin, counts) = measure.of(rollout, &usage)?;
+            Some((measure, bin, counts))
+        })
         .collect();
     Some(Contribution {
         key,
@@ -733,13 +745,19 @@ pub fn summarise(rows: Vec<TrainingRow>, measured: Vec<MeasureRow>) -> Vec<Versi
     }
     let mut measures: IndexMap<(PolicyVersion, String), [Binned; Measure::ALL.len()]> =
         IndexMap::new();
+    // A bin's centre is computed once per bin (it formats a number), not
+    // once per row.
+    let mut centres: HashMap<i64, f64> = HashMap::new();
     for MeasureRow { key, counts } in measured {
         let index = Measure::ALL
             .iter()
             .position(|&measure| measure == key.measure)
             .expect("every measure is in ALL");
+        let centre = *centres
+            .entry(key.bin)
+            .or_insert_with(|| log_bin_value(key.bin));
         measures.entry((key.version, key.mode)).or_default()[index].add(
-            log_bin_value(key.bin),
+            centre,
             counts.values,
             counts.total,
         );
@@ -811,6 +829,7 @@ pub fn summarise_periods(rows: Vec<PeriodRow>) -> Vec<PeriodSummary> {
 mod tests {
     use super::*;
 
+    use crate::distribution::log_bin;
     use crate::model::{Json, RolloutConfig, RolloutMode, Timestamp};
 
     fn rollout(status: RolloutStatus, mode: Option<RolloutMode>, version: &str) -> Rollout {
@@ -976,6 +995,64 @@ mod tests {
             }
         );
         assert_eq!(summary[0].measure(Measure::Duration).p50, Some(1_260.0));
+    }
+
+    #[test]
+    fn tokens_and_latency_follow_usage_that_arrives_before_and_after_the_end() {
+        let done = rollout(RolloutStatus::Succeeded, Some(RolloutMode::Val), "rs-1");
+        let used = |calls: i64, latency_ms: i64, prompt_tokens: i64| Facts {
+            usage: RolloutUsage {
+                calls,
+                latency_ms,
+                reported: calls,
+                prompt_tokens,
+                response_tokens: 2 * prompt_tokens,
+            },
+            ..Facts::default()
+        };
+        let mut measured: IndexMap<MeasureKey, MeasureCounts> = IndexMap::new();
+        let mut apply = |before: Option<Contribution>, after: Option<Contribution>| {
+            let mut deltas = TrainingDeltas::default();
+            deltas.moved(before, after);
+            for (key, counts) in deltas.measures() {
+                shift(&mut measured, key.clone(), *counts, 1);
+            }
+        };
+        // Ends after two calls; a third call's span arrives after the end.
+        apply(None, contribution(&done, used(2, 300, 100)));
+        apply(
+            contribution(&done, used(2, 300, 100)),
+            contribution(&done, used(3, 900, 150)),
+        );
+        let summary = summarise(
+            vec![TrainingRow {
+                key: contribution(&done, Facts::default()).unwrap().key,
+                counts: TrainingCounts {
+                    rollouts: 1,
+                    ..TrainingCounts::default()
+                },
+                version_number: None,
+            }],
+            measured
+                .into_iter()
+                .map(|(key, counts)| MeasureRow { key, counts })
+                .collect(),
+        );
+        let of = |measure| summary[0].measure(measure);
+        assert_eq!(of(Measure::PromptTokens).values, 1);
+        assert_eq!(of(Measure::PromptTokens).mean, Some(150.0));
+        assert_eq!(of(Measure::ResponseTokens).mean, Some(300.0));
+        // Three calls, counted at their mean of 300 ms.
+        assert_eq!(
+            of(Measure::CallLatency),
+            Distribution {
+                values: 3,
+                mean: Some(300.0),
+                p10: Some(log_bin_value(log_bin(300))),
+                p50: Some(log_bin_value(log_bin(300))),
+                p90: Some(log_bin_value(log_bin(300))),
+            }
+        );
     }
 
     #[test]

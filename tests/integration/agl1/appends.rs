@@ -36,6 +36,7 @@ fn event(data: String, key: Option<&str>) -> NewAgl1Event {
         data,
         has_routed_experts: false,
         model_version: None,
+        call: None,
     }
 }
 

@@ -4,6 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
+use lightning_store::proto as pb;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
@@ -127,6 +128,39 @@ async fn calls_are_routed_rewritten_answered_and_recorded() {
         triplets.last().unwrap()["data"]["prompt_token_ids"],
         json!(token_ids("abc"))
     );
+
+    // Once it ends, a rollout counts what its calls used, as the gateway
+    // recorded them.
+    api.set_state("g4", "running").await;
+    api.set_state("g4", "succeeded").await;
+    let calls: Vec<Value> = api.events("g4", "").await;
+    let tokens = |key: &str| {
+        let sum: i64 = calls
+            .iter()
+            .map(|call| call["data"]["usage"][key].as_i64().unwrap())
+            .sum();
+        Some(sum as f64)
+    };
+    let millis: f64 = calls
+        .iter()
+        .map(|call| call["data"]["latency_ms"].as_f64().unwrap().round())
+        .sum();
+    let summary = grpc
+        .get_training_summary(pb::GetTrainingSummaryRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let v = &summary.versions[0];
+    assert_eq!(
+        (v.rollouts, v.model_version),
+        (1, Some(version)),
+        "g4 alone ended"
+    );
+    assert_eq!(v.prompt_tokens.unwrap().mean, tokens("prompt_tokens"));
+    assert_eq!(v.response_tokens.unwrap().mean, tokens("completion_tokens"));
+    let latency = v.model_call_latency_seconds.unwrap();
+    assert_eq!(latency.count, calls.len() as i64);
+    assert_eq!(latency.mean, Some(millis / calls.len() as f64 / 1000.0));
     server.stop().await;
 }
 

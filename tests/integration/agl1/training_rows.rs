@@ -20,6 +20,18 @@ fn call(prompt: &[i64], response: &[i64], http_status: u16) -> Value {
     })
 }
 
+/// Creates train rollouts `ids` and sets them running.
+async fn running(api: &Api, ids: &[&str]) {
+    let items: Vec<Value> = ids
+        .iter()
+        .map(|id| json!({"rollout_id": id, "input": {}, "is_train": true}))
+        .collect();
+    api.create(Value::Array(items)).await;
+    for id in ids {
+        api.set_state(id, "running").await;
+    }
+}
+
 /// The train summary's (model version, rollouts, training rows, rollouts
 /// without rows, [(reason, rollouts)]) per version.
 async fn rows_by_version(grpc: &mut Grpc) -> Vec<(Option<i64>, i64, i64, i64, Vec<(i32, i64)>)> {
@@ -60,15 +72,11 @@ async fn each_ended_1x_rollout_counts_its_training_rows_or_why_it_gives_none() {
     let server = start(BACKEND).await;
     let api = Api::new(&server);
     let mut grpc = grpc(&server).await;
-    let ids = ["rows", "no-ids", "failed-call", "silent", "running"];
-    let items: Vec<Value> = ids
-        .iter()
-        .map(|id| json!({"rollout_id": id, "input": {}, "is_train": true}))
-        .collect();
-    api.create(Value::Array(items)).await;
-    for id in ids {
-        api.set_state(id, "running").await;
-    }
+    running(
+        &api,
+        &["rows", "no-ids", "failed-call", "silent", "running"],
+    )
+    .await;
     // Two distinct prompts, and a retried one the trainer keeps once: 2 rows.
     api.record("rows", "model_request", call(&[1], &[2], 200))
         .await;
@@ -188,5 +196,90 @@ async fn each_ended_1x_rollout_counts_its_training_rows_or_why_it_gives_none() {
         .await
         .unwrap_err();
     assert_eq!(unknown.code(), tonic::Code::InvalidArgument, "{unknown:?}");
+    server.stop().await;
+}
+
+/// A model request that took `latency_ms` and reported `usage`.
+fn used(latency_ms: f64, usage: Value) -> Value {
+    json!({"model_version": 1, "http_status": 200, "latency_ms": latency_ms, "usage": usage})
+}
+
+/// The train summary's first version's (prompt tokens, response tokens,
+/// call latency).
+async fn usage_of_version(grpc: &mut Grpc) -> [pb::Distribution; 3] {
+    let request = pb::GetTrainingSummaryRequest {
+        mode: pb::RolloutMode::Train as i32,
+        ..Default::default()
+    };
+    let versions = grpc.get_training_summary(request).await.unwrap();
+    let v = versions.into_inner().versions.remove(0);
+    [
+        v.prompt_tokens,
+        v.response_tokens,
+        v.model_call_latency_seconds,
+    ]
+    .map(|distribution| distribution.unwrap())
+}
+
+#[tokio::test]
+async fn model_requests_give_an_ended_rollouts_tokens_and_call_latency() {
+    skip_without!(super::BACKEND);
+    let server = start(BACKEND).await;
+    let api = Api::new(&server);
+    let mut grpc = grpc(&server).await;
+    running(&api, &["chatty", "untold", "running"]).await;
+    let tokens = |prompt: i64, completion: i64| json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion});
+    api.record("chatty", "model_request", used(400.0, tokens(100, 20)))
+        .await;
+    api.record("chatty", "model_request", used(800.4, tokens(300, 40)))
+        .await;
+    // A model server that reports no usage: the call counts, its tokens
+    // do not.
+    api.record("untold", "model_request", used(50.0, Value::Null))
+        .await;
+    api.record("running", "model_request", used(9_000.0, tokens(7, 7)))
+        .await;
+    for id in ["chatty", "untold"] {
+        api.set_state(id, "succeeded").await;
+    }
+    let [prompt, response, latency] = usage_of_version(&mut grpc).await;
+    assert_eq!((prompt.count, prompt.mean), (1, Some(400.0)));
+    assert_eq!((response.count, response.mean), (1, Some(60.0)));
+    // 1,250 ms over three calls.
+    assert_eq!(
+        (latency.count, latency.mean),
+        (3, Some(1_250.0 / 3.0 / 1000.0))
+    );
+
+    // A call recorded after the end adds to the rollout's usage.
+    api.record("chatty", "model_request", used(1_000.0, tokens(200, 60)))
+        .await;
+    let [prompt, response, latency] = usage_of_version(&mut grpc).await;
+    // 600 and 120 tokens, read as their bins' centres.
+    assert_eq!(
+        (prompt.count, prompt.mean, prompt.p50),
+        (1, Some(600.0), Some(631.0))
+    );
+    assert_eq!(
+        (response.count, response.mean, response.p50),
+        (1, Some(120.0), Some(126.0))
+    );
+    // Four calls: three at their rollout's mean of 733 ms, one of 50 ms.
+    assert_eq!(
+        latency,
+        pb::Distribution {
+            count: 4,
+            mean: Some(0.5625),
+            p10: Some(0.0501),
+            p50: Some(0.708),
+            p90: Some(0.708),
+        }
+    );
+
+    // A deleted rollout takes its usage with it.
+    let deleted = api.send("DELETE", "/api/rollouts/chatty", &[], "").await;
+    assert_eq!(deleted.status, 204, "{}", deleted.text());
+    let [prompt, _, latency] = usage_of_version(&mut grpc).await;
+    assert_eq!((prompt.count, latency.count), (0, 1));
     server.stop().await;
 }

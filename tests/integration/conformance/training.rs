@@ -12,7 +12,7 @@ use tonic::Code;
 
 use super::BACKEND;
 use super::TestServer;
-use crate::common::{add_resources, number, text};
+use crate::common::{add_resources, integer, number, text};
 use crate::conformance::support::*;
 
 /// A reward span of rollout `rollout_id`'s attempt.
@@ -282,6 +282,11 @@ async fn direct_summary(
                 reward_p50,
                 reward_p90,
                 duration_seconds: Some(direct.durations()),
+                // The runs compared here make no model call (the tokens'
+                // own test counts calls).
+                prompt_tokens: Some(pb::Distribution::default()),
+                response_tokens: Some(pb::Distribution::default()),
+                model_call_latency_seconds: Some(pb::Distribution::default()),
                 ..Default::default()
             }
         })
@@ -887,4 +892,123 @@ async fn durations_count_from_creation_to_end_the_queue_and_retries_included() {
         })
     );
     assert_summaries(&versions, &direct_summary(&mut c, &[(v1, 1)], None).await);
+}
+
+/// A model call span of the rollout's attempt lasting `millis`, with the
+/// token counts its tracer recorded under `keys` (prompt, response).
+fn call_span(
+    rollout_id: &str,
+    attempt_id: &str,
+    millis: i64,
+    tokens: Option<(i64, i64)>,
+    keys: (&str, &str),
+) -> pb::Span {
+    let start = prost_types::Timestamp {
+        seconds: 1_700_000_000,
+        nanos: 0,
+    };
+    let end = prost_types::Timestamp {
+        seconds: start.seconds + millis / 1000,
+        nanos: (millis % 1000) as i32 * 1_000_000,
+    };
+    let attributes = match tokens {
+        Some((prompt, response)) => vec![integer(keys.0, prompt), integer(keys.1, response)],
+        None => Vec::new(),
+    };
+    pb::Span {
+        attributes,
+        start_time: Some(start),
+        end_time: Some(end),
+        ..span(rollout_id, attempt_id, "openai.chat.completion", None)
+    }
+}
+
+#[tokio::test]
+async fn tokens_and_model_call_latency_count_the_call_spans_of_counted_rollouts() {
+    skip_without!(super::BACKEND);
+    let server = TestServer::start(BACKEND).await;
+    let mut c = server.client().await;
+    let train = pb::RolloutMode::Train;
+    let v1 = add_resources(&mut c, PROMPT).await;
+    let agentops = (
+        "gen_ai.usage.prompt_tokens",
+        "gen_ai.usage.completion_tokens",
+    );
+    let semconv = ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens");
+    // Three calls, one without token counts: 400 prompt and 80 response
+    // tokens, 3 s of calls.
+    let (busy, attempt) = claimed(&mut c, train, &v1, spec("{}")).await;
+    for (millis, tokens) in [
+        (1_500, Some((100, 20))),
+        (500, Some((300, 60))),
+        (1_000, None),
+    ] {
+        add_span(&mut c, call_span(&busy, &attempt, millis, tokens, agentops)).await;
+    }
+    // Usage attributes on a span not named like a call are not a call.
+    let step = pb::Span {
+        attributes: vec![integer(agentops.0, 9_999)],
+        ..span(&busy, &attempt, "agent.step", None)
+    };
+    add_span(&mut c, step).await;
+    set_attempt_status(&mut c, &busy, &attempt, A::Succeeded)
+        .await
+        .unwrap();
+    // A call whose span arrives after its rollout ended still counts.
+    let (late, attempt) = ran(&mut c, train, &v1, &[], A::Succeeded).await;
+    add_span(
+        &mut c,
+        call_span(&late, &attempt, 200, Some((50, 10)), semconv),
+    )
+    .await;
+    // A cancelled rollout's calls, and a running one's, do not count.
+    let (cancelled, attempt) = claimed(&mut c, train, &v1, spec("{}")).await;
+    add_span(
+        &mut c,
+        call_span(&cancelled, &attempt, 9_000, Some((7, 7)), agentops),
+    )
+    .await;
+    set_rollout_status(&mut c, &cancelled, R::Cancelled).await;
+    let (running, attempt) = claimed(&mut c, train, &v1, spec("{}")).await;
+    add_span(
+        &mut c,
+        call_span(&running, &attempt, 9_000, Some((7, 7)), agentops),
+    )
+    .await;
+
+    let versions = summary(&mut c, train, None, None).await.unwrap();
+    assert_eq!(versions.len(), 1);
+    let v = &versions[0];
+    assert_eq!(v.rollouts, 2);
+    assert_eq!(
+        v.prompt_tokens,
+        Some(pb::Distribution {
+            count: 2,
+            mean: Some(225.0),
+            p10: Some(twentieth_of_a_decade(50.0)),
+            p50: Some(twentieth_of_a_decade(50.0)),
+            p90: Some(twentieth_of_a_decade(400.0)),
+        })
+    );
+    assert_eq!(
+        v.response_tokens,
+        Some(pb::Distribution {
+            count: 2,
+            mean: Some(45.0),
+            p10: Some(10.0),
+            p50: Some(10.0),
+            p90: Some(twentieth_of_a_decade(80.0)),
+        })
+    );
+    // Four calls: three at their rollout's mean of 1 s, one of 0.2 s.
+    assert_eq!(
+        v.model_call_latency_seconds,
+        Some(pb::Distribution {
+            count: 4,
+            mean: Some(0.8),
+            p10: Some(0.2),
+            p50: Some(1.0),
+            p90: Some(1.0),
+        })
+    );
 }

@@ -7,14 +7,15 @@
 //! comparison of the last two versions (val by default, train when asked)
 //! shows their distributions and the task whose reward changed; a rollout
 //! that ends changes the Training page live; how long each version's
-//! rollouts took, from their creation to their end. Writes the
+//! rollouts took, from their creation to their end, their tokens and their
+//! model calls' latency. Writes the
 //! documentation's screenshots of the page.
 
 use std::time::Duration;
 
 use super::BACKEND;
 use crate::common::browser::with_browser;
-use crate::common::{Backend, Client, TestServer, number, text};
+use crate::common::{Backend, Client, TestServer, integer, number, text};
 use crate::console::support::{add_resources, add_spans, dequeue, finish};
 use lightning_store::proto as pb;
 
@@ -43,6 +44,37 @@ async fn rewarded(
     add_spans(client, vec![span]).await;
     finish(client, &rollout_id, &attempt_id, status).await;
     rollout_id
+}
+
+/// A model call span of the attempt lasting `millis`, with the prompt and
+/// response tokens its tracer reported, if any.
+fn call_span(
+    rollout_id: &str,
+    attempt_id: &str,
+    millis: i64,
+    tokens: Option<(i64, i64)>,
+) -> pb::Span {
+    let at = |millis: i64| prost_types::Timestamp {
+        seconds: 1_700_000_000 + millis / 1000,
+        nanos: (millis % 1000) as i32 * 1_000_000,
+    };
+    let attributes = tokens.map_or_else(Vec::new, |(prompt, response)| {
+        vec![
+            integer("gen_ai.usage.prompt_tokens", prompt),
+            integer("gen_ai.usage.completion_tokens", response),
+        ]
+    });
+    pb::Span {
+        rollout_id: rollout_id.to_owned(),
+        attempt_id: attempt_id.to_owned(),
+        trace_id: uuid::Uuid::new_v4().simple().to_string(),
+        span_id: uuid::Uuid::new_v4().simple().to_string()[..16].to_owned(),
+        name: "openai.chat.completion".into(),
+        attributes,
+        start_time: Some(at(0)),
+        end_time: Some(at(millis)),
+        ..Default::default()
+    }
 }
 
 /// Enqueues a rollout of `mode` under `resources_id` and claims it.
@@ -235,7 +267,7 @@ async fn the_training_page_shows_reward_by_version_and_mode() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_training_page_shows_how_long_each_versions_rollouts_took() {
+async fn the_training_page_shows_each_versions_durations_tokens_and_call_latency() {
     let (server, clock) =
         TestServer::start_on_manual_clock(BACKEND, Duration::from_secs(3600)).await;
     let mut client = server.client().await;
@@ -245,14 +277,16 @@ async fn the_training_page_shows_how_long_each_versions_rollouts_took() {
     let v2 = add_resources(&mut client, r#"{"policy": "policy-v2"}"#).await;
     // Each rollout waits 5 s in the queue, then runs for its time: version
     // 1's train rollouts 40 s, 1 min 10 s and 1 min 55 s; version 2's train
-    // 20 s and 25 s, its val rollout 400 ms.
-    for (mode, version, running) in [
-        (train, &v1, 40_000),
-        (train, &v1, 70_000),
-        (train, &v1, 115_000),
-        (train, &v2, 20_000),
-        (train, &v2, 25_000),
-        (val, &v2, 400),
+    // 20 s and 25 s, its val rollout 400 ms. Version 1's train rollouts
+    // each make a model call that reports its tokens; version 2's val
+    // rollout one that does not.
+    for (mode, version, running, call) in [
+        (train, &v1, 40_000, Some((1_400, Some((1_000, 200))))),
+        (train, &v1, 70_000, Some((2_400, Some((2_000, 400))))),
+        (train, &v1, 115_000, Some((3_300, Some((3_000, 600))))),
+        (train, &v2, 20_000, None),
+        (train, &v2, 25_000, None),
+        (val, &v2, 400, Some((250, None))),
     ] {
         let spec = pb::RolloutSpec {
             input_json: "{}".into(),
@@ -263,31 +297,67 @@ async fn the_training_page_shows_how_long_each_versions_rollouts_took() {
         crate::common::enqueue_spec(&mut client, spec).await;
         clock.advance(Duration::from_secs(5));
         let (rollout_id, attempt_id) = dequeue(&mut client, "worker-1").await;
+        if let Some((millis, tokens)) = call {
+            add_spans(
+                &mut client,
+                vec![call_span(&rollout_id, &attempt_id, millis, tokens)],
+            )
+            .await;
+        }
         clock.advance(Duration::from_millis(running));
         finish(&mut client, &rollout_id, &attempt_id, ok).await;
     }
     let base = server.url.clone();
     with_browser("console-training-durations", move |browser| async move {
         browser.goto(&format!("{base}/console/training")).await;
-        let rows = browser
-            .eval(
-                "return Array.from(document.querySelectorAll('#training-durations tbody tr'), \
-                 (tr) => Array.from(tr.cells, (td) => td.textContent).join('|'))",
+        let rows = |table: &str| {
+            format!(
+                "return Array.from(document.querySelectorAll('#{table} tbody tr'), \
+                 (tr) => Array.from(tr.cells, (td) => td.textContent).join('|'))"
             )
-            .await;
+        };
         assert_eq!(
-            rows,
+            browser.eval(&rows("training-durations")).await,
             serde_json::json!([
                 "1|train|3|1 min 20 s|44.7 s|1 min 19 s|2 min 6 s",
                 "2|train|2|27.5 s|25.1 s|25.1 s|31.6 s",
                 "2|val|1|5.4 s|5.6 s|5.6 s|5.6 s",
             ])
         );
+        // Tokens: 1,000, 2,000 and 3,000 prompt tokens, read from their
+        // bins' centres (3,000 in the bin of 3,160).
+        assert_eq!(
+            browser.eval(&rows("training-prompt-tokens")).await,
+            serde_json::json!(["1|train|3|2,000|1,000|2,000|3,160"])
+        );
+        assert_eq!(
+            browser.eval(&rows("training-response-tokens")).await,
+            serde_json::json!(["1|train|3|400|200|398|631"])
+        );
+        // Latency: 1.4 s, 2.4 s and 3.3 s calls; the call that reported no
+        // tokens is timed all the same.
+        assert_eq!(
+            browser.eval(&rows("training-call-latency")).await,
+            serde_json::json!([
+                "1|train|3|2.4 s|1.4 s|2.5 s|3.2 s",
+                "2|val|1|250 ms|251 ms|251 ms|251 ms",
+            ])
+        );
         if BACKEND == Backend::Sqlite {
             browser
-                .eval("document.getElementById('durations-heading').scrollIntoView(); return true")
+                .eval(
+                    "document.getElementById('training-durations-heading').scrollIntoView(); \
+                     return true",
+                )
                 .await;
             browser.document("training-durations").await;
+            browser
+                .eval(
+                    "document.getElementById('training-prompt-tokens-heading').scrollIntoView(); \
+                     return true",
+                )
+                .await;
+            browser.document("training-tokens").await;
         }
     })
     .await;

@@ -58,6 +58,7 @@ use lightning_store_core::error::StoreResult;
 use lightning_store_core::events::Change;
 use lightning_store_core::ids::{AttemptId, RolloutId};
 use lightning_store_core::model::{Json, Timestamp};
+use lightning_store_core::training::usage::ModelCall;
 
 /// How long a presence report waits for more changes to report at once.
 pub const REPORT_DELAY: Duration = Duration::from_millis(50);
@@ -461,21 +462,27 @@ impl Gateway {
             answer.status >= 400,
         );
         let read = read_answer(&answer.body).map_err(|_| upstream::invalid_answer(&answer.body))?;
+        let latency_ms = answer.latency.as_secs_f64() * 1e3;
         let data = model_request_data(
             server,
             UpstreamAnswer {
                 request: &payload,
                 answer: &read,
                 http_status: answer.status,
-                latency_ms: answer.latency.as_secs_f64() * 1e3,
+                latency_ms,
                 retry_count: answer.retries,
             },
         );
+        let usage = read
+            .usage
+            .and_then(|raw| serde_json::from_str::<serde_json::Value>(raw.get()).ok());
+        let used = ModelCall::of_model_request(Some(latency_ms), usage.as_ref());
         let event = NewAgl1Event {
             event_type: MODEL_REQUEST.to_owned(),
             data,
             has_routed_experts: read.routed_experts.is_some(),
             model_version: Some(server.version),
+            call: Some(used),
             idempotency: None,
         };
         let body = reply_body(&answer, read.response);

@@ -14,6 +14,7 @@ use lightning_store_core::model::{Rollout, RolloutStatus, Span, Timestamp};
 use lightning_store_core::overview::Activity;
 use lightning_store_core::retention;
 use lightning_store_core::training::measure::MeasureCounts;
+use lightning_store_core::training::usage::RolloutUsage;
 use lightning_store_core::training::{
     MeasureKey, PeriodKey, RolloutReward, RowsVerdict, TrainingCounts, TrainingKey,
 };
@@ -118,6 +119,8 @@ pub(super) struct TrainingState {
     pub(super) model_versions: HashMap<String, i64>,
     /// What each judged 1.x rollout gave its trainer.
     pub(super) rows_verdicts: HashMap<String, RowsVerdict>,
+    /// What each rollout's model calls used.
+    pub(super) usage: HashMap<String, RolloutUsage>,
     /// The summary's rows.
     pub(super) rows: BTreeMap<TrainingKey, TrainingCounts>,
     /// The timeline's rows, in (resolution, time) order.

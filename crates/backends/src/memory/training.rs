@@ -1,5 +1,5 @@
-//! The in-memory backend's training summary: the rollouts' final rewards,
-//! and the summary's rows, the timeline's and the measures'
+//! The in-memory backend's training summary: the rollouts' final rewards
+//! and usage, and the summary's rows, the timeline's and the measures'
 //! (`TrainingReads`, and their apply step).
 
 use std::collections::{BTreeMap, HashMap};
@@ -11,6 +11,7 @@ use lightning_store_core::error::StoreResult;
 use lightning_store_core::model::Timestamp;
 use lightning_store_core::query::TimeRange;
 use lightning_store_core::storage::{TrainingReads, WriteSet};
+use lightning_store_core::training::usage::RolloutUsage;
 use lightning_store_core::training::{
     MeasureRow, PeriodKey, PeriodRow, Resolution, RolloutReward, RowsVerdict, Summed, TrainingRow,
 };
@@ -18,7 +19,7 @@ use lightning_store_core::training::{
 impl State {
     /// Stores the write set's rewards (unless a stored one comes later),
     /// model versions (unless one is stored) and verdicts, and adds its
-    /// deltas to the summary's rows.
+    /// usage to the rollouts' and its deltas to the summary's rows.
     pub(super) fn apply_training(&mut self, writes: &mut WriteSet) {
         let training = &mut self.training;
         for (rollout_id, reward) in writes.rewards.drain(..) {
@@ -42,14 +43,19 @@ impl State {
                 None => training.rows_verdicts.remove(&rollout_id),
             };
         }
+        for (rollout_id, usage) in writes.usage.drain(..) {
+            training.usage.entry(rollout_id).or_default().add(usage);
+        }
         add_deltas(&mut training.rows, writes.training.rows());
         add_deltas(&mut training.periods, writes.training.periods());
         add_deltas(&mut training.measures, writes.training.measures());
     }
 
-    /// Forgets a deleted rollout's reward, model version and verdict.
+    /// Forgets a deleted rollout's reward, model version, verdict and
+    /// usage.
     pub(super) fn forget_training(&mut self, rollout_id: &str) {
         self.training.rewards.remove(rollout_id);
+        self.training.usage.remove(rollout_id);
         self.training.model_versions.remove(rollout_id);
         self.training.rows_verdicts.remove(rollout_id);
     }
@@ -97,6 +103,10 @@ impl TrainingReads for MemoryTx<'_> {
         rollout_ids: &[&str],
     ) -> StoreResult<Vec<(String, RowsVerdict)>> {
         Ok(of_rollouts(&self.state.training.rows_verdicts, rollout_ids))
+    }
+
+    async fn usage(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, RolloutUsage)>> {
+        Ok(of_rollouts(&self.state.training.usage, rollout_ids))
     }
 
     async fn training_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<TrainingRow>> {

@@ -36,11 +36,12 @@ macro_rules! event_columns {
 
 /// The tables that hold a rollout's rows, deleted with it (the rollout's
 /// own row last).
-const ROLLOUT_TABLES: [&str; 10] = [
+const ROLLOUT_TABLES: [&str; 11] = [
     "spans",
     "rollout_rewards",
     "rollout_model_versions",
     "rollout_rows_verdicts",
+    "rollout_usage",
     "rollout_spans",
     "attempts",
     "queue",

@@ -2,7 +2,9 @@
 //! write set's batch, [`add`]): each rollout's final reward in
 //! `rollout_rewards`, the model version of each 1.x rollout's first model
 //! call in `rollout_model_versions`, what each judged 1.x rollout gave its
-//! trainer in `rollout_rows_verdicts`, and the summary's rows in
+//! trainer in `rollout_rows_verdicts`, what each rollout's model calls
+//! used in `rollout_usage` (migrations `*_rollout_usage.sql`), and the
+//! summary's rows in
 //! `training_summary`, to which the write set's deltas are added
 //! (migrations `*_training.sql`, `*_training_rows.sql`).
 //! On a shared database each connection adds to its own shard of a row
@@ -16,6 +18,7 @@ use std::sync::LazyLock;
 use async_trait::async_trait;
 
 use super::batch::{Batch, insert_into, upsert};
+use super::codec::corrupt;
 use super::connection::Connection;
 use super::query::Builder;
 use super::statement::{Row, Statement};
@@ -25,6 +28,7 @@ use lightning_store_core::model::Timestamp;
 use lightning_store_core::query::TimeRange;
 use lightning_store_core::storage::{TrainingReads, WriteSet};
 use lightning_store_core::training::measure::{Measure, MeasureCounts};
+use lightning_store_core::training::usage::RolloutUsage;
 use lightning_store_core::training::{
     MeasureKey, MeasureRow, NoRowsReasons, PeriodKey, PeriodRow, PolicyVersion, Resolution,
     RolloutReward, RowsVerdict, TrainingCounts, TrainingKey, TrainingRow,
@@ -142,6 +146,28 @@ static ADD_ON_CONFLICT: LazyLock<[String; 3]> = LazyLock::new(|| {
     ]
 });
 
+/// The count columns of `rollout_usage` ([`RolloutUsage`]).
+const USAGE_COUNTS: [&str; 5] = [
+    "calls",
+    "latency_ms",
+    "reported",
+    "prompt_tokens",
+    "response_tokens",
+];
+
+/// The tail of the upsert adding new calls' usage to a rollout's (one row
+/// per rollout: only its own calls write it, so it needs no shards).
+static ADD_USAGE: LazyLock<String> = LazyLock::new(|| {
+    let added: Vec<String> = USAGE_COUNTS
+        .iter()
+        .map(|count| format!("{count} = rollout_usage.{count} + excluded.{count}"))
+        .collect();
+    format!(
+        " ON CONFLICT (rollout_id) DO UPDATE SET {}",
+        added.join(", ")
+    )
+});
+
 /// The statements reading the summary's rows, each summed over its shards
 /// (of one mode, or of every mode).
 static SUMMARY_ROWS: LazyLock<[String; 2]> = LazyLock::new(|| {
@@ -158,18 +184,57 @@ static SUMMARY_ROWS: LazyLock<[String; 2]> = LazyLock::new(|| {
     })
 });
 
-/// The statements reading the measures' rows, each summed over its shards
-/// (of one mode, or of every mode).
-static MEASURE_ROWS: LazyLock<[String; 2]> = LazyLock::new(|| {
-    [" WHERE mode = $1", ""].map(|filter| {
+/// The statements reading the measures' rows (of one mode, or of every
+/// mode), one result row per (version, mode, measure) holding its bins as
+/// text (`bin measured total` triples, see [`measured_bins`]): a realistic
+/// spread gives each tens of bins, and a result row costs the driver far
+/// more than its bytes. The first pair sums each row's shards (a shared
+/// database); the second reads the rows as they are, where one writer
+/// keeps one row per key (SQLite: grouping them costs more than the rest
+/// of the read, docs/performance.md#measures-in-rows-of-their-own).
+static MEASURE_ROWS: LazyLock<[[String; 2]; 2]> = LazyLock::new(|| {
+    let bins = "string_agg(bin || ' ' || measured || ' ' || total, ' ')";
+    let sharded = [" WHERE mode = $1", ""].map(|filter| {
         format!(
-            "SELECT version, mode, measure, bin, {summed} FROM training_measures{filter} \
-             GROUP BY version, mode, measure, bin {having}",
-            summed = MEASURES.summed(),
+            "SELECT version, mode, measure, {bins} \
+             FROM (SELECT version, mode, measure, bin, \
+             CAST(SUM(measured) AS BIGINT) AS measured, CAST(SUM(total) AS BIGINT) AS total \
+             FROM training_measures{filter} GROUP BY version, mode, measure, bin {having}) \
+             counted GROUP BY version, mode, measure",
             having = MEASURES.counting_something(),
         )
-    })
+    });
+    let single = [" AND mode = $1", ""].map(|filter| {
+        format!(
+            "SELECT version, mode, measure, {bins} FROM training_measures \
+             WHERE (measured <> 0 OR total <> 0){filter} GROUP BY version, mode, measure"
+        )
+    });
+    [sharded, single]
 });
+
+/// Reads the bins [`MEASURE_ROWS`] aggregates: `(bin, counts)` of each
+/// `bin measured total` triple.
+fn measured_bins(text: &str) -> StoreResult<Vec<(i64, MeasureCounts)>> {
+    let numbers = text
+        .split_ascii_whitespace()
+        .map(str::parse::<i64>)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| corrupt("measure bins", error))?;
+    if numbers.len() % 3 != 0 {
+        return Err(corrupt("measure bins", "not triples"));
+    }
+    Ok(numbers
+        .chunks_exact(3)
+        .map(|triple| {
+            let counts = MeasureCounts {
+                values: triple[1],
+                total: triple[2],
+            };
+            (triple[0], counts)
+        })
+        .collect())
+}
 
 /// On a shared database: the statements folding the shards of the
 /// summary's rows, the timeline's and the measures' into shard 0
@@ -204,6 +269,7 @@ pub(super) struct TrainingRows<'w> {
     rewards: Vec<(&'w String, &'w RolloutReward)>,
     model_versions: Vec<(&'w String, &'w i64)>,
     verdicts: Vec<(&'w String, &'w RowsVerdict)>,
+    usage: Vec<(&'w String, &'w RolloutUsage)>,
     /// The rollouts whose verdict is dropped.
     dropped_verdicts: Vec<&'w str>,
     /// The summary's deltas, each with its version as stored.
@@ -223,6 +289,7 @@ impl<'w> TrainingRows<'w> {
                 .iter()
                 .filter_map(|(rollout_id, verdict)| Some((rollout_id, verdict.as_ref()?)))
                 .collect(),
+            usage: writes.usage.iter().collect(),
             dropped_verdicts: writes
                 .rows_verdicts
                 .iter()
@@ -246,7 +313,8 @@ impl<'w> TrainingRows<'w> {
 
 /// Adds the rewards (each unless the stored one comes later), the model
 /// versions (each unless the rollout has one), the verdicts (and their
-/// deletions) and the summary's deltas to `batch`.
+/// deletions), the usage (added to the stored) and the summary's deltas
+/// to `batch`.
 pub(super) fn add<'a>(batch: &mut Batch<'a>, rows: &'a TrainingRows<'a>) {
     for part in rows.dropped_verdicts.chunks(batch.dialect().max_params) {
         batch.add(part.len(), |b| {
@@ -291,6 +359,25 @@ pub(super) fn add<'a>(batch: &mut Batch<'a>, rows: &'a TrainingRows<'a>) {
                 rollout_id.as_str().into(),
                 verdict.rows.into(),
                 verdict.reasons.bits().into(),
+            ]
+        },
+    );
+    upsert(
+        batch,
+        &rows.usage,
+        insert_into!(
+            "rollout_usage",
+            "rollout_id, calls, latency_ms, reported, prompt_tokens, response_tokens"
+        ),
+        &ADD_USAGE,
+        |(rollout_id, usage)| {
+            [
+                rollout_id.as_str().into(),
+                usage.calls.into(),
+                usage.latency_ms.into(),
+                usage.reported.into(),
+                usage.prompt_tokens.into(),
+                usage.response_tokens.into(),
             ]
         },
     );
@@ -441,6 +528,28 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
             .collect()
     }
 
+    async fn usage(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, RolloutUsage)>> {
+        let rows = self
+            .rows_of_rollouts(
+                "rollout_usage",
+                USAGE_COUNTS.join(", ").as_str(),
+                rollout_ids,
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let usage = RolloutUsage {
+                    calls: row.int(1)?,
+                    latency_ms: row.int(2)?,
+                    reported: row.int(3)?,
+                    prompt_tokens: row.int(4)?,
+                    response_tokens: row.int(5)?,
+                };
+                Ok((row.text(0)?, usage))
+            })
+            .collect()
+    }
+
     async fn training_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<TrainingRow>> {
         let statement = match mode {
             Some(mode) => Statement::new(&SUMMARY_ROWS[0]).bind(mode),
@@ -465,30 +574,30 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
     }
 
     async fn measure_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<MeasureRow>> {
+        let statements = &MEASURE_ROWS[usize::from(!C::DIALECT.shared)];
         let statement = match mode {
-            Some(mode) => Statement::new(&MEASURE_ROWS[0]).bind(mode),
-            None => Statement::new(&MEASURE_ROWS[1]),
+            Some(mode) => Statement::new(&statements[0]).bind(mode),
+            None => Statement::new(&statements[1]),
         };
         let rows = self.read(statement).await?;
-        let mut measured = Vec::with_capacity(rows.len());
+        let mut measured = Vec::with_capacity(rows.len() * 20);
         for row in &rows {
             // A measure this version does not know (written by a newer
             // replica sharing the database) is left out.
             let Some(measure) = Measure::from_code(row.int(2)?) else {
                 continue;
             };
-            measured.push(MeasureRow {
-                key: MeasureKey {
-                    version: PolicyVersion::from_stored(&row.text(0)?),
-                    mode: row.text(1)?,
+            let version = PolicyVersion::from_stored(&row.text(0)?);
+            let mode = row.text(1)?;
+            for (bin, counts) in measured_bins(&row.text(3)?)? {
+                let key = MeasureKey {
+                    version: version.clone(),
+                    mode: mode.clone(),
                     measure,
-                    bin: row.int(3)?,
-                },
-                counts: MeasureCounts {
-                    values: row.int(4)?,
-                    total: row.int(5)?,
-                },
-            });
+                    bin,
+                };
+                measured.push(MeasureRow { key, counts });
+            }
         }
         Ok(measured)
     }
@@ -533,6 +642,17 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn measured_bins_read_the_triples_of_the_aggregated_text() {
+        let counts = |values, total| MeasureCounts { values, total };
+        assert_eq!(
+            measured_bins("60 2 2000 -1 1 0").unwrap(),
+            [(60, counts(2, 2000)), (-1, counts(1, 0))]
+        );
+        assert!(measured_bins("60 2").is_err());
+        assert!(measured_bins("60 x 1").is_err());
+    }
 
     #[test]
     fn reward_keys_order_as_the_rewards_and_give_them_back() {

@@ -68,7 +68,8 @@ pub enum ClientCommand {
     /// Shows reward by policy version: for each resources version (or
     /// agent-lightning 1.x model version) and mode, the rollouts that ended
     /// as succeeded or failed, the success rate, the reward's mean and
-    /// percentiles, and how long the rollouts took.
+    /// percentiles, how long the rollouts took, their tokens and their
+    /// model calls' latency.
     Training(WithOptions<TrainingArgs>),
     /// Enqueues a rollout and prints it.
     Enqueue(WithOptions<EnqueueArgs>),

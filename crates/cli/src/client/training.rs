@@ -2,8 +2,8 @@
 //! version (`GetTrainingSummary`): for each resources version and mode,
 //! the rollouts that ended, how many succeeded, and their reward's mean and
 //! percentiles, and the training rows the 1.x trainer builds from them
-//! (with the rollouts that give none, by reason), and how long the
-//! rollouts took; with `--over-time`, the
+//! (with the rollouts that give none, by reason), how long the rollouts
+//! took, their tokens and their model calls' latency; with `--over-time`, the
 //! reward by the minute or hour the rollouts ended in (`GetRewardTimeline`).
 
 use serde_json::{Value, json};
@@ -94,13 +94,17 @@ fn object<const N: usize>(fields: [(&str, Value); N]) -> serde_json::Map<String,
         .collect()
 }
 
+/// What follows a row's numbers: a JSON field, and its cell (`None` for a
+/// field shown in the cell of another).
+type After = (&'static str, Value, Option<String>);
+
 /// One row to print: its naming fields as JSON and as cells, its numbers,
-/// and what follows them (each a JSON field and its cell).
+/// and what follows them.
 struct Line {
     named: serde_json::Map<String, Value>,
     cells: Vec<String>,
     stats: Stats,
-    after: Vec<(&'static str, Value, String)>,
+    after: Vec<After>,
 }
 
 /// Prints `rows` as JSON or as a table headed by `headers`, the numbers'
@@ -132,7 +136,7 @@ fn print(json: bool, headers: &[&str], after: &[&str], rows: Vec<Line>) -> Clien
     let mut table = list_table(&headers);
     for line in rows {
         let mut cells = line.stats.cells(line.cells);
-        cells.extend(line.after.into_iter().map(|(_, _, cell)| cell));
+        cells.extend(line.after.into_iter().filter_map(|(_, _, cell)| cell));
         table.add_row(cells);
     }
     out!("{}", render(table));
@@ -142,7 +146,7 @@ fn print(json: bool, headers: &[&str], after: &[&str], rows: Vec<Line>) -> Clien
 /// What a version's 1.x rollouts gave their trainer: the training rows,
 /// the rollouts without any, and those by reason (`reason: n`), as JSON
 /// fields and cells.
-fn rows_given(v: &pb::VersionSummary) -> Vec<(&'static str, Value, String)> {
+fn rows_given(v: &pb::VersionSummary) -> Vec<After> {
     let reasons: Vec<(String, i64)> = v
         .without_rows_by_reason
         .iter()
@@ -164,42 +168,81 @@ fn rows_given(v: &pb::VersionSummary) -> Vec<(&'static str, Value, String)> {
         (
             "training_rows",
             json!(v.training_rows),
-            v.training_rows.to_string(),
+            Some(v.training_rows.to_string()),
         ),
         (
             "rollouts_without_rows",
             json!(v.rollouts_without_rows),
-            v.rollouts_without_rows.to_string(),
+            Some(v.rollouts_without_rows.to_string()),
         ),
         (
             "without_rows_by_reason",
             Value::Object(by_reason),
-            or_dash(Some(why.as_str()).filter(|why| !why.is_empty())),
+            Some(or_dash(Some(why.as_str()).filter(|why| !why.is_empty()))),
         ),
     ]
 }
 
-/// How long a version's rollouts took, as a JSON field (the
-/// distribution) and a cell (its median and 90th percentile).
-fn durations(v: &pb::VersionSummary) -> (&'static str, Value, String) {
-    let durations = v.duration_seconds.unwrap_or_default();
-    let seconds = |value: Option<f64>| match value {
+/// A distribution as JSON.
+fn distribution_json(d: &pb::Distribution) -> Value {
+    json!({
+        "count": d.count,
+        "mean": d.mean,
+        "p10": d.p10,
+        "p50": d.p50,
+        "p90": d.p90,
+    })
+}
+
+/// A number of seconds as a cell: whole milliseconds under a second.
+fn seconds(value: Option<f64>) -> String {
+    match value {
         None => "-".to_owned(),
         Some(s) if s < 1.0 => format!("{}ms", (s * 1000.0).round()),
         Some(s) => format!("{s}s"),
+    }
+}
+
+/// What a version's rollouts measured, each as a JSON field (the
+/// distribution) and a cell: how long they took and their model calls'
+/// latency (median and 90th percentile), and their tokens (the means of
+/// the prompt's and the response's, to the token).
+fn measures(v: &pb::VersionSummary) -> Vec<After> {
+    let of = |d: Option<pb::Distribution>| d.unwrap_or_default();
+    let (durations, latency) = (of(v.duration_seconds), of(v.model_call_latency_seconds));
+    let (prompt, response) = (of(v.prompt_tokens), of(v.response_tokens));
+    let timed = |d: &pb::Distribution| {
+        Some(match d.count {
+            0 => "-".to_owned(),
+            _ => format!("{}/{}", seconds(d.p50), seconds(d.p90)),
+        })
     };
-    let cell = match durations.count {
+    let tokens = |d: &pb::Distribution| {
+        d.mean
+            .map_or_else(|| "-".to_owned(), |n| n.round().to_string())
+    };
+    let tokens_cell = match prompt.count + response.count {
         0 => "-".to_owned(),
-        _ => format!("{}/{}", seconds(durations.p50), seconds(durations.p90)),
+        _ => format!("{}/{}", tokens(&prompt), tokens(&response)),
     };
-    let json = json!({
-        "count": durations.count,
-        "mean": durations.mean,
-        "p10": durations.p10,
-        "p50": durations.p50,
-        "p90": durations.p90,
-    });
-    ("duration_seconds", json, cell)
+    vec![
+        (
+            "duration_seconds",
+            distribution_json(&durations),
+            timed(&durations),
+        ),
+        (
+            "prompt_tokens",
+            distribution_json(&prompt),
+            Some(tokens_cell),
+        ),
+        ("response_tokens", distribution_json(&response), None),
+        (
+            "model_call_latency_seconds",
+            distribution_json(&latency),
+            timed(&latency),
+        ),
+    ]
 }
 
 pub(super) async fn training(mut s: Session, args: TrainingArgs) -> ClientResult {
@@ -272,11 +315,18 @@ pub(super) async fn training(mut s: Session, args: TrainingArgs) -> ClientResult
                 named,
                 cells,
                 stats: Stats::from(v),
-                after: [rows_given(v), vec![durations(v)]].concat(),
+                after: [rows_given(v), measures(v)].concat(),
             }
         })
         .collect();
-    let after = ["ROWS", "NO ROWS", "WHY NONE", "DURATION P50/P90"];
+    let after = [
+        "ROWS",
+        "NO ROWS",
+        "WHY NONE",
+        "DURATION P50/P90",
+        "MEAN TOKENS IN/OUT",
+        "CALL P50/P90",
+    ];
     print(
         s.json,
         &["VERSION", "RESOURCES", "MODEL", "MODE"],

@@ -65,12 +65,12 @@ struct RowsRow {
     reasons: Vec<Linked>,
 }
 
-/// One row of the durations table: how long a version's rollouts of one
-/// mode took.
-struct DurationsRow {
+/// One row of a measure's table: what a version's rollouts of one mode
+/// measured.
+struct MeasureRow {
     version: String,
     mode: String,
-    /// The rollouts measured.
+    /// The values counted (rollouts, or model calls).
     measured: i64,
     mean: String,
     p10: String,
@@ -78,29 +78,90 @@ struct DurationsRow {
     p90: String,
 }
 
-impl DurationsRow {
-    fn of(summary: &VersionSummary) -> Option<Self> {
-        let Distribution {
-            values,
-            mean,
-            p10,
-            p50,
-            p90,
-        } = summary.measure(Measure::Duration);
-        let shown = |millis: Option<f64>| {
-            millis.map_or_else(
-                || "-".to_owned(),
-                |millis| format::duration(std::time::Duration::from_secs_f64(millis / 1000.0)),
-            )
+/// A table of one measure, by version and mode.
+struct MeasureTable {
+    /// The table's element id.
+    id: &'static str,
+    heading: &'static str,
+    /// What the values are and where they come from.
+    note: &'static str,
+    /// The header of the values counted.
+    counted: &'static str,
+    rows: Vec<MeasureRow>,
+}
+
+impl MeasureTable {
+    /// Returns the table of `measure` over `summaries`, `None` when no
+    /// version has a value of it.
+    fn of(measure: Measure, summaries: &[VersionSummary]) -> Option<Self> {
+        let (id, heading, note, counted) = match measure {
+            Measure::Duration => (
+                "training-durations",
+                "How long rollouts took",
+                "From each rollout's creation to its end: the time the algorithm waited for it, \
+                 its time in the queue and its retries included.",
+                "Rollouts",
+            ),
+            Measure::PromptTokens => (
+                "training-prompt-tokens",
+                "Prompt tokens per rollout",
+                "The prompt tokens of each rollout's model calls, summed: the calls through the \
+                 gateway whose model server reported its usage (agent-lightning 1.x), and the \
+                 spans named like openai.chat.completion with gen_ai.usage attributes (0.x). \
+                 Rollouts none of whose calls reported tokens are not counted.",
+                "Rollouts",
+            ),
+            Measure::ResponseTokens => (
+                "training-response-tokens",
+                "Response tokens per rollout",
+                "The response tokens of the same calls, summed per rollout.",
+                "Rollouts",
+            ),
+            Measure::CallLatency => (
+                "training-call-latency",
+                "Model call latency",
+                "Each model call's time, from the gateway's request to its answer (1.x) or the \
+                 call span's start to its end (0.x). The mean is exact; for the percentiles each \
+                 call is placed at its rollout's mean.",
+                "Calls",
+            ),
         };
-        (values > 0).then(|| Self {
-            version: version_label(summary),
-            mode: mode_label(summary).to_owned(),
-            measured: values,
-            mean: shown(mean),
-            p10: shown(p10),
-            p50: shown(p50),
-            p90: shown(p90),
+        let shown = |value: Option<f64>| match (measure, value) {
+            (_, None) => "-".to_owned(),
+            (Measure::Duration | Measure::CallLatency, Some(millis)) => {
+                format::duration(std::time::Duration::from_secs_f64(millis / 1000.0))
+            }
+            (Measure::PromptTokens | Measure::ResponseTokens, Some(tokens)) => {
+                format::quantity(tokens)
+            }
+        };
+        let rows: Vec<MeasureRow> = summaries
+            .iter()
+            .filter_map(|summary| {
+                let Distribution {
+                    values,
+                    mean,
+                    p10,
+                    p50,
+                    p90,
+                } = summary.measure(measure);
+                (values > 0).then(|| MeasureRow {
+                    version: version_label(summary),
+                    mode: mode_label(summary).to_owned(),
+                    measured: values,
+                    mean: shown(mean),
+                    p10: shown(p10),
+                    p50: shown(p50),
+                    p90: shown(p90),
+                })
+            })
+            .collect();
+        (!rows.is_empty()).then_some(Self {
+            id,
+            heading,
+            note,
+            counted,
+            rows,
         })
     }
 }
@@ -111,8 +172,9 @@ struct TrainingPage {
     rows: Vec<Row>,
     /// The versions whose rollouts were judged (1.x).
     rows_given: Vec<RowsRow>,
-    /// The versions whose rollouts' durations are counted.
-    durations: Vec<DurationsRow>,
+    /// A table per measure some version's rollouts have values of, in the
+    /// order of [`Measure::ALL`].
+    measures: Vec<MeasureTable>,
     /// The chart by version, when a train or val rollout has a reward.
     chart: Option<String>,
     /// The chart over time, likewise.
@@ -365,12 +427,15 @@ pub async fn render(sources: &Sources, compare: &CompareQuery) -> Result<Rendere
             }
         })
         .collect();
-    let durations = summaries.iter().filter_map(DurationsRow::of).collect();
+    let measures = Measure::ALL
+        .into_iter()
+        .filter_map(|measure| MeasureTable::of(measure, &summaries))
+        .collect();
     let comparison = comparison::render(sources, compare, &summaries).await?;
     let page = TrainingPage {
         rows,
         rows_given,
-        durations,
+        measures,
         chart,
         timeline_chart,
         timeline_minutes: timeline.resolution == Resolution::Minute,

@@ -10,6 +10,7 @@
 use super::records::Agl1Event;
 use crate::error::{StoreError, StoreResult};
 use crate::model::Json;
+use crate::training::usage::ModelCall;
 
 /// The event type the gateway records for every model call.
 pub const MODEL_REQUEST: &str = "model_request";
@@ -327,6 +328,25 @@ pub fn model_version(data: &str) -> Option<i64> {
         .as_ref()
         .and_then(Json::as_i64)
         .or_else(server_version)
+}
+
+/// Returns what the call a model request records used, from its data (a
+/// JSON object's text): its `latency_ms` and its `usage`. Reads those two
+/// fields only; data that is not an object records a call of no latency
+/// and no tokens.
+pub fn model_call(data: &str) -> ModelCall {
+    #[derive(serde::Deserialize)]
+    struct Used {
+        latency_ms: Option<Json>,
+        usage: Option<Json>,
+    }
+    match serde_json::from_str::<Used>(data) {
+        Ok(used) => ModelCall::of_model_request(
+            used.latency_ms.as_ref().and_then(Json::as_f64),
+            used.usage.as_ref(),
+        ),
+        Err(_) => ModelCall::default(),
+    }
 }
 
 /// Returns the triplet view of a reward: its value, and its source and

@@ -7,6 +7,7 @@ use super::super::error::echo;
 /// attempt: the digest of its event type and data.
 pub use super::super::idempotency::IdempotencyKey;
 use super::super::model::{Json, Rollout, RolloutMode, RolloutStatus, Timestamp};
+use super::super::training::usage::ModelCall;
 
 /// The attempt a 1.x rollout runs when nobody named one (upstream's
 /// `DEFAULT_ATTEMPT_ID`).
@@ -318,6 +319,10 @@ pub struct NewAgl1Event {
     /// knows it (the gateway); `None` for other events, or to have it read
     /// from the data when needed ([`super::events::model_version`]).
     pub model_version: Option<i64>,
+    /// What a model request's call used, when the caller knows it (the
+    /// gateway); `None` for other events, or to have it read from the data
+    /// ([`super::events::model_call`]).
+    pub call: Option<ModelCall>,
     /// The client's `Idempotency-Key` with a digest of its request: a
     /// repeated key returns the event first recorded under it.
     pub idempotency: Option<IdempotencyKey>,

@@ -117,6 +117,7 @@ mod tests {
                     data,
                     has_routed_experts: false,
                     model_version: None,
+                    call: None,
                 },
             },
             done: oneshot::channel().0,

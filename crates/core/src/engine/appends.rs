@@ -254,6 +254,12 @@ impl Engine {
         {
             tx.offer_model_version(&event.rollout_id, model_version);
         }
+        if event.event_type == MODEL_REQUEST {
+            let call = new
+                .call
+                .unwrap_or_else(|| agl1::events::model_call(&event.data));
+            tx.offer_call(&event.rollout_id, call);
+        }
         tx.agl1().events.push(EventWrite {
             event: event.clone(),
             key: new.idempotency,

@@ -14,6 +14,7 @@ use super::super::retention::span_size;
 use super::super::reward;
 use super::super::storage::Access;
 use super::super::training::RolloutReward;
+use super::super::trajectory;
 use super::tx::{self, Tx};
 
 use super::runner::{Engine, Scan};
@@ -268,6 +269,9 @@ async fn store_spans(
             .and_then(|reward| RolloutReward::new(span.sequence_id, reward.value()))
         {
             tx.offer_reward(&span.rollout_id, reward);
+        }
+        if let Some(call) = trajectory::agl0::model_call(span) {
+            tx.offer_call(&span.rollout_id, call);
         }
     }
     for group in groups {

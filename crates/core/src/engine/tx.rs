@@ -17,6 +17,7 @@ use super::super::overview;
 use super::super::ownership;
 use super::super::storage::agl1::Agl1Writes;
 use super::super::storage::{Access, Held, StoreTx, WriteSet};
+use super::super::training::usage::{ModelCall, RolloutUsage};
 use super::super::training::{self, Facts, RolloutReward, RowsVerdict};
 
 /// One engine transaction.
@@ -51,6 +52,9 @@ pub(super) struct Tx<'a> {
     /// What each 1.x rollout that ended in this transaction gave its
     /// trainer.
     judged: HashMap<String, RowsVerdict>,
+    /// What the model calls each rollout's new spans or events record
+    /// used, added to the stored usage at commit.
+    offered_usage: HashMap<String, RolloutUsage>,
 }
 
 impl<'a> Tx<'a> {
@@ -67,6 +71,7 @@ impl<'a> Tx<'a> {
             offered_rewards: HashMap::new(),
             offered_versions: HashMap::new(),
             judged: HashMap::new(),
+            offered_usage: HashMap::new(),
         }
     }
 
@@ -93,6 +98,20 @@ impl<'a> Tx<'a> {
             .or_insert(model_version);
     }
 
+    /// Offers a model call a new span or event of the rollout records: at
+    /// commit, what it used adds to the rollout's usage (see
+    /// [`crate::training::usage`]).
+    pub fn offer_call(&mut self, rollout_id: &str, call: ModelCall) {
+        match self.offered_usage.get_mut(rollout_id) {
+            Some(usage) => usage.add_call(call),
+            None => {
+                let mut usage = RolloutUsage::default();
+                usage.add_call(call);
+                self.offered_usage.insert(rollout_id.to_owned(), usage);
+            }
+        }
+    }
+
     /// Records what a 1.x rollout ending in this transaction gave its
     /// trainer (see [`crate::training::RowsVerdict`]): it counts under it
     /// at commit.
@@ -102,11 +121,12 @@ impl<'a> Tx<'a> {
 
     /// Adds to the write set what the transaction changes in the training
     /// summary ([`crate::training`]): for each rollout it wrote, deleted or
-    /// offered a reward or a model version for, what it counted for before
-    /// against what it counts for now, the rewards that became final, the
-    /// model versions offered and the rollouts judged. Reads the stored
-    /// rewards only of the rollouts that counted or count (a rollout that
-    /// ends, or one ended whose reward arrives), their stored model
+    /// offered a reward, a model version or a model call for, what it
+    /// counted for before against what it counts for now, the rewards that
+    /// became final, the model versions and the usage offered and the
+    /// rollouts judged. Reads the stored rewards and usage only of the
+    /// rollouts that counted or count (a rollout that ends, or one ended
+    /// whose reward or call arrives), their stored model
     /// versions only when they have no resources id (as 1.x rollouts), their
     /// verdicts only when they also counted before (a rollout that stops
     /// counting loses its verdict), and the rollouts the transaction wrote
@@ -120,6 +140,7 @@ impl<'a> Tx<'a> {
             .chain(deleted.iter())
             .chain(self.offered_rewards.keys())
             .chain(self.offered_versions.keys())
+            .chain(self.offered_usage.keys())
             .chain(self.judged.keys())
             .map(String::as_str)
             .collect();
@@ -164,11 +185,14 @@ impl<'a> Tx<'a> {
             .filter(|(_, was, is)| counts(was) || counts(is))
             .map(|&(rollout_id, _, _)| rollout_id)
             .collect();
-        let stored: HashMap<String, RolloutReward> = if counting.is_empty() {
-            HashMap::new()
-        } else {
-            self.store.rewards(&counting).await?.into_iter().collect()
-        };
+        let (stored, stored_usage): (HashMap<String, RolloutReward>, HashMap<_, _>) =
+            if counting.is_empty() {
+                (HashMap::new(), HashMap::new())
+            } else {
+                let rewards = self.store.rewards(&counting).await?;
+                let usage = self.store.usage(&counting).await?;
+                (rewards.into_iter().collect(), usage.into_iter().collect())
+            };
         // Only a rollout without a resources id counts under a model version.
         let unversioned: Vec<_> = changes
             .iter()
@@ -206,7 +230,14 @@ impl<'a> Tx<'a> {
         let mut rewards = std::mem::take(&mut self.writes.rewards);
         let model_versions = &mut self.writes.model_versions;
         let verdicts = &mut self.writes.rows_verdicts;
+        let usages = &mut self.writes.usage;
         for (rollout_id, was, is) in changes {
+            let old_usage = stored_usage.get(rollout_id).copied().unwrap_or_default();
+            let offered_usage = self.offered_usage.get(rollout_id).copied();
+            if let (Some(offered), false) = (offered_usage, deleted.contains(rollout_id)) {
+                usages.insert(rollout_id.to_owned(), offered);
+            }
+            let new_usage = old_usage.plus(offered_usage.unwrap_or_default());
             let old_verdict = stored_verdicts.get(rollout_id).copied();
             let judged = self.judged.get(rollout_id).copied();
             let stops_counting = !is.is_some_and(training::counts);
@@ -241,11 +272,13 @@ impl<'a> Tx<'a> {
                 reward: old.copied(),
                 model_version: old_version,
                 verdict: old_verdict,
+                usage: old_usage,
             };
             let after = Facts {
                 reward: new.copied(),
                 model_version: new_version,
                 verdict: judged.or(old_verdict),
+                usage: new_usage,
             };
             deltas.moved(
                 was.and_then(|r| training::contribution(r, before)),

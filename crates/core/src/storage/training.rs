@@ -15,9 +15,12 @@
 //! * A verdict written for a rollout
 //!   ([`WriteSet::rows_verdicts`](super::WriteSet::rows_verdicts))
 //!   replaces the stored one; `None` deletes it.
-//! * Deleting a rollout deletes its reward, its model version and its
-//!   verdict; the summary's rows change only by the deltas the write set
-//!   gives.
+//! * What a rollout's calls used, written
+//!   ([`WriteSet::usage`](super::WriteSet::usage)), is added to what it
+//!   stored.
+//! * Deleting a rollout deletes its reward, its model version, its
+//!   verdict and its usage; the summary's rows change only by the deltas
+//!   the write set gives.
 //! * [`TrainingReads::training_rows`], [`TrainingReads::measure_rows`] and
 //!   [`TrainingReads::timeline_rows`] read the rows whose counts are not
 //!   all zero, costing what they return, not the rollouts counted.
@@ -26,6 +29,7 @@ use async_trait::async_trait;
 
 use crate::error::StoreResult;
 use crate::query::TimeRange;
+use crate::training::usage::RolloutUsage;
 use crate::training::{MeasureRow, PeriodRow, Resolution, RolloutReward, RowsVerdict, TrainingRow};
 
 /// The reads of the training summary.
@@ -43,6 +47,9 @@ pub trait TrainingReads: Send {
         &mut self,
         rollout_ids: &[&str],
     ) -> StoreResult<Vec<(String, RowsVerdict)>>;
+    /// Returns what the model calls of those of `rollout_ids` that made
+    /// one used, in no particular order.
+    async fn usage(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, RolloutUsage)>>;
     /// Returns the summary's rows (of `mode` only, when given), each with
     /// the number of the resources version it names when the store holds
     /// it (its place in the resources' creation order, from 1), in no

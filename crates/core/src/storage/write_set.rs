@@ -10,6 +10,7 @@ use super::agl1::Agl1Writes;
 use crate::events::Event;
 use crate::idempotency::RememberedRequest;
 use crate::model::{Attempt, ResourcesUpdate, Rollout, Timestamp, Worker, WorkerSession};
+use crate::training::usage::RolloutUsage;
 use crate::training::{RolloutReward, RowsVerdict, TrainingDeltas};
 
 /// A rollout to insert or replace, with when the watchdog must next look at
@@ -70,6 +71,9 @@ pub struct WriteSet {
     /// rollout id; `None` drops a rollout's verdict, as it stopped counting
     /// (see [`super::training`]).
     pub rows_verdicts: IndexMap<String, Option<RowsVerdict>>,
+    /// What rollouts' new model calls used, keyed by rollout id: added to
+    /// what the rollout's stored calls used (see [`super::training`]).
+    pub usage: IndexMap<String, RolloutUsage>,
     /// Changes of the training summary's rows, added to them.
     pub training: TrainingDeltas,
     /// A backend that keeps the summary's rows in shards (a shared
@@ -113,6 +117,7 @@ impl WriteSet {
             && self.rewards.is_empty()
             && self.model_versions.is_empty()
             && self.rows_verdicts.is_empty()
+            && self.usage.is_empty()
             && self.training.is_empty()
             && !self.fold_training_shards
             && self.events.is_empty()

@@ -22,6 +22,7 @@ use super::attributes;
 use super::chat::{self, ChatCall};
 use super::records::ChatMessage;
 use crate::model::{AttributeValue, Json, Span};
+use crate::training::usage::{ModelCall, Tokens};
 
 /// The default `llm_call_match` (`openai\.chat\.completion`, a regex
 /// search for this literal text).
@@ -56,6 +57,39 @@ const COMPLETION_KEYS: &[&str] = &[
     "agentlightning.operation.output.choices",
     "llm.output_messages",
 ];
+
+/// The attributes a call span's prompt tokens are read from, in order
+/// (AgentOps writes `prompt_tokens`, newer OpenTelemetry conventions
+/// `input_tokens`).
+const PROMPT_TOKENS_KEYS: &[&str] = &["gen_ai.usage.prompt_tokens", "gen_ai.usage.input_tokens"];
+/// The attributes its response tokens are read from, in order.
+const RESPONSE_TOKENS_KEYS: &[&str] = &[
+    "gen_ai.usage.completion_tokens",
+    "gen_ai.usage.output_tokens",
+];
+
+/// Returns the model call a span records, for the training summary's
+/// usage ([`crate::training::usage`]): its start to its end, and the token
+/// counts its tracer recorded, if any; `None` when the span is not named
+/// like a call ([`LLM_CALL_MATCH`], as the triplets find calls).
+pub fn model_call(span: &Span) -> Option<ModelCall> {
+    if !span.name.contains(LLM_CALL_MATCH) {
+        return None;
+    }
+    let latency_ms = match (span.start_time, span.end_time) {
+        (Some(start), Some(end)) => (end.0 - start.0).max(0) / 1_000_000,
+        _ => 0,
+    };
+    let count = |keys: &[&str]| {
+        keys.iter()
+            .find_map(|key| match attributes::get(span, key)? {
+                AttributeValue::Int(count) => Some(*count),
+                _ => None,
+            })
+    };
+    let tokens = Tokens::reported(count(PROMPT_TOKENS_KEYS), count(RESPONSE_TOKENS_KEYS));
+    Some(ModelCall { latency_ms, tokens })
+}
 
 /// One node of the trace tree: a span, or a virtual one.
 struct Node<'a> {
@@ -504,6 +538,56 @@ mod tests {
                 AttributeValue::Double(value),
             )],
         )
+    }
+
+    #[test]
+    fn a_call_is_a_span_named_like_one_with_its_tracers_token_counts() {
+        let timed = |millis: i64| {
+            span(
+                "c",
+                None,
+                5_000_000_000,
+                5_000_000_000 + millis * 1_000_000 + 999_999,
+            )
+        };
+        let int = AttributeValue::Int;
+        let agentops = with(
+            timed(1_250),
+            LLM_CALL_MATCH,
+            vec![
+                ("gen_ai.usage.prompt_tokens", int(120)),
+                ("gen_ai.usage.completion_tokens", int(30)),
+            ],
+        );
+        let tokens = |prompt, response| Some(Tokens { prompt, response });
+        assert_eq!(
+            model_call(&agentops),
+            Some(ModelCall {
+                latency_ms: 1_250,
+                tokens: tokens(120, 30),
+            })
+        );
+        let semconv = with(
+            timed(7),
+            "openai.chat.completion.create",
+            vec![
+                ("gen_ai.usage.input_tokens", int(9)),
+                ("gen_ai.usage.output_tokens", int(4)),
+            ],
+        );
+        assert_eq!(model_call(&semconv).unwrap().tokens, tokens(9, 4));
+        let untold = with(
+            timed(7),
+            LLM_CALL_MATCH,
+            vec![("gen_ai.usage.prompt_tokens", s("9"))],
+        );
+        assert_eq!(model_call(&untold).unwrap().tokens, None);
+        let step = with(
+            timed(7),
+            "agent.step",
+            vec![("gen_ai.usage.prompt_tokens", int(9))],
+        );
+        assert_eq!(model_call(&step), None);
     }
 
     #[test]

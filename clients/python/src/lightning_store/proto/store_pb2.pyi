@@ -230,7 +230,7 @@ class GetTrainingSummaryResponse(_message.Message):
     def __init__(self, versions: _Optional[_Iterable[_Union[VersionSummary, _Mapping]]] = ...) -> None: ...
 
 class VersionSummary(_message.Message):
-    __slots__ = ("resources_id", "model_version", "version", "mode", "rollouts", "succeeded", "rewarded", "reward_mean", "reward_p10", "reward_p50", "reward_p90", "training_rows", "rollouts_without_rows", "without_rows_by_reason", "duration_seconds")
+    __slots__ = ("resources_id", "model_version", "version", "mode", "rollouts", "succeeded", "rewarded", "reward_mean", "reward_p10", "reward_p50", "reward_p90", "training_rows", "rollouts_without_rows", "without_rows_by_reason", "duration_seconds", "prompt_tokens", "response_tokens", "model_call_latency_seconds")
     RESOURCES_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -246,6 +246,9 @@ class VersionSummary(_message.Message):
     ROLLOUTS_WITHOUT_ROWS_FIELD_NUMBER: _ClassVar[int]
     WITHOUT_ROWS_BY_REASON_FIELD_NUMBER: _ClassVar[int]
     DURATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_CALL_LATENCY_SECONDS_FIELD_NUMBER: _ClassVar[int]
     resources_id: str
     model_version: int
     version: int
@@ -261,7 +264,10 @@ class VersionSummary(_message.Message):
     rollouts_without_rows: int
     without_rows_by_reason: _containers.RepeatedCompositeFieldContainer[NoRowsCount]
     duration_seconds: Distribution
-    def __init__(self, resources_id: _Optional[str] = ..., model_version: _Optional[int] = ..., version: _Optional[int] = ..., mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., rollouts: _Optional[int] = ..., succeeded: _Optional[int] = ..., rewarded: _Optional[int] = ..., reward_mean: _Optional[float] = ..., reward_p10: _Optional[float] = ..., reward_p50: _Optional[float] = ..., reward_p90: _Optional[float] = ..., training_rows: _Optional[int] = ..., rollouts_without_rows: _Optional[int] = ..., without_rows_by_reason: _Optional[_Iterable[_Union[NoRowsCount, _Mapping]]] = ..., duration_seconds: _Optional[_Union[Distribution, _Mapping]] = ...) -> None: ...
+    prompt_tokens: Distribution
+    response_tokens: Distribution
+    model_call_latency_seconds: Distribution
+    def __init__(self, resources_id: _Optional[str] = ..., model_version: _Optional[int] = ..., version: _Optional[int] = ..., mode: _Optional[_Union[_types_pb2.RolloutMode, str]] = ..., rollouts: _Optional[int] = ..., succeeded: _Optional[int] = ..., rewarded: _Optional[int] = ..., reward_mean: _Optional[float] = ..., reward_p10: _Optional[float] = ..., reward_p50: _Optional[float] = ..., reward_p90: _Optional[float] = ..., training_rows: _Optional[int] = ..., rollouts_without_rows: _Optional[int] = ..., without_rows_by_reason: _Optional[_Iterable[_Union[NoRowsCount, _Mapping]]] = ..., duration_seconds: _Optional[_Union[Distribution, _Mapping]] = ..., prompt_tokens: _Optional[_Union[Distribution, _Mapping]] = ..., response_tokens: _Optional[_Union[Distribution, _Mapping]] = ..., model_call_latency_seconds: _Optional[_Union[Distribution, _Mapping]] = ...) -> None: ...
 
 class Distribution(_message.Message):
     __slots__ = ("count", "mean", "p10", "p50", "p90")

@@ -338,6 +338,18 @@ pub fn version_summary_to_proto(summary: &VersionSummary) -> pb::VersionSummary 
             &summary.measure(Measure::Duration),
             1000.0,
         )),
+        prompt_tokens: Some(distribution_to_proto(
+            &summary.measure(Measure::PromptTokens),
+            1.0,
+        )),
+        response_tokens: Some(distribution_to_proto(
+            &summary.measure(Measure::ResponseTokens),
+            1.0,
+        )),
+        model_call_latency_seconds: Some(distribution_to_proto(
+            &summary.measure(Measure::CallLatency),
+            1000.0,
+        )),
     }
 }
 

@@ -103,6 +103,7 @@ pub(super) async fn post(
         data,
         has_routed_experts,
         model_version: None,
+        call: None,
         idempotency,
     };
     let rollout_id = RolloutId::parse("rollout_id", rollout_id)?;
