@@ -1,17 +1,20 @@
 """What the training summary's measures cost its read, by how many rows they spread over.
 
-`lightning-store bench read-model --versions 200` fills a SQLite store (100,000 rollouts,
-440 version/mode pairs), but its rollouts end within seconds of their creation and make no
-model call, so its measures' rows (`training_measures`) hold a few bins per pair. This script
-fills one store, then for each variant copies it, rewrites the measures' rows as if each pair's
-values spread over the given number of decades (twenty bins per decade, one row per bin), and
-times `GetTrainingSummary` on the copy (`bench read-model --no-fill`: the server's time per
+`lightning-store bench read-model --versions 200` fills a store (100,000 rollouts, 440
+version/mode pairs), but its rollouts end within a minute or two of their creation and their
+model calls are alike, so its measures' rows (`training_measures`) hold a few bins per pair. This
+script fills one store, then for each variant copies it, rewrites the measures' rows as if each
+pair's values spread over the given number of decades (twenty bins per decade, one row per bin),
+and times `GetTrainingSummary` on the copy (`bench read-model --no-fill`: the server's time per
 call). The summary's reward rows are those of the fill in every variant.
 
     cargo build --profile quick-release
     python3 benches/measure_spread.py --binary target/quick-release/lightning-store
+    python3 benches/measure_spread.py --postgres-url postgres://postgres@127.0.0.1:PORT
 
-docs/performance.md#measures-in-rows-of-their-own keeps the figures.
+SQLite by default, in a temporary directory; with `--postgres-url` (a superuser; `psql` on PATH
+or `--psql`), PostgreSQL, in databases `measure_spread_filled` and `measure_spread_variant`,
+created and dropped. docs/performance.md#what-model-calls-used keeps the figures.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import sqlite3
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Protocol
 
 # Each measure's code (crates/core/src/training/measure.rs) and the value its spread starts at.
 DURATION, PROMPT_TOKENS, RESPONSE_TOKENS, CALL_LATENCY = 1, 2, 3, 4
@@ -44,23 +48,110 @@ VARIANTS: list[tuple[str, dict[int, float] | None]] = [
     ),
 ]
 
+FILLED, VARIANT = "measure_spread_filled", "measure_spread_variant"
+COUNT = "SELECT COUNT(*) FROM training_measures"
+
 
 def log_bin(value: float) -> int:
     """The bin of a value, as crates/core/src/distribution.rs `log_bin` counts it."""
     return round(20 * math.log10(value))
 
 
-def serve(binary: Path, database: Path) -> str:
-    return f"{binary} serve --database {database} --listen {{addr}} --log warn"
+def spread_sql(decades: dict[int, float]) -> list[str]:
+    """The statements rewriting every (version, mode) pair's rows of the measures in `decades`."""
+    rows = []
+    for measure, span in decades.items():
+        first = log_bin(START[measure])
+        rows += [f"({measure}, {b}, {round(10 ** (b / 20))})" for b in range(first, first + round(20 * span))]
+    codes = ", ".join(str(measure) for measure in decades)
+    return [
+        f"DELETE FROM training_measures WHERE measure IN ({codes})",
+        f"WITH m(measure, bin, total) AS (VALUES {', '.join(rows)}) "
+        "INSERT INTO training_measures (version, mode, measure, bin, shard, measured, total) "
+        "SELECT p.version, p.mode, m.measure, m.bin, 0, 1, m.total "
+        "FROM (SELECT DISTINCT version, mode FROM training_summary) p CROSS JOIN m",
+    ]
 
 
-def read_model(binary: Path, database: Path, no_fill: bool, calls: int) -> dict[str, float]:
-    """Runs the bench against a server on `database`; returns GetTrainingSummary's times."""
-    command = [str(binary), "bench", "--server-cmd", serve(binary, database), "--json"]
+class Store(Protocol):
+    def serve(self, binary: Path, name: str) -> str:
+        """The command serving database `name` on `{addr}`."""
+        ...
+
+    def copy(self, source: str, name: str) -> None:
+        """Makes database `name` a copy of `source` (the server stopped)."""
+        ...
+
+    def run(self, name: str, statements: list[str]) -> int:
+        """Runs `statements` on database `name`; returns the measures' rows then."""
+        ...
+
+
+class Sqlite:
+    """Databases as SQLite files of a directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def file(self, name: str) -> Path:
+        return self.directory / f"{name}.db"
+
+    def serve(self, binary: Path, name: str) -> str:
+        return f"{binary} serve --database {self.file(name)} --listen {{addr}} --log warn"
+
+    def copy(self, source: str, name: str) -> None:
+        with contextlib.closing(sqlite3.connect(self.file(source))) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        shutil.copyfile(self.file(source), self.file(name))
+
+    def run(self, name: str, statements: list[str]) -> int:
+        with contextlib.closing(sqlite3.connect(self.file(name))) as db, db:
+            for statement in statements:
+                db.execute(statement)
+            count: int = db.execute(COUNT).fetchone()[0]
+        return count
+
+
+class Postgres:
+    """Databases of a PostgreSQL server, written with `psql`."""
+
+    def __init__(self, url: str, psql: str) -> None:
+        self.url, self.psql = url.rstrip("/"), psql
+
+    def sql(self, database: str, statement: str) -> str:
+        command = [self.psql, f"{self.url}/{database}", "-v", "ON_ERROR_STOP=1", "-Atc", statement]
+        return subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip()
+
+    def serve(self, binary: Path, name: str) -> str:
+        return (
+            f"{binary} serve --store postgres --database-url {self.url}/{name} --listen {{addr}} --log warn"
+        )
+
+    def copy(self, source: str, name: str) -> None:
+        self.sql("postgres", f"DROP DATABASE IF EXISTS {name}")
+        self.sql("postgres", f"CREATE DATABASE {name} TEMPLATE {source}")
+
+    def run(self, name: str, statements: list[str]) -> int:
+        for statement in statements:
+            self.sql(name, statement)
+        return int(self.sql(name, COUNT))
+
+    def create(self, name: str) -> None:
+        self.sql("postgres", f"DROP DATABASE IF EXISTS {name}")
+        self.sql("postgres", f"CREATE DATABASE {name}")
+
+    def drop(self) -> None:
+        for name in (VARIANT, FILLED):
+            self.sql("postgres", f"DROP DATABASE IF EXISTS {name}")
+
+
+def read_model(binary: Path, serve: str, no_fill: bool, calls: int) -> dict[str, float]:
+    """Runs the bench against a server started by `serve`; returns GetTrainingSummary's times."""
+    command = [str(binary), "bench", "--server-cmd", serve, "--json"]
     command += ["read-model", "--versions", "200", "--calls", str(calls)]
     if no_fill:
         command.append("--no-fill")
-    result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=3600)
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr}")
     report = json.loads(result.stdout)
@@ -69,52 +160,39 @@ def read_model(binary: Path, database: Path, no_fill: bool, calls: int) -> dict[
     return {key: latency[f"{key}_ms"] for key in ("p50", "p90", "p99")}
 
 
-def spread(database: Path, decades: dict[int, float]) -> int:
-    """Rewrites the measures' rows of every (version, mode) pair; returns the rows written."""
-    with contextlib.closing(sqlite3.connect(database)) as db, db:
-        pairs = db.execute("SELECT DISTINCT version, mode FROM training_summary").fetchall()
-        db.execute(
-            f"DELETE FROM training_measures WHERE measure IN ({','.join('?' * len(decades))})",
-            list(decades),
+def measure(store: Store, binary: Path, calls: int, backend: str) -> None:
+    """Fills database FILLED, then prints a row per variant."""
+    read_model(binary, store.serve(binary, FILLED), no_fill=False, calls=1)
+    print(f"| the store's measure rows ({backend}) | rows | server p50 ms | p90 ms | p99 ms |")
+    print("|---|---:|---:|---:|---:|")
+    for name, decades in VARIANTS:
+        store.copy(FILLED, VARIANT)
+        rows = store.run(VARIANT, spread_sql(decades) if decades is not None else [])
+        times = read_model(binary, store.serve(binary, VARIANT), no_fill=True, calls=calls)
+        print(
+            f"| {name} | {rows:,} | {times['p50']:.1f} | {times['p90']:.1f} | {times['p99']:.1f} |",
+            flush=True,
         )
-        rows = []
-        for version, mode in pairs:
-            for measure, span in decades.items():
-                first = log_bin(START[measure])
-                for bin_ in range(first, first + round(20 * span)):
-                    value = round(10 ** (bin_ / 20))
-                    rows.append((version, mode, measure, bin_, 0, 1, value))
-        db.executemany("INSERT INTO training_measures VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-        count: int = db.execute("SELECT COUNT(*) FROM training_measures").fetchone()[0]
-    return count
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--binary", type=Path, default=Path("target/quick-release/lightning-store"))
     parser.add_argument("--calls", type=int, default=100, help="GetTrainingSummary calls per variant")
+    parser.add_argument("--postgres-url", help="a PostgreSQL server, postgres://USER@HOST:PORT")
+    parser.add_argument("--psql", default="psql", help="the psql to write PostgreSQL's databases with")
     args = parser.parse_args()
+    binary = args.binary.resolve()
+    if args.postgres_url:
+        postgres = Postgres(args.postgres_url, args.psql)
+        postgres.create(FILLED)
+        try:
+            measure(postgres, binary, args.calls, "PostgreSQL")
+        finally:
+            postgres.drop()
+        return
     with tempfile.TemporaryDirectory(prefix="measure-spread-") as tmp:
-        filled = Path(tmp) / "filled.db"
-        read_model(args.binary.resolve(), filled, no_fill=False, calls=1)
-        with contextlib.closing(sqlite3.connect(filled)) as db:
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        print("| the store's measure rows (SQLite) | rows | server p50 ms | p90 ms | p99 ms |")
-        print("|---|---:|---:|---:|---:|")
-        for name, decades in VARIANTS:
-            copy = Path(tmp) / "variant.db"
-            shutil.copyfile(filled, copy)
-            if decades is None:
-                with contextlib.closing(sqlite3.connect(copy)) as db:
-                    rows = db.execute("SELECT COUNT(*) FROM training_measures").fetchone()[0]
-            else:
-                rows = spread(copy, decades)
-            times = read_model(args.binary.resolve(), copy, no_fill=True, calls=args.calls)
-            print(
-                f"| {name} | {rows:,} | {times['p50']:.1f} | {times['p90']:.1f} | {times['p99']:.1f} |",
-                flush=True,
-            )
-            copy.unlink()
+        measure(Sqlite(Path(tmp)), binary, args.calls, "SQLite")
 
 
 if __name__ == "__main__":
