@@ -6,11 +6,14 @@ model calls are alike, so its measures' rows (`training_measures`) hold a few bi
 script fills one store, then for each variant copies it, rewrites the measures' rows as if each
 pair's values spread over the given number of decades (twenty bins per decade, one row per bin),
 and times `GetTrainingSummary` on the copy (`bench read-model --no-fill`: the server's time per
-call). The summary's reward rows are those of the fill in every variant.
+call). The summary's reward rows are those of the fill in every variant. Given `--binary` more
+than once (builds of the same schema, an A/B), the first fills the store, and each variant's copy
+is read by each binary in turn, a column each.
 
     cargo build --profile quick-release
     python3 benches/measure_spread.py --binary target/quick-release/lightning-store
     python3 benches/measure_spread.py --postgres-url postgres://postgres@127.0.0.1:PORT
+    python3 benches/measure_spread.py --binary BEFORE --binary AFTER
 
 SQLite by default, in a temporary directory; with `--postgres-url` (a superuser; `psql` on PATH
 or `--psql`), PostgreSQL, in databases `measure_spread_filled` and `measure_spread_variant`,
@@ -160,39 +163,48 @@ def read_model(binary: Path, serve: str, no_fill: bool, calls: int) -> dict[str,
     return {key: latency[f"{key}_ms"] for key in ("p50", "p90", "p99")}
 
 
-def measure(store: Store, binary: Path, calls: int, backend: str) -> None:
-    """Fills database FILLED, then prints a row per variant."""
-    read_model(binary, store.serve(binary, FILLED), no_fill=False, calls=1)
-    print(f"| the store's measure rows ({backend}) | rows | server p50 ms | p90 ms | p99 ms |")
-    print("|---|---:|---:|---:|---:|")
+def measure(store: Store, binaries: list[Path], calls: int, backend: str) -> None:
+    """Fills database FILLED with the first binary, then prints a row per variant, p50 / p90 /
+    p99 ms of each binary."""
+    read_model(binaries[0], store.serve(binaries[0], FILLED), no_fill=False, calls=1)
+    for number, binary in enumerate(binaries, 1):
+        print(f"binary {number}: {binary}")
+    columns = [f"binary {number}" for number in range(1, len(binaries) + 1)]
+    print(f"| the store's measure rows ({backend}) | rows | {' | '.join(columns)} |")
+    print(f"|---|---:|{'---|' * len(binaries)}")
     for name, decades in VARIANTS:
         store.copy(FILLED, VARIANT)
         rows = store.run(VARIANT, spread_sql(decades) if decades is not None else [])
-        times = read_model(binary, store.serve(binary, VARIANT), no_fill=True, calls=calls)
-        print(
-            f"| {name} | {rows:,} | {times['p50']:.1f} | {times['p90']:.1f} | {times['p99']:.1f} |",
-            flush=True,
-        )
+        cells = []
+        for binary in binaries:
+            times = read_model(binary, store.serve(binary, VARIANT), no_fill=True, calls=calls)
+            cells.append(f"{times['p50']:.1f} / {times['p90']:.1f} / {times['p99']:.1f}")
+        print(f"| {name} | {rows:,} | {' | '.join(cells)} |", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--binary", type=Path, default=Path("target/quick-release/lightning-store"))
+    parser.add_argument(
+        "--binary",
+        type=Path,
+        action="append",
+        help="a lightning-store build; again for an A/B (default target/quick-release/lightning-store)",
+    )
     parser.add_argument("--calls", type=int, default=100, help="GetTrainingSummary calls per variant")
     parser.add_argument("--postgres-url", help="a PostgreSQL server, postgres://USER@HOST:PORT")
     parser.add_argument("--psql", default="psql", help="the psql to write PostgreSQL's databases with")
     args = parser.parse_args()
-    binary = args.binary.resolve()
+    binaries = [binary.resolve() for binary in args.binary or [Path("target/quick-release/lightning-store")]]
     if args.postgres_url:
         postgres = Postgres(args.postgres_url, args.psql)
         postgres.create(FILLED)
         try:
-            measure(postgres, binary, args.calls, "PostgreSQL")
+            measure(postgres, binaries, args.calls, "PostgreSQL")
         finally:
             postgres.drop()
         return
     with tempfile.TemporaryDirectory(prefix="measure-spread-") as tmp:
-        measure(Sqlite(Path(tmp)), binary, args.calls, "SQLite")
+        measure(Sqlite(Path(tmp)), binaries, args.calls, "SQLite")
 
 
 if __name__ == "__main__":

@@ -98,11 +98,20 @@ impl Binned {
     }
 
     /// Returns what the bins come to, and the bins: (a bin's value, values
-    /// in it) in ascending order of value, bins of no value (or fewer) left
-    /// out.
+    /// in it) in ascending order of value, the values added to one bin in
+    /// several rows summed (a shared database's shards of a row, which may
+    /// count less than nothing on their own), and bins of no value (or
+    /// fewer) left out.
     pub fn summarise(mut self) -> (Distribution, Vec<(f64, i64)>) {
-        self.bins.retain(|&(_, n)| n > 0);
         self.bins.sort_by(|a, b| a.0.total_cmp(&b.0));
+        self.bins.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 += later.1;
+            }
+            same
+        });
+        self.bins.retain(|&(_, n)| n > 0);
         let values: i64 = self.bins.iter().map(|&(_, n)| n).sum();
         let percentile = |p: f64| nearest_rank(&self.bins, values, p);
         let distribution = Distribution {
@@ -158,6 +167,28 @@ mod tests {
         assert_eq!(distribution.p50, Some(rank(0.5)));
         assert_eq!(distribution.p90, Some(rank(0.9)));
         assert_eq!(distribution.p90, Some(1_000.0));
+    }
+
+    #[test]
+    fn a_bins_rows_are_summed_before_empty_bins_are_left_out() {
+        let mut binned = Binned::default();
+        // A bin whose rows come to nothing, one whose rows come to two
+        // values, and one counted once.
+        for (value, values, total) in [
+            (2.0, 1, 2),
+            (5.0, 3, 15),
+            (2.0, -1, -2),
+            (5.0, -1, -5),
+            (1.0, 1, 1),
+        ] {
+            binned.add(value, values, total);
+        }
+        let (distribution, bins) = binned.summarise();
+        assert_eq!(bins, vec![(1.0, 1), (5.0, 2)]);
+        assert_eq!(distribution.values, 3);
+        assert_eq!(distribution.mean, Some(11.0 / 3.0));
+        assert_eq!(distribution.p10, Some(1.0));
+        assert_eq!(distribution.p50, Some(5.0));
     }
 
     #[test]

@@ -729,8 +729,9 @@ impl Group {
 }
 
 /// Sums rows, and the measures' rows, into one summary per (version,
-/// mode), in version order (resources versions by number, then model
-/// versions, then the versions the store does not hold by id), then mode.
+/// mode), the rows of one key (a row's shards) summed, in version order
+/// (resources versions by number, then model versions, then the versions
+/// the store does not hold by id), then mode.
 pub fn summarise(rows: Vec<TrainingRow>, measured: Vec<MeasureRow>) -> Vec<VersionSummary> {
     let mut groups: IndexMap<(PolicyVersion, String), (Option<i64>, Group)> = IndexMap::new();
     for row in rows {
@@ -1057,22 +1058,7 @@ mod tests {
 
     #[test]
     fn a_summary_reads_percentiles_by_nearest_rank_and_an_exact_mean() {
-        let key = |bin_of: Option<f64>| TrainingKey {
-            version: PolicyVersion::Resources("rs-2".into()),
-            mode: "val".into(),
-            bin: bin_of.map(bin),
-            reasons: NoRowsReasons::default(),
-        };
-        let row = |bin_of: Option<f64>, rollouts, succeeded, reward: f64| TrainingRow {
-            key: key(bin_of),
-            counts: TrainingCounts {
-                rollouts,
-                succeeded,
-                reward_micros: micros(reward),
-                training_rows: 0,
-            },
-            version_number: Some(2),
-        };
+        let row = val_row_of_rs_2;
         // Rewards 0 ×6, 0.5 ×3, 1 ×1, and two rollouts without a reward.
         let rows = vec![
             row(Some(1.0), 1, 1, 1.0),
@@ -1091,6 +1077,75 @@ mod tests {
         assert_eq!(stats.reward_p10, Some(0.0));
         assert_eq!(stats.reward_p50, Some(0.0));
         assert_eq!(stats.reward_p90, Some(0.5));
+    }
+
+    /// A summary row of resources version `rs-2` (number 2) in `val`:
+    /// rollouts in the bin of `bin_of` (none: without a reward), how many
+    /// succeeded, and their rewards' sum.
+    fn val_row_of_rs_2(
+        bin_of: Option<f64>,
+        rollouts: i64,
+        succeeded: i64,
+        reward: f64,
+    ) -> TrainingRow {
+        TrainingRow {
+            key: TrainingKey {
+                version: PolicyVersion::Resources("rs-2".into()),
+                mode: "val".into(),
+                bin: bin_of.map(bin),
+                reasons: NoRowsReasons::default(),
+            },
+            counts: TrainingCounts {
+                rollouts,
+                succeeded,
+                reward_micros: micros(reward),
+                training_rows: 0,
+            },
+            version_number: Some(2),
+        }
+    }
+
+    #[test]
+    fn a_keys_shards_sum_to_the_summary_of_its_row() {
+        let row = val_row_of_rs_2;
+        let measured = |bin: i64, values, total| MeasureRow {
+            key: MeasureKey {
+                version: PolicyVersion::Resources("rs-2".into()),
+                mode: "val".into(),
+                measure: Measure::Duration,
+                bin,
+            },
+            counts: MeasureCounts { values, total },
+        };
+        let rows = vec![
+            row(Some(1.0), 2, 2, 2.0),
+            row(Some(0.5), 3, 1, 1.5),
+            row(None, 1, 0, 0.0),
+        ];
+        let measures = vec![measured(60, 4, 4_200), measured(70, 2, 6_100)];
+        // The same counts in shards: a shard may count less than nothing
+        // (a rollout moved out of a row another connection added it to),
+        // and a key's shards may come to nothing at all.
+        let sharded_rows = vec![
+            row(Some(1.0), 3, 2, 3.0),
+            row(Some(0.5), 4, 2, 2.0),
+            row(Some(0.0), 1, 1, 0.0),
+            row(Some(1.0), -1, 0, -1.0),
+            row(None, 1, 0, 0.0),
+            row(Some(0.5), -1, -1, -0.5),
+            row(Some(0.0), -1, -1, 0.0),
+        ];
+        let sharded_measures = vec![
+            measured(60, 5, 5_300),
+            measured(70, 2, 6_100),
+            measured(80, 1, 10_000),
+            measured(60, -1, -1_100),
+            measured(80, -1, -10_000),
+        ];
+        let whole = summarise(rows, measures);
+        assert_eq!(whole[0].stats.rollouts, 6);
+        assert_eq!(whole[0].measure(Measure::Duration).values, 6);
+        assert_eq!(summarise(sharded_rows, sharded_measures), whole);
     }
 
     #[test]

@@ -11,9 +11,8 @@ use lightning_store_core::error::StoreResult;
 use lightning_store_core::model::Timestamp;
 use lightning_store_core::query::TimeRange;
 use lightning_store_core::storage::{TrainingReads, WriteSet};
-use lightning_store_core::training::usage::RolloutUsage;
 use lightning_store_core::training::{
-    MeasureRow, PeriodKey, PeriodRow, Resolution, RolloutReward, RowsVerdict, Summed, TrainingRow,
+    Facts, MeasureRow, PeriodKey, PeriodRow, Resolution, RolloutReward, Summed, TrainingRow,
 };
 
 impl State {
@@ -76,37 +75,35 @@ fn add_deltas<'d, K: Ord + Clone + 'd, C: Summed + 'd>(
     }
 }
 
-/// Returns the values `by_rollout` holds for those of `rollout_ids` it
-/// holds, with their rollout ids.
-fn of_rollouts<V: Copy>(by_rollout: &HashMap<String, V>, rollout_ids: &[&str]) -> Vec<(String, V)> {
-    rollout_ids
-        .iter()
-        .filter_map(|&id| by_rollout.get(id).map(|value| (id.to_owned(), *value)))
-        .collect()
-}
-
 #[async_trait]
 impl TrainingReads for MemoryTx<'_> {
     async fn rewards(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, RolloutReward)>> {
-        Ok(of_rollouts(&self.state.training.rewards, rollout_ids))
+        let rewards = &self.state.training.rewards;
+        Ok(rollout_ids
+            .iter()
+            .filter_map(|&id| rewards.get(id).map(|reward| (id.to_owned(), *reward)))
+            .collect())
     }
 
-    async fn model_versions(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, i64)>> {
-        Ok(of_rollouts(
-            &self.state.training.model_versions,
-            rollout_ids,
-        ))
-    }
-
-    async fn rows_verdicts(
-        &mut self,
-        rollout_ids: &[&str],
-    ) -> StoreResult<Vec<(String, RowsVerdict)>> {
-        Ok(of_rollouts(&self.state.training.rows_verdicts, rollout_ids))
-    }
-
-    async fn usage(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, RolloutUsage)>> {
-        Ok(of_rollouts(&self.state.training.usage, rollout_ids))
+    async fn facts(&mut self, rollout_ids: &[&str]) -> StoreResult<HashMap<String, Facts>> {
+        let training = &self.state.training;
+        Ok(rollout_ids
+            .iter()
+            .filter_map(|&rollout_id| {
+                let usage = training.usage.get(rollout_id).copied();
+                let facts = Facts {
+                    reward: training.rewards.get(rollout_id).copied(),
+                    model_version: training.model_versions.get(rollout_id).copied(),
+                    verdict: training.rows_verdicts.get(rollout_id).copied(),
+                    usage: usage.unwrap_or_default(),
+                };
+                let held = facts.reward.is_some()
+                    || facts.model_version.is_some()
+                    || facts.verdict.is_some()
+                    || usage.is_some();
+                held.then(|| (rollout_id.to_owned(), facts))
+            })
+            .collect())
     }
 
     async fn training_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<TrainingRow>> {

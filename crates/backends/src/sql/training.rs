@@ -13,6 +13,7 @@
 //! are kept alike in `reward_timeline`, the measures' in
 //! `training_measures` (migrations `*_training_measures.sql`).
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
@@ -30,16 +31,20 @@ use lightning_store_core::storage::{TrainingReads, WriteSet};
 use lightning_store_core::training::measure::{Measure, MeasureCounts};
 use lightning_store_core::training::usage::RolloutUsage;
 use lightning_store_core::training::{
-    MeasureKey, MeasureRow, NoRowsReasons, PeriodKey, PeriodRow, PolicyVersion, Resolution,
+    Facts, MeasureKey, MeasureRow, NoRowsReasons, PeriodKey, PeriodRow, PolicyVersion, Resolution,
     RolloutReward, RowsVerdict, TrainingCounts, TrainingKey, TrainingRow,
 };
 
 /// A table of counted rows to which the write set's deltas are added: its
-/// name, its key columns (before `shard`) and its count columns.
+/// name, its key columns (before `shard`, when sharded) and its count
+/// columns.
 struct CountedTable {
     name: &'static str,
     keys: &'static str,
     counts: &'static [&'static str],
+    /// Whether a shared database's connections each add to their own shard
+    /// of a row (a `shard` column after the keys), rather than to the row.
+    sharded: bool,
 }
 
 /// The count columns of the summary's rows and the timeline's
@@ -51,6 +56,7 @@ const SUMMARY: CountedTable = CountedTable {
     name: "training_summary",
     keys: "version, mode, rewarded, bin, reasons",
     counts: TRAINING_COUNTS,
+    sharded: true,
 };
 
 /// The timeline's rows, by period.
@@ -58,6 +64,7 @@ const TIMELINE: CountedTable = CountedTable {
     name: "reward_timeline",
     keys: "resolution, period_start, mode, rewarded, bin",
     counts: TRAINING_COUNTS,
+    sharded: true,
 };
 
 /// The measures' rows, by version ([`MeasureCounts`]).
@@ -65,10 +72,12 @@ const MEASURES: CountedTable = CountedTable {
     name: "training_measures",
     keys: "version, mode, measure, bin",
     counts: &["measured", "total"],
+    sharded: true,
 };
 
 impl CountedTable {
-    /// Returns the tail of an upsert adding a row's counts to its shard's.
+    /// Returns the tail of an upsert adding a row's counts to its shard's
+    /// (or to the row's).
     fn add_on_conflict(&self) -> String {
         let table = self.name;
         let added: Vec<String> = self
@@ -77,8 +86,9 @@ impl CountedTable {
             .map(|count| format!("{count} = {table}.{count} + excluded.{count}"))
             .collect();
         format!(
-            " ON CONFLICT ({keys}, shard) DO UPDATE SET {added}",
+            " ON CONFLICT ({keys}{shard}) DO UPDATE SET {added}",
             keys = self.keys,
+            shard = if self.sharded { ", shard" } else { "" },
             added = added.join(", ")
         )
     }
@@ -93,14 +103,29 @@ impl CountedTable {
         summed.join(", ")
     }
 
+    /// Returns the condition keeping the rows (or shards) that count
+    /// something.
+    fn counting(&self) -> String {
+        format!("({})", self.any_nonzero(str::to_owned))
+    }
+
     /// Returns the condition keeping the summed rows that count something.
     fn counting_something(&self) -> String {
+        format!(
+            "HAVING {}",
+            self.any_nonzero(|count| format!("SUM({count})"))
+        )
+    }
+
+    /// Returns `a <> 0 OR b <> 0 ...` over the count columns, each as
+    /// `term` writes it.
+    fn any_nonzero(&self, term: impl Fn(&str) -> String) -> String {
         let nonzero: Vec<String> = self
             .counts
             .iter()
-            .map(|count| format!("SUM({count}) <> 0"))
+            .map(|count| format!("{} <> 0", term(count)))
             .collect();
-        format!("HAVING {}", nonzero.join(" OR "))
+        nonzero.join(" OR ")
     }
 
     /// On a shared database: the statement folding the table's shards into
@@ -137,49 +162,45 @@ impl CountedTable {
     }
 }
 
-/// The upserts' tails: the summary's, the timeline's, the measures'.
-static ADD_ON_CONFLICT: LazyLock<[String; 3]> = LazyLock::new(|| {
+/// What each rollout's model calls used ([`RolloutUsage`]): one row per
+/// rollout, which only its own calls write, so it needs no shards.
+const USAGE: CountedTable = CountedTable {
+    name: "rollout_usage",
+    keys: "rollout_id",
+    counts: &[
+        "calls",
+        "latency_ms",
+        "reported",
+        "prompt_tokens",
+        "response_tokens",
+    ],
+    sharded: false,
+};
+
+/// The upserts' tails: the summary's, the timeline's, the measures', the
+/// usage's.
+static ADD_ON_CONFLICT: LazyLock<[String; 4]> = LazyLock::new(|| {
     [
         SUMMARY.add_on_conflict(),
         TIMELINE.add_on_conflict(),
         MEASURES.add_on_conflict(),
+        USAGE.add_on_conflict(),
     ]
 });
 
-/// The count columns of `rollout_usage` ([`RolloutUsage`]).
-const USAGE_COUNTS: [&str; 5] = [
-    "calls",
-    "latency_ms",
-    "reported",
-    "prompt_tokens",
-    "response_tokens",
-];
-
-/// The tail of the upsert adding new calls' usage to a rollout's (one row
-/// per rollout: only its own calls write it, so it needs no shards).
-static ADD_USAGE: LazyLock<String> = LazyLock::new(|| {
-    let added: Vec<String> = USAGE_COUNTS
-        .iter()
-        .map(|count| format!("{count} = rollout_usage.{count} + excluded.{count}"))
-        .collect();
-    format!(
-        " ON CONFLICT (rollout_id) DO UPDATE SET {}",
-        added.join(", ")
-    )
-});
-
-/// The statements reading the summary's rows, each summed over its shards
-/// (of one mode, or of every mode).
+/// The statements reading the summary's rows (of one mode, or of every
+/// mode), as they are: the summary sums a key's rows (on a shared
+/// database, a row's shards) itself, which costs less than grouping them
+/// in SQL (docs/performance.md#what-model-calls-used).
 static SUMMARY_ROWS: LazyLock<[String; 2]> = LazyLock::new(|| {
-    [" WHERE mode = $1", ""].map(|filter| {
+    [" AND mode = $1", ""].map(|filter| {
         format!(
-            "SELECT version, mode, rewarded, bin, {summed}, CAST(MAX(r.number) AS BIGINT), \
+            "SELECT version, mode, rewarded, bin, {counts}, CAST(r.number AS BIGINT), \
              reasons FROM training_summary LEFT JOIN (SELECT resources_id, \
              ROW_NUMBER() OVER (ORDER BY pos) AS number FROM resources) r \
-             ON r.resources_id = version{filter} \
-             GROUP BY version, mode, rewarded, bin, reasons {having}",
-            summed = SUMMARY.summed(),
-            having = SUMMARY.counting_something(),
+             ON r.resources_id = version WHERE {counting}{filter}",
+            counts = SUMMARY.counts.join(", "),
+            counting = SUMMARY.counting(),
         )
     })
 });
@@ -188,29 +209,19 @@ static SUMMARY_ROWS: LazyLock<[String; 2]> = LazyLock::new(|| {
 /// mode), one result row per (version, mode, measure) holding its bins as
 /// text (`bin measured total` triples, see [`measured_bins`]): a realistic
 /// spread gives each tens of bins, and a result row costs the driver far
-/// more than its bytes. The first pair sums each row's shards (a shared
-/// database); the second reads the rows as they are, where one writer
-/// keeps one row per key (SQLite: grouping them costs more than the rest
-/// of the read, docs/performance.md#measures-in-rows-of-their-own).
-static MEASURE_ROWS: LazyLock<[[String; 2]; 2]> = LazyLock::new(|| {
-    let bins = "string_agg(bin || ' ' || measured || ' ' || total, ' ')";
-    let sharded = [" WHERE mode = $1", ""].map(|filter| {
+/// more than its bytes. The rows are read as they are, not summed by bin:
+/// the summary sums a bin's rows (on a shared database, a row's shards)
+/// itself, and grouping them in SQL cost more than the rest of the read
+/// (docs/performance.md#what-model-calls-used).
+static MEASURE_ROWS: LazyLock<[String; 2]> = LazyLock::new(|| {
+    [" AND mode = $1", ""].map(|filter| {
         format!(
-            "SELECT version, mode, measure, {bins} \
-             FROM (SELECT version, mode, measure, bin, \
-             CAST(SUM(measured) AS BIGINT) AS measured, CAST(SUM(total) AS BIGINT) AS total \
-             FROM training_measures{filter} GROUP BY version, mode, measure, bin {having}) \
-             counted GROUP BY version, mode, measure",
-            having = MEASURES.counting_something(),
+            "SELECT version, mode, measure, \
+             string_agg(bin || ' ' || measured || ' ' || total, ' ') FROM training_measures \
+             WHERE {counting}{filter} GROUP BY version, mode, measure",
+            counting = MEASURES.counting(),
         )
-    });
-    let single = [" AND mode = $1", ""].map(|filter| {
-        format!(
-            "SELECT version, mode, measure, {bins} FROM training_measures \
-             WHERE (measured <> 0 OR total <> 0){filter} GROUP BY version, mode, measure"
-        )
-    });
-    [sharded, single]
+    })
 });
 
 /// Reads the bins [`MEASURE_ROWS`] aggregates: `(bin, counts)` of each
@@ -369,7 +380,7 @@ pub(super) fn add<'a>(batch: &mut Batch<'a>, rows: &'a TrainingRows<'a>) {
             "rollout_usage",
             "rollout_id, calls, latency_ms, reported, prompt_tokens, response_tokens"
         ),
-        &ADD_USAGE,
+        &ADD_ON_CONFLICT[3],
         |(rollout_id, usage)| {
             [
                 rollout_id.as_str().into(),
@@ -450,7 +461,7 @@ pub(super) fn add<'a>(batch: &mut Batch<'a>, rows: &'a TrainingRows<'a>) {
 
 /// Reads the bin and the counts of a row of the summary or the timeline,
 /// read with their two key columns first: `rewarded`, `bin`, then their
-/// counts ([`CountedTable::summed`]).
+/// counts (as stored, or [`CountedTable::summed`]).
 fn binned_counts(row: &impl Row) -> StoreResult<(Option<i64>, TrainingCounts)> {
     let bin = (row.int(2)? != 0).then(|| row.int(3)).transpose()?;
     let counts = TrainingCounts {
@@ -462,92 +473,108 @@ fn binned_counts(row: &impl Row) -> StoreResult<(Option<i64>, TrainingCounts)> {
     Ok((bin, counts))
 }
 
-impl<C: Connection> SqlTx<C> {
-    /// Reads the rows of `rollout_ids` in `table`, a table of one row per
-    /// rollout: their rollout id, then `columns`.
-    async fn rows_of_rollouts(
-        &mut self,
-        table: &str,
-        columns: &str,
-        rollout_ids: &[&str],
-    ) -> StoreResult<Vec<C::Row>> {
-        let mut b = Builder::new(C::DIALECT);
-        let condition = b.one_of("rollout_id", rollout_ids.iter().copied());
-        b.push(&format!(
-            "SELECT rollout_id, {columns} FROM {table} WHERE {condition}"
-        ));
-        self.read(b.finish()).await
+/// Reads a stored reward: its sequence id at `column`, its key
+/// ([`reward_key`]) after.
+fn reward_at(row: &impl Row, column: usize) -> StoreResult<RolloutReward> {
+    Ok(RolloutReward {
+        sequence_id: row.int(column)?,
+        value: reward_of_key(row.int(column + 1)?),
+    })
+}
+
+/// A table of what the store holds of a rollout besides the rollout (a
+/// part of its [`Facts`]), one row per rollout, read as five integer
+/// columns after the rollout id ([`TrainingReads::facts`]).
+#[derive(Clone, Copy)]
+enum Fact {
+    Reward,
+    ModelVersion,
+    Verdict,
+    Usage,
+}
+
+impl Fact {
+    const ALL: [Fact; 4] = [Fact::Reward, Fact::ModelVersion, Fact::Verdict, Fact::Usage];
+
+    /// Returns the table and its five columns (zeros where it has fewer:
+    /// the union's columns take the type of `rollout_usage`'s, `BIGINT`).
+    fn table(self) -> (&'static str, &'static str) {
+        match self {
+            Fact::Reward => ("rollout_rewards", "sequence_id, value, 0, 0, 0"),
+            Fact::ModelVersion => ("rollout_model_versions", "model_version, 0, 0, 0, 0"),
+            Fact::Verdict => ("rollout_rows_verdicts", "training_rows, reasons, 0, 0, 0"),
+            Fact::Usage => (
+                "rollout_usage",
+                "calls, latency_ms, reported, prompt_tokens, response_tokens",
+            ),
+        }
+    }
+
+    /// Reads the fact from `row` (the rollout id, the fact's index in
+    /// [`Fact::ALL`], its five columns) into `facts`.
+    fn read(self, row: &impl Row, facts: &mut Facts) -> StoreResult<()> {
+        match self {
+            Fact::Reward => facts.reward = Some(reward_at(row, 2)?),
+            Fact::ModelVersion => facts.model_version = Some(row.int(2)?),
+            Fact::Verdict => {
+                facts.verdict = Some(RowsVerdict {
+                    rows: row.int(2)?,
+                    reasons: NoRowsReasons::from_bits(row.int(3)?),
+                });
+            }
+            Fact::Usage => {
+                facts.usage = RolloutUsage {
+                    calls: row.int(2)?,
+                    latency_ms: row.int(3)?,
+                    reported: row.int(4)?,
+                    prompt_tokens: row.int(5)?,
+                    response_tokens: row.int(6)?,
+                };
+            }
+        }
+        Ok(())
     }
 }
 
 #[async_trait]
 impl<C: Connection> TrainingReads for SqlTx<C> {
     async fn rewards(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, RolloutReward)>> {
-        let rows = self
-            .rows_of_rollouts("rollout_rewards", "sequence_id, value", rollout_ids)
-            .await?;
+        let mut b = Builder::new(C::DIALECT);
+        let condition = b.one_of("rollout_id", rollout_ids.iter().copied());
+        b.push(&format!(
+            "SELECT rollout_id, sequence_id, value FROM rollout_rewards WHERE {condition}"
+        ));
+        let rows = self.read(b.finish()).await?;
         rows.iter()
-            .map(|row| {
-                let reward = RolloutReward {
-                    sequence_id: row.int(1)?,
-                    value: reward_of_key(row.int(2)?),
-                };
-                Ok((row.text(0)?, reward))
-            })
+            .map(|row| Ok((row.text(0)?, reward_at(row, 1)?)))
             .collect()
     }
 
-    async fn model_versions(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, i64)>> {
-        let rows = self
-            .rows_of_rollouts("rollout_model_versions", "model_version", rollout_ids)
-            .await?;
-        rows.iter()
-            .map(|row| Ok((row.text(0)?, row.int(1)?)))
-            .collect()
-    }
-
-    async fn rows_verdicts(
-        &mut self,
-        rollout_ids: &[&str],
-    ) -> StoreResult<Vec<(String, RowsVerdict)>> {
-        let rows = self
-            .rows_of_rollouts(
-                "rollout_rows_verdicts",
-                "training_rows, reasons",
-                rollout_ids,
-            )
-            .await?;
-        rows.iter()
-            .map(|row| {
-                let verdict = RowsVerdict {
-                    rows: row.int(1)?,
-                    reasons: NoRowsReasons::from_bits(row.int(2)?),
-                };
-                Ok((row.text(0)?, verdict))
+    async fn facts(&mut self, rollout_ids: &[&str]) -> StoreResult<HashMap<String, Facts>> {
+        let mut b = Builder::new(C::DIALECT);
+        let selects: Vec<String> = Fact::ALL
+            .iter()
+            .enumerate()
+            .map(|(index, fact)| {
+                let (table, columns) = fact.table();
+                let condition = b.one_of("rollout_id", rollout_ids.iter().copied());
+                format!(
+                    "SELECT rollout_id, CAST({index} AS BIGINT), {columns} FROM {table} \
+                     WHERE {condition}"
+                )
             })
-            .collect()
-    }
-
-    async fn usage(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, RolloutUsage)>> {
-        let rows = self
-            .rows_of_rollouts(
-                "rollout_usage",
-                USAGE_COUNTS.join(", ").as_str(),
-                rollout_ids,
-            )
-            .await?;
-        rows.iter()
-            .map(|row| {
-                let usage = RolloutUsage {
-                    calls: row.int(1)?,
-                    latency_ms: row.int(2)?,
-                    reported: row.int(3)?,
-                    prompt_tokens: row.int(4)?,
-                    response_tokens: row.int(5)?,
-                };
-                Ok((row.text(0)?, usage))
-            })
-            .collect()
+            .collect();
+        b.push(&selects.join(" UNION ALL "));
+        let rows = self.read(b.finish()).await?;
+        let mut facts: HashMap<String, Facts> = HashMap::with_capacity(rollout_ids.len());
+        for row in &rows {
+            let fact = usize::try_from(row.int(1)?)
+                .ok()
+                .and_then(|index| Fact::ALL.get(index))
+                .ok_or_else(|| corrupt("rollout facts", "an unknown table"))?;
+            fact.read(row, facts.entry(row.text(0)?).or_default())?;
+        }
+        Ok(facts)
     }
 
     async fn training_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<TrainingRow>> {
@@ -574,10 +601,9 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
     }
 
     async fn measure_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<MeasureRow>> {
-        let statements = &MEASURE_ROWS[usize::from(!C::DIALECT.shared)];
         let statement = match mode {
-            Some(mode) => Statement::new(&statements[0]).bind(mode),
-            None => Statement::new(&statements[1]),
+            Some(mode) => Statement::new(&MEASURE_ROWS[0]).bind(mode),
+            None => Statement::new(&MEASURE_ROWS[1]),
         };
         let rows = self.read(statement).await?;
         let mut measured = Vec::with_capacity(rows.len() * 20);

@@ -312,40 +312,42 @@ pub fn reward_value(value: &Json) -> Option<f64> {
     }
 }
 
-/// Returns the model version that served a model request, from its data
-/// (a JSON object's text): its `model_version`, else its
-/// `server.version`, when an integer. Reads those two fields only.
-pub fn model_version(data: &str) -> Option<i64> {
-    #[derive(serde::Deserialize)]
-    struct Versioned {
-        model_version: Option<Json>,
-        server: Option<Json>,
-    }
-    let versioned: Versioned = serde_json::from_str(data).ok()?;
-    let server_version = || versioned.server.as_ref()?.get("version")?.as_i64();
-    versioned
-        .model_version
-        .as_ref()
-        .and_then(Json::as_i64)
-        .or_else(server_version)
+/// What the store reads of a model request's data beyond the event: the
+/// model version that served it, and what its call used.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ModelRequestRead {
+    /// Its `model_version`, else its `server.version`, when an integer.
+    pub model_version: Option<i64>,
+    /// Its `latency_ms` and its `usage`.
+    pub call: ModelCall,
 }
 
-/// Returns what the call a model request records used, from its data (a
-/// JSON object's text): its `latency_ms` and its `usage`. Reads those two
-/// fields only; data that is not an object records a call of no latency
-/// and no tokens.
-pub fn model_call(data: &str) -> ModelCall {
+/// Reads a model request's data (a JSON object's text) for its model
+/// version and its call, in one parse of those four fields only. Data that
+/// is not an object gives no version and a call of no latency and no
+/// tokens.
+pub fn model_request(data: &str) -> ModelRequestRead {
     #[derive(serde::Deserialize)]
-    struct Used {
+    struct Fields {
+        model_version: Option<Json>,
+        server: Option<Json>,
         latency_ms: Option<Json>,
         usage: Option<Json>,
     }
-    match serde_json::from_str::<Used>(data) {
-        Ok(used) => ModelCall::of_model_request(
-            used.latency_ms.as_ref().and_then(Json::as_f64),
-            used.usage.as_ref(),
+    let Ok(fields) = serde_json::from_str::<Fields>(data) else {
+        return ModelRequestRead::default();
+    };
+    let server_version = || fields.server.as_ref()?.get("version")?.as_i64();
+    ModelRequestRead {
+        model_version: fields
+            .model_version
+            .as_ref()
+            .and_then(Json::as_i64)
+            .or_else(server_version),
+        call: ModelCall::of_model_request(
+            fields.latency_ms.as_ref().and_then(Json::as_f64),
+            fields.usage.as_ref(),
         ),
-        Err(_) => ModelCall::default(),
     }
 }
 
@@ -397,7 +399,7 @@ mod tests {
             ("{}", None),
             ("not json", None),
         ] {
-            assert_eq!(model_version(data), version, "{data}");
+            assert_eq!(model_request(data).model_version, version, "{data}");
         }
     }
 

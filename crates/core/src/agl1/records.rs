@@ -317,11 +317,11 @@ pub struct NewAgl1Event {
     pub has_routed_experts: bool,
     /// The model version that served a model request, when the caller
     /// knows it (the gateway); `None` for other events, or to have it read
-    /// from the data when needed ([`super::events::model_version`]).
+    /// from the data when needed ([`super::events::model_request`]).
     pub model_version: Option<i64>,
     /// What a model request's call used, when the caller knows it (the
     /// gateway); `None` for other events, or to have it read from the data
-    /// ([`super::events::model_call`]).
+    /// ([`super::events::model_request`]).
     pub call: Option<ModelCall>,
     /// The client's `Idempotency-Key` with a digest of its request: a
     /// repeated key returns the event first recorded under it.

@@ -239,25 +239,26 @@ impl Engine {
         {
             tx.offer_reward(&event.rollout_id, reward);
         }
-        // Only a rollout's first model request gives its version: once the
-        // store holds one, later requests are not read for theirs.
-        let versioned = |id: &str| {
-            self.versioned
-                .as_ref()
-                .is_some_and(|known| known.contains(id))
-        };
-        if event.event_type == MODEL_REQUEST
-            && !versioned(&event.rollout_id)
-            && let Some(model_version) = new
-                .model_version
-                .or_else(|| agl1::events::model_version(&event.data))
-        {
-            tx.offer_model_version(&event.rollout_id, model_version);
-        }
         if event.event_type == MODEL_REQUEST {
-            let call = new
-                .call
-                .unwrap_or_else(|| agl1::events::model_call(&event.data));
+            // Only a rollout's first model request gives its version: once
+            // the store holds one, later requests are not read for theirs.
+            let versioned = self
+                .versioned
+                .as_ref()
+                .is_some_and(|known| known.contains(&event.rollout_id));
+            // The data is read, once, only for what the caller did not pass.
+            let wanted = (!versioned && new.model_version.is_none()) || new.call.is_none();
+            let read = wanted.then(|| agl1::events::model_request(&event.data));
+            let model_version = match versioned {
+                true => None,
+                false => new
+                    .model_version
+                    .or_else(|| read.and_then(|read| read.model_version)),
+            };
+            if let Some(model_version) = model_version {
+                tx.offer_model_version(&event.rollout_id, model_version);
+            }
+            let call = new.call.or(read.map(|read| read.call)).unwrap_or_default();
             tx.offer_call(&event.rollout_id, call);
         }
         tx.agl1().events.push(EventWrite {

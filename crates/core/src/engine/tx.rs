@@ -185,60 +185,24 @@ impl<'a> Tx<'a> {
             .filter(|(_, was, is)| counts(was) || counts(is))
             .map(|&(rollout_id, _, _)| rollout_id)
             .collect();
-        let (stored, stored_usage): (HashMap<String, RolloutReward>, HashMap<_, _>) =
-            if counting.is_empty() {
-                (HashMap::new(), HashMap::new())
-            } else {
-                let rewards = self.store.rewards(&counting).await?;
-                let usage = self.store.usage(&counting).await?;
-                (rewards.into_iter().collect(), usage.into_iter().collect())
-            };
-        // Only a rollout without a resources id counts under a model version.
-        let unversioned: Vec<_> = changes
-            .iter()
-            .filter(|(_, was, is)| {
-                (counts(was) || counts(is))
-                    && [was, is]
-                        .iter()
-                        .any(|r| r.is_some_and(|r| r.resources_id.is_none()))
-            })
-            .collect();
-        let (stored_versions, stored_verdicts): (HashMap<String, i64>, HashMap<_, _>) =
-            if unversioned.is_empty() {
-                (HashMap::new(), HashMap::new())
-            } else {
-                let ids: Vec<&str> = unversioned.iter().map(|&&(id, _, _)| id).collect();
-                let versions = self.store.model_versions(&ids).await?;
-                // A verdict belongs to the end it was judged at: it is
-                // dropped when its rollout stops counting, so only a rollout
-                // that counted has one.
-                let counted: Vec<&str> = unversioned
-                    .iter()
-                    .filter(|(_, was, _)| counts(was))
-                    .map(|&&(rollout_id, _, _)| rollout_id)
-                    .collect();
-                let verdicts = match counted.is_empty() {
-                    true => Vec::new(),
-                    false => self.store.rows_verdicts(&counted).await?,
-                };
-                (
-                    versions.into_iter().collect(),
-                    verdicts.into_iter().collect(),
-                )
-            };
+        let stored = match counting.is_empty() {
+            true => HashMap::new(),
+            false => self.store.facts(&counting).await?,
+        };
         let mut deltas = std::mem::take(&mut self.writes.training);
         let mut rewards = std::mem::take(&mut self.writes.rewards);
         let model_versions = &mut self.writes.model_versions;
         let verdicts = &mut self.writes.rows_verdicts;
         let usages = &mut self.writes.usage;
         for (rollout_id, was, is) in changes {
-            let old_usage = stored_usage.get(rollout_id).copied().unwrap_or_default();
+            let before = stored.get(rollout_id).copied().unwrap_or_default();
+            let old_usage = before.usage;
             let offered_usage = self.offered_usage.get(rollout_id).copied();
             if let (Some(offered), false) = (offered_usage, deleted.contains(rollout_id)) {
                 usages.insert(rollout_id.to_owned(), offered);
             }
             let new_usage = old_usage.plus(offered_usage.unwrap_or_default());
-            let old_verdict = stored_verdicts.get(rollout_id).copied();
+            let old_verdict = before.verdict;
             let judged = self.judged.get(rollout_id).copied();
             let stops_counting = !is.is_some_and(training::counts);
             match (judged, deleted.contains(rollout_id)) {
@@ -251,7 +215,7 @@ impl<'a> Tx<'a> {
                 }
                 (None, false) => {}
             }
-            let old_version = stored_versions.get(rollout_id).copied();
+            let old_version = before.model_version;
             let offered_version = self.offered_versions.get(rollout_id).copied();
             if let (Some(offered), false) = (offered_version, deleted.contains(rollout_id)) {
                 model_versions
@@ -259,7 +223,7 @@ impl<'a> Tx<'a> {
                     .or_insert(offered);
             }
             let new_version = old_version.or(offered_version);
-            let old = stored.get(rollout_id);
+            let old = before.reward.as_ref();
             let offered = self
                 .offered_rewards
                 .get(rollout_id)
@@ -268,12 +232,6 @@ impl<'a> Tx<'a> {
                 rewards.insert(rollout_id.to_owned(), *offered);
             }
             let new = offered.or(old);
-            let before = Facts {
-                reward: old.copied(),
-                model_version: old_version,
-                verdict: old_verdict,
-                usage: old_usage,
-            };
             let after = Facts {
                 reward: new.copied(),
                 model_version: new_version,

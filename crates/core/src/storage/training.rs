@@ -25,12 +25,13 @@
 //!   [`TrainingReads::timeline_rows`] read the rows whose counts are not
 //!   all zero, costing what they return, not the rollouts counted.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 
 use crate::error::StoreResult;
 use crate::query::TimeRange;
-use crate::training::usage::RolloutUsage;
-use crate::training::{MeasureRow, PeriodRow, Resolution, RolloutReward, RowsVerdict, TrainingRow};
+use crate::training::{Facts, MeasureRow, PeriodRow, Resolution, RolloutReward, TrainingRow};
 
 /// The reads of the training summary.
 #[async_trait]
@@ -38,25 +39,23 @@ pub trait TrainingReads: Send {
     /// Returns the stored rewards of those of `rollout_ids` that have one,
     /// in no particular order.
     async fn rewards(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, RolloutReward)>>;
-    /// Returns the stored model versions (of their first model call) of
-    /// those of `rollout_ids` that have one, in no particular order.
-    async fn model_versions(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, i64)>>;
-    /// Returns the stored verdicts (the training rows a 1.x rollout gave)
-    /// of those of `rollout_ids` that have one, in no particular order.
-    async fn rows_verdicts(
-        &mut self,
-        rollout_ids: &[&str],
-    ) -> StoreResult<Vec<(String, RowsVerdict)>>;
-    /// Returns what the model calls of those of `rollout_ids` that made
-    /// one used, in no particular order.
-    async fn usage(&mut self, rollout_ids: &[&str]) -> StoreResult<Vec<(String, RolloutUsage)>>;
+    /// Returns what the store holds of each of `rollout_ids` that it holds
+    /// anything of: its final reward, the model version of its first model
+    /// call, its verdict (what a judged 1.x rollout gave its trainer) and
+    /// what its model calls used. One read for the four, as settling the
+    /// summary needs them of every rollout that counts or stops counting.
+    async fn facts(&mut self, rollout_ids: &[&str]) -> StoreResult<HashMap<String, Facts>>;
     /// Returns the summary's rows (of `mode` only, when given), each with
     /// the number of the resources version it names when the store holds
     /// it (its place in the resources' creation order, from 1), in no
-    /// particular order.
+    /// particular order; a key may come in several rows (a shared
+    /// database's shards), which [`summarise`](crate::training::summarise)
+    /// adds up.
     async fn training_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<TrainingRow>>;
     /// Returns the measures' rows (of `mode` only, when given), in no
-    /// particular order.
+    /// particular order; a key may come in several rows (a shared
+    /// database's shards), which [`summarise`](crate::training::summarise)
+    /// adds up.
     async fn measure_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<MeasureRow>>;
     /// Returns the timeline's rows of `resolution` (of `mode` only, when
     /// given) whose period starts in `starts`, in no particular order.
