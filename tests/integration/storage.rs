@@ -23,6 +23,8 @@ use lightning_store::core::query::{
 };
 use lightning_store::core::storage::agl1::EventWrite;
 use lightning_store::core::storage::{Access, Held, Store, StoreTx, WriteSet};
+use lightning_store::core::training::RolloutReward;
+use lightning_store::core::training::usage::RolloutUsage;
 use proptest::prelude::*;
 
 const BACKENDS: [Backend; 3] = [Backend::Memory, Backend::Sqlite, Backend::Postgres];
@@ -746,6 +748,46 @@ proptest! {
                 }
             }
         });
+    }
+}
+
+/// What the store holds of ending rollouts is read for more of them than
+/// one statement may bind (SQLite: 32,766 parameters, and the read binds
+/// the ids once per table it reads).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_facts_of_more_rollouts_than_a_statement_binds_are_read_on_every_backend() {
+    for (backend, store, _dir) in stores().await {
+        let held = rollout(1, 3);
+        let mut writes = WriteSet::default();
+        writes.put_rollout(&held, None);
+        let reward = RolloutReward::new(7, 0.5).unwrap();
+        writes.rewards.insert(held.rollout_id.clone(), reward);
+        let usage = RolloutUsage {
+            calls: 2,
+            latency_ms: 300,
+            reported: 2,
+            prompt_tokens: 40,
+            response_tokens: 9,
+        };
+        writes.usage.insert(held.rollout_id.clone(), usage);
+        store
+            .begin()
+            .await
+            .unwrap()
+            .commit(&mut writes)
+            .await
+            .unwrap();
+
+        let mut ids: Vec<String> = (0..9_000).map(|n| format!("unknown-{n}")).collect();
+        ids.push(held.rollout_id.clone());
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let mut tx = store.begin().await.unwrap();
+        let facts = tx.facts(&ids).await.unwrap();
+        assert_eq!(facts.len(), 1, "{backend:?}");
+        let found = facts[&held.rollout_id];
+        assert_eq!(found.reward, Some(reward), "{backend:?}");
+        assert_eq!(found.usage, usage, "{backend:?}");
+        assert_eq!((found.model_version, found.verdict), (None, None));
     }
 }
 

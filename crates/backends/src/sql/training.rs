@@ -551,28 +551,32 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
     }
 
     async fn facts(&mut self, rollout_ids: &[&str]) -> StoreResult<HashMap<String, Facts>> {
-        let mut b = Builder::new(C::DIALECT);
-        let selects: Vec<String> = Fact::ALL
-            .iter()
-            .enumerate()
-            .map(|(index, fact)| {
-                let (table, columns) = fact.table();
-                let condition = b.one_of("rollout_id", rollout_ids.iter().copied());
-                format!(
-                    "SELECT rollout_id, CAST({index} AS BIGINT), {columns} FROM {table} \
-                     WHERE {condition}"
-                )
-            })
-            .collect();
-        b.push(&selects.join(" UNION ALL "));
-        let rows = self.read(b.finish()).await?;
         let mut facts: HashMap<String, Facts> = HashMap::with_capacity(rollout_ids.len());
-        for row in &rows {
-            let fact = usize::try_from(row.int(1)?)
-                .ok()
-                .and_then(|index| Fact::ALL.get(index))
-                .ok_or_else(|| corrupt("rollout facts", "an unknown table"))?;
-            fact.read(row, facts.entry(row.text(0)?).or_default())?;
+        // Each of the union's selects binds the ids (on SQLite, one
+        // parameter each).
+        let chunk = (C::DIALECT.max_params / Fact::ALL.len()).max(1);
+        for part in rollout_ids.chunks(chunk) {
+            let mut b = Builder::new(C::DIALECT);
+            let selects: Vec<String> = Fact::ALL
+                .iter()
+                .enumerate()
+                .map(|(index, fact)| {
+                    let (table, columns) = fact.table();
+                    let condition = b.one_of("rollout_id", part.iter().copied());
+                    format!(
+                        "SELECT rollout_id, CAST({index} AS BIGINT), {columns} FROM {table} \
+                         WHERE {condition}"
+                    )
+                })
+                .collect();
+            b.push(&selects.join(" UNION ALL "));
+            for row in &self.read(b.finish()).await? {
+                let fact = usize::try_from(row.int(1)?)
+                    .ok()
+                    .and_then(|index| Fact::ALL.get(index))
+                    .ok_or_else(|| corrupt("rollout facts", "an unknown table"))?;
+                fact.read(row, facts.entry(row.text(0)?).or_default())?;
+            }
         }
         Ok(facts)
     }

@@ -124,13 +124,12 @@ impl<'a> Tx<'a> {
     /// offered a reward, a model version or a model call for, what it
     /// counted for before against what it counts for now, the rewards that
     /// became final, the model versions and the usage offered and the
-    /// rollouts judged. Reads the stored rewards and usage only of the
-    /// rollouts that counted or count (a rollout that ends, or one ended
-    /// whose reward or call arrives), their stored model
-    /// versions only when they have no resources id (as 1.x rollouts), their
-    /// verdicts only when they also counted before (a rollout that stops
-    /// counting loses its verdict), and the rollouts the transaction wrote
-    /// without having read them locked (a rare path).
+    /// rollouts judged. Reads what the store holds of the rollouts that
+    /// counted or count (a rollout that ends, or one ended whose reward or
+    /// call arrives: their reward, model version, verdict and usage, in one
+    /// read), and the rollouts the transaction wrote without having read
+    /// them locked (a rare path). A rollout that stops counting loses its
+    /// verdict.
     pub async fn settle_training(&mut self) -> StoreResult<()> {
         let deleted = &self.writes.agl1.deleted;
         let mut touched: Vec<&str> = self
@@ -196,47 +195,41 @@ impl<'a> Tx<'a> {
         let usages = &mut self.writes.usage;
         for (rollout_id, was, is) in changes {
             let before = stored.get(rollout_id).copied().unwrap_or_default();
-            let old_usage = before.usage;
+            let kept = !deleted.contains(rollout_id);
             let offered_usage = self.offered_usage.get(rollout_id).copied();
-            if let (Some(offered), false) = (offered_usage, deleted.contains(rollout_id)) {
+            if let (Some(offered), true) = (offered_usage, kept) {
                 usages.insert(rollout_id.to_owned(), offered);
             }
-            let new_usage = old_usage.plus(offered_usage.unwrap_or_default());
-            let old_verdict = before.verdict;
             let judged = self.judged.get(rollout_id).copied();
             let stops_counting = !is.is_some_and(training::counts);
-            match (judged, deleted.contains(rollout_id)) {
-                (_, true) => {}
-                (Some(verdict), false) => {
+            match (judged, kept) {
+                (_, false) => {}
+                (Some(verdict), true) => {
                     verdicts.insert(rollout_id.to_owned(), Some(verdict));
                 }
-                (None, false) if stops_counting && old_verdict.is_some() => {
+                (None, true) if stops_counting && before.verdict.is_some() => {
                     verdicts.insert(rollout_id.to_owned(), None);
                 }
-                (None, false) => {}
+                (None, true) => {}
             }
-            let old_version = before.model_version;
             let offered_version = self.offered_versions.get(rollout_id).copied();
-            if let (Some(offered), false) = (offered_version, deleted.contains(rollout_id)) {
+            if let (Some(offered), true) = (offered_version, kept) {
                 model_versions
                     .entry(rollout_id.to_owned())
                     .or_insert(offered);
             }
-            let new_version = old_version.or(offered_version);
-            let old = before.reward.as_ref();
             let offered = self
                 .offered_rewards
                 .get(rollout_id)
-                .filter(|offered| old.is_none_or(|old| offered.supersedes(old)));
-            if let (Some(offered), false) = (offered, deleted.contains(rollout_id)) {
+                .filter(|offered| before.reward.is_none_or(|old| offered.supersedes(&old)));
+            if let (Some(offered), true) = (offered, kept) {
                 rewards.insert(rollout_id.to_owned(), *offered);
             }
-            let new = offered.or(old);
             let after = Facts {
-                reward: new.copied(),
-                model_version: new_version,
-                verdict: judged.or(old_verdict),
-                usage: new_usage,
+                reward: offered.copied().or(before.reward),
+                model_version: before.model_version.or(offered_version),
+                verdict: judged.or(before.verdict),
+                usage: before.usage.plus(offered_usage.unwrap_or_default()),
             };
             deltas.moved(
                 was.and_then(|r| training::contribution(r, before)),
