@@ -164,6 +164,16 @@ pub trait Store: Send + Sync + 'static {
         self.begin().await
     }
 
+    /// Returns whether two read transactions side by side take less time
+    /// than one reading the same: each runs on a connection of its own, and
+    /// each of its statements sees a snapshot of its own anyway
+    /// (PostgreSQL). By default not, and a read that needs several
+    /// statements keeps them in one transaction, one snapshot (SQLite's
+    /// readers run on the calling thread).
+    fn parallel_reads(&self) -> bool {
+        false
+    }
+
     /// Returns whether this server is the only one that uses the backend
     /// (SQLite holds its file exclusively): every session it records as open
     /// at start-up was then left by an earlier run of this server.

@@ -9,6 +9,7 @@ pub(super) static POSTGRES: Dialect = Dialect {
     binary_text: |expression| format!("({expression}) COLLATE \"C\""),
     max_params: 65_535,
     shared: true,
+    packs_rows: false,
     // A sequence: no row lock, so opens on several servers never queue.
     next_session_epoch: "SELECT nextval('session_epochs')",
     // Transaction-scoped advisory locks on the names' 64-bit hashes, taken

@@ -263,6 +263,11 @@ impl Store for PostgresStore {
         "postgres"
     }
 
+    fn parallel_reads(&self) -> bool {
+        // Reads send no `BEGIN`: each statement is a snapshot of its own.
+        true
+    }
+
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx + '_>> {
         // Pooled connections are not tested before use (a round trip per
         // transaction): one that the database closed while it sat in the

@@ -17,6 +17,12 @@ pub struct Dialect {
     /// numbers come from a counter row (see [`super::apply`]). Otherwise the
     /// database has one writer that serialises transactions (SQLite).
     pub shared: bool,
+    /// Many small rows of one key read faster packed into one text row per
+    /// key (SQLite: its grouping walks the primary key in order, and a
+    /// result row costs its driver more than the text) than as they are
+    /// (PostgreSQL: the grouping's sort and the text cost the server more
+    /// than the rows cost the driver; docs/performance.md#measure-rows-as-they-are).
+    pub packs_rows: bool,
     /// A statement whose one row holds a new session epoch, greater than
     /// every one before it.
     pub next_session_epoch: &'static str,

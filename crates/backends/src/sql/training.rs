@@ -206,27 +206,38 @@ static SUMMARY_ROWS: LazyLock<[String; 2]> = LazyLock::new(|| {
 });
 
 /// The statements reading the measures' rows (of one mode, or of every
-/// mode), one result row per (version, mode, measure) holding its bins as
-/// text (`bin measured total` triples, see [`measured_bins`]): a realistic
-/// spread gives each tens of bins, and a result row costs the driver far
-/// more than its bytes. The rows are read as they are, not summed by bin:
-/// the summary sums a bin's rows (on a shared database, a row's shards)
-/// itself, and grouping them in SQL cost more than the rest of the read
-/// (docs/performance.md#what-model-calls-used).
-static MEASURE_ROWS: LazyLock<[String; 2]> = LazyLock::new(|| {
+/// mode) as they are, not summed by bin: the summary sums a bin's rows (on a
+/// shared database, a row's shards) itself, and grouping them in SQL cost
+/// more than the rest of the read (docs/performance.md#what-model-calls-used).
+static MEASURE_ROWS: LazyLock<[String; 2]> = LazyLock::new(|| measure_statements(false));
+
+/// [`MEASURE_ROWS`] where the dialect [packs rows](super::Dialect::packs_rows):
+/// one result row per (version, mode, measure) holds its bins as text (`bin
+/// measured total` triples, see [`packed_bins`]); a realistic spread gives
+/// each tens of bins.
+static PACKED_MEASURE_ROWS: LazyLock<[String; 2]> = LazyLock::new(|| measure_statements(true));
+
+/// The measures' statements, their bins packed or not.
+fn measure_statements(packed: bool) -> [String; 2] {
+    let (bins, grouping) = match packed {
+        true => (
+            "string_agg(bin || ' ' || measured || ' ' || total, ' ')",
+            " GROUP BY version, mode, measure",
+        ),
+        false => ("bin, measured, total", ""),
+    };
     [" AND mode = $1", ""].map(|filter| {
         format!(
-            "SELECT version, mode, measure, \
-             string_agg(bin || ' ' || measured || ' ' || total, ' ') FROM training_measures \
-             WHERE {counting}{filter} GROUP BY version, mode, measure",
+            "SELECT version, mode, measure, {bins} FROM training_measures \
+             WHERE {counting}{filter}{grouping}",
             counting = MEASURES.counting(),
         )
     })
-});
+}
 
-/// Reads the bins [`MEASURE_ROWS`] aggregates: `(bin, counts)` of each
-/// `bin measured total` triple.
-fn measured_bins(text: &str) -> StoreResult<Vec<(i64, MeasureCounts)>> {
+/// Reads the bins a row of [`PACKED_MEASURE_ROWS`] holds: `(bin, counts)`
+/// of each `bin measured total` triple.
+fn packed_bins(text: &str) -> StoreResult<Vec<(i64, MeasureCounts)>> {
     let numbers = text
         .split_ascii_whitespace()
         .map(str::parse::<i64>)
@@ -605,12 +616,17 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
     }
 
     async fn measure_rows(&mut self, mode: Option<&str>) -> StoreResult<Vec<MeasureRow>> {
+        let packed = C::DIALECT.packs_rows;
+        let statements = match packed {
+            true => &PACKED_MEASURE_ROWS,
+            false => &MEASURE_ROWS,
+        };
         let statement = match mode {
-            Some(mode) => Statement::new(&MEASURE_ROWS[0]).bind(mode),
-            None => Statement::new(&MEASURE_ROWS[1]),
+            Some(mode) => Statement::new(&statements[0]).bind(mode),
+            None => Statement::new(&statements[1]),
         };
         let rows = self.read(statement).await?;
-        let mut measured = Vec::with_capacity(rows.len() * 20);
+        let mut measured = Vec::with_capacity(rows.len() * if packed { 20 } else { 1 });
         for row in &rows {
             // A measure this version does not know (written by a newer
             // replica sharing the database) is left out.
@@ -619,7 +635,21 @@ impl<C: Connection> TrainingReads for SqlTx<C> {
             };
             let version = PolicyVersion::from_stored(&row.text(0)?);
             let mode = row.text(1)?;
-            for (bin, counts) in measured_bins(&row.text(3)?)? {
+            if !packed {
+                let key = MeasureKey {
+                    version,
+                    mode,
+                    measure,
+                    bin: row.int(3)?,
+                };
+                let counts = MeasureCounts {
+                    values: row.int(4)?,
+                    total: row.int(5)?,
+                };
+                measured.push(MeasureRow { key, counts });
+                continue;
+            }
+            for (bin, counts) in packed_bins(&row.text(3)?)? {
                 let key = MeasureKey {
                     version: version.clone(),
                     mode: mode.clone(),
@@ -674,14 +704,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn measured_bins_read_the_triples_of_the_aggregated_text() {
+    fn packed_bins_read_the_triples_of_the_aggregated_text() {
         let counts = |values, total| MeasureCounts { values, total };
         assert_eq!(
-            measured_bins("60 2 2000 -1 1 0").unwrap(),
+            packed_bins("60 2 2000 -1 1 0").unwrap(),
             [(60, counts(2, 2000)), (-1, counts(1, 0))]
         );
-        assert!(measured_bins("60 2").is_err());
-        assert!(measured_bins("60 x 1").is_err());
+        assert!(packed_bins("60 2").is_err());
+        assert!(packed_bins("60 x 1").is_err());
     }
 
     #[test]

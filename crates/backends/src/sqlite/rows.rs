@@ -15,6 +15,7 @@ pub(super) static SQLITE: Dialect = Dialect {
     binary_text: |expression| expression.to_owned(),
     max_params: 32_766,
     shared: false,
+    packs_rows: true,
     next_session_epoch: "UPDATE counters SET value = value + 1 WHERE name = 'session_epoch' \
                          RETURNING value",
     lock_names: None,

@@ -48,14 +48,23 @@ impl Engine {
     /// Returns, for each version and mode (of `mode` only, when given), the
     /// rollouts that ended as succeeded or failed and their rewards, in
     /// version order. Costs the summary's rows, not the rollouts counted.
+    /// The summary's rows and the measures' are read in one transaction, or
+    /// side by side where the backend's [parallel
+    /// reads](crate::storage::Store::parallel_reads) are faster (there each
+    /// statement is a snapshot of its own anyway).
     pub async fn training_summary(
         &self,
         mode: Option<RolloutMode>,
         versions: VersionRange,
     ) -> StoreResult<Vec<VersionSummary>> {
         let mode = mode.map(|mode| mode.as_str());
-        let (rows, measured) = self
-            .read(|store| {
+        let (rows, measured) = if self.store.parallel_reads() {
+            tokio::try_join!(
+                self.read(|store| store.training_rows(mode)),
+                self.read(|store| store.measure_rows(mode)),
+            )?
+        } else {
+            self.read(|store| {
                 Box::pin(async move {
                     Ok((
                         store.training_rows(mode).await?,
@@ -63,7 +72,8 @@ impl Engine {
                     ))
                 })
             })
-            .await?;
+            .await?
+        };
         let mut summaries = training::summarise(rows, measured);
         summaries.retain(|summary| versions.contains(summary.number()));
         Ok(summaries)
