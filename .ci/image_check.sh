@@ -179,9 +179,14 @@ step "restart on the same volume"
 stop_server
 start_server
 wait_healthy
-client "$tag" rollout "$id" --json | grep -q '^  "status": "succeeded"' \
+# Each reply is read whole before it is searched: `grep -q` in the pipe would
+# close it at the first match, and under pipefail the client's broken pipe
+# would fail the check.
+rollout=$(client "$tag" rollout "$id" --json)
+grep -q '^  "status": "succeeded"' <<<"$rollout" \
   || { echo "after the restart, rollout $id is not there as succeeded" >&2; exit 1; }
-client "$tag" spans "$id" | grep -q 'image.check' \
+spans=$(client "$tag" spans "$id")
+grep -q 'image.check' <<<"$spans" \
   || { echo "after the restart, rollout $id has no span image.check" >&2; exit 1; }
 echo "after the restart: rollout $id succeeded, with its span image.check"
 stop_server
