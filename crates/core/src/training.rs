@@ -41,7 +41,7 @@ pub mod usage;
 
 use std::collections::HashMap;
 
-use indexmap::IndexMap;
+use indexmap::{IndexMap, map::Entry};
 
 use self::measure::{Measure, MeasureCounts};
 use self::usage::RolloutUsage;
@@ -495,16 +495,26 @@ pub trait Summed: Copy + Default + PartialEq {
 
 /// Adds `counts` times `sign` to `key`'s row of `rows`, dropping a row
 /// that comes to nothing.
-fn shift<K: std::hash::Hash + Eq + Clone, C: Summed>(
+fn shift<K: std::hash::Hash + Eq, C: Summed>(
     rows: &mut IndexMap<K, C>,
     key: K,
     counts: C,
     sign: i64,
 ) {
-    let row = rows.entry(key.clone()).or_default();
-    row.add(counts, sign);
-    if row.is_zero() {
-        rows.shift_remove(&key);
+    match rows.entry(key) {
+        Entry::Occupied(mut row) => {
+            row.get_mut().add(counts, sign);
+            if row.get().is_zero() {
+                row.shift_remove();
+            }
+        }
+        Entry::Vacant(slot) => {
+            let mut row = C::default();
+            row.add(counts, sign);
+            if !row.is_zero() {
+                slot.insert(row);
+            }
+        }
     }
 }
 

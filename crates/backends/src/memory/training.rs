@@ -67,10 +67,22 @@ fn add_deltas<'d, K: Ord + Clone + 'd, C: Summed + 'd>(
     deltas: impl Iterator<Item = (&'d K, &'d C)>,
 ) {
     for (key, delta) in deltas {
-        let row = rows.entry(key.clone()).or_default();
-        row.add(*delta, 1);
-        if row.is_zero() {
-            rows.remove(key);
+        // Most deltas land on a row that exists: look it up before cloning
+        // the key for a new one.
+        match rows.get_mut(key) {
+            Some(row) => {
+                row.add(*delta, 1);
+                if row.is_zero() {
+                    rows.remove(key);
+                }
+            }
+            None => {
+                let mut row = C::default();
+                row.add(*delta, 1);
+                if !row.is_zero() {
+                    rows.insert(key.clone(), row);
+                }
+            }
         }
     }
 }

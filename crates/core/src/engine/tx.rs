@@ -195,35 +195,36 @@ impl<'a> Tx<'a> {
         let usages = &mut self.writes.usage;
         for (rollout_id, was, is) in changes {
             let before = stored.get(rollout_id).copied().unwrap_or_default();
-            let kept = !deleted.contains(rollout_id);
             let offered_usage = self.offered_usage.get(rollout_id).copied();
-            if let (Some(offered), true) = (offered_usage, kept) {
-                usages.insert(rollout_id.to_owned(), offered);
-            }
-            let judged = self.judged.get(rollout_id).copied();
-            let stops_counting = !is.is_some_and(training::counts);
-            match (judged, kept) {
-                (_, false) => {}
-                (Some(verdict), true) => {
-                    verdicts.insert(rollout_id.to_owned(), Some(verdict));
-                }
-                (None, true) if stops_counting && before.verdict.is_some() => {
-                    verdicts.insert(rollout_id.to_owned(), None);
-                }
-                (None, true) => {}
-            }
             let offered_version = self.offered_versions.get(rollout_id).copied();
-            if let (Some(offered), true) = (offered_version, kept) {
-                model_versions
-                    .entry(rollout_id.to_owned())
-                    .or_insert(offered);
-            }
             let offered = self
                 .offered_rewards
                 .get(rollout_id)
                 .filter(|offered| before.reward.is_none_or(|old| offered.supersedes(&old)));
-            if let (Some(offered), true) = (offered, kept) {
-                rewards.insert(rollout_id.to_owned(), *offered);
+            let judged = self.judged.get(rollout_id).copied();
+            // A deleted rollout's facts are deleted with it.
+            if !deleted.contains(rollout_id) {
+                if let Some(offered) = offered_usage {
+                    usages.insert(rollout_id.to_owned(), offered);
+                }
+                if let Some(offered) = offered_version {
+                    model_versions
+                        .entry(rollout_id.to_owned())
+                        .or_insert(offered);
+                }
+                if let Some(offered) = offered {
+                    rewards.insert(rollout_id.to_owned(), *offered);
+                }
+                let stops_counting = !is.is_some_and(training::counts);
+                match judged {
+                    Some(verdict) => {
+                        verdicts.insert(rollout_id.to_owned(), Some(verdict));
+                    }
+                    None if stops_counting && before.verdict.is_some() => {
+                        verdicts.insert(rollout_id.to_owned(), None);
+                    }
+                    None => {}
+                }
             }
             let after = Facts {
                 reward: offered.copied().or(before.reward),
