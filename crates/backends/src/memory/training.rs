@@ -76,13 +76,10 @@ fn add_deltas<'d, K: Ord + Clone + 'd, C: Summed + 'd>(
                     rows.remove(key);
                 }
             }
-            None => {
-                let mut row = C::default();
-                row.add(*delta, 1);
-                if !row.is_zero() {
-                    rows.insert(key.clone(), row);
-                }
+            None if !delta.is_zero() => {
+                rows.insert(key.clone(), *delta);
             }
+            None => {}
         }
     }
 }
